@@ -1,0 +1,64 @@
+//! Errors that reach the user. A `UsageError` is bad input or a missing prerequisite the
+//! user can fix: it exits 2 with one line. Anything else is a failure of the run (exit 1).
+//! `Interrupted` is Ctrl-C: what finished is kept, the exit status is 130.
+
+use thiserror::Error;
+
+/// Bad input or a missing prerequisite. The message names the cause and the fix, in one line.
+#[derive(Debug, Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// The user pressed Ctrl-C; the run stops at the next sample boundary.
+#[derive(Debug, Error)]
+#[error("interrupted")]
+pub struct Interrupted;
+
+/// Build a `UsageError` wrapped in `anyhow::Error`.
+pub fn usage(msg: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(UsageError(msg.into()))
+}
+
+/// Exit status for an error: 2 for bad input, 130 for Ctrl-C, 1 for everything else.
+pub fn exit_code(err: &anyhow::Error) -> u8 {
+    if err.chain().any(|e| e.is::<UsageError>()) {
+        2
+    } else if err.chain().any(|e| e.is::<Interrupted>()) {
+        130
+    } else {
+        1
+    }
+}
+
+/// The one line printed for an error: for a usage error just its message, otherwise the
+/// whole context chain joined with ": ".
+pub fn one_line(err: &anyhow::Error) -> String {
+    if let Some(u) = err.chain().find_map(|e| e.downcast_ref::<UsageError>()) {
+        return u.0.clone();
+    }
+    err.chain()
+        .map(|e| e.to_string())
+        .collect::<Vec<_>>()
+        .join(": ")
+        .replace('\n', " ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_errors_exit_2_even_under_context() {
+        let e = usage("bad size '0': a size must be above zero").context("reading --block");
+        assert_eq!(exit_code(&e), 2);
+        assert_eq!(one_line(&e), "bad size '0': a size must be above zero");
+    }
+
+    #[test]
+    fn other_errors_exit_1_and_interrupt_130() {
+        let e = anyhow::anyhow!("mmap failed").context("mem lab");
+        assert_eq!(exit_code(&e), 1);
+        assert_eq!(one_line(&e), "mem lab: mmap failed");
+        assert_eq!(exit_code(&anyhow::Error::new(Interrupted)), 130);
+    }
+}

@@ -1,0 +1,50 @@
+//! The labs. Each is a folder with its cases, kernels and model; each takes its arguments and
+//! a `Ctx` and returns an `Outcome` (figures, models, notes), plus a terminal rendering of it.
+//! A lab knows nothing of other labs.
+
+use crate::machine::Machine;
+use crate::measure::SampleSpec;
+
+/// What every lab is given.
+pub struct Ctx {
+    pub machine: Machine,
+    /// How to sample (from `--samples` and `--quick`).
+    pub spec: SampleSpec,
+    /// `--counters`: read perf counters around each case.
+    pub counters: bool,
+    /// `--quick`: smaller plans.
+    pub quick: bool,
+}
+
+use crate::measure::Summary;
+use crate::report::Outcome;
+
+/// One line of the cost sheet: a headline figure with its spread and what it means.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct Headline {
+    /// What the figure is: "syscall s (getppid)".
+    pub label: String,
+    pub summary: Summary,
+    pub unit: String,
+    /// One line reading of it: "huge pages cut random DRAM latency by 34% here".
+    pub reading: String,
+}
+
+/// What `costlab run` needs of a lab. Each lab folder has one implementation; `all()` lists
+/// them, so adding a lab to `run` is one line there.
+pub trait Lab {
+    /// The lab's name, as in the JSON's "lab" field ("mem", "syscall", ...).
+    fn name(&self) -> &'static str;
+    /// Why the lab cannot run on this machine (no Go toolchain, one NUMA node, ...), or None.
+    fn unavailable(&self, ctx: &Ctx) -> Option<String>;
+    /// Run the lab's plan for `costlab run`: `full = false` is the quick plan, sized so that
+    /// all labs together finish within 90 s on a 2-core machine.
+    fn run_plan(&self, ctx: &Ctx, full: bool) -> anyhow::Result<Outcome>;
+    /// The lab's lines of the cost sheet, read from its outcome.
+    fn headlines(&self, outcome: &Outcome) -> Vec<Headline>;
+}
+
+/// Every lab that `costlab run` runs, in the order it runs them.
+pub fn all() -> Vec<Box<dyn Lab>> {
+    vec![]
+}

@@ -1,0 +1,151 @@
+//! Changing a system setting for the length of a run, and always putting it back.
+//!
+//! Every change is recorded in one process-wide list before it is made. It is undone when its
+//! guard drops (normal exit and error paths unwind through it) and, for Ctrl-C, by
+//! `restore_all` from the signal handler. Restoring twice is harmless: each entry is taken
+//! out of the list by whoever restores it first.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use anyhow::{Context, Result};
+
+struct Change {
+    id: u64,
+    path: PathBuf,
+    old: String,
+    what: String,
+}
+
+static CHANGES: Mutex<Vec<Change>> = Mutex::new(Vec::new());
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+static RESTORED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// A setting changed for the run; dropping it writes the old value back.
+#[must_use = "the setting is restored when this guard drops"]
+pub struct SettingGuard {
+    id: u64,
+}
+
+impl SettingGuard {
+    /// Restore now (same as dropping) and return the note that says what was done.
+    pub fn restore(self) -> Option<String> {
+        restore_one(self.id)
+    }
+}
+
+impl Drop for SettingGuard {
+    fn drop(&mut self) {
+        restore_one(self.id);
+    }
+}
+
+/// Read a setting file (sysfs/procfs), trimmed.
+pub fn read_setting(path: &Path) -> Result<String> {
+    Ok(std::fs::read_to_string(path)
+        .with_context(|| format!("reading {}", path.display()))?
+        .trim()
+        .to_string())
+}
+
+/// Write `value` to the setting at `path`, remembering the old value. `what` names the setting
+/// in notes ("2M hugepage pool").
+pub fn change_setting(path: &Path, value: &str, what: &str) -> Result<SettingGuard> {
+    let old = read_setting(path)?;
+    let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    // Record first: if the write lands and we are interrupted, the handler must know.
+    CHANGES.lock().unwrap().push(Change {
+        id,
+        path: path.to_path_buf(),
+        old,
+        what: what.to_string(),
+    });
+    if let Err(e) = std::fs::write(path, value) {
+        CHANGES.lock().unwrap().retain(|c| c.id != id);
+        return Err(e).with_context(|| format!("writing {value} to {}", path.display()));
+    }
+    Ok(SettingGuard { id })
+}
+
+fn restore_one(id: u64) -> Option<String> {
+    let change = {
+        let mut list = CHANGES.lock().unwrap_or_else(|p| p.into_inner());
+        let pos = list.iter().position(|c| c.id == id)?;
+        list.remove(pos)
+    };
+    Some(write_back(change))
+}
+
+fn write_back(c: Change) -> String {
+    let note = match std::fs::write(&c.path, &c.old) {
+        Ok(()) => format!("{}: restored to {}", c.what, c.old),
+        Err(e) => format!(
+            "{}: could NOT restore {} to {}: {e}; run: echo {} > {}",
+            c.what,
+            c.path.display(),
+            c.old,
+            c.old,
+            c.path.display()
+        ),
+    };
+    RESTORED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(note.clone());
+    note
+}
+
+/// Undo every change still in force (Ctrl-C handler, last-resort exit paths).
+pub fn restore_all() -> Vec<String> {
+    let all: Vec<Change> = std::mem::take(&mut *CHANGES.lock().unwrap_or_else(|p| p.into_inner()));
+    all.into_iter().rev().map(write_back).collect()
+}
+
+/// Notes of every restore done so far in this process (for the run's notes).
+pub fn restored_notes() -> Vec<String> {
+    RESTORED.lock().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+/// How many changes are still in force.
+pub fn pending() -> usize {
+    CHANGES.lock().unwrap_or_else(|p| p.into_inner()).len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guard_restores_on_drop_and_restore_all_on_interrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("nr_hugepages");
+        let b = dir.path().join("other");
+        std::fs::write(&a, "0\n").unwrap();
+        std::fs::write(&b, "7\n").unwrap();
+        {
+            let _g = change_setting(&a, "512", "2M hugepage pool").unwrap();
+            assert_eq!(read_setting(&a).unwrap(), "512");
+        }
+        assert_eq!(read_setting(&a).unwrap(), "0");
+
+        let g = change_setting(&b, "9", "other").unwrap();
+        assert_eq!(read_setting(&b).unwrap(), "9");
+        let notes = restore_all();
+        assert!(
+            notes.iter().any(|n| n == "other: restored to 7"),
+            "{notes:?}"
+        );
+        assert_eq!(read_setting(&b).unwrap(), "7");
+        // The guard dropping after restore_all must not write again.
+        std::fs::write(&b, "8").unwrap();
+        drop(g);
+        assert_eq!(read_setting(&b).unwrap(), "8");
+    }
+
+    #[test]
+    fn a_failed_write_leaves_nothing_to_restore() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("nope");
+        assert!(change_setting(&missing, "1", "x").is_err());
+    }
+}

@@ -1,0 +1,165 @@
+//! Which CPUs we may run on, pinning, and the `--threads` / `--cpus` checks every lab shares.
+
+use crate::error::usage;
+
+/// Parse a kernel CPU list ("0-3,8,10-11"), as in sysfs and `--cpus`. Sorted, deduplicated.
+pub fn parse_cpu_list(text: &str) -> anyhow::Result<Vec<usize>> {
+    let mut cpus = Vec::new();
+    let t = text.trim();
+    if t.is_empty() {
+        return Ok(cpus);
+    }
+    for part in t.split(',') {
+        let part = part.trim();
+        let bad = || {
+            usage(format!(
+                "bad CPU list '{text}': use ids and ranges like 0-3,6"
+            ))
+        };
+        if let Some((a, b)) = part.split_once('-') {
+            let a: usize = a.trim().parse().map_err(|_| bad())?;
+            let b: usize = b.trim().parse().map_err(|_| bad())?;
+            if b < a || b - a > 1 << 16 {
+                return Err(bad());
+            }
+            cpus.extend(a..=b);
+        } else {
+            cpus.push(part.parse().map_err(|_| bad())?);
+        }
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    Ok(cpus)
+}
+
+/// Format CPU ids back into the compact kernel form ("0-3,8").
+pub fn format_cpu_list(cpus: &[usize]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j {
+            cpus[i].to_string()
+        } else {
+            format!("{}-{}", cpus[i], cpus[j])
+        });
+        i = j + 1;
+    }
+    out.join(",")
+}
+
+/// CPUs this process may run on (its affinity mask), ascending.
+pub fn allowed_cpus() -> Vec<usize> {
+    match rustix::thread::sched_getaffinity(None) {
+        Ok(set) => (0..rustix::thread::CpuSet::MAX_CPU)
+            .filter(|&c| set.is_set(c))
+            .collect(),
+        Err(_) => (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect(),
+    }
+}
+
+/// Pin the calling thread to one CPU.
+pub fn pin_current(cpu: usize) -> anyhow::Result<()> {
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    rustix::thread::sched_setaffinity(None, &set)
+        .map_err(|e| anyhow::anyhow!("pinning a thread to CPU {cpu}: {e}"))
+}
+
+/// Pin the calling thread to a set of CPUs (used to keep a loader off the server's CPU).
+pub fn pin_current_to(cpus: &[usize]) -> anyhow::Result<()> {
+    let mut set = rustix::thread::CpuSet::new();
+    for &c in cpus {
+        set.set(c);
+    }
+    rustix::thread::sched_setaffinity(None, &set)
+        .map_err(|e| anyhow::anyhow!("pinning to CPUs {}: {e}", format_cpu_list(cpus)))
+}
+
+/// Check `--cpus` against the affinity mask: every named CPU must be one we may use.
+pub fn check_cpus(wanted: &[usize], allowed: &[usize]) -> anyhow::Result<()> {
+    let missing: Vec<usize> = wanted
+        .iter()
+        .copied()
+        .filter(|c| !allowed.contains(c))
+        .collect();
+    if !missing.is_empty() {
+        return Err(usage(format!(
+            "--cpus names CPU {} which is offline or outside this process's affinity mask; allowed: {}",
+            format_cpu_list(&missing),
+            format_cpu_list(allowed)
+        )));
+    }
+    Ok(())
+}
+
+/// Check a `--threads` sweep: zero is meaningless, and more threads than CPUs needs
+/// `--oversubscribe` (the figures then measure the scheduler, not the layer).
+pub fn check_threads(threads: &[usize], cpus: usize, oversubscribe: bool) -> anyhow::Result<()> {
+    if threads.contains(&0) {
+        return Err(usage("--threads 0: a run needs at least one thread"));
+    }
+    if let Some(&t) = threads.iter().find(|&&t| t > cpus) {
+        if !oversubscribe {
+            return Err(usage(format!(
+                "--threads {t} is more than the {cpus} CPUs this process may use; lower it or add --oversubscribe"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Parse a `--threads` list ("1,2,4").
+pub fn parse_threads(text: &str) -> anyhow::Result<Vec<usize>> {
+    crate::measure::sizes::parse_list(text, |s| {
+        s.parse::<usize>().map_err(|_| {
+            usage(format!(
+                "bad thread count '{s}': expected a whole number like 1,2,4"
+            ))
+        })
+    })
+}
+
+/// The CPU each of `threads` workers is pinned to: one per allowed CPU, wrapping round
+/// when oversubscribed.
+pub fn cpus_for_threads(threads: usize, allowed: &[usize]) -> Vec<usize> {
+    (0..threads).map(|i| allowed[i % allowed.len()]).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::exit_code;
+
+    #[test]
+    fn cpu_lists_round_trip() {
+        assert_eq!(
+            parse_cpu_list("0-3,8,10-11").unwrap(),
+            vec![0, 1, 2, 3, 8, 10, 11]
+        );
+        assert_eq!(parse_cpu_list("").unwrap(), Vec::<usize>::new());
+        assert_eq!(parse_cpu_list("3,1,1").unwrap(), vec![1, 3]);
+        assert_eq!(format_cpu_list(&[0, 1, 2, 3, 8, 10, 11]), "0-3,8,10-11");
+        assert!(parse_cpu_list("3-1").is_err());
+        assert!(parse_cpu_list("a").is_err());
+    }
+
+    #[test]
+    fn thread_checks() {
+        assert!(check_threads(&[1, 2], 2, false).is_ok());
+        assert_eq!(exit_code(&check_threads(&[4], 2, false).unwrap_err()), 2);
+        assert!(check_threads(&[4], 2, true).is_ok());
+        assert_eq!(exit_code(&check_threads(&[0], 2, true).unwrap_err()), 2);
+        assert_eq!(cpus_for_threads(3, &[4, 6]), vec![4, 6, 4]);
+    }
+
+    #[test]
+    fn cpus_outside_the_mask_are_refused() {
+        let e = check_cpus(&[0, 5], &[0, 1]).unwrap_err();
+        assert_eq!(exit_code(&e), 2);
+        assert!(e.to_string().contains("CPU 5"));
+    }
+}

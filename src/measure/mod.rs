@@ -1,0 +1,12 @@
+//! How costlab measures: CPUs and pinning, thread teams on a barrier, sampling, statistics,
+//! sizes and units. Labs use these; none of them measures on its own terms.
+
+pub mod cancel;
+pub mod cpus;
+pub mod sampler;
+pub mod sizes;
+pub mod stats;
+pub mod units;
+
+pub use sampler::{sample_fn, team, Sample, SampleSpec};
+pub use stats::Summary;
