@@ -2,6 +2,8 @@
 //! a `Ctx` and returns an `Outcome` (figures, models, notes), plus a terminal rendering of it.
 //! A lab knows nothing of other labs.
 
+pub mod echo;
+
 use crate::machine::Machine;
 use crate::measure::SampleSpec;
 

@@ -2,6 +2,7 @@
 //! sizes and units. Labs use these; none of them measures on its own terms.
 
 pub mod cancel;
+pub mod counters;
 pub mod cpus;
 pub mod sampler;
 pub mod sizes;
