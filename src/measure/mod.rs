@@ -7,6 +7,7 @@ pub mod cpus;
 pub mod sampler;
 pub mod sizes;
 pub mod stats;
+pub mod syscost;
 pub mod units;
 
 pub use sampler::{sample_fn, team, Sample, SampleSpec};
