@@ -36,6 +36,8 @@ pub enum Command {
     /// What this machine is: CPU, caches, NUMA, pages, mitigations, io_uring, perf
     Machine(MachineArgs),
     // --- labs: one variant each ---
+    /// What a syscall costs (s), what send/recv cost in the kernel (w), what io_uring costs per op at batch n (t)
+    Syscall(SyscallArgs),
 }
 
 #[derive(Args, Debug)]
@@ -43,4 +45,13 @@ pub struct MachineArgs {
     /// Write the machine description as JSON to FILE, or "-" for stdout
     #[arg(long, value_name = "FILE")]
     pub json: Option<String>,
+}
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct SyscallArgs {
+    /// io_uring batches to measure (ops per enter), a comma list from 1 to 4096
+    #[arg(long, value_name = "LIST")]
+    pub batches: Option<String>,
+    #[command(flatten)]
+    pub common: Common,
 }

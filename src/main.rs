@@ -7,7 +7,7 @@ use clap::Parser;
 
 use costlab::cli::{Cli, Command, Common};
 use costlab::error::{exit_code, one_line};
-use costlab::labs::Ctx;
+use costlab::labs::{self, Ctx};
 use costlab::machine::{restore, Machine};
 use costlab::measure::{cancel, SampleSpec};
 use costlab::report::{json, time, Doc, Outcome, RunInfo};
@@ -140,6 +140,16 @@ fn dispatch(cli: Cli) -> Result<()> {
                 None => print!("{}", m.render()),
             }
             Ok(())
+        }
+        Command::Syscall(args) => {
+            let ctx = ctx_for(&args.common);
+            let outcome = labs::syscall::run(&args, &ctx)?;
+            emit(
+                labs::syscall::render(&outcome),
+                outcome,
+                &args.common,
+                &ctx.machine,
+            )
         }
     }
 }

@@ -1,0 +1,151 @@
+//! The "syscall cost terms" model: the derived terms s, w_send, w_recv, t(n) as params, and
+//! the io_uring per-op costs checked against a per-op cost plus an enter cost shared by the
+//! batch, u(n) = a + E / n, fitted by least squares in 1/n.
+
+use serde_json::{json, Map, Value};
+
+use crate::labs::echo::model::CostTerms;
+use crate::measure::syscost::Measurements;
+use crate::report::{Model, ModelPoint};
+
+/// Least-squares fit of y = a + b / n over (n, y); None with fewer than two distinct n.
+pub fn fit_amortized(points: &[(u32, f64)]) -> Option<(f64, f64)> {
+    let pts: Vec<(f64, f64)> = points
+        .iter()
+        .filter(|(n, y)| *n > 0 && y.is_finite())
+        .map(|(n, y)| (1.0 / f64::from(*n), *y))
+        .collect();
+    let k = pts.len() as f64;
+    if pts.len() < 2 {
+        return None;
+    }
+    let mx = pts.iter().map(|p| p.0).sum::<f64>() / k;
+    let my = pts.iter().map(|p| p.1).sum::<f64>() / k;
+    let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    if sxx == 0.0 {
+        return None;
+    }
+    let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let b = sxy / sxx;
+    Some((my - b * mx, b))
+}
+
+fn r1(x: f64) -> Value {
+    json!((x * 10.0).round() / 10.0)
+}
+
+/// {"1": 450.2, "2": ...} of a batched term's medians.
+fn by_batch(v: &[(u32, crate::measure::Summary)]) -> Value {
+    let m: Map<String, Value> = v
+        .iter()
+        .map(|(n, s)| (n.to_string(), r1(s.median)))
+        .collect();
+    Value::Object(m)
+}
+
+/// The model: params (the terms), points (io_uring per-op cost by batch, fitted beside
+/// measured), verdicts (the fits in words, E against s).
+pub fn model(terms: &CostTerms, m: &Measurements, mitigations: &str) -> Model {
+    let s = terms.s();
+    let mut p = Map::new();
+    p.insert("s_ns".into(), r1(s));
+    p.insert("mitigations".into(), json!(mitigations));
+    if let Some(c) = m
+        .get("clock_gettime", 1)
+        .and_then(crate::measure::Summary::of)
+    {
+        p.insert("clock_gettime_ns".into(), r1(c.median));
+    }
+    p.insert("w_send_ns".into(), r1(terms.w_send_ns.median));
+    p.insert("w_recv_ns".into(), r1(terms.w_recv_ns.median));
+    p.insert("w_ns".into(), r1(terms.w()));
+    if let Some(t) = terms.article_t() {
+        p.insert("t_ns".into(), r1(t));
+    }
+    p.insert("t_nop_ns".into(), by_batch(&terms.t_nop_ns));
+    p.insert("uring_send_ns".into(), by_batch(&terms.uring_send_ns));
+    p.insert("uring_recv_ns".into(), by_batch(&terms.uring_recv_ns));
+    p.insert("epoll_wait_ns".into(), by_batch(&terms.epoll_wait_ns));
+    if let Some(why) = &terms.uring_unsupported {
+        p.insert("uring_unsupported".into(), json!(why));
+    }
+
+    let mut points = Vec::new();
+    let mut verdict = vec![format!("s = {s:.1} ns with {mitigations}")];
+    verdict.push(format!(
+        "w_send = {:.0} ns, w_recv = {:.0} ns: a 16-byte loopback send and recv cost s + w each",
+        terms.w_send_ns.median, terms.w_recv_ns.median
+    ));
+    if let Some(t) = terms.article_t() {
+        verdict.push(format!(
+            "t (article's sense: a recv and a send through io_uring at batch 1, beyond s) = {t:.0} ns"
+        ));
+    }
+    for (call, v) in [
+        ("uring-nop", &terms.t_nop_ns),
+        ("uring-send", &terms.uring_send_ns),
+        ("uring-recv", &terms.uring_recv_ns),
+    ] {
+        let meds: Vec<(u32, f64)> = v.iter().map(|(n, s)| (*n, s.median)).collect();
+        let Some((a, e)) = fit_amortized(&meds) else {
+            continue;
+        };
+        let key = call.trim_start_matches("uring-");
+        p.insert(format!("{key}_per_op_ns"), r1(a));
+        p.insert(format!("{key}_per_enter_ns"), r1(e));
+        let mut worst = 0f64;
+        for (n, y) in &meds {
+            let pred = a + e / f64::from(*n);
+            worst = worst.max(((pred - y) / y).abs());
+            points.push(ModelPoint {
+                case: crate::case! {"call" => call, "batch" => *n},
+                predicted: pred,
+                measured: *y,
+                unit: "ns".into(),
+            });
+        }
+        let fits = if worst <= 0.25 {
+            "holds".to_string()
+        } else {
+            format!("does not hold: the per-op cost itself changes with the batch ({:.0}% off at worst)", worst * 100.0)
+        };
+        verdict.push(format!(
+            "{call}: {a:.0} ns per op + {e:.0} ns per enter / n; worst batch off by {:.0}%: {fits}",
+            worst * 100.0
+        ));
+        if call == "uring-nop" {
+            verdict.push(format!(
+                "an io_uring_enter costs {e:.0} ns, {:.1}x a null syscall's s = {s:.0} ns \
+                 (the switch plus io_uring's own fixed work)",
+                e / s.max(1e-9)
+            ));
+        }
+    }
+    Model {
+        lab: "syscall".into(),
+        name: "syscall cost terms".into(),
+        params: p,
+        points,
+        verdict,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fit_recovers_op_and_enter_costs() {
+        let pts: Vec<(u32, f64)> = [1u32, 2, 4, 8, 256]
+            .iter()
+            .map(|&n| (n, 40.0 + 360.0 / f64::from(n)))
+            .collect();
+        let (a, e) = fit_amortized(&pts).unwrap();
+        assert!(
+            (a - 40.0).abs() < 1e-9 && (e - 360.0).abs() < 1e-9,
+            "{a} {e}"
+        );
+        assert_eq!(fit_amortized(&[(4, 1.0)]), None);
+        assert_eq!(fit_amortized(&[(4, 1.0), (4, 2.0)]), None);
+    }
+}
