@@ -52,7 +52,8 @@ pub fn parse_batches(text: &str) -> Result<Vec<u32>> {
             )));
         }
         Ok(n)
-    })?;
+    })
+    .map_err(|e| usage(format!("--batches: {}", crate::error::one_line(&e))))?;
     v.sort_unstable();
     v.dedup();
     Ok(v)
