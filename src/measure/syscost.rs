@@ -105,13 +105,21 @@ pub fn clock_gettime_vdso(spec: &SampleSpec) -> Result<Vec<f64>> {
     Ok(ns_per_iter(samples, 1))
 }
 
+/// After an op failed the sampler still wants its samples to last `min_sample` (it grows the
+/// iteration count until they do, and a loop that returns at once never would), so a failed
+/// run sleeps that long instead: the sampler finishes in bounded time and the error is
+/// returned after it.
+fn stall(spec: &SampleSpec) {
+    std::thread::sleep(spec.min_sample);
+}
+
 /// Time `op` n times per iteration; the first error stops the loop and is returned.
 fn sample_fallible(spec: &SampleSpec, mut op: impl FnMut() -> Result<()>) -> Result<Vec<f64>> {
     let mut failed: Option<anyhow::Error> = None;
     let samples = sample_fn(spec, |n| {
         for _ in 0..n {
             if failed.is_some() {
-                return;
+                return stall(spec);
             }
             if let Err(e) = black_box(op()) {
                 failed = Some(e);
@@ -184,6 +192,9 @@ fn sample_two_phases(
             ta += (t1 - t0).as_nanos() as f64;
             tb += (t2 - t1).as_nanos() as f64;
             done += k;
+        }
+        if failed.is_some() {
+            stall(spec);
         }
         runs.push((n, ta, tb));
     })?;
@@ -350,7 +361,7 @@ pub fn uring_nop(spec: &SampleSpec, batch: u32) -> Result<Vec<f64>> {
     let samples = sample_fn(spec, |n| {
         for _ in 0..n {
             if failed.is_some() {
-                return;
+                return stall(spec);
             }
             if let Err(e) = submit_batch(&mut ring, &nops, |r| r >= 0) {
                 failed = Some(e);
@@ -619,6 +630,25 @@ mod tests {
             t.uring_unsupported.as_deref(),
             Some("io_uring_setup: EPERM")
         );
+    }
+
+    #[test]
+    fn a_failing_op_ends_the_sampling_with_its_error() {
+        let t0 = Instant::now();
+        let mut calls = 0;
+        let e = sample_fallible(&tiny(), || {
+            calls += 1;
+            if calls > 3 {
+                bail!("the socket went away")
+            }
+            Ok(())
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("went away"));
+        let e = sample_two_phases(&tiny(), 4, || Ok(()), || bail!("reset")).unwrap_err();
+        assert!(e.to_string().contains("reset"));
+        // Bounded: a few sleeps of min_sample, not a sampler spinning forever.
+        assert!(t0.elapsed() < Duration::from_secs(30));
     }
 
     #[test]

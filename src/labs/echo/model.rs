@@ -284,10 +284,11 @@ impl CostTerms {
     }
 
     /// The article's t: kernel work of one recv and one send through io_uring at batch 1,
-    /// beyond the switch: U_send(1) + U_recv(1) - 2s. None without io_uring figures.
+    /// beyond the switch: U_send(1) + U_recv(1) - 2s. None unless batch 1 was measured.
     pub fn article_t(&self) -> Option<f64> {
-        let send = interpolate(&self.uring_send(), 1.0)?;
-        let recv = interpolate(&self.uring_recv(), 1.0)?;
+        let at_one = |v: Vec<(u32, f64)>| v.into_iter().find(|(n, _)| *n == 1).map(|(_, u)| u);
+        let send = at_one(self.uring_send())?;
+        let recv = at_one(self.uring_recv())?;
         Some(send + recv - 2.0 * self.s())
     }
 
@@ -860,6 +861,10 @@ mod tests {
         none.uring_sendrecv_ns.clear();
         none.uring_unsupported = Some("io_uring_setup: EPERM".into());
         assert_eq!(crossover(&none).article, None);
+        // Without batch 1 there is no article's t (it is not guessed from other batches).
+        let mut no_one = t.clone();
+        no_one.uring_send_ns.retain(|(n, _)| *n != 1);
+        assert_eq!(no_one.article_t(), None);
         assert_eq!(crossover(&none).refined, None);
         let obs = Observed {
             engine: "uring".into(),
