@@ -449,10 +449,39 @@ fn one(call: &'static str, batch: u32, samples: Vec<f64>) -> Vec<CallFigure> {
     }]
 }
 
+/// The calling thread pinned to one CPU for the length of the measurements (a migration in
+/// the middle of a sample would time the scheduler, and the echo servers are pinned too);
+/// the thread's own affinity comes back on drop.
+struct PinnedHere {
+    old: Option<rustix::thread::CpuSet>,
+}
+
+impl PinnedHere {
+    /// Pin to the last CPU we may use: CPU 0 takes most of the machine's interrupts.
+    fn new() -> PinnedHere {
+        let old = rustix::thread::sched_getaffinity(None).ok();
+        if let Some(&cpu) = super::cpus::allowed_cpus().last() {
+            // Not being able to pin (a restricted container) leaves the figures noisier, not
+            // wrong, so it is no reason to stop.
+            let _ = super::cpus::pin_current(cpu);
+        }
+        PinnedHere { old }
+    }
+}
+
+impl Drop for PinnedHere {
+    fn drop(&mut self) {
+        if let Some(set) = &self.old {
+            let _ = rustix::thread::sched_setaffinity(None, set);
+        }
+    }
+}
+
 /// Every measurement of the syscall lab, for the io_uring `batches` given. io_uring
 /// failures (setup refused, an op the kernel lacks) leave those figures out with the reason
 /// in `uring_unsupported`; anything else is an error.
 pub fn measure_all(spec: &SampleSpec, batches: &[u32], run: Runner) -> Result<Measurements> {
+    let _pinned = PinnedHere::new();
     let mut m = Measurements::default();
     let add = |m: &mut Measurements, figs: Vec<CallFigure>| m.figures.extend(figs);
     let figs = run("getppid", &mut || {
@@ -649,6 +678,29 @@ mod tests {
         assert!(e.to_string().contains("reset"));
         // Bounded: a few sleeps of min_sample, not a sampler spinning forever.
         assert!(t0.elapsed() < Duration::from_secs(30));
+    }
+
+    #[test]
+    fn measure_all_derives_terms_and_gives_the_thread_back() {
+        let before = super::super::cpus::allowed_cpus();
+        let mut labels = Vec::new();
+        let m = measure_all(&tiny(), &[1, 2], &mut |label, f| {
+            labels.push(label.to_string());
+            f()
+        })
+        .unwrap();
+        assert_eq!(super::super::cpus::allowed_cpus(), before);
+        assert_eq!(labels[0], "getppid");
+        let t = terms_from(&m).unwrap();
+        assert_eq!(t.s_ns.n, 3);
+        match &m.uring_unsupported {
+            None => {
+                assert_eq!(t.t_nop_ns.len(), 2);
+                assert_eq!(t.uring_send_ns.len(), 2);
+                assert!(labels.iter().any(|l| l == "io_uring send/recv batch 2"));
+            }
+            Some(why) => assert!(t.t_nop_ns.is_empty(), "{why}"),
+        }
     }
 
     #[test]
