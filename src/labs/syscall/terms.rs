@@ -94,9 +94,14 @@ pub fn model(terms: &CostTerms, m: &Measurements, mitigations: &str) -> Model {
         p.insert(format!("{key}_per_op_ns"), r1(a));
         p.insert(format!("{key}_per_enter_ns"), r1(e));
         let mut worst = 0f64;
-        for (n, y) in &meds {
+        // A point the line misses by less than its own min–max spread is missed by noise.
+        let mut beyond_spread = 0;
+        for ((n, y), (_, sm)) in meds.iter().zip(v.iter()) {
             let pred = a + e / f64::from(*n);
             worst = worst.max(((pred - y) / y).abs());
+            if pred < sm.min || pred > sm.max {
+                beyond_spread += 1;
+            }
             points.push(ModelPoint {
                 case: crate::case! {"call" => call, "batch" => *n},
                 predicted: pred,
@@ -106,8 +111,13 @@ pub fn model(terms: &CostTerms, m: &Measurements, mitigations: &str) -> Model {
         }
         let fits = if worst <= 0.25 {
             "holds".to_string()
+        } else if beyond_spread == 0 {
+            "off, but every batch's measured spread covers the line: too noisy to judge".to_string()
         } else {
-            format!("does not hold: the per-op cost itself changes with the batch ({:.0}% off at worst)", worst * 100.0)
+            format!(
+                "does not hold at {beyond_spread} of {} batches: the per-op cost itself changes with the batch",
+                meds.len()
+            )
         };
         verdict.push(format!(
             "{call}: {a:.0} ns per op + {e:.0} ns per enter / n; worst batch off by {:.0}%: {fits}",
@@ -147,5 +157,58 @@ mod tests {
         );
         assert_eq!(fit_amortized(&[(4, 1.0)]), None);
         assert_eq!(fit_amortized(&[(4, 1.0), (4, 2.0)]), None);
+    }
+
+    fn spread(median: f64, half: f64) -> crate::measure::Summary {
+        crate::measure::Summary {
+            median,
+            min: median - half,
+            max: median + half,
+            mad: half / 2.0,
+            n: 5,
+        }
+    }
+
+    fn terms_with_nop(nop: Vec<(u32, crate::measure::Summary)>) -> CostTerms {
+        CostTerms {
+            s_ns: spread(100.0, 0.0),
+            w_send_ns: spread(1000.0, 0.0),
+            w_recv_ns: spread(400.0, 0.0),
+            t_nop_ns: nop,
+            uring_sendrecv_ns: vec![],
+            uring_send_ns: vec![],
+            uring_recv_ns: vec![],
+            epoll_wait_ns: vec![],
+            uring_unsupported: None,
+        }
+    }
+
+    #[test]
+    fn fit_verdicts_tell_noise_from_a_miss() {
+        let m = Measurements::default();
+        // A kink no a + E/n line follows: 500, 100, 300 at 1, 4, 16.
+        let kinked = vec![
+            (1, spread(500.0, 5.0)),
+            (4, spread(100.0, 5.0)),
+            (16, spread(300.0, 5.0)),
+        ];
+        let v = model(&terms_with_nop(kinked.clone()), &m, "x").verdict;
+        assert!(v.iter().any(|l| l.contains("does not hold at")), "{v:?}");
+        // The same medians with spreads wider than the miss: noise, said so.
+        let noisy: Vec<_> = kinked
+            .iter()
+            .map(|(n, s)| (*n, spread(s.median, 400.0)))
+            .collect();
+        let v = model(&terms_with_nop(noisy), &m, "x").verdict;
+        assert!(v.iter().any(|l| l.contains("too noisy to judge")), "{v:?}");
+        // On the line: holds, and E is compared with s.
+        let line = [1u32, 4, 16]
+            .iter()
+            .map(|&n| (n, spread(40.0 + 360.0 / f64::from(n), 1.0)))
+            .collect();
+        let model = model(&terms_with_nop(line), &m, "x");
+        assert!(model.verdict.iter().any(|l| l.contains("holds")));
+        assert!(model.verdict.iter().any(|l| l.contains("360 ns, 3.6x")));
+        assert_eq!(model.points.len(), 3);
     }
 }
