@@ -587,9 +587,16 @@ pub fn terms_from(m: &Measurements) -> Result<CostTerms> {
     })
 }
 
-/// Measure the cost terms (every default batch) and derive them.
+/// Measure the cost terms (every default batch: 1, 2, 4, ..., 256) and derive them.
 pub fn measure_terms(spec: &SampleSpec) -> Result<CostTerms> {
-    let m = measure_all(spec, &DEFAULT_BATCHES, &mut plain)?;
+    measure_terms_at(spec, &DEFAULT_BATCHES)
+}
+
+/// Measure the cost terms at the io_uring `batches` given (include 1: the article's t is
+/// read there; a smaller set makes a quicker plan, a larger batch covers servers that reap
+/// more completions per enter than 256).
+pub fn measure_terms_at(spec: &SampleSpec, batches: &[u32]) -> Result<CostTerms> {
+    let m = measure_all(spec, batches, &mut plain)?;
     terms_from(&m)
 }
 

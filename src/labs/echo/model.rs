@@ -28,7 +28,8 @@
 //!   measured at a few k and interpolated at the achieved k = events / waits.
 //! - io_uring per request = (enters / request) x s + p_recv(n) + p_send(n)
 //!
-//!   where n is the achieved batch (completions per enter) and p_op(n) = U_op(n) - s/n is the
+//!   (any other syscall the server counts is priced at s with its enters), where n is the
+//!   achieved batch (completions per enter) and p_op(n) = U_op(n) - s/n is the
 //!   per-op cost of a recv or a send through io_uring at batch n without the switch,
 //!   interpolated linearly in 1/n between the measured batches (a per-op cost plus a per-enter
 //!   cost shared by n is a straight line in 1/n) and held at the nearest measured batch
@@ -403,11 +404,14 @@ pub fn predict(terms: &CostTerms, obs: &Observed) -> Result<Prediction, String> 
                 )
             };
             let t = terms.article_t().ok_or_else(why)?;
+            // A server that counts only syscalls: those are its enters.
             let enters = if obs.enters > 0 {
                 obs.enters
             } else {
                 obs.syscalls
             };
+            // Any syscall it counts beyond its enters pays the switch too.
+            let switches = obs.enters.max(obs.syscalls);
             let req_per_enter = if enters > 0 {
                 obs.requests as f64 / enters as f64
             } else {
@@ -421,7 +425,7 @@ pub fn predict(terms: &CostTerms, obs: &Observed) -> Result<Prediction, String> 
                 1.0
             };
             let (p_send, p_recv) = terms.uring_ops_at(batch.max(1.0)).ok_or_else(why)?;
-            refined.push("enters x s", per_req(enters, obs.requests) * s);
+            refined.push("enters x s", per_req(switches, obs.requests) * s);
             refined.push("uring recv op", p_recv);
             refined.push("uring send op", p_send);
         }
