@@ -257,6 +257,73 @@ pub fn tcp_send_recv(spec: &SampleSpec) -> Result<(Vec<f64>, Vec<f64>)> {
     )
 }
 
+/// A 16-byte loopback send that wakes its peer, ns per call. The peer thread, on another
+/// CPU where there is one, sleeps in recv and echoes each message back; each round times
+/// only the send, then waits for the echo, by which time the peer is asleep in recv again.
+/// This send minus a plain `tcp-send` is what waking a sleeping peer adds to a send, a cost
+/// an echo server pays whenever its client is waiting for the reply.
+pub fn tcp_send_wake(spec: &SampleSpec) -> Result<Vec<f64>> {
+    use std::net::Shutdown;
+    let listener = loopback_listener()?;
+    let (mut tx, mut rx) = loopback_pair(&listener)?;
+    let allowed = super::cpus::allowed_cpus();
+    // measure_all pins us to the last allowed CPU; the peer takes the first.
+    let peer_cpu = (allowed.len() > 1).then(|| allowed[0]);
+    let msg = [0x3cu8; MSG];
+    std::thread::scope(|scope| -> Result<Vec<f64>> {
+        let peer = scope.spawn(move || -> Result<()> {
+            if let Some(cpu) = peer_cpu {
+                let _ = super::cpus::pin_current(cpu);
+            }
+            let mut buf = [0u8; MSG];
+            loop {
+                match rx.read_exact(&mut buf) {
+                    Ok(()) => rx.write_all(&buf).context("peer echo")?,
+                    // The measuring side closed: done.
+                    Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
+                    Err(e) => return Err(anyhow::Error::new(e).context("peer recv")),
+                }
+            }
+        });
+        let mut failed: Option<anyhow::Error> = None;
+        let mut runs: Vec<(u64, f64)> = Vec::new();
+        let mut back = [0u8; MSG];
+        let sampled = sample_fn(spec, |n| {
+            let mut t = 0f64;
+            for _ in 0..n {
+                if failed.is_some() {
+                    stall(spec);
+                    break;
+                }
+                let t0 = Instant::now();
+                let sent = tx.write(&msg);
+                t += t0.elapsed().as_nanos() as f64;
+                let round = match sent {
+                    Ok(MSG) => tx.read_exact(&mut back).context("echo from the peer"),
+                    Ok(k) => Err(anyhow!("short send on loopback TCP: {k} of {MSG} bytes")),
+                    Err(e) => Err(anyhow::Error::new(e).context("send on loopback TCP")),
+                };
+                if let Err(e) = round {
+                    failed = Some(e);
+                }
+            }
+            runs.push((n, t));
+        });
+        // Closing our side ends the peer's loop whatever happened above.
+        let _ = tx.shutdown(Shutdown::Both);
+        let peer_result = peer
+            .join()
+            .unwrap_or_else(|_| Err(anyhow!("the echo peer thread panicked")));
+        let samples = sampled?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        peer_result?;
+        let last = &runs[runs.len().saturating_sub(samples.len())..];
+        Ok(last.iter().map(|(n, t)| t / (*n).max(1) as f64).collect())
+    })
+}
+
 /// `epoll_wait` returning `events` ready events (level-triggered eventfds that stay
 /// readable), ns per call.
 pub fn epoll_wait_ready(spec: &SampleSpec, events: u32) -> Result<Vec<f64>> {
@@ -507,6 +574,10 @@ pub fn measure_all(spec: &SampleSpec, batches: &[u32], run: Runner) -> Result<Me
         Ok(v)
     })?;
     add(&mut m, figs);
+    let figs = run("tcp send waking a peer", &mut || {
+        Ok(one("tcp-send-wake", 1, tcp_send_wake(spec)?))
+    })?;
+    add(&mut m, figs);
     for &k in &EPOLL_EVENTS {
         let figs = run(&format!("epoll_wait {k} events"), &mut || {
             Ok(one("epoll-wait", k, epoll_wait_ready(spec, k)?))
@@ -544,6 +615,10 @@ pub fn measure_all(spec: &SampleSpec, batches: &[u32], run: Runner) -> Result<Me
 
 /// Each sample minus a fixed amount (the median of s): w's samples keep the spread of what
 /// was measured, s's spread is reported with s.
+fn median_of(samples: &[f64]) -> f64 {
+    super::stats::median(samples)
+}
+
 fn minus(samples: &[f64], s: f64) -> Vec<f64> {
     samples.iter().map(|x| x - s).collect()
 }
@@ -583,6 +658,9 @@ pub fn terms_from(m: &Measurements) -> Result<CostTerms> {
         uring_send_ns: uring_send,
         uring_recv_ns: uring_recv,
         epoll_wait_ns: m.batched("epoll-wait"),
+        wake_ns: m
+            .get("tcp-send-wake", 1)
+            .and_then(|v| Summary::of(&minus(v, median_of(send)))),
         uring_unsupported: m.uring_unsupported.clone(),
     })
 }
@@ -621,6 +699,7 @@ mod tests {
         m.push("tcp-recv", 1, vec![500.0, 600.0, 550.0]);
         m.push("epoll-wait", 1, vec![200.0]);
         m.push("epoll-wait", 32, vec![800.0]);
+        m.push("tcp-send-wake", 1, vec![4300.0, 4400.0]);
         for b in [4u32, 1, 16] {
             let f = f64::from(b);
             m.push("uring-nop", b, vec![50.0 + 400.0 / f]);
@@ -647,6 +726,8 @@ mod tests {
         assert_eq!(t.uring_sendrecv_ns[0].1.median, 1050.0);
         assert_eq!(t.uring_send_ns[1].1.median, 1050.0);
         assert_eq!(t.epoll_wait_ns.len(), 2);
+        // The wake: tcp-send-wake minus the median tcp-send (1300).
+        assert_eq!(t.wake_ns.unwrap().median, 3050.0);
         assert!(t.uring_unsupported.is_none());
         // The article's t: U_send(1) + U_recv(1) - 2s = 1350 + 750 - 200.
         assert_eq!(t.article_t(), Some(1900.0));
@@ -720,6 +801,7 @@ mod tests {
         let (s, r) = tcp_send_recv(&spec).unwrap();
         assert_eq!((s.len(), r.len()), (3, 3));
         assert_eq!(epoll_wait_ready(&spec, 4).unwrap().len(), 3);
+        assert_eq!(tcp_send_wake(&spec).unwrap().len(), 3);
     }
 
     #[test]

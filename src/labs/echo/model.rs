@@ -38,7 +38,10 @@
 //! Neither form counts user-space work (the server's own loop, parsing, copying between its
 //! buffers) or the wakeup of the peer a send delivers to; when the measured server CPU per
 //! request (user + sys) is off by more than 25%, the verdict names the term that would have
-//! to change to close the gap, and how much is left for such uncounted work.
+//! to change to close the gap, and how much is left for such uncounted work, sized in wakes
+//! of a sleeping peer (a loopback send that wakes a thread asleep in recv, minus a plain
+//! send, measured beside the other terms). Both forms charge w_recv and w_send once per
+//! request: one message per recv, as with a client that waits for each echo.
 //!
 //! The crossover (the batch from which io_uring is cheaper than epoll) is computed for both
 //! forms from the terms alone: the article's as the smallest n with (t + s) / n < s + w; the
@@ -76,6 +79,11 @@ pub struct CostTerms {
     /// `epoll_wait` returning k ready events: (k, ns per call, s included).
     #[serde(default)]
     pub epoll_wait_ns: Vec<(u32, Summary)>,
+    /// What a 16-byte loopback send adds when it wakes a peer sleeping in recv (on another
+    /// CPU where there is one), ns. Not in the predictions (how many sends wake a sleeping
+    /// client depends on the client), but the verdicts use it to size an unexplained gap.
+    #[serde(default)]
+    pub wake_ns: Option<Summary>,
     /// Why the io_uring terms are missing (io_uring_setup refused), if they are.
     #[serde(default)]
     pub uring_unsupported: Option<String>,
@@ -438,8 +446,9 @@ pub fn predict(terms: &CostTerms, obs: &Observed) -> Result<Prediction, String> 
     })
 }
 
-/// The verdict on one point: holds within 25%, or names the term that disagrees.
-pub fn verdict(label: &str, b: &Breakdown, measured: f64) -> String {
+/// The verdict on one point: holds within 25%, or names the term that disagrees. `wake_ns`
+/// (what waking a sleeping peer adds to a send) sizes a gap no term explains.
+pub fn verdict(label: &str, b: &Breakdown, measured: f64, wake_ns: Option<f64>) -> String {
     let predicted = b.total();
     if measured <= 0.0 {
         return format!("{label}: nothing measured to check {predicted:.0} ns against");
@@ -457,9 +466,16 @@ pub fn verdict(label: &str, b: &Breakdown, measured: f64) -> String {
     };
     let gap = measured - predicted;
     if gap > 0.0 {
+        let wakes = match wake_ns {
+            Some(w) if w > 0.0 => format!(
+                "; that is {:.1} wakes of a sleeping peer at the measured {w:.0} ns each",
+                gap / w
+            ),
+            _ => String::new(),
+        };
         format!(
             "{head}: disagrees; {} would have to be {:.1}x its {:.0} ns, or {:.0} ns per request \
-             is work no term counts (user-space loop, waking the peer, softirq)",
+             is work no term counts (user-space loop, waking the peer, softirq){wakes}",
             big.name,
             (big.ns + gap) / big.ns.max(1e-9),
             big.ns,
@@ -504,6 +520,9 @@ pub fn params(terms: &CostTerms) -> Map<String, Value> {
                 .unwrap_or_else(|| "not measured".into())),
         ),
     };
+    if let Some(w) = &terms.wake_ns {
+        p.insert("wake_ns".into(), json!(r(w.median)));
+    }
     let c = crossover(terms);
     p.insert("crossover_article".into(), json!(c.article));
     p.insert("crossover_refined".into(), json!(c.refined));
@@ -536,7 +555,8 @@ fn build(
                     measured,
                     unit: "ns".into(),
                 });
-                model.verdict.push(verdict(&label, b, measured));
+                let wake = terms.wake_ns.map(|w| w.median);
+                model.verdict.push(verdict(&label, b, measured, wake));
             }
             Err(why) => model.verdict.push(format!("{label}: not predicted: {why}")),
         }
@@ -695,6 +715,7 @@ mod tests {
             uring_send_ns: batches.iter().map(|&n| (n, at(n))).collect(),
             uring_recv_ns: batches.iter().map(|&n| (n, at(n))).collect(),
             epoll_wait_ns: vec![(1, fixed(s + 100.0)), (32, fixed(s + 100.0 + 31.0 * 20.0))],
+            wake_ns: Some(fixed(3000.0)),
             uring_unsupported: None,
         }
     }
@@ -790,16 +811,20 @@ mod tests {
         let mut b = Breakdown::default();
         b.push("syscalls x s", 200.0);
         b.push("w_send", 1000.0);
-        assert!(verdict("epoll 1 conns", &b, 1100.0).ends_with("holds"));
-        let under = verdict("epoll 1 conns", &b, 2000.0);
+        assert!(verdict("epoll 1 conns", &b, 1100.0, None).ends_with("holds"));
+        let under = verdict("epoll 1 conns", &b, 2000.0, Some(400.0));
         assert!(under.contains("w_send would have to be 1.8x"), "{under}");
         assert!(under.contains("800 ns per request"), "{under}");
-        let over = verdict("epoll 1 conns", &b, 600.0);
+        assert!(
+            under.contains("2.0 wakes of a sleeping peer at the measured 400 ns"),
+            "{under}"
+        );
+        let over = verdict("epoll 1 conns", &b, 600.0, None);
         assert!(
             over.contains("w_send would have to be 60% smaller"),
             "{over}"
         );
-        let way_over = verdict("epoll 1 conns", &b, 100.0);
+        let way_over = verdict("epoll 1 conns", &b, 100.0, None);
         assert!(way_over.contains("overstate"), "{way_over}");
     }
 

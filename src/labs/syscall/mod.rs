@@ -22,13 +22,14 @@ use crate::report::{progress, table, Outcome};
 pub const LAB: &str = "syscall";
 
 /// The calls measured, in the order they are shown (the `call` case key's values).
-pub const CALLS: [&str; 10] = [
+pub const CALLS: [&str; 11] = [
     "getppid",
     "clock_gettime",
     "read-devzero",
     "write-devnull",
     "tcp-send",
     "tcp-recv",
+    "tcp-send-wake",
     "epoll-wait",
     "uring-nop",
     "uring-send",
@@ -84,7 +85,7 @@ pub fn run(args: &SyscallArgs, ctx: &Ctx) -> Result<Outcome> {
 
 /// Measure the plan: every call, with progress and (with --counters) counters per case.
 pub fn run_plan(plan: &Plan, ctx: &Ctx) -> Result<Outcome> {
-    let steps = 5 + syscost::EPOLL_EVENTS.len() + 2 * plan.batches.len();
+    let steps = 6 + syscost::EPOLL_EVENTS.len() + 2 * plan.batches.len();
     let bar = progress::bar(steps as u64, LAB);
     let mut readings: Vec<(Vec<(&'static str, u32)>, Readings)> = Vec::new();
     let mut runner =
@@ -142,6 +143,7 @@ fn term_of(call: &str) -> &'static str {
         "getppid" => "s",
         "tcp-send" => "s + w_send",
         "tcp-recv" => "s + w_recv",
+        "tcp-send-wake" => "s + w_send + wake",
         "uring-nop" => "t(n)",
         "uring-send" | "uring-recv" => "per op at n",
         "epoll-wait" => "n = events",

@@ -76,6 +76,13 @@ pub fn model(terms: &CostTerms, m: &Measurements, mitigations: &str) -> Model {
         "w_send = {:.0} ns, w_recv = {:.0} ns: a 16-byte loopback send and recv cost s + w each",
         terms.w_send_ns.median, terms.w_recv_ns.median
     ));
+    if let Some(w) = &terms.wake_ns {
+        p.insert("wake_ns".into(), r1(w.median));
+        verdict.push(format!(
+            "waking a peer asleep in recv adds {:.0} ns to a send (tcp-send-wake - tcp-send)",
+            w.median
+        ));
+    }
     if let Some(t) = terms.article_t() {
         verdict.push(format!(
             "t (article's sense: a recv and a send through io_uring at batch 1, beyond s) = {t:.0} ns"
@@ -179,6 +186,7 @@ mod tests {
             uring_send_ns: vec![],
             uring_recv_ns: vec![],
             epoll_wait_ns: vec![],
+            wake_ns: None,
             uring_unsupported: None,
         }
     }
