@@ -34,7 +34,8 @@ func boundsKernel(tbl, out []uint32, idx []int32, rounds int) uint32 {
 	return acc
 }
 
-// BoundsSamples times the kernel `reps` times and returns ns per inner iteration.
+// BoundsSamples times the kernel `reps` times and returns ns (thread CPU time) per inner
+// iteration.
 func BoundsSamples(reps int) ([]float64, uint32) {
 	tbl := make([]uint32, boundsTable)
 	out := make([]uint32, boundsTable)
@@ -47,13 +48,15 @@ func BoundsSamples(reps int) ([]float64, uint32) {
 		idx[i] = int32(r.next() % boundsTable)
 	}
 	var sink uint32
-	sink += boundsKernel(tbl, out, idx, boundsRounds/4) // warm-up
 	samples := make([]float64, 0, reps)
-	for s := 0; s < reps; s++ {
-		t := time.Now()
-		sink += boundsKernel(tbl, out, idx, boundsRounds)
-		samples = append(samples, float64(time.Since(t).Nanoseconds())/float64(boundsRounds*boundsIdx))
-	}
+	onOwnThread(func() {
+		sink += boundsKernel(tbl, out, idx, boundsRounds/4) // warm-up
+		for s := 0; s < reps; s++ {
+			t := threadCPUNanos()
+			sink += boundsKernel(tbl, out, idx, boundsRounds)
+			samples = append(samples, float64(threadCPUNanos()-t)/float64(boundsRounds*boundsIdx))
+		}
+	})
 	return samples, sink
 }
 
@@ -93,17 +96,27 @@ func loopNosplit(n int) uint64 {
 	return acc
 }
 
-// PrologueSamples alternates the two variants `reps` times; ns per call to the caller.
+// PrologueSamples alternates the two variants `reps` times; ns (thread CPU time) per call
+// to the caller.
 func PrologueSamples(reps int) (checked, nosplit []float64, sink uint64) {
-	sink += loopChecked(prologueCalls/10) + loopNosplit(prologueCalls/10)
-	for s := 0; s < reps; s++ {
-		t := time.Now()
-		sink += loopChecked(prologueCalls)
-		checked = append(checked, float64(time.Since(t).Nanoseconds())/prologueCalls)
-		t = time.Now()
-		sink += loopNosplit(prologueCalls)
-		nosplit = append(nosplit, float64(time.Since(t).Nanoseconds())/prologueCalls)
-	}
+	onOwnThread(func() {
+		sink += loopChecked(prologueCalls/10) + loopNosplit(prologueCalls/10)
+		timed := func(loop func(int) uint64) float64 {
+			t := threadCPUNanos()
+			sink += loop(prologueCalls)
+			return float64(threadCPUNanos()-t) / prologueCalls
+		}
+		// Alternate which variant goes first, so neither always follows the other.
+		for s := 0; s < reps; s++ {
+			if s%2 == 0 {
+				checked = append(checked, timed(loopChecked))
+				nosplit = append(nosplit, timed(loopNosplit))
+			} else {
+				nosplit = append(nosplit, timed(loopNosplit))
+				checked = append(checked, timed(loopChecked))
+			}
+		}
+	})
 	return checked, nosplit, sink
 }
 
@@ -155,10 +168,12 @@ type WBResult struct {
 	MarkSeconds                              []float64
 }
 
+// timeChunk is the thread CPU time per store of one chunk (see threadCPUNanos: a chunk
+// during which the marker took our P, or the kernel our CPU, is not charged that time).
 func timeChunk(f func(*wbState, int), s *wbState, base int) float64 {
-	t := time.Now()
+	t := threadCPUNanos()
 	f(s, base)
-	return float64(time.Since(t).Nanoseconds()) / wbChunk
+	return float64(threadCPUNanos()-t) / wbChunk
 }
 
 func medianOf(v []float64) float64 {
@@ -176,6 +191,8 @@ func medianOf(v []float64) float64 {
 // WriteBarrierSamples runs `cycles` forced GC cycles over heap h and times stores while
 // each marks and, just before, while nothing does.
 func WriteBarrierSamples(h *Heap, cycles int) WBResult {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	old := debug.SetGCPercent(-1)
 	defer debug.SetGCPercent(old)
 	runtime.GC() // finish any cycle the build started; from here nothing runs unasked

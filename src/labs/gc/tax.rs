@@ -143,7 +143,7 @@ fn bounds(o: &mut Outcome, reps: usize) -> Result<()> {
         }
     }
     o.notes.push(format!(
-        "bounds: {} ns per iteration checked, {} with -B (medians of {INNER_REPS} per process, {reps} process pairs)",
+        "bounds: {} ns per iteration checked, {} with -B (thread CPU time; medians of {INNER_REPS} per process, {reps} process pairs)",
         show(&checked_ns, 3),
         show(&unchecked_ns, 3)
     ));
@@ -160,7 +160,7 @@ fn prologue(o: &mut Outcome, reps: usize) -> Result<()> {
     ];
     let run: PrologueRun = bench::parse(&bench::run(&bin.path, &args, &[])?)?;
     o.notes.push(format!(
-        "prologue: {} ns per call with the stack check, {} with //go:nosplit (each call makes two leaf calls)",
+        "prologue: {} ns per call with the stack check, {} with //go:nosplit (thread CPU time; each call makes two leaf calls; code alignment can move this by a few %)",
         show(&run.checked_ns, 3),
         show(&run.nosplit_ns, 3)
     ));
@@ -190,7 +190,7 @@ fn write_barrier(o: &mut Outcome, reps: usize, live: u64) -> Result<()> {
         return Ok(());
     }
     o.notes.push(format!(
-        "write-barrier: {} ns per pointer store while marking, {} while no GC runs; control (integer stores into the same objects): {} vs {} ns, {}% — the part of the ratio that is the marker's interference, not the barrier; {} marking chunks per cycle over a {} heap, marks took {} s",
+        "write-barrier: {} ns (thread CPU time) per pointer store while marking (the barrier is on between the cycle's two GC pauses, counted by /sched/pauses/total/gc), {} while no GC runs; control (integer stores into the same objects): {} vs {} ns, {}% — the part of the ratio that is the marker's interference, not the barrier; {} marking chunks per cycle over a {} heap, marks took {} s",
         show(&run.ptr_marking_ns, 2),
         show(&run.ptr_idle_ns, 2),
         show(&run.int_marking_ns, 2),
