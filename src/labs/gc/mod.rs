@@ -52,7 +52,10 @@ pub fn run(args: &GcArgs, ctx: &Ctx) -> Result<Outcome> {
         } else {
             plan::PAPER_LIVE
         },
-        reps: reps_of(args.reps, if ctx.quick { 2 } else { 3 })?,
+        reps: reps_of(
+            args.reps.or(args.common.samples),
+            if ctx.quick { 2 } else { 3 },
+        )?,
         alloc: None,
     };
     sweep::sweep(&cfg)
@@ -61,7 +64,10 @@ pub fn run(args: &GcArgs, ctx: &Ctx) -> Result<Outcome> {
 /// `costlab gc tax`.
 pub fn run_tax(args: &GcTaxArgs, ctx: &Ctx) -> Result<Outcome> {
     let kinds = tax::parse_kinds(&args.kind)?;
-    let reps = reps_of(args.reps, if ctx.quick { 3 } else { 5 })?;
+    let reps = reps_of(
+        args.reps.or(args.common.samples),
+        if ctx.quick { 3 } else { 5 },
+    )?;
     let live = match args.live.as_deref().map(parse_size).transpose()? {
         Some(l) => {
             plan::choose_live(Some(l), l, 1.0, plan::mem_available())?;
@@ -304,5 +310,58 @@ impl Lab for GcLab {
             });
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome() -> Outcome {
+        let mut o = Outcome::default();
+        for (h, share) in [(1.0, [30.0, 32.0]), (3.0, [10.0, 12.0])] {
+            o.push(
+                LAB,
+                crate::case! {"mode" => "gogc", "headroom" => h, "live" => 64u64 << 20},
+                "gc_cpu_share",
+                "%",
+                share.to_vec(),
+            );
+        }
+        o.push(
+            LAB,
+            crate::case! {"kind" => "bounds"},
+            "overhead",
+            "%",
+            vec![2.0, 3.0, 4.0],
+        );
+        o
+    }
+
+    #[test]
+    fn headlines_read_the_sweep_and_taxes() {
+        let h = GcLab.headlines(&outcome());
+        assert_eq!(h.len(), 3);
+        assert_eq!(h[0].summary.median, 31.0);
+        assert!(h[0].label.contains("1x") && h[0].reading.contains("34%"));
+        assert_eq!((h[1].summary.min, h[1].summary.max), (10.0, 12.0));
+        assert_eq!(h[2].label, "bounds tax");
+        assert_eq!(h[2].unit, "%");
+    }
+
+    #[test]
+    fn render_shows_curve_target_and_taxes() {
+        let text = render(&outcome());
+        assert!(text.contains("GC CPU %") && text.contains("31.0 (30.0–32.0)"));
+        assert!(text.contains("no headroom tested keeps GC under 10%"));
+        assert!(text.contains("bounds") && text.contains("3.0 (2.0–4.0)"));
+    }
+
+    #[test]
+    fn reps_bounds() {
+        assert_eq!(reps_of(None, 3).unwrap(), 3);
+        assert_eq!(reps_of(Some(5), 3).unwrap(), 5);
+        assert!(reps_of(Some(0), 3).is_err());
+        assert!(reps_of(Some(1000), 3).is_err());
     }
 }
