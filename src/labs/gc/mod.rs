@@ -58,7 +58,9 @@ pub fn run(args: &GcArgs, ctx: &Ctx) -> Result<Outcome> {
         )?,
         alloc: None,
     };
-    sweep::sweep(&cfg)
+    let mut o = sweep::sweep(&cfg)?;
+    counters_note(ctx, &mut o);
+    Ok(o)
 }
 
 /// `costlab gc tax`.
@@ -75,7 +77,18 @@ pub fn run_tax(args: &GcTaxArgs, ctx: &Ctx) -> Result<Outcome> {
         }
         None => tax_live(if ctx.quick { QUICK_LIVE } else { TAX_LIVE }),
     };
-    tax::measure(&kinds, reps, live)
+    let mut o = tax::measure(&kinds, reps, live)?;
+    counters_note(ctx, &mut o);
+    Ok(o)
+}
+
+/// The gc lab reads the Go runtime's own accounting; say so when counters were asked for.
+fn counters_note(ctx: &Ctx, o: &mut Outcome) {
+    if ctx.counters {
+        o.notes.push(
+            "--counters: the gc lab reads the Go runtime's metrics (runtime/metrics), not perf counters".to_string(),
+        );
+    }
 }
 
 /// The write-barrier heap: the default, shrunk when memory is short.
@@ -242,15 +255,16 @@ impl Lab for GcLab {
     }
 
     /// Quick: a 64 MiB heap at h = 0.5, 1, 2, 3 (GOGC), two processes each, and the two fast
-    /// taxes. Full: the default sweep over 640 MiB in both modes, and all three taxes.
-    fn run_plan(&self, ctx: &Ctx, full: bool) -> Result<Outcome> {
+    /// taxes. Full: the default sweep over 640 MiB in both modes, two processes per point,
+    /// and all three taxes.
+    fn run_plan(&self, _ctx: &Ctx, full: bool) -> Result<Outcome> {
         let cfg = if full {
             sweep::SweepConfig {
                 modes: vec![Mode::Gogc, Mode::Memlimit],
                 headrooms: plan::parse_headrooms(plan::DEFAULT_HEADROOM)?,
                 live: None,
                 default_live: plan::PAPER_LIVE,
-                reps: ctx.spec.samples.clamp(2, 3),
+                reps: 2,
                 alloc: None,
             }
         } else {
