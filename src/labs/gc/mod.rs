@@ -235,6 +235,19 @@ pub fn render(o: &Outcome) -> String {
     out
 }
 
+/// One line for a tax: its median, or "nothing measurable" when the spread crosses zero.
+fn tax_reading(what: &str, s: &crate::measure::Summary) -> String {
+    let paper = "Biscuit: bounds/nil 2-3%, prologues the largest item, barriers small";
+    if s.min <= 0.0 && s.max >= 0.0 {
+        format!(
+            "{what} nothing measurable here ({:.1}%, the spread crosses zero; {paper})",
+            s.median
+        )
+    } else {
+        format!("{what} {:.1}% here ({paper})", s.median)
+    }
+}
+
 /// A case's headroom as typed on the command line: 0.5, 1, 2.
 fn headroom_text(case: &crate::report::Case) -> String {
     case.get("headroom")
@@ -320,7 +333,7 @@ impl Lab for GcLab {
                 label: format!("{kind} tax"),
                 summary: r.summary,
                 unit: "%".to_string(),
-                reading: format!("{what} {:.1}% here (Biscuit: bounds/nil 2-3%, prologues the largest item, barriers small)", r.summary.median),
+                reading: tax_reading(what, &r.summary),
             });
         }
         out
@@ -360,6 +373,9 @@ mod tests {
         assert!(h[0].label.contains("1x") && h[0].reading.contains("34%"));
         assert_eq!((h[1].summary.min, h[1].summary.max), (10.0, 12.0));
         assert_eq!(h[2].label, "bounds tax");
+        assert!(h[2].reading.contains("3.0% here"));
+        let crosses = crate::measure::Summary::of(&[-1.0, 2.0, 3.0]).unwrap();
+        assert!(tax_reading("x", &crosses).contains("nothing measurable"));
         assert_eq!(h[2].unit, "%");
     }
 
