@@ -71,6 +71,10 @@ func BoundsSamples(reps int) ([]float64, uint32) {
 //go:noinline
 func leaf(x uint64) uint64 { return x*0x9e3779b97f4a7c15 + 1 }
 
+// Two pairs, declared in opposite orders: where a function lands in the binary (its
+// alignment against fetch blocks and branch predictors) can move a call by more than a
+// prologue costs, so each side is the mean of one early and one late copy.
+
 //go:noinline
 func callerChecked(x uint64) uint64 { return leaf(x) ^ leaf(x>>7) }
 
@@ -78,42 +82,43 @@ func callerChecked(x uint64) uint64 { return leaf(x) ^ leaf(x>>7) }
 //go:nosplit
 func callerNosplit(x uint64) uint64 { return leaf(x) ^ leaf(x>>7) }
 
-const prologueCalls = 20_000_000
+//go:noinline
+//go:nosplit
+func callerNosplit2(x uint64) uint64 { return leaf(x) ^ leaf(x>>7) }
 
-func loopChecked(n int) uint64 {
+//go:noinline
+func callerChecked2(x uint64) uint64 { return leaf(x) ^ leaf(x>>7) }
+
+const prologueCalls = 10_000_000
+
+func callLoop(f func(uint64) uint64, n int) uint64 {
 	var acc uint64
 	for i := 0; i < n; i++ {
-		acc = callerChecked(acc + uint64(i))
-	}
-	return acc
-}
-
-func loopNosplit(n int) uint64 {
-	var acc uint64
-	for i := 0; i < n; i++ {
-		acc = callerNosplit(acc + uint64(i))
+		acc = f(acc + uint64(i))
 	}
 	return acc
 }
 
 // PrologueSamples alternates the two variants `reps` times; ns (thread CPU time) per call
-// to the caller.
+// to the caller, each the mean over the two copies of that variant.
 func PrologueSamples(reps int) (checked, nosplit []float64, sink uint64) {
 	onOwnThread(func() {
-		sink += loopChecked(prologueCalls/10) + loopNosplit(prologueCalls/10)
-		timed := func(loop func(int) uint64) float64 {
+		timed := func(f func(uint64) uint64) float64 {
 			t := threadCPUNanos()
-			sink += loop(prologueCalls)
+			sink += callLoop(f, prologueCalls)
 			return float64(threadCPUNanos()-t) / prologueCalls
+		}
+		for _, f := range []func(uint64) uint64{callerChecked, callerNosplit, callerChecked2, callerNosplit2} {
+			sink += callLoop(f, prologueCalls/10)
 		}
 		// Alternate which variant goes first, so neither always follows the other.
 		for s := 0; s < reps; s++ {
 			if s%2 == 0 {
-				checked = append(checked, timed(loopChecked))
-				nosplit = append(nosplit, timed(loopNosplit))
+				checked = append(checked, (timed(callerChecked)+timed(callerChecked2))/2)
+				nosplit = append(nosplit, (timed(callerNosplit)+timed(callerNosplit2))/2)
 			} else {
-				nosplit = append(nosplit, timed(loopNosplit))
-				checked = append(checked, timed(loopChecked))
+				nosplit = append(nosplit, (timed(callerNosplit2)+timed(callerNosplit))/2)
+				checked = append(checked, (timed(callerChecked2)+timed(callerChecked))/2)
 			}
 		}
 	})
