@@ -38,6 +38,58 @@ pub enum Command {
     // --- labs: one variant each ---
     /// What a syscall costs (s), what send/recv cost in the kernel (w), what io_uring costs per op at batch n (t)
     Syscall(SyscallArgs),
+    /// What a garbage collector costs: GC CPU share by heap headroom (GOGC / GOMEMLIMIT), and
+    /// the language-safety taxes (bounds checks, stack-check prologues, write barriers)
+    Gc(Box<GcArgs>),
+}
+
+/// `costlab gc`: the headroom sweep, or `tax` / `build`.
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct GcArgs {
+    #[command(subcommand)]
+    pub what: Option<GcWhat>,
+    /// Headrooms h to sweep: free memory as a multiple of the live heap
+    #[arg(long, value_name = "LIST", default_value = "0.25,0.5,1,2,3,4")]
+    pub headroom: String,
+    /// How h is given: gogc (GOGC = 100 h), memlimit (GOGC=off, GOMEMLIMIT = live x (1 + h))
+    #[arg(long, value_name = "LIST", default_value = "gogc")]
+    pub mode: String,
+    /// Live heap of vnode-like objects (default 640M, less when memory is short)
+    #[arg(long, value_name = "SIZE")]
+    pub live: Option<String>,
+    /// Fresh processes per point (default 3; 2 with --quick)
+    #[arg(long, value_name = "N")]
+    pub reps: Option<usize>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum GcWhat {
+    /// The language-safety taxes, each the ratio of two builds or variants from one run
+    Tax(GcTaxArgs),
+    /// Build the Go program (both builds) into the cache and print where; nothing is fetched
+    Build,
+}
+
+#[derive(Args, Debug)]
+pub struct GcTaxArgs {
+    /// Which taxes: bounds, prologue, write-barrier
+    #[arg(
+        long,
+        value_name = "LIST",
+        default_value = "bounds,prologue,write-barrier"
+    )]
+    pub kind: String,
+    /// Paired samples per tax (bounds: process pairs; write-barrier: GC cycles; default 5)
+    #[arg(long, value_name = "N")]
+    pub reps: Option<usize>,
+    /// Live heap the write-barrier kernel's GC cycles mark (default 256M)
+    #[arg(long, value_name = "SIZE")]
+    pub live: Option<String>,
+    #[command(flatten)]
+    pub common: Common,
 }
 
 #[derive(Args, Debug)]

@@ -151,5 +151,25 @@ fn dispatch(cli: Cli) -> Result<()> {
                 &ctx.machine,
             )
         }
+        Command::Gc(args) => {
+            use costlab::cli::GcWhat;
+            use costlab::labs::gc;
+            match &args.what {
+                None => {
+                    let ctx = ctx_for(&args.common);
+                    let outcome = gc::run(&args, &ctx)?;
+                    emit(gc::render(&outcome), outcome, &args.common, &ctx.machine)
+                }
+                Some(GcWhat::Tax(tax)) => {
+                    let ctx = ctx_for(&tax.common);
+                    let outcome = gc::run_tax(tax, &ctx)?;
+                    emit(gc::render(&outcome), outcome, &tax.common, &ctx.machine)
+                }
+                Some(GcWhat::Build) => {
+                    print!("{}", gc::build_all()?);
+                    Ok(())
+                }
+            }
+        }
     }
 }

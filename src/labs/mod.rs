@@ -3,6 +3,7 @@
 //! A lab knows nothing of other labs.
 
 pub mod echo;
+pub mod gc;
 pub mod syscall;
 
 use crate::machine::Machine;
@@ -49,5 +50,5 @@ pub trait Lab {
 
 /// Every lab that `costlab run` runs, in the order it runs them.
 pub fn all() -> Vec<Box<dyn Lab>> {
-    vec![Box::new(syscall::SyscallLab)]
+    vec![Box::new(syscall::SyscallLab), Box::new(gc::GcLab)]
 }

@@ -1,0 +1,3 @@
+module costlab/gcbench
+
+go 1.22
