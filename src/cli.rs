@@ -36,6 +36,40 @@ pub enum Command {
     /// What this machine is: CPU, caches, NUMA, pages, mitigations, io_uring, perf
     Machine(MachineArgs),
     // --- labs: one variant each ---
+    /// Local vs remote memory: node x node latency and bandwidth, bind vs interleave vs first-touch
+    Numa(NumaArgs),
+    /// Where a process's memory lives, node by node (from /proc/PID/numa_maps)
+    NumaMaps(NumaMapsArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct NumaArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Only these NUMA nodes (two or more), like 0,1 or 0-3
+    #[arg(long, value_name = "LIST")]
+    pub nodes: Option<String>,
+    /// Threads of the bandwidth runs (per node for the matrix, in all for the placements)
+    #[arg(long, value_name = "N")]
+    pub threads: Option<String>,
+    /// Working set of the latency chase, like 256M or 1G
+    #[arg(long, value_name = "SIZE")]
+    pub size: Option<String>,
+    /// Allow more threads than CPUs
+    #[arg(long)]
+    pub oversubscribe: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct NumaMapsArgs {
+    /// Process ids to read
+    #[arg(value_name = "PID")]
+    pub pids: Vec<String>,
+    /// Read this costlab process itself (a quick look; its VmRSS is reported beside)
+    #[arg(long = "self")]
+    pub this: bool,
+    #[command(flatten)]
+    pub common: Common,
 }
 
 #[derive(Args, Debug)]

@@ -7,7 +7,7 @@ use clap::Parser;
 
 use costlab::cli::{Cli, Command, Common};
 use costlab::error::{exit_code, one_line};
-use costlab::labs::Ctx;
+use costlab::labs::{self, Ctx};
 use costlab::machine::{restore, Machine};
 use costlab::measure::{cancel, SampleSpec};
 use costlab::report::{json, time, Doc, Outcome, RunInfo};
@@ -140,6 +140,21 @@ fn dispatch(cli: Cli) -> Result<()> {
                 None => print!("{}", m.render()),
             }
             Ok(())
+        }
+        Command::Numa(args) => {
+            let ctx = ctx_for(&args.common);
+            let outcome = labs::numa::run(&args, &ctx)?;
+            emit(
+                labs::numa::render(&outcome),
+                outcome,
+                &args.common,
+                &ctx.machine,
+            )
+        }
+        Command::NumaMaps(args) => {
+            let ctx = ctx_for(&args.common);
+            let (outcome, rendered) = labs::numa::run_maps(&args, &ctx)?;
+            emit(rendered, outcome, &args.common, &ctx.machine)
         }
     }
 }
