@@ -72,7 +72,7 @@ fn run_request(ctx: &Ctx, req: &Request) -> Result<Outcome> {
     }
     let allowed = allowed_cpus();
     let plan = plan::plan(&ctx.machine, &allowed, req)?;
-    execute(&ctx.machine, &plan, &ctx.spec, ctx.counters, &allowed)
+    execute(&ctx.machine, &plan, &ctx.spec, ctx.counters)
 }
 
 /// Measure a plan: latency matrix, bandwidth matrix, placements. Real code for two or more
@@ -82,7 +82,6 @@ pub fn execute(
     plan: &Plan,
     spec: &SampleSpec,
     with_counters: bool,
-    allowed: &[usize],
 ) -> Result<Outcome> {
     let mut out = Outcome::default();
     out.notes.extend(plan.notes.iter().cloned());
@@ -196,14 +195,29 @@ pub fn execute(
             out.notes.extend(bw.misplaced);
             bar.inc(1);
         }
-        // Leave the main thread as it was found.
-        pin_current_to(allowed)?;
     }
     bar.finish_and_clear();
     if let Some(m) = slit_model(machine, &out) {
         out.models.push(m);
     }
     Ok(out)
+}
+
+/// The calling thread pinned to one CPU until this drops, then back on the CPUs it had.
+struct PinnedFor(Vec<usize>);
+
+impl PinnedFor {
+    fn cpu(cpu: usize) -> Result<PinnedFor> {
+        let before = allowed_cpus();
+        pin_current_to(&[cpu])?;
+        Ok(PinnedFor(before))
+    }
+}
+
+impl Drop for PinnedFor {
+    fn drop(&mut self) {
+        let _ = pin_current_to(&self.0);
+    }
 }
 
 fn attach(readings: &Option<Readings>, out: &mut Outcome, from: usize) {
@@ -268,6 +282,7 @@ pub fn latency_case(
     spec: &SampleSpec,
 ) -> Result<CaseResult> {
     let mut region = Region::map(bytes as usize)?;
+    region.want_huge_pages();
     region.place(&Placement::Bind(mem_node))?;
     kernels::build_chase(region.as_mut_slice_u64(), 0x9E37_79B9_7F4A_7C15 ^ bytes);
     let (landed, misplaced) = check_landed(&region, &Placement::Bind(mem_node));
@@ -308,9 +323,10 @@ pub fn bandwidth_case(
             region.place_range(k * slice, slice, &placement(k))?;
         }
     }
-    if let Some(cpu) = toucher {
-        pin_current_to(&[cpu])?;
-    }
+    let _restore = match toucher {
+        Some(cpu) => Some(PinnedFor::cpu(cpu)?),
+        None => None,
+    };
     for (k, chunk) in region.as_mut_slice_u64().chunks_mut(slice / 8).enumerate() {
         chunk.fill(k as u64 + 1);
     }

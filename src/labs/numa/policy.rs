@@ -53,6 +53,15 @@ impl Region {
         })
     }
 
+    /// Ask for transparent huge pages (where THP is in madvise or always mode), so that a
+    /// latency figure is the memory's and page walks weigh little in it.
+    pub fn want_huge_pages(&self) {
+        // SAFETY: advice on our own mapping changes how it is backed, never its contents.
+        let _ = unsafe {
+            rustix::mm::madvise(self.ptr.cast(), self.len, rustix::mm::Advice::LinuxHugepage)
+        };
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }
