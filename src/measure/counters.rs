@@ -154,7 +154,7 @@ impl Kind {
 /// work is counted where allowed (a syscall's cost is mostly kernel); where
 /// perf_event_paranoid forbids it, user space only — except context switches, which happen
 /// only in the kernel and so cannot be counted at all then.
-fn open(kind: Kind) -> Result<Counter, String> {
+fn open(kind: Kind) -> Result<Opened, String> {
     let build = |exclude_kernel: bool| {
         kind.builder()
             .observe_self()
@@ -164,13 +164,28 @@ fn open(kind: Kind) -> Result<Counter, String> {
             .build()
     };
     match build(false) {
-        Ok(c) => Ok(c),
-        Err(e) if is_denied(&e) && kind != Kind::ContextSwitches => {
-            build(true).map_err(|e| reason(kind, &e))
-        }
+        Ok(c) => Ok(Opened {
+            counter: c,
+            user_only: false,
+        }),
+        Err(e) if is_denied(&e) && kind != Kind::ContextSwitches => build(true)
+            .map(|c| Opened {
+                counter: c,
+                user_only: true,
+            })
+            .map_err(|e| reason(kind, &e)),
         Err(e) => Err(reason(kind, &e)),
     }
 }
+
+/// An open counter, and whether it had to leave kernel work out.
+struct Opened {
+    counter: Counter,
+    user_only: bool,
+}
+
+/// The key in `unsupported` that says counts leave out the kernel's share.
+pub const KERNEL_SIDE: &str = "kernel-side counts";
 
 fn is_denied(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM))
@@ -232,7 +247,7 @@ fn has_cpu_pmu() -> bool {
 
 /// Whether a hardware counter (cycles) opens here, or why not. For `costlab machine`.
 pub fn probe_hardware() -> Result<(), String> {
-    open(Kind::Cycles).map(drop)
+    open(Kind::Cycles).map(|_| ())
 }
 
 /// Scale a count for time-sharing of PMU registers; None when it never ran.
@@ -255,9 +270,13 @@ pub fn around<T>(
     }
     let mut readings = Readings::default();
     let mut open_counters: Vec<(Kind, Counter)> = Vec::new();
+    let mut user_only = false;
     for kind in ALL {
         match open(kind) {
-            Ok(c) => open_counters.push((kind, c)),
+            Ok(o) => {
+                user_only |= o.user_only;
+                open_counters.push((kind, o.counter));
+            }
             Err(why) => {
                 readings.unsupported.insert(kind.name().to_string(), why);
             }
@@ -269,6 +288,16 @@ pub fn around<T>(
                 .unsupported
                 .insert(kind.name().to_string(), format!("enabling failed: {e}"));
         }
+    }
+    if user_only {
+        let p = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap_or_default();
+        readings.unsupported.insert(
+            KERNEL_SIDE.to_string(),
+            format!(
+                "perf_event_paranoid {} forbids counting in the kernel: the counts are user space only",
+                p.trim()
+            ),
+        );
     }
     let value = f();
     for (_, c) in open_counters.iter_mut() {

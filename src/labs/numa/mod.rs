@@ -117,8 +117,11 @@ pub fn execute(
     if plan.matrix_threads > 0 {
         for &(i, j) in &plan.pairs {
             bar.set_message(format!("bandwidth node {i} -> memory on node {j}"));
-            let cpus: Vec<usize> = (0..plan.matrix_threads)
-                .map(|k| node_cpus[&i][k % node_cpus[&i].len()])
+            // A node with fewer usable CPUs runs fewer threads rather than doubling up.
+            let cpus: Vec<usize> = node_cpus[&i]
+                .iter()
+                .copied()
+                .take(plan.matrix_threads)
                 .collect();
             let from = out.results.len();
             let (bw, readings) = counters::around(with_counters, || {
@@ -450,13 +453,17 @@ pub fn render(outcome: &Outcome) -> String {
         let mut mem_nodes: Vec<String> = rows.iter().map(|r| r.key("mem_node")).collect();
         mem_nodes.sort_by_key(|s| s.parse::<usize>().unwrap_or(usize::MAX));
         mem_nodes.dedup();
-        let threads = rows[0].key("threads");
-        let mut headers = vec![format!("{unit} ({threads} thr)")];
+        let mut headers = vec![unit.to_string()];
         headers.extend(mem_nodes.iter().map(|m| format!("mem {m}")));
         let table: Vec<Vec<String>> = cpu_nodes
             .iter()
             .map(|c| {
-                let mut row = vec![format!("cpu {c}")];
+                let threads = rows
+                    .iter()
+                    .find(|r| &r.key("cpu_node") == c)
+                    .map(|r| r.key("threads"))
+                    .unwrap_or_default();
+                let mut row = vec![format!("cpu {c} ({threads} thr)")];
                 for m in &mem_nodes {
                     row.push(
                         rows.iter()
