@@ -624,3 +624,74 @@ fn headlines(outcome: &Outcome) -> Vec<Headline> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    /// A two-node outcome as `execute` builds it on a real machine, to check the matrix
+    /// rendering, the SLIT model and the headlines without one.
+    fn two_node_outcome() -> Outcome {
+        let mut o = Outcome::default();
+        for (i, j, ns) in [(0, 0, 90.0), (0, 1, 150.0), (1, 0, 140.0), (1, 1, 92.0)] {
+            o.push(
+                LAB,
+                crate::case! {"cpu_node" => i, "mem_node" => j, "policy" => "bind", "threads" => 1},
+                "latency",
+                "ns",
+                vec![ns, ns + 1.0, ns - 1.0],
+            );
+        }
+        for (policy, mem, gbs) in [
+            ("bind", json!("local"), 40.0),
+            ("interleave", json!("all"), 30.0),
+            ("first-touch", json!(0), 20.0),
+        ] {
+            o.push(
+                LAB,
+                crate::case! {"cpu_node" => "all", "mem_node" => mem, "policy" => policy, "threads" => 8},
+                "bandwidth",
+                "GB/s",
+                vec![gbs],
+            );
+        }
+        o
+    }
+
+    #[test]
+    fn matrices_model_and_headlines_on_two_nodes() {
+        let root: std::path::PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests/fixtures/xeon-2s-4node"]
+            .iter()
+            .collect();
+        let m = Machine::probe_at(Path::new(&root));
+        let mut o = two_node_outcome();
+        let model = slit_model(&m, &o).unwrap();
+        // Distance 11 between nodes 0 and 1: 90 x 1.1 = 99 ns predicted, 150 measured.
+        assert_eq!(model.points.len(), 2);
+        assert!((model.points[0].predicted - 99.0).abs() < 1e-9);
+        assert_eq!(model.points[0].measured, 150.0);
+        assert!(model.verdict[0]
+            .starts_with("node 0 -> 1: SLIT distance 11 predicts 99 ns, measured 150 ns"));
+        o.models.push(model);
+
+        let text = render(&o);
+        assert!(text.contains("mem 0") && text.contains("mem 1"), "{text}");
+        assert!(text.contains("cpu 1 (1 thr)"));
+        assert!(text.contains("first-touch"));
+
+        let h = headlines(&o);
+        assert_eq!(h.len(), 2);
+        assert_eq!(h[0].label, "remote DRAM latency (node 0 -> node 1)");
+        assert_eq!(
+            h[0].reading,
+            "remote memory costs 1.67x local here (150 ns vs 90 ns)"
+        );
+        assert_eq!(
+            h[1].reading,
+            "bind wins: bind 40.0, interleave 30.0, first-touch by one thread 20.0 GB/s"
+        );
+        assert!(headlines(&Outcome::default()).is_empty());
+        assert_eq!(render(&Outcome::default()), "");
+    }
+}
