@@ -378,7 +378,21 @@ fn numa_maps_of_another_process() {
     );
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     let rows = doc["results"].as_array().unwrap();
-    assert!(rows
-        .iter()
-        .any(|r| r["case"]["kind"] == "file" && r["case"]["node"] == "all"));
+    let median = |metric: &str, kind: &str| {
+        rows.iter()
+            .find(|r| {
+                r["metric"] == metric
+                    && (kind.is_empty()
+                        || (r["case"]["kind"] == kind && r["case"]["node"] == "all"))
+            })
+            .and_then(|r| r["summary"]["median"].as_f64())
+            .unwrap()
+    };
+    let mapped = median("memory", "total") - median("memory", "huge");
+    let rss = median("rss", "");
+    assert!(median("memory", "file") > 0.0);
+    assert!(
+        (mapped - rss).abs() / rss <= 0.05,
+        "numa_maps {mapped:.2} MiB vs VmRSS {rss:.2} MiB"
+    );
 }

@@ -72,6 +72,20 @@ impl Readings {
     }
 }
 
+/// Attach readings (if `--counters` gave any) to the rows pushed since index `from`: the last
+/// line of the pattern a lab uses around each case:
+///
+/// ```ignore
+/// let from = out.results.len();
+/// let (samples, readings) = counters::around(ctx.counters, || measure_case(...))?;
+/// out.push(LAB, case, "latency", "ns", samples); counters::attach(&readings, &mut out.results, from);
+/// ```
+pub fn attach(readings: &Option<Readings>, rows: &mut [ResultRow], from: usize) {
+    if let Some(r) = readings {
+        r.attach_from(rows, from);
+    }
+}
+
 fn short_count(v: f64) -> String {
     if v >= 1e9 {
         format!("{:.2}G", v / 1e9)

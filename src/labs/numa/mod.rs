@@ -109,7 +109,7 @@ pub fn execute(
             "ns",
             lat.samples,
         );
-        attach(&readings, &mut out, from);
+        counters::attach(&readings, &mut out.results, from);
         out.notes.extend(lat.misplaced);
         bar.inc(1);
     }
@@ -140,7 +140,7 @@ pub fn execute(
                 "GB/s",
                 bw.samples,
             );
-            attach(&readings, &mut out, from);
+            counters::attach(&readings, &mut out.results, from);
             out.notes.extend(bw.misplaced);
             bar.inc(1);
         }
@@ -194,7 +194,7 @@ pub fn execute(
                 "GB/s",
                 bw.samples,
             );
-            attach(&readings, &mut out, from);
+            counters::attach(&readings, &mut out.results, from);
             out.notes.extend(bw.misplaced);
             bar.inc(1);
         }
@@ -220,12 +220,6 @@ impl PinnedFor {
 impl Drop for PinnedFor {
     fn drop(&mut self) {
         let _ = pin_current_to(&self.0);
-    }
-}
-
-fn attach(readings: &Option<Readings>, out: &mut Outcome, from: usize) {
-    if let Some(r) = readings {
-        r.attach_from(&mut out.results, from);
     }
 }
 
