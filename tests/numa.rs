@@ -139,6 +139,10 @@ fn planning_on_the_four_node_fixture() {
     assert_eq!(code(plan::plan(&m, &all, &req(|r| r.threads = Some(0)))), 2);
     assert_eq!(code(plan::plan(&m, &all, &req(|r| r.threads = Some(9)))), 2);
     assert_eq!(code(plan::plan(&m, &all, &req(|r| r.size = Some(4096)))), 2);
+    assert_eq!(
+        code(plan::plan(&m, &all, &req(|r| r.size = Some(65 << 30)))),
+        2
+    );
     // 40 GiB cannot fit in half of node 0's 48 GiB free.
     assert_eq!(
         code(plan::plan(&m, &all, &req(|r| r.size = Some(40 << 30)))),

@@ -120,6 +120,12 @@ pub fn plan(machine: &Machine, allowed: &[usize], req: &Request) -> anyhow::Resu
             format_size(latency_bytes)
         )));
     }
+    if latency_bytes > 64 << 30 {
+        return Err(usage(format!(
+            "--size {}: the chase stops at 64G (far past any cache); use 1G or less",
+            format_size(latency_bytes)
+        )));
+    }
     let bytes_per_thread: u64 = if req.quick { 16 << 20 } else { 64 << 20 };
 
     let most_cpus = cpu_nodes.iter().map(|n| n.cpus.len()).max().unwrap_or(1);
