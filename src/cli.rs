@@ -41,6 +41,10 @@ pub enum Command {
     /// What a garbage collector costs: GC CPU share by heap headroom (GOGC / GOMEMLIMIT), and
     /// the language-safety taxes (bounds checks, stack-check prologues, write barriers)
     Gc(Box<GcArgs>),
+    /// Local vs remote memory: node x node latency and bandwidth, bind vs interleave vs first-touch
+    Numa(NumaArgs),
+    /// Where a process's memory lives, node by node (from /proc/PID/numa_maps)
+    NumaMaps(NumaMapsArgs),
 }
 
 /// `costlab gc`: the headroom sweep, or `tax` / `build`.
@@ -88,6 +92,36 @@ pub struct GcTaxArgs {
     /// Live heap the write-barrier kernel's GC cycles mark (default 256M)
     #[arg(long, value_name = "SIZE")]
     pub live: Option<String>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(Args, Debug)]
+pub struct NumaArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Only these NUMA nodes (two or more), like 0,1 or 0-3
+    #[arg(long, value_name = "LIST")]
+    pub nodes: Option<String>,
+    /// Threads of the bandwidth runs (per node for the matrix, in all for the placements)
+    #[arg(long, value_name = "N")]
+    pub threads: Option<String>,
+    /// Working set of the latency chase, like 256M or 1G
+    #[arg(long, value_name = "SIZE")]
+    pub size: Option<String>,
+    /// Allow more threads than CPUs
+    #[arg(long)]
+    pub oversubscribe: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct NumaMapsArgs {
+    /// Process ids to read
+    #[arg(value_name = "PID")]
+    pub pids: Vec<String>,
+    /// Read this costlab process itself (a quick look; its VmRSS is reported beside)
+    #[arg(long = "self")]
+    pub this: bool,
     #[command(flatten)]
     pub common: Common,
 }

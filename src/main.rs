@@ -127,19 +127,44 @@ fn emit(rendered: String, outcome: Outcome, common: &Common, machine: &Machine) 
     Ok(())
 }
 
+/// Print to stdout; a reader that closed the pipe early (`| head`) is not an error.
+fn print_out(text: &str) -> Result<()> {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
+}
+
 fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Machine(args) => {
             let m = Machine::probe();
             match args.json.as_deref() {
-                Some("-") => println!("{}", serde_json::to_string_pretty(&m)?),
+                Some("-") => print_out(&(serde_json::to_string_pretty(&m)? + "\n")),
                 Some(path) => {
-                    std::fs::write(path, serde_json::to_string_pretty(&m)? + "\n")?;
-                    print!("{}", m.render());
+                    std::fs::write(path, serde_json::to_string_pretty(&m)? + "\n").map_err(
+                        |e| costlab::error::usage(format!("cannot write --json {path}: {e}")),
+                    )?;
+                    print_out(&m.render())
                 }
-                None => print!("{}", m.render()),
+                None => print_out(&m.render()),
             }
-            Ok(())
+        }
+        Command::Numa(args) => {
+            let ctx = ctx_for(&args.common);
+            let outcome = labs::numa::run(&args, &ctx)?;
+            emit(
+                labs::numa::render(&outcome),
+                outcome,
+                &args.common,
+                &ctx.machine,
+            )
+        }
+        Command::NumaMaps(args) => {
+            let ctx = ctx_for(&args.common);
+            let (outcome, rendered) = labs::numa::run_maps(&args, &ctx)?;
+            emit(rendered, outcome, &args.common, &ctx.machine)
         }
         Command::Syscall(args) => {
             let ctx = ctx_for(&args.common);

@@ -4,6 +4,7 @@
 
 pub mod echo;
 pub mod gc;
+pub mod numa;
 pub mod syscall;
 
 use crate::machine::Machine;
@@ -50,5 +51,9 @@ pub trait Lab {
 
 /// Every lab that `costlab run` runs, in the order it runs them.
 pub fn all() -> Vec<Box<dyn Lab>> {
-    vec![Box::new(syscall::SyscallLab), Box::new(gc::GcLab)]
+    vec![
+        Box::new(syscall::SyscallLab),
+        Box::new(gc::GcLab),
+        Box::new(numa::NumaLab),
+    ]
 }

@@ -1,9 +1,29 @@
 //! Reading the machine: CPU, caches, NUMA, pages, mitigations, kernel features, perf.
 //! (`restore` is the one place that changes a setting, and always puts it back.)
+//!
+//! `Machine::probe_at(root)` reads only files under `root` (so fixture trees of other machines
+//! parse exactly); `Machine::probe()` reads `/` and adds what only a live check can tell:
+//! affinity, CPUID, whether a hardware counter opens.
 
+pub mod caches;
+pub mod cpu;
+pub mod kernel;
+pub mod net;
+pub mod numa;
+pub mod pages;
+mod render;
 pub mod restore;
+pub mod security;
+pub mod sysfs;
+
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
+
+pub use net::{IrqRow, NetIface};
+pub use numa::NumaNode;
+pub use security::Mitigations;
+use sysfs::Root;
 
 /// One cache as the kernel describes it (sysfs cpu*/cache/index*).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -39,17 +59,127 @@ pub struct Machine {
     pub hugepages: Vec<HugePool>,
     pub thp: String,
     pub kernel: String,
+    /// None on bare metal; the hypervisor's name (or how we know there is one) in a VM.
     pub hypervisor: Option<String>,
+
+    #[serde(default)]
+    pub cpu_vendor: String,
+    /// The flags of `cpu::FLAGS_THAT_MATTER` this CPU has.
+    #[serde(default)]
+    pub cpu_flags: Vec<String>,
+    #[serde(default)]
+    pub online_cpus: Vec<usize>,
+    /// CPUs this process may run on (live probe only).
+    #[serde(default)]
+    pub allowed_cpus: Vec<usize>,
+    /// 1 without SMT, 2 with two hardware threads per core, ...
+    #[serde(default)]
+    pub threads_per_core: usize,
+    #[serde(default)]
+    pub cores: usize,
+    #[serde(default)]
+    pub sockets: usize,
+    #[serde(default)]
+    pub nodes: Vec<NumaNode>,
+    /// Bytes of RAM (MemTotal).
+    #[serde(default)]
+    pub mem_total: u64,
+    #[serde(default)]
+    pub thp_defrag: String,
+    #[serde(default)]
+    pub mitigations: Mitigations,
+    #[serde(default)]
+    pub mitigations_summary: String,
+    /// kernel.io_uring_disabled (None: the kernel has no such switch).
+    #[serde(default)]
+    pub io_uring_disabled: Option<u8>,
+    #[serde(default)]
+    pub io_uring: String,
+    #[serde(default)]
+    pub perf_event_paranoid: Option<i32>,
+    /// Whether a hardware counter (cycles) opens here; None when not checked (fixtures).
+    #[serde(default)]
+    pub hw_counters_work: Option<bool>,
+    /// Why hardware counters do not work.
+    #[serde(default)]
+    pub hw_counters_reason: Option<String>,
+    #[serde(default)]
+    pub zone_reclaim_mode: Option<u32>,
+    #[serde(default)]
+    pub numa_balancing: Option<u32>,
+    #[serde(default)]
+    pub net: Vec<NetIface>,
 }
 
 impl Machine {
     /// Probe the running machine. Never fails: what cannot be read stays empty.
     pub fn probe() -> Machine {
+        let mut m = Machine::probe_at(Path::new("/"));
+        m.allowed_cpus = crate::measure::cpus::allowed_cpus();
+        if m.cpus_online == 0 {
+            m.cpus_online = m.allowed_cpus.len();
+        }
+        let release = rustix::system::uname()
+            .release()
+            .to_string_lossy()
+            .into_owned();
+        if !release.is_empty() {
+            m.kernel = release;
+        }
+        if m.hypervisor.is_some() {
+            if let Some(name) = kernel::cpuid_hypervisor() {
+                m.hypervisor = Some(name);
+            }
+        }
+        let (works, reason) = match crate::measure::counters::probe_hardware() {
+            Ok(()) => (true, None),
+            Err(why) => (false, Some(why)),
+        };
+        m.hw_counters_work = Some(works);
+        m.hw_counters_reason = reason;
+        m
+    }
+
+    /// Read the machine described by the `sys/` and `proc/` trees under `root`.
+    pub fn probe_at(root: &Path) -> Machine {
+        let root = Root::new(root);
+        let info = cpu::parse_cpuinfo(&root.text("proc/cpuinfo").unwrap_or_default());
+        let topo = cpu::read_topology(&root);
+        let nodes = numa::read_nodes(&root);
+        let (thp, thp_defrag) = pages::read_thp(&root);
+        let mitigations = security::read_mitigations(&root);
+        let io_uring_disabled = root.number("proc/sys/kernel/io_uring_disabled");
         Machine {
-            cpus_online: crate::measure::cpus::allowed_cpus().len(),
+            cpu_model: info.model,
             arch: std::env::consts::ARCH.to_string(),
+            cpus_online: topo.online.len(),
+            caches: caches::read_caches(&root, &topo.online),
+            numa_nodes: nodes.len().max(1),
             base_page: rustix::param::page_size() as u64,
-            ..Default::default()
+            hugepages: pages::read_pools(&root),
+            thp,
+            kernel: kernel::read_kernel_version(&root),
+            hypervisor: kernel::read_hypervisor(&root, info.hypervisor_flag),
+            cpu_vendor: info.vendor,
+            cpu_flags: info.flags,
+            online_cpus: topo.online,
+            allowed_cpus: Vec::new(),
+            threads_per_core: topo.threads_per_core,
+            cores: topo.cores,
+            sockets: topo.sockets,
+            nodes,
+            mem_total: pages::read_mem_total(&root),
+            thp_defrag,
+            mitigations_summary: mitigations.summary(),
+            mitigations,
+            io_uring: kernel::io_uring_meaning(io_uring_disabled),
+            io_uring_disabled,
+            perf_event_paranoid: root.number("proc/sys/kernel/perf_event_paranoid"),
+            hw_counters_work: None,
+            hw_counters_reason: None,
+            zone_reclaim_mode: root.number("proc/sys/vm/zone_reclaim_mode"),
+            numa_balancing: root.number("proc/sys/kernel/numa_balancing"),
+            net: net::read_ifaces(&root),
         }
     }
 
@@ -65,16 +195,24 @@ impl Machine {
     pub fn pool(&self, page_size: u64) -> Option<&HugePool> {
         self.hugepages.iter().find(|p| p.page_size == page_size)
     }
-}
 
-impl Machine {
-    /// A readable table of the machine.
-    pub fn render(&self) -> String {
-        let rows = vec![
-            vec!["CPU".to_string(), self.cpu_model.clone()],
-            vec!["CPUs online".to_string(), self.cpus_online.to_string()],
-            vec!["kernel".to_string(), self.kernel.clone()],
-        ];
-        crate::report::table::render(&["what", "value"], &rows) + "\n"
+    /// Mitigations in one line, for a syscall figure to be read against.
+    pub fn mitigations_summary(&self) -> String {
+        self.mitigations.summary()
+    }
+
+    /// True when the CPU has `flag` (one of `cpu::FLAGS_THAT_MATTER`).
+    pub fn has_flag(&self, flag: &str) -> bool {
+        self.cpu_flags.iter().any(|f| f == flag)
+    }
+
+    /// The NUMA node `cpu` belongs to.
+    pub fn node_of_cpu(&self, cpu: usize) -> Option<usize> {
+        numa::node_of_cpu(&self.nodes, cpu)
+    }
+
+    /// The node with id `id`.
+    pub fn node(&self, id: usize) -> Option<&NumaNode> {
+        self.nodes.iter().find(|n| n.id == id)
     }
 }

@@ -1,0 +1,206 @@
+//! The `costlab machine` table.
+
+use crate::measure::cpus::format_cpu_list;
+use crate::measure::sizes::human_size;
+
+use super::{kernel, numa, Machine};
+
+impl Machine {
+    /// A readable table of the machine.
+    pub fn render(&self) -> String {
+        let mut rows: Vec<Vec<String>> = Vec::new();
+        let mut row = |k: &str, v: String| rows.push(vec![k.to_string(), v]);
+        let or_dash = |s: &str| {
+            if s.is_empty() {
+                "—".to_string()
+            } else {
+                s.to_string()
+            }
+        };
+
+        row(
+            "CPU",
+            format!("{} ({})", or_dash(&self.cpu_model), self.arch),
+        );
+        row(
+            "flags that matter",
+            if self.cpu_flags.is_empty() {
+                "—".to_string()
+            } else {
+                self.cpu_flags.join(" ")
+            },
+        );
+        row(
+            "CPUs online",
+            format!(
+                "{} ({})",
+                self.cpus_online,
+                or_dash(&format_cpu_list(&self.online_cpus))
+            ),
+        );
+        if !self.allowed_cpus.is_empty() && self.allowed_cpus != self.online_cpus {
+            row("CPUs allowed", format_cpu_list(&self.allowed_cpus));
+        }
+        row(
+            "SMT",
+            format!(
+                "{} thread(s) per core; {} core(s), {} socket(s)",
+                self.threads_per_core, self.cores, self.sockets
+            ),
+        );
+        for c in &self.caches {
+            let sharing = c
+                .shared_by
+                .first()
+                .map(|g| {
+                    if g.len() == 1 {
+                        "per CPU".to_string()
+                    } else {
+                        format!(
+                            "{} instance(s), each shared by {} CPUs",
+                            c.shared_by.len(),
+                            g.len()
+                        )
+                    }
+                })
+                .unwrap_or_default();
+            row(
+                &format!("L{} {}", c.level, c.kind.to_lowercase()),
+                format!("{}, {} B lines, {sharing}", human_size(c.size), c.line),
+            );
+        }
+        row("memory", human_size(self.mem_total));
+        row("NUMA nodes", self.numa_nodes.to_string());
+        for n in &self.nodes {
+            row(
+                &format!("  node {}", n.id),
+                format!(
+                    "CPUs {}, {} ({} free), distances {}",
+                    or_dash(&format_cpu_list(&n.cpus)),
+                    human_size(n.mem_total),
+                    human_size(n.mem_free),
+                    n.distances
+                        .iter()
+                        .map(u32::to_string)
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                ),
+            );
+        }
+        if let Some(z) = self.zone_reclaim_mode {
+            row("zone_reclaim_mode", numa::zone_reclaim_meaning(z));
+        }
+        if let Some(b) = self.numa_balancing {
+            row("numa_balancing", numa::numa_balancing_meaning(b));
+        }
+        row("base page", human_size(self.base_page));
+        for p in &self.hugepages {
+            row(
+                &format!("hugepages {}", human_size(p.page_size)),
+                format!(
+                    "{} total, {} free, {} reserved, {} surplus",
+                    p.total, p.free, p.reserved, p.surplus
+                ),
+            );
+        }
+        row(
+            "THP",
+            format!(
+                "enabled {}, defrag {}",
+                or_dash(&self.thp),
+                or_dash(&self.thp_defrag)
+            ),
+        );
+        row("kernel", or_dash(&self.kernel));
+        row(
+            "hypervisor",
+            self.hypervisor
+                .clone()
+                .unwrap_or_else(|| "none (bare metal)".to_string()),
+        );
+        row("mitigations", self.mitigations.summary());
+        if let Some(c) = &self.mitigations.cmdline {
+            row("  mitigations=", c.clone());
+        }
+        row("io_uring", or_dash(&self.io_uring));
+        row(
+            "perf_event_paranoid",
+            match self.perf_event_paranoid {
+                Some(p) => format!("{p}: {}", kernel::paranoid_meaning(p)),
+                None => "—".to_string(),
+            },
+        );
+        row(
+            "hardware counters",
+            match (self.hw_counters_work, &self.hw_counters_reason) {
+                (Some(true), _) => "work".to_string(),
+                (Some(false), Some(why)) => format!("not supported: {why}"),
+                _ => "not checked".to_string(),
+            },
+        );
+        for iface in &self.net {
+            row(&format!("NIC {}", iface.name), self.describe_iface(iface));
+        }
+        let mut out = crate::report::table::render(&["what", "value"], &rows) + "\n";
+        let (fine, notable): (Vec<_>, Vec<_>) = self
+            .mitigations
+            .entries
+            .iter()
+            .partition(|(_, v)| v.as_str() == "Not affected");
+        let mut vulns: Vec<Vec<String>> = notable
+            .iter()
+            .map(|(k, v)| vec![k.to_string(), v.to_string()])
+            .collect();
+        if !fine.is_empty() {
+            vulns.push(vec![
+                format!("{} others", fine.len()),
+                "Not affected".to_string(),
+            ]);
+        }
+        if !self.mitigations.entries.is_empty() {
+            out += &crate::report::table::render(&["vulnerability", "kernel status"], &vulns);
+            out += "\n";
+        }
+        out
+    }
+
+    /// "node 1; 4 IRQs, on CPUs 2 (1200), 3 (800); 100% on node 1".
+    fn describe_iface(&self, iface: &super::NetIface) -> String {
+        let node = match iface.numa_node {
+            Some(n) => format!("node {n}"),
+            None => "node unknown".to_string(),
+        };
+        let cpus = iface.irq_cpus();
+        if cpus.is_empty() {
+            return format!("{node}; {} IRQ rows, none taken yet", iface.irqs.len());
+        }
+        let total: u64 = cpus.values().sum();
+        let mut by_cpu: Vec<(usize, u64)> = cpus.into_iter().collect();
+        by_cpu.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let shown: Vec<String> = by_cpu
+            .iter()
+            .take(6)
+            .map(|(c, n)| format!("{c} ({n})"))
+            .collect();
+        let more = if by_cpu.len() > 6 { ", ..." } else { "" };
+        let mut text = format!(
+            "{node}; {} IRQ rows, on CPUs {}{more}",
+            iface.irqs.len(),
+            shown.join(", ")
+        );
+        if self.nodes.len() > 1 {
+            let mut per_node: std::collections::BTreeMap<usize, u64> = Default::default();
+            for (c, n) in &by_cpu {
+                if let Some(nd) = self.node_of_cpu(*c) {
+                    *per_node.entry(nd).or_insert(0) += n;
+                }
+            }
+            let share: Vec<String> = per_node
+                .iter()
+                .map(|(nd, n)| format!("{:.0}% on node {nd}", 100.0 * *n as f64 / total as f64))
+                .collect();
+            text += &format!("; {}", share.join(", "));
+        }
+        text
+    }
+}
