@@ -48,5 +48,5 @@ pub trait Lab {
 
 /// Every lab that `costlab run` runs, in the order it runs them.
 pub fn all() -> Vec<Box<dyn Lab>> {
-    vec![]
+    vec![Box::new(echo::EchoLab)]
 }
