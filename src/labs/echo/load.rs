@@ -341,7 +341,14 @@ fn event_thread(
     }
     let mut report = LoadReport::empty(0);
     let mut conns: Vec<EConn> = Vec::with_capacity(ids.len());
+    // Connecting is bounded too: a server that stops accepting cannot hold us for
+    // conns x the connect timeout.
+    let give_up = Instant::now() + Duration::from_secs(10);
     for id in ids {
+        if Instant::now() >= give_up {
+            report.errors.connect += 1;
+            continue;
+        }
         match connect(spec.target).and_then(|s| s.set_nonblocking(true).map(|_| s)) {
             Ok(sock) => {
                 let mut expect = vec![0u8; spec.size];
