@@ -133,7 +133,10 @@ fn faults_against(engine: &str) {
     // Well-behaved clients, concurrently, with sizes that force short reads and writes.
     for c in 0..8u64 {
         workers.push(thread::spawn(move || {
-            for (k, len) in [16usize, 1, 4096, 70_000, 16, 300_000].into_iter().enumerate() {
+            for (k, len) in [16usize, 1, 4096, 70_000, 16, 300_000]
+                .into_iter()
+                .enumerate()
+            {
                 echo_exact(addr, pattern(c * 100 + k as u64, len));
             }
         }));
@@ -151,7 +154,9 @@ fn faults_against(engine: &str) {
         }
     }));
     // 1 MiB in one write.
-    workers.push(thread::spawn(move || echo_exact(addr, pattern(901, 1 << 20))));
+    workers.push(thread::spawn(move || {
+        echo_exact(addr, pattern(901, 1 << 20))
+    }));
     // Half-close: everything sent before the FIN comes back, then EOF.
     workers.push(thread::spawn(move || {
         let mut s = connect(addr);
@@ -159,7 +164,8 @@ fn faults_against(engine: &str) {
         s.write_all(&data).unwrap();
         s.shutdown(Shutdown::Write).unwrap();
         let mut got = Vec::new();
-        s.read_to_end(&mut got).expect("read to EOF after half-close");
+        s.read_to_end(&mut got)
+            .expect("read to EOF after half-close");
         assert!(got == data, "half-close echo differs ({} bytes)", got.len());
     }));
     // Disconnect mid-message, and a hard reset (SO_LINGER 0) with data unread.
@@ -342,9 +348,32 @@ fn bad_input_exits_2_with_one_line() {
         &["echo", "serve", "--addr", "nowhere"],
         &["echo", "serve", "--engine", "epoll", "--sqpoll"],
         &["echo", "serve", "--cpu", "4096"],
-        &["echo", "load", "--target", "127.0.0.1:1", "--duration", "200ms"],
-        &["echo", "load", "--target", "127.0.0.1:1", "--conns", "1000000"],
-        &["echo", "load", "--target", "127.0.0.1:1", "--client", "blocking", "--depth", "4"],
+        &[
+            "echo",
+            "load",
+            "--target",
+            "127.0.0.1:1",
+            "--duration",
+            "200ms",
+        ],
+        &[
+            "echo",
+            "load",
+            "--target",
+            "127.0.0.1:1",
+            "--conns",
+            "1000000",
+        ],
+        &[
+            "echo",
+            "load",
+            "--target",
+            "127.0.0.1:1",
+            "--client",
+            "blocking",
+            "--depth",
+            "4",
+        ],
         &["echo", "load", "--target", "127.0.0.1:1", "--rate", "-5"],
     ];
     for args in cases {
@@ -359,7 +388,16 @@ fn bad_input_exits_2_with_one_line() {
 #[test]
 fn serve_prints_its_address_then_its_counts() {
     for engine in ENGINES {
-        let out = costlab(&["echo", "serve", "--engine", engine, "--duration", "300ms", "--size", "8"]);
+        let out = costlab(&[
+            "echo",
+            "serve",
+            "--engine",
+            engine,
+            "--duration",
+            "300ms",
+            "--size",
+            "8",
+        ]);
         assert!(out.status.success(), "{engine}");
         let text = String::from_utf8_lossy(&out.stdout);
         let lines: Vec<&str> = text.lines().collect();
@@ -368,8 +406,16 @@ fn serve_prints_its_address_then_its_counts() {
         assert!(addr.ip().is_loopback(), "binds 127.0.0.1 by default");
         let v: serde_json::Value = serde_json::from_str(lines[1]).unwrap();
         for key in [
-            "requests", "bytes", "syscalls", "enters", "completions", "epoll_waits",
-            "epoll_events", "cpu_user_ns", "cpu_sys_ns", "size",
+            "requests",
+            "bytes",
+            "syscalls",
+            "enters",
+            "completions",
+            "epoll_waits",
+            "epoll_events",
+            "cpu_user_ns",
+            "cpu_sys_ns",
+            "size",
         ] {
             assert!(v.get(key).is_some(), "{engine}: no {key} in {v}");
         }
@@ -380,7 +426,15 @@ fn serve_prints_its_address_then_its_counts() {
 #[test]
 fn the_experiment_writes_every_metric_for_every_point() {
     let out = costlab(&[
-        "echo", "--conns", "2", "--duration", "200ms", "--samples", "1", "--json", "-",
+        "echo",
+        "--conns",
+        "2",
+        "--duration",
+        "200ms",
+        "--samples",
+        "1",
+        "--json",
+        "-",
     ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
@@ -388,7 +442,14 @@ fn the_experiment_writes_every_metric_for_every_point() {
     assert_eq!(doc["schema"], "costlab/1");
     let results = doc["results"].as_array().unwrap();
     for engine in ENGINES {
-        for metric in ["throughput", "p50", "p99", "p999", "server_cpu_per_req", "batch"] {
+        for metric in [
+            "throughput",
+            "p50",
+            "p99",
+            "p999",
+            "server_cpu_per_req",
+            "batch",
+        ] {
             let row = results
                 .iter()
                 .find(|r| r["case"]["engine"] == engine && r["metric"] == metric)
@@ -400,7 +461,10 @@ fn the_experiment_writes_every_metric_for_every_point() {
             assert!(row["summary"]["median"].as_f64().unwrap() > 0.0, "{row}");
         }
     }
-    assert!(err.contains("uring/epoll"), "the ratio table is printed: {err}");
+    assert!(
+        err.contains("uring/epoll"),
+        "the ratio table is printed: {err}"
+    );
 }
 
 // ---------------------------------------------------------------- two network namespaces
@@ -504,10 +568,22 @@ fn serve_and_load_work_across_two_network_namespaces() {
         let mut load = Command::new("ip");
         load.args(["netns", "exec", &pair.b, BIN, "echo", "load"])
             .args(["--target", &server.addr.to_string()])
-            .args(["--conns", "4", "--depth", "2", "--duration", "300ms", "--json", "-"]);
+            .args([
+                "--conns",
+                "4",
+                "--depth",
+                "2",
+                "--duration",
+                "300ms",
+                "--json",
+                "-",
+            ]);
         let out = run_bounded(load, Duration::from_secs(20));
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{engine}: load across namespaces failed: {err}");
+        assert!(
+            out.status.success(),
+            "{engine}: load across namespaces failed: {err}"
+        );
         let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("load JSON");
         let rows = doc["results"].as_array().unwrap();
         let metric = |m: &str| {
@@ -519,7 +595,10 @@ fn serve_and_load_work_across_two_network_namespaces() {
         assert!(metric("throughput") > 0.0, "{engine}: {doc}");
         assert_eq!(metric("errors"), 0.0, "{engine}: {err}");
         let stats = server.stop();
-        assert!(stats.requests > 0 && stats.accepted == 4, "{engine}: {stats:?}");
+        assert!(
+            stats.requests > 0 && stats.accepted == 4,
+            "{engine}: {stats:?}"
+        );
     }
     drop(pair);
 }

@@ -35,7 +35,7 @@ pub fn run(listener: OwnedFd, stop: &Stop, size: u64) -> Result<ServerStats> {
     arm_accept(&mut ring, lfd, &mut stats)?;
     let mut cqes = Vec::with_capacity(4096);
     while !stop.now() {
-        enter_and_reap(&mut ring, stop, &mut stats, &mut cqes)?;
+        enter_and_reap(&mut ring, stop, 1, &mut stats, &mut cqes)?;
         for &(data, res, _flags) in &cqes {
             let (kind, slot, gen) = ud_parts(data);
             match kind {
