@@ -717,33 +717,39 @@ impl Lab for EchoLab {
                 ),
                 summary: s,
                 unit: "x".into(),
-                reading: reading(s, conns),
+                reading: reading(
+                    s,
+                    conns,
+                    o.find(
+                        "batch",
+                        &case! {"engine" => "uring", "client" => "event", "conns" => conns},
+                    )
+                    .map(|r| r.summary.median),
+                ),
             });
         }
         out
     }
 }
 
-/// One line saying what a uring/epoll ratio means.
-pub fn reading(s: Summary, conns: usize) -> String {
+/// One line saying what a uring/epoll ratio means, with the batch io_uring reached.
+pub fn reading(s: Summary, conns: usize, batch: Option<f64>) -> String {
     let pct = (s.median - 1.0) * 100.0;
     let clear = s.min > 1.0 || s.max < 1.0;
     let at = format!("at {conns} connection{}", if conns == 1 { "" } else { "s" });
+    let n = batch.map_or(String::new(), |b| {
+        format!(" (io_uring reaped {b:.1} completions per enter)")
+    });
     if !clear {
         format!(
-            "io_uring and epoll are level {at} here (ratio {:.2}, spread crosses 1)",
+            "io_uring and epoll are level {at} here: ratio {:.2}, spread crosses 1{n}",
             s.median
         )
     } else if pct > 0.0 {
-        let why = if conns == 1 {
-            "fewer syscalls per request even without batching"
-        } else {
-            "one enter reaps many completions"
-        };
-        format!("io_uring serves {pct:.0}% more requests than epoll {at}: {why}")
+        format!("io_uring serves {pct:.0}% more requests than epoll {at}{n}")
     } else {
         format!(
-            "io_uring serves {:.0}% fewer requests than epoll {at}: its per-op submission cost is not repaid by batching",
+            "io_uring serves {:.0}% fewer requests than epoll {at}{n}: its per-op cost is not repaid by batching",
             -pct
         )
     }
@@ -807,8 +813,9 @@ mod tests {
     #[test]
     fn readings_say_level_when_the_spread_crosses_one() {
         let s = Summary::of(&[0.9, 1.0, 1.1]).unwrap();
-        assert!(reading(s, 1).contains("level"));
+        assert!(reading(s, 1, None).contains("level"));
         let s = Summary::of(&[0.8, 0.85, 0.9]).unwrap();
-        assert!(reading(s, 1).contains("fewer"));
+        assert!(reading(s, 1, Some(2.0)).contains("fewer"));
+        assert!(reading(s, 1, Some(2.0)).contains("2.0 completions per enter"));
     }
 }
