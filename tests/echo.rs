@@ -532,6 +532,9 @@ impl Drop for NetPair {
     fn drop(&mut self) {
         let _ = ip(&["netns", "del", &self.a]);
         let _ = ip(&["netns", "del", &self.b]);
+        // If setup stopped before the veth moved into the namespaces, it is still here.
+        let tag = std::process::id() % 100_000;
+        let _ = ip(&["link", "del", &format!("cla{tag}")]);
     }
 }
 
