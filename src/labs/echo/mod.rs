@@ -207,7 +207,17 @@ pub struct Plan {
 
 impl Plan {
     pub fn from_args(args: &EchoRunArgs, ctx: &Ctx) -> Result<Plan> {
-        let conns = sizes::parse_list(&args.conns, |s| {
+        // --quick shrinks what the user left at its default: two points, 1 s each.
+        let quick_default = |given: &str, default: &str, quick: &str| {
+            if ctx.quick && given == default {
+                quick.to_string()
+            } else {
+                given.to_string()
+            }
+        };
+        let conns_text = quick_default(&args.conns, "1,16,128,1000", "1,128");
+        let duration_text = quick_default(&args.duration, "2s", "1s");
+        let conns = sizes::parse_list(&conns_text, |s| {
             s.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
                 usage(format!(
                     "bad connection count '{s}': use whole numbers above zero, like 1,16,128"
@@ -229,7 +239,7 @@ impl Plan {
             clients,
             conns,
             size: parse_msg_size(&args.size)?,
-            duration: parse_duration(&args.duration, "--duration")?,
+            duration: parse_duration(&duration_text, "--duration")?,
             reps: if ctx.quick {
                 2
             } else {
@@ -527,6 +537,12 @@ fn note_trouble(
         if !notes.iter().any(|x| x == &n) {
             notes.push(n);
         }
+    }
+    if s.enobufs > 0 {
+        notes.push(format!(
+            "{at}: the provided-buffer ring ran dry {} times (recv re-armed as sends completed)",
+            s.enobufs
+        ));
     }
     if s.setup != "single_issuer+defer_taskrun" && engine == Engine::Uring {
         let n = format!("uring ring setup fell back to '{}'", s.setup);
