@@ -415,8 +415,9 @@ impl Server {
     fn on_accept(&mut self, res: i32, flags: u32, stats: &mut ServerStats) -> Result<()> {
         if res >= 0 {
             stats.accepted += 1;
-            stats.syscalls += 1; // TCP_NODELAY, as the epoll server does
-                                 // SAFETY: res is a fresh fd from accept; borrowed only for the setsockopt.
+            // TCP_NODELAY below, as the epoll server does.
+            stats.syscalls += 1;
+            // SAFETY: res is a fresh fd from accept; borrowed only for the setsockopt.
             let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(res) };
             let _ = rustix::net::sockopt::set_tcp_nodelay(fd, true);
             let slot = self.free.pop().unwrap_or_else(|| {

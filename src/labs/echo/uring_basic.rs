@@ -42,8 +42,9 @@ pub fn run(listener: OwnedFd, stop: &Stop, size: u64) -> Result<ServerStats> {
                 ACCEPT => {
                     if res >= 0 {
                         stats.accepted += 1;
-                        stats.syscalls += 1; // TCP_NODELAY, as the other servers do
-                                             // SAFETY: res is a fresh fd from accept, borrowed for the setsockopt.
+                        // TCP_NODELAY below, as the other servers do.
+                        stats.syscalls += 1;
+                        // SAFETY: res is a fresh fd from accept, borrowed for the setsockopt.
                         let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(res) };
                         let _ = rustix::net::sockopt::set_tcp_nodelay(fd, true);
                         let slot = free.pop().unwrap_or_else(|| {
