@@ -253,7 +253,8 @@ fn loader_cpus(spec: &LoadSpec) -> usize {
 
 fn connect(target: SocketAddr) -> std::io::Result<TcpStream> {
     let s = TcpStream::connect_timeout(&target, Duration::from_secs(5))?;
-    s.set_nodelay(true)?;
+    // Best effort: a socket the server already reset says so on its first read or write.
+    let _ = s.set_nodelay(true);
     Ok(s)
 }
 
@@ -369,12 +370,7 @@ fn event_thread(
                     want_out: false,
                 });
             }
-            Err(e) => {
-                report.errors.connect += 1;
-                if let Ok(mut f) = first_error.lock() {
-                    f.get_or_insert_with(|| e.to_string());
-                }
-            }
+            Err(e) => count_connect_error(&mut report, &e, first_error),
         }
     }
     // Everyone connected before anyone sends, so the window measures serving only.
@@ -710,10 +706,7 @@ fn blocking_conn(
     let mut sock = match sock {
         Ok(s) => s,
         Err(e) => {
-            report.errors.connect += 1;
-            if let Ok(mut f) = first_error.lock() {
-                f.get_or_insert_with(|| e.to_string());
-            }
+            count_connect_error(&mut report, &e, first_error);
             report.cpu_ns = thread_cpu_ns().saturating_sub(cpu0);
             return report;
         }
@@ -781,6 +774,18 @@ fn blocking_conn(
     let _ = sock.shutdown(std::net::Shutdown::Both);
     report.cpu_ns = thread_cpu_ns().saturating_sub(cpu0);
     report
+}
+
+/// A connection the server accepted and reset at once is a reset, not a failure to connect.
+fn count_connect_error(report: &mut LoadReport, e: &std::io::Error, first: &Mutex<Option<String>>) {
+    if e.kind() == ErrorKind::ConnectionReset {
+        report.errors.reset += 1;
+        return;
+    }
+    report.errors.connect += 1;
+    if let Ok(mut f) = first.lock() {
+        f.get_or_insert_with(|| e.to_string());
+    }
 }
 
 fn count_io_error(report: &mut LoadReport, e: &std::io::Error) {
