@@ -32,6 +32,7 @@ pub struct Common {
 }
 
 #[derive(Subcommand, Debug)]
+#[allow(clippy::large_enum_variant)] // parsed once; boxing would only add noise
 pub enum Command {
     /// What this machine is: CPU, caches, NUMA, pages, mitigations, io_uring, perf
     Machine(MachineArgs),
@@ -45,6 +46,112 @@ pub enum Command {
     Numa(NumaArgs),
     /// Where a process's memory lives, node by node (from /proc/PID/numa_maps)
     NumaMaps(NumaMapsArgs),
+    /// Is io_uring faster than epoll here? Echo servers, a load generator and the experiment
+    Echo(EchoArgs),
+}
+
+/// `costlab echo`: the experiment; `costlab echo serve` and `costlab echo load` its parts.
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct EchoArgs {
+    #[command(subcommand)]
+    pub command: Option<EchoCommand>,
+    #[command(flatten)]
+    pub run: EchoRunArgs,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum EchoCommand {
+    /// Run one echo server (single-threaded); prints its address first, its counts as JSON on exit
+    Serve(EchoServeArgs),
+    /// Drive an echo server and report throughput, latency, errors and the loader's own CPU
+    Load(EchoLoadArgs),
+}
+
+/// The experiment: each engine in its own pinned process, the loader on the other CPUs.
+#[derive(Args, Debug, Clone)]
+pub struct EchoRunArgs {
+    /// Engines to compare
+    #[arg(long, default_value = "epoll,uring,uring-basic", value_name = "LIST")]
+    pub engine: String,
+    /// Connection counts to sweep
+    #[arg(long, default_value = "1,16,128,1000", value_name = "LIST")]
+    pub conns: String,
+    /// Message size in bytes (16, 1K, ...)
+    #[arg(long, default_value = "16", value_name = "SIZE")]
+    pub size: String,
+    /// Length of each run (2, 2s, 500ms)
+    #[arg(long, default_value = "2s", value_name = "TIME")]
+    pub duration: String,
+    /// Loaders to use: event, blocking, or both (event,blocking)
+    #[arg(long, default_value = "event", value_name = "LIST")]
+    pub client: String,
+    /// Requests in flight per connection
+    #[arg(long, default_value_t = 1, value_name = "D")]
+    pub depth: usize,
+    /// Loader threads (default: one per loader CPU)
+    #[arg(long, value_name = "T")]
+    pub threads: Option<usize>,
+    /// io_uring servers poll the submission queue from a kernel thread
+    #[arg(long)]
+    pub sqpoll: bool,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct EchoServeArgs {
+    /// epoll, uring or uring-basic
+    #[arg(long, default_value = "uring", value_name = "ENGINE")]
+    pub engine: String,
+    /// Address to listen on (port 0: any free port)
+    #[arg(long, default_value = "127.0.0.1:0", value_name = "HOST:PORT")]
+    pub addr: String,
+    /// Pin the server to this CPU
+    #[arg(long, value_name = "N")]
+    pub cpu: Option<usize>,
+    /// Stop after this long (otherwise at SIGTERM or SIGINT)
+    #[arg(long, value_name = "TIME")]
+    pub duration: Option<String>,
+    /// The fixed message size B: requests are counted as bytes echoed / B
+    #[arg(long, default_value = "16", value_name = "SIZE")]
+    pub size: String,
+    /// io_uring: poll the submission queue from a kernel thread (SQPOLL)
+    #[arg(long)]
+    pub sqpoll: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct EchoLoadArgs {
+    /// The server's address
+    #[arg(long, value_name = "HOST:PORT")]
+    pub target: String,
+    /// Connections
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub conns: usize,
+    /// Message size (16, 1K, ...)
+    #[arg(long, default_value = "16", value_name = "SIZE")]
+    pub size: String,
+    /// How long to send (2, 2s, 500ms)
+    #[arg(long, default_value = "2s", value_name = "TIME")]
+    pub duration: String,
+    /// Requests in flight per connection (closed loop)
+    #[arg(long, default_value_t = 1, value_name = "D")]
+    pub depth: usize,
+    /// Loader threads, each owning its share of the connections (default: one per CPU)
+    #[arg(long, value_name = "T")]
+    pub threads: Option<usize>,
+    /// Open loop: send R requests per second in all, latency from the intended send time
+    #[arg(long, value_name = "R")]
+    pub rate: Option<f64>,
+    /// event (epoll, no thread per connection) or blocking (a thread per connection)
+    #[arg(long, default_value = "event", value_name = "KIND")]
+    pub client: String,
+    /// Keep the loader on these CPUs (0-3,6)
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+    #[command(flatten)]
+    pub common: Common,
 }
 
 /// `costlab gc`: the headroom sweep, or `tax` / `build`.

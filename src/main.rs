@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Parser;
 
-use costlab::cli::{Cli, Command, Common};
+use costlab::cli::{Cli, Command, Common, EchoCommand};
 use costlab::error::{exit_code, one_line};
 use costlab::labs::{self, Ctx};
 use costlab::machine::{restore, Machine};
@@ -196,5 +196,28 @@ fn dispatch(cli: Cli) -> Result<()> {
                 }
             }
         }
+        Command::Echo(args) => match args.command {
+            Some(EchoCommand::Serve(a)) => labs::echo::serve_command(&a),
+            Some(EchoCommand::Load(a)) => {
+                let ctx = ctx_for(&a.common);
+                let outcome = labs::echo::load_command(&a, &ctx)?;
+                emit(
+                    labs::echo::render_load(&outcome),
+                    outcome,
+                    &a.common,
+                    &ctx.machine,
+                )
+            }
+            None => {
+                let ctx = ctx_for(&args.run.common);
+                let outcome = labs::echo::run(&args.run, &ctx)?;
+                emit(
+                    labs::echo::render(&outcome),
+                    outcome,
+                    &args.run.common,
+                    &ctx.machine,
+                )
+            }
+        },
     }
 }

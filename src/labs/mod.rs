@@ -54,6 +54,7 @@ pub fn all() -> Vec<Box<dyn Lab>> {
     vec![
         Box::new(syscall::SyscallLab),
         Box::new(gc::GcLab),
+        Box::new(echo::EchoLab),
         Box::new(numa::NumaLab),
     ]
 }

@@ -1,3 +1,837 @@
 //! The echo lab: io_uring vs epoll echo servers, a load generator, and the cost model.
+//!
+//! `costlab echo` runs the experiment: for each sweep point and repetition, each engine's
+//! server runs in its own process (`costlab echo serve`) pinned to the last CPU, and the
+//! loader runs in this process on the other CPUs. Repetitions are interleaved (all engines
+//! at one point, then the next repetition) so engine ratios pair samples taken side by side.
 
+pub mod epoll;
+pub mod load;
 pub mod model;
+pub mod server;
+pub mod stats;
+pub mod uring;
+pub mod uring_basic;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use crate::case;
+use crate::cli::{EchoLoadArgs, EchoRunArgs, EchoServeArgs};
+use crate::error::usage;
+use crate::labs::{Ctx, Headline, Lab};
+use crate::measure::{cancel, cpus, sizes, stats::paired_ratios, Summary};
+use crate::report::{model::Case, progress, table, Outcome};
+use load::{ClientKind, LoadReport, LoadSpec};
+use model::Observed;
+use server::{Engine, ServeOpts};
+use stats::ServerStats;
+
+pub const LAB: &str = "echo";
+
+/// Parse a duration: "2" (seconds), "2s", "500ms", "1.5s".
+pub fn parse_duration(text: &str, what: &str) -> Result<Duration> {
+    let t = text.trim();
+    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else {
+        (t, 1.0)
+    };
+    let secs = num
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .map(|x| x * scale)
+        .filter(|x| x.is_finite() && *x > 0.0 && *x <= 3600.0)
+        .ok_or_else(|| {
+            usage(format!(
+                "bad {what} '{text}': use a time above zero and at most 1h, like 2s or 500ms"
+            ))
+        })?;
+    Ok(Duration::from_secs_f64(secs))
+}
+
+fn parse_msg_size(text: &str) -> Result<usize> {
+    let b = sizes::parse_size(text)?;
+    if b > 64 << 20 {
+        return Err(usage(format!(
+            "--size {text}: use a message size up to 64M"
+        )));
+    }
+    Ok(b as usize)
+}
+
+// ---------------------------------------------------------------- serve and load commands
+
+/// `costlab echo serve`: the address as the first line, the counts as one JSON line at exit.
+pub fn serve_command(args: &EchoServeArgs) -> Result<()> {
+    let opts = ServeOpts {
+        engine: Engine::parse(&args.engine)?,
+        addr: server::parse_addr(&args.addr, "--addr")?,
+        cpu: args.cpu,
+        duration: args
+            .duration
+            .as_deref()
+            .map(|d| parse_duration(d, "--duration"))
+            .transpose()?,
+        size: parse_msg_size(&args.size)? as u64,
+        sqpoll: args.sqpoll,
+    };
+    if opts.sqpoll && opts.engine != Engine::Uring {
+        return Err(usage("--sqpoll applies to --engine uring only"));
+    }
+    let stats = server::serve(&opts, |addr| {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{addr}");
+        let _ = out.flush();
+    })?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", serde_json::to_string(&stats)?)?;
+    out.flush()?;
+    Ok(())
+}
+
+/// `costlab echo load`: one run against a server somewhere.
+pub fn load_command(args: &EchoLoadArgs, _ctx: &Ctx) -> Result<Outcome> {
+    let cpus = match &args.cpus {
+        Some(list) => {
+            let c = cpus::parse_cpu_list(list)?;
+            cpus::check_cpus(&c, &cpus::allowed_cpus())?;
+            Some(c)
+        }
+        None => None,
+    };
+    let ncpus = cpus.as_ref().map_or(cpus::allowed_cpus().len(), Vec::len);
+    let client = ClientKind::parse(&args.client)?;
+    let spec = LoadSpec {
+        target: server::parse_addr(&args.target, "--target")?,
+        conns: args.conns,
+        size: parse_msg_size(&args.size)?,
+        duration: parse_duration(&args.duration, "--duration")?,
+        depth: args.depth,
+        threads: args.threads.unwrap_or(ncpus).max(1),
+        rate: args.rate,
+        client,
+        cpus,
+    };
+    if args.threads == Some(0) {
+        return Err(usage("--threads 0: the loader needs at least one thread"));
+    }
+    let r = load::run(&spec)?;
+    let mut o = Outcome::default();
+    let c = case! {
+        "target" => spec.target.to_string(), "client" => client.name(),
+        "conns" => spec.conns, "size" => spec.size, "depth" => spec.depth
+    };
+    o.push(LAB, c.clone(), "throughput", "req/s", vec![r.throughput()]);
+    for (metric, q) in [("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p999", 0.999)] {
+        if let Some(v) = r.latency_us(q) {
+            o.push(LAB, c.clone(), metric, "us", vec![v]);
+        }
+    }
+    if let Some(v) = r.max_us() {
+        o.push(LAB, c.clone(), "max", "us", vec![v]);
+    }
+    o.push(
+        LAB,
+        c.clone(),
+        "errors",
+        "count",
+        vec![r.errors.total() as f64],
+    );
+    o.push(
+        LAB,
+        c,
+        "loader_cpu_per_req",
+        "ns",
+        vec![r.cpu_ns as f64 / r.answered.max(1) as f64],
+    );
+    o.notes.push(format!(
+        "answered {} requests byte-exact; errors: mismatch {}, reset {}, timeout {}, connect {}",
+        r.answered, r.errors.mismatch, r.errors.reset, r.errors.timeout, r.errors.connect
+    ));
+    o.notes.push(format!(
+        "loader CPU {:.0}% of its {} CPU(s){}",
+        r.busy() * 100.0,
+        r.cpus,
+        if spec.rate.is_some() {
+            "; open loop: latency from the intended send time"
+        } else {
+            ""
+        }
+    ));
+    if let Some(n) = r.bottleneck_note() {
+        o.notes.push(n);
+    }
+    Ok(o)
+}
+
+pub fn render_load(o: &Outcome) -> String {
+    let rows: Vec<Vec<String>> = o
+        .results
+        .iter()
+        .map(|r| {
+            vec![
+                r.metric.clone(),
+                format!("{:.1}", r.summary.median),
+                r.unit.clone(),
+            ]
+        })
+        .collect();
+    table::render(&["metric", "value", "unit"], &rows) + "\n"
+}
+
+// ---------------------------------------------------------------- the experiment
+
+/// What the experiment runs.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub engines: Vec<Engine>,
+    pub clients: Vec<ClientKind>,
+    pub conns: Vec<usize>,
+    pub size: usize,
+    pub duration: Duration,
+    pub reps: usize,
+    pub depth: usize,
+    pub threads: Option<usize>,
+    pub sqpoll: bool,
+}
+
+impl Plan {
+    pub fn from_args(args: &EchoRunArgs, ctx: &Ctx) -> Result<Plan> {
+        // --quick shrinks what the user left at its default: two points, 1 s each.
+        let quick_default = |given: &str, default: &str, quick: &str| {
+            if ctx.quick && given == default {
+                quick.to_string()
+            } else {
+                given.to_string()
+            }
+        };
+        let conns_text = quick_default(&args.conns, "1,16,128,1000", "1,128");
+        let duration_text = quick_default(&args.duration, "2s", "1s");
+        let conns = sizes::parse_list(&conns_text, |s| {
+            s.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                usage(format!(
+                    "bad connection count '{s}': use whole numbers above zero, like 1,16,128"
+                ))
+            })
+        })?;
+        let clients = sizes::parse_list(&args.client, ClientKind::parse)?;
+        let engines = Engine::parse_list(&args.engine)?;
+        if args.threads == Some(0) {
+            return Err(usage("--threads 0: the loader needs at least one thread"));
+        }
+        if args.sqpoll && !engines.contains(&Engine::Uring) {
+            return Err(usage(
+                "--sqpoll applies to the uring engine, which is not in --engine",
+            ));
+        }
+        Ok(Plan {
+            engines,
+            clients,
+            conns,
+            size: parse_msg_size(&args.size)?,
+            duration: parse_duration(&duration_text, "--duration")?,
+            reps: if ctx.quick {
+                2
+            } else {
+                ctx.spec.samples.clamp(1, 3)
+            }
+            .max(args.common.samples.unwrap_or(0)),
+            depth: args.depth,
+            threads: args.threads,
+            sqpoll: args.sqpoll,
+        })
+    }
+
+    /// The plan `costlab run` uses: about 20 s on two cores.
+    pub fn quick() -> Plan {
+        Plan {
+            engines: Engine::ALL.to_vec(),
+            clients: vec![ClientKind::Event],
+            conns: vec![1, 128],
+            size: 16,
+            duration: Duration::from_millis(900),
+            reps: 3,
+            depth: 1,
+            threads: None,
+            sqpoll: false,
+        }
+    }
+}
+
+/// Which CPU the server gets and which the loader gets.
+struct Layout {
+    server: usize,
+    loader: Vec<usize>,
+    note: Option<String>,
+}
+
+fn layout() -> Layout {
+    let allowed = cpus::allowed_cpus();
+    let server = *allowed.last().unwrap_or(&0);
+    if allowed.len() >= 2 {
+        Layout {
+            server,
+            loader: allowed[..allowed.len() - 1].to_vec(),
+            note: None,
+        }
+    } else {
+        Layout {
+            server,
+            loader: allowed.clone(),
+            note: Some(
+                "only one CPU: server and loader share it, so throughput is the machine's, not the server's"
+                    .into(),
+            ),
+        }
+    }
+}
+
+/// A server child process; killed if dropped while running.
+struct ServerProcess {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    addr: SocketAddr,
+}
+
+impl ServerProcess {
+    fn spawn(
+        engine: Engine,
+        cpu: usize,
+        size: usize,
+        sqpoll: bool,
+        limit: Duration,
+    ) -> Result<Self> {
+        let exe = std::env::current_exe().context("finding costlab's own executable")?;
+        let mut cmd = Command::new(exe);
+        cmd.args([
+            "echo",
+            "serve",
+            "--engine",
+            engine.name(),
+            "--addr",
+            "127.0.0.1:0",
+        ])
+        .args(["--cpu", &cpu.to_string(), "--size", &size.to_string()])
+        .args(["--duration", &format!("{}ms", limit.as_millis())])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+        if sqpoll && engine == Engine::Uring {
+            cmd.arg("--sqpoll");
+        }
+        let mut child = cmd.spawn().context("starting the echo server process")?;
+        let stdout = child.stdout.take().context("server stdout")?;
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut p = ServerProcess {
+            child,
+            lines: rx,
+            addr: "127.0.0.1:0".parse().expect("static address"),
+        };
+        let first = p.lines.recv_timeout(Duration::from_secs(10)).map_err(|_| {
+            let status = p.child.try_wait().ok().flatten();
+            anyhow::anyhow!(
+                "the {} server did not report its address{}",
+                engine.name(),
+                status.map_or(String::new(), |s| format!(" ({s})"))
+            )
+        })?;
+        p.addr = first
+            .trim()
+            .parse()
+            .with_context(|| format!("the server's first line '{first}' is not an address"))?;
+        Ok(p)
+    }
+
+    /// SIGTERM, wait (bounded), read its counts.
+    fn stop(mut self) -> Result<ServerStats> {
+        let pid = rustix::process::Pid::from_raw(self.child.id() as i32);
+        if let Some(pid) = pid {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+        let t0 = Instant::now();
+        let status = loop {
+            if let Some(s) = self.child.try_wait()? {
+                break s;
+            }
+            if t0.elapsed() > Duration::from_secs(5) {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                anyhow::bail!("the echo server did not stop within 5 s of SIGTERM; killed it");
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        };
+        let mut last = None;
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(2)) {
+            last = Some(line);
+        }
+        if !status.success() {
+            anyhow::bail!("the echo server failed ({status})");
+        }
+        let line = last.context("the echo server printed no counts")?;
+        serde_json::from_str(&line).with_context(|| format!("reading the server's counts '{line}'"))
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn point_case(engine: Engine, client: ClientKind, conns: usize, size: usize) -> Case {
+    case! {"engine" => engine.name(), "client" => client.name(), "conns" => conns, "size" => size}
+}
+
+/// The figures of one sweep point over its repetitions.
+#[derive(Default)]
+struct Point {
+    throughput: Vec<f64>,
+    p50: Vec<f64>,
+    p99: Vec<f64>,
+    p999: Vec<f64>,
+    cpu_per_req: Vec<f64>,
+    batch: Vec<f64>,
+    server: Option<ServerStats>,
+}
+
+/// Run the sweep. Returns the figures and, for each sweep point, what the server counted
+/// over all its repetitions: the `Observed` the cost model (model.rs) reads.
+pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
+    let lay = layout();
+    let max_conns = plan.conns.iter().copied().max().unwrap_or(1);
+    let blocking = plan.clients.contains(&ClientKind::Blocking);
+    let need = max_conns as u64 + 64;
+    server::raise_nofile(need)?;
+    if blocking && max_conns > 4000 {
+        return Err(usage(
+            "--client blocking starts a thread per connection; keep --conns at 4000 or below",
+        ));
+    }
+    let mut points: BTreeMap<(usize, usize, usize), Point> = BTreeMap::new();
+    let mut notes: Vec<String> = Vec::new();
+    notes.extend(lay.note.clone());
+    let total = plan.reps * plan.conns.len() * plan.clients.len() * plan.engines.len();
+    let bar = progress::bar(total as u64, "echo");
+    let limit = plan.duration * 3 + Duration::from_secs(30);
+    let mut done = 0;
+    for rep in 0..plan.reps {
+        for (ci, &conns) in plan.conns.iter().enumerate() {
+            for (ki, &client) in plan.clients.iter().enumerate() {
+                for (ei, &engine) in plan.engines.iter().enumerate() {
+                    cancel::check()?;
+                    progress::note(&format!(
+                        "echo: {} {} client, {conns} conns, run {}/{}",
+                        engine.name(),
+                        client.name(),
+                        rep + 1,
+                        plan.reps
+                    ));
+                    let server =
+                        ServerProcess::spawn(engine, lay.server, plan.size, plan.sqpoll, limit)?;
+                    let spec = LoadSpec {
+                        target: server.addr,
+                        conns,
+                        size: plan.size,
+                        duration: plan.duration,
+                        depth: plan.depth,
+                        threads: plan.threads.unwrap_or(lay.loader.len()).max(1),
+                        rate: None,
+                        client,
+                        cpus: Some(lay.loader.clone()),
+                    };
+                    let report = load::run(&spec);
+                    let stats = server.stop()?;
+                    let report = report?;
+                    record(&mut points, (ci, ki, ei), &report, &stats);
+                    note_trouble(&mut notes, engine, client, conns, &report, &stats);
+                    done += 1;
+                    bar.set_position(done);
+                }
+            }
+        }
+    }
+    bar.finish_and_clear();
+    let mut out = Outcome::default();
+    let mut observed = Vec::new();
+    for ((ci, ki, ei), p) in points {
+        let (conns, client, engine) = (plan.conns[ci], plan.clients[ki], plan.engines[ei]);
+        let c = point_case(engine, client, conns, plan.size);
+        out.push(LAB, c.clone(), "throughput", "req/s", p.throughput);
+        out.push(LAB, c.clone(), "p50", "us", p.p50);
+        out.push(LAB, c.clone(), "p99", "us", p.p99);
+        out.push(LAB, c.clone(), "p999", "us", p.p999);
+        out.push(LAB, c.clone(), "server_cpu_per_req", "ns", p.cpu_per_req);
+        out.push(LAB, c.clone(), "batch", "n", p.batch);
+        if let Some(s) = p.server {
+            observed.push((c, s.observed(conns as u32)));
+        }
+    }
+    out.notes = notes;
+    out.notes.push(format!(
+        "server on CPU {}, loader on CPU {}; requests = bytes echoed / {} B; batch = completions per io_uring_enter (uring), events per epoll_wait (epoll)",
+        lay.server,
+        cpus::format_cpu_list(&lay.loader),
+        plan.size
+    ));
+    Ok((out, observed))
+}
+
+fn record(
+    points: &mut BTreeMap<(usize, usize, usize), Point>,
+    key: (usize, usize, usize),
+    r: &LoadReport,
+    s: &ServerStats,
+) {
+    let p = points.entry(key).or_default();
+    p.throughput.push(r.throughput());
+    let q = |x: f64| r.latency_us(x).unwrap_or(f64::NAN);
+    p.p50.push(q(0.5));
+    p.p99.push(q(0.99));
+    p.p999.push(q(0.999));
+    p.cpu_per_req
+        .push(s.cpu_per_request_ns().unwrap_or(f64::NAN));
+    p.batch.push(s.batch().unwrap_or(f64::NAN));
+    match &mut p.server {
+        Some(total) => total.add(s),
+        None => p.server = Some(s.clone()),
+    }
+}
+
+fn note_trouble(
+    notes: &mut Vec<String>,
+    engine: Engine,
+    client: ClientKind,
+    conns: usize,
+    r: &LoadReport,
+    s: &ServerStats,
+) {
+    let at = format!("{} {} client {conns} conns", engine.name(), client.name());
+    if r.errors.total() > 0 {
+        notes.push(format!(
+            "{at}: loader errors: mismatch {}, reset {}, timeout {}, connect {}",
+            r.errors.mismatch, r.errors.reset, r.errors.timeout, r.errors.connect
+        ));
+    }
+    if let Some(n) = r.bottleneck_note() {
+        let n = format!("{at}: {n}");
+        if !notes.iter().any(|x| x == &n) {
+            notes.push(n);
+        }
+    }
+    if s.enobufs > 0 {
+        notes.push(format!(
+            "{at}: the provided-buffer ring ran dry {} times (recv re-armed as sends completed)",
+            s.enobufs
+        ));
+    }
+    if s.setup != "single_issuer+defer_taskrun" && engine == Engine::Uring {
+        let n = format!("uring ring setup fell back to '{}'", s.setup);
+        if !notes.contains(&n) {
+            notes.push(n);
+        }
+    }
+}
+
+/// `costlab echo`: the sweep, its figures and (at merge) the cost model.
+pub fn run(args: &EchoRunArgs, ctx: &Ctx) -> Result<Outcome> {
+    let plan = Plan::from_args(args, ctx)?;
+    run_plan(&plan)
+}
+
+fn run_plan(plan: &Plan) -> Result<Outcome> {
+    let (outcome, observed) = sweep(plan)?;
+    // The cost model (model.rs, from the syscall lab's CostTerms) reads `observed` here:
+    // one Observed per sweep point, keyed by the point's case.
+    let _ = &observed;
+    Ok(outcome)
+}
+
+/// Paired throughput ratios a/b at one (client, conns), one per repetition.
+pub fn throughput_ratios(
+    o: &Outcome,
+    a: Engine,
+    b: Engine,
+    client: &str,
+    conns: usize,
+) -> Vec<f64> {
+    let find = |e: Engine| {
+        o.find(
+            "throughput",
+            &case! {"engine" => e.name(), "client" => client, "conns" => conns},
+        )
+        .map(|r| r.samples.clone())
+    };
+    match (find(a), find(b)) {
+        (Some(x), Some(y)) => paired_ratios(&x, &y),
+        _ => Vec::new(),
+    }
+}
+
+/// Event/blocking loader ratio against one engine at one conns.
+fn client_ratios(o: &Outcome, engine: &str, conns: usize) -> Vec<f64> {
+    let find = |c: &str| {
+        o.find(
+            "throughput",
+            &case! {"engine" => engine, "client" => c, "conns" => conns},
+        )
+        .map(|r| r.samples.clone())
+    };
+    match (find("event"), find("blocking")) {
+        (Some(x), Some(y)) => paired_ratios(&x, &y),
+        _ => Vec::new(),
+    }
+}
+
+pub fn render(o: &Outcome) -> String {
+    let mut rows = Vec::new();
+    let mut keys: Vec<(String, String, u64)> = Vec::new();
+    for r in o.results.iter().filter(|r| r.metric == "throughput") {
+        let get = |m: &str| {
+            o.find(m, &r.case)
+                .map_or("—".to_string(), |x| format!("{:.1}", x.summary.median))
+        };
+        let conns = r.case.get("conns").and_then(|v| v.as_u64()).unwrap_or(0);
+        keys.push((r.key("client"), r.key("size"), conns));
+        rows.push(vec![
+            r.key("engine"),
+            r.key("client"),
+            conns.to_string(),
+            r.key("size"),
+            r.summary.show(0),
+            get("p50"),
+            get("p99"),
+            get("p999"),
+            get("server_cpu_per_req"),
+            o.find("batch", &r.case)
+                .map_or("—".into(), |x| format!("{:.2}", x.summary.median)),
+        ]);
+    }
+    let mut text = table::render(
+        &[
+            "engine",
+            "client",
+            "conns",
+            "size B",
+            "req/s (min–max)",
+            "p50 us",
+            "p99 us",
+            "p99.9 us",
+            "server CPU ns/req",
+            "batch n",
+        ],
+        &rows,
+    );
+    text.push('\n');
+    keys.sort();
+    keys.dedup();
+    let mut ratio_rows = Vec::new();
+    for (client, _size, conns) in &keys {
+        let show = |v: Vec<f64>| Summary::of(&v).map_or("—".to_string(), |s| s.show(2));
+        let conns = *conns as usize;
+        ratio_rows.push(vec![
+            client.clone(),
+            conns.to_string(),
+            show(throughput_ratios(
+                o,
+                Engine::Uring,
+                Engine::Epoll,
+                client,
+                conns,
+            )),
+            show(throughput_ratios(
+                o,
+                Engine::Uring,
+                Engine::UringBasic,
+                client,
+                conns,
+            )),
+            if client == "event" {
+                show(client_ratios(o, "uring", conns))
+            } else {
+                "—".into()
+            },
+        ]);
+    }
+    if !ratio_rows.is_empty() {
+        text.push_str(&table::render(
+            &[
+                "client",
+                "conns",
+                "uring/epoll",
+                "uring/uring-basic",
+                "event/blocking (uring)",
+            ],
+            &ratio_rows,
+        ));
+        text.push('\n');
+    }
+    text
+}
+
+// ---------------------------------------------------------------- costlab run
+
+pub struct EchoLab;
+
+impl Lab for EchoLab {
+    fn name(&self) -> &'static str {
+        LAB
+    }
+
+    fn unavailable(&self, _ctx: &Ctx) -> Option<String> {
+        if cpus::allowed_cpus().len() < 2 {
+            return Some("needs two CPUs: one for the server, one for the loader".into());
+        }
+        None
+    }
+
+    fn run_plan(&self, ctx: &Ctx, full: bool) -> Result<Outcome> {
+        let mut plan = Plan::quick();
+        if full {
+            plan.conns = vec![1, 16, 128, 1000];
+            plan.duration = Duration::from_secs(2);
+            plan.reps = ctx.spec.samples.clamp(3, 5);
+        }
+        run_plan(&plan)
+    }
+
+    fn headlines(&self, o: &Outcome) -> Vec<Headline> {
+        let mut out = Vec::new();
+        for conns in [1usize, 128] {
+            let Some(s) = Summary::of(&throughput_ratios(
+                o,
+                Engine::Uring,
+                Engine::Epoll,
+                "event",
+                conns,
+            )) else {
+                continue;
+            };
+            out.push(Headline {
+                label: format!(
+                    "echo io_uring/epoll throughput, {conns} conn{}",
+                    if conns == 1 { "" } else { "s" }
+                ),
+                summary: s,
+                unit: "x".into(),
+                reading: reading(
+                    s,
+                    conns,
+                    o.find(
+                        "batch",
+                        &case! {"engine" => "uring", "client" => "event", "conns" => conns},
+                    )
+                    .map(|r| r.summary.median),
+                ),
+            });
+        }
+        out
+    }
+}
+
+/// One line saying what a uring/epoll ratio means, with the batch io_uring reached.
+pub fn reading(s: Summary, conns: usize, batch: Option<f64>) -> String {
+    let pct = (s.median - 1.0) * 100.0;
+    let clear = s.min > 1.0 || s.max < 1.0;
+    let at = format!("at {conns} connection{}", if conns == 1 { "" } else { "s" });
+    let n = batch.map_or(String::new(), |b| {
+        format!(" (io_uring reaped {b:.1} completions per enter)")
+    });
+    if !clear {
+        format!(
+            "io_uring and epoll are level {at} here: ratio {:.2}, spread crosses 1{n}",
+            s.median
+        )
+    } else if pct > 0.0 {
+        format!("io_uring serves {pct:.0}% more requests than epoll {at}{n}")
+    } else {
+        format!(
+            "io_uring serves {:.0}% fewer requests than epoll {at}{n}: its per-op cost is not repaid by batching",
+            -pct
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::exit_code;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(
+            parse_duration("2", "--duration").unwrap(),
+            Duration::from_secs(2)
+        );
+        assert_eq!(
+            parse_duration("2s", "--duration").unwrap(),
+            Duration::from_secs(2)
+        );
+        assert_eq!(
+            parse_duration("500ms", "--duration").unwrap(),
+            Duration::from_millis(500)
+        );
+        for bad in ["0", "-1s", "abc", "2h", ""] {
+            assert_eq!(
+                exit_code(&parse_duration(bad, "--duration").unwrap_err()),
+                2,
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn ratios_pair_repetitions_and_headlines_read_them() {
+        let mut o = Outcome::default();
+        for (e, v) in [("epoll", vec![100.0, 200.0]), ("uring", vec![150.0, 240.0])] {
+            o.push(
+                LAB,
+                point_case(Engine::parse(e).unwrap(), ClientKind::Event, 128, 16),
+                "throughput",
+                "req/s",
+                v,
+            );
+        }
+        assert_eq!(
+            throughput_ratios(&o, Engine::Uring, Engine::Epoll, "event", 128),
+            vec![1.5, 1.2]
+        );
+        let h = EchoLab.headlines(&o);
+        assert_eq!(h.len(), 1);
+        assert!((h[0].summary.median - 1.35).abs() < 1e-9);
+        assert!(h[0].reading.contains("more requests"), "{}", h[0].reading);
+        let text = render(&o);
+        assert!(
+            text.contains("uring/epoll") && text.contains("1.35"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn readings_say_level_when_the_spread_crosses_one() {
+        let s = Summary::of(&[0.9, 1.0, 1.1]).unwrap();
+        assert!(reading(s, 1, None).contains("level"));
+        let s = Summary::of(&[0.8, 0.85, 0.9]).unwrap();
+        assert!(reading(s, 1, Some(2.0)).contains("fewer"));
+        assert!(reading(s, 1, Some(2.0)).contains("2.0 completions per enter"));
+    }
+}

@@ -1,0 +1,239 @@
+//! What the three echo servers share: the engine names, the listening socket, pinning, the
+//! file-descriptor limit, and when to stop (SIGTERM, SIGINT or `--duration`).
+
+use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use rustix::net::{AddressFamily, SocketFlags, SocketType};
+
+use super::stats::{Cpu, ServerStats};
+use crate::error::usage;
+use crate::measure::{cancel, cpus};
+
+/// The three servers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    Epoll,
+    Uring,
+    UringBasic,
+}
+
+impl Engine {
+    pub const ALL: [Engine; 3] = [Engine::Epoll, Engine::Uring, Engine::UringBasic];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Epoll => "epoll",
+            Engine::Uring => "uring",
+            Engine::UringBasic => "uring-basic",
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<Engine> {
+        Engine::ALL
+            .into_iter()
+            .find(|e| e.name() == text.trim())
+            .ok_or_else(|| {
+                usage(format!(
+                    "unknown engine '{text}': use epoll, uring or uring-basic"
+                ))
+            })
+    }
+
+    pub fn parse_list(text: &str) -> Result<Vec<Engine>> {
+        crate::measure::sizes::parse_list(text, Engine::parse)
+    }
+}
+
+/// How to serve.
+#[derive(Debug, Clone)]
+pub struct ServeOpts {
+    pub engine: Engine,
+    pub addr: SocketAddr,
+    pub cpu: Option<usize>,
+    pub duration: Option<Duration>,
+    /// The fixed message size B; requests are counted as bytes echoed / B.
+    pub size: u64,
+    /// io_uring only: a kernel thread polls the submission queue.
+    pub sqpoll: bool,
+}
+
+static TERMINATE: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_terminate(_: libc::c_int) {
+    TERMINATE.store(true, Ordering::SeqCst);
+}
+
+/// SIGTERM sets a flag the serving loops poll. (SIGINT already does, through `cancel`.)
+/// No SA_RESTART, so a blocked epoll_wait or io_uring_enter returns EINTR at once.
+pub fn install_terminate_handler() {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe; the
+    // sigaction struct is fully initialised (zeroed, then handler and empty mask set).
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_terminate as *const () as usize;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGTERM, &sa, std::ptr::null_mut());
+    }
+}
+
+/// When the serving loop should end.
+pub struct Stop {
+    deadline: Option<Instant>,
+}
+
+impl Stop {
+    pub fn new(duration: Option<Duration>) -> Stop {
+        Stop {
+            deadline: duration.map(|d| Instant::now() + d),
+        }
+    }
+
+    pub fn now(&self) -> bool {
+        TERMINATE.load(Ordering::Relaxed)
+            || cancel::requested()
+            || self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+
+    /// How long one wait may block so that a deadline or a signal is seen promptly.
+    pub fn tick(&self) -> Duration {
+        Duration::from_millis(50)
+    }
+}
+
+/// Raise the soft RLIMIT_NOFILE to the hard limit; fail with a usage error when even the
+/// hard limit is below `need`. Returns the soft limit now in force.
+pub fn raise_nofile(need: u64) -> Result<u64> {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let lim = getrlimit(Resource::Nofile);
+    let hard = lim.maximum.unwrap_or(u64::MAX);
+    if lim.current.is_some_and(|c| c < hard) {
+        let _ = setrlimit(
+            Resource::Nofile,
+            Rlimit {
+                current: lim.maximum,
+                maximum: lim.maximum,
+            },
+        );
+    }
+    let now = getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX);
+    if now < need {
+        return Err(usage(format!(
+            "{need} file descriptors are needed but RLIMIT_NOFILE allows {now} (hard limit {hard}); \
+             raise it (ulimit -Hn, or LimitNOFILE in systemd) or use fewer --conns"
+        )));
+    }
+    Ok(now)
+}
+
+/// A listening TCP socket with a deep backlog (1000 clients connect at once).
+pub fn listen(addr: SocketAddr, nonblocking: bool) -> Result<(OwnedFd, SocketAddr)> {
+    let family = if addr.is_ipv4() {
+        AddressFamily::INET
+    } else {
+        AddressFamily::INET6
+    };
+    let mut flags = SocketFlags::CLOEXEC;
+    if nonblocking {
+        flags |= SocketFlags::NONBLOCK;
+    }
+    let fd = rustix::net::socket_with(family, SocketType::STREAM, flags, None)
+        .context("creating the listening socket")?;
+    rustix::net::sockopt::set_socket_reuseaddr(&fd, true).context("SO_REUSEADDR")?;
+    rustix::net::bind(&fd, &addr).map_err(|e| {
+        usage(format!(
+            "cannot bind {addr}: {e}; choose another --addr (port 0 picks a free port)"
+        ))
+    })?;
+    rustix::net::listen(&fd, 4096).context("listen")?;
+    let std_listener = std::net::TcpListener::from(fd);
+    let bound = std_listener
+        .local_addr()
+        .context("reading the bound address")?;
+    Ok((OwnedFd::from(std_listener), bound))
+}
+
+/// Serve until stopped. `on_bound` is told the address before the first client is taken
+/// (the `serve` command prints it as its first line). Returns the server's counts.
+pub fn serve(opts: &ServeOpts, on_bound: impl FnOnce(SocketAddr)) -> Result<ServerStats> {
+    install_terminate_handler();
+    raise_nofile(64)?;
+    if let Some(cpu) = opts.cpu {
+        cpus::check_cpus(&[cpu], &cpus::allowed_cpus())?;
+        cpus::pin_current(cpu)?;
+    }
+    let nonblocking = opts.engine == Engine::Epoll;
+    let (listener, bound) = listen(opts.addr, nonblocking)?;
+    on_bound(bound);
+    let stop = Stop::new(opts.duration);
+    let start_cpu = Cpu::now();
+    let t0 = Instant::now();
+    let mut stats = match opts.engine {
+        Engine::Epoll => {
+            let mut s = ServerStats::new("epoll", "epoll", opts.size);
+            super::epoll::run(listener, &stop, &mut s)?;
+            s
+        }
+        Engine::Uring => super::uring::run(listener, &stop, opts.size, opts.sqpoll)?,
+        Engine::UringBasic => super::uring_basic::run(listener, &stop, opts.size)?,
+    };
+    stats.finish(start_cpu, t0.elapsed().as_nanos() as u64);
+    Ok(stats)
+}
+
+/// Parse "127.0.0.1:7000", "[::1]:0"; a bad address is a usage error.
+pub fn parse_addr(text: &str, what: &str) -> Result<SocketAddr> {
+    use std::net::ToSocketAddrs;
+    if let Ok(a) = text.trim().parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    text.trim()
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut it| it.next())
+        .ok_or_else(|| {
+            usage(format!(
+                "bad {what} '{text}': use HOST:PORT, like 127.0.0.1:7000"
+            ))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::exit_code;
+
+    #[test]
+    fn engines_parse_and_bad_ones_exit_2() {
+        assert_eq!(
+            Engine::parse_list("epoll,uring,uring-basic").unwrap(),
+            Engine::ALL.to_vec()
+        );
+        assert_eq!(exit_code(&Engine::parse("kqueue").unwrap_err()), 2);
+    }
+
+    #[test]
+    fn addresses_parse() {
+        assert_eq!(
+            parse_addr("127.0.0.1:0", "--addr").unwrap().to_string(),
+            "127.0.0.1:0"
+        );
+        assert_eq!(exit_code(&parse_addr("nowhere", "--addr").unwrap_err()), 2);
+    }
+
+    #[test]
+    fn nofile_limit_reports_what_is_missing() {
+        assert!(raise_nofile(16).is_ok());
+        let limited = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+            .current
+            .is_some();
+        if limited {
+            let e = raise_nofile(u64::MAX - 1).unwrap_err();
+            assert_eq!(exit_code(&e), 2);
+            assert!(e.to_string().contains("RLIMIT_NOFILE"));
+        }
+    }
+}
