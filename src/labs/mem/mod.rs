@@ -24,7 +24,7 @@ use crate::cli::{MemArgs, MemCommand, MemGridArgs};
 use crate::labs::{Ctx, Headline, Lab};
 use crate::machine::Machine;
 use crate::measure::sizes::{format_size, human_size};
-use crate::measure::{cpus, sample_fn, team, Summary};
+use crate::measure::{counters, cpus, sample_fn, team, Summary};
 use crate::report::{progress, table, Outcome, ResultRow};
 
 use kernels::{Isa, Lanes, RAND_STEP};
@@ -314,7 +314,10 @@ pub fn bandwidth(plan: &BandwidthPlan, ctx: &Ctx) -> Result<Outcome> {
                             "{op} {pattern} {} x{threads} {kind}",
                             format_size(block)
                         ));
-                        let gbs = measure_bandwidth(&cpu_list, &regions, op, pattern, ctx)?;
+                        let (gbs, readings) = counters::around(ctx.counters, || {
+                            measure_bandwidth(&cpu_list, &regions, op, pattern, ctx)
+                        })?;
+                        let first = out.results.len();
                         let mut case = case! {
                             "op" => op.name(), "pattern" => pattern.name(), "pages" => kind.name(),
                             "block" => block, "threads" => threads
@@ -323,6 +326,9 @@ pub fn bandwidth(plan: &BandwidthPlan, ctx: &Ctx) -> Result<Outcome> {
                             case.insert("shared".into(), Value::Bool(true));
                         }
                         out.push(LAB, case, "bandwidth", "GB/s", gbs);
+                        if let Some(r) = readings {
+                            r.attach_from(&mut out.results, first);
+                        }
                         bar.inc(1);
                     }
                 }
@@ -411,7 +417,16 @@ pub fn latency(plan: &LatencyPlan, ctx: &Ctx) -> Result<Outcome> {
                 let next = chase::sattolo((size / 64) as usize, size ^ 0x5eed);
                 for &kind in &plan.pages {
                     bar.set_message(format!("{} {kind}", format_size(size)));
-                    let ns = measure_chase(&next, size, kind, ctx, &mut out.notes)?;
+                    let mut notes = Vec::new();
+                    let (ns, readings) = counters::around(ctx.counters, || {
+                        measure_chase(&next, size, kind, ctx, &mut notes)
+                    })?;
+                    for n in notes {
+                        if !out.notes.contains(&n) {
+                            out.notes.push(n);
+                        }
+                    }
+                    let first = out.results.len();
                     out.push(
                         LAB,
                         case! {"op" => "chase", "pattern" => "rand", "pages" => kind.name(), "block" => size, "threads" => 1},
@@ -419,6 +434,9 @@ pub fn latency(plan: &LatencyPlan, ctx: &Ctx) -> Result<Outcome> {
                         "ns",
                         ns,
                     );
+                    if let Some(r) = readings {
+                        r.attach_from(&mut out.results, first);
+                    }
                     bar.inc(1);
                 }
             }
