@@ -56,7 +56,10 @@ pub fn run(args: &MemArgs, ctx: &Ctx) -> Result<Outcome> {
             bandwidth(&plan, ctx)
         }
         Some(MemCommand::Latency(a)) => {
-            let plan = LatencyPlan::parse(a.sizes.as_deref(), &a.pages, a.reserve_hugepages)?;
+            let mut plan = LatencyPlan::parse(a.sizes.as_deref(), &a.pages, a.reserve_hugepages)?;
+            if a.sizes.is_none() && ctx.quick {
+                plan.sizes = QUICK_SIZES.to_vec();
+            }
             latency(&plan, ctx)
         }
         None => grid(&args.grid, ctx),

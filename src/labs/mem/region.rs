@@ -108,7 +108,8 @@ pub struct Region {
 
 // SAFETY: a Region owns its mapping exclusively; the raw pointers are only an address range.
 unsafe impl Send for Region {}
-// SAFETY: shared access only hands out `&[u8]`; mutation needs `&mut Region`.
+// SAFETY: shared access hands out `&[u8]` and, through `raw`, an address that only kernels
+// use, whose callers state in their own SAFETY comments why their accesses are sound.
 unsafe impl Sync for Region {}
 
 impl Region {
