@@ -6,8 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZE=${SIZE:-256M}
-if ! command -v sysbench >/dev/null 2>&1; then
-    apt-get update && apt-get install -y sysbench
+if ! command -v sysbench >/dev/null 2>&1 || ! command -v jq >/dev/null 2>&1; then
+    apt-get update && apt-get install -y sysbench jq
 fi
 cargo build --release -q
 COSTLAB=target/release/costlab
