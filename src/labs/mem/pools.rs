@@ -13,7 +13,7 @@ use crate::measure::sizes::human_size;
 /// Where the kernel keeps its hugetlb pools.
 pub const SYSFS_HUGEPAGES: &str = "/sys/kernel/mm/hugepages";
 
-/// A pool's size and free pages.
+/// A pool's size and the pages free for a new mapping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PoolState {
     pub total: u64,
@@ -36,9 +36,16 @@ pub fn read_pool(root: &Path, page: u64) -> Result<Option<PoolState>> {
         text.parse::<u64>()
             .map_err(|_| anyhow::anyhow!("{}: not a number: '{text}'", dir.join(name).display()))
     };
+    // Pages another process has reserved (mapped, not yet touched) still count as free in
+    // free_hugepages but cannot be had: subtract them.
+    let resv = if dir.join("resv_hugepages").exists() {
+        num("resv_hugepages")?
+    } else {
+        0
+    };
     Ok(Some(PoolState {
         total: num("nr_hugepages")?,
-        free: num("free_hugepages")?,
+        free: num("free_hugepages")?.saturating_sub(resv),
     }))
 }
 
@@ -167,6 +174,17 @@ mod tests {
         std::fs::write(pool.join("nr_hugepages"), format!("{total}\n")).unwrap();
         std::fs::write(pool.join("free_hugepages"), format!("{free}\n")).unwrap();
         dir
+    }
+
+    #[test]
+    fn pages_reserved_by_others_are_not_free() {
+        let dir = fake(8, 6);
+        let pool = pool_dir(dir.path(), 2 << 20);
+        std::fs::write(pool.join("resv_hugepages"), "4\n").unwrap();
+        assert_eq!(
+            read_pool(dir.path(), 2 << 20).unwrap(),
+            Some(PoolState { total: 8, free: 2 })
+        );
     }
 
     fn nr(dir: &tempfile::TempDir) -> String {
