@@ -204,6 +204,8 @@ fn bad_input_exits_2_with_one_line() {
         &["mem", "latency", "--sizes", "1K"],
         &["mem", "latency", "--pages", "huge"],
         &["mem", "--pages", "x"],
+        &["mem", "bandwidth", "--block", "4096G"],
+        &["mem", "latency", "--sizes", "4096G"],
     ];
     for args in cases {
         let out = costlab(args);

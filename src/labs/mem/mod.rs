@@ -87,6 +87,29 @@ fn release(held: Vec<Reservation>, out: &mut Outcome) {
     }
 }
 
+/// MemAvailable from /proc/meminfo, in bytes.
+fn mem_available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Refuse a plan whose regions would not fit in available memory (touching them would end in
+/// the OOM killer, not in a figure). Hugetlb kinds are checked against their pools instead.
+fn check_fits(bytes: u64, what: &str) -> Result<()> {
+    if let Some(avail) = mem_available() {
+        if bytes > avail / 10 * 9 {
+            return Err(crate::error::usage(format!(
+                "{what} needs {} of memory but only {} is available; use a smaller size or fewer threads",
+                human_size(bytes),
+                human_size(avail)
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// True when the pool for `kind` already has `pages` free (no reservation needed).
 fn pool_has(kind: PageKind, pages: u64) -> bool {
     kind.pool_page()
@@ -293,6 +316,18 @@ fn note_thp(region: &Region, notes: &mut Vec<String>) {
 /// `costlab mem bandwidth`.
 pub fn bandwidth(plan: &BandwidthPlan, ctx: &Ctx) -> Result<Outcome> {
     let allowed = cpus::allowed_cpus();
+    if plan.pages.iter().any(|k| k.pool_page().is_none()) {
+        let regions = if plan.shared {
+            1
+        } else {
+            plan.threads.iter().copied().max().unwrap_or(1) as u64
+        };
+        let block = plan.blocks.iter().copied().max().unwrap_or(0);
+        check_fits(
+            regions * block,
+            &format!("{regions} x --block {}", format_size(block)),
+        )?;
+    }
     let held = reserve_pools(&plan.pool_needs(), plan.reserve)?;
     let mut out = Outcome::default();
     out.notes.push(format!(
@@ -405,6 +440,14 @@ fn measure_chase(
 
 /// `costlab mem latency`: the curve, its plateaus and the TLB cost.
 pub fn latency(plan: &LatencyPlan, ctx: &Ctx) -> Result<Outcome> {
+    if plan.pages.iter().any(|k| k.pool_page().is_none()) {
+        let largest = plan.sizes.iter().copied().max().unwrap_or(0);
+        // The region plus the cycle's index array (4 bytes per line).
+        check_fits(
+            largest + largest / 16,
+            &format!("--sizes {}", format_size(largest)),
+        )?;
+    }
     let held = reserve_pools(&plan.pool_needs(), plan.reserve)?;
     let cpu = cpus::allowed_cpus().first().copied().unwrap_or(0);
     let mut out = Outcome::default();
