@@ -48,11 +48,12 @@ printf '  = ns per 8-byte access                     %8.2f    %8.2f\n' "$(ns_per
 printf '  sysbench alone (16K block, in L1), ns      %8.2f\n' "$(ns_per_access "$sbl1")"
 printf 'costlab chase, dependent loads (ns)          %8.1f    %8.1f    %.2fx faster\n' "$c4k" "$c2m" "$chr"
 printf 'costlab rand read, whole lines (GB/s)        %8.2f    %8.2f    %.2fx\n' "$b4k" "$b2m" "$(echo "$b2m / $b4k" | bc -l)"
+sbpct=$(echo "$(ns_per_access "$sbl1") / $(ns_per_access "$sb4k") * 100" | bc -l)
 if [ "$(echo "$sbr < 1.1 && $chr >= 1.3" | bc -l)" = 1 ]; then
     echo "sysbench sees no hugepage effect: it pays its own per-access cost (random number, int->double->int)"
     echo "on every 8 bytes; the chase, where each load waits for the last, shows the page walks 4 KiB pages cost."
 else
-    echo "here sysbench's rnd mode moves by ${sbr}x with huge pages and the chase by ${chr}x;"
-    echo "compare sysbench's per-access time with its in-L1 cost above to see how much of it is memory."
+    printf 'here sysbench rnd moves %.2fx with huge pages and the chase %.2fx: its own cost is %.0f%% of its\n' "$sbr" "$chr" "$sbpct"
+    echo "time per access at this size; where that share is large (smaller blocks, faster memory) it hides the page size."
 fi
 echo "2M pool restored to $OLD."
