@@ -48,6 +48,8 @@ pub enum Command {
     NumaMaps(NumaMapsArgs),
     /// Is io_uring faster than epoll here? Echo servers, a load generator and the experiment
     Echo(EchoArgs),
+    /// Memory: bandwidth and latency by block, threads and page size; what a TLB miss costs
+    Mem(Box<MemArgs>),
 }
 
 /// `costlab echo`: the experiment; `costlab echo serve` and `costlab echo load` its parts.
@@ -245,6 +247,92 @@ pub struct SyscallArgs {
     /// io_uring batches to measure (ops per enter), a comma list from 1 to 4096
     #[arg(long, value_name = "LIST")]
     pub batches: Option<String>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// `costlab mem`: with no subcommand, the study's grid (threads x block x seq/rand x pages).
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct MemArgs {
+    #[command(subcommand)]
+    pub what: Option<MemCommand>,
+    #[command(flatten)]
+    pub grid: MemGridArgs,
+}
+
+impl MemArgs {
+    /// The common options of whichever command was given.
+    pub fn common(&self) -> &Common {
+        match &self.what {
+            Some(MemCommand::Bandwidth(a)) => &a.common,
+            Some(MemCommand::Latency(a)) => &a.common,
+            None => &self.grid.common,
+        }
+    }
+}
+
+#[derive(Subcommand, Debug)]
+pub enum MemCommand {
+    /// Bandwidth (GB/s) by op, pattern, block, threads and page kind
+    Bandwidth(MemBandwidthArgs),
+    /// Latency (ns) of dependent loads over one random cycle, by region size and page kind
+    Latency(MemLatencyArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct MemBandwidthArgs {
+    /// Ops, comma list: read, write, write-nt (streaming stores), copy (counted read + write)
+    #[arg(long, default_value = "read,write,copy")]
+    pub op: String,
+    /// Access patterns: seq, rand (whole random 64-byte lines, 8 in flight)
+    #[arg(long, default_value = "seq")]
+    pub pattern: String,
+    /// Buffer each thread sweeps (binary sizes: 16K,4M,1G)
+    #[arg(long, default_value = "1G")]
+    pub block: String,
+    /// Thread counts, comma list
+    #[arg(long, default_value = "1")]
+    pub threads: String,
+    /// Page kinds: 4k, thp, 2m, 1g (2m/1g come from the hugetlb pools)
+    #[arg(long, default_value = "4k")]
+    pub pages: String,
+    /// One region for all threads instead of one per thread
+    #[arg(long)]
+    pub shared: bool,
+    /// Allow more threads than CPUs
+    #[arg(long)]
+    pub oversubscribe: bool,
+    /// Raise the hugetlb pools for the run when short (root); restored on exit and Ctrl-C
+    #[arg(long)]
+    pub reserve_hugepages: bool,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct MemLatencyArgs {
+    /// Region sizes to chase over (default 4K to 1G, doubling)
+    #[arg(long)]
+    pub sizes: Option<String>,
+    /// Page kinds: 4k, thp, 2m, 1g
+    #[arg(long, default_value = "4k,thp")]
+    pub pages: String,
+    /// Raise the hugetlb pools for the run when short (root); restored on exit and Ctrl-C
+    #[arg(long)]
+    pub reserve_hugepages: bool,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct MemGridArgs {
+    /// Page kinds for the grid (default 4k,thp, and 2m when its pool has the pages)
+    #[arg(long)]
+    pub pages: Option<String>,
+    /// Raise the hugetlb pools for the run when short (root); restored on exit and Ctrl-C
+    #[arg(long)]
+    pub reserve_hugepages: bool,
     #[command(flatten)]
     pub common: Common,
 }

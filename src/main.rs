@@ -219,5 +219,15 @@ fn dispatch(cli: Cli) -> Result<()> {
                 )
             }
         },
+        Command::Mem(args) => {
+            let ctx = ctx_for(args.common());
+            let outcome = costlab::labs::mem::run(&args, &ctx)?;
+            emit(
+                costlab::labs::mem::render(&outcome),
+                outcome,
+                args.common(),
+                &ctx.machine,
+            )
+        }
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod echo;
 pub mod gc;
+pub mod mem;
 pub mod numa;
 pub mod syscall;
 
@@ -52,9 +53,10 @@ pub trait Lab {
 /// Every lab that `costlab run` runs, in the order it runs them.
 pub fn all() -> Vec<Box<dyn Lab>> {
     vec![
+        Box::new(mem::MemLab),
         Box::new(syscall::SyscallLab),
-        Box::new(gc::GcLab),
         Box::new(echo::EchoLab),
+        Box::new(gc::GcLab),
         Box::new(numa::NumaLab),
     ]
 }

@@ -1,0 +1,408 @@
+//! The memory lab run as a user runs it: tiny sizes, JSON shape, exit codes, and hugepage
+//! pools that are put back (on success, on error and on Ctrl-C).
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Tests that touch the real hugepage pools run one at a time.
+static POOLS: Mutex<()> = Mutex::new(());
+
+fn costlab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_costlab"))
+        .args(args)
+        .output()
+        .expect("running costlab")
+}
+
+fn json_of(out: &Output) -> Value {
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("stdout is one JSON document")
+}
+
+fn check_row_shape(row: &Value) {
+    let case = row["case"].as_object().expect("case is an object");
+    let keys: Vec<&str> = case.keys().map(String::as_str).collect();
+    assert_eq!(
+        &keys[..5],
+        ["op", "pattern", "pages", "block", "threads"],
+        "{row}"
+    );
+    assert!(case["block"].is_u64() && case["threads"].is_u64());
+    for k in ["median", "min", "max", "mad", "n"] {
+        assert!(row["summary"][k].is_number(), "summary.{k} in {row}");
+    }
+    assert!(!row["samples"].as_array().unwrap().is_empty());
+    assert_eq!(row["lab"], "mem");
+}
+
+#[test]
+fn bandwidth_json_has_every_case_with_its_units() {
+    let out = costlab(&[
+        "mem",
+        "bandwidth",
+        "--op",
+        "read,write,write-nt,copy",
+        "--pattern",
+        "seq,rand",
+        "--block",
+        "16K",
+        "--threads",
+        "1",
+        "--pages",
+        "4k,thp",
+        "--samples",
+        "2",
+        "--quick",
+        "--json",
+        "-",
+    ]);
+    let doc = json_of(&out);
+    assert_eq!(doc["schema"], "costlab/1");
+    assert!(doc["run"]["command"]
+        .as_str()
+        .unwrap()
+        .starts_with("costlab mem bandwidth"));
+    let rows = doc["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 4 * 2 * 2);
+    for r in rows {
+        check_row_shape(r);
+        assert_eq!(r["metric"], "bandwidth");
+        assert_eq!(r["unit"], "GB/s");
+        assert_eq!(r["case"]["block"], 16384);
+        assert!(r["summary"]["median"].as_f64().unwrap() > 0.0);
+    }
+    let ops: Vec<&str> = rows
+        .iter()
+        .map(|r| r["case"]["op"].as_str().unwrap())
+        .collect();
+    for op in ["read", "write", "write-nt", "copy"] {
+        assert!(ops.contains(&op));
+    }
+    // The tables went to stderr so stdout stays parseable.
+    assert!(String::from_utf8_lossy(&out.stderr).contains("GB/s"));
+}
+
+#[test]
+fn two_threads_and_a_shared_region() {
+    let out = costlab(&[
+        "mem",
+        "bandwidth",
+        "--op",
+        "read,write",
+        "--block",
+        "8K",
+        "--threads",
+        "2",
+        "--shared",
+        "--oversubscribe",
+        "--samples",
+        "2",
+        "--quick",
+        "--json",
+        "-",
+    ]);
+    let doc = json_of(&out);
+    for r in doc["results"].as_array().unwrap() {
+        check_row_shape(r);
+        assert_eq!(r["case"]["threads"], 2);
+        assert_eq!(r["case"]["shared"], true);
+    }
+}
+
+#[test]
+fn latency_json_has_the_curve_and_tables_print() {
+    let out = costlab(&[
+        "mem",
+        "latency",
+        "--sizes",
+        "4K,64K,1M",
+        "--pages",
+        "4k,thp",
+        "--samples",
+        "2",
+        "--quick",
+        "--json",
+        "-",
+    ]);
+    let doc = json_of(&out);
+    let rows = doc["results"].as_array().unwrap();
+    let curve: Vec<&Value> = rows
+        .iter()
+        .filter(|r| r["metric"] == "latency" && r["case"].get("level").is_none())
+        .collect();
+    assert_eq!(curve.len(), 6);
+    for r in &curve {
+        check_row_shape(r);
+        assert_eq!(r["case"]["op"], "chase");
+        assert_eq!(r["case"]["pattern"], "rand");
+        assert_eq!(r["unit"], "ns");
+    }
+    // The TLB cost at the largest size, 4k minus thp.
+    let tlb = rows
+        .iter()
+        .find(|r| r["metric"] == "tlb_cost")
+        .expect("tlb_cost row");
+    assert_eq!(tlb["case"]["versus"], "thp");
+    assert_eq!(tlb["case"]["block"], 1 << 20);
+    // The note explains the difference (page walks) or says there is none to explain.
+    assert!(doc["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|n| n.as_str().unwrap().starts_with("TLB: at 1 MiB")));
+    let text = costlab(&[
+        "mem",
+        "latency",
+        "--sizes",
+        "4K,8K",
+        "--pages",
+        "4k",
+        "--samples",
+        "2",
+        "--quick",
+    ]);
+    assert!(text.status.success());
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        stdout.contains("4k ns") && stdout.contains("8K"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn bad_input_exits_2_with_one_line() {
+    let cases: &[&[&str]] = &[
+        &["mem", "bandwidth", "--op", "fly"],
+        &["mem", "bandwidth", "--pattern", "zigzag"],
+        &["mem", "bandwidth", "--pages", "3m"],
+        &["mem", "bandwidth", "--block", "0"],
+        &["mem", "bandwidth", "--block", "12Q"],
+        &["mem", "bandwidth", "--block", "1K"],
+        &["mem", "bandwidth", "--block", "6K", "--pages", "2m"],
+        &[
+            "mem",
+            "bandwidth",
+            "--block",
+            "1G",
+            "--pages",
+            "1g,4k",
+            "--op",
+            "read",
+            "--threads",
+            "999",
+        ],
+        &["mem", "bandwidth", "--threads", "0"],
+        &["mem", "latency", "--sizes", "1K"],
+        &["mem", "latency", "--pages", "huge"],
+        &["mem", "--pages", "x"],
+        &["mem", "bandwidth", "--block", "4096G"],
+        &["mem", "latency", "--sizes", "4096G"],
+    ];
+    for args in cases {
+        let out = costlab(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("costlab: "), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    let out = costlab(&["mem", "bandwidth", "--threads", "999"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--oversubscribe"));
+}
+
+fn pool_file(kb: u64, name: &str) -> String {
+    format!("/sys/kernel/mm/hugepages/hugepages-{kb}kB/{name}")
+}
+
+fn read_num(path: &str) -> Option<u64> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+#[test]
+fn a_short_pool_names_the_command_and_reserving_puts_it_back() {
+    let _one = POOLS.lock().unwrap_or_else(|p| p.into_inner());
+    let nr = pool_file(2048, "nr_hugepages");
+    let (Some(before), Some(free)) = (read_num(&nr), read_num(&pool_file(2048, "free_hugepages")))
+    else {
+        eprintln!("skipped: no 2 MiB hugepage pool");
+        return;
+    };
+    // Ask for more than is free: without the flag it is refused with the command to run.
+    let want = (free + 2) * 2;
+    let block = format!("{want}M");
+    let out = costlab(&[
+        "mem",
+        "bandwidth",
+        "--op",
+        "read",
+        "--block",
+        &block,
+        "--pages",
+        "2m",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("> {nr}")) && err.contains("--reserve-hugepages"),
+        "{err}"
+    );
+    assert_eq!(read_num(&nr), Some(before));
+    if !is_root() {
+        eprintln!("skipped the reservation: not root");
+        return;
+    }
+    let out = costlab(&[
+        "mem",
+        "latency",
+        "--sizes",
+        "4M",
+        "--pages",
+        "2m",
+        "--reserve-hugepages",
+        "--samples",
+        "2",
+        "--quick",
+        "--json",
+        "-",
+    ]);
+    if out.status.code() == Some(2) {
+        // Not enough memory for even a few pages: it must say so and leave the pool as it was.
+        assert!(String::from_utf8_lossy(&out.stderr).contains("fragmented"));
+    } else {
+        let doc = json_of(&out);
+        let notes: Vec<&str> = doc["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_str().unwrap())
+            .collect();
+        assert!(
+            notes.iter().any(|n| n.starts_with("2m pages: pool had")
+                && n.contains(&format!("restored to {before}"))),
+            "{notes:?}"
+        );
+    }
+    assert_eq!(read_num(&nr), Some(before), "the 2M pool was not put back");
+
+    // 1 GiB pages: one page, reserved or refused as fragmented; either way the pool comes back.
+    let nr1 = pool_file(1_048_576, "nr_hugepages");
+    if let Some(before1) = read_num(&nr1) {
+        let out = costlab(&[
+            "mem",
+            "bandwidth",
+            "--op",
+            "read",
+            "--block",
+            "1G",
+            "--pages",
+            "1g",
+            "--reserve-hugepages",
+            "--samples",
+            "1",
+            "--quick",
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        match out.status.code() {
+            Some(0) => assert!(String::from_utf8_lossy(&out.stdout).contains("1g pages: pool had")),
+            Some(2) => assert!(err.contains("fragmented") || err.contains("free"), "{err}"),
+            other => panic!("1g reservation exited {other:?}: {err}"),
+        }
+        assert_eq!(
+            read_num(&nr1),
+            Some(before1),
+            "the 1G pool was not put back"
+        );
+    }
+}
+
+#[test]
+fn ctrl_c_puts_the_pool_back() {
+    let _one = POOLS.lock().unwrap_or_else(|p| p.into_inner());
+    let nr = pool_file(2048, "nr_hugepages");
+    let Some(before) = read_num(&nr) else {
+        eprintln!("skipped: no 2 MiB hugepage pool");
+        return;
+    };
+    if !is_root() || !Path::new(&nr).exists() {
+        eprintln!("skipped: not root");
+        return;
+    }
+    // Many samples: the run would take minutes; it is interrupted once the pool is raised.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_costlab"))
+        .args([
+            "mem",
+            "latency",
+            "--sizes",
+            "8M",
+            "--pages",
+            "2m",
+            "--reserve-hugepages",
+            "--samples",
+            "100000",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning costlab");
+    let t0 = Instant::now();
+    let mut raised = false;
+    while t0.elapsed() < Duration::from_secs(20) {
+        if read_num(&nr).is_some_and(|n| n > before) {
+            raised = true;
+            break;
+        }
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if !raised {
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(read_num(&nr), Some(before));
+        eprintln!(
+            "skipped: the pool could not be raised: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return;
+    }
+    // Let it reach the sampling loop, then Ctrl-C.
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill with a pid we spawned and still own.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let t1 = Instant::now();
+    let status = loop {
+        if let Ok(Some(s)) = child.try_wait() {
+            break Some(s);
+        }
+        if t1.elapsed() > Duration::from_secs(20) {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let Some(status) = status else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("costlab did not stop within 20 s of SIGINT");
+    };
+    assert_eq!(status.code(), Some(130), "exit after Ctrl-C");
+    assert_eq!(
+        read_num(&nr),
+        Some(before),
+        "the 2M pool was not put back after Ctrl-C"
+    );
+}
