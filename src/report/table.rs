@@ -26,6 +26,57 @@ pub fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
     t.to_string()
 }
 
+/// A model as a table: each point's case, predicted beside measured, the error; then the
+/// model's verdict lines. Every lab's model prints the same way.
+pub fn render_model(m: &crate::report::Model) -> String {
+    let rows: Vec<Vec<String>> = m
+        .points
+        .iter()
+        .map(|p| {
+            let case: Vec<String> = p
+                .case
+                .iter()
+                .map(|(k, v)| match v {
+                    serde_json::Value::String(s) => format!("{k}={s}"),
+                    other => format!("{k}={other}"),
+                })
+                .collect();
+            vec![
+                case.join(" "),
+                figure(p.predicted),
+                figure(p.measured),
+                p.unit.clone(),
+                if p.error().is_finite() {
+                    format!("{:+.0}%", p.error() * 100.0)
+                } else {
+                    "—".to_string()
+                },
+            ]
+        })
+        .collect();
+    let mut out = format!("model: {} ({})\n", m.name, m.lab);
+    if !rows.is_empty() {
+        out += &render(&["case", "predicted", "measured", "unit", "error"], &rows);
+        out.push('\n');
+    }
+    for v in &m.verdict {
+        out += &format!("  {v}\n");
+    }
+    out
+}
+
+/// A figure with as many decimals as its size deserves: 12345, 12.3, 0.123.
+pub fn figure(x: f64) -> String {
+    let a = x.abs();
+    if a >= 100.0 {
+        format!("{x:.0}")
+    } else if a >= 1.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -26,7 +26,7 @@ use crate::case;
 use crate::cli::{EchoLoadArgs, EchoRunArgs, EchoServeArgs};
 use crate::error::usage;
 use crate::labs::{Ctx, Headline, Lab};
-use crate::measure::{cancel, cpus, sizes, stats::paired_ratios, Summary};
+use crate::measure::{cancel, cpus, sizes, stats::paired_ratios, syscost, SampleSpec, Summary};
 use crate::report::{model::Case, progress, table, Outcome};
 use load::{ClientKind, LoadReport, LoadSpec};
 use model::Observed;
@@ -555,15 +555,41 @@ fn note_trouble(
 /// `costlab echo`: the sweep, its figures and (at merge) the cost model.
 pub fn run(args: &EchoRunArgs, ctx: &Ctx) -> Result<Outcome> {
     let plan = Plan::from_args(args, ctx)?;
-    run_plan(&plan)
+    run_plan(&plan, ctx.quick)
 }
 
-fn run_plan(plan: &Plan) -> Result<Outcome> {
-    let (outcome, observed) = sweep(plan)?;
-    // The cost model (model.rs, from the syscall lab's CostTerms) reads `observed` here:
-    // one Observed per sweep point, keyed by the point's case.
-    let _ = &observed;
+fn run_plan(plan: &Plan, quick: bool) -> Result<Outcome> {
+    let (mut outcome, observed) = sweep(plan)?;
+    add_model(&mut outcome, &observed, quick)?;
     Ok(outcome)
+}
+
+/// Check the cost model against the sweep: measure s, w and t(n) here, on this machine, right
+/// after the sweep (the same terms `costlab syscall` reports), then predict every point's
+/// server CPU per request from the counts its server reported.
+fn add_model(out: &mut Outcome, observed: &[(Case, Observed)], quick: bool) -> Result<()> {
+    if observed.is_empty() {
+        return Ok(());
+    }
+    let batches: &[u32] = if quick {
+        &[1, 4, 16, 64, 256]
+    } else {
+        &syscost::DEFAULT_BATCHES
+    };
+    progress::note("echo: measuring the model's cost terms (s, w, t(n))");
+    match syscost::measure_terms_at(&SampleSpec::quick(), batches) {
+        Ok(terms) => {
+            let points: Vec<Observed> = observed.iter().map(|(_, o)| o.clone()).collect();
+            out.models
+                .push(model::build_model_with_cases(&terms, observed));
+            out.models.push(model::build_article_model(&terms, &points));
+        }
+        Err(e) if crate::measure::cancel::requested() => return Err(e),
+        Err(e) => out.notes.push(format!(
+            "cost model not checked: measuring its terms failed: {e:#}"
+        )),
+    }
+    Ok(())
 }
 
 /// Paired throughput ratios a/b at one (client, conns), one per repetition.
@@ -685,6 +711,9 @@ pub fn render(o: &Outcome) -> String {
         ));
         text.push('\n');
     }
+    for m in o.models.iter().filter(|m| m.lab == LAB) {
+        text.push_str(&table::render_model(m));
+    }
     text
 }
 
@@ -711,7 +740,7 @@ impl Lab for EchoLab {
             plan.duration = Duration::from_secs(2);
             plan.reps = ctx.spec.samples.clamp(3, 5);
         }
-        run_plan(&plan)
+        run_plan(&plan, !full)
     }
 
     fn headlines(&self, o: &Outcome) -> Vec<Headline> {
