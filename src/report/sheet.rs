@@ -1,0 +1,165 @@
+//! The machine's cost sheet: one line per headline figure of every lab that ran, grouped by
+//! lab, and a line for each lab that was skipped, failed or cut short, saying why.
+
+use serde::{Deserialize, Serialize};
+
+use crate::labs::Headline;
+use crate::measure::Summary;
+
+/// What became of a lab in a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", content = "reason", rename_all = "lowercase")]
+pub enum LabStatus {
+    Ran,
+    /// The lab cannot run here; the reason says why and what would let it.
+    Skipped(String),
+    /// The lab stopped with an error (one line); the rest of the run went on.
+    Failed(String),
+    /// Ctrl-C arrived while the lab ran.
+    Interrupted,
+}
+
+impl LabStatus {
+    pub fn word(&self) -> &'static str {
+        match self {
+            LabStatus::Ran => "ran",
+            LabStatus::Skipped(_) => "skipped",
+            LabStatus::Failed(_) => "failed",
+            LabStatus::Interrupted => "interrupted",
+        }
+    }
+
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            LabStatus::Skipped(r) | LabStatus::Failed(r) => Some(r),
+            LabStatus::Interrupted => Some("interrupted by Ctrl-C"),
+            LabStatus::Ran => None,
+        }
+    }
+
+    /// A run with a failed or interrupted lab is incomplete; a skipped lab is not a failure.
+    pub fn breaks_run(&self) -> bool {
+        matches!(self, LabStatus::Failed(_) | LabStatus::Interrupted)
+    }
+}
+
+/// One lab's part of the sheet.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LabSheet {
+    pub lab: String,
+    pub status: LabStatus,
+    pub headlines: Vec<Headline>,
+}
+
+/// A figure with as many digits as it deserves: three significant digits, no exponent.
+pub fn figure(x: f64) -> String {
+    if !x.is_finite() {
+        return x.to_string();
+    }
+    let a = x.abs();
+    let decimals = if a >= 100.0 || a == 0.0 {
+        0
+    } else if a >= 10.0 {
+        1
+    } else if a >= 1.0 {
+        2
+    } else {
+        // 0.0123 -> 4 decimals: keep three significant digits.
+        (2 - a.log10().floor() as i32).clamp(2, 9) as usize
+    };
+    format!("{x:.decimals$}")
+}
+
+/// "min–max, MAD m, n=7": the spread beside a median.
+pub fn spread(s: &Summary) -> String {
+    format!(
+        "{}–{}, MAD {}, n={}",
+        figure(s.min),
+        figure(s.max),
+        figure(s.mad),
+        s.n
+    )
+}
+
+/// The sheet as a terminal table.
+pub fn render_text(sheet: &[LabSheet]) -> String {
+    let mut rows = Vec::new();
+    let mut others = Vec::new();
+    for lab in sheet {
+        for h in &lab.headlines {
+            rows.push(vec![
+                lab.lab.clone(),
+                h.label.clone(),
+                figure(h.summary.median),
+                spread(&h.summary),
+                h.unit.clone(),
+                h.reading.clone(),
+            ]);
+        }
+        if let Some(reason) = lab.status.reason() {
+            others.push(format!("{} {}: {reason}", lab.lab, lab.status.word()));
+        } else if lab.headlines.is_empty() {
+            others.push(format!("{} ran but gave no headline figure", lab.lab));
+        }
+    }
+    let mut out = String::from("cost sheet\n");
+    if rows.is_empty() {
+        out.push_str("(no lab gave a figure)\n");
+    } else {
+        out.push_str(&crate::report::table::render(
+            &["lab", "figure", "median", "spread", "unit", "reading"],
+            &rows,
+        ));
+        out.push('\n');
+    }
+    for line in others {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_keep_three_significant_digits() {
+        assert_eq!(figure(31.234), "31.2");
+        assert_eq!(figure(1234.4), "1234");
+        assert_eq!(figure(2.345), "2.35");
+        assert_eq!(figure(0.01234), "0.0123");
+        assert_eq!(figure(0.0), "0");
+    }
+
+    #[test]
+    fn sheet_lists_headlines_and_skipped_labs() {
+        let s = Summary::of(&[10.0, 11.0, 12.0]).unwrap();
+        let sheet = vec![
+            LabSheet {
+                lab: "syscall".into(),
+                status: LabStatus::Ran,
+                headlines: vec![Headline {
+                    label: "syscall s (getppid)".into(),
+                    summary: s,
+                    unit: "ns".into(),
+                    reading: "a null syscall costs 11 ns".into(),
+                }],
+            },
+            LabSheet {
+                lab: "gc".into(),
+                status: LabStatus::Skipped("no Go toolchain: install golang-go".into()),
+                headlines: vec![],
+            },
+        ];
+        let text = render_text(&sheet);
+        assert!(text.contains("syscall s (getppid)"));
+        assert!(text.contains("10.0–12.0, MAD 1.00, n=3"));
+        assert!(text.contains("gc skipped: no Go toolchain: install golang-go"));
+        let json = serde_json::to_string(&sheet[1].status).unwrap();
+        assert_eq!(
+            json,
+            r#"{"status":"skipped","reason":"no Go toolchain: install golang-go"}"#
+        );
+    }
+}
