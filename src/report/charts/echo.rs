@@ -61,7 +61,7 @@ fn one(doc: &Doc, metric: &str, id: &str, title: &str, what: &str) -> Chart {
     let plot = Plot {
         id: id.into(),
         title: title.into(),
-        x: Axis::auto("connections", &xs, 8.0, Format::Number),
+        x: Axis::auto("connections (count)", &xs, 8.0, Format::Number),
         y,
         series,
         guides: vec![],

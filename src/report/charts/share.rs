@@ -66,7 +66,7 @@ pub fn chart(doc: &Doc) -> Chart {
     let plot = Plot {
         id: ID.into(),
         title: TITLE.into(),
-        x: Axis::new("threads", Scale::Linear, Format::Number),
+        x: Axis::new("threads (count)", Scale::Linear, Format::Number),
         y: Axis::new(
             format!("throughput ({})", unit_of(&rows)),
             Scale::Linear,
