@@ -116,7 +116,7 @@ fn compare_flags_a_real_change_and_not_a_rerun() {
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let t = text(&out.stdout);
-    assert!(t.contains("0 of 103 figures changed significantly"), "{t}");
+    assert!(t.contains("0 of 104 figures changed significantly"), "{t}");
     assert!(t.contains("no significant change"), "{t}");
 
     let out = costlab(&db, &["compare", "20261122T100000Z-000001", "last"]);
@@ -129,7 +129,7 @@ fn compare_flags_a_real_change_and_not_a_rerun() {
         line.contains("-30.0%") && line.contains("significant (p=0.0079)"),
         "{line}"
     );
-    assert!(t.contains("25 of 103 figures changed significantly"), "{t}");
+    assert!(t.contains("25 of 104 figures changed significantly"), "{t}");
 }
 
 #[test]

@@ -23,6 +23,12 @@ fn fixture_report_draws_every_chart_with_axes_and_legend() {
     for cache in ["L1d 32K", "L2 1M", "L3 32M"] {
         assert!(page.contains(cache), "no {cache} guide");
     }
+    // plateau summary rows (extra case keys) are not drawn as a series of their own
+    let lat = &page[page.find("<svg id=\"chart-mem-latency\"").unwrap()..];
+    let lat = &lat[..lat.find("</svg>").unwrap()];
+    assert!(!lat.contains("L2 cache"), "a plateau row became a series");
+    // the USL curve is drawn from lambda_mops as the share lab writes it
+    assert!(page.contains("USL fit arc-shared"));
     // the paper's GC points
     assert!(page.contains("Biscuit paper"));
     // the cost sheet and notes as HTML

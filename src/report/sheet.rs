@@ -81,40 +81,53 @@ pub fn spread(s: &Summary) -> String {
     )
 }
 
-/// The sheet as a terminal table.
+/// The sheet for a terminal: a heading per lab, then one aligned line per headline (figure,
+/// median with unit, spread, reading). Plain lines rather than a table: readings are long
+/// and a table would wrap or widen every row to the longest.
 pub fn render_text(sheet: &[LabSheet]) -> String {
-    let mut rows = Vec::new();
-    let mut others = Vec::new();
-    for lab in sheet {
-        for h in &lab.headlines {
-            rows.push(vec![
-                lab.lab.clone(),
-                h.label.clone(),
-                figure(h.summary.median),
+    let lines: Vec<(&str, String, String, &str)> = sheet
+        .iter()
+        .flat_map(|l| &l.headlines)
+        .map(|h| {
+            (
+                h.label.as_str(),
+                format!("{} {}", figure(h.summary.median), h.unit),
                 spread(&h.summary),
-                h.unit.clone(),
-                h.reading.clone(),
-            ]);
+                h.reading.as_str(),
+            )
+        })
+        .collect();
+    let w0 = lines.iter().map(|l| l.0.chars().count()).max().unwrap_or(0);
+    let w1 = lines.iter().map(|l| l.1.chars().count()).max().unwrap_or(0);
+    let w2 = lines.iter().map(|l| l.2.chars().count()).max().unwrap_or(0);
+    let mut out = String::from("cost sheet (median, then min–max, MAD and n of the samples)\n");
+    let mut any = false;
+    for lab in sheet {
+        if lab.headlines.is_empty() {
+            continue;
         }
-        if let Some(reason) = lab.status.reason() {
-            others.push(format!("{} {}: {reason}", lab.lab, lab.status.word()));
-        } else if lab.headlines.is_empty() {
-            others.push(format!("{} ran but gave no headline figure", lab.lab));
+        any = true;
+        out.push_str(&format!("{}\n", lab.lab));
+        for h in &lab.headlines {
+            let fig = format!("{} {}", figure(h.summary.median), h.unit);
+            out.push_str(&format!(
+                "  {:<w0$}  {:>w1$}  {:<w2$}  {}\n",
+                h.label,
+                fig,
+                spread(&h.summary),
+                h.reading
+            ));
         }
     }
-    let mut out = String::from("cost sheet\n");
-    if rows.is_empty() {
+    if !any {
         out.push_str("(no lab gave a figure)\n");
-    } else {
-        out.push_str(&crate::report::table::render(
-            &["lab", "figure", "median", "spread", "unit", "reading"],
-            &rows,
-        ));
-        out.push('\n');
     }
-    for line in others {
-        out.push_str(&line);
-        out.push('\n');
+    for lab in sheet {
+        if let Some(reason) = lab.status.reason() {
+            out.push_str(&format!("{} {}: {reason}\n", lab.lab, lab.status.word()));
+        } else if lab.headlines.is_empty() {
+            out.push_str(&format!("{} ran but gave no headline figure\n", lab.lab));
+        }
     }
     out
 }

@@ -2,7 +2,7 @@
 //! vary), one chart for sequential and one for random access.
 
 use super::plot::{Axis, Format, Plot, Scale};
-use super::{lab_ran, series_along, unit_of, Chart};
+use super::{lab_ran, plain, series_along, unit_of, Chart, MEM_KEYS};
 use crate::report::Doc;
 
 pub fn charts(doc: &Doc) -> Vec<Chart> {
@@ -26,7 +26,12 @@ fn one(doc: &Doc, pattern: &str) -> Chart {
     let rows: Vec<_> = doc
         .results
         .iter()
-        .filter(|r| r.lab == "mem" && r.metric == "bandwidth" && r.key("pattern") == pattern)
+        .filter(|r| {
+            r.lab == "mem"
+                && r.metric == "bandwidth"
+                && r.key("pattern") == pattern
+                && plain(r, &MEM_KEYS)
+        })
         .collect();
     if rows.is_empty() {
         return Chart::skipped(

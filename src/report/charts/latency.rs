@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 use super::plot::{Axis, Format, Guide, Plot, Scale};
-use super::{lab_ran, series_along, unit_of, Chart};
+use super::{lab_ran, plain, series_along, unit_of, Chart, MEM_KEYS};
 use crate::report::Doc;
 
 const ID: &str = "chart-mem-latency";
@@ -42,6 +42,27 @@ pub fn cache_guides(machine: &Value) -> Vec<Guide> {
     out
 }
 
+/// Cache sizes as the mem lab recorded them on its plateau rows ("level": "L2", "cache": bytes),
+/// for when the machine description has none.
+fn plateau_guides(doc: &Doc) -> Vec<Guide> {
+    let mut out: Vec<Guide> = Vec::new();
+    for r in doc.results.iter().filter(|r| r.lab == "mem") {
+        let (Some(level), Some(size)) = (
+            r.case.get("level").and_then(Value::as_str),
+            r.case.get("cache").and_then(Value::as_u64),
+        ) else {
+            continue;
+        };
+        if size > 0 && !out.iter().any(|g| g.x == size as f64) {
+            out.push(Guide {
+                x: size as f64,
+                label: format!("{level} {}", crate::measure::sizes::format_size(size)),
+            });
+        }
+    }
+    out
+}
+
 pub fn chart(doc: &Doc) -> Chart {
     if !lab_ran(doc, "mem") {
         return Chart::skipped(ID, TITLE, "the mem lab did not run");
@@ -49,7 +70,9 @@ pub fn chart(doc: &Doc) -> Chart {
     let rows: Vec<_> = doc
         .results
         .iter()
-        .filter(|r| r.lab == "mem" && r.metric == "latency" && r.key("op") == "chase")
+        .filter(|r| {
+            r.lab == "mem" && r.metric == "latency" && r.key("op") == "chase" && plain(r, &MEM_KEYS)
+        })
         .collect();
     if rows.is_empty() {
         return Chart::skipped(ID, TITLE, "no pointer-chase latency figures in this run");
@@ -63,7 +86,10 @@ pub fn chart(doc: &Doc) -> Chart {
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.1))
         .collect();
-    let guides = cache_guides(&doc.machine);
+    let mut guides = cache_guides(&doc.machine);
+    if guides.is_empty() {
+        guides = plateau_guides(doc);
+    }
     let mut x = Axis::auto("working-set size (bytes)", &xs, 4.0, Format::Bytes);
     if guides.is_empty() && matches!(x.scale, Scale::Linear) {
         x.zero = false;

@@ -145,6 +145,15 @@ pub fn series_along(rows: &[&ResultRow], x_key: &str, ignore: &[&str]) -> Vec<Se
     out
 }
 
+/// True when the row's case uses no key outside `keys`: the plain sweep points, not summary
+/// rows a lab adds with extra keys (a plateau's "level", a comparison's "versus").
+pub fn plain(r: &ResultRow, keys: &[&str]) -> bool {
+    r.case.keys().all(|k| keys.contains(&k.as_str()))
+}
+
+/// The mem lab's case keys (DESIGN.md).
+pub const MEM_KEYS: [&str; 5] = ["op", "pattern", "pages", "block", "threads"];
+
 /// The unit of the first row, for an axis label.
 pub fn unit_of(rows: &[&ResultRow]) -> String {
     rows.first().map(|r| r.unit.clone()).unwrap_or_default()

@@ -57,7 +57,8 @@ impl Axis {
         let pos = values.iter().all(|v| *v > 0.0);
         let (lo, hi) = min_max(values);
         let base = if format == Format::Bytes { 2.0 } else { 10.0 };
-        let scale = if pos && lo > 0.0 && hi / lo > span {
+        // Sizes are read in powers of two: a bytes axis is log2 even over one point.
+        let scale = if pos && lo > 0.0 && (hi / lo > span || format == Format::Bytes) {
             Scale::Log(base)
         } else {
             Scale::Linear
@@ -177,8 +178,10 @@ fn domain(axis: &Axis, values: &[f64]) -> (f64, f64, Vec<f64>) {
             let hi = hi.max(lo);
             let mut e0 = (lo.ln() / base.ln()).floor();
             let mut e1 = (hi.ln() / base.ln()).ceil();
-            if e1 <= e0 {
-                e1 = e0 + 1.0;
+            if e1 - e0 <= 1.0 {
+                // One point (or one octave): give it room on both sides, not the frame's edge.
+                e0 -= 1.0;
+                e1 += 1.0;
             }
             // At most ~9 ticks: step over exponents.
             let step = ((e1 - e0) / 8.0).ceil().max(1.0);

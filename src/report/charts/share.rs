@@ -20,7 +20,22 @@ fn param(m: &Model, k: &str) -> Option<f64> {
 }
 
 fn usl_params(m: &Model) -> Option<(f64, f64, f64)> {
-    Some((param(m, "sigma")?, param(m, "kappa")?, param(m, "lambda")?))
+    let lambda = param(m, "lambda").or_else(|| param(m, "lambda_mops"))?;
+    Some((param(m, "sigma")?, param(m, "kappa")?, lambda))
+}
+
+/// A share model is a USL fit when it has the law's three parameters.
+pub fn is_usl(m: &Model) -> bool {
+    m.lab == "share" && usl_params(m).is_some()
+}
+
+/// The variant a fit belongs to, from its points' case.
+fn variant_of(m: &Model) -> Option<String> {
+    m.points
+        .first()
+        .and_then(|p| p.case.get("variant"))
+        .and_then(Value::as_str)
+        .map(str::to_string)
 }
 
 pub fn chart(doc: &Doc) -> Chart {
@@ -46,10 +61,25 @@ pub fn chart(doc: &Doc) -> Chart {
         .flat_map(|s| s.points.iter().map(|p| p.0))
         .fold(1.0f64, f64::max);
     let mut fitted = 0;
-    for m in doc.models.iter().filter(|m| m.lab == "share") {
+    let mut drawn: Vec<Option<String>> = Vec::new();
+    let measured = series.len();
+    for m in doc.models.iter().filter(|m| is_usl(m)) {
         let Some((sigma, kappa, lambda)) = usl_params(m) else {
             continue;
         };
+        // One curve per variant (a lab may give two bounds when two thread counts cannot
+        // pin down both terms): the first one stands for it.
+        let variant = variant_of(m);
+        if drawn.contains(&variant) {
+            continue;
+        }
+        drawn.push(variant.clone());
+        let color = variant.as_ref().and_then(|v| {
+            series[..measured]
+                .iter()
+                .position(|s| s.name == *v)
+                .map(|i| super::plot::PALETTE[i % super::plot::PALETTE.len()].to_string())
+        });
         let steps = 60;
         let pts = (0..=steps)
             .map(|i| {
@@ -57,7 +87,12 @@ pub fn chart(doc: &Doc) -> Chart {
                 (n, usl(n, sigma, kappa, lambda), None)
             })
             .collect();
-        let mut s = Series::line(format!("USL fit: {}", m.name), pts);
+        let name = match &variant {
+            Some(v) => format!("USL fit {v}"),
+            None => format!("USL fit: {}", m.name),
+        };
+        let mut s = Series::line(name, pts);
+        s.color = color;
         s.dashed = true;
         s.marker = Marker::None;
         series.push(s);
