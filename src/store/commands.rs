@@ -63,7 +63,12 @@ pub fn sheet_of(doc: &Doc) -> Vec<LabSheet> {
 pub fn record(db: Option<&Path>, doc: &Doc) {
     let r = open(db).and_then(|s| s.save_doc(doc, &sheet_of(doc)));
     match r {
-        Ok(()) => eprintln!("costlab: stored as run {} in the history", doc.run.id),
+        // Said only on a terminal: lab commands' stderr in scripts and tests stays as it was.
+        Ok(()) => {
+            if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+                eprintln!("costlab: stored as run {} in the history", doc.run.id);
+            }
+        }
         Err(e) => eprintln!("costlab: history not saved: {}", one_line(&e)),
     }
 }
