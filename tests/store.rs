@@ -127,3 +127,34 @@ fn two_writers_at_once_both_land() {
     assert!(runs.iter().all(|r| r.figures == doc.results.len()));
     assert_eq!(store.integrity().unwrap(), "ok");
 }
+
+#[test]
+fn a_lab_run_alone_is_recorded_with_its_sheet() {
+    // What emit() does after a lab command: store the document, headlines from the lab.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("sub/dir/h.db");
+    let doc = common::fixture();
+    costlab::store::commands::record(Some(&db), &doc);
+    let store = Store::open(&db).unwrap();
+    let runs = store.runs().unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].id, doc.run.id);
+    let sheet = store.load_sheet(&doc.run.id).unwrap();
+    let labs: Vec<&str> = sheet.iter().map(|s| s.lab.as_str()).collect();
+    assert_eq!(
+        labs,
+        [
+            "mem",
+            "syscall",
+            "echo",
+            "share",
+            "share c2c",
+            "gc",
+            "gc tax",
+            "numa"
+        ]
+    );
+    assert!(sheet.iter().all(|s| s.status == LabStatus::Ran));
+    // A history that cannot be written warns and does not fail the lab command.
+    costlab::store::commands::record(Some(std::path::Path::new("/proc/no/such/h.db")), &doc);
+}
