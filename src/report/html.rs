@@ -18,7 +18,7 @@ h1{font-size:24px;margin:0 0 6px}h2{font-size:19px;margin:28px 0 10px;border-bot
 table{border-collapse:collapse;background:#fff;font-size:13px;margin:6px 0}
 th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}th{background:#eee}
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-.charts{display:flex;flex-wrap:wrap;gap:16px}
+.charts{display:flex;flex-wrap:wrap;gap:16px;align-items:flex-start}
 figure{margin:0;background:#fff;border:1px solid #ddd;border-radius:4px;padding:8px;max-width:740px}
 figure svg{max-width:100%;height:auto;display:block}
 figcaption{font-size:12px;color:#444;margin-top:4px;max-width:720px}

@@ -101,7 +101,11 @@ pub fn chart(doc: &Doc) -> Chart {
     let plot = Plot {
         id: ID.into(),
         title: TITLE.into(),
-        x: Axis::new("threads (count)", Scale::Linear, Format::Number),
+        // Scaling starts at one thread.
+        x: Axis {
+            zero: false,
+            ..Axis::new("threads (count)", Scale::Linear, Format::Number)
+        },
         y: Axis::new(
             format!("throughput ({})", unit_of(&rows)),
             Scale::Linear,
