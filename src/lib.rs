@@ -10,3 +10,5 @@ pub mod labs;
 pub mod machine;
 pub mod measure;
 pub mod report;
+pub mod runner;
+pub mod store;

@@ -1,6 +1,8 @@
 //! Parse, dispatch, print. No measuring happens here.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::OnceLock;
 
 use anyhow::Result;
 use clap::Parser;
@@ -11,6 +13,14 @@ use costlab::labs::{self, Ctx};
 use costlab::machine::{restore, Machine};
 use costlab::measure::{cancel, SampleSpec};
 use costlab::report::{json, time, Doc, Outcome, RunInfo};
+use costlab::{runner, store};
+
+/// `--db`, for `emit` to store each lab run in the history.
+static DB: OnceLock<Option<PathBuf>> = OnceLock::new();
+
+fn db() -> Option<&'static std::path::Path> {
+    DB.get().and_then(|p| p.as_deref())
+}
 
 fn main() -> ExitCode {
     install_panic_hook();
@@ -19,6 +29,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return clap_exit(e),
     };
+    let _ = DB.set(cli.db.clone());
     let result = dispatch(cli);
     let restored = restore::restore_all();
     for note in restored {
@@ -111,19 +122,20 @@ fn emit(rendered: String, outcome: Outcome, common: &Common, machine: &Machine) 
     } else {
         print!("{text}");
     }
+    let mut outcome = outcome;
+    outcome.notes.extend(restore::restored_notes());
+    let run = RunInfo {
+        id: time::run_id(),
+        started: time::now_rfc3339(),
+        costlab: env!("CARGO_PKG_VERSION").to_string(),
+        command: command_line(),
+        complete: true,
+    };
+    let doc = Doc::new(run, serde_json::to_value(machine)?, outcome);
     if let Some(dest) = &common.json {
-        let mut outcome = outcome;
-        outcome.notes.extend(restore::restored_notes());
-        let run = RunInfo {
-            id: time::run_id(),
-            started: time::now_rfc3339(),
-            costlab: env!("CARGO_PKG_VERSION").to_string(),
-            command: command_line(),
-            complete: true,
-        };
-        let doc = Doc::new(run, serde_json::to_value(machine)?, outcome);
         json::write_doc(dest, &doc)?;
     }
+    store::commands::record(db(), &doc);
     Ok(())
 }
 
@@ -229,5 +241,10 @@ fn dispatch(cli: Cli) -> Result<()> {
                 &ctx.machine,
             )
         }
+        Command::Run(args) => runner::command(&args, db(), command_line()),
+        Command::History(_) => store::commands::history(db()),
+        Command::Compare(args) => store::commands::compare(db(), &args),
+        Command::Export(args) => store::commands::export(db(), &args),
+        Command::Report(args) => store::commands::report(db(), &args),
     }
 }

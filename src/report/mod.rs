@@ -1,8 +1,14 @@
-//! The result model and everything that shows it: terminal tables, JSON, progress.
+//! The result model and everything that shows it: terminal tables, JSON, CSV, Markdown, the
+//! cost sheet, the HTML report with its charts, progress.
 
+pub mod charts;
+pub mod csv;
+pub mod html;
 pub mod json;
+pub mod markdown;
 pub mod model;
 pub mod progress;
+pub mod sheet;
 pub mod table;
 pub mod time;
 

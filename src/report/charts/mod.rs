@@ -1,0 +1,160 @@
+//! The report's charts, one module per kind. Each reads the run's document and gives either
+//! an inline <svg> (with an id, axes with units and a legend) or the reason it is left out.
+
+pub mod bandwidth;
+pub mod c2c;
+pub mod echo;
+pub mod gc;
+pub mod latency;
+pub mod models;
+pub mod plot;
+pub mod share;
+
+use serde_json::Value;
+
+use crate::report::{Doc, ResultRow};
+use plot::Series;
+
+/// One chart of the report.
+#[derive(Debug, Clone)]
+pub struct Chart {
+    /// The id of its <svg> (and of the line that replaces it when skipped).
+    pub id: String,
+    pub title: String,
+    /// The SVG, or why there is none.
+    pub svg: Result<String, String>,
+    /// One line saying how to read it.
+    pub caption: String,
+}
+
+impl Chart {
+    pub fn skipped(id: &str, title: &str, why: impl Into<String>) -> Chart {
+        Chart {
+            id: id.to_string(),
+            title: title.to_string(),
+            svg: Err(why.into()),
+            caption: String::new(),
+        }
+    }
+}
+
+/// Every chart of the report, in the order they appear.
+pub fn all(doc: &Doc) -> Vec<Chart> {
+    let mut v = bandwidth::charts(doc);
+    v.push(latency::chart(doc));
+    v.extend(echo::charts(doc));
+    v.extend(models::charts(doc));
+    v.push(share::chart(doc));
+    v.push(c2c::chart(doc));
+    v.push(gc::chart(doc));
+    v
+}
+
+/// Escape text for HTML and SVG.
+pub fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            _ => o.push(c),
+        }
+    }
+    o
+}
+
+/// True when the run has any row of `lab`.
+pub fn lab_ran(doc: &Doc, lab: &str) -> bool {
+    doc.results.iter().any(|r| r.lab == lab)
+}
+
+/// A case value as a number: JSON numbers, sizes ("4K"), "2x" headrooms, plain numbers.
+pub fn num(v: Option<&Value>) -> Option<f64> {
+    match v? {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => {
+            let t = s.trim().trim_end_matches(['x', 'X']);
+            t.parse::<f64>()
+                .ok()
+                .or_else(|| crate::measure::sizes::parse_size(t).ok().map(|b| b as f64))
+        }
+        _ => None,
+    }
+}
+
+fn value_text(k: &str, v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => format!("{k} {other}"),
+    }
+}
+
+/// Group rows into series along `x_key`: one series per combination of the other case keys
+/// that vary between rows (keys in `ignore` aside), named by those values. Points are
+/// (x, median, (min, max)), sorted by x.
+pub fn series_along(rows: &[&ResultRow], x_key: &str, ignore: &[&str]) -> Vec<Series> {
+    let mut keys: Vec<String> = Vec::new();
+    for r in rows {
+        for k in r.case.keys() {
+            if k != x_key && !ignore.contains(&k.as_str()) && !keys.contains(k) {
+                keys.push(k.clone());
+            }
+        }
+    }
+    let varying: Vec<String> = keys
+        .into_iter()
+        .filter(|k| {
+            let first = rows.first().and_then(|r| r.case.get(k));
+            rows.iter().any(|r| r.case.get(k) != first)
+        })
+        .collect();
+    let mut names: Vec<String> = Vec::new();
+    let mut out: Vec<Series> = Vec::new();
+    for r in rows {
+        let Some(x) = num(r.case.get(x_key)) else {
+            continue;
+        };
+        let name = varying
+            .iter()
+            .filter_map(|k| r.case.get(k).map(|v| value_text(k, v)))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let name = if name.is_empty() {
+            r.metric.clone()
+        } else {
+            name
+        };
+        let i = match names.iter().position(|n| *n == name) {
+            Some(i) => i,
+            None => {
+                names.push(name.clone());
+                out.push(Series::line(name, vec![]));
+                names.len() - 1
+            }
+        };
+        out[i]
+            .points
+            .push((x, r.summary.median, Some((r.summary.min, r.summary.max))));
+    }
+    for s in &mut out {
+        s.points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    out
+}
+
+/// True when the row's case uses no key outside `keys`: the plain sweep points, not summary
+/// rows a lab adds with extra keys (a plateau's "level", a comparison's "versus").
+pub fn plain(r: &ResultRow, keys: &[&str]) -> bool {
+    r.case.keys().all(|k| keys.contains(&k.as_str()))
+}
+
+/// The mem lab's case keys (DESIGN.md).
+pub const MEM_KEYS: [&str; 5] = ["op", "pattern", "pages", "block", "threads"];
+
+/// The unit of the first row, for an axis label.
+pub fn unit_of(rows: &[&ResultRow]) -> String {
+    rows.first().map(|r| r.unit.clone()).unwrap_or_default()
+}

@@ -1,0 +1,504 @@
+//! A small XY plot in hand-written SVG: axes with ticks and units, linear or log scales, lines,
+//! markers, min–max whiskers, dashed guides and a legend. Hand-written rather than plotters so
+//! the output is one predictable inline <svg> with an id, no fonts or styles from outside.
+
+use std::fmt::Write;
+
+use super::esc;
+
+pub const W: f64 = 720.0;
+pub const H: f64 = 380.0;
+const LEFT: f64 = 78.0;
+const RIGHT: f64 = 540.0;
+const TOP: f64 = 36.0;
+const BOTTOM: f64 = 320.0;
+
+pub const PALETTE: [&str; 10] = [
+    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+    "#7f7f7f", "#bcbd22",
+];
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Scale {
+    Linear,
+    /// Logarithmic with ticks at powers of the base (10, or 2 for sizes in bytes).
+    Log(f64),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Format {
+    Number,
+    /// Bytes as 4K, 1M, 2G.
+    Bytes,
+}
+
+#[derive(Debug, Clone)]
+pub struct Axis {
+    /// Label with its unit: "block size (bytes)", "bandwidth (GB/s)".
+    pub label: String,
+    pub scale: Scale,
+    pub format: Format,
+    /// Start a linear axis at zero.
+    pub zero: bool,
+}
+
+impl Axis {
+    pub fn new(label: impl Into<String>, scale: Scale, format: Format) -> Axis {
+        Axis {
+            label: label.into(),
+            scale,
+            format,
+            zero: true,
+        }
+    }
+
+    /// A log scale when all values are positive and span more than `span`x, else linear.
+    pub fn auto(label: impl Into<String>, values: &[f64], span: f64, format: Format) -> Axis {
+        let pos = values.iter().all(|v| *v > 0.0);
+        let (lo, hi) = min_max(values);
+        let base = if format == Format::Bytes { 2.0 } else { 10.0 };
+        // Sizes are read in powers of two: a bytes axis is log2 even over one point.
+        let scale = if pos && lo > 0.0 && (hi / lo > span || format == Format::Bytes) {
+            Scale::Log(base)
+        } else {
+            Scale::Linear
+        };
+        Axis::new(label, scale, format)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Marker {
+    None,
+    Circle,
+    Square,
+    Diamond,
+}
+
+/// (x, y, optional (min, max) whisker).
+pub type Point = (f64, f64, Option<(f64, f64)>);
+
+#[derive(Debug, Clone)]
+pub struct Series {
+    pub name: String,
+    /// (x, y, optional (min, max) whisker).
+    pub points: Vec<Point>,
+    pub line: bool,
+    pub dashed: bool,
+    pub marker: Marker,
+    pub color: Option<String>,
+}
+
+impl Series {
+    pub fn line(name: impl Into<String>, points: Vec<Point>) -> Series {
+        Series {
+            name: name.into(),
+            points,
+            line: true,
+            dashed: false,
+            marker: Marker::Circle,
+            color: None,
+        }
+    }
+}
+
+/// A vertical guide at x, labelled (cache sizes on a latency chart).
+#[derive(Debug, Clone)]
+pub struct Guide {
+    pub x: f64,
+    pub label: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Plot {
+    pub id: String,
+    pub title: String,
+    pub x: Axis,
+    pub y: Axis,
+    pub series: Vec<Series>,
+    pub guides: Vec<Guide>,
+}
+
+pub fn min_max(v: &[f64]) -> (f64, f64) {
+    let lo = v
+        .iter()
+        .copied()
+        .filter(|x| x.is_finite())
+        .fold(f64::INFINITY, f64::min);
+    let hi = v
+        .iter()
+        .copied()
+        .filter(|x| x.is_finite())
+        .fold(f64::NEG_INFINITY, f64::max);
+    (lo, hi)
+}
+
+/// A number for a tick: no more digits than it needs.
+pub fn tick_text(v: f64, format: Format) -> String {
+    match format {
+        Format::Bytes if v >= 1.0 && v.fract() == 0.0 => {
+            crate::measure::sizes::format_size(v as u64)
+        }
+        _ => {
+            let a = v.abs();
+            if a == 0.0 {
+                "0".into()
+            } else if a >= 1e4 {
+                // 400k, 1.5M: fewer digits to read than 400000.
+                let (d, suffix) = if a >= 1e9 {
+                    (1e9, "G")
+                } else if a >= 1e6 {
+                    (1e6, "M")
+                } else {
+                    (1e3, "k")
+                };
+                let s = format!("{:.2}", v / d);
+                format!("{}{suffix}", s.trim_end_matches('0').trim_end_matches('.'))
+            } else if a < 1e-3 {
+                format!("{v:.0e}")
+            } else if a >= 100.0 || v.fract() == 0.0 {
+                format!("{v:.0}")
+            } else {
+                let s = format!("{v:.3}");
+                s.trim_end_matches('0').trim_end_matches('.').to_string()
+            }
+        }
+    }
+}
+
+/// The domain and ticks of an axis over `values`.
+fn domain(axis: &Axis, values: &[f64]) -> (f64, f64, Vec<f64>) {
+    let (mut lo, mut hi) = min_max(values);
+    if !lo.is_finite() {
+        (lo, hi) = (0.0, 1.0);
+    }
+    match axis.scale {
+        Scale::Log(base) => {
+            let lo = lo.max(f64::MIN_POSITIVE);
+            let hi = hi.max(lo);
+            let mut e0 = (lo.ln() / base.ln()).floor();
+            let mut e1 = (hi.ln() / base.ln()).ceil();
+            if e1 - e0 <= 1.0 {
+                // One point (or one octave): give it room on both sides, not the frame's edge.
+                e0 -= 1.0;
+                e1 += 1.0;
+            }
+            // At most ~9 ticks: step over exponents.
+            let step = ((e1 - e0) / 8.0).ceil().max(1.0);
+            e0 = (e0 / step).floor() * step;
+            let ticks: Vec<f64> = (0..)
+                .map(|i| e0 + step * f64::from(i))
+                .take_while(|e| *e <= e1 + 1e-9)
+                .map(|e| base.powf(e))
+                .collect();
+            (base.powf(e0), base.powf(e1), ticks)
+        }
+        Scale::Linear => {
+            if axis.zero && lo > 0.0 {
+                lo = 0.0;
+            }
+            if hi <= lo {
+                hi = lo + 1.0;
+            }
+            let raw = (hi - lo) / 6.0;
+            let mag = 10f64.powf(raw.log10().floor());
+            let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+                .iter()
+                .map(|m| m * mag)
+                .find(|s| *s >= raw)
+                .unwrap_or(10.0 * mag);
+            let start = (lo / step).floor() * step;
+            let end = (hi / step).ceil() * step;
+            let n = ((end - start) / step).round() as i64;
+            let ticks = (0..=n).map(|i| start + step * i as f64).collect();
+            (start, end, ticks)
+        }
+    }
+}
+
+struct Map {
+    lo: f64,
+    hi: f64,
+    log: bool,
+    a: f64,
+    b: f64,
+}
+
+impl Map {
+    fn new(scale: Scale, lo: f64, hi: f64, a: f64, b: f64) -> Map {
+        let log = matches!(scale, Scale::Log(_));
+        Map { lo, hi, log, a, b }
+    }
+    fn at(&self, v: f64) -> f64 {
+        let f = |x: f64| {
+            if self.log {
+                x.max(f64::MIN_POSITIVE).ln()
+            } else {
+                x
+            }
+        };
+        let t = (f(v) - f(self.lo)) / (f(self.hi) - f(self.lo));
+        self.a + t * (self.b - self.a)
+    }
+}
+
+fn marker(out: &mut String, m: Marker, x: f64, y: f64, color: &str) {
+    match m {
+        Marker::None => {}
+        Marker::Circle => {
+            let _ = write!(
+                out,
+                r#"<circle cx="{x:.1}" cy="{y:.1}" r="3.5" fill="{color}"/>"#
+            );
+        }
+        Marker::Square => {
+            let _ = write!(
+                out,
+                r#"<rect x="{:.1}" y="{:.1}" width="7" height="7" fill="{color}"/>"#,
+                x - 3.5,
+                y - 3.5
+            );
+        }
+        Marker::Diamond => {
+            let _ = write!(
+                out,
+                r##"<path d="M{x:.1} {:.1} L{:.1} {y:.1} L{x:.1} {:.1} L{:.1} {y:.1} Z" fill="{color}" stroke="#000" stroke-width="0.8"/>"##,
+                y - 6.0,
+                x + 6.0,
+                y + 6.0,
+                x - 6.0
+            );
+        }
+    }
+}
+
+impl Plot {
+    pub fn render(&self) -> String {
+        let mut xs = Vec::new();
+        let mut ys = Vec::new();
+        for s in &self.series {
+            for (x, y, w) in &s.points {
+                xs.push(*x);
+                ys.push(*y);
+                if let Some((a, b)) = w {
+                    ys.push(*a);
+                    ys.push(*b);
+                }
+            }
+        }
+        xs.extend(self.guides.iter().map(|g| g.x));
+        if matches!(self.y.scale, Scale::Log(_)) {
+            ys.retain(|v| *v > 0.0);
+        }
+        if matches!(self.x.scale, Scale::Log(_)) {
+            xs.retain(|v| *v > 0.0);
+        }
+        let (x0, x1, xt) = domain(&self.x, &xs);
+        let (y0, y1, yt) = domain(&self.y, &ys);
+        let mx = Map::new(self.x.scale, x0, x1, LEFT, RIGHT);
+        let my = Map::new(self.y.scale, y0, y1, BOTTOM, TOP);
+        let mut o = String::new();
+        let _ = write!(
+            o,
+            r#"<svg id="{}" class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{}">"#,
+            esc(&self.id),
+            esc(&self.title)
+        );
+        let _ = write!(
+            o,
+            r##"<rect x="0" y="0" width="{W}" height="{H}" fill="#fff"/>"##
+        );
+        let _ = write!(
+            o,
+            r#"<text x="{LEFT}" y="22" font-size="15" font-weight="bold">{}</text>"#,
+            esc(&self.title)
+        );
+        // grid and ticks
+        for t in &xt {
+            let x = mx.at(*t);
+            let _ = write!(
+                o,
+                r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{BOTTOM}" stroke="#e5e5e5"/><text x="{x:.1}" y="{:.1}" font-size="11" text-anchor="middle">{}</text>"##,
+                BOTTOM + 16.0,
+                esc(&tick_text(*t, self.x.format))
+            );
+        }
+        for t in &yt {
+            let y = my.at(*t);
+            let _ = write!(
+                o,
+                r##"<line x1="{LEFT}" y1="{y:.1}" x2="{RIGHT}" y2="{y:.1}" stroke="#e5e5e5"/><text x="{:.1}" y="{:.1}" font-size="11" text-anchor="end">{}</text>"##,
+                LEFT - 6.0,
+                y + 4.0,
+                esc(&tick_text(*t, self.y.format))
+            );
+        }
+        let _ = write!(
+            o,
+            r##"<rect x="{LEFT}" y="{TOP}" width="{:.1}" height="{:.1}" fill="none" stroke="#333"/>"##,
+            RIGHT - LEFT,
+            BOTTOM - TOP
+        );
+        let _ = write!(
+            o,
+            r#"<text x="{:.1}" y="{:.1}" font-size="12" text-anchor="middle">{}</text>"#,
+            (LEFT + RIGHT) / 2.0,
+            BOTTOM + 38.0,
+            esc(&self.x.label)
+        );
+        let _ = write!(
+            o,
+            r#"<text x="16" y="{:.1}" font-size="12" text-anchor="middle" transform="rotate(-90 16 {:.1})">{}</text>"#,
+            (TOP + BOTTOM) / 2.0,
+            (TOP + BOTTOM) / 2.0,
+            esc(&self.y.label)
+        );
+        for g in &self.guides {
+            let x = mx.at(g.x);
+            let _ = write!(
+                o,
+                r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{BOTTOM}" stroke="#555" stroke-dasharray="4 3"/><text x="{:.1}" y="{:.1}" font-size="11" fill="#333">{}</text>"##,
+                x + 3.0,
+                TOP + 12.0,
+                esc(&g.label)
+            );
+        }
+        let _ = write!(
+            o,
+            r#"<clipPath id="{}-clip"><rect x="{LEFT}" y="{TOP}" width="{:.1}" height="{:.1}"/></clipPath><g clip-path="url(#{}-clip)">"#,
+            esc(&self.id),
+            RIGHT - LEFT,
+            BOTTOM - TOP,
+            esc(&self.id)
+        );
+        for (i, s) in self.series.iter().enumerate() {
+            let color = s
+                .color
+                .clone()
+                .unwrap_or_else(|| PALETTE[i % PALETTE.len()].to_string());
+            let pts: Vec<Point> = s
+                .points
+                .iter()
+                .filter(|(x, y, _)| x.is_finite() && y.is_finite())
+                .map(|(x, y, w)| (mx.at(*x), my.at(*y), w.map(|(a, b)| (my.at(a), my.at(b)))))
+                .collect();
+            if s.line && pts.len() > 1 {
+                let d: Vec<String> = pts
+                    .iter()
+                    .map(|(x, y, _)| format!("{x:.1},{y:.1}"))
+                    .collect();
+                let _ = write!(
+                    o,
+                    r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2"{}/>"#,
+                    d.join(" "),
+                    if s.dashed {
+                        r#" stroke-dasharray="6 4""#
+                    } else {
+                        ""
+                    }
+                );
+            }
+            for (x, y, w) in &pts {
+                if let Some((a, b)) = w {
+                    if (a - b).abs() > 0.5 {
+                        let _ = write!(
+                            o,
+                            r#"<line x1="{x:.1}" y1="{a:.1}" x2="{x:.1}" y2="{b:.1}" stroke="{color}" stroke-width="1.2"/>"#
+                        );
+                    }
+                }
+                marker(&mut o, s.marker, *x, *y, &color);
+            }
+        }
+        o.push_str("</g>");
+        // legend
+        let lx = RIGHT + 16.0;
+        let _ = write!(
+            o,
+            r#"<text x="{lx}" y="{:.1}" font-size="12" font-weight="bold">legend</text>"#,
+            TOP + 4.0
+        );
+        for (i, s) in self.series.iter().enumerate() {
+            let color = s
+                .color
+                .clone()
+                .unwrap_or_else(|| PALETTE[i % PALETTE.len()].to_string());
+            let y = TOP + 22.0 + 17.0 * i as f64;
+            if y > H - 10.0 {
+                let _ = write!(
+                    o,
+                    r#"<text x="{lx}" y="{y:.1}" font-size="11">… {} more</text>"#,
+                    self.series.len() - i
+                );
+                break;
+            }
+            if s.line {
+                let _ = write!(
+                    o,
+                    r#"<line x1="{lx}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{color}" stroke-width="2"{}/>"#,
+                    y - 4.0,
+                    lx + 22.0,
+                    y - 4.0,
+                    if s.dashed {
+                        r#" stroke-dasharray="6 4""#
+                    } else {
+                        ""
+                    }
+                );
+            }
+            marker(&mut o, s.marker, lx + 11.0, y - 4.0, &color);
+            let mut name = s.name.clone();
+            if name.chars().count() > 24 {
+                name = name.chars().take(23).collect::<String>() + "…";
+            }
+            let _ = write!(
+                o,
+                r#"<text x="{:.1}" y="{y:.1}" font-size="11">{}</text>"#,
+                lx + 28.0,
+                esc(&name)
+            );
+        }
+        o.push_str("</svg>");
+        o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_are_round() {
+        let a = Axis::new("y", Scale::Linear, Format::Number);
+        let (lo, hi, t) = domain(&a, &[3.0, 27.0]);
+        assert_eq!((lo, hi), (0.0, 30.0));
+        assert_eq!(t, vec![0.0, 5.0, 10.0, 15.0, 20.0, 25.0, 30.0]);
+        let b = Axis::new("x", Scale::Log(2.0), Format::Bytes);
+        let (_, _, t) = domain(&b, &[4096.0, 1048576.0]);
+        assert_eq!(t.first(), Some(&4096.0));
+        assert_eq!(t.last(), Some(&1048576.0));
+        assert_eq!(tick_text(65536.0, Format::Bytes), "64K");
+        assert_eq!(tick_text(2.5, Format::Number), "2.5");
+        assert_eq!(tick_text(400000.0, Format::Number), "400k");
+        assert_eq!(tick_text(1500000.0, Format::Number), "1.5M");
+    }
+
+    #[test]
+    fn svg_has_id_axes_and_legend() {
+        let p = Plot {
+            id: "chart-x".into(),
+            title: "t <1>".into(),
+            x: Axis::new("conns", Scale::Linear, Format::Number),
+            y: Axis::new("req/s", Scale::Linear, Format::Number),
+            series: vec![Series::line(
+                "epoll",
+                vec![(1.0, 2.0, Some((1.5, 2.5))), (2.0, 3.0, None)],
+            )],
+            guides: vec![],
+        };
+        let s = p.render();
+        assert!(s.starts_with(r#"<svg id="chart-x""#));
+        assert!(s.contains("t &lt;1&gt;") && s.contains("epoll") && s.contains("legend"));
+        assert!(s.ends_with("</svg>"));
+    }
+}

@@ -1,0 +1,176 @@
+//! The HTML report: one self-contained file (inline CSS and SVG, no script, no external font
+//! or style), so it can be mailed to a colleague or opened from a CI artifact.
+
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use super::charts::{self, esc};
+use super::sheet::{figure, spread, LabSheet};
+use super::Doc;
+
+const STYLE: &str = "
+body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,Helvetica,Arial,sans-serif;margin:0;padding:24px 32px;color:#222;background:#f6f6f4}
+h1{font-size:24px;margin:0 0 6px}h2{font-size:19px;margin:28px 0 10px;border-bottom:2px solid #ddd;padding-bottom:4px}
+.meta{color:#555;font-size:13px}.meta code{background:#eee;padding:1px 4px;border-radius:3px}
+.incomplete{background:#fde8e8;border:1px solid #e0a0a0;padding:6px 10px;border-radius:4px;display:inline-block;margin-top:8px}
+table{border-collapse:collapse;background:#fff;font-size:13px;margin:6px 0}
+th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}th{background:#eee}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+.charts{display:flex;flex-wrap:wrap;gap:16px;align-items:flex-start}
+figure{margin:0;background:#fff;border:1px solid #ddd;border-radius:4px;padding:8px;max-width:740px}
+figure svg{max-width:100%;height:auto;display:block}
+figcaption{font-size:12px;color:#444;margin-top:4px;max-width:720px}
+.skipped{color:#777;font-style:italic;font-size:13px;margin:4px 0}
+ul.notes{font-size:13px}
+";
+
+fn sheet_html(o: &mut String, sheet: &[LabSheet]) {
+    let _ = write!(
+        o,
+        "<table id=\"cost-sheet\"><tr><th>lab</th><th>figure</th><th>median</th><th>spread (min–max, MAD, n)</th><th>unit</th><th>reading</th></tr>"
+    );
+    let mut any = false;
+    for lab in sheet {
+        for h in &lab.headlines {
+            any = true;
+            let _ = write!(
+                o,
+                "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&lab.lab),
+                esc(&h.label),
+                figure(h.summary.median),
+                esc(&spread(&h.summary)),
+                esc(&h.unit),
+                esc(&h.reading)
+            );
+        }
+    }
+    if !any {
+        o.push_str(
+            "<tr><td colspan=\"6\" class=\"skipped\">no lab gave a headline figure</td></tr>",
+        );
+    }
+    o.push_str("</table>");
+    let others: Vec<&LabSheet> = sheet
+        .iter()
+        .filter(|l| l.status.reason().is_some())
+        .collect();
+    if !others.is_empty() {
+        o.push_str("<ul class=\"notes\">");
+        for l in others {
+            let _ = write!(
+                o,
+                "<li><b>{}</b> {}: {}</li>",
+                esc(&l.lab),
+                l.status.word(),
+                esc(l.status.reason().unwrap_or(""))
+            );
+        }
+        o.push_str("</ul>");
+    }
+}
+
+fn models_html(o: &mut String, doc: &Doc) {
+    if doc.models.is_empty() {
+        return;
+    }
+    o.push_str("<h2>Models: predicted beside measured</h2>");
+    for m in &doc.models {
+        let _ = write!(o, "<h3>{} — {}</h3>", esc(&m.lab), esc(&m.name));
+        if !m.params.is_empty() {
+            let params: Vec<String> = m.params.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+            let _ = write!(
+                o,
+                "<p class=\"meta\">parameters: {}</p>",
+                esc(&params.join(", "))
+            );
+        }
+        o.push_str("<table><tr><th>case</th><th>predicted</th><th>measured</th><th>unit</th><th>error</th></tr>");
+        for p in &m.points {
+            let _ = write!(
+                o,
+                "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td class=\"num\">{:+.1}%</td></tr>",
+                esc(&super::csv::case_text(&p.case)),
+                figure(p.predicted),
+                figure(p.measured),
+                esc(&p.unit),
+                p.error() * 100.0
+            );
+        }
+        o.push_str("</table>");
+        for v in &m.verdict {
+            let _ = write!(o, "<p>{}</p>", esc(v));
+        }
+    }
+}
+
+/// The whole page.
+pub fn render(doc: &Doc, sheet: &[LabSheet]) -> String {
+    let mut o = String::new();
+    let _ = write!(
+        o,
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>costlab report {}</title><style>{STYLE}</style></head><body>",
+        esc(&doc.run.id)
+    );
+    let _ = write!(
+        o,
+        "<h1>What this machine charges</h1><div class=\"meta\">run <code>{}</code> · started {} · <code>{}</code> · costlab {}<br>machine: {}</div>",
+        esc(&doc.run.id),
+        esc(&doc.run.started),
+        esc(&doc.run.command),
+        esc(&doc.run.costlab),
+        esc(&crate::store::machine_summary(&doc.machine))
+    );
+    if !doc.run.complete {
+        o.push_str("<div class=\"incomplete\">This run is incomplete: a lab failed or it was interrupted. What finished is shown.</div>");
+    }
+    o.push_str("<h2>Cost sheet</h2>");
+    sheet_html(&mut o, sheet);
+    o.push_str("<h2>Charts</h2><div class=\"charts\">");
+    for c in charts::all(doc) {
+        match &c.svg {
+            Ok(svg) => {
+                let _ = write!(
+                    o,
+                    "<figure>{svg}<figcaption>{}</figcaption></figure>",
+                    esc(&c.caption)
+                );
+            }
+            Err(why) => {
+                let _ = write!(
+                    o,
+                    "<figure><b>{}</b><p class=\"skipped\" id=\"{}-skipped\">Not drawn: {}.</p></figure>",
+                    esc(&c.title),
+                    esc(&c.id),
+                    esc(why)
+                );
+            }
+        }
+    }
+    o.push_str("</div>");
+    models_html(&mut o, doc);
+    if !doc.notes.is_empty() {
+        o.push_str("<h2>Notes</h2><ul class=\"notes\" id=\"notes\">");
+        for n in &doc.notes {
+            let _ = write!(o, "<li>{}</li>", esc(n));
+        }
+        o.push_str("</ul>");
+    }
+    o.push_str("<p class=\"meta\">The figures are medians of the samples; the full samples are in results.json beside this file.</p></body></html>\n");
+    o
+}
+
+/// Write `index.html` and `results.json` into `dir` (created if needed); returns the page.
+pub fn write_report(dir: &Path, doc: &Doc, sheet: &[LabSheet]) -> Result<PathBuf> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("creating the report directory {}", dir.display()))?;
+    let page = dir.join("index.html");
+    std::fs::write(&page, render(doc, sheet))
+        .with_context(|| format!("writing {}", page.display()))?;
+    let json = dir.join("results.json");
+    std::fs::write(&json, serde_json::to_string_pretty(doc)? + "\n")
+        .with_context(|| format!("writing {}", json.display()))?;
+    Ok(page)
+}

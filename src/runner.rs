@@ -1,0 +1,255 @@
+//! `costlab run`: every lab's quick (or full) plan in one go, each lab stored in the history as
+//! it finishes, so a failure or Ctrl-C keeps what is done.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use anyhow::Result;
+
+use crate::error::{one_line, usage, Interrupted};
+use crate::labs::{Ctx, Lab};
+use crate::machine::restore;
+use crate::measure::cancel;
+use crate::report::sheet::{LabSheet, LabStatus};
+use crate::report::{Doc, Outcome, RunInfo};
+use crate::store::Store;
+
+static RESERVE_HUGEPAGES: AtomicBool = AtomicBool::new(false);
+
+/// `costlab run --reserve-hugepages`: a lab that needs a hugepage pool may reserve one (through
+/// `machine::restore`, so it is given back). Labs ask here rather than widening `Ctx`.
+pub fn reserve_hugepages_allowed() -> bool {
+    RESERVE_HUGEPAGES.load(Ordering::Relaxed)
+}
+
+pub fn allow_reserve_hugepages(yes: bool) {
+    RESERVE_HUGEPAGES.store(yes, Ordering::Relaxed);
+}
+
+/// The labs named in `--labs a,b` (in the order `all` runs them), or all of them.
+pub fn select(all: Vec<Box<dyn Lab>>, list: Option<&str>) -> Result<Vec<Box<dyn Lab>>> {
+    let Some(list) = list else { return Ok(all) };
+    let names: Vec<&str> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    if names.is_empty() {
+        return Err(usage(
+            "--labs is empty: give a comma list such as --labs mem,syscall",
+        ));
+    }
+    let known: Vec<&'static str> = all.iter().map(|l| l.name()).collect();
+    for n in &names {
+        if !known.contains(n) {
+            let have = if known.is_empty() {
+                "none are built in".to_string()
+            } else {
+                known.join(", ")
+            };
+            return Err(usage(format!(
+                "unknown lab '{n}' in --labs: the labs are {have}"
+            )));
+        }
+    }
+    Ok(all
+        .into_iter()
+        .filter(|l| names.contains(&l.name()))
+        .collect())
+}
+
+/// What a run produced.
+pub struct Finished {
+    pub doc: Doc,
+    pub sheet: Vec<LabSheet>,
+    /// Ctrl-C stopped the run.
+    pub interrupted: bool,
+}
+
+/// Storing is best effort once the run has begun: a history that fails mid-run must not throw
+/// away the measurements, so it warns once and the run goes on.
+struct History<'a> {
+    store: Option<&'a Store>,
+    warned: bool,
+}
+
+impl History<'_> {
+    fn keep(&mut self, what: &str, r: Result<()>) {
+        if let Err(e) = r {
+            if !self.warned {
+                eprintln!(
+                    "costlab: history: {what}: {} (the run goes on)",
+                    one_line(&e)
+                );
+                self.warned = true;
+            }
+        }
+    }
+}
+
+/// Run `labs` in order. Each lab's figures reach the history as soon as it finishes.
+pub fn run_labs(
+    labs: &[Box<dyn Lab>],
+    ctx: &Ctx,
+    full: bool,
+    run: RunInfo,
+    store: Option<&Store>,
+) -> Result<Finished> {
+    let machine = serde_json::to_value(&ctx.machine)?;
+    let mut history = History {
+        store,
+        warned: false,
+    };
+    if let Some(s) = history.store {
+        let r = s.begin_run(&run, &machine);
+        history.keep("recording the run", r);
+    }
+    let started = Instant::now();
+    let mut all = Outcome::default();
+    let mut sheet = Vec::new();
+    let mut interrupted = false;
+    let total = labs.len();
+    for (i, lab) in labs.iter().enumerate() {
+        let name = lab.name();
+        if cancel::requested() {
+            interrupted = true;
+            all.notes.push(format!("{name}: not run (interrupted)"));
+            continue;
+        }
+        let (status, outcome, headlines) = if let Some(why) = lab.unavailable(ctx) {
+            eprintln!("costlab run: [{}/{total}] {name}: skipped: {why}", i + 1);
+            (LabStatus::Skipped(why), Outcome::default(), vec![])
+        } else {
+            eprintln!(
+                "costlab run: [{}/{total}] {name}: running its {} plan",
+                i + 1,
+                if full { "full" } else { "quick" }
+            );
+            let t = Instant::now();
+            match lab.run_plan(ctx, full) {
+                Ok(o) => {
+                    eprintln!(
+                        "costlab run: [{}/{total}] {name}: done in {:.1} s, {} figures",
+                        i + 1,
+                        t.elapsed().as_secs_f64(),
+                        o.results.len()
+                    );
+                    let h = lab.headlines(&o);
+                    (LabStatus::Ran, o, h)
+                }
+                Err(e) if e.is::<Interrupted>() || cancel::requested() => {
+                    eprintln!("costlab run: [{}/{total}] {name}: interrupted", i + 1);
+                    interrupted = true;
+                    (LabStatus::Interrupted, Outcome::default(), vec![])
+                }
+                Err(e) => {
+                    let line = one_line(&e);
+                    eprintln!("costlab run: [{}/{total}] {name}: FAILED: {line}", i + 1);
+                    (LabStatus::Failed(line), Outcome::default(), vec![])
+                }
+            }
+        };
+        if let Some(reason) = status.reason() {
+            all.notes
+                .push(format!("{name} {}: {reason}", status.word()));
+        }
+        let entry = LabSheet {
+            lab: name.to_string(),
+            status,
+            headlines,
+        };
+        if let Some(s) = history.store {
+            let r = s.add_lab(&run.id, &entry, &outcome.results, &outcome.models);
+            history.keep("storing a lab", r);
+        }
+        all.results.extend(outcome.results);
+        all.models.extend(outcome.models);
+        all.notes
+            .extend(outcome.notes.into_iter().map(|n| format!("{name}: {n}")));
+        sheet.push(entry);
+    }
+    // Labs restore what they change as their guards drop; this catches anything left over.
+    restore::restore_all();
+    all.notes.extend(restore::restored_notes());
+    if total == 0 {
+        all.notes
+            .push("no lab is built into this costlab".to_string());
+    }
+    let secs = started.elapsed().as_secs_f64();
+    eprintln!("costlab run: {total} labs in {secs:.1} s");
+    let complete = !interrupted && !sheet.iter().any(|s| s.status.breaks_run());
+    if let Some(s) = history.store {
+        let r = s.finish_run(&run.id, complete, &all.notes);
+        history.keep("closing the run", r);
+    }
+    let mut run = run;
+    run.complete = complete;
+    Ok(Finished {
+        doc: Doc::new(run, machine, all),
+        sheet,
+        interrupted,
+    })
+}
+
+/// `costlab run`: select, run, print the sheet, write the report, keep the history.
+pub fn command(
+    args: &crate::cli::RunArgs,
+    db: Option<&std::path::Path>,
+    command_line: String,
+) -> Result<()> {
+    use crate::report::{html, json, sheet, time};
+    let labs = select(crate::labs::all(), args.labs.as_deref())?;
+    // Open the history before measuring: a bad --db is bad input, found before the minutes
+    // of measuring rather than after.
+    let store = crate::store::commands::open(db)?;
+    allow_reserve_hugepages(args.reserve_hugepages);
+    let full = args.full;
+    let base = if full {
+        crate::measure::SampleSpec::default()
+    } else {
+        crate::measure::SampleSpec::quick()
+    };
+    let ctx = Ctx {
+        machine: crate::machine::Machine::probe(),
+        spec: base,
+        counters: false,
+        quick: !full,
+    };
+    let run = RunInfo {
+        id: time::run_id(),
+        started: time::now_rfc3339(),
+        costlab: env!("CARGO_PKG_VERSION").to_string(),
+        command: command_line,
+        complete: false,
+    };
+    eprintln!("costlab run: run {} ({} labs)", run.id, labs.len());
+    let done = run_labs(&labs, &ctx, full, run, Some(&store))?;
+    let text = sheet::render_text(&done.sheet);
+    if args.json.as_deref() == Some("-") {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
+    }
+    let dir = args
+        .report
+        .clone()
+        .unwrap_or_else(|| crate::store::commands::default_report_dir(&done.doc.run.id));
+    let page = html::write_report(&dir, &done.doc, &done.sheet)?;
+    eprintln!("costlab run: report {}", page.display());
+    if let Some(dest) = &args.json {
+        json::write_doc(dest, &done.doc)?;
+    }
+    eprintln!(
+        "costlab run: stored as run {} ({})",
+        done.doc.run.id,
+        if done.doc.run.complete {
+            "complete"
+        } else {
+            "incomplete"
+        }
+    );
+    if done.interrupted {
+        return Err(anyhow::Error::new(Interrupted));
+    }
+    Ok(())
+}

@@ -1,0 +1,170 @@
+//! The history commands: `history`, `compare`, `export`, `report`, and the hook that stores a
+//! lab run on its own.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use crate::cli::{CompareArgs, ExportArgs, ExportFormat, ReportArgs};
+use crate::error::{one_line, usage};
+use crate::labs;
+use crate::report::sheet::{LabSheet, LabStatus};
+use crate::report::{csv, html, markdown, Doc};
+
+use super::{compare, default_path, Store};
+
+pub fn open(db: Option<&Path>) -> Result<Store> {
+    Store::open(&default_path(db)?)
+}
+
+/// The cost sheet of a document whose labs are known here (a lab run alone).
+pub fn sheet_of(doc: &Doc) -> Vec<LabSheet> {
+    let mut names: Vec<&str> = Vec::new();
+    for r in &doc.results {
+        if !names.contains(&r.lab.as_str()) {
+            names.push(&r.lab);
+        }
+    }
+    let all = labs::all();
+    names
+        .into_iter()
+        .map(|name| {
+            let outcome = crate::report::Outcome {
+                results: doc
+                    .results
+                    .iter()
+                    .filter(|r| r.lab == name)
+                    .cloned()
+                    .collect(),
+                models: doc
+                    .models
+                    .iter()
+                    .filter(|m| m.lab == name)
+                    .cloned()
+                    .collect(),
+                notes: doc.notes.clone(),
+            };
+            let headlines = all
+                .iter()
+                .find(|l| l.name() == name)
+                .map(|l| l.headlines(&outcome))
+                .unwrap_or_default();
+            LabSheet {
+                lab: name.to_string(),
+                status: LabStatus::Ran,
+                headlines,
+            }
+        })
+        .collect()
+}
+
+/// Store a lab command's document. History is a by-product of measuring: a failure to store
+/// warns and leaves the command's own result alone.
+pub fn record(db: Option<&Path>, doc: &Doc) {
+    let r = open(db).and_then(|s| s.save_doc(doc, &sheet_of(doc)));
+    match r {
+        // Said only on a terminal: lab commands' stderr in scripts and tests stays as it was.
+        Ok(()) => {
+            if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+                eprintln!("costlab: stored as run {} in the history", doc.run.id);
+            }
+        }
+        Err(e) => eprintln!("costlab: history not saved: {}", one_line(&e)),
+    }
+}
+
+pub fn history(db: Option<&Path>) -> Result<()> {
+    let store = open(db)?;
+    let runs = store.runs()?;
+    if runs.is_empty() {
+        println!("the history is empty: run a lab or `costlab run` first");
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = runs
+        .iter()
+        .map(|r| {
+            vec![
+                r.id.clone(),
+                r.started
+                    .replace('T', " ")
+                    .trim_end_matches('Z')
+                    .to_string()
+                    + " UTC",
+                r.machine_summary.clone(),
+                r.command.clone(),
+                r.figures.to_string(),
+                if r.complete { "complete" } else { "INCOMPLETE" }.to_string(),
+            ]
+        })
+        .collect();
+    println!(
+        "{}",
+        crate::report::table::render(
+            &["id", "date", "machine", "command", "figures", "state"],
+            &rows
+        )
+    );
+    Ok(())
+}
+
+pub fn compare(db: Option<&Path>, args: &CompareArgs) -> Result<()> {
+    let store = open(db)?;
+    let a = store.resolve(&args.a)?;
+    let b = store.resolve(&args.b)?;
+    let da = store.load_doc(&a)?;
+    let db_ = store.load_doc(&b)?;
+    let c = compare::compare(&da, &db_);
+    print!("{}", compare::render(&c, &a, &b));
+    if da.machine != db_.machine {
+        println!("note: the runs were taken on machines described differently");
+    }
+    Ok(())
+}
+
+pub fn export(db: Option<&Path>, args: &ExportArgs) -> Result<()> {
+    let store = open(db)?;
+    let id = store.resolve(&args.run)?;
+    let doc = store.load_doc(&id)?;
+    let text = match args.format {
+        ExportFormat::Json => serde_json::to_string_pretty(&doc)? + "\n",
+        ExportFormat::Csv => csv::render(&doc),
+        ExportFormat::Markdown => markdown::render(&doc, &store.load_sheet(&id)?),
+    };
+    match &args.output {
+        Some(p) => std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?,
+        None => print!("{text}"),
+    }
+    Ok(())
+}
+
+/// The report directory when none is given: ./costlab-report/<run-id>/.
+pub fn default_report_dir(run_id: &str) -> PathBuf {
+    PathBuf::from("costlab-report").join(run_id)
+}
+
+pub fn report(db: Option<&Path>, args: &ReportArgs) -> Result<()> {
+    let source = Path::new(&args.source);
+    let (doc, sheet) = if source.is_file() {
+        let text = std::fs::read_to_string(source)
+            .with_context(|| format!("reading {}", source.display()))?;
+        let doc = Doc::from_json(&text).map_err(|e| {
+            usage(format!(
+                "{} is not a costlab results.json ({e}); give a file written by --json or a run id",
+                source.display()
+            ))
+        })?;
+        let sheet = sheet_of(&doc);
+        (doc, sheet)
+    } else {
+        let store = open(db)?;
+        let id = store.resolve(&args.source)?;
+        (store.load_doc(&id)?, store.load_sheet(&id)?)
+    };
+    let dir = args
+        .out
+        .clone()
+        .unwrap_or_else(|| default_report_dir(&doc.run.id));
+    let page = html::write_report(&dir, &doc, &sheet)?;
+    println!("report: {}", page.display());
+    Ok(())
+}

@@ -1,0 +1,194 @@
+//! The binary: `run`, `history`, `compare`, `export`, `report`, always on a temporary database.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use costlab::store::Store;
+
+fn costlab(db: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_costlab"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .env_remove("COSTLAB_DB")
+        .output()
+        .expect("costlab runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn unknown_labs_and_conflicting_plans_are_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let out = costlab(&db, &["run", "--labs", "nope"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("unknown lab 'nope'"), "{err}");
+    let out = costlab(&db, &["run", "--quick", "--full"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = costlab(&db, &["export", "nosuchrun"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("no run 'nosuchrun'"));
+    let out = costlab(&db, &["export", "last"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("history is empty"));
+}
+
+#[test]
+fn run_writes_sheet_report_and_history_and_two_runs_at_once_both_land() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let spawn = |name: &str| {
+        Command::new(env!("CARGO_BIN_EXE_costlab"))
+            .arg("--db")
+            .arg(&db)
+            .args(["run", "--report"])
+            .arg(dir.path().join(name))
+            .args(["--json"])
+            .arg(dir.path().join(format!("{name}.json")))
+            .output()
+    };
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| spawn("a"));
+        let b = s.spawn(|| spawn("b"));
+        (a.join().unwrap().unwrap(), b.join().unwrap().unwrap())
+    });
+    for out in [&a, &b] {
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert!(text(&out.stdout).starts_with("cost sheet"));
+    }
+    for name in ["a", "b"] {
+        let page = std::fs::read_to_string(dir.path().join(name).join("index.html")).unwrap();
+        assert!(page.contains("Cost sheet"));
+        let doc = std::fs::read_to_string(dir.path().join(format!("{name}.json"))).unwrap();
+        let doc = costlab::report::Doc::from_json(&doc).unwrap();
+        assert!(doc.run.command.starts_with("costlab --db"));
+        assert!(dir.path().join(name).join("results.json").is_file());
+    }
+    let out = costlab(&db, &["history"]);
+    assert_eq!(out.status.code(), Some(0));
+    let listing = text(&out.stdout);
+    assert_eq!(listing.matches("costlab --db").count(), 2, "{listing}");
+    assert!(listing.contains("complete"));
+    let store = Store::open(&db).unwrap();
+    assert_eq!(store.runs().unwrap().len(), 2);
+    assert_eq!(store.integrity().unwrap(), "ok");
+}
+
+#[test]
+fn compare_flags_a_real_change_and_not_a_rerun() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let base = common::fixture();
+    let mut before = base.clone();
+    before.run.id = "20261122T100000Z-000001".into();
+    let mut rerun = base.clone();
+    rerun.run.id = "20261122T100100Z-000002".into();
+    // the same figures, samples reshuffled and nudged: an identical rerun
+    for r in &mut rerun.results {
+        r.samples.reverse();
+        r.samples = r.samples.iter().map(|x| x * 1.0001).collect();
+    }
+    let mut slower = base.clone();
+    slower.run.id = "20261122T100200Z-000003".into();
+    // memory bandwidth cut by a competing load: every sample 30% lower
+    for r in &mut slower.results {
+        if r.lab == "mem" && r.metric == "bandwidth" {
+            r.samples = r.samples.iter().map(|x| x * 0.7).collect();
+            r.summary = costlab::measure::Summary::of(&r.samples).unwrap();
+        }
+    }
+    let store = Store::open(&db).unwrap();
+    for d in [&before, &rerun, &slower] {
+        store.save_doc(d, &[]).unwrap();
+    }
+    drop(store);
+
+    let out = costlab(
+        &db,
+        &["compare", "20261122T100000Z-000001", "20261122T100100Z"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let t = text(&out.stdout);
+    assert!(t.contains("0 of 104 figures changed significantly"), "{t}");
+    assert!(t.contains("no significant change"), "{t}");
+
+    let out = costlab(&db, &["compare", "20261122T100000Z-000001", "last"]);
+    let t = text(&out.stdout);
+    let line = t
+        .lines()
+        .find(|l| l.contains("mem block=16384 op=read pages=4k pattern=seq threads=1 bandwidth"))
+        .unwrap_or_else(|| panic!("{t}"));
+    assert!(
+        line.contains("-30.0%") && line.contains("significant (p=0.0079)"),
+        "{line}"
+    );
+    assert!(t.contains("25 of 104 figures changed significantly"), "{t}");
+}
+
+#[test]
+fn export_and_report_a_stored_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let doc = common::fixture();
+    Store::open(&db)
+        .unwrap()
+        .save_doc(&doc, &common::fixture_sheet(&doc))
+        .unwrap();
+    let out = costlab(&db, &["export", "last", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0));
+    let back = costlab::report::Doc::from_json(&text(&out.stdout)).unwrap();
+    assert_eq!(back.results.len(), doc.results.len());
+    let out = costlab(&db, &["export", "20261122T", "--format", "csv"]);
+    assert_eq!(text(&out.stdout).lines().count(), doc.results.len() + 1);
+    let md = dir.path().join("run.md");
+    let out = costlab(
+        &db,
+        &[
+            "export",
+            "last",
+            "--format",
+            "markdown",
+            "-o",
+            md.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert!(std::fs::read_to_string(&md)
+        .unwrap()
+        .contains("| syscall | syscall s (getppid) |"));
+
+    let rep = dir.path().join("rep");
+    let out = costlab(&db, &["report", "last", "--out", rep.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(std::fs::read_to_string(rep.join("index.html"))
+        .unwrap()
+        .contains("syscall s (getppid)"));
+    let rep2 = dir.path().join("rep2");
+    let out = costlab(
+        &db,
+        &["report", common::FIXTURE, "--out", rep2.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert!(rep2.join("index.html").is_file());
+}
+
+#[test]
+fn the_database_can_come_from_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("env.db");
+    let out = Command::new(env!("CARGO_BIN_EXE_costlab"))
+        .arg("history")
+        .env("COSTLAB_DB", &db)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(text(&out.stdout).contains("history is empty"));
+    assert!(db.is_file());
+}
