@@ -105,6 +105,7 @@ fn ctx_for(common: &Common) -> Ctx {
         spec: base.with_samples(common.samples),
         counters: common.counters,
         quick: common.quick,
+        reserve_hugepages: false,
     }
 }
 

@@ -1,7 +1,6 @@
 //! `costlab run`: every lab's quick (or full) plan in one go, each lab stored in the history as
 //! it finishes, so a failure or Ctrl-C keeps what is done.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use anyhow::Result;
@@ -13,18 +12,6 @@ use crate::measure::cancel;
 use crate::report::sheet::{LabSheet, LabStatus};
 use crate::report::{Doc, Outcome, RunInfo};
 use crate::store::Store;
-
-static RESERVE_HUGEPAGES: AtomicBool = AtomicBool::new(false);
-
-/// `costlab run --reserve-hugepages`: a lab that needs a hugepage pool may reserve one (through
-/// `machine::restore`, so it is given back). Labs ask here rather than widening `Ctx`.
-pub fn reserve_hugepages_allowed() -> bool {
-    RESERVE_HUGEPAGES.load(Ordering::Relaxed)
-}
-
-pub fn allow_reserve_hugepages(yes: bool) {
-    RESERVE_HUGEPAGES.store(yes, Ordering::Relaxed);
-}
 
 /// The labs named in `--labs a,b` (in the order `all` runs them), or all of them.
 pub fn select(all: Vec<Box<dyn Lab>>, list: Option<&str>) -> Result<Vec<Box<dyn Lab>>> {
@@ -202,7 +189,6 @@ pub fn command(
     // Open the history before measuring: a bad --db is bad input, found before the minutes
     // of measuring rather than after.
     let store = crate::store::commands::open(db)?;
-    allow_reserve_hugepages(args.reserve_hugepages);
     let full = args.full;
     let base = if full {
         crate::measure::SampleSpec::default()
@@ -214,6 +200,7 @@ pub fn command(
         spec: base,
         counters: false,
         quick: !full,
+        reserve_hugepages: args.reserve_hugepages,
     };
     let run = RunInfo {
         id: time::run_id(),

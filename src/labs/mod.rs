@@ -20,6 +20,9 @@ pub struct Ctx {
     pub counters: bool,
     /// `--quick`: smaller plans.
     pub quick: bool,
+    /// `costlab run --reserve-hugepages`: a lab may raise a hugepage pool for its run (through
+    /// `machine::restore`, so it is given back). Lab commands have their own flag.
+    pub reserve_hugepages: bool,
 }
 
 use crate::measure::Summary;

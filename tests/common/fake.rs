@@ -86,6 +86,7 @@ pub fn ctx() -> Ctx {
         spec: costlab::measure::SampleSpec::quick(),
         counters: false,
         quick: true,
+        reserve_hugepages: false,
     }
 }
 

@@ -885,15 +885,16 @@ impl Lab for MemLab {
         };
         let largest = sizes.iter().copied().max().unwrap_or(1 << 30);
         let mut pages = vec![PageKind::Small, PageKind::Thp];
-        // Never reserve in `run`: 2m joins only when its pool already has the pages.
-        if pool_has(PageKind::Huge2m, largest.div_ceil(2 << 20)) {
+        // 2m joins when its pool already has the pages, or `run --reserve-hugepages` allows
+        // raising it for the run.
+        if ctx.reserve_hugepages || pool_has(PageKind::Huge2m, largest.div_ceil(2 << 20)) {
             pages.push(PageKind::Huge2m);
         }
         let mut out = latency(
             &LatencyPlan {
                 sizes,
                 pages,
-                reserve: false,
+                reserve: ctx.reserve_hugepages,
             },
             ctx,
         )?;
@@ -1166,6 +1167,7 @@ mod plan_tests {
             spec: crate::measure::SampleSpec::quick(),
             counters: false,
             quick: true,
+            reserve_hugepages: false,
         };
         let t0 = std::time::Instant::now();
         let out = MemLab.run_plan(&ctx, false).unwrap();
