@@ -25,8 +25,9 @@ labs:
 run: build labs
 	$(COSTLAB) run $(RUN_ARGS)
 
+# Tests store their runs in a throwaway history, never the user's.
 test:
-	$(CARGO) test --release
+	COSTLAB_DB=$${COSTLAB_DB:-$$(mktemp -d)/test-history.db} $(CARGO) test --release
 	@if [ -d gcbench ]; then cd gcbench && go test ./...; fi
 
 clippy:
