@@ -5,9 +5,9 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Parser;
 
-use costlab::cli::{Cli, Command, Common};
+use costlab::cli::{Cli, Command, Common, ShareWhat};
 use costlab::error::{exit_code, one_line};
-use costlab::labs::Ctx;
+use costlab::labs::{self, Ctx};
 use costlab::machine::{restore, Machine};
 use costlab::measure::{cancel, SampleSpec};
 use costlab::report::{json, time, Doc, Outcome, RunInfo};
@@ -141,5 +141,27 @@ fn dispatch(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
+        Command::Share(args) => match &args.what {
+            Some(ShareWhat::C2c(c2c)) => {
+                let ctx = ctx_for(&c2c.common);
+                let outcome = labs::share::run_c2c(c2c, &ctx)?;
+                emit(
+                    labs::share::render(&outcome),
+                    outcome,
+                    &c2c.common,
+                    &ctx.machine,
+                )
+            }
+            None => {
+                let ctx = ctx_for(&args.common);
+                let outcome = labs::share::run(&args, &ctx)?;
+                emit(
+                    labs::share::render(&outcome),
+                    outcome,
+                    &args.common,
+                    &ctx.machine,
+                )
+            }
+        },
     }
 }

@@ -3,6 +3,7 @@
 //! A lab knows nothing of other labs.
 
 pub mod echo;
+pub mod share;
 
 use crate::machine::Machine;
 use crate::measure::SampleSpec;
@@ -48,5 +49,5 @@ pub trait Lab {
 
 /// Every lab that `costlab run` runs, in the order it runs them.
 pub fn all() -> Vec<Box<dyn Lab>> {
-    vec![]
+    vec![Box::new(share::ShareLab)]
 }
