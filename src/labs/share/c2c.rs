@@ -71,13 +71,22 @@ pub fn measure_pair(a: usize, b: usize, spec: &C2cSpec) -> Result<Vec<f64>> {
             pong_gone.store(true, Ordering::SeqCst);
             result
         });
-        let result = cpus::pin_current(a).and_then(|_| ping_samples(&line.0, &pong_gone, spec));
+        // The pinger gets its own thread too: pinning the caller would leave it (and every
+        // lab after this one) on CPU a.
+        let pinger = s.spawn(|| {
+            let result = cpus::pin_current(a).and_then(|_| ping_samples(&line.0, &pong_gone, spec));
+            stop.store(true, Ordering::SeqCst);
+            result
+        });
+        let result = pinger
+            .join()
+            .map_err(|_| anyhow!("the c2c thread on CPU {a} panicked"));
         stop.store(true, Ordering::SeqCst);
         let pong_result = ponger
             .join()
             .map_err(|_| anyhow!("the c2c thread on CPU {b} panicked"))?;
         pong_result?;
-        result
+        result?
     })
 }
 
@@ -433,5 +442,7 @@ mod tests {
         assert_eq!(s.len(), 3);
         assert!(s.iter().all(|x| x.is_finite() && *x > 0.0));
         assert!(measure_pair(allowed[0], allowed[0], &spec).is_err());
+        // The caller is left where it was.
+        assert_eq!(cpus::allowed_cpus(), allowed);
     }
 }

@@ -201,13 +201,16 @@ fn usl_models(v: Variant, rows: &[ResultRow]) -> Vec<Model> {
                 name: format!("USL {} ({})", v.name(), f.shape.label()),
                 params,
                 points: model_points,
-                verdict: vec![usl_verdict(v, &f)],
+                verdict: usl_verdict(v, &f, &pts),
             }
         })
         .collect()
 }
 
-fn usl_verdict(v: Variant, f: &usl::Fit) -> String {
+/// A fit that misses a measured point by more than this says so.
+const MISS: f64 = 0.10;
+
+fn usl_verdict(v: Variant, f: &usl::Fit, pts: &[(usize, ResultRow)]) -> Vec<String> {
     let shape = match f.shape {
         usl::Shape::Full => "fit",
         usl::Shape::SigmaOnly => "upper bound (all cost as contention)",
@@ -222,13 +225,29 @@ fn usl_verdict(v: Variant, f: &usl::Fit) -> String {
         ),
         None => "throughput grows linearly".to_string(),
     };
-    format!(
+    let mut out = vec![format!(
         "{} {shape}: sigma {:.4}, kappa {:.5}; {peak}; model extrapolation to 128 threads: {:.1} Mop/s",
         v.name(),
         f.sigma,
         f.kappa,
         f.predict(128.0)
-    )
+    )];
+    for (t, r) in pts {
+        let (pred, meas) = (f.predict(*t as f64), r.summary.median);
+        if meas > 0.0 && ((pred - meas) / meas).abs() > MISS {
+            out.push(format!(
+                "{} at T={t}: the USL predicts {pred:.1} Mop/s, measured {meas:.1} ({:+.0}%): one smooth curve does not follow this case here{}",
+                v.name(),
+                100.0 * (pred - meas) / meas,
+                if *t > cpus::allowed_cpus().len() {
+                    " (oversubscribed: this point measures the scheduler's time slicing)"
+                } else {
+                    " (a step such as the first line transfer, or a different cost per op beyond this T)"
+                }
+            ));
+        }
+    }
+    out
 }
 
 fn measure_c2c(
@@ -469,6 +488,42 @@ fn render_usl(outcome: &Outcome) -> String {
         &rows,
     );
     s += "\n* model extrapolation from the measured points, not a measurement.\n";
+    let full: Vec<&&Model> = models
+        .iter()
+        .filter(|m| m.params.get("fit") == Some(&json!("full")))
+        .collect();
+    if !full.is_empty() {
+        let rows: Vec<Vec<String>> = full
+            .iter()
+            .flat_map(|m| m.points.iter())
+            .map(|p| {
+                vec![
+                    p.case
+                        .get("variant")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
+                    p.case
+                        .get("threads")
+                        .map_or(String::new(), Value::to_string),
+                    format!("{:.1}", p.measured),
+                    format!("{:.1}", p.predicted),
+                    format!("{:+.1}%", 100.0 * p.error()),
+                ]
+            })
+            .collect();
+        s += "USL fit checked against the measurements:\n";
+        s += &table::render(
+            &["case", "threads", "measured Mop/s", "USL Mop/s", "miss"],
+            &rows,
+        );
+        s += "\n";
+    }
+    for m in &models {
+        for line in m.verdict.iter().skip(1) {
+            s += &format!("model check: {line}\n");
+        }
+    }
     if models
         .iter()
         .any(|m| m.params.get("fit") != Some(&json!("full")))
@@ -679,6 +734,28 @@ mod tests {
             o.models.extend(usl_models(v, &o.results));
         }
         o
+    }
+
+    #[test]
+    fn the_quick_plan_gives_every_headline() {
+        let ctx = Ctx {
+            machine: crate::machine::Machine::probe(),
+            spec: SampleSpec::quick(),
+            counters: false,
+            quick: true,
+        };
+        let t0 = std::time::Instant::now();
+        let o = ShareLab.run_plan(&ctx, false).unwrap();
+        eprintln!("quick plan took {:?}", t0.elapsed());
+        let n = cpus::allowed_cpus().len();
+        let per_case = if n >= 2 { 2 } else { 1 };
+        let case_rows = o.results.iter().filter(|r| r.case.contains_key("variant"));
+        assert_eq!(case_rows.count(), Variant::ALL.len() * per_case * 2);
+        let h = ShareLab.headlines(&o);
+        assert_eq!(h.len(), if n >= 2 { 3 } else { 2 });
+        assert!(h
+            .iter()
+            .all(|h| h.summary.median > 0.0 && !h.reading.is_empty()));
     }
 
     #[test]
