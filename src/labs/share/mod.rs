@@ -62,7 +62,39 @@ pub fn run_c2c(args: &C2cArgs, ctx: &Ctx) -> Result<Outcome> {
         )));
     }
     let spec = c2c::C2cSpec::new(args.common.samples, ctx.quick);
-    measure_c2c(&c2c::pairs(&chosen), &spec, ctx.counters)
+    let mut out = measure_c2c(&c2c::pairs(&chosen), &spec, ctx.counters)?;
+    out.notes
+        .extend(kernel_cache_sharing(&ctx.machine, &chosen));
+    Ok(out)
+}
+
+/// What the kernel says about which of `chosen` share a cache, to set beside the groups
+/// the latencies suggest.
+fn kernel_cache_sharing(machine: &crate::machine::Machine, chosen: &[usize]) -> Vec<String> {
+    let mut out = Vec::new();
+    for c in machine.caches.iter().filter(|c| c.kind != "Instruction") {
+        let groups: Vec<String> = c
+            .shared_by
+            .iter()
+            .map(|g| {
+                g.iter()
+                    .copied()
+                    .filter(|x| chosen.contains(x))
+                    .collect::<Vec<_>>()
+            })
+            .filter(|g| g.len() > 1)
+            .map(|g| format!("{{{}}}", cpus::format_cpu_list(&g)))
+            .collect();
+        if !groups.is_empty() {
+            out.push(format!(
+                "the kernel says L{} ({}) is shared by {}",
+                c.level,
+                crate::measure::sizes::human_size(c.size),
+                groups.join(" ")
+            ));
+        }
+    }
+    out
 }
 
 /// 1, 2, 4, ... up to `cpus`, and `cpus` itself; with `quick`, just 1 and `cpus`.
@@ -183,10 +215,8 @@ fn usl_models(v: Variant, rows: &[ResultRow]) -> Vec<Model> {
                 .iter()
                 .map(|&n| (n.to_string(), json!(f.predict(n as f64))))
                 .collect();
-            params.insert(
-                "extrapolated_mops (model, not measured)".into(),
-                Value::Object(extrapolated),
-            );
+            params.insert("extrapolated_mops".into(), Value::Object(extrapolated));
+            params.insert("extrapolation".into(), json!("model, not measured"));
             let model_points = pts
                 .iter()
                 .map(|(t, r)| ModelPoint {
@@ -281,6 +311,9 @@ fn measure_c2c(
         bar.inc(1);
     }
     bar.finish_and_clear();
+    out.notes.push(
+        "c2c: one row per unordered pair (from < to): a round trip crosses both ways, so one-way latency = round trip / 2 is the same from either end".to_string(),
+    );
     Ok(out)
 }
 
@@ -578,11 +611,13 @@ fn render_c2c(pairs: &[(usize, usize, &ResultRow)]) -> String {
         s += "\n";
     }
     let levels = c2c::group(&m);
-    if levels.is_empty() {
+    if triples.len() < 2 {
+        s += "groups: one pair only; grouping CPUs by distance needs three or more CPUs\n";
+    } else if levels.is_empty() {
         let lo = triples.iter().map(|t| t.2).fold(f64::INFINITY, f64::min);
         let hi = triples.iter().map(|t| t.2).fold(0.0, f64::max);
         s += &format!(
-            "groups: none visible: every pair is within {:.0}x ({lo:.0}–{hi:.0} ns), so these CPUs are all the same distance apart\n",
+            "groups: none visible: every pair is within {:.1}x of the others ({lo:.0}–{hi:.0} ns), so these CPUs are all the same distance apart\n",
             c2c::GAP
         );
     } else {
@@ -759,6 +794,23 @@ mod tests {
     }
 
     #[test]
+    fn render_groups_fake_cpus_by_latency() {
+        let mut o = Outcome::default();
+        for (a, b) in c2c::pairs(&[0, 1, 2, 3]) {
+            let lat = if a / 2 == b / 2 { 25.0 } else { 100.0 };
+            o.results.push(row(
+                crate::case! {"from" => a, "to" => b},
+                "latency",
+                vec![lat, lat + 1.0],
+            ));
+        }
+        let text = render(&o);
+        assert!(text.contains("{0-1} {2-3}"), "{text}");
+        assert!(text.contains("CPU 3"));
+        assert!(!text.contains("share: T threads"));
+    }
+
+    #[test]
     fn default_sweeps() {
         assert_eq!(default_threads(2, false), vec![1, 2]);
         assert_eq!(default_threads(1, false), vec![1]);
@@ -807,7 +859,7 @@ mod tests {
             "model extrapolation",
             "upper bound",
             "from \\ to",
-            "groups: none visible",
+            "groups: one pair only",
             "why:",
         ] {
             assert!(text.contains(want), "missing '{want}' in:\n{text}");
