@@ -41,7 +41,29 @@ pub fn run(args: &ShareArgs, ctx: &Ctx) -> Result<Outcome> {
     let mut threads = threads;
     threads.sort_unstable();
     threads.dedup();
-    measure_cases(&variants, &threads, &allowed, &ctx.spec, ctx.counters)
+    let load_before = load_average();
+    let mut out = measure_cases(&variants, &threads, &allowed, &ctx.spec, ctx.counters)?;
+    out.notes
+        .extend(busy_note(load_before, load_average(), allowed.len()));
+    Ok(out)
+}
+
+/// The 1-minute load average, if the kernel shows it.
+fn load_average() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
+
+/// A warning when other work competed for the CPUs: threads that share a line only pay for
+/// it while they run at the same time, so a busy machine hides (or fakes) the cost.
+fn busy_note(before: Option<f64>, after: Option<f64>, cpus: usize) -> Option<String> {
+    let load = before.into_iter().chain(after).fold(f64::NAN, f64::max);
+    // Our own threads add up to `cpus` to the load while we run.
+    (load > cpus as f64 * 1.5).then(|| {
+        format!(
+            "the machine was busy (load average {load:.1} on {cpus} CPUs): other processes took turns on our CPUs, so threads often did not run at the same time; figures at T > 1 then understate what sharing costs. Rerun on a quiet machine."
+        )
+    })
 }
 
 /// `costlab share c2c`: one-way latency for every pair of CPUs (or of `--cpus`).
@@ -666,7 +688,10 @@ impl Lab for ShareLab {
             };
             (default_threads(allowed.len(), true), spec)
         };
+        let load_before = load_average();
         let mut out = measure_cases(&Variant::ALL, &threads, &allowed, &spec, ctx.counters)?;
+        out.notes
+            .extend(busy_note(load_before, load_average(), allowed.len()));
         if allowed.len() >= 2 {
             let pairs = if full {
                 c2c::pairs(&allowed)
@@ -808,6 +833,15 @@ mod tests {
         assert!(text.contains("{0-1} {2-3}"), "{text}");
         assert!(text.contains("CPU 3"));
         assert!(!text.contains("share: T threads"));
+    }
+
+    #[test]
+    fn busy_machines_are_named() {
+        assert!(busy_note(Some(11.5), Some(9.0), 2)
+            .unwrap()
+            .contains("11.5"));
+        assert!(busy_note(Some(1.0), Some(2.5), 2).is_none());
+        assert!(busy_note(None, None, 2).is_none());
     }
 
     #[test]
