@@ -267,6 +267,13 @@ impl Bench {
     }
 }
 
+impl Worker {
+    /// Which worker of the team this is (0-based).
+    pub fn index(&self) -> usize {
+        self.index
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,7 +9,8 @@ pub mod c2c;
 pub mod cases;
 pub mod usl;
 
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use serde_json::{json, Map, Value};
@@ -142,6 +143,7 @@ fn measure_cases(
     with_counters: bool,
 ) -> Result<Outcome> {
     let mut out = Outcome::default();
+    let (mut clean_total, mut taken_total, mut unclean) = (0, 0, Vec::new());
     let bar = progress::bar((variants.len() * threads.len()) as u64, "share");
     for &v in variants {
         progress::note(&format!("share: {} at {:?} threads", v.name(), threads));
@@ -149,14 +151,14 @@ fn measure_cases(
             bar.set_message(format!("{} T={t}", v.name()));
             let bench = Bench::new(v, t);
             let team_cpus = cpus::cpus_for_threads(t, allowed);
-            let (samples, readings) = counters::around(with_counters, || {
-                team(
-                    &team_cpus,
-                    spec,
-                    |i| Ok(bench.worker(i)),
-                    |w, n| bench.work(w, n),
-                )
-            })?;
+            let (taken, readings) =
+                counters::around(with_counters, || take_samples(&bench, &team_cpus, spec))?;
+            clean_total += taken.kept_clean;
+            taken_total += taken.taken;
+            if !taken.clean {
+                unclean.push(format!("{} T={t}", v.name()));
+            }
+            let samples = taken.samples;
             let from = out.results.len();
             let case = || crate::case! {"variant" => v.name(), "threads" => t};
             // Every worker does `iters` ops; the team's time runs from first start to last end.
@@ -174,6 +176,18 @@ fn measure_cases(
         }
     }
     bar.finish_and_clear();
+    if taken_total > clean_total && clean_total > 0 {
+        out.notes.push(format!(
+            "kept {clean_total} of {taken_total} samples: the others had a thread off its CPU, or not yet started, for over {:.0}% of the sample (another process ran there), which hides the cost of sharing",
+            100.0 * (1.0 - ON_CPU)
+        ));
+    }
+    if !unclean.is_empty() {
+        out.notes.push(format!(
+            "too few samples with every thread on its CPU for {}: those figures keep all samples and understate what sharing costs",
+            unclean.join(", ")
+        ));
+    }
     if threads.iter().any(|&t| t > allowed.len()) {
         out.notes.push(format!(
             "oversubscribed: more threads than the {} CPUs this process may use; those figures include the scheduler's time slicing",
@@ -191,6 +205,114 @@ fn measure_cases(
         out.notes.push(TWO_POINTS.to_string());
     }
     Ok(out)
+}
+
+/// A sample counts only if every worker was on its CPU for at least this share of it.
+const ON_CPU: f64 = 0.9;
+
+/// Samples of one case, and whether they are the clean ones.
+struct Taken {
+    samples: Vec<crate::measure::Sample>,
+    /// Clean samples kept, and samples taken in all.
+    kept_clean: usize,
+    taken: usize,
+    clean: bool,
+}
+
+/// This thread's CPU time, ns.
+fn thread_cpu_ns() -> u64 {
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Take the case's samples, keeping those in which every worker stayed on its CPU: shared
+/// lines only cost while the threads run at the same time, so a sample in which the
+/// scheduler ran someone else on one CPU measures the scheduler. Short samples (at most
+/// 5 ms, well past the clock's resolution) fit between preemptions; on a busy machine up
+/// to three rounds are taken to find enough clean ones.
+fn take_samples(bench: &Bench, team_cpus: &[usize], spec: &SampleSpec) -> Result<Taken> {
+    let spec = SampleSpec {
+        min_sample: spec.min_sample.min(Duration::from_millis(5)),
+        ..spec.clone()
+    };
+    let oversubscribed = {
+        let mut c = team_cpus.to_vec();
+        c.sort_unstable();
+        c.dedup();
+        c.len() < team_cpus.len()
+    };
+    let (mut clean, mut all) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        let logs: Vec<Mutex<Vec<f64>>> = team_cpus.iter().map(|_| Mutex::new(Vec::new())).collect();
+        let samples = team(
+            team_cpus,
+            &spec,
+            |i| Ok(bench.worker(i)),
+            |w, n| {
+                let (c0, t0) = (thread_cpu_ns(), Instant::now());
+                bench.work(w, n);
+                let on_cpu = thread_cpu_ns().saturating_sub(c0) as f64
+                    / (t0.elapsed().as_nanos() as f64).max(1.0);
+                if let Ok(mut log) = logs[w.index()].lock() {
+                    log.push(on_cpu);
+                }
+            },
+        )?;
+        // The last entries of each log are the timed samples, in order.
+        let shares: Vec<Vec<f64>> = logs
+            .into_iter()
+            .map(|l| l.into_inner().unwrap_or_else(|e| e.into_inner()))
+            .collect();
+        let on = clean_samples(&samples, &shares);
+        for (sample, on) in samples.into_iter().zip(on) {
+            if on {
+                clean.push(sample.clone());
+            }
+            all.push(sample);
+        }
+        if oversubscribed || clean.len() >= spec.samples {
+            break;
+        }
+    }
+    let taken = all.len();
+    if !oversubscribed && clean.len() >= spec.samples.min(3) {
+        clean.truncate(spec.samples);
+        let kept_clean = clean.len();
+        return Ok(Taken {
+            samples: clean,
+            kept_clean,
+            taken,
+            clean: true,
+        });
+    }
+    all.truncate(spec.samples);
+    Ok(Taken {
+        samples: all,
+        kept_clean: 0,
+        taken: 0,
+        clean: oversubscribed,
+    })
+}
+
+/// Which samples are clean: every worker on its CPU through its own run (`shares`: per
+/// worker, its on-CPU share of each work call, the timed samples last), and the runs
+/// overlapping (a worker preempted at the barrier starts late and runs partly alone).
+fn clean_samples(samples: &[crate::measure::Sample], shares: &[Vec<f64>]) -> Vec<bool> {
+    let n = samples.len();
+    samples
+        .iter()
+        .enumerate()
+        .map(|(k, sample)| {
+            let overlapped = sample
+                .per_thread_ns
+                .iter()
+                .all(|&ns| ns >= ON_CPU * sample.ns);
+            overlapped
+                && shares
+                    .iter()
+                    .all(|log| log.len() >= n && log[log.len() - n + k] >= ON_CPU)
+        })
+        .collect()
 }
 
 const TWO_POINTS: &str = "only two thread counts were measured: the USL then has one equation (for T = 1, 2: sigma + 2 kappa = 2 X(1)/X(2) - 1) for two unknowns, so it is not a fit. The sigma-only fit (kappa = 0) is an upper bound and the kappa-only fit (sigma = 0) a lower bound for every larger T; both pass through the measured points, and the truth lies between them. Measure on a machine with more CPUs to pin the curve down.";
@@ -842,6 +964,28 @@ mod tests {
             .contains("11.5"));
         assert!(busy_note(Some(1.0), Some(2.5), 2).is_none());
         assert!(busy_note(None, None, 2).is_none());
+    }
+
+    #[test]
+    fn clean_samples_need_every_worker_running_together() {
+        let sample = |ns: f64, per: [f64; 2]| crate::measure::Sample {
+            iters: 10,
+            ns,
+            per_thread_ns: per.to_vec(),
+        };
+        let samples = [
+            sample(100.0, [99.0, 98.0]), // clean
+            sample(100.0, [99.0, 50.0]), // worker 1 started late
+            sample(100.0, [99.0, 99.0]), // worker 0 was preempted
+        ];
+        // Calibration calls come first in the logs, then the three samples.
+        let shares = vec![vec![0.3, 1.0, 1.0, 0.5], vec![1.0, 0.95, 1.0, 1.0]];
+        assert_eq!(clean_samples(&samples, &shares), vec![true, false, false]);
+        // A short log (should not happen) marks nothing clean rather than panicking.
+        assert_eq!(
+            clean_samples(&samples, &[vec![1.0]]),
+            vec![false, false, false]
+        );
     }
 
     #[test]
