@@ -62,7 +62,7 @@ fn busy_note(before: Option<f64>, after: Option<f64>, cpus: usize) -> Option<Str
     // Our own threads add up to `cpus` to the load while we run.
     (load > cpus as f64 * 1.5).then(|| {
         format!(
-            "the machine was busy (load average {load:.1} on {cpus} CPUs): other processes took turns on our CPUs, so threads often did not run at the same time; figures at T > 1 then understate what sharing costs. Rerun on a quiet machine."
+            "the machine was busy (load average {load:.1} on {cpus} CPUs): other processes took turns on our CPUs, so our threads often did not run at the same time and a shared line then costs little; samples where that showed are dropped (see the other notes), but rerun on a quiet machine for firm figures."
         )
     })
 }
@@ -824,6 +824,10 @@ impl Lab for ShareLab {
             };
             let c2c_spec = c2c::C2cSpec::new(None, !full);
             out.extend(measure_c2c(&pairs, &c2c_spec, ctx.counters)?);
+            if full {
+                out.notes
+                    .extend(kernel_cache_sharing(&ctx.machine, &allowed));
+            }
         } else {
             out.notes
                 .push("c2c skipped: this process may use only one CPU".to_string());
