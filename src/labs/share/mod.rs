@@ -184,7 +184,7 @@ fn measure_cases(
     }
     if !unclean.is_empty() {
         out.notes.push(format!(
-            "too few samples with every thread on its CPU for {}: those figures keep all samples and understate what sharing costs",
+            "too few samples with every thread on its CPU for {}: those figures keep all samples, time other processes took included (at T > 1 they understate what sharing costs)",
             unclean.join(", ")
         ));
     }
