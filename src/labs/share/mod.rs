@@ -600,7 +600,8 @@ fn render_usl(outcome: &Outcome) -> String {
         .filter(|m| m.lab == LAB && m.name.starts_with("USL "))
         .collect();
     if models.is_empty() {
-        return String::new();
+        return "\nUSL: one thread count per case, nothing to fit (two give bounds, three or more a fit)\n"
+            .to_string();
     }
     let mut s = String::from(
         "\nUniversal Scalability Law, X(N) = lambda N / (1 + sigma (N-1) + kappa N (N-1)); sigma = contention, kappa = coherency\n",
