@@ -178,7 +178,7 @@ fn measure_cases(
     bar.finish_and_clear();
     if taken_total > clean_total && clean_total > 0 {
         out.notes.push(format!(
-            "kept {clean_total} of {taken_total} samples: the others had a thread off its CPU, or not yet started, for over {:.0}% of the sample (another process ran there), which hides the cost of sharing",
+            "kept {clean_total} of {taken_total} samples: the others had a thread off its CPU, or starting late, for over {:.0}% of the sample (another process ran there), which hides the cost of sharing",
             100.0 * (1.0 - ON_CPU)
         ));
     }
@@ -243,7 +243,9 @@ fn take_samples(bench: &Bench, team_cpus: &[usize], spec: &SampleSpec) -> Result
     };
     let (mut clean, mut all) = (Vec::new(), Vec::new());
     for _ in 0..3 {
-        let logs: Vec<Mutex<Vec<f64>>> = team_cpus.iter().map(|_| Mutex::new(Vec::new())).collect();
+        let epoch = Instant::now();
+        let logs: Vec<Mutex<Vec<Call>>> =
+            team_cpus.iter().map(|_| Mutex::new(Vec::new())).collect();
         let samples = team(
             team_cpus,
             &spec,
@@ -253,17 +255,18 @@ fn take_samples(bench: &Bench, team_cpus: &[usize], spec: &SampleSpec) -> Result
                 bench.work(w, n);
                 let on_cpu = thread_cpu_ns().saturating_sub(c0) as f64
                     / (t0.elapsed().as_nanos() as f64).max(1.0);
+                let start_ns = t0.duration_since(epoch).as_nanos() as f64;
                 if let Ok(mut log) = logs[w.index()].lock() {
-                    log.push(on_cpu);
+                    log.push(Call { start_ns, on_cpu });
                 }
             },
         )?;
         // The last entries of each log are the timed samples, in order.
-        let shares: Vec<Vec<f64>> = logs
+        let calls: Vec<Vec<Call>> = logs
             .into_iter()
             .map(|l| l.into_inner().unwrap_or_else(|e| e.into_inner()))
             .collect();
-        let on = clean_samples(&samples, &shares);
+        let on = clean_samples(&samples, &calls);
         for (sample, on) in samples.into_iter().zip(on) {
             if on {
                 clean.push(sample.clone());
@@ -294,23 +297,35 @@ fn take_samples(bench: &Bench, team_cpus: &[usize], spec: &SampleSpec) -> Result
     })
 }
 
-/// Which samples are clean: every worker on its CPU through its own run (`shares`: per
-/// worker, its on-CPU share of each work call, the timed samples last), and the runs
-/// overlapping (a worker preempted at the barrier starts late and runs partly alone).
-fn clean_samples(samples: &[crate::measure::Sample], shares: &[Vec<f64>]) -> Vec<bool> {
+/// One work call of one worker: when it started (ns since the team's epoch) and the share
+/// of its wall time the thread spent on its CPU.
+#[derive(Debug, Clone, Copy)]
+struct Call {
+    start_ns: f64,
+    on_cpu: f64,
+}
+
+/// Which samples are clean: every worker on its CPU through its own run, and all starting
+/// together (a worker preempted at the barrier starts late, and the others run alone until
+/// it comes). `calls` holds each worker's calls, the timed samples last. A worker that
+/// finishes early is fine: that is the unfairness of contention, not the scheduler.
+fn clean_samples(samples: &[crate::measure::Sample], calls: &[Vec<Call>]) -> Vec<bool> {
     let n = samples.len();
     samples
         .iter()
         .enumerate()
         .map(|(k, sample)| {
-            let overlapped = sample
-                .per_thread_ns
+            let mine: Option<Vec<Call>> = calls
                 .iter()
-                .all(|&ns| ns >= ON_CPU * sample.ns);
-            overlapped
-                && shares
-                    .iter()
-                    .all(|log| log.len() >= n && log[log.len() - n + k] >= ON_CPU)
+                .map(|log| (log.len() >= n).then(|| log[log.len() - n + k]))
+                .collect();
+            let Some(mine) = mine else { return false };
+            let first = mine
+                .iter()
+                .map(|c| c.start_ns)
+                .fold(f64::INFINITY, f64::min);
+            let last = mine.iter().map(|c| c.start_ns).fold(0.0, f64::max);
+            last - first <= (1.0 - ON_CPU) * sample.ns && mine.iter().all(|c| c.on_cpu >= ON_CPU)
         })
         .collect()
 }
@@ -979,17 +994,37 @@ mod tests {
             per_thread_ns: per.to_vec(),
         };
         let samples = [
-            sample(100.0, [99.0, 98.0]), // clean
-            sample(100.0, [99.0, 50.0]), // worker 1 started late
-            sample(100.0, [99.0, 99.0]), // worker 0 was preempted
+            sample(100.0, [99.0, 98.0]),  // clean
+            sample(100.0, [99.0, 50.0]),  // worker 1 started late
+            sample(100.0, [99.0, 99.0]),  // worker 0 was preempted
+            sample(100.0, [100.0, 60.0]), // worker 1 finished early: contention, clean
         ];
-        // Calibration calls come first in the logs, then the three samples.
-        let shares = vec![vec![0.3, 1.0, 1.0, 0.5], vec![1.0, 0.95, 1.0, 1.0]];
-        assert_eq!(clean_samples(&samples, &shares), vec![true, false, false]);
+        let call = |start_ns, on_cpu| Call { start_ns, on_cpu };
+        // Calibration calls come first in the logs, then the four samples.
+        let calls = vec![
+            vec![
+                call(0.0, 0.3),
+                call(10.0, 1.0),
+                call(200.0, 1.0),
+                call(400.0, 0.5),
+                call(600.0, 1.0),
+            ],
+            vec![
+                call(0.0, 1.0),
+                call(12.0, 0.95),
+                call(250.0, 1.0),
+                call(401.0, 1.0),
+                call(601.0, 1.0),
+            ],
+        ];
+        assert_eq!(
+            clean_samples(&samples, &calls),
+            vec![true, false, false, true]
+        );
         // A short log (should not happen) marks nothing clean rather than panicking.
         assert_eq!(
-            clean_samples(&samples, &[vec![1.0]]),
-            vec![false, false, false]
+            clean_samples(&samples, &[vec![call(0.0, 1.0)]]),
+            vec![false; 4]
         );
     }
 
