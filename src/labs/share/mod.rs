@@ -88,7 +88,23 @@ pub fn run_c2c(args: &C2cArgs, ctx: &Ctx) -> Result<Outcome> {
     let mut out = measure_c2c(&c2c::pairs(&chosen), &spec, ctx.counters)?;
     out.notes
         .extend(kernel_cache_sharing(&ctx.machine, &chosen));
+    out.notes.extend(vm_note(&ctx.machine));
     Ok(out)
+}
+
+/// Under a hypervisor CPU ids are vCPUs: the host decides (and may change) which physical
+/// cores they run on, so the distance c2c measures can change from run to run.
+fn vm_note(machine: &crate::machine::Machine) -> Option<String> {
+    let flagged = || {
+        std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|t| {
+            t.lines()
+                .filter(|l| l.starts_with("flags"))
+                .any(|l| l.split_whitespace().any(|f| f == "hypervisor"))
+        })
+    };
+    (machine.hypervisor.is_some() || flagged()).then(|| {
+        "this is a virtual machine: CPU ids are vCPUs, and the host decides which physical cores they run on (SMT siblings, a shared L3, another chiplet or socket) and may move them, so c2c figures can change between runs; a stable figure is stable only while the host keeps the placement".to_string()
+    })
 }
 
 /// What the kernel says about which of `chosen` share a cache, to set beside the groups
