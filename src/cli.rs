@@ -66,6 +66,9 @@ pub enum Command {
     Echo(EchoArgs),
     /// Memory: bandwidth and latency by block, threads and page size; what a TLB miss costs
     Mem(Box<MemArgs>),
+    /// What sharing a written cache line costs: shared Arcs, atomics, false sharing, a mutex;
+    /// how far each scales (USL fit); `share c2c` for core-to-core latency
+    Share(ShareArgs),
 }
 
 /// `costlab echo`: the experiment; `costlab echo serve` and `costlab echo load` its parts.
@@ -411,4 +414,38 @@ pub struct ReportArgs {
     /// Directory for index.html and results.json [default: ./costlab-report/<run-id>/]
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct ShareArgs {
+    #[command(subcommand)]
+    pub what: Option<ShareWhat>,
+    /// Cases to run (comma list): arc-shared, arc-per-thread, atomic-shared, atomic-padded,
+    /// atomic-false-sharing, mutex-shared, read-only-shared [default: all]
+    #[arg(long, value_name = "LIST")]
+    pub case: Option<String>,
+    /// Thread counts to sweep (comma list) [default: 1, 2, 4, ... up to the CPUs this process may use]
+    #[arg(long, value_name = "LIST")]
+    pub threads: Option<String>,
+    /// Allow more threads than CPUs (the figures then include the scheduler's time slicing)
+    #[arg(long)]
+    pub oversubscribe: bool,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ShareWhat {
+    /// Core-to-core latency: two pinned threads bounce one cache line with compare-and-swap
+    C2c(C2cArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct C2cArgs {
+    /// CPUs whose pairs to measure (kernel list, e.g. 0-3,8) [default: all this process may use]
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+    #[command(flatten)]
+    pub common: Common,
 }

@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 use anyhow::Result;
 use clap::Parser;
 
-use costlab::cli::{Cli, Command, Common, EchoCommand};
+use costlab::cli::{Cli, Command, Common, EchoCommand, ShareWhat};
 use costlab::error::{exit_code, one_line};
 use costlab::labs::{self, Ctx};
 use costlab::machine::{restore, Machine};
@@ -164,6 +164,28 @@ fn dispatch(cli: Cli) -> Result<()> {
                 None => print_out(&m.render()),
             }
         }
+        Command::Share(args) => match &args.what {
+            Some(ShareWhat::C2c(c2c)) => {
+                let ctx = ctx_for(&c2c.common);
+                let outcome = labs::share::run_c2c(c2c, &ctx)?;
+                emit(
+                    labs::share::render(&outcome),
+                    outcome,
+                    &c2c.common,
+                    &ctx.machine,
+                )
+            }
+            None => {
+                let ctx = ctx_for(&args.common);
+                let outcome = labs::share::run(&args, &ctx)?;
+                emit(
+                    labs::share::render(&outcome),
+                    outcome,
+                    &args.common,
+                    &ctx.machine,
+                )
+            }
+        },
         Command::Numa(args) => {
             let ctx = ctx_for(&args.common);
             let outcome = labs::numa::run(&args, &ctx)?;

@@ -6,6 +6,7 @@ pub mod echo;
 pub mod gc;
 pub mod mem;
 pub mod numa;
+pub mod share;
 pub mod syscall;
 
 use crate::machine::Machine;
@@ -59,6 +60,7 @@ pub fn all() -> Vec<Box<dyn Lab>> {
         Box::new(mem::MemLab),
         Box::new(syscall::SyscallLab),
         Box::new(echo::EchoLab),
+        Box::new(share::ShareLab),
         Box::new(gc::GcLab),
         Box::new(numa::NumaLab),
     ]
