@@ -961,6 +961,7 @@ mod tests {
             spec: SampleSpec::quick(),
             counters: false,
             quick: true,
+            reserve_hugepages: false,
         };
         let t0 = std::time::Instant::now();
         let o = ShareLab.run_plan(&ctx, false).unwrap();
