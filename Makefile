@@ -5,28 +5,32 @@ COSTLAB := ./target/release/costlab
 # Extra options for `make run`, e.g. make run RUN_ARGS="--labs mem,syscall --report /tmp/r"
 RUN_ARGS ?=
 
-.PHONY: all build labs run test clippy fmt clean-report
+.PHONY: all deps build labs run test clippy fmt clean-report
 
 all: build
 
 build:
 	$(CARGO) build --release
 
-# What the labs need besides the binary: the gc lab's Go program, when it is there.
-labs:
-	@if [ -d gcbench ]; then \
-		if command -v go >/dev/null 2>&1; then \
-			(cd gcbench && go build -o gcbench .); \
-		else \
-			echo "make: no Go toolchain; the gc lab will be skipped (apt-get install -y golang-go)"; \
-		fi; \
+# What the labs need besides the binary: the gc lab's Go program, both builds (with and
+# without bounds checks), into target/gcbench/. Nothing is fetched; without Go the gc lab is
+# reported as skipped.
+labs: build
+	@if command -v go >/dev/null 2>&1; then \
+		$(COSTLAB) gc build; \
+	else \
+		echo "make: no Go toolchain; the gc lab will be skipped (apt-get install -y golang-go)"; \
 	fi
 
 run: build labs
 	$(COSTLAB) run $(RUN_ARGS)
 
-# Tests store their runs in a throwaway history, never the user's.
-test:
+# What the tests and bench scripts need that a fresh machine may lack (chromium, sysbench, ...).
+deps:
+	./scripts/install-deps.sh
+
+# Every test, Rust and Go. Tests store their runs in a throwaway history, never the user's.
+test: deps
 	COSTLAB_DB=$${COSTLAB_DB:-$$(mktemp -d)/test-history.db} $(CARGO) test --release
 	@if [ -d gcbench ]; then cd gcbench && go test ./...; fi
 

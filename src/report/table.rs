@@ -1,11 +1,17 @@
 //! Terminal tables with units in the headers.
 
-use comfy_table::{presets, CellAlignment, ContentArrangement, Table};
+use comfy_table::{presets, CellAlignment, ContentArrangement, Table, TableComponent};
 
 /// Render a table. Columns whose every cell starts like a number are right-aligned.
 pub fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
     let mut t = Table::new();
+    // A rule above and below the header and at the bottom; no rule between rows, so a long
+    // sweep stays readable in a terminal.
     t.load_preset(presets::UTF8_HORIZONTAL_ONLY)
+        .remove_style(TableComponent::HorizontalLines)
+        .remove_style(TableComponent::MiddleIntersections)
+        .remove_style(TableComponent::LeftBorderIntersections)
+        .remove_style(TableComponent::RightBorderIntersections)
         .set_content_arrangement(ContentArrangement::Disabled)
         .set_header(headers.iter().copied());
     for r in rows {

@@ -855,13 +855,17 @@ fn render_latency(out: &Outcome) -> String {
 /// The memory lab in `costlab run`.
 pub struct MemLab;
 
-const QUICK_SIZES: [u64; 10] = [
+// Two points per cache level at least, so each level shows a plateau: the L3 a VM really
+// gets can be far smaller than the size it reports (here 32 MiB reported, under 16 MiB seen).
+const QUICK_SIZES: [u64; 12] = [
     4 << 10,
     16 << 10,
     64 << 10,
     256 << 10,
     1 << 20,
+    2 << 20,
     4 << 20,
+    8 << 20,
     16 << 20,
     64 << 20,
     256 << 20,

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Install what a fresh Debian machine lacks for costlab's build and tests. Installs only what
+# is missing; needs root (or sudo) only when something is.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+need() { # need COMMAND PACKAGE
+    command -v "$1" >/dev/null 2>&1 || missing+=("$2")
+}
+need chromium chromium          # the report's browser check (tests/browser.rs)
+need sysbench sysbench          # bench/vs-sysbench.sh, the peer the mem lab is checked against
+need stress-ng stress-ng        # competing load for compare's must-show
+need ip iproute2                # the echo lab's network-namespace test
+need jq jq                      # bench scripts read costlab's JSON
+need make make
+need cc build-essential         # the bundled SQLite is compiled from C
+need go golang-go               # the gc lab's Go program (gcbench/)
+
+if [ "${#missing[@]}" -gt 0 ]; then
+    SUDO=""
+    [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    echo "install-deps: installing ${missing[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "install-deps: no Rust toolchain (cargo); install it with rustup (https://rustup.rs)" >&2
+    exit 2
+fi
