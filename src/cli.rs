@@ -42,8 +42,26 @@ pub struct Common {
 pub enum Command {
     /// What this machine is: CPU, caches, NUMA, pages, mitigations, io_uring, perf
     Machine(MachineArgs),
-    /// Every lab in one go    /// Every lab in one go: the machine's cost sheet, an HTML report, and a run in the history
+    /// Every lab in one go: the machine's cost sheet, an HTML report, and a run in the history
     Run(RunArgs),
+    // --- labs: one variant each ---
+    /// Memory: bandwidth and latency by block, threads and page size; what a TLB miss costs
+    Mem(Box<MemArgs>),
+    /// What a syscall costs (s), what send/recv cost in the kernel (w), what io_uring costs per op at batch n (t)
+    Syscall(SyscallArgs),
+    /// Is io_uring faster than epoll here? Echo servers, a load generator and the experiment
+    Echo(EchoArgs),
+    /// What sharing a written cache line costs: shared Arcs, atomics, false sharing, a mutex;
+    /// how far each scales (USL fit); `share c2c` for core-to-core latency
+    Share(ShareArgs),
+    /// What a garbage collector costs: GC CPU share by heap headroom (GOGC / GOMEMLIMIT), and
+    /// the language-safety taxes (bounds checks, stack-check prologues, write barriers)
+    Gc(Box<GcArgs>),
+    /// Local vs remote memory: node x node latency and bandwidth, bind vs interleave vs first-touch
+    Numa(NumaArgs),
+    /// Where a process's memory lives, node by node (from /proc/PID/numa_maps)
+    NumaMaps(NumaMapsArgs),
+    // --- the history ---
     /// The runs in the history: id, date, machine, command, complete or not
     History(HistoryArgs),
     /// Compare two runs figure by figure: the change and whether it is significant
@@ -52,23 +70,6 @@ pub enum Command {
     Export(ExportArgs),
     /// Write the HTML report of a stored run or of a results.json
     Report(ReportArgs),
-    // --- labs: one variant each ---
-    /// What a syscall costs (s), what send/recv cost in the kernel (w), what io_uring costs per op at batch n (t)
-    Syscall(SyscallArgs),
-    /// What a garbage collector costs: GC CPU share by heap headroom (GOGC / GOMEMLIMIT), and
-    /// the language-safety taxes (bounds checks, stack-check prologues, write barriers)
-    Gc(Box<GcArgs>),
-    /// Local vs remote memory: node x node latency and bandwidth, bind vs interleave vs first-touch
-    Numa(NumaArgs),
-    /// Where a process's memory lives, node by node (from /proc/PID/numa_maps)
-    NumaMaps(NumaMapsArgs),
-    /// Is io_uring faster than epoll here? Echo servers, a load generator and the experiment
-    Echo(EchoArgs),
-    /// Memory: bandwidth and latency by block, threads and page size; what a TLB miss costs
-    Mem(Box<MemArgs>),
-    /// What sharing a written cache line costs: shared Arcs, atomics, false sharing, a mutex;
-    /// how far each scales (USL fit); `share c2c` for core-to-core latency
-    Share(ShareArgs),
 }
 
 /// `costlab echo`: the experiment; `costlab echo serve` and `costlab echo load` its parts.
