@@ -4,6 +4,7 @@
 pub mod cancel;
 pub mod counters;
 pub mod cpus;
+pub mod cycle;
 pub mod sampler;
 pub mod sizes;
 pub mod stats;

@@ -135,7 +135,7 @@ impl Errors {
         self.mismatch + self.reset + self.timeout + self.connect
     }
 
-    fn add(&mut self, o: &Errors) {
+    pub fn add(&mut self, o: &Errors) {
         self.mismatch += o.mismatch;
         self.reset += o.reset;
         self.timeout += o.timeout;
@@ -179,18 +179,18 @@ impl LoadReport {
         self.cpu_ns as f64 / (self.window.as_nanos() as f64 * self.cpus.max(1) as f64)
     }
 
-    /// A warning when the loader itself was the bottleneck.
-    pub fn bottleneck_note(&self) -> Option<String> {
-        (self.busy() > 0.9).then(|| {
-            format!(
-                "the loader kept its {} CPU(s) {:.0}% busy: the client may be the bottleneck, not the server",
-                self.cpus,
-                self.busy() * 100.0
-            )
-        })
+    /// Whether the loader was busy enough to be the bottleneck itself.
+    pub fn loader_bound(&self) -> bool {
+        self.busy() > 0.9
     }
 
-    fn empty(cpus: usize) -> LoadReport {
+    /// A warning when the loader itself was the bottleneck.
+    pub fn bottleneck_note(&self) -> Option<String> {
+        self.loader_bound()
+            .then(|| loader_bound_note(self.cpus, &format!("{:.0}%", self.busy() * 100.0), ""))
+    }
+
+    pub(super) fn empty(cpus: usize) -> LoadReport {
         LoadReport {
             requests: 0,
             answered: 0,
@@ -209,6 +209,14 @@ impl LoadReport {
         self.errors.add(&o.errors);
         self.cpu_ns += o.cpu_ns;
     }
+}
+
+/// The bottleneck warning: `busy` says how busy ("105%", or "103–111%" over repetitions) and
+/// `runs` in which runs ("" for one, " over 5 runs").
+pub fn loader_bound_note(cpus: usize, busy: &str, runs: &str) -> String {
+    format!(
+        "the loader kept its {cpus} CPU(s) {busy} busy{runs}: the client may be the bottleneck, not the server"
+    )
 }
 
 fn new_histogram() -> Histogram<u64> {

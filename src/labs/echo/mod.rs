@@ -28,7 +28,7 @@ use crate::error::usage;
 use crate::labs::{Ctx, Headline, Lab};
 use crate::measure::{cancel, cpus, sizes, stats::paired_ratios, syscost, SampleSpec, Summary};
 use crate::report::{model::Case, progress, table, Outcome};
-use load::{ClientKind, LoadReport, LoadSpec};
+use load::{ClientKind, Errors, LoadReport, LoadSpec};
 use model::Observed;
 use server::{Engine, ServeOpts};
 use stats::ServerStats;
@@ -412,6 +412,7 @@ struct Point {
     cpu_per_req: Vec<f64>,
     batch: Vec<f64>,
     server: Option<ServerStats>,
+    trouble: Trouble,
 }
 
 /// Run the sweep. Returns the figures and, for each sweep point, what the server counted
@@ -463,7 +464,7 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
                     let stats = server.stop()?;
                     let report = report?;
                     record(&mut points, (ci, ki, ei), &report, &stats);
-                    note_trouble(&mut notes, engine, client, conns, &report, &stats);
+                    note_setup(&mut notes, engine, &stats);
                     done += 1;
                     bar.set_position(done);
                 }
@@ -476,6 +477,8 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
     for ((ci, ki, ei), p) in points {
         let (conns, client, engine) = (plan.conns[ci], plan.clients[ki], plan.engines[ei]);
         let c = point_case(engine, client, conns, plan.size);
+        let at = format!("{} {} client {conns} conns", engine.name(), client.name());
+        notes.extend(p.trouble.notes(&at));
         out.push(LAB, c.clone(), "throughput", "req/s", p.throughput);
         out.push(LAB, c.clone(), "p50", "us", p.p50);
         out.push(LAB, c.clone(), "p99", "us", p.p99);
@@ -511,39 +514,104 @@ fn record(
     p.cpu_per_req
         .push(s.cpu_per_request_ns().unwrap_or(f64::NAN));
     p.batch.push(s.batch().unwrap_or(f64::NAN));
+    p.trouble.add(r, s);
     match &mut p.server {
         Some(total) => total.add(s),
         None => p.server = Some(s.clone()),
     }
 }
 
-fn note_trouble(
-    notes: &mut Vec<String>,
-    engine: Engine,
-    client: ClientKind,
-    conns: usize,
-    r: &LoadReport,
-    s: &ServerStats,
-) {
-    let at = format!("{} {} client {conns} conns", engine.name(), client.name());
-    if r.errors.total() > 0 {
-        notes.push(format!(
-            "{at}: loader errors: mismatch {}, reset {}, timeout {}, connect {}",
-            r.errors.mismatch, r.errors.reset, r.errors.timeout, r.errors.connect
-        ));
-    }
-    if let Some(n) = r.bottleneck_note() {
-        let n = format!("{at}: {n}");
-        if !notes.iter().any(|x| x == &n) {
-            notes.push(n);
+/// What went wrong at one sweep point over its repetitions, so that each kind of trouble
+/// makes one note per point, not one per run.
+#[derive(Debug, Default)]
+struct Trouble {
+    runs: usize,
+    /// Runs with loader errors, and their errors summed.
+    error_runs: usize,
+    errors: Errors,
+    /// The loader's busy share in each run where it may have been the bottleneck, and its CPUs
+    /// (the same every run: the layout is fixed for the sweep).
+    loader_busy: Vec<f64>,
+    loader_cpus: usize,
+    /// Runs where the provided-buffer ring ran dry, and how often in all.
+    enobufs_runs: usize,
+    enobufs: u64,
+}
+
+impl Trouble {
+    fn add(&mut self, r: &LoadReport, s: &ServerStats) {
+        self.runs += 1;
+        if r.errors.total() > 0 {
+            self.error_runs += 1;
+            self.errors.add(&r.errors);
+        }
+        if r.loader_bound() {
+            self.loader_busy.push(r.busy());
+            self.loader_cpus = r.cpus;
+        }
+        if s.enobufs > 0 {
+            self.enobufs_runs += 1;
+            self.enobufs += s.enobufs;
         }
     }
-    if s.enobufs > 0 {
-        notes.push(format!(
-            "{at}: the provided-buffer ring ran dry {} times (recv re-armed as sends completed)",
-            s.enobufs
-        ));
+
+    /// One note per kind of trouble seen, each prefixed with `at` (the point).
+    fn notes(&self, at: &str) -> Vec<String> {
+        let mut notes = Vec::new();
+        if self.error_runs > 0 {
+            let e = &self.errors;
+            notes.push(format!(
+                "{at}: loader errors{}: mismatch {}, reset {}, timeout {}, connect {}",
+                self.in_runs(self.error_runs),
+                e.mismatch,
+                e.reset,
+                e.timeout,
+                e.connect
+            ));
+        }
+        if !self.loader_busy.is_empty() {
+            let busy = percent_range(&self.loader_busy);
+            let runs = self.in_runs(self.loader_busy.len());
+            notes.push(format!(
+                "{at}: {}",
+                load::loader_bound_note(self.loader_cpus, &busy, &runs)
+            ));
+        }
+        if self.enobufs_runs > 0 {
+            notes.push(format!(
+                "{at}: the provided-buffer ring ran dry {} times{} (recv re-armed as sends completed)",
+                self.enobufs,
+                self.in_runs(self.enobufs_runs)
+            ));
+        }
+        notes
     }
+
+    /// In which runs something was seen: nothing for a single run, " over 5 runs" for all
+    /// of them, " in 2 of 5 runs" otherwise.
+    fn in_runs(&self, seen: usize) -> String {
+        match self.runs {
+            0 | 1 => String::new(),
+            n if seen == n => format!(" over {n} runs"),
+            n => format!(" in {seen} of {n} runs"),
+        }
+    }
+}
+
+/// "105%" for one value (or values that round alike), "103–111%" for a spread; from shares.
+fn percent_range(shares: &[f64]) -> String {
+    let lo = shares.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = shares.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let (lo, hi) = (format!("{:.0}", lo * 100.0), format!("{:.0}", hi * 100.0));
+    if lo == hi {
+        format!("{lo}%")
+    } else {
+        format!("{lo}–{hi}%")
+    }
+}
+
+/// A note that does not depend on the point: said once, however many points and runs see it.
+fn note_setup(notes: &mut Vec<String>, engine: Engine, s: &ServerStats) {
     if s.setup != "single_issuer+defer_taskrun" && engine == Engine::Uring {
         let n = format!("uring ring setup fell back to '{}'", s.setup);
         if !notes.contains(&n) {
@@ -853,6 +921,70 @@ mod tests {
             text.contains("uring/epoll") && text.contains("1.35"),
             "{text}"
         );
+    }
+
+    /// One run's loader report: `busy` share of its one CPU, `timeouts` errors.
+    fn load_report(busy: f64, timeouts: u64) -> LoadReport {
+        let mut r = LoadReport::empty(1);
+        r.window = Duration::from_secs(1);
+        r.cpu_ns = (busy * 1e9) as u64;
+        r.errors.timeout = timeouts;
+        r
+    }
+
+    fn server_stats(enobufs: u64) -> ServerStats {
+        ServerStats {
+            enobufs,
+            ..ServerStats::new("uring", "single_issuer+defer_taskrun", 16)
+        }
+    }
+
+    #[test]
+    fn trouble_makes_one_note_per_point_over_its_runs() {
+        let at = "epoll event client 128 conns";
+        let mut t = Trouble::default();
+        for (busy, timeouts, enobufs) in [(1.05, 0, 2), (1.11, 3, 0), (1.03, 1, 5)] {
+            t.add(&load_report(busy, timeouts), &server_stats(enobufs));
+        }
+        let notes = t.notes(at);
+        assert_eq!(notes.len(), 3, "{notes:?}");
+        assert_eq!(
+            notes[0],
+            format!(
+                "{at}: loader errors in 2 of 3 runs: mismatch 0, reset 0, timeout 4, connect 0"
+            )
+        );
+        assert_eq!(
+            notes[1],
+            format!("{at}: the loader kept its 1 CPU(s) 103–111% busy over 3 runs: the client may be the bottleneck, not the server")
+        );
+        assert_eq!(
+            notes[2],
+            format!("{at}: the provided-buffer ring ran dry 7 times in 2 of 3 runs (recv re-armed as sends completed)")
+        );
+    }
+
+    #[test]
+    fn one_run_reads_as_before_and_a_quiet_point_says_nothing() {
+        let at = "uring blocking client 1 conns";
+        let mut t = Trouble::default();
+        t.add(&load_report(0.95, 2), &server_stats(0));
+        let r = load_report(0.95, 2);
+        assert_eq!(
+            t.notes(at),
+            vec![
+                format!("{at}: loader errors: mismatch 0, reset 0, timeout 2, connect 0"),
+                format!("{at}: {}", r.bottleneck_note().unwrap()),
+            ]
+        );
+        let mut quiet = Trouble::default();
+        for _ in 0..5 {
+            quiet.add(&load_report(0.5, 0), &server_stats(0));
+        }
+        assert!(quiet.notes(at).is_empty());
+        // Shares that round to the same percent read as one figure.
+        assert_eq!(percent_range(&[1.051, 1.049]), "105%");
+        assert_eq!(percent_range(&[0.92]), "92%");
     }
 
     #[test]

@@ -11,6 +11,8 @@
 
 use std::sync::OnceLock;
 
+use crate::measure::cycle;
+
 /// The instruction set the kernels use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Isa {
@@ -79,7 +81,7 @@ impl Lanes {
         let mut z = seed;
         let mut s = [0u64; 8];
         for lane in &mut s {
-            *lane = super::chase::splitmix(&mut z) | 1;
+            *lane = cycle::splitmix(&mut z) | 1;
         }
         Lanes { s }
     }

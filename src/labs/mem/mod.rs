@@ -24,7 +24,7 @@ use crate::cli::{MemArgs, MemCommand, MemGridArgs};
 use crate::labs::{Ctx, Headline, Lab};
 use crate::machine::Machine;
 use crate::measure::sizes::{format_size, human_size};
-use crate::measure::{counters, cpus, sample_fn, team, Summary};
+use crate::measure::{counters, cpus, cycle, sample_fn, team, Summary};
 use crate::report::{progress, table, Outcome, ResultRow};
 
 use kernels::{Isa, Lanes, RAND_STEP};
@@ -460,7 +460,7 @@ pub fn latency(plan: &LatencyPlan, ctx: &Ctx) -> Result<Outcome> {
                 if size >= 64 << 20 {
                     progress::note(&format!("mem latency: building a random cycle over {}", format_size(size)));
                 }
-                let next = chase::sattolo((size / 64) as usize, size ^ 0x5eed);
+                let next = cycle::sattolo((size / 64) as usize, size ^ 0x5eed);
                 for &kind in &plan.pages {
                     bar.set_message(format!("{} {kind}", format_size(size)));
                     let mut notes = Vec::new();

@@ -3,42 +3,18 @@
 
 use std::hint::black_box;
 
+use crate::measure::cycle;
+
 /// Words per 64-byte line.
 const LINE_WORDS: usize = 8;
 
-/// xorshift64*: enough randomness for a permutation, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
-/// Write one random cycle through every line of `words` (Sattolo's algorithm): line i's first
+/// Write one random cycle through every line of `words` (`measure::cycle`): line i's first
 /// word holds the word index of the next line. Every load depends on the one before, so the
 /// prefetcher cannot hide the memory's latency. Returns the number of lines.
 pub fn build_chase(words: &mut [u64], seed: u64) -> usize {
     let lines = words.len() / LINE_WORDS;
-    if lines == 0 {
-        return 0;
-    }
-    let mut order: Vec<u32> = (0..lines as u32).collect();
-    let mut rng = Rng(seed | 1);
-    for i in (1..lines).rev() {
-        let j = rng.below(i);
-        order.swap(i, j);
-    }
-    // Sattolo gives a single cycle as a permutation `next`; store it line by line.
-    for i in 0..lines {
-        words[i * LINE_WORDS] = (order[i] as usize * LINE_WORDS) as u64;
+    for (i, &next) in cycle::sattolo(lines, seed).iter().enumerate() {
+        words[i * LINE_WORDS] = (next as usize * LINE_WORDS) as u64;
     }
     lines
 }
