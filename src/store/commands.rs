@@ -115,8 +115,12 @@ pub fn compare(db: Option<&Path>, args: &CompareArgs) -> Result<()> {
     let db_ = store.load_doc(&b)?;
     let c = compare::compare(&da, &db_);
     print!("{}", compare::render(&c, &a, &b));
-    if da.machine != db_.machine {
-        println!("note: the runs were taken on machines described differently");
+    let differ = compare::machine_differences(&da.machine, &db_.machine);
+    if !differ.is_empty() {
+        println!(
+            "note: the runs' machines differ in: {} (a change may come from there)",
+            differ.join(", ")
+        );
     }
     Ok(())
 }

@@ -183,6 +183,42 @@ pub fn render(c: &Comparison, a_id: &str, b_id: &str) -> String {
     out
 }
 
+/// What identifies a machine for comparison: facts that stay put between two runs on the same
+/// machine. Free memory per node, free hugepages and interrupt counts change by the second and
+/// say nothing about whether two runs are comparable, so they are left out.
+const MACHINE_IDENTITY: [&str; 20] = [
+    "cpu_model",
+    "arch",
+    "cpus_online",
+    "allowed_cpus",
+    "threads_per_core",
+    "cores",
+    "sockets",
+    "caches",
+    "numa_nodes",
+    "mem_total",
+    "base_page",
+    "thp",
+    "kernel",
+    "hypervisor",
+    "cpu_flags",
+    "mitigations",
+    "io_uring",
+    "perf_event_paranoid",
+    "zone_reclaim_mode",
+    "numa_balancing",
+];
+
+/// The identity facts on which two runs' machines differ (empty: the same machine, as far as
+/// the figures are concerned).
+pub fn machine_differences(a: &serde_json::Value, b: &serde_json::Value) -> Vec<&'static str> {
+    MACHINE_IDENTITY
+        .iter()
+        .copied()
+        .filter(|k| a.get(k) != b.get(k))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,5 +288,15 @@ mod tests {
         let text = render(&c2, "a", "c");
         assert!(text.contains("no significant change"), "{text}");
         assert!(text.contains("too few samples to tell"), "{text}");
+    }
+
+    #[test]
+    fn machines_differ_only_on_identity_facts() {
+        let a = serde_json::json!({"cpu_model": "EPYC", "kernel": "6.18", "nodes": [{"free": 1}], "hugepages": [{"free": 0}]});
+        let same = serde_json::json!({"cpu_model": "EPYC", "kernel": "6.18", "nodes": [{"free": 2}], "hugepages": [{"free": 512}]});
+        let newer =
+            serde_json::json!({"cpu_model": "EPYC", "kernel": "6.19", "nodes": [{"free": 1}]});
+        assert!(super::machine_differences(&a, &same).is_empty());
+        assert_eq!(super::machine_differences(&a, &newer), vec!["kernel"]);
     }
 }
