@@ -7,6 +7,7 @@
 
 pub mod epoll;
 pub mod load;
+pub mod load_uring;
 pub mod model;
 pub mod server;
 pub mod stats;
