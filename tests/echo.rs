@@ -363,13 +363,13 @@ fn uring_loader_reassembles_echoes_that_come_back_in_pieces() {
 
 #[test]
 fn uring_loader_resumes_short_sends_of_large_requests() {
-    // 256 KiB requests, two in flight: more than a loopback socket takes at once, so the
-    // kernel accepts each send in parts.
+    // 2 MiB requests, four in flight: more than a loopback socket takes at once (its send
+    // buffer grows to 4 MiB at most by default), so the kernel accepts each send in parts.
     for engine in ENGINES {
         let server = Server::start(engine);
         let mut s = spec(server.addr, 3, ClientKind::Uring);
-        s.size = 256 * 1024;
-        s.depth = 2;
+        s.size = 2 << 20;
+        s.depth = 4;
         let r = load::run(&s).expect("load");
         let _ = server.stop();
         assert_eq!(r.errors.total(), 0, "{engine}: {:?}", r.errors);

@@ -31,6 +31,10 @@ pub enum ClientKind {
 }
 
 impl ClientKind {
+    /// The loader `costlab echo` uses unless told: the cheapest per request that works
+    /// everywhere the lab runs.
+    pub const DEFAULT: ClientKind = ClientKind::Event;
+
     pub fn name(self) -> &'static str {
         match self {
             ClientKind::Event => "event",

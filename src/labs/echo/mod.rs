@@ -257,7 +257,7 @@ impl Plan {
     pub fn quick() -> Plan {
         Plan {
             engines: Engine::ALL.to_vec(),
-            clients: vec![ClientKind::Event],
+            clients: vec![ClientKind::DEFAULT],
             conns: vec![1, 128],
             size: 16,
             duration: Duration::from_millis(900),
@@ -412,6 +412,8 @@ struct Point {
     p999: Vec<f64>,
     cpu_per_req: Vec<f64>,
     batch: Vec<f64>,
+    loader_cpu: Vec<f64>,
+    loader_per_req: Vec<f64>,
     server: Option<ServerStats>,
 }
 
@@ -483,6 +485,8 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
         out.push(LAB, c.clone(), "p999", "us", p.p999);
         out.push(LAB, c.clone(), "server_cpu_per_req", "ns", p.cpu_per_req);
         out.push(LAB, c.clone(), "batch", "n", p.batch);
+        out.push(LAB, c.clone(), "loader_cpu", "%", p.loader_cpu);
+        out.push(LAB, c.clone(), "loader_cpu_per_req", "ns", p.loader_per_req);
         if let Some(s) = p.server {
             observed.push((c, s.observed(conns as u32)));
         }
@@ -512,6 +516,9 @@ fn record(
     p.cpu_per_req
         .push(s.cpu_per_request_ns().unwrap_or(f64::NAN));
     p.batch.push(s.batch().unwrap_or(f64::NAN));
+    p.loader_cpu.push(r.busy() * 100.0);
+    p.loader_per_req
+        .push(r.cpu_ns as f64 / r.answered.max(1) as f64);
     match &mut p.server {
         Some(total) => total.add(s),
         None => p.server = Some(s.clone()),
@@ -614,8 +621,8 @@ pub fn throughput_ratios(
     }
 }
 
-/// Event/blocking loader ratio against one engine at one conns.
-fn client_ratios(o: &Outcome, engine: &str, conns: usize) -> Vec<f64> {
+/// A loader's throughput over the blocking loader's, against one engine at one conns.
+fn client_ratios(o: &Outcome, client: &str, engine: &str, conns: usize) -> Vec<f64> {
     let find = |c: &str| {
         o.find(
             "throughput",
@@ -623,7 +630,7 @@ fn client_ratios(o: &Outcome, engine: &str, conns: usize) -> Vec<f64> {
         )
         .map(|r| r.samples.clone())
     };
-    match (find("event"), find("blocking")) {
+    match (find(client), find("blocking")) {
         (Some(x), Some(y)) => paired_ratios(&x, &y),
         _ => Vec::new(),
     }
@@ -651,6 +658,9 @@ pub fn render(o: &Outcome) -> String {
             get("server_cpu_per_req"),
             o.find("batch", &r.case)
                 .map_or("—".into(), |x| format!("{:.2}", x.summary.median)),
+            o.find("loader_cpu", &r.case)
+                .map_or("—".into(), |x| format!("{:.0}", x.summary.median)),
+            get("loader_cpu_per_req"),
         ]);
     }
     let mut text = table::render(
@@ -665,6 +675,8 @@ pub fn render(o: &Outcome) -> String {
             "p99.9 us",
             "server CPU ns/req",
             "batch n",
+            "loader CPU %",
+            "loader ns/req",
         ],
         &rows,
     );
@@ -692,8 +704,8 @@ pub fn render(o: &Outcome) -> String {
                 client,
                 conns,
             )),
-            if client == "event" {
-                show(client_ratios(o, "uring", conns))
+            if client != "blocking" {
+                show(client_ratios(o, client, "uring", conns))
             } else {
                 "—".into()
             },
@@ -706,7 +718,7 @@ pub fn render(o: &Outcome) -> String {
                 "conns",
                 "uring/epoll",
                 "uring/uring-basic",
-                "event/blocking (uring)",
+                "client/blocking (uring)",
             ],
             &ratio_rows,
         ));
@@ -746,12 +758,13 @@ impl Lab for EchoLab {
 
     fn headlines(&self, o: &Outcome) -> Vec<Headline> {
         let mut out = Vec::new();
+        let client = headline_client(o);
         for conns in [1usize, 128] {
             let Some(s) = Summary::of(&throughput_ratios(
                 o,
                 Engine::Uring,
                 Engine::Epoll,
-                "event",
+                client,
                 conns,
             )) else {
                 continue;
@@ -768,7 +781,7 @@ impl Lab for EchoLab {
                     conns,
                     o.find(
                         "batch",
-                        &case! {"engine" => "uring", "client" => "event", "conns" => conns},
+                        &case! {"engine" => "uring", "client" => client, "conns" => conns},
                     )
                     .map(|r| r.summary.median),
                 ),
@@ -776,6 +789,21 @@ impl Lab for EchoLab {
         }
         out
     }
+}
+
+/// The client whose figures the headlines read: the default one where the run has it, else
+/// the first of the others it has.
+fn headline_client(o: &Outcome) -> &'static str {
+    let has = |c: ClientKind| {
+        o.results
+            .iter()
+            .any(|r| r.metric == "throughput" && r.key("client") == c.name())
+    };
+    [ClientKind::DEFAULT, ClientKind::Uring, ClientKind::Event]
+        .into_iter()
+        .find(|&c| has(c))
+        .unwrap_or(ClientKind::DEFAULT)
+        .name()
 }
 
 /// One line saying what a uring/epoll ratio means, with the batch io_uring reached.
