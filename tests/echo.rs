@@ -515,7 +515,8 @@ fn the_experiment_writes_every_metric_for_every_point() {
                 .find(|r| r["case"]["engine"] == engine && r["metric"] == metric)
                 .unwrap_or_else(|| panic!("no {metric} for {engine}"));
             assert_eq!(row["lab"], "echo");
-            assert_eq!(row["case"]["client"], "event");
+            // The default loader is the io_uring one (the cheapest per request).
+            assert_eq!(row["case"]["client"], "uring");
             assert_eq!(row["case"]["conns"], 2);
             assert_eq!(row["case"]["size"], 16);
             assert!(row["summary"]["median"].as_f64().unwrap() > 0.0, "{row}");

@@ -54,6 +54,14 @@ pub fn run(spec: &LoadSpec) -> Result<LoadReport> {
     })
 }
 
+/// Whether this process can set up an io_uring at all; why not when it cannot.
+pub fn unavailable() -> Option<String> {
+    match IoUring::new(2) {
+        Ok(_) => None,
+        Err(e) => Some(e.to_string()),
+    }
+}
+
 /// One thread's ring and connections.
 struct Loader<'a> {
     spec: &'a LoadSpec,

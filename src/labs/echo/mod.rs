@@ -204,6 +204,8 @@ pub struct Plan {
     pub depth: usize,
     pub threads: Option<usize>,
     pub sqpoll: bool,
+    /// Said with the figures (the default client was unavailable and replaced).
+    pub note: Option<String>,
 }
 
 impl Plan {
@@ -225,7 +227,11 @@ impl Plan {
                 ))
             })
         })?;
-        let clients = sizes::parse_list(&args.client, ClientKind::parse)?;
+        let mut clients = sizes::parse_list(&args.client, ClientKind::parse)?;
+        let mut note = None;
+        if clients == [ClientKind::DEFAULT] {
+            (clients, note) = default_clients();
+        }
         let engines = Engine::parse_list(&args.engine)?;
         if args.threads == Some(0) {
             return Err(usage("--threads 0: the loader needs at least one thread"));
@@ -250,14 +256,16 @@ impl Plan {
             depth: args.depth,
             threads: args.threads,
             sqpoll: args.sqpoll,
+            note,
         })
     }
 
     /// The plan `costlab run` uses: about 20 s on two cores.
     pub fn quick() -> Plan {
+        let (clients, note) = default_clients();
         Plan {
             engines: Engine::ALL.to_vec(),
-            clients: vec![ClientKind::DEFAULT],
+            clients,
             conns: vec![1, 128],
             size: 16,
             duration: Duration::from_millis(900),
@@ -265,7 +273,26 @@ impl Plan {
             depth: 1,
             threads: None,
             sqpoll: false,
+            note,
         }
+    }
+}
+
+/// The default client, or the fallback (with a note saying why) where this process cannot
+/// set up an io_uring.
+fn default_clients() -> (Vec<ClientKind>, Option<String>) {
+    if ClientKind::DEFAULT != ClientKind::Uring {
+        return (vec![ClientKind::DEFAULT], None);
+    }
+    match load_uring::unavailable() {
+        None => (vec![ClientKind::DEFAULT], None),
+        Some(why) => (
+            vec![ClientKind::FALLBACK],
+            Some(format!(
+                "loader: io_uring is unavailable here ({why}); used the {} client",
+                ClientKind::FALLBACK.name()
+            )),
+        ),
     }
 }
 
@@ -433,6 +460,7 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
     let mut points: BTreeMap<(usize, usize, usize), Point> = BTreeMap::new();
     let mut notes: Vec<String> = Vec::new();
     notes.extend(lay.note.clone());
+    notes.extend(plan.note.clone());
     let total = plan.reps * plan.conns.len() * plan.clients.len() * plan.engines.len();
     let bar = progress::bar(total as u64, "echo");
     let limit = plan.duration * 3 + Duration::from_secs(30);
