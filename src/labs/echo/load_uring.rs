@@ -36,17 +36,19 @@ struct UConn {
 
 pub fn run(spec: &LoadSpec) -> Result<LoadReport> {
     run_threads(spec, false, |_index, _threads, socks, report| {
+        // Room for the first burst of requests; large requests grow it as they come.
+        let first = spec.size.saturating_mul(spec.depth).min(64 * 1024);
         let conns: Vec<UConn> = socks
             .into_iter()
             .map(|(id, sock)| UConn {
                 sock,
                 stream: Stream::new(id, spec.size),
                 alive: true,
-                out: Vec::with_capacity(spec.size * spec.depth),
+                out: Vec::with_capacity(first),
                 out_off: 0,
                 sending: false,
-                queued: Vec::with_capacity(spec.size * spec.depth),
-                buf: vec![0u8; (spec.size * spec.depth).clamp(64, 256 * 1024)],
+                queued: Vec::with_capacity(first),
+                buf: vec![0u8; spec.size.saturating_mul(spec.depth).clamp(64, 256 * 1024)],
                 receiving: false,
             })
             .collect();
