@@ -32,10 +32,12 @@ pub enum ClientKind {
 
 impl ClientKind {
     /// The loader `costlab echo` uses unless told: the cheapest per request. Measured side
-    /// by side against the epoll server at 128 connections on a 2-CPU VM, the io_uring
-    /// client spends about a quarter less CPU per request than the epoll one and drives
-    /// the server correspondingly harder. Where io_uring is unavailable the sweep falls
-    /// back to `FALLBACK` and says so.
+    /// by side against the epoll server at 128 connections on a 2-CPU VM (4 runs, 3 to 5
+    /// samples each), the io_uring client spent 11-26% less CPU per request than the epoll
+    /// one and served 8-35% more requests, in every paired sample. Both still kept their
+    /// CPU saturated: about 97% of a loader's time is the kernel's TCP work, which on
+    /// loopback includes the server side's receive processing. Where io_uring is
+    /// unavailable the sweep falls back to `FALLBACK` and says so.
     pub const DEFAULT: ClientKind = ClientKind::Uring;
     pub const FALLBACK: ClientKind = ClientKind::Event;
 
