@@ -105,8 +105,8 @@ pub struct EchoRunArgs {
     /// Length of each run (2, 2s, 500ms)
     #[arg(long, default_value = "2s", value_name = "TIME")]
     pub duration: String,
-    /// Loaders to use: event, blocking, or both (event,blocking)
-    #[arg(long, default_value = "event", value_name = "LIST")]
+    /// Loaders to use: uring (io_uring, the cheapest), event (epoll), blocking, or a list
+    #[arg(long, default_value = "uring", value_name = "LIST")]
     pub client: String,
     /// Requests in flight per connection
     #[arg(long, default_value_t = 1, value_name = "D")]
@@ -166,7 +166,8 @@ pub struct EchoLoadArgs {
     /// Open loop: send R requests per second in all, latency from the intended send time
     #[arg(long, value_name = "R")]
     pub rate: Option<f64>,
-    /// event (epoll, no thread per connection) or blocking (a thread per connection)
+    /// event (epoll, no thread per connection), uring (io_uring, closed loop only) or
+    /// blocking (a thread per connection)
     #[arg(long, default_value = "event", value_name = "KIND")]
     pub client: String,
     /// Keep the loader on these CPUs (0-3,6)

@@ -70,6 +70,26 @@ CREATE TABLE IF NOT EXISTS labs (
 );
 ";
 
+/// Switch to WAL. Two processes creating the database at the same moment can both try; the
+/// switch needs an exclusive lock and SQLite reports "database is locked" at once rather than
+/// waiting on the busy timeout, so retry for a bounded time.
+fn wal_mode(conn: &Connection) -> rusqlite::Result<String> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0)) {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if matches!(
+                    e.code,
+                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                ) && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Where the history lives: `--db`, else $COSTLAB_DB, else the user's data directory.
 pub fn default_path(flag: Option<&Path>) -> Result<PathBuf> {
     if let Some(p) = flag {
@@ -149,9 +169,8 @@ impl Store {
         })?;
         // A writer waits for another instead of failing: two runs at once both land.
         conn.busy_timeout(Duration::from_secs(30))?;
-        let mode: String = conn
-            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
-            .with_context(|| format!("setting WAL mode on {}", path.display()))?;
+        let mode =
+            wal_mode(&conn).with_context(|| format!("setting WAL mode on {}", path.display()))?;
         if !mode.eq_ignore_ascii_case("wal") {
             anyhow::bail!("{} cannot use WAL mode (got {mode})", path.display());
         }

@@ -7,6 +7,7 @@
 
 pub mod epoll;
 pub mod load;
+pub mod load_uring;
 pub mod model;
 pub mod server;
 pub mod stats;
@@ -203,6 +204,8 @@ pub struct Plan {
     pub depth: usize,
     pub threads: Option<usize>,
     pub sqpoll: bool,
+    /// Said with the figures (the default client was unavailable and replaced).
+    pub note: Option<String>,
 }
 
 impl Plan {
@@ -224,7 +227,11 @@ impl Plan {
                 ))
             })
         })?;
-        let clients = sizes::parse_list(&args.client, ClientKind::parse)?;
+        let mut clients = sizes::parse_list(&args.client, ClientKind::parse)?;
+        let mut note = None;
+        if clients == [ClientKind::DEFAULT] {
+            (clients, note) = default_clients();
+        }
         let engines = Engine::parse_list(&args.engine)?;
         if args.threads == Some(0) {
             return Err(usage("--threads 0: the loader needs at least one thread"));
@@ -249,14 +256,16 @@ impl Plan {
             depth: args.depth,
             threads: args.threads,
             sqpoll: args.sqpoll,
+            note,
         })
     }
 
     /// The plan `costlab run` uses: about 20 s on two cores.
     pub fn quick() -> Plan {
+        let (clients, note) = default_clients();
         Plan {
             engines: Engine::ALL.to_vec(),
-            clients: vec![ClientKind::Event],
+            clients,
             conns: vec![1, 128],
             size: 16,
             duration: Duration::from_millis(900),
@@ -264,7 +273,26 @@ impl Plan {
             depth: 1,
             threads: None,
             sqpoll: false,
+            note,
         }
+    }
+}
+
+/// The default client, or the fallback (with a note saying why) where this process cannot
+/// set up an io_uring.
+fn default_clients() -> (Vec<ClientKind>, Option<String>) {
+    if ClientKind::DEFAULT != ClientKind::Uring {
+        return (vec![ClientKind::DEFAULT], None);
+    }
+    match load_uring::unavailable() {
+        None => (vec![ClientKind::DEFAULT], None),
+        Some(why) => (
+            vec![ClientKind::FALLBACK],
+            Some(format!(
+                "loader: io_uring is unavailable here ({why}); used the {} client",
+                ClientKind::FALLBACK.name()
+            )),
+        ),
     }
 }
 
@@ -411,6 +439,8 @@ struct Point {
     p999: Vec<f64>,
     cpu_per_req: Vec<f64>,
     batch: Vec<f64>,
+    loader_cpu: Vec<f64>,
+    loader_per_req: Vec<f64>,
     server: Option<ServerStats>,
     trouble: Trouble,
 }
@@ -431,6 +461,7 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
     let mut points: BTreeMap<(usize, usize, usize), Point> = BTreeMap::new();
     let mut notes: Vec<String> = Vec::new();
     notes.extend(lay.note.clone());
+    notes.extend(plan.note.clone());
     let total = plan.reps * plan.conns.len() * plan.clients.len() * plan.engines.len();
     let bar = progress::bar(total as u64, "echo");
     let limit = plan.duration * 3 + Duration::from_secs(30);
@@ -485,6 +516,8 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
         out.push(LAB, c.clone(), "p999", "us", p.p999);
         out.push(LAB, c.clone(), "server_cpu_per_req", "ns", p.cpu_per_req);
         out.push(LAB, c.clone(), "batch", "n", p.batch);
+        out.push(LAB, c.clone(), "loader_cpu", "%", p.loader_cpu);
+        out.push(LAB, c.clone(), "loader_cpu_per_req", "ns", p.loader_per_req);
         if let Some(s) = p.server {
             observed.push((c, s.observed(conns as u32)));
         }
@@ -515,6 +548,9 @@ fn record(
         .push(s.cpu_per_request_ns().unwrap_or(f64::NAN));
     p.batch.push(s.batch().unwrap_or(f64::NAN));
     p.trouble.add(r, s);
+    p.loader_cpu.push(r.busy() * 100.0);
+    p.loader_per_req
+        .push(r.cpu_ns as f64 / r.answered.max(1) as f64);
     match &mut p.server {
         Some(total) => total.add(s),
         None => p.server = Some(s.clone()),
@@ -681,8 +717,8 @@ pub fn throughput_ratios(
     }
 }
 
-/// Event/blocking loader ratio against one engine at one conns.
-fn client_ratios(o: &Outcome, engine: &str, conns: usize) -> Vec<f64> {
+/// A loader's throughput over the blocking loader's, against one engine at one conns.
+fn client_ratios(o: &Outcome, client: &str, engine: &str, conns: usize) -> Vec<f64> {
     let find = |c: &str| {
         o.find(
             "throughput",
@@ -690,7 +726,7 @@ fn client_ratios(o: &Outcome, engine: &str, conns: usize) -> Vec<f64> {
         )
         .map(|r| r.samples.clone())
     };
-    match (find("event"), find("blocking")) {
+    match (find(client), find("blocking")) {
         (Some(x), Some(y)) => paired_ratios(&x, &y),
         _ => Vec::new(),
     }
@@ -718,6 +754,9 @@ pub fn render(o: &Outcome) -> String {
             get("server_cpu_per_req"),
             o.find("batch", &r.case)
                 .map_or("—".into(), |x| format!("{:.2}", x.summary.median)),
+            o.find("loader_cpu", &r.case)
+                .map_or("—".into(), |x| format!("{:.0}", x.summary.median)),
+            get("loader_cpu_per_req"),
         ]);
     }
     let mut text = table::render(
@@ -732,6 +771,8 @@ pub fn render(o: &Outcome) -> String {
             "p99.9 us",
             "server CPU ns/req",
             "batch n",
+            "loader CPU %",
+            "loader ns/req",
         ],
         &rows,
     );
@@ -759,8 +800,8 @@ pub fn render(o: &Outcome) -> String {
                 client,
                 conns,
             )),
-            if client == "event" {
-                show(client_ratios(o, "uring", conns))
+            if client != "blocking" {
+                show(client_ratios(o, client, "uring", conns))
             } else {
                 "—".into()
             },
@@ -773,7 +814,7 @@ pub fn render(o: &Outcome) -> String {
                 "conns",
                 "uring/epoll",
                 "uring/uring-basic",
-                "event/blocking (uring)",
+                "client/blocking (uring)",
             ],
             &ratio_rows,
         ));
@@ -813,12 +854,13 @@ impl Lab for EchoLab {
 
     fn headlines(&self, o: &Outcome) -> Vec<Headline> {
         let mut out = Vec::new();
+        let client = headline_client(o);
         for conns in [1usize, 128] {
             let Some(s) = Summary::of(&throughput_ratios(
                 o,
                 Engine::Uring,
                 Engine::Epoll,
-                "event",
+                client,
                 conns,
             )) else {
                 continue;
@@ -835,7 +877,7 @@ impl Lab for EchoLab {
                     conns,
                     o.find(
                         "batch",
-                        &case! {"engine" => "uring", "client" => "event", "conns" => conns},
+                        &case! {"engine" => "uring", "client" => client, "conns" => conns},
                     )
                     .map(|r| r.summary.median),
                 ),
@@ -843,6 +885,21 @@ impl Lab for EchoLab {
         }
         out
     }
+}
+
+/// The client whose figures the headlines read: the default one where the run has it, else
+/// the first of the others it has.
+fn headline_client(o: &Outcome) -> &'static str {
+    let has = |c: ClientKind| {
+        o.results
+            .iter()
+            .any(|r| r.metric == "throughput" && r.key("client") == c.name())
+    };
+    [ClientKind::DEFAULT, ClientKind::Uring, ClientKind::Event]
+        .into_iter()
+        .find(|&c| has(c))
+        .unwrap_or(ClientKind::DEFAULT)
+        .name()
 }
 
 /// One line saying what a uring/epoll ratio means, with the batch io_uring reached.

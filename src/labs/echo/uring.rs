@@ -12,6 +12,7 @@
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
@@ -83,20 +84,49 @@ fn unavailable(e: std::io::Error) -> anyhow::Error {
 /// Push an SQE; when the submission queue is full, submit what is there first (an extra
 /// enter, counted).
 pub(super) fn push(ring: &mut IoUring, sqe: &squeue::Entry, stats: &mut ServerStats) -> Result<()> {
+    let extra = push_sqe(ring, sqe)?;
+    stats.enters += extra;
+    stats.syscalls += extra;
+    Ok(())
+}
+
+/// Push an SQE, submitting first while the submission queue is full. Returns how many
+/// enters that took (0 almost always). Shared by the servers and the io_uring loader.
+pub(super) fn push_sqe(ring: &mut IoUring, sqe: &squeue::Entry) -> Result<u64> {
+    let mut extra = 0;
     loop {
-        // SAFETY: every buffer an SQE points to (provided buffers, per-connection buffers)
-        // lives until its completion is reaped: the server owns them for its whole run and
-        // frees a connection's only after its last operation completed.
+        // SAFETY: every buffer an SQE points to lives until its completion is reaped: the
+        // servers own theirs for the whole run and free a connection's only after its last
+        // operation completed; the loader keeps its connections' buffers until every
+        // operation is reaped (or leaks them).
         if unsafe { ring.submission().push(sqe) }.is_ok() {
-            return Ok(());
+            return Ok(extra);
         }
-        stats.enters += 1;
-        stats.syscalls += 1;
+        extra += 1;
         match ring.submit() {
             Ok(_) => {}
             Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY) | Some(libc::EINTR)) => {}
             Err(e) => return Err(e).context("io_uring_enter (submit)"),
         }
+    }
+}
+
+/// One io_uring_enter: submit everything queued and wait for `want` completions, no longer
+/// than `timeout`. A timeout, a signal or a full completion queue is not an error.
+pub(super) fn submit_and_wait(ring: &mut IoUring, want: usize, timeout: Duration) -> Result<()> {
+    let ts = types::Timespec::from(timeout);
+    let args = types::SubmitArgs::new().timespec(&ts);
+    match ring.submitter().submit_with_args(want, &args) {
+        Ok(_) => Ok(()),
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY)
+            ) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(e).context("io_uring_enter"),
     }
 }
 
@@ -109,19 +139,9 @@ pub(super) fn enter_and_reap(
     stats: &mut ServerStats,
     out: &mut Vec<(u64, i32, u32)>,
 ) -> Result<()> {
-    let ts = types::Timespec::from(stop.tick());
-    let args = types::SubmitArgs::new().timespec(&ts);
     stats.enters += 1;
     stats.syscalls += 1;
-    match ring.submitter().submit_with_args(want, &args) {
-        Ok(_) => {}
-        Err(e)
-            if matches!(
-                e.raw_os_error(),
-                Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY)
-            ) => {}
-        Err(e) => return Err(e).context("io_uring_enter"),
-    }
+    submit_and_wait(ring, want, stop.tick())?;
     out.clear();
     out.extend(
         ring.completion()
@@ -129,6 +149,21 @@ pub(super) fn enter_and_reap(
     );
     stats.completions += out.len() as u64;
     Ok(())
+}
+
+/// The ring setups the uring server and the io_uring loader try, best first:
+/// SINGLE_ISSUER + DEFER_TASKRUN (completions run in our own enter, no IPI), else
+/// COOP_TASKRUN, else a plain ring.
+pub(super) fn build_modern_ring() -> Result<(IoUring, &'static str)> {
+    build_ring(&[
+        ("single_issuer+defer_taskrun", &|b| {
+            b.setup_single_issuer().setup_defer_taskrun();
+        }),
+        ("coop_taskrun", &|b| {
+            b.setup_coop_taskrun().setup_taskrun_flag();
+        }),
+        ("plain", &|_| {}),
+    ])
 }
 
 /// The provided-buffer ring: BUF_COUNT buffers of BUF_SIZE bytes the kernel picks from for
@@ -266,15 +301,7 @@ pub fn run(listener: OwnedFd, stop: &Stop, size: u64, sqpoll: bool) -> Result<Se
             }),
         ])?
     } else {
-        build_ring(&[
-            ("single_issuer+defer_taskrun", &|b| {
-                b.setup_single_issuer().setup_defer_taskrun();
-            }),
-            ("coop_taskrun", &|b| {
-                b.setup_coop_taskrun().setup_taskrun_flag();
-            }),
-            ("plain", &|_| {}),
-        ])?
+        build_modern_ring()?
     };
     let mut stats = ServerStats::new("uring", setup, size);
     // Saves the fd lookup on every enter; an older kernel without it is fine.
