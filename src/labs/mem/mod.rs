@@ -550,6 +550,42 @@ fn block_of(r: &ResultRow) -> u64 {
     r.case.get("block").and_then(Value::as_u64).unwrap_or(0)
 }
 
+/// A cache the machine reports but the curve shows no plateau for is said so, with what the
+/// curve did there, rather than given a figure: on a VM or a busy host the share of a cache a
+/// process really gets can be far smaller than the size the kernel reports.
+fn missing_plateaus(
+    points: &[Point],
+    named: &[plateaus::LevelFigure],
+    caches: [Option<u64>; 3],
+    kind: &str,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    let mut below = 0u64;
+    for (i, level) in [Level::L1, Level::L2, Level::L3].into_iter().enumerate() {
+        let Some(size) = caches[i] else { continue };
+        let inside: Vec<&Point> = points
+            .iter()
+            .filter(|p| p.size > below && p.size <= size)
+            .collect();
+        below = size;
+        if named.iter().any(|f| f.level == level) || inside.len() < 2 {
+            continue;
+        }
+        let (first, last) = (inside[0], inside[inside.len() - 1]);
+        notes.push(format!(
+            "{}: no plateau ({kind} pages): the machine reports {}, but latency climbs from {:.1} ns at {} to {:.1} ns at {}; no {} figure is given (a VM or a busy host may get far less of this cache than reported)",
+            level.name(),
+            human_size(size),
+            first.ns,
+            human_size(first.size),
+            last.ns,
+            human_size(last.size),
+            level.name()
+        ));
+    }
+    notes
+}
+
 /// Add the level rows (L1/L2/L3/DRAM per page kind), the TLB cost row and the notes that
 /// explain them.
 fn analyse_latency(out: &mut Outcome, machine: &Machine) {
@@ -565,6 +601,7 @@ fn analyse_latency(out: &mut Outcome, machine: &Machine) {
         k
     };
     let mut extra: Vec<ResultRow> = Vec::new();
+    let mut level_notes: Vec<String> = Vec::new();
     for kind in &kinds {
         let rows = curve_rows(out, kind);
         let points: Vec<Point> = rows
@@ -575,7 +612,11 @@ fn analyse_latency(out: &mut Outcome, machine: &Machine) {
             })
             .collect();
         let found = plateaus::find_plateaus(&points, 0.25);
-        for f in plateaus::levels(&points, &found, caches) {
+        let named = plateaus::levels(&points, &found, caches);
+        if Some(kind) == kinds.first() {
+            level_notes.extend(missing_plateaus(&points, &named, caches, kind));
+        }
+        for f in named {
             let src = rows[f.point];
             let mut row = src.clone();
             row.case.insert("level".into(), Value::from(f.level.name()));
@@ -599,6 +640,7 @@ fn analyse_latency(out: &mut Outcome, machine: &Machine) {
             extra.push(row);
         }
     }
+    out.notes.extend(level_notes);
     // TLB cost: 4k minus the best huge kind measured, at the largest size both have.
     let huge_kind = ["2m", "1g", "thp"]
         .into_iter()
