@@ -235,13 +235,14 @@ pub fn render(o: &Outcome) -> String {
     out
 }
 
-/// One line for a tax: its median, or "nothing measurable" when the spread crosses zero.
+/// One line for a tax: its median, and when the spread crosses zero, that it is too noisy to
+/// tell from no tax at all.
 fn tax_reading(what: &str, s: &crate::measure::Summary) -> String {
     let paper = "Biscuit: bounds/nil 2-3%, prologues the largest item, barriers small";
     if s.min <= 0.0 && s.max >= 0.0 {
         format!(
-            "{what} nothing measurable here ({:.1}%, the spread crosses zero; {paper})",
-            s.median
+            "{what} a median {:.1}% here, but the spread ({:.0}% to {:.0}%) crosses zero: too noisy to tell from no tax ({paper})",
+            s.median, s.min, s.max
         )
     } else {
         format!("{what} {:.1}% here ({paper})", s.median)
@@ -377,7 +378,7 @@ mod tests {
         assert_eq!(h[2].label, "bounds tax");
         assert!(h[2].reading.contains("3.0% here"));
         let crosses = crate::measure::Summary::of(&[-1.0, 2.0, 3.0]).unwrap();
-        assert!(tax_reading("x", &crosses).contains("nothing measurable"));
+        assert!(tax_reading("x", &crosses).contains("too noisy to tell"));
         assert_eq!(h[2].unit, "%");
     }
 
