@@ -248,16 +248,10 @@ fn new_histogram() -> Histogram<u64> {
 pub fn fill_request(conn: u64, seq: u64, out: &mut [u8]) {
     let key = conn.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ seq.wrapping_mul(0xD1B5_4A32_D192_ED03);
     for (w, chunk) in out.chunks_mut(8).enumerate() {
-        let word = splitmix(key ^ (w as u64).wrapping_mul(0x94D0_49BB_1331_11EB));
+        let mut state = key ^ (w as u64).wrapping_mul(0x94D0_49BB_1331_11EB);
+        let word = crate::measure::cycle::splitmix(&mut state);
         chunk.copy_from_slice(&word.to_le_bytes()[..chunk.len()]);
     }
-}
-
-fn splitmix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// Run the load and return what it measured.
@@ -283,6 +277,23 @@ fn connect(target: SocketAddr) -> std::io::Result<TcpStream> {
     // Best effort: a socket the server already reset says so on its first read or write.
     let _ = s.set_nodelay(true);
     Ok(s)
+}
+
+/// The end of every client: no connection at all is an error naming the first cause;
+/// otherwise the report's window is the measured part of the run (after warm-up).
+fn finish(
+    spec: &LoadSpec,
+    mut total: LoadReport,
+    first_error: &Mutex<Option<String>>,
+) -> Result<LoadReport> {
+    if total.errors.connect == spec.conns as u64 {
+        return Err(no_connection(
+            spec,
+            first_error.lock().ok().and_then(|e| e.clone()),
+        ));
+    }
+    total.window = spec.duration.saturating_sub(spec.warmup());
+    Ok(total)
 }
 
 fn no_connection(spec: &LoadSpec, first: Option<String>) -> anyhow::Error {
@@ -444,14 +455,7 @@ where
     for r in results {
         total.merge(&r?);
     }
-    if total.errors.connect == spec.conns as u64 {
-        return Err(no_connection(
-            spec,
-            first_error.lock().ok().and_then(|e| e.clone()),
-        ));
-    }
-    total.window = spec.duration.saturating_sub(spec.warmup());
-    Ok(total)
+    finish(spec, total, &first_error)
 }
 
 fn connect_all(
@@ -777,14 +781,7 @@ fn run_blocking(spec: &LoadSpec) -> Result<LoadReport> {
             Err(_) => anyhow::bail!("a blocking client thread panicked"),
         }
     }
-    if total.errors.connect == spec.conns as u64 {
-        return Err(no_connection(
-            spec,
-            first_error.lock().ok().and_then(|e| e.clone()),
-        ));
-    }
-    total.window = spec.duration.saturating_sub(spec.warmup());
-    Ok(total)
+    finish(spec, total, &first_error)
 }
 
 fn blocking_conn(
