@@ -2,9 +2,12 @@
 //! sizes and units. Labs use these; none of them measures on its own terms.
 
 pub mod cancel;
+pub mod conditions;
 pub mod counters;
 pub mod cpus;
 pub mod cycle;
+pub mod procstat;
+pub mod quality;
 pub mod sampler;
 pub mod sizes;
 pub mod stats;

@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::measure::conditions::Conditions;
+pub use crate::measure::quality::Quality;
 use crate::measure::Summary;
 
 pub const SCHEMA: &str = "costlab/1";
@@ -37,6 +39,17 @@ pub struct ResultRow {
     pub counters: Option<BTreeMap<String, f64>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unsupported_counters: Option<BTreeMap<String, String>>,
+    /// What else happened on the machine while the samples were taken (absent in runs made
+    /// before costlab recorded it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<Conditions>,
+    /// The verdict on this figure: ok, noisy (spread too wide for its reading) or disturbed
+    /// (interference during the samples, or the condition the case depends on not met).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality: Option<Quality>,
+    /// Why the verdict is not ok, one sentence each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub quality_reasons: Vec<String>,
 }
 
 impl ResultRow {
@@ -52,6 +65,9 @@ impl ResultRow {
             samples,
             counters: None,
             unsupported_counters: None,
+            conditions: None,
+            quality: None,
+            quality_reasons: Vec::new(),
         })
     }
 
@@ -137,6 +153,17 @@ impl Outcome {
         self.results
             .iter()
             .find(|r| r.metric == metric && r.matches(want))
+    }
+
+    /// Attach `c` to every row pushed since `from` (a `results.len()` taken before the case's
+    /// samples): `let mark = out.results.len(); let w = Watch::start(&cpus); ...push...;
+    /// out.attach_conditions(mark, w.finish())`.
+    pub fn attach_conditions(&mut self, from: usize, c: Conditions) {
+        for r in self.results.iter_mut().skip(from) {
+            if r.conditions.is_none() {
+                r.conditions = Some(c.clone());
+            }
+        }
     }
 
     pub fn extend(&mut self, other: Outcome) {

@@ -42,6 +42,7 @@ CREATE TABLE IF NOT EXISTS results (
     samples TEXT NOT NULL,
     counters TEXT,
     unsupported_counters TEXT,
+    verdict TEXT,
     PRIMARY KEY (run_id, seq)
 );
 CREATE INDEX IF NOT EXISTS results_figure ON results(figure_id);
@@ -176,7 +177,10 @@ impl Store {
         }
         conn.execute_batch("PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;")?;
         let store = Store { conn };
-        store.write(|tx| tx.execute_batch(SCHEMA).map_err(Into::into))?;
+        store.write(|tx| {
+            tx.execute_batch(SCHEMA)?;
+            add_verdict_column(tx)
+        })?;
         Ok(store)
     }
 
@@ -352,10 +356,11 @@ impl Store {
                 .optional()?
                 .ok_or_else(|| usage(format!("no run '{id}' in the history")))?;
         let mut st = self.conn.prepare(
-            "SELECT lab, case_json, metric, unit, summary, samples, counters, unsupported_counters
+            "SELECT lab, case_json, metric, unit, summary, samples, counters, unsupported_counters,
+                    verdict
              FROM results WHERE run_id = ?1 ORDER BY seq",
         )?;
-        let raw: Vec<[Option<String>; 8]> = st
+        let raw: Vec<[Option<String>; 9]> = st
             .query_map([id], |r| {
                 Ok([
                     r.get(0)?,
@@ -366,12 +371,17 @@ impl Store {
                     r.get(5)?,
                     r.get(6)?,
                     r.get(7)?,
+                    r.get(8)?,
                 ])
             })?
             .collect::<rusqlite::Result<_>>()?;
         let mut results = Vec::with_capacity(raw.len());
-        for [lab, case, metric, unit, summary, samples, counters, unsupported] in raw {
+        for [lab, case, metric, unit, summary, samples, counters, unsupported, verdict] in raw {
             let text = |s: Option<String>| s.unwrap_or_default();
+            let verdict: Verdict = verdict
+                .map(|v| serde_json::from_str(&v))
+                .transpose()?
+                .unwrap_or_default();
             results.push(ResultRow {
                 lab: text(lab),
                 case: serde_json::from_str(&text(case))?,
@@ -381,6 +391,9 @@ impl Store {
                 samples: serde_json::from_str(&text(samples))?,
                 counters: counters.map(|c| serde_json::from_str(&c)).transpose()?,
                 unsupported_counters: unsupported.map(|c| serde_json::from_str(&c)).transpose()?,
+                conditions: verdict.conditions,
+                quality: verdict.quality,
+                quality_reasons: verdict.quality_reasons,
             });
         }
         let models: Vec<Model> = self
@@ -451,6 +464,28 @@ impl Store {
     }
 }
 
+/// A result's conditions and verdict, kept as one JSON column.
+#[derive(Default, serde::Serialize, serde::Deserialize)]
+struct Verdict {
+    #[serde(default)]
+    conditions: Option<crate::measure::conditions::Conditions>,
+    #[serde(default)]
+    quality: Option<crate::report::model::Quality>,
+    #[serde(default)]
+    quality_reasons: Vec<String>,
+}
+
+/// Histories made before costlab judged its figures lack the `verdict` column: add it.
+fn add_verdict_column(tx: &rusqlite::Transaction) -> Result<()> {
+    let has: bool = tx
+        .prepare("SELECT 1 FROM pragma_table_info('results') WHERE name = 'verdict'")?
+        .exists([])?;
+    if !has {
+        tx.execute_batch("ALTER TABLE results ADD COLUMN verdict TEXT")?;
+    }
+    Ok(())
+}
+
 fn next_seq(tx: &rusqlite::Transaction, table: &str, run_id: &str) -> Result<i64> {
     Ok(tx.query_row(
         &format!("SELECT COALESCE(MAX(seq) + 1, 0) FROM {table} WHERE run_id = ?1"),
@@ -463,8 +498,8 @@ fn insert_results(tx: &rusqlite::Transaction, run_id: &str, rows: &[ResultRow]) 
     let first = next_seq(tx, "results", run_id)?;
     let mut st = tx.prepare(
         "INSERT INTO results (run_id, seq, lab, figure_id, case_json, metric, unit, summary,
-                              samples, counters, unsupported_counters)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                              samples, counters, unsupported_counters, verdict)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
     )?;
     for (i, r) in rows.iter().enumerate() {
         st.execute(params![
@@ -482,6 +517,11 @@ fn insert_results(tx: &rusqlite::Transaction, run_id: &str, rows: &[ResultRow]) 
                 .as_ref()
                 .map(serde_json::to_string)
                 .transpose()?,
+            serde_json::to_string(&Verdict {
+                conditions: r.conditions.clone(),
+                quality: r.quality,
+                quality_reasons: r.quality_reasons.clone(),
+            })?,
         ])?;
     }
     Ok(())

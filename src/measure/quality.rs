@@ -1,0 +1,237 @@
+//! The verdict on a figure: `ok`, `noisy` (its spread is too wide to support a reading) or
+//! `disturbed` (something else ran on its CPUs, the host stole time, or the condition the case
+//! depends on was not met). Thresholds are stated here, once, and printed by `--help`.
+
+use serde::{Deserialize, Serialize};
+
+use super::conditions::Conditions;
+use super::Summary;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Quality {
+    Ok,
+    Noisy,
+    Disturbed,
+}
+
+impl Quality {
+    pub fn word(self) -> &'static str {
+        match self {
+            Quality::Ok => "ok",
+            Quality::Noisy => "noisy",
+            Quality::Disturbed => "disturbed",
+        }
+    }
+
+    /// The mark printed beside a figure in tables: nothing for ok.
+    pub fn mark(self) -> &'static str {
+        match self {
+            Quality::Ok => "",
+            Quality::Noisy => "~",
+            Quality::Disturbed => "!",
+        }
+    }
+}
+
+/// Interference above which a figure is `disturbed`: other processes' share of any CPU the case
+/// used (%).
+pub const OTHER_CPU_PCT: f64 = 10.0;
+/// Steal above which a figure is `disturbed` (% of the CPUs' time).
+pub const STEAL_PCT: f64 = 5.0;
+/// A memory case that asked for huge pages and got less than this fraction is `disturbed`.
+pub const HUGE_FRACTION: f64 = 0.9;
+/// A memory case on 4 KiB pages that got more than this fraction huge is `disturbed`.
+pub const SMALL_HUGE_FRACTION: f64 = 0.1;
+
+/// The spread (MAD / |median|) above which a metric is `noisy`, by metric. Figures whose
+/// reading is a difference (taxes) are judged by whether their range crosses zero instead.
+pub fn noise_threshold(metric: &str) -> Option<f64> {
+    Some(match metric {
+        "bandwidth" | "latency" | "tlb_cost" => 0.05,
+        "throughput" | "server_cpu_per_req" | "loader_cpu_per_req" => 0.10,
+        "p50" => 0.15,
+        "p99" | "p999" => 0.25,
+        "gc_cpu_share" | "slowdown" | "cpu_share" => 0.10,
+        "max_pause" => 0.5,
+        _ => return None,
+    })
+}
+
+/// The text of the thresholds, for `--help` and the README.
+pub const THRESHOLDS_HELP: &str = "A figure is 'disturbed' when other processes took more than \
+10% of a CPU it used, the host stole more than 5%, or a memory case got under 90% of its \
+region in the page size it asked for; 'noisy' when its MAD exceeds 5% of the median \
+(bandwidth, latency), 10% (throughput, CPU per request, GC share), 25% (p99), or when a tax's \
+range crosses zero.";
+
+/// Judge interference from a case's conditions: the reasons it is disturbed (empty: none).
+pub fn disturbance(c: &Conditions) -> Vec<String> {
+    let mut why = Vec::new();
+    let mut worst: Vec<(&String, &f64)> = c
+        .other_cpu_pct
+        .iter()
+        .filter(|(_, p)| **p > OTHER_CPU_PCT)
+        .collect();
+    worst.sort_by(|a, b| b.1.total_cmp(a.1));
+    if let Some((cpu, pct)) = worst.first() {
+        let more = if worst.len() > 1 {
+            format!(" (and {} more of its CPUs)", worst.len() - 1)
+        } else {
+            String::new()
+        };
+        why.push(format!(
+            "other processes took {pct:.0}% of CPU {cpu} during the samples{more}"
+        ));
+    }
+    if let Some(s) = c.steal_pct {
+        if s > STEAL_PCT {
+            why.push(format!("the hypervisor stole {s:.0}% of the CPUs' time"));
+        }
+    }
+    if let (Some(asked), Some(f)) = (c.pages_asked.as_deref(), c.huge_fraction) {
+        let huge = asked != "4k";
+        if huge && f < HUGE_FRACTION {
+            why.push(format!(
+                "{asked} pages asked, {:.0}% of the region was huge",
+                f * 100.0
+            ));
+        } else if !huge && f > SMALL_HUGE_FRACTION {
+            why.push(format!(
+                "4k pages asked, {:.0}% of the region was huge (THP)",
+                f * 100.0
+            ));
+        }
+    }
+    why
+}
+
+/// Judge a figure's spread: why it is noisy (None: its spread supports a reading).
+pub fn noise(metric: &str, s: &Summary) -> Option<String> {
+    if s.n < 2 {
+        return None;
+    }
+    if metric == "overhead" {
+        return (s.min < 0.0 && s.max > 0.0).then(|| {
+            format!(
+                "its range {:.3}..{:.3} crosses zero: below what this machine resolves",
+                s.min, s.max
+            )
+        });
+    }
+    let t = noise_threshold(metric)?;
+    let rel = if s.median == 0.0 {
+        return None;
+    } else {
+        s.mad / s.median.abs()
+    };
+    (rel > t).then(|| {
+        format!(
+            "MAD is {:.1}% of the median, above the {:.0}% that {metric} allows",
+            rel * 100.0,
+            t * 100.0
+        )
+    })
+}
+
+/// The verdict and its reasons for a figure.
+pub fn judge(metric: &str, s: &Summary, c: Option<&Conditions>) -> (Quality, Vec<String>) {
+    let mut reasons = c.map(disturbance).unwrap_or_default();
+    if !reasons.is_empty() {
+        if let Some(n) = noise(metric, s) {
+            reasons.push(n);
+        }
+        return (Quality::Disturbed, reasons);
+    }
+    if let Some(n) = noise(metric, s) {
+        reasons.push(n);
+        return (Quality::Noisy, reasons);
+    }
+    (Quality::Ok, reasons)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summ(median: f64, mad: f64) -> Summary {
+        Summary {
+            median,
+            min: median - 2.0 * mad,
+            max: median + 2.0 * mad,
+            mad,
+            n: 7,
+        }
+    }
+
+    #[test]
+    fn quiet_tight_figure_is_ok() {
+        let c = Conditions {
+            other_cpu_pct: [("0".to_string(), 1.0)].into(),
+            other_cpu_max_pct: Some(1.0),
+            steal_pct: Some(0.0),
+            ..Default::default()
+        };
+        assert_eq!(
+            judge("latency", &summ(100.0, 1.0), Some(&c)),
+            (Quality::Ok, vec![])
+        );
+    }
+
+    #[test]
+    fn another_process_on_a_used_cpu_disturbs() {
+        let c = Conditions {
+            other_cpu_pct: [("0".to_string(), 2.0), ("1".to_string(), 48.0)].into(),
+            ..Default::default()
+        };
+        let (q, why) = judge("throughput", &summ(10.0, 0.1), Some(&c));
+        assert_eq!(q, Quality::Disturbed);
+        assert_eq!(
+            why[0],
+            "other processes took 48% of CPU 1 during the samples"
+        );
+    }
+
+    #[test]
+    fn wide_spread_is_noisy_by_metric() {
+        assert_eq!(judge("latency", &summ(100.0, 6.0), None).0, Quality::Noisy);
+        assert_eq!(judge("throughput", &summ(100.0, 6.0), None).0, Quality::Ok);
+        assert_eq!(judge("p99", &summ(100.0, 20.0), None).0, Quality::Ok);
+    }
+
+    #[test]
+    fn a_tax_whose_range_crosses_zero_is_noisy() {
+        let s = Summary {
+            median: 5.0,
+            min: -3.0,
+            max: 12.0,
+            mad: 2.0,
+            n: 5,
+        };
+        let (q, why) = judge("overhead", &s, None);
+        assert_eq!(q, Quality::Noisy);
+        assert!(why[0].contains("crosses zero"));
+    }
+
+    #[test]
+    fn huge_pages_asked_but_not_given_disturbs() {
+        let c = Conditions::default().pages("thp", Some(0.12));
+        let (q, why) = judge("latency", &summ(100.0, 1.0), Some(&c));
+        assert_eq!(q, Quality::Disturbed);
+        assert_eq!(why, vec!["thp pages asked, 12% of the region was huge"]);
+        let c = Conditions::default().pages("2m", Some(1.0));
+        assert_eq!(judge("latency", &summ(100.0, 1.0), Some(&c)).0, Quality::Ok);
+    }
+
+    #[test]
+    fn steal_disturbs() {
+        let c = Conditions {
+            steal_pct: Some(12.0),
+            ..Default::default()
+        };
+        assert_eq!(
+            judge("bandwidth", &summ(10.0, 0.1), Some(&c)).1,
+            vec!["the hypervisor stole 12% of the CPUs' time"]
+        );
+    }
+}
