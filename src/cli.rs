@@ -35,6 +35,13 @@ pub struct Common {
     /// A smaller plan: fewer sizes, shorter samples
     #[arg(long)]
     pub quick: bool,
+    /// Exit 3 if any figure is not ok (disturbed or noisy), one line per figure: for CI
+    #[arg(long)]
+    pub strict: bool,
+    /// Seconds the command may spend re-measuring disturbed or noisy cases (each case is
+    /// measured at most 3 times; 0 = never re-measure)
+    #[arg(long, value_name = "SECS", default_value_t = crate::measure::conditions::DEFAULT_RETRY_BUDGET_S)]
+    pub retry_budget: u64,
 }
 
 #[derive(Subcommand, Debug)]
@@ -378,6 +385,17 @@ pub struct RunArgs {
     /// Also write the results as JSON (costlab/1) to FILE, or "-" for stdout
     #[arg(long, value_name = "FILE")]
     pub json: Option<String>,
+    /// Exit 3 if any figure is not ok (disturbed or noisy), one line per figure: for CI
+    #[arg(long)]
+    pub strict: bool,
+    /// Seconds the run may spend re-measuring disturbed or noisy cases (each case at most
+    /// 3 times; 0 = never re-measure)
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    pub retry_budget: u64,
+    /// Apply `costlab check`'s safe settings (governor performance, boost off, numa_balancing
+    /// off) for the run, and restore them after
+    #[arg(long)]
+    pub tune: bool,
 }
 
 #[derive(Args, Debug)]

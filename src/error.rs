@@ -14,6 +14,11 @@ pub struct UsageError(pub String);
 #[error("interrupted")]
 pub struct Interrupted;
 
+/// `--strict`: some figures were not ok. Each line names one figure and why; exit status 3.
+#[derive(Debug, Error)]
+#[error("{} figures are not ok (--strict)", .0.len())]
+pub struct NotOk(pub Vec<String>);
+
 /// Build a `UsageError` wrapped in `anyhow::Error`.
 pub fn usage(msg: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(UsageError(msg.into()))
@@ -25,6 +30,8 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
         2
     } else if err.chain().any(|e| e.is::<Interrupted>()) {
         130
+    } else if err.chain().any(|e| e.is::<NotOk>()) {
+        3
     } else {
         1
     }

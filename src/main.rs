@@ -100,6 +100,9 @@ fn ctx_for(common: &Common) -> Ctx {
     } else {
         SampleSpec::default()
     };
+    costlab::measure::conditions::set_retry_budget(std::time::Duration::from_secs(
+        common.retry_budget,
+    ));
     Ctx {
         machine: Machine::probe(),
         spec: base.with_samples(common.samples),
@@ -114,7 +117,11 @@ fn ctx_for(common: &Common) -> Ctx {
 #[allow(dead_code)] // used by the lab commands
 fn emit(rendered: String, outcome: Outcome, common: &Common, machine: &Machine) -> Result<()> {
     let to_stdout_json = common.json.as_deref() == Some("-");
+    let mut outcome = outcome;
+    // Rows a lab measured without a Watch are still judged by their spread.
+    costlab::measure::quality::judge_rows(&mut outcome.results);
     let mut text = rendered;
+    text.push_str(&costlab::report::verdict::footnote(&outcome.results));
     for note in &outcome.notes {
         text.push_str(&format!("note: {note}\n"));
     }
@@ -123,7 +130,6 @@ fn emit(rendered: String, outcome: Outcome, common: &Common, machine: &Machine) 
     } else {
         print!("{text}");
     }
-    let mut outcome = outcome;
     outcome.notes.extend(restore::restored_notes());
     let run = RunInfo {
         id: time::run_id(),
@@ -137,7 +143,19 @@ fn emit(rendered: String, outcome: Outcome, common: &Common, machine: &Machine) 
         json::write_doc(dest, &doc)?;
     }
     store::commands::record(db(), &doc);
-    Ok(())
+    strict_check(common.strict, &doc.results)
+}
+
+/// `--strict`: every figure that is not ok is an error, one line each, exit 3.
+fn strict_check(strict: bool, rows: &[costlab::report::ResultRow]) -> Result<()> {
+    let lines = costlab::report::verdict::not_ok_lines(rows);
+    if !strict || lines.is_empty() {
+        return Ok(());
+    }
+    for l in &lines {
+        eprintln!("costlab: strict: {l}");
+    }
+    Err(anyhow::Error::new(costlab::error::NotOk(lines)))
 }
 
 /// Print to stdout; a reader that closed the pipe early (`| head`) is not an error.

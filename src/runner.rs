@@ -114,14 +114,16 @@ pub fn run_labs(
             );
             let t = Instant::now();
             match lab.run_plan(ctx, full) {
-                Ok(o) => {
+                Ok(mut o) => {
+                    crate::measure::quality::judge_rows(&mut o.results);
                     eprintln!(
                         "costlab run: [{}/{total}] {name}: done in {:.1} s, {} figures",
                         i + 1,
                         t.elapsed().as_secs_f64(),
                         o.results.len()
                     );
-                    let h = lab.headlines(&o);
+                    let mut h = lab.headlines(&o);
+                    crate::report::verdict::follow(&mut h, &o.results);
                     (LabStatus::Ran, o, h)
                 }
                 Err(e) if e.is::<Interrupted>() || cancel::requested() => {
@@ -195,6 +197,7 @@ pub fn command(
     } else {
         crate::measure::SampleSpec::quick()
     };
+    crate::measure::conditions::set_retry_budget(std::time::Duration::from_secs(args.retry_budget));
     let ctx = Ctx {
         machine: crate::machine::Machine::probe(),
         spec: base,
@@ -237,6 +240,13 @@ pub fn command(
     );
     if done.interrupted {
         return Err(anyhow::Error::new(Interrupted));
+    }
+    let lines = crate::report::verdict::not_ok_lines(&done.doc.results);
+    if args.strict && !lines.is_empty() {
+        for l in &lines {
+            eprintln!("costlab: strict: {l}");
+        }
+        return Err(anyhow::Error::new(crate::error::NotOk(lines)));
     }
     Ok(())
 }

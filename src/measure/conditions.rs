@@ -9,11 +9,14 @@
 //! region (`Conditions::pages`).
 
 use std::collections::BTreeMap;
-use std::time::Instant;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
 use super::procstat::{self, CpuTimes, ProcSnapshot};
+use super::quality::{self, Quality};
+use crate::report::model::Outcome;
 
 /// The conditions one case's samples were taken under. Every field is optional: a machine
 /// that does not expose a source (no PSI, no cpufreq) leaves it out rather than guessing.
@@ -113,3 +116,110 @@ impl Watch {
 
 /// CPU time per CPU from /proc/stat, in clock ticks: what a Watch differences.
 pub type PerCpu = BTreeMap<usize, CpuTimes>;
+
+impl Conditions {
+    /// Take the watched fields from `w`, keeping what the lab set itself (page size asked,
+    /// huge fraction).
+    pub fn merged_with(&self, w: &Conditions) -> Conditions {
+        let mut c = w.clone();
+        if self.pages_asked.is_some() {
+            c.pages_asked = self.pages_asked.clone();
+            c.huge_fraction = self.huge_fraction;
+        }
+        if !self.cpus.is_empty() && c.cpus.is_empty() {
+            c.cpus = self.cpus.clone();
+        }
+        c
+    }
+}
+
+/// The time left for re-measuring disturbed or noisy cases, shared by the whole command (ms).
+static RETRY_BUDGET_MS: AtomicU64 = AtomicU64::new(DEFAULT_RETRY_BUDGET_S * 1000);
+/// `--retry-budget` default, seconds.
+pub const DEFAULT_RETRY_BUDGET_S: u64 = 30;
+/// At most this many measurements of one case (the first and two more).
+pub const MAX_ATTEMPTS: usize = 3;
+
+/// Set the command's re-measuring budget (`--retry-budget SECS`; 0 turns re-measuring off).
+pub fn set_retry_budget(d: Duration) {
+    RETRY_BUDGET_MS.store(d.as_millis() as u64, Ordering::SeqCst);
+}
+
+fn take_budget(d: Duration) -> bool {
+    let want = d.as_millis() as u64;
+    RETRY_BUDGET_MS
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+            (left >= want && left > 0).then(|| left - want)
+        })
+        .is_ok()
+}
+
+/// Measure one case with its conditions and a verdict on every row, and measure it again
+/// (up to `MAX_ATTEMPTS` in all, within the command's budget) while any row is disturbed or
+/// noisy. The attempt kept is the best judged; a note says what was re-measured and why.
+/// `cpus`: the CPUs the case runs on (empty: all allowed). `what`: the case, for the note.
+pub fn judged_case(
+    what: &str,
+    cpus: &[usize],
+    mut measure: impl FnMut() -> anyhow::Result<Outcome>,
+) -> anyhow::Result<Outcome> {
+    let mut best: Option<(Quality, usize, Outcome)> = None;
+    let mut tries = 0;
+    let mut first_why = None;
+    loop {
+        tries += 1;
+        let started = Instant::now();
+        let w = Watch::start(cpus);
+        let mut o = measure()?;
+        let c = w.finish();
+        for r in o.results.iter_mut() {
+            r.conditions = Some(match &r.conditions {
+                Some(own) => own.merged_with(&c),
+                None => c.clone(),
+            });
+            r.quality = None;
+        }
+        quality::judge_rows(&mut o.results);
+        let worst = o
+            .results
+            .iter()
+            .filter_map(|r| r.quality)
+            .max()
+            .unwrap_or(Quality::Ok);
+        let bad = o
+            .results
+            .iter()
+            .filter(|r| r.quality != Some(Quality::Ok))
+            .count();
+        if first_why.is_none() && worst != Quality::Ok {
+            first_why = o
+                .results
+                .iter()
+                .find_map(|r| r.quality_reasons.first().cloned());
+        }
+        let better = best
+            .as_ref()
+            .is_none_or(|(q, n, _)| (worst, bad) <= (*q, *n));
+        if better {
+            best = Some((worst, bad, o));
+        }
+        let (q, _, _) = best.as_ref().expect("set above");
+        if *q == Quality::Ok || tries >= MAX_ATTEMPTS || !take_budget(started.elapsed()) {
+            break;
+        }
+        super::cancel::check()?;
+    }
+    let (q, _, mut o) = best.expect("one attempt at least");
+    if tries > 1 {
+        let why = first_why.unwrap_or_default();
+        o.notes.push(if q == Quality::Ok {
+            format!("{what}: measured {tries} times ({why}); the figures kept are ok")
+        } else {
+            format!(
+                "{what}: measured {tries} times ({why}); still {} within the re-measuring budget",
+                q.word()
+            )
+        });
+    }
+    Ok(o)
+}

@@ -150,6 +150,15 @@ pub fn judge(metric: &str, s: &Summary, c: Option<&Conditions>) -> (Quality, Vec
     (Quality::Ok, reasons)
 }
 
+/// Judge every row that has no verdict yet, from its spread and its conditions.
+pub fn judge_rows(rows: &mut [crate::report::model::ResultRow]) {
+    for r in rows.iter_mut().filter(|r| r.quality.is_none()) {
+        let (q, why) = judge(&r.metric, &r.summary, r.conditions.as_ref());
+        r.quality = Some(q);
+        r.quality_reasons = why;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// Median and spread of a set of samples. `mad` is the median absolute deviation from the
 /// median (unscaled), a spread that one outlier cannot move.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     pub median: f64,
     pub min: f64,

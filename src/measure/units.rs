@@ -51,3 +51,24 @@ mod tests {
         assert_eq!(human_rate(950.0), "950.0 /s");
     }
 }
+
+/// `x` with `digits` significant digits, plainly ("101.8", "0.00341", "4163").
+pub fn sig(x: f64, digits: usize) -> String {
+    if x == 0.0 || !x.is_finite() {
+        return format!("{x}");
+    }
+    let mag = x.abs().log10().floor() as i64;
+    let decimals = (digits as i64 - 1 - mag).max(0) as usize;
+    format!("{x:.decimals$}")
+}
+
+#[cfg(test)]
+mod sig_tests {
+    #[test]
+    fn significant_digits() {
+        assert_eq!(super::sig(101.75066768882248, 3), "102");
+        assert_eq!(super::sig(0.003412, 3), "0.00341");
+        assert_eq!(super::sig(28.63, 3), "28.6");
+        assert_eq!(super::sig(-1.5, 2), "-1.5");
+    }
+}

@@ -11,5 +11,6 @@ pub mod progress;
 pub mod sheet;
 pub mod table;
 pub mod time;
+pub mod verdict;
 
 pub use model::{Case, Doc, Model, ModelPoint, Outcome, ResultRow, RunInfo};

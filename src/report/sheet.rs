@@ -70,6 +70,11 @@ pub fn figure(x: f64) -> String {
     format!("{x:.decimals$}")
 }
 
+/// The verdict's mark after a headline's unit: "!" disturbed, "~" noisy, nothing for ok.
+fn mark(h: &Headline) -> &'static str {
+    h.quality.map_or("", |q| q.mark())
+}
+
 /// "min–max, MAD m, n=7": the spread beside a median.
 pub fn spread(s: &Summary) -> String {
     format!(
@@ -91,7 +96,7 @@ pub fn render_text(sheet: &[LabSheet]) -> String {
         .map(|h| {
             (
                 h.label.as_str(),
-                format!("{} {}", figure(h.summary.median), h.unit),
+                format!("{} {}{}", figure(h.summary.median), h.unit, mark(h)),
                 spread(&h.summary),
                 h.reading.as_str(),
             )
@@ -109,7 +114,7 @@ pub fn render_text(sheet: &[LabSheet]) -> String {
         any = true;
         out.push_str(&format!("{}\n", lab.lab));
         for h in &lab.headlines {
-            let fig = format!("{} {}", figure(h.summary.median), h.unit);
+            let fig = format!("{} {}{}", figure(h.summary.median), h.unit, mark(h));
             out.push_str(&format!(
                 "  {:<w0$}  {:>w1$}  {:<w2$}  {}\n",
                 h.label,
@@ -121,6 +126,16 @@ pub fn render_text(sheet: &[LabSheet]) -> String {
     }
     if !any {
         out.push_str("(no lab gave a figure)\n");
+    }
+    let marked = sheet
+        .iter()
+        .flat_map(|l| &l.headlines)
+        .filter(|h| !mark(h).is_empty())
+        .count();
+    if marked > 0 {
+        out.push_str(&format!(
+            "{marked} line(s) marked: ! disturbed (something else ran, or the case's condition was not met), ~ noisy (the spread does not support a reading); the reading says why\n"
+        ));
     }
     for lab in sheet {
         if let Some(reason) = lab.status.reason() {
@@ -157,6 +172,7 @@ mod tests {
                     summary: s,
                     unit: "ns".into(),
                     reading: "a null syscall costs 11 ns".into(),
+                    ..Default::default()
                 }],
             },
             LabSheet {

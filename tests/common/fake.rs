@@ -75,6 +75,7 @@ impl Lab for Fake {
                 summary: r.summary,
                 unit: r.unit.clone(),
                 reading: "made up".into(),
+                ..Default::default()
             })
             .collect()
     }

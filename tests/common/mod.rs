@@ -44,6 +44,7 @@ pub fn fixture_sheet(doc: &Doc) -> Vec<LabSheet> {
             summary: Summary::of(&r.samples).unwrap(),
             unit: r.unit.clone(),
             reading: reading.into(),
+            ..Default::default()
         }
     };
     vec![

@@ -881,6 +881,7 @@ impl Lab for EchoLab {
                     )
                     .map(|r| r.summary.median),
                 ),
+                ..Default::default()
             });
         }
         out

@@ -322,6 +322,7 @@ impl Lab for GcLab {
                         "with {h}x the live heap free the collector takes {:.0}% of the CPU here ({paper})",
                         r.summary.median
                     ),
+                    ..Default::default()
                 });
             }
         }
@@ -337,6 +338,7 @@ impl Lab for GcLab {
                 summary: r.summary,
                 unit: "%".to_string(),
                 reading: tax_reading(what, &r.summary),
+                ..Default::default()
             });
         }
         out

@@ -997,6 +997,7 @@ pub fn headlines(out: &Outcome) -> Vec<Headline> {
                     l.name(),
                     human_size(block_of(r))
                 ),
+                ..Default::default()
             });
         }
     }
@@ -1020,6 +1021,7 @@ pub fn headlines(out: &Outcome) -> Vec<Headline> {
             summary: r.summary,
             unit: "ns".into(),
             reading,
+            ..Default::default()
         });
     }
     for op in ["read", "write"] {
@@ -1053,6 +1055,7 @@ pub fn headlines(out: &Outcome) -> Vec<Headline> {
                     "1 thread over {} with 4 KiB pages{more}",
                     human_size(block_of(r))
                 ),
+                ..Default::default()
             });
         }
     }
@@ -1066,6 +1069,7 @@ pub fn headlines(out: &Outcome) -> Vec<Headline> {
                 "page walks: 4k minus {hk} for a random load at {}",
                 human_size(block_of(t))
             ),
+            ..Default::default()
         });
         let small = curve_rows(out, "4k")
             .into_iter()
@@ -1090,6 +1094,7 @@ pub fn headlines(out: &Outcome) -> Vec<Headline> {
                         "huge pages ({hk}) cut random DRAM latency by {:.0}% here",
                         sum.median
                     ),
+                    ..Default::default()
                 });
             }
         }

@@ -584,6 +584,7 @@ fn headlines(outcome: &Outcome) -> Vec<Headline> {
                     worst.summary.median,
                     l.median
                 ),
+                ..Default::default()
             });
         }
     }
@@ -614,6 +615,7 @@ fn headlines(outcome: &Outcome) -> Vec<Headline> {
                 inter.summary.median,
                 ft.summary.median
             ),
+            ..Default::default()
         });
     }
     out

@@ -18,6 +18,7 @@ use serde_json::{json, Map, Value};
 use crate::cli::{C2cArgs, ShareArgs};
 use crate::error::usage;
 use crate::labs::{Ctx, Headline, Lab};
+use crate::measure::conditions::judged_case;
 use crate::measure::{counters, cpus, stats, team, SampleSpec, Summary};
 use crate::report::{progress, table, Model, ModelPoint, Outcome, ResultRow};
 use cases::{Bench, Variant};
@@ -167,27 +168,37 @@ fn measure_cases(
             bar.set_message(format!("{} T={t}", v.name()));
             let bench = Bench::new(v, t);
             let team_cpus = cpus::cpus_for_threads(t, allowed);
-            let (taken, readings) =
-                counters::around(with_counters, || take_samples(&bench, &team_cpus, spec))?;
-            clean_total += taken.kept_clean;
-            taken_total += taken.taken;
-            if !taken.clean {
+            let what = format!("share {} T={t}", v.name());
+            let case_out = judged_case(&what, &team_cpus, || {
+                let (taken, readings) =
+                    counters::around(with_counters, || take_samples(&bench, &team_cpus, spec))?;
+                let mut o = Outcome::default();
+                o.notes.extend((!taken.clean).then(|| what.clone()));
+                clean_total += taken.kept_clean;
+                taken_total += taken.taken;
+                let samples = taken.samples;
+                let case = || crate::case! {"variant" => v.name(), "threads" => t};
+                // Every worker does `iters` ops; the team's time runs from first start to last end.
+                let throughput: Vec<f64> = samples
+                    .iter()
+                    .map(|s| (t as u64 * s.iters) as f64 / s.ns.max(1.0) * 1e3)
+                    .collect();
+                let latency: Vec<f64> = samples.iter().map(|s| s.ns_per_iter()).collect();
+                o.push(LAB, case(), "throughput", "Mop/s", throughput);
+                o.push(LAB, case(), "latency", "ns", latency);
+                if let Some(r) = readings {
+                    r.attach_from(&mut o.results, 0);
+                }
+                Ok(o)
+            })?;
+            // The attempt's "unclean" marker travels as a note equal to the case name.
+            let (marks, notes): (Vec<String>, Vec<String>) =
+                case_out.notes.into_iter().partition(|n| *n == what);
+            if !marks.is_empty() {
                 unclean.push(format!("{} T={t}", v.name()));
             }
-            let samples = taken.samples;
-            let from = out.results.len();
-            let case = || crate::case! {"variant" => v.name(), "threads" => t};
-            // Every worker does `iters` ops; the team's time runs from first start to last end.
-            let throughput: Vec<f64> = samples
-                .iter()
-                .map(|s| (t as u64 * s.iters) as f64 / s.ns.max(1.0) * 1e3)
-                .collect();
-            let latency: Vec<f64> = samples.iter().map(|s| s.ns_per_iter()).collect();
-            out.push(LAB, case(), "throughput", "Mop/s", throughput);
-            out.push(LAB, case(), "latency", "ns", latency);
-            if let Some(r) = readings {
-                r.attach_from(&mut out.results, from);
-            }
+            out.results.extend(case_out.results);
+            out.notes.extend(notes);
             bar.inc(1);
         }
     }
@@ -903,6 +914,7 @@ pub fn headlines(outcome: &Outcome) -> Vec<Headline> {
             summary: r.summary,
             unit: "x".into(),
             reading,
+            ..Default::default()
         });
     }
     if let Some((a, b, row)) = c2c_rows(outcome).into_iter().next() {
@@ -914,6 +926,7 @@ pub fn headlines(outcome: &Outcome) -> Vec<Headline> {
                 "a write to a line CPU {b} holds waits about {:.0} ns for it to come over to CPU {a}",
                 row.summary.median
             ),
+            ..Default::default()
         });
     }
     out

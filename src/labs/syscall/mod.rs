@@ -259,6 +259,7 @@ pub fn headlines(o: &Outcome) -> Vec<Headline> {
             "entering and leaving the kernel costs {} here, with {mitig}",
             human_ns(s.median)
         ),
+        ..Default::default()
     });
     for (call, what) in [("tcp-send", "send"), ("tcp-recv", "recv")] {
         if let Some(r) = row(o, call, 1) {
@@ -273,6 +274,7 @@ pub fn headlines(o: &Outcome) -> Vec<Headline> {
                         human_ns(ws.median),
                         ws.median / s.median.max(1e-9)
                     ),
+                    ..Default::default()
                 });
             }
         }
@@ -297,6 +299,7 @@ pub fn headlines(o: &Outcome) -> Vec<Headline> {
                 human_ns(t1.median),
                 t1.median / s.median.max(1e-9)
             ),
+            ..Default::default()
         });
         if last.key("batch") != first.key("batch") {
             let tn = last.summary;
@@ -310,6 +313,7 @@ pub fn headlines(o: &Outcome) -> Vec<Headline> {
                     human_ns(tn.median),
                     t1.median / tn.median.max(1e-9)
                 ),
+                ..Default::default()
             });
         }
     }
@@ -323,6 +327,7 @@ pub fn headlines(o: &Outcome) -> Vec<Headline> {
                 human_ns(c.summary.median),
                 s.median / c.summary.median.max(1e-9)
             ),
+            ..Default::default()
         });
     }
     h
