@@ -77,7 +77,37 @@ pub enum Command {
     Export(ExportArgs),
     /// Write the HTML report of a stored run or of a results.json
     Report(ReportArgs),
+    // --- the machine as a place to measure ---
+    /// What on this machine will disturb figures (busy processes, steal, governor, THP, ...),
+    /// each with its fix; `--tune` applies the safe fixes around a command and restores them
+    Check(CheckArgs),
+    /// Put back settings that a costlab killed mid-run left changed (every command does this
+    /// first; this says what it did and what running costlab processes hold)
+    Restore(RestoreArgs),
 }
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Examples:\n  costlab check\n  costlab check --json -\n  costlab check --tune -- costlab mem latency --sizes 1G --pages 4k,thp"
+)]
+pub struct CheckArgs {
+    /// Write the findings as JSON to FILE, or "-" for stdout
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<String>,
+    /// Apply the safe settings (governor performance, boost off, numa_balancing off) for the
+    /// length of the command given after `--`, then restore them (needs root)
+    #[arg(long)]
+    pub tune: bool,
+    /// The command to run tuned, after `--`
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+    /// Memory the planned run needs, to compare with what is available [default: 4G]
+    #[arg(long, value_name = "SIZE")]
+    pub need: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct RestoreArgs {}
 
 /// `costlab echo`: the experiment; `costlab echo serve` and `costlab echo load` its parts.
 #[derive(Args, Debug)]

@@ -4,6 +4,7 @@
 //! Layout (see DESIGN.md): `machine` reads the machine, `measure` is how we measure,
 //! `labs` holds one folder per lab, `report` is the result model and its outputs.
 
+pub mod check;
 pub mod cli;
 pub mod error;
 pub mod labs;

@@ -30,7 +30,19 @@ fn main() -> ExitCode {
         Err(e) => return clap_exit(e),
     };
     let _ = DB.set(cli.db.clone());
-    let result = dispatch(cli);
+    // A costlab killed mid-change (SIGKILL) left settings changed: put them back first.
+    let recovered = restore::journal::recover_stale();
+    let explicit = matches!(cli.command, Command::Restore(_));
+    if !explicit {
+        for note in &recovered {
+            eprintln!("costlab: {note}");
+        }
+    }
+    let result = if explicit {
+        restore_command(&recovered)
+    } else {
+        dispatch(cli)
+    };
     let restored = restore::restore_all();
     for note in restored {
         eprintln!("costlab: {note}");
@@ -86,6 +98,30 @@ fn install_panic_hook() {
         eprintln!("costlab: internal error: {msg}{at}; please report it");
         std::process::exit(101);
     }));
+}
+
+/// `costlab restore`: what the journal recovery did, and what live costlab processes hold.
+fn restore_command(recovered: &[String]) -> Result<()> {
+    let mut out = String::new();
+    if recovered.is_empty() {
+        out.push_str("restore: no setting left changed by a costlab that no longer runs\n");
+    }
+    for n in recovered {
+        out.push_str(&format!("restore: {n}\n"));
+    }
+    for j in restore::journal::live_others() {
+        for c in &j.changes {
+            out.push_str(&format!(
+                "restore: {} is changed to {} by costlab pid {} (still running: `{}`); it will restore {} itself\n",
+                c.what, c.new, j.pid, j.command, c.old
+            ));
+        }
+    }
+    out.push_str(&format!(
+        "restore: journal directory {}\n",
+        restore::journal::dir().display()
+    ));
+    print_out(&out)
 }
 
 fn command_line() -> String {
@@ -287,5 +323,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::Compare(args) => store::commands::compare(db(), &args),
         Command::Export(args) => store::commands::export(db(), &args),
         Command::Report(args) => store::commands::report(db(), &args),
+        Command::Restore(_) => Ok(()),
+        Command::Check(args) => costlab::check::command(&args),
     }
 }

@@ -213,7 +213,18 @@ pub fn command(
         complete: false,
     };
     eprintln!("costlab run: run {} ({} labs)", run.id, labs.len());
+    // --tune: the safe settings for the length of the run, restored when the guards drop.
+    let tuned = if args.tune {
+        let (guards, notes) = crate::check::tune()?;
+        for n in &notes {
+            eprintln!("costlab run: {n}");
+        }
+        Some(guards)
+    } else {
+        None
+    };
     let done = run_labs(&labs, &ctx, full, run, Some(&store))?;
+    drop(tuned);
     let text = sheet::render_text(&done.sheet);
     if args.json.as_deref() == Some("-") {
         eprint!("{text}");

@@ -4,6 +4,10 @@
 //! guard drops (normal exit and error paths unwind through it) and, for Ctrl-C, by
 //! `restore_all` from the signal handler. Restoring twice is harmless: each entry is taken
 //! out of the list by whoever restores it first.
+//!
+//! Each change is also written to a restore journal on disk before it is made (`journal`):
+//! a costlab killed with SIGKILL cannot run its guards, so the next costlab command finds the
+//! journal of a process that no longer runs and restores what it left.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -53,6 +57,9 @@ pub fn read_setting(path: &Path) -> Result<String> {
 pub fn change_setting(path: &Path, value: &str, what: &str) -> Result<SettingGuard> {
     let old = read_setting(path)?;
     let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    // On disk before the change: after a SIGKILL the next costlab restores it.
+    journal::record(id, path, &old, value, what)
+        .with_context(|| "writing the restore journal before changing a setting".to_string())?;
     // Record first: if the write lands and we are interrupted, the handler must know.
     CHANGES.lock().unwrap().push(Change {
         id,
@@ -62,6 +69,7 @@ pub fn change_setting(path: &Path, value: &str, what: &str) -> Result<SettingGua
     });
     if let Err(e) = std::fs::write(path, value) {
         CHANGES.lock().unwrap().retain(|c| c.id != id);
+        journal::forget(id);
         return Err(e).with_context(|| format!("writing {value} to {}", path.display()));
     }
     Ok(SettingGuard { id })
@@ -76,8 +84,14 @@ fn restore_one(id: u64) -> Option<String> {
     Some(write_back(change))
 }
 
-fn write_back(c: Change) -> String {
-    let note = match std::fs::write(&c.path, &c.old) {
+fn write_back(mut c: Change) -> String {
+    // A stale journal of a killed costlab may have handed us its older value to restore.
+    if let Some(old) = journal::old_value(c.id) {
+        c.old = old;
+    }
+    let result = std::fs::write(&c.path, &c.old);
+    journal::forget(c.id);
+    let note = match result {
         Ok(()) => format!("{}: restored to {}", c.what, c.old),
         Err(e) => format!(
             "{}: could NOT restore {} to {}: {e}; run: echo {} > {}",
@@ -110,6 +124,8 @@ pub fn restored_notes() -> Vec<String> {
 pub fn pending() -> usize {
     CHANGES.lock().unwrap_or_else(|p| p.into_inner()).len()
 }
+
+pub mod journal;
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,344 @@
+//! The restore journal: every setting costlab changes is written here before the change and
+//! removed after the restore. One file per process (`<pid>.json`), in /run/costlab when root,
+//! else the user's data directory (`$COSTLAB_JOURNAL_DIR` overrides both).
+//!
+//! A journal whose process no longer runs (the pid is gone, or now belongs to a process started
+//! at another time) is stale: the next costlab command restores what it lists. A journal whose
+//! process still runs is never touched, except that a stale change to the same setting is
+//! handed to it: the live process then restores the older value when it finishes, so two
+//! costlab processes never undo each other's live changes, and the setting still ends where it
+//! was before either of them.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    pub id: u64,
+    pub path: PathBuf,
+    pub old: String,
+    pub new: String,
+    pub what: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Journal {
+    pub pid: u32,
+    /// The process's start time (clock ticks after boot, /proc/PID/stat field 22): a pid
+    /// reused by another process does not make a stale journal look live.
+    pub start: u64,
+    pub command: String,
+    pub changes: Vec<Entry>,
+}
+
+/// Serialises this process's journal writes; the file lock serialises processes.
+static LOCAL: Mutex<()> = Mutex::new(());
+
+/// Where journals live.
+pub fn dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("COSTLAB_JOURNAL_DIR") {
+        return PathBuf::from(d);
+    }
+    if rustix::process::geteuid().is_root() {
+        return PathBuf::from("/run/costlab");
+    }
+    dirs::data_dir()
+        .map(|d| d.join("costlab").join("journal"))
+        .unwrap_or_else(|| std::env::temp_dir().join("costlab-journal"))
+}
+
+/// The start time of process `pid`, or None when it does not run (a zombie, killed and not
+/// yet reaped, runs no more: its guards will never restore anything).
+pub fn start_time(pid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &text[text.rfind(')')? + 1..];
+    let mut f = rest.split_whitespace();
+    // rest starts at field 3 (state); starttime is field 22.
+    if matches!(f.next(), Some("Z") | Some("X")) {
+        return None;
+    }
+    f.nth(18)?.parse().ok()
+}
+
+fn alive(j: &Journal) -> bool {
+    start_time(j.pid) == Some(j.start)
+}
+
+/// An exclusive lock on the journal directory for the life of the guard.
+struct DirLock {
+    _file: std::fs::File,
+}
+
+fn lock(dir: &Path) -> Result<DirLock> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("creating the restore journal directory {}", dir.display()))?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(".lock"))
+        .with_context(|| format!("opening {}", dir.join(".lock").display()))?;
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
+        .with_context(|| format!("locking {}", dir.display()))?;
+    Ok(DirLock { _file: file })
+}
+
+fn own_path(dir: &Path) -> PathBuf {
+    dir.join(format!("{}.json", std::process::id()))
+}
+
+fn load(path: &Path) -> Option<Journal> {
+    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+}
+
+/// Write atomically: a crash mid-write leaves the old journal or the new one, never half.
+fn store(path: &Path, j: &Journal) -> Result<()> {
+    if j.changes.is_empty() {
+        let _ = std::fs::remove_file(path);
+        return Ok(());
+    }
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, serde_json::to_string_pretty(j)?)
+        .with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming {}", tmp.display()))?;
+    Ok(())
+}
+
+fn own_journal(path: &Path) -> Journal {
+    load(path).unwrap_or_else(|| {
+        let pid = std::process::id();
+        Journal {
+            pid,
+            start: start_time(pid).unwrap_or(0),
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+            changes: Vec::new(),
+        }
+    })
+}
+
+/// Record a change before it is made.
+pub fn record(id: u64, path: &Path, old: &str, new: &str, what: &str) -> Result<()> {
+    let _l = LOCAL.lock().unwrap_or_else(|p| p.into_inner());
+    let d = dir();
+    let _lock = lock(&d)?;
+    let p = own_path(&d);
+    let mut j = own_journal(&p);
+    j.changes.push(Entry {
+        id,
+        path: path.to_path_buf(),
+        old: old.to_string(),
+        new: new.to_string(),
+        what: what.to_string(),
+    });
+    store(&p, &j)
+}
+
+/// The value to restore for change `id`, as the journal has it now (a stale journal may have
+/// handed this process an older value).
+pub fn old_value(id: u64) -> Option<String> {
+    let _l = LOCAL.lock().unwrap_or_else(|p| p.into_inner());
+    let j = load(&own_path(&dir()))?;
+    j.changes.into_iter().find(|c| c.id == id).map(|c| c.old)
+}
+
+/// Drop change `id` from the journal (after its restore); the file goes with the last one.
+/// Called from signal-time paths too, so it takes no directory lock: only this process
+/// writes its own file, except for a hand-over, which rewrites it whole under the lock.
+pub fn forget(id: u64) {
+    let _l = LOCAL.lock().unwrap_or_else(|p| p.into_inner());
+    let p = own_path(&dir());
+    if let Some(mut j) = load(&p) {
+        j.changes.retain(|c| c.id != id);
+        let _ = store(&p, &j);
+    }
+}
+
+/// What recovering a stale journal did, one line each.
+pub fn recover_stale() -> Vec<String> {
+    recover_in(&dir())
+}
+
+/// Recover the stale journals in `d` (tests point it at a temporary directory).
+pub fn recover_in(d: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(d) else {
+        return Vec::new();
+    };
+    let files: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    if files.is_empty() {
+        return Vec::new();
+    }
+    let Ok(_lock) = lock(d) else {
+        return Vec::new();
+    };
+    let mut journals: Vec<(PathBuf, Journal)> = files
+        .into_iter()
+        .filter_map(|p| load(&p).map(|j| (p, j)))
+        .collect();
+    let mut notes = Vec::new();
+    let me = std::process::id();
+    let stale: Vec<usize> = (0..journals.len())
+        .filter(|&i| journals[i].1.pid != me && !alive(&journals[i].1))
+        .collect();
+    for i in stale {
+        let (path, j) = journals[i].clone();
+        for c in j.changes.iter().rev() {
+            // A live costlab changed the same setting after the dead one: let it restore the
+            // dead one's older value when it finishes.
+            let live = journals.iter_mut().find(|(_, lj)| {
+                lj.pid != j.pid && alive(lj) && lj.changes.iter().any(|x| x.path == c.path)
+            });
+            if let Some((lpath, lj)) = live {
+                if let Some(x) = lj.changes.iter_mut().find(|x| x.path == c.path) {
+                    x.old = c.old.clone();
+                }
+                let _ = store(lpath, lj);
+                notes.push(format!(
+                    "{}: left changed by costlab pid {} (no longer running); costlab pid {} changes it now and will restore it to {}",
+                    c.what, j.pid, lj.pid, c.old
+                ));
+                continue;
+            }
+            notes.push(match std::fs::write(&c.path, &c.old) {
+                Ok(()) => format!(
+                    "{}: restored to {} (left at {} by costlab pid {}, which no longer runs)",
+                    c.what, c.old, c.new, j.pid
+                ),
+                Err(e) => format!(
+                    "{}: could NOT restore {} to {}: {e}; run as root: echo {} > {}",
+                    c.what,
+                    c.path.display(),
+                    c.old,
+                    c.old,
+                    c.path.display()
+                ),
+            });
+        }
+        let _ = std::fs::remove_file(&path);
+        journals[i].1.changes.clear();
+    }
+    notes
+}
+
+/// Journals of other costlab processes that still run, for `costlab restore` to list.
+pub fn live_others() -> Vec<Journal> {
+    let Ok(entries) = std::fs::read_dir(dir()) else {
+        return Vec::new();
+    };
+    let me = std::process::id();
+    entries
+        .flatten()
+        .filter_map(|e| load(&e.path()))
+        .filter(|j| j.pid != me && alive(j))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_journal(d: &Path, pid: u32, start: u64, changes: Vec<Entry>) -> PathBuf {
+        let p = d.join(format!("{pid}.json"));
+        store(
+            &p,
+            &Journal {
+                pid,
+                start,
+                command: "costlab mem latency".into(),
+                changes,
+            },
+        )
+        .unwrap();
+        p
+    }
+
+    fn entry(id: u64, path: &Path, old: &str, new: &str) -> Entry {
+        Entry {
+            id,
+            path: path.to_path_buf(),
+            old: old.into(),
+            new: new.into(),
+            what: "2m hugepage pool".into(),
+        }
+    }
+
+    /// A pid that does not run: past the kernel's pid_max default range.
+    const DEAD: u32 = 4_000_000;
+
+    #[test]
+    fn a_dead_process_journal_is_restored_and_removed() {
+        let d = tempfile::tempdir().unwrap();
+        let setting = d.path().join("nr_hugepages");
+        std::fs::write(&setting, "1024").unwrap();
+        let j = write_journal(d.path(), DEAD, 1, vec![entry(1, &setting, "0", "1024")]);
+        let notes = recover_in(d.path());
+        assert_eq!(std::fs::read_to_string(&setting).unwrap(), "0");
+        assert!(!j.exists());
+        assert_eq!(notes.len(), 1);
+        assert!(
+            notes[0].starts_with(
+                "2m hugepage pool: restored to 0 (left at 1024 by costlab pid 4000000"
+            ),
+            "{notes:?}"
+        );
+        assert!(recover_in(d.path()).is_empty());
+    }
+
+    #[test]
+    fn a_reused_pid_does_not_make_a_journal_live() {
+        let d = tempfile::tempdir().unwrap();
+        let setting = d.path().join("s");
+        std::fs::write(&setting, "9").unwrap();
+        // pid 1 runs, but it was not started at tick 1 + u64 noise.
+        let start = start_time(1).unwrap_or(0) + 12345;
+        write_journal(d.path(), 1, start, vec![entry(1, &setting, "3", "9")]);
+        recover_in(d.path());
+        assert_eq!(std::fs::read_to_string(&setting).unwrap(), "3");
+    }
+
+    #[test]
+    fn a_live_process_journal_is_never_touched() {
+        let d = tempfile::tempdir().unwrap();
+        let setting = d.path().join("s");
+        std::fs::write(&setting, "512").unwrap();
+        // Our parent test harness process is alive: use our own pid's parent.
+        let ppid = rustix::process::getppid().map_or(1, |p| p.as_raw_nonzero().get() as u32);
+        let j = write_journal(
+            d.path(),
+            ppid,
+            start_time(ppid).unwrap(),
+            vec![entry(1, &setting, "0", "512")],
+        );
+        assert!(recover_in(d.path()).is_empty());
+        assert_eq!(std::fs::read_to_string(&setting).unwrap(), "512");
+        assert!(j.exists());
+    }
+
+    #[test]
+    fn a_stale_change_under_a_live_one_is_handed_over() {
+        // Dead A raised the pool 0 -> 512; live B raised it 512 -> 1024 and will restore 512.
+        // Recovering A must not write 0 under B's feet; B must restore 0 when it ends.
+        let d = tempfile::tempdir().unwrap();
+        let setting = d.path().join("nr_hugepages");
+        std::fs::write(&setting, "1024").unwrap();
+        write_journal(d.path(), DEAD, 1, vec![entry(1, &setting, "0", "512")]);
+        let ppid = rustix::process::getppid().map_or(1, |p| p.as_raw_nonzero().get() as u32);
+        let live = write_journal(
+            d.path(),
+            ppid,
+            start_time(ppid).unwrap(),
+            vec![entry(7, &setting, "512", "1024")],
+        );
+        let notes = recover_in(d.path());
+        assert_eq!(std::fs::read_to_string(&setting).unwrap(), "1024");
+        let j = load(&live).unwrap();
+        assert_eq!(j.changes[0].old, "0");
+        assert!(notes[0].contains("will restore it to 0"), "{notes:?}");
+    }
+}
