@@ -13,6 +13,7 @@ pub mod plateaus;
 pub mod pools;
 pub mod region;
 
+use crate::measure::conditions::{judged_case, Conditions};
 use std::hint::black_box;
 use std::path::Path;
 
@@ -425,7 +426,7 @@ fn measure_chase(
     kind: PageKind,
     ctx: &Ctx,
     notes: &mut Vec<String>,
-) -> Result<Vec<f64>> {
+) -> Result<(Vec<f64>, Option<f64>)> {
     let mut region = Region::new(size, kind)?;
     note_thp(&region, notes);
     let mut p = chase::lay_out(&mut region, next);
@@ -434,8 +435,10 @@ fn measure_chase(
         p = unsafe { chase::chase(p, n) };
         black_box(p);
     })?;
+    // After the samples: what the kernel backed the region with while they ran.
+    let huge = region.huge_fraction();
     drop(region);
-    Ok(samples.iter().map(|s| s.ns_per_iter()).collect())
+    Ok((samples.iter().map(|s| s.ns_per_iter()).collect(), huge))
 }
 
 /// `costlab mem latency`: the curve, its plateaus and the TLB cost.
@@ -464,25 +467,38 @@ pub fn latency(plan: &LatencyPlan, ctx: &Ctx) -> Result<Outcome> {
                 for &kind in &plan.pages {
                     bar.set_message(format!("{} {kind}", format_size(size)));
                     let mut notes = Vec::new();
-                    let (ns, readings) = counters::around(ctx.counters, || {
-                        measure_chase(&next, size, kind, ctx, &mut notes)
+                    let what = format!("mem chase {} {kind}", format_size(size));
+                    let case_out = judged_case(&what, &[cpu], || {
+                        let ((ns, huge), readings) = counters::around(ctx.counters, || {
+                            measure_chase(&next, size, kind, ctx, &mut notes)
+                        })?;
+                        let mut o = Outcome::default();
+                        o.push(
+                            LAB,
+                            case! {"op" => "chase", "pattern" => "rand", "pages" => kind.name(), "block" => size, "threads" => 1},
+                            "latency",
+                            "ns",
+                            ns,
+                        );
+                        if let Some(r) = readings {
+                            r.attach_from(&mut o.results, 0);
+                        }
+                        // Whether the region got the page size asked for matters once it
+                        // spans more than a few huge pages.
+                        if size >= 4 << 20 {
+                            for r in o.results.iter_mut() {
+                                r.conditions =
+                                    Some(Conditions::default().pages(kind.name(), huge));
+                            }
+                        }
+                        Ok(o)
                     })?;
-                    for n in notes {
+                    for n in notes.into_iter().chain(case_out.notes) {
                         if !out.notes.contains(&n) {
                             out.notes.push(n);
                         }
                     }
-                    let first = out.results.len();
-                    out.push(
-                        LAB,
-                        case! {"op" => "chase", "pattern" => "rand", "pages" => kind.name(), "block" => size, "threads" => 1},
-                        "latency",
-                        "ns",
-                        ns,
-                    );
-                    if let Some(r) = readings {
-                        r.attach_from(&mut out.results, first);
-                    }
+                    out.results.extend(case_out.results);
                     bar.inc(1);
                 }
             }
