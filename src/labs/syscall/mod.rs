@@ -6,6 +6,8 @@
 pub mod mitigations;
 pub mod terms;
 
+use crate::measure::conditions::judged_case;
+use crate::report::ResultRow;
 use std::time::Duration;
 
 use anyhow::Result;
@@ -88,20 +90,70 @@ pub fn run_plan(plan: &Plan, ctx: &Ctx) -> Result<Outcome> {
     let steps = 6 + syscost::EPOLL_EVENTS.len() + 2 * plan.batches.len();
     let bar = progress::bar(steps as u64, LAB);
     let mut readings: Vec<(Vec<(&'static str, u32)>, Readings)> = Vec::new();
+    // Each step's figures, judged with their conditions (re-measured while disturbed).
+    let mut judged: Vec<ResultRow> = Vec::new();
+    let mut step_notes: Vec<String> = Vec::new();
+    // The measuring thread is pinned to the last allowed CPU (syscost::PinnedHere).
+    let cpu: Vec<usize> = crate::measure::cpus::allowed_cpus()
+        .last()
+        .copied()
+        .into_iter()
+        .collect();
     let mut runner =
         |label: &str, f: &mut dyn FnMut() -> Result<Vec<CallFigure>>| -> Result<Vec<CallFigure>> {
             bar.set_message(label.to_string());
             progress::note(&format!("syscall: {label}"));
-            let (figs, r) = counters::around(ctx.counters, f)?;
-            if let Some(r) = r {
-                readings.push((figs.iter().map(|f| (f.call, f.batch)).collect(), r));
+            let mut step_readings = None;
+            let o = judged_case(&format!("syscall {label}"), &cpu, || {
+                let (figs, r) = counters::around(ctx.counters, &mut *f)?;
+                let mut o = Outcome::default();
+                for fig in &figs {
+                    o.push(
+                        LAB,
+                        crate::case! {"call" => fig.call, "batch" => fig.batch},
+                        "latency",
+                        "ns",
+                        fig.samples.clone(),
+                    );
+                }
+                step_readings = r.map(|r| (figs.iter().map(|f| (f.call, f.batch)).collect(), r));
+                Ok(o)
+            })?;
+            if let Some(r) = step_readings {
+                readings.push(r);
             }
+            // The figures kept are the best attempt's: hand those samples on.
+            let figs = o
+                .results
+                .iter()
+                .filter_map(|r| {
+                    let call = CALLS.iter().find(|c| **c == r.key("call"))?;
+                    Some(CallFigure {
+                        call,
+                        batch: r.key("batch").parse().ok()?,
+                        samples: r.samples.clone(),
+                    })
+                })
+                .collect();
+            judged.extend(o.results);
+            step_notes.extend(o.notes);
             bar.inc(1);
             Ok(figs)
         };
     let m = syscost::measure_all(&plan.spec, &plan.batches, &mut runner)?;
     bar.finish_and_clear();
     let mut outcome = outcome_from(&m, &mitigations::mitigation_state())?;
+    outcome.notes.extend(step_notes);
+    for row in outcome.results.iter_mut() {
+        if let Some(j) = judged
+            .iter()
+            .find(|j| j.case == row.case && j.samples == row.samples)
+        {
+            row.conditions = j.conditions.clone();
+            row.quality = j.quality;
+            row.quality_reasons = j.quality_reasons.clone();
+        }
+    }
     for (keys, r) in &readings {
         for row in outcome.results.iter_mut() {
             if keys
