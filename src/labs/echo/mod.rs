@@ -14,6 +14,7 @@ pub mod stats;
 pub mod uring;
 pub mod uring_basic;
 
+use crate::measure::conditions::{Conditions, Watch};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
@@ -447,6 +448,22 @@ struct Point {
 
 /// Run the sweep. Returns the figures and, for each sweep point, what the server counted
 /// over all its repetitions: the `Observed` the cost model (model.rs) reads.
+/// Keep the more disturbed of two repetitions' conditions for a point.
+fn keep_worst<K: Ord>(all: &mut BTreeMap<K, Conditions>, key: K, c: Conditions) {
+    let worse = |c: &Conditions| {
+        (
+            c.other_cpu_max_pct.unwrap_or(0.0),
+            c.steal_pct.unwrap_or(0.0),
+        )
+    };
+    match all.get(&key) {
+        Some(old) if worse(old) >= worse(&c) => {}
+        _ => {
+            all.insert(key, c);
+        }
+    }
+}
+
 pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
     let lay = layout();
     let max_conns = plan.conns.iter().copied().max().unwrap_or(1);
@@ -459,6 +476,8 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
         ));
     }
     let mut points: BTreeMap<(usize, usize, usize), Point> = BTreeMap::new();
+    // Per point, the conditions of its most disturbed repetition (each repetition is a sample).
+    let mut conditions: BTreeMap<(usize, usize, usize), Conditions> = BTreeMap::new();
     let mut notes: Vec<String> = Vec::new();
     notes.extend(lay.note.clone());
     notes.extend(plan.note.clone());
@@ -478,6 +497,7 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
                         rep + 1,
                         plan.reps
                     ));
+                    let watch = Watch::start(&[]);
                     let server =
                         ServerProcess::spawn(engine, lay.server, plan.size, plan.sqpoll, limit)?;
                     let spec = LoadSpec {
@@ -495,6 +515,7 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
                     let stats = server.stop()?;
                     let report = report?;
                     record(&mut points, (ci, ki, ei), &report, &stats);
+                    keep_worst(&mut conditions, (ci, ki, ei), watch.finish());
                     note_setup(&mut notes, engine, &stats);
                     done += 1;
                     bar.set_position(done);
@@ -510,6 +531,7 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
         let c = point_case(engine, client, conns, plan.size);
         let at = format!("{} {} client {conns} conns", engine.name(), client.name());
         notes.extend(p.trouble.notes(&at));
+        let mark = out.results.len();
         out.push(LAB, c.clone(), "throughput", "req/s", p.throughput);
         out.push(LAB, c.clone(), "p50", "us", p.p50);
         out.push(LAB, c.clone(), "p99", "us", p.p99);
@@ -518,6 +540,9 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
         out.push(LAB, c.clone(), "batch", "n", p.batch);
         out.push(LAB, c.clone(), "loader_cpu", "%", p.loader_cpu);
         out.push(LAB, c.clone(), "loader_cpu_per_req", "ns", p.loader_per_req);
+        if let Some(cond) = conditions.remove(&(ci, ki, ei)) {
+            out.attach_conditions(mark, cond);
+        }
         if let Some(s) = p.server {
             observed.push((c, s.observed(conns as u32)));
         }
