@@ -33,14 +33,10 @@ impl C2cSpec {
             samples: samples.unwrap_or(if quick { 11 } else { 21 }).max(1),
             batches: if quick { 32 } else { 64 },
             min_batch: Duration::from_micros(20),
-            warmup: Duration::from_millis(20),
+            warmup: Duration::from_millis(50),
         }
     }
 }
-
-/// The bounced line alone on 128 bytes, so nothing else shares (or prefetches) it.
-#[repr(align(128))]
-struct Bounced(AtomicU64);
 
 /// A round trip that takes longer than this means the other thread is not running.
 const STALL: Duration = Duration::from_secs(2);
@@ -56,25 +52,152 @@ pub fn pairs(cpus: &[usize]) -> Vec<(usize, usize)> {
     out
 }
 
-/// Measure the one-way latency between CPUs `a` and `b`: one value (ns) per sample.
+/// How many line addresses each pair bounces: lines in different pages and cache sets, so one
+/// unlucky address (a set shared with something hot, a slice far from both cores) shows up as
+/// spread across addresses instead of as the pair's latency.
+pub const ADDRESSES: usize = 4;
+
+/// Page-aligned, freshly mapped memory for one pair's lines, first touched on CPU `a` so the
+/// kernel places it on a's node; unmapped when dropped.
+struct Lines {
+    base: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory; the threads that share it only touch it through
+// atomics (`line`), and it outlives them (scoped threads).
+unsafe impl Send for Lines {}
+unsafe impl Sync for Lines {}
+
+impl Lines {
+    fn new() -> Result<Lines> {
+        let len = ADDRESSES * 4096;
+        // SAFETY: an anonymous private mapping with no address hint has no preconditions.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(anyhow!(
+                "mapping c2c lines: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        let lines = Lines {
+            base: p.cast(),
+            len,
+        };
+        for i in 0..ADDRESSES {
+            // First touch, from the pinned caller: the page lands on its node.
+            lines.line(i).store(0, Ordering::SeqCst);
+        }
+        Ok(lines)
+    }
+
+    /// Line `i`: in page i, at a different cache-line index in each page (sets differ).
+    fn line(&self, i: usize) -> &AtomicU64 {
+        let offset = i * 4096 + ((i * 17) % 64) * 64;
+        // SAFETY: offset + 8 <= len, 64-byte aligned within a live mapping of zeroed
+        // memory; AtomicU64 has the layout of u64 and the mapping lives as long as &self.
+        unsafe { &*(self.base.add(offset) as *const AtomicU64) }
+    }
+}
+
+impl Drop for Lines {
+    fn drop(&mut self) {
+        // SAFETY: base/len are what mmap returned; no reference outlives the struct.
+        unsafe {
+            libc::munmap(self.base.cast(), self.len);
+        }
+    }
+}
+
+/// One pair's figures: one-way latency per sample (ns), and each address's median.
+#[derive(Debug, Clone)]
+pub struct PairFigures {
+    pub samples: Vec<f64>,
+    pub per_address: Vec<f64>,
+}
+
+impl PairFigures {
+    /// (max - min) / min of the per-address medians, %: how much the line's address matters.
+    pub fn address_spread_pct(&self) -> Option<f64> {
+        let lo = self
+            .per_address
+            .iter()
+            .copied()
+            .fold(f64::INFINITY, f64::min);
+        let hi = self.per_address.iter().copied().fold(0.0, f64::max);
+        (self.per_address.len() > 1 && lo > 0.0).then(|| 100.0 * (hi - lo) / lo)
+    }
+}
+
+/// Measure the one-way latency between CPUs `a` and `b` over `ADDRESSES` fresh lines: the
+/// samples are split between the addresses (at least two each).
 pub fn measure_pair(a: usize, b: usize, spec: &C2cSpec) -> Result<Vec<f64>> {
+    Ok(measure_pair_lines(a, b, spec)?.samples)
+}
+
+/// As `measure_pair`, with each address's median.
+pub fn measure_pair_lines(a: usize, b: usize, spec: &C2cSpec) -> Result<PairFigures> {
     if a == b {
         return Err(anyhow!("c2c needs two different CPUs, got {a} twice"));
     }
-    let line = Bounced(AtomicU64::new(0));
+    // Map and first-touch on CPU a, from a thread of its own (pinning the caller would leave
+    // every later lab on CPU a).
+    let lines = std::thread::scope(|s| {
+        s.spawn(|| cpus::pin_current(a).and_then(|_| Lines::new()))
+            .join()
+            .map_err(|_| anyhow!("the c2c setup thread panicked"))?
+    })?;
+    let per = spec.samples.div_ceil(ADDRESSES).max(2);
+    let mut all = Vec::with_capacity(per * ADDRESSES);
+    let mut per_address = Vec::with_capacity(ADDRESSES);
+    for i in 0..ADDRESSES {
+        let one = C2cSpec {
+            samples: per,
+            // Only the first address needs the CPUs brought out of their idle states.
+            warmup: if i == 0 { spec.warmup } else { spec.warmup / 4 },
+            ..spec.clone()
+        };
+        let s = bounce(a, b, lines.line(i), &one)?;
+        per_address.push(stats::median(&s));
+        all.extend(s);
+    }
+    Ok(PairFigures {
+        samples: all,
+        per_address,
+    })
+}
+
+/// Bounce `line` between CPUs `a` and `b`: one value (ns) per sample.
+fn bounce(a: usize, b: usize, line: &AtomicU64, spec: &C2cSpec) -> Result<Vec<f64>> {
+    line.store(0, Ordering::SeqCst);
     let stop = AtomicBool::new(false);
     let pong_gone = AtomicBool::new(false);
 
     std::thread::scope(|s| {
         let ponger = s.spawn(|| {
-            let result = cpus::pin_current(b).map(|_| pong(&line.0, &stop));
+            let result = cpus::pin_current(b).map(|_| pong(line, &stop));
             pong_gone.store(true, Ordering::SeqCst);
             result
         });
-        // The pinger gets its own thread too: pinning the caller would leave it (and every
-        // lab after this one) on CPU a.
         let pinger = s.spawn(|| {
-            let result = cpus::pin_current(a).and_then(|_| ping_samples(&line.0, &pong_gone, spec));
+            let result = cpus::pin_current(a).and_then(|_| {
+                // Bring this CPU out of a low-power state before calibrating: spin, untimed
+                // (the ponger spins from its start).
+                let t = Instant::now();
+                while t.elapsed() < spec.warmup {
+                    std::hint::spin_loop();
+                }
+                ping_samples(line, &pong_gone, spec)
+            });
             stop.store(true, Ordering::SeqCst);
             result
         });

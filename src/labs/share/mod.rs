@@ -18,7 +18,7 @@ use serde_json::{json, Map, Value};
 use crate::cli::{C2cArgs, ShareArgs};
 use crate::error::usage;
 use crate::labs::{Ctx, Headline, Lab};
-use crate::measure::conditions::judged_case;
+use crate::measure::conditions::{judged_case, Watch};
 use crate::measure::{counters, cpus, stats, team, SampleSpec, Summary};
 use crate::report::{progress, table, Model, ModelPoint, Outcome, ResultRow};
 use cases::{Bench, Variant};
@@ -476,8 +476,11 @@ fn measure_c2c(
     progress::note(&format!("share c2c: {} pair(s)", pairs.len()));
     for &(a, b) in pairs {
         bar.set_message(format!("CPU {a} <-> {b}"));
-        let (samples, readings) =
-            counters::around(with_counters, || c2c::measure_pair(a, b, spec))?;
+        let mark = out.results.len();
+        let watch = Watch::start(&[a, b]);
+        let (figs, readings) =
+            counters::around(with_counters, || c2c::measure_pair_lines(a, b, spec))?;
+        let samples = figs.samples.clone();
         if let Some(((lo, nlo), (hi, nhi))) = c2c::two_modes(&samples) {
             out.notes.push(format!(
                 "c2c CPU {a} <-> {b}: samples fall in two groups, {nlo} near {lo:.0} ns and {nhi} near {hi:.0} ns: the two threads ran at two different distances during the run (under a hypervisor a vCPU moved between physical cores or chiplets); the figure is the median of all samples, rerun to see which distance is typical"
@@ -491,9 +494,27 @@ fn measure_c2c(
             "ns",
             samples,
         );
+        if let Some(spread) = figs.address_spread_pct() {
+            out.push(
+                LAB,
+                crate::case! {"from" => a, "to" => b},
+                "address_spread",
+                "%",
+                vec![spread],
+            );
+            if spread > 10.0 {
+                out.notes.push(format!(
+                    "c2c CPU {a} <-> {b}: the {} line addresses gave medians from {:.1} to {:.1} ns ({spread:.0}% apart): where the line lives matters here (a cache slice or set far from one core)",
+                    figs.per_address.len(),
+                    figs.per_address.iter().copied().fold(f64::INFINITY, f64::min),
+                    figs.per_address.iter().copied().fold(0.0, f64::max),
+                ));
+            }
+        }
         if let Some(r) = readings {
             r.attach_from(&mut out.results, from);
         }
+        out.attach_conditions(mark, watch.finish());
         bar.inc(1);
     }
     bar.finish_and_clear();
