@@ -561,9 +561,12 @@ mod tests {
             min_batch: Duration::from_micros(20),
             warmup: Duration::from_millis(1),
         };
-        let s = measure_pair(allowed[0], allowed[1], &spec).unwrap();
-        assert_eq!(s.len(), 3);
-        assert!(s.iter().all(|x| x.is_finite() && *x > 0.0));
+        let f = measure_pair_lines(allowed[0], allowed[1], &spec).unwrap();
+        // Samples are split over the addresses, at least two each.
+        assert_eq!(f.samples.len(), ADDRESSES * 2);
+        assert_eq!(f.per_address.len(), ADDRESSES);
+        assert!(f.samples.iter().all(|x| x.is_finite() && *x > 0.0));
+        assert!(f.address_spread_pct().is_some_and(|p| p >= 0.0));
         assert!(measure_pair(allowed[0], allowed[0], &spec).is_err());
         // The caller is left where it was.
         assert_eq!(cpus::allowed_cpus(), allowed);

@@ -13,7 +13,6 @@ const TITLE: &str = "Core-to-core latency (one way)";
 /// c2c rows: lab "share c2c", or lab "share" with a "from" key.
 fn is_c2c(r: &ResultRow) -> bool {
     r.metric == "latency"
-        && r.metric == "latency"
         && (r.lab == "share c2c" || (r.lab == "share" && r.case.contains_key("from")))
         && r.case.contains_key("to")
 }
