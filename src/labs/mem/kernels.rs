@@ -257,14 +257,56 @@ macro_rules! simd_kernels {
                 }
             }
 
+            /// Four 4 KiB pages at a time, one line of each per step (loads, then stores),
+            /// each page's next lines prefetched: four streams in flight instead of one. This
+            /// is how glibc's memcpy copies above its non-temporal threshold; a straight
+            /// line-after-line loop reached about 0.8x of it here (AVX2, Zen 3), with
+            /// streaming and with regular stores alike. The rest (under 16 KiB) goes line
+            /// after line.
+            // PER is 1 for AVX-512, where `k % PER` is always 0: the same code serves all widths.
+            #[allow(clippy::modulo_one)]
+            #[inline]
+            #[target_feature(enable = $feat)]
+            unsafe fn copy_pages<const NT: bool>(d: *mut u8, s: *const u8, len: usize) {
+                const V: usize = 256 / $w;
+                const PAGE: usize = 4096;
+                let mut base = 0;
+                while base + 4 * PAGE <= len {
+                    let mut o = 0;
+                    while o < PAGE {
+                        let mut r = [$zero(); V];
+                        for (k, x) in r.iter_mut().enumerate() {
+                            let src = s.add(base + (k / PER) * PAGE + o);
+                            if k % PER == 0 {
+                                // Never faults, even past the end of the mapping.
+                                _mm_prefetch::<_MM_HINT_T0>(src.add(128).cast());
+                            }
+                            *x = $load(src.add((k % PER) * $w).cast());
+                        }
+                        for (k, &x) in r.iter().enumerate() {
+                            let dst = d.add(base + (k / PER) * PAGE + o + (k % PER) * $w);
+                            if NT {
+                                $stream(dst.cast(), x);
+                            } else {
+                                $store(dst.cast(), x);
+                            }
+                        }
+                        o += 64;
+                    }
+                    base += 4 * PAGE;
+                }
+                // The tail, and the fence after streaming stores.
+                copy_lines::<NT>(d.add(base), s.add(base), len - base)
+            }
+
             #[target_feature(enable = $feat)]
             pub unsafe fn copy_seq(d: *mut u8, s: *const u8, len: usize) {
-                copy_lines::<false>(d, s, len)
+                copy_pages::<false>(d, s, len)
             }
 
             #[target_feature(enable = $feat)]
             pub unsafe fn copy_nt_seq(d: *mut u8, s: *const u8, len: usize) {
-                copy_lines::<true>(d, s, len)
+                copy_pages::<true>(d, s, len)
             }
 
             #[target_feature(enable = $feat)]
@@ -668,19 +710,21 @@ mod tests {
     fn copy_copies() {
         for isa in Isa::available() {
             for nt in [false, true] {
-                // 8192 + 192 bytes: whole 256-byte steps and a tail of three lines.
-                let n = 8192 + 192;
-                let mut r = region(4 * 8192);
+                // Three 16 KiB groups of four pages, then 8192 + 192 bytes: whole 256-byte
+                // steps and a tail of three lines.
+                let n = 3 * 16384 + 8192 + 192;
+                let half = 64 << 10;
+                let mut r = region(2 * half as u64);
                 for (i, b) in r.as_mut_slice()[..n].iter_mut().enumerate() {
                     *b = (i % 253) as u8;
                 }
                 let p = r.as_mut_ptr();
                 // SAFETY: the two ranges do not overlap and both lie in the region.
-                unsafe { copy_seq(isa, p.add(2 * 8192), p, n, nt) };
+                unsafe { copy_seq(isa, p.add(half), p, n, nt) };
                 let s = r.as_slice();
-                assert_eq!(&s[..n], &s[2 * 8192..2 * 8192 + n], "{isa:?} nt={nt}");
+                assert_eq!(&s[..n], &s[half..half + n], "{isa:?} nt={nt}");
                 assert!(
-                    s[2 * 8192 + n..].iter().all(|&b| b == 0x5a),
+                    s[half + n..].iter().all(|&b| b == 0x5a),
                     "{isa:?} nt={nt} wrote past the end"
                 );
             }

@@ -305,9 +305,18 @@ fn measure_bandwidth(
     let isa = Isa::detect();
     let probe = Sweep::new(&regions[0], op, pattern, isa, 1);
     let unit_bytes = (probe.bytes_per_iter() * probe.iters_per_unit()) as f64;
+    // Samples of at least 50 ms: a DRAM stream of 10 ms sees page-walk and refresh hiccups
+    // as a spread of several percent, and the window trims a few microseconds at each edge.
+    let spec = crate::measure::SampleSpec {
+        min_sample: ctx
+            .spec
+            .min_sample
+            .max(std::time::Duration::from_millis(50)),
+        ..ctx.spec.clone()
+    };
     let samples = team_window(
         cpu_list,
-        &ctx.spec,
+        &spec,
         |i| {
             let w = Sweep::new(
                 &regions[i.min(regions.len() - 1)],
