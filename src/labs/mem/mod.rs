@@ -755,7 +755,7 @@ fn scaling_readings(bw: &[&ResultRow]) -> Vec<String> {
         .into_iter()
         .map(|(name, c)| match stops_growing(&c) {
             Some((t1, t2, gain, ideal)) => format!(
-                "scaling {name}: bandwidth stops growing at {} ({t1} -> {t2} threads: {gain:+.0}%, proportional would be {ideal:+.0}%): the memory system, not the thread count, is the limit from there",
+                "scaling {name}: bandwidth stops growing at {} ({t1} -> {t2} threads: {gain:+.0}%, proportional would be {ideal:+.0}%): from there a shared resource is the limit, not the thread count (the memory channels for a block beyond the caches; SMT siblings, a shared cache or a busy host for one inside them)",
                 plural(t1, "thread")
             ),
             None => {
