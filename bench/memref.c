@@ -5,8 +5,9 @@
 //   OP: read | write | copy (a C loop, regular stores) | memcpy | memset
 //
 // Each thread is pinned to CPU i, maps and first-touches its own BLOCK (copy and memcpy use
-// its two halves), and repeats its op until a shared stop flag set SECONDS later; a thread's
-// bytes are its whole passes plus its partial pass. Bytes are counted as moved (copy = read +
+// its two halves), and repeats its op until a shared stop flag set SECONDS later, finishing
+// the chunk (memcpy, memset: the whole pass) it is in; its GB/s is its bytes over its own time,
+// summed over threads. Bytes are counted as moved (copy = read +
 // write, as STREAM and costlab count). Prints one line per sample: GB/s (10^9 bytes/s).
 #define _GNU_SOURCE
 #include <pthread.h>
