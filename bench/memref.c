@@ -120,6 +120,11 @@ int main(int argc, char **argv) {
         return 2;
     }
     op = argv[1];
+    if (strcmp(op, "read") && strcmp(op, "write") && strcmp(op, "copy") && strcmp(op, "memcpy") &&
+        strcmp(op, "memset")) {
+        fprintf(stderr, "memref: unknown op '%s': use read, write, copy, memcpy or memset\n", op);
+        return 2;
+    }
     block = (size_t)atol(argv[2]) << 20;
     int threads = atoi(argv[3]);
     double secs = atof(argv[4]);
