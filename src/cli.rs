@@ -340,8 +340,10 @@ pub enum MemCommand {
 
 #[derive(Args, Debug, Clone)]
 pub struct MemBandwidthArgs {
-    /// Ops, comma list: read, write, write-nt (streaming stores), copy (counted read + write)
-    #[arg(long, default_value = "read,write,copy")]
+    /// Ops, comma list: read, write, write-nt (streaming stores), copy (regular stores),
+    /// copy-nt (streaming stores); memcpy, memset (the C library's own, the reference). Copies
+    /// count read + write
+    #[arg(long, default_value = "read,write,copy,copy-nt,memcpy,memset")]
     pub op: String,
     /// Access patterns: seq, rand (whole random 64-byte lines, 8 in flight)
     #[arg(long, default_value = "seq")]

@@ -92,6 +92,48 @@ fn bandwidth_json_has_every_case_with_its_units() {
 }
 
 #[test]
+fn reference_cases_run_beside_the_kernels_and_name_their_kernel() {
+    let out = costlab(&[
+        "mem",
+        "bandwidth",
+        "--op",
+        "copy,copy-nt,memcpy,memset,write",
+        "--pattern",
+        "seq,rand",
+        "--block",
+        "64K",
+        "--samples",
+        "2",
+        "--quick",
+        "--json",
+        "-",
+    ]);
+    let doc = json_of(&out);
+    let rows = doc["results"].as_array().unwrap();
+    // memcpy and memset are sequential only: 3 kernels x 2 patterns + 2 references.
+    assert_eq!(rows.len(), 3 * 2 + 2);
+    for r in rows {
+        check_row_shape(r);
+        let (op, isa, store) = (
+            r["case"]["op"].as_str().unwrap(),
+            r["case"]["isa"].as_str().unwrap(),
+            r["case"]["store"].as_str().unwrap(),
+        );
+        match op {
+            "memcpy" | "memset" => assert_eq!((isa, store), ("libc", "libc")),
+            "copy-nt" => assert!(store == "streaming" || isa == "scalar", "{r}"),
+            _ => assert_eq!(store, "regular", "{r}"),
+        }
+        assert!(r["conditions"].is_object(), "{r}");
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("x memcpy") && err.contains("x memset"),
+        "{err}"
+    );
+}
+
+#[test]
 fn two_threads_and_a_shared_region() {
     let out = costlab(&[
         "mem",

@@ -14,5 +14,5 @@ pub mod stats;
 pub mod syscost;
 pub mod units;
 
-pub use sampler::{sample_fn, team, Sample, SampleSpec};
+pub use sampler::{sample_fn, team, team_window, Sample, SampleSpec, Timeline, WindowSample};
 pub use stats::Summary;

@@ -3,6 +3,11 @@
 //! `sample_fn` times a closure on the calling thread; `team` runs pinned worker threads that
 //! build their state on their own CPU (so first-touch puts memory next to them), start each
 //! sample on a barrier and are timed from the first start to the last finish.
+//!
+//! `team_window` is for work whose rate depends on how many workers run at once (memory
+//! bandwidth): every worker repeats a unit of work until a shared stop flag, logs when each
+//! unit ended, and a sample counts only the work done while all workers were running (from
+//! the last start to the first end), so no worker finishing alone at either edge is timed.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Barrier, Mutex};
@@ -222,6 +227,199 @@ where
     })
 }
 
+/// One worker's run during a windowed sample: when it started and when each of its units of
+/// work ended, in ns since the team's epoch. Every unit is the same amount of work.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Timeline {
+    pub start: u64,
+    pub ends: Vec<u64>,
+}
+
+impl Timeline {
+    /// When the worker stopped (its start if it finished no unit).
+    pub fn end(&self) -> u64 {
+        self.ends.last().copied().unwrap_or(self.start)
+    }
+
+    /// Units done inside `[a, b]`. A unit that straddles an edge counts by the share of its
+    /// time inside, as if its rate were constant within the unit.
+    pub fn units_in(&self, a: u64, b: u64) -> f64 {
+        let mut prev = self.start;
+        let mut sum = 0.0;
+        for &e in &self.ends {
+            let (lo, hi) = (prev.max(a), e.min(b));
+            if hi > lo && e > prev {
+                sum += (hi - lo) as f64 / (e - prev) as f64;
+            }
+            prev = e;
+        }
+        sum
+    }
+
+    /// The longest unit, in ns.
+    pub fn longest_unit(&self) -> u64 {
+        let mut prev = self.start;
+        let mut most = 0;
+        for &e in &self.ends {
+            most = most.max(e.saturating_sub(prev));
+            prev = e;
+        }
+        most
+    }
+}
+
+/// The span in which every worker was running: from the last start to the first end. None
+/// when there was no moment at which all of them ran.
+pub fn common_window(timelines: &[Timeline]) -> Option<(u64, u64)> {
+    let a = timelines.iter().map(|t| t.start).max()?;
+    let b = timelines.iter().map(Timeline::end).min()?;
+    (b > a).then_some((a, b))
+}
+
+/// One sample of a windowed team: the work every worker did while all of them ran.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowSample {
+    /// Length of the common window, ns.
+    pub window_ns: f64,
+    /// From the first start to the last end, ns: what a first-start-to-last-end timer would
+    /// have used; `span_ns - window_ns` is the ragged edge left out.
+    pub span_ns: f64,
+    /// Units each worker did inside the window.
+    pub units: Vec<f64>,
+}
+
+impl WindowSample {
+    /// Build the sample from the workers' timelines; None when they never all ran at once.
+    pub fn from_timelines(timelines: &[Timeline]) -> Option<WindowSample> {
+        let (a, b) = common_window(timelines)?;
+        let first = timelines.iter().map(|t| t.start).min()?;
+        let last = timelines.iter().map(Timeline::end).max()?;
+        Some(WindowSample {
+            window_ns: (b - a) as f64,
+            span_ns: (last - first) as f64,
+            units: timelines.iter().map(|t| t.units_in(a, b)).collect(),
+        })
+    }
+
+    pub fn total_units(&self) -> f64 {
+        self.units.iter().sum()
+    }
+}
+
+/// Run one worker per entry of `cpus`, each pinned there, `setup(i)` building worker i's
+/// state on its own CPU. In each sample all workers leave one barrier together and repeat
+/// `unit(&mut state)` until a stop flag set a fixed time later; each sample counts the units
+/// done inside the window where all of them ran. The time is at least `spec.min_sample` and at
+/// least 4 of the longest units seen in the warm-up, so the window holds whole units.
+pub fn team_window<S, Setup, Unit>(
+    cpus: &[usize],
+    spec: &SampleSpec,
+    setup: Setup,
+    unit: Unit,
+) -> Result<Vec<WindowSample>>
+where
+    Setup: Fn(usize) -> Result<S> + Sync,
+    Unit: Fn(&mut S) + Sync,
+{
+    let n = cpus.len();
+    assert!(n > 0, "a team needs at least one CPU");
+    let barrier = Barrier::new(n + 1);
+    let stop = AtomicBool::new(false);
+    let quit = AtomicBool::new(false);
+    let epoch = Instant::now();
+    let logs: Vec<Mutex<Timeline>> = (0..n).map(|_| Mutex::new(Timeline::default())).collect();
+    let setup_error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
+
+    std::thread::scope(|scope| -> Result<Vec<WindowSample>> {
+        for (i, &cpu) in cpus.iter().enumerate() {
+            let (barrier, stop, quit, logs, setup_error) =
+                (&barrier, &stop, &quit, &logs, &setup_error);
+            let (setup, unit) = (&setup, &unit);
+            scope.spawn(move || {
+                let state = cpus::pin_current(cpu).and_then(|_| setup(i));
+                let mut state = match state {
+                    Ok(s) => Some(s),
+                    Err(e) => {
+                        setup_error.lock().unwrap().get_or_insert(e);
+                        None
+                    }
+                };
+                let mut log = Timeline {
+                    start: 0,
+                    ends: Vec::with_capacity(1 << 12),
+                };
+                barrier.wait(); // setup done
+                loop {
+                    barrier.wait(); // sample start
+                    if quit.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    log.ends.clear();
+                    log.start = epoch.elapsed().as_nanos() as u64;
+                    if let Some(s) = state.as_mut() {
+                        loop {
+                            unit(s);
+                            log.ends.push(epoch.elapsed().as_nanos() as u64);
+                            if stop.load(Ordering::Relaxed) {
+                                break;
+                            }
+                        }
+                    }
+                    logs[i].lock().unwrap().clone_from(&log);
+                    barrier.wait(); // sample end
+                }
+            });
+        }
+
+        barrier.wait();
+        let run_one = |time: Duration| -> Vec<Timeline> {
+            stop.store(false, Ordering::SeqCst);
+            barrier.wait();
+            std::thread::sleep(time);
+            stop.store(true, Ordering::SeqCst);
+            barrier.wait();
+            logs.iter().map(|l| l.lock().unwrap().clone()).collect()
+        };
+        let finish = |result: Result<Vec<WindowSample>>| {
+            quit.store(true, Ordering::SeqCst);
+            barrier.wait();
+            result
+        };
+        if let Some(e) = setup_error.lock().unwrap().take() {
+            return finish(Err(e));
+        }
+
+        let warm = run_one(spec.warmup.max(spec.min_sample));
+        let longest = warm.iter().map(Timeline::longest_unit).max().unwrap_or(0);
+        let mut time = spec
+            .min_sample
+            .max(Duration::from_nanos(longest.saturating_mul(4)));
+        let mut out = Vec::with_capacity(spec.samples);
+        let mut misses = 0;
+        while out.len() < spec.samples {
+            if let Err(e) = cancel::check() {
+                return finish(Err(e));
+            }
+            match WindowSample::from_timelines(&run_one(time)) {
+                Some(s) => out.push(s),
+                // A worker was held off its CPU for the whole sample: lengthen and retry.
+                None if misses < 8 => {
+                    misses += 1;
+                    time *= 2;
+                }
+                None => {
+                    return finish(Err(anyhow::anyhow!(
+                        "the workers never all ran at once in {} samples of up to {:?}; the CPUs are taken by something else",
+                        misses,
+                        time
+                    )))
+                }
+            }
+        }
+        finish(Ok(out))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,6 +477,92 @@ mod tests {
             &tiny(),
             |_| -> Result<()> { Err(anyhow::anyhow!("no memory")) },
             |_, _| {},
+        );
+        assert!(r.unwrap_err().to_string().contains("no memory"));
+    }
+
+    fn line(start: u64, ends: &[u64]) -> Timeline {
+        Timeline {
+            start,
+            ends: ends.to_vec(),
+        }
+    }
+
+    #[test]
+    fn the_window_is_where_every_worker_ran() {
+        // Worker 0 starts first and ends last; worker 1 starts late; worker 2 ends early.
+        let t = [
+            line(0, &[10, 20, 30, 40, 50, 60]),
+            line(15, &[25, 35, 45, 55]),
+            line(5, &[15, 25, 35, 45]),
+        ];
+        assert_eq!(common_window(&t), Some((15, 45)));
+        let s = WindowSample::from_timelines(&t).unwrap();
+        assert_eq!(s.window_ns, 30.0);
+        assert_eq!(s.span_ns, 60.0);
+        // Worker 0: half of 10..20, all of 20..30 and 30..40, half of 40..50.
+        assert!((s.units[0] - 3.0).abs() < 1e-12, "{:?}", s.units);
+        // Worker 1 ran exactly 15..45: three whole units.
+        assert!((s.units[1] - 3.0).abs() < 1e-12);
+        // Worker 2: all of 15..25, 25..35, 35..45.
+        assert!((s.units[2] - 3.0).abs() < 1e-12);
+        assert!((s.total_units() - 9.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_lone_finisher_is_left_out() {
+        // Worker 1 needs twice as long per unit; worker 0 ran on alone after 1 stopped at 40.
+        let t = [
+            line(0, &[10, 20, 30, 40, 50, 60, 70, 80]),
+            line(0, &[20, 40]),
+        ];
+        let s = WindowSample::from_timelines(&t).unwrap();
+        assert_eq!(s.window_ns, 40.0);
+        assert_eq!(s.units, vec![4.0, 2.0]);
+        // A first-start-to-last-end timer would have divided 10 units by 80 ns.
+        assert_eq!(s.span_ns, 80.0);
+    }
+
+    #[test]
+    fn workers_that_never_overlap_give_no_sample() {
+        let t = [line(0, &[10]), line(10, &[20])];
+        assert_eq!(common_window(&t), None);
+        assert!(WindowSample::from_timelines(&t).is_none());
+        assert!(WindowSample::from_timelines(&[]).is_none());
+        let idle = line(7, &[]);
+        assert_eq!(idle.end(), 7);
+        assert_eq!(idle.units_in(0, 100), 0.0);
+        assert_eq!(line(0, &[5, 25, 30]).longest_unit(), 20);
+    }
+
+    #[test]
+    fn team_window_counts_units_inside_the_window() {
+        let allowed = cpus::allowed_cpus();
+        let team_cpus = cpus::cpus_for_threads(2, &allowed);
+        let done = AtomicUsize::new(0);
+        let samples = team_window(
+            &team_cpus,
+            &tiny(),
+            |i| Ok(i as u64),
+            |x: &mut u64| {
+                for _ in 0..1000 {
+                    *x = black_box(*x + 1);
+                }
+                done.fetch_add(1, Ordering::Relaxed);
+            },
+        )
+        .unwrap();
+        assert_eq!(samples.len(), 3);
+        for s in &samples {
+            assert_eq!(s.units.len(), 2);
+            assert!(s.window_ns > 0.0 && s.window_ns <= s.span_ns);
+            assert!(s.total_units() <= done.load(Ordering::Relaxed) as f64);
+        }
+        let r = team_window(
+            &team_cpus[..1],
+            &tiny(),
+            |_| -> Result<()> { Err(anyhow::anyhow!("no memory")) },
+            |_| {},
         );
         assert!(r.unwrap_err().to_string().contains("no memory"));
     }

@@ -10,17 +10,29 @@ use crate::error::usage;
 use crate::measure::cpus;
 use crate::measure::sizes::{format_size, parse_list, parse_size_list};
 
-/// What a bandwidth kernel does to each line.
+/// What a bandwidth kernel does to each line. `Memcpy` and `Memset` are the C library's own,
+/// measured beside costlab's kernels as their reference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
     Read,
     Write,
     WriteNt,
     Copy,
+    CopyNt,
+    Memcpy,
+    Memset,
 }
 
 impl Op {
-    pub const ALL: [Op; 4] = [Op::Read, Op::Write, Op::WriteNt, Op::Copy];
+    pub const ALL: [Op; 7] = [
+        Op::Read,
+        Op::Write,
+        Op::WriteNt,
+        Op::Copy,
+        Op::CopyNt,
+        Op::Memcpy,
+        Op::Memset,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -28,6 +40,9 @@ impl Op {
             Op::Write => "write",
             Op::WriteNt => "write-nt",
             Op::Copy => "copy",
+            Op::CopyNt => "copy-nt",
+            Op::Memcpy => "memcpy",
+            Op::Memset => "memset",
         }
     }
 
@@ -35,9 +50,34 @@ impl Op {
         let t = text.trim().to_ascii_lowercase();
         Op::ALL.into_iter().find(|o| o.name() == t).ok_or_else(|| {
             usage(format!(
-                "unknown op '{text}': use read, write, write-nt or copy (comma list: --op read,copy)"
+                "unknown op '{text}': use read, write, write-nt, copy, copy-nt, memcpy or memset (comma list: --op read,copy)"
             ))
         })
+    }
+
+    /// Ops that copy one half of the block onto the other: each byte is read once and written
+    /// once, and both are counted (as STREAM counts copy).
+    pub fn is_copy(self) -> bool {
+        matches!(self, Op::Copy | Op::CopyNt | Op::Memcpy)
+    }
+
+    /// The C library's functions, the reference cases.
+    pub fn is_libc(self) -> bool {
+        matches!(self, Op::Memcpy | Op::Memset)
+    }
+
+    /// Streaming (non-temporal) stores.
+    pub fn is_nt(self) -> bool {
+        matches!(self, Op::WriteNt | Op::CopyNt)
+    }
+
+    /// The C library's function this op is compared with in the tables.
+    pub fn reference(self) -> Option<Op> {
+        match self {
+            Op::Copy | Op::CopyNt => Some(Op::Memcpy),
+            Op::Write | Op::WriteNt => Some(Op::Memset),
+            _ => None,
+        }
     }
 }
 
@@ -140,6 +180,11 @@ impl BandwidthPlan {
         for &b in &blocks {
             check_block(b, &pages)?;
         }
+        if ops.iter().all(|o| o.is_libc()) && !patterns.contains(&Pattern::Seq) {
+            return Err(usage(
+                "memcpy and memset are sequential only: add --pattern seq".to_string(),
+            ));
+        }
         Ok(BandwidthPlan {
             ops,
             patterns,
@@ -171,12 +216,21 @@ impl BandwidthPlan {
             .collect()
     }
 
+    /// Cases measured: the C library's functions are sequential only.
     pub fn cases(&self) -> usize {
-        self.ops.len()
-            * self.patterns.len()
-            * self.blocks.len()
-            * self.threads.len()
-            * self.pages.len()
+        let seq = usize::from(self.patterns.contains(&Pattern::Seq));
+        let per_block: usize = self
+            .ops
+            .iter()
+            .map(|o| {
+                if o.is_libc() {
+                    seq
+                } else {
+                    self.patterns.len()
+                }
+            })
+            .sum();
+        per_block * self.blocks.len() * self.threads.len() * self.pages.len()
     }
 }
 
@@ -284,12 +338,33 @@ mod tests {
             2,
         )
         .unwrap();
-        assert_eq!(p.ops, Op::ALL.to_vec());
+        assert_eq!(p.ops, Op::ALL[..4].to_vec());
         assert_eq!(p.patterns, vec![Pattern::Seq, Pattern::Rand]);
         assert_eq!(p.blocks, vec![16 << 10, 4 << 20, 1 << 30]);
         assert_eq!(p.threads, vec![1, 2]);
         assert_eq!(p.cases(), 4 * 2 * 3 * 2 * 2);
         assert!(p.pool_needs().is_empty());
+    }
+
+    #[test]
+    fn reference_ops_parse_and_know_their_kind() {
+        let p = BandwidthPlan::parse(&text("copy,copy-nt,memcpy,memset,copy", "1G", "1", "4k"), 2)
+            .unwrap();
+        assert_eq!(p.ops, vec![Op::Copy, Op::CopyNt, Op::Memcpy, Op::Memset]);
+        assert!(Op::Memcpy.is_copy() && Op::Memcpy.is_libc() && !Op::Memcpy.is_nt());
+        assert!(Op::CopyNt.is_copy() && Op::CopyNt.is_nt() && !Op::CopyNt.is_libc());
+        assert!(!Op::Memset.is_copy() && Op::Memset.is_libc());
+        assert_eq!(Op::CopyNt.reference(), Some(Op::Memcpy));
+        assert_eq!(Op::WriteNt.reference(), Some(Op::Memset));
+        assert_eq!(Op::Read.reference(), None);
+        // Sequential only: no rand case for the library calls.
+        let p = BandwidthPlan::parse(&text("read,memcpy", "1G", "1,2", "4k"), 2).unwrap();
+        assert_eq!(p.cases(), (2 + 1) * 2);
+        let mut t = text("memcpy,memset", "1G", "1", "4k");
+        t.pattern = "rand";
+        let e = BandwidthPlan::parse(&t, 2).unwrap_err();
+        assert_eq!(exit_code(&e), 2);
+        assert!(e.to_string().contains("--pattern seq"), "{e}");
     }
 
     #[test]
