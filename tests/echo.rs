@@ -523,7 +523,7 @@ fn the_experiment_writes_every_metric_for_every_point() {
         }
     }
     assert!(
-        err.contains("uring/epoll"),
+        err.contains("uring÷epoll"),
         "the ratio table is printed: {err}"
     );
 }

@@ -95,6 +95,9 @@ pub struct Observed {
     /// "epoll", "uring" or "uring-basic".
     pub engine: String,
     pub conns: u32,
+    /// The message size, bytes (0 in counts written before sizes were swept: read as 16).
+    #[serde(default)]
+    pub size: u64,
     pub requests: u64,
     /// Syscalls the server made (epoll_wait + recv + send, or io_uring_enter).
     pub syscalls: u64,
