@@ -827,19 +827,21 @@ impl Server {
                     let c = &mut self.conns[slot];
                     if c.zc {
                         if cqueue::more(flags) && !cqueue::notif(flags) {
-                            // The result; the buffers are the kernel's until the notification.
+                            // The result: the bytes are sent (and counted now), but the
+                            // buffers are the kernel's until the notification.
                             c.zc_res = Some(res);
+                            stats.bytes += res.max(0) as u64;
                             return Ok(());
                         }
-                        let r = if cqueue::notif(flags) {
-                            c.zc_res.take().unwrap_or(-libc::EIO)
+                        let (r, counted) = if cqueue::notif(flags) {
+                            (c.zc_res.take().unwrap_or(-libc::EIO), true)
                         } else {
-                            res
+                            (res, false)
                         };
                         c.zc = false;
-                        self.on_send(slot, r, stats)?;
+                        self.on_send(slot, r, counted, stats)?;
                     } else {
-                        self.on_send(slot, res, stats)?;
+                        self.on_send(slot, res, false, stats)?;
                     }
                 }
                 self.maybe_close(slot, stats)
@@ -958,7 +960,14 @@ impl Server {
         Ok(())
     }
 
-    fn on_send(&mut self, slot: usize, res: i32, stats: &mut ServerStats) -> Result<()> {
+    /// A send ended having sent `res` bytes (`counted`: already in stats.bytes).
+    fn on_send(
+        &mut self,
+        slot: usize,
+        res: i32,
+        counted: bool,
+        stats: &mut ServerStats,
+    ) -> Result<()> {
         self.conns[slot].sending = false;
         if res <= 0 {
             let c = &mut self.conns[slot];
@@ -968,7 +977,9 @@ impl Server {
             }
             return Ok(());
         }
-        stats.bytes += res as u64;
+        if !counted {
+            stats.bytes += res as u64;
+        }
         let c = &mut self.conns[slot];
         let mut left = res as usize;
         c.held = c.held.saturating_sub(left);
