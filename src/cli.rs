@@ -136,9 +136,26 @@ pub struct EchoRunArgs {
     /// Connection counts to sweep
     #[arg(long, default_value = "1,16,128,1000", value_name = "LIST")]
     pub conns: String,
-    /// Message size in bytes (16, 1K, ...)
-    #[arg(long, default_value = "16", value_name = "SIZE")]
-    pub size: String,
+    /// Message sizes to sweep (16,512,4K,16K,64K; up to 64M)
+    #[arg(
+        long = "sizes",
+        alias = "size",
+        default_value = "16",
+        value_name = "LIST"
+    )]
+    pub sizes: String,
+    /// uring techniques: all, or switch some off (-bundle,-inc; names: big, bundle, inc,
+    /// sendmsg, fixed, zc; zc=64K sends zero-copy from 64 KiB)
+    #[arg(
+        long,
+        default_value = "all",
+        value_name = "LIST",
+        allow_hyphen_values = true
+    )]
+    pub features: String,
+    /// Also run uring with each technique switched off in turn, to show what each is worth
+    #[arg(long)]
+    pub ablate: bool,
     /// Length of each run (2, 2s, 500ms)
     #[arg(long, default_value = "2s", value_name = "TIME")]
     pub duration: String,
@@ -178,6 +195,15 @@ pub struct EchoServeArgs {
     /// io_uring: poll the submission queue from a kernel thread (SQPOLL)
     #[arg(long)]
     pub sqpoll: bool,
+    /// uring techniques: all, or switch some off (-bundle,-inc; names: big, bundle, inc,
+    /// sendmsg, fixed, zc; zc=64K sends zero-copy from 64 KiB)
+    #[arg(
+        long,
+        default_value = "all",
+        value_name = "LIST",
+        allow_hyphen_values = true
+    )]
+    pub features: String,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -50,7 +50,13 @@ fn a_tiny_run_writes_the_json_contract() {
             assert_eq!(r["metric"], "latency");
             assert_eq!(r["unit"], "ns");
             let keys: Vec<&String> = r["case"].as_object().unwrap().keys().collect();
-            assert_eq!(keys, ["call", "batch"]);
+            // send and recv are also measured by message size, for the per-byte fit.
+            if keys.len() == 3 {
+                assert_eq!(keys, ["call", "batch", "size"]);
+                assert!(["tcp-send", "tcp-recv"].contains(&r["case"]["call"].as_str().unwrap()));
+            } else {
+                assert_eq!(keys, ["call", "batch"]);
+            }
             assert_eq!(r["summary"]["n"], 2);
             assert_eq!(r["samples"].as_array().unwrap().len(), 2);
             (
@@ -72,7 +78,22 @@ fn a_tiny_run_writes_the_json_contract() {
     let model = &doc["models"][0];
     assert_eq!(model["lab"], "syscall");
     assert_eq!(model["name"], "syscall cost terms");
-    for p in ["s_ns", "w_send_ns", "w_recv_ns", "mitigations", "t_nop_ns"] {
+    let sizes: Vec<u64> = results
+        .iter()
+        .filter(|r| r["case"]["call"] == "tcp-recv")
+        .filter_map(|r| r["case"]["size"].as_u64())
+        .collect();
+    assert_eq!(sizes, [16, 256, 1024, 4096, 16384, 65536]);
+    for p in [
+        "s_ns",
+        "w_send_ns",
+        "w_recv_ns",
+        "mitigations",
+        "t_nop_ns",
+        "send_fixed_ns",
+        "send_per_byte_ns",
+        "recv_per_byte_ns",
+    ] {
         assert!(model["params"].get(p).is_some(), "param {p} missing");
     }
     let unsupported = model["params"].get("uring_unsupported");
@@ -93,7 +114,8 @@ fn a_tiny_run_writes_the_json_contract() {
                 }
             }
             assert_eq!(model["params"]["t_nop_ns"].as_object().unwrap().len(), 2);
-            assert_eq!(model["points"].as_array().unwrap().len(), 6);
+            // Per-op fits at 2 batches for 3 calls, and per-byte fits at 6 sizes for 2.
+            assert_eq!(model["points"].as_array().unwrap().len(), 6 + 12);
         }
     }
     // The tables went to stderr so stdout stays parseable.

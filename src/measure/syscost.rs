@@ -15,7 +15,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use io_uring::{opcode, squeue, types, IoUring};
 
 use super::{sample_fn, SampleSpec, Summary};
-use crate::labs::echo::model::CostTerms;
+use crate::labs::echo::model::{CostTerms, PerByte};
 
 /// The io_uring batches measured by default: 1, 2, 4, ..., 256.
 pub const DEFAULT_BATCHES: [u32; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];
@@ -25,6 +25,9 @@ pub const EPOLL_EVENTS: [u32; 2] = [1, 32];
 
 /// Bytes moved by each send and recv (the article's echo message).
 pub const MSG: usize = 16;
+
+/// Message sizes at which send and recv are measured for the fixed + per-byte fit.
+pub const PER_BYTE_SIZES: [usize; 6] = [16, 256, 1024, 4096, 16 * 1024, 64 * 1024];
 
 /// The largest batch accepted (rings and loopback pairs are sized from it).
 pub const MAX_BATCH: u32 = 4096;
@@ -43,6 +46,8 @@ pub struct Measurements {
     pub figures: Vec<CallFigure>,
     /// Why io_uring figures are missing (io_uring_setup refused, an op failed), if they are.
     pub uring_unsupported: Option<String>,
+    /// tcp-send and tcp-recv by message size: (call, bytes, ns per message samples).
+    pub sized: Vec<(&'static str, usize, Vec<f64>)>,
 }
 
 impl Measurements {
@@ -51,6 +56,18 @@ impl Measurements {
             .iter()
             .find(|f| f.call == call && f.batch == batch)
             .map(|f| f.samples.as_slice())
+    }
+
+    /// (bytes, median ns per message) of a sized call, ascending in size.
+    pub fn by_size(&self, call: &str) -> Vec<(f64, f64)> {
+        let mut v: Vec<(f64, f64)> = self
+            .sized
+            .iter()
+            .filter(|(c, _, _)| *c == call)
+            .filter_map(|(_, b, v)| Summary::of(v).map(|s| (*b as f64, s.median)))
+            .collect();
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+        v
     }
 
     pub fn push(&mut self, call: &'static str, batch: u32, samples: Vec<f64>) {
@@ -232,18 +249,32 @@ fn loopback_listener() -> Result<TcpListener> {
 /// peer's receive queue (the softirq runs on the sender's way out), so the send figure holds
 /// the whole transmit and receive path and the recv figure the copy out of the queue.
 pub fn tcp_send_recv(spec: &SampleSpec) -> Result<(Vec<f64>, Vec<f64>)> {
+    tcp_send_recv_sized(spec, MSG)
+}
+
+/// As `tcp_send_recv` with `size`-byte messages: (send, recv) ns per message. Each phase
+/// moves at most 32 KiB (64 messages of 16 B, one of 64 KiB), far below the socket buffers
+/// set here, so a send never waits for the reader; a recv of a large message may take more
+/// than one call, which is part of its cost.
+pub fn tcp_send_recv_sized(spec: &SampleSpec, size: usize) -> Result<(Vec<f64>, Vec<f64>)> {
     let listener = loopback_listener()?;
     let (mut tx, mut rx) = loopback_pair(&listener)?;
-    let msg = [0x5au8; MSG];
-    let mut buf = [0u8; MSG];
+    for s in [&tx, &rx] {
+        let _ = rustix::net::sockopt::set_socket_send_buffer_size(s, 1 << 20);
+        let _ = rustix::net::sockopt::set_socket_recv_buffer_size(s, 1 << 20);
+        // A bug that made a send wait for a reader that never comes fails, not hangs.
+        s.set_write_timeout(Some(std::time::Duration::from_secs(2)))?;
+        s.set_read_timeout(Some(std::time::Duration::from_secs(2)))?;
+    }
+    let size = size.max(1);
+    let chunk = (32 * 1024 / size).clamp(1, 64) as u64;
+    let msg: Vec<u8> = (0..size).map(|i| (i * 7 + 0x5a) as u8).collect();
+    let mut buf = vec![0u8; size];
     sample_two_phases(
         spec,
-        64,
+        chunk,
         || {
-            let n = tx.write(&msg).context("send on loopback TCP")?;
-            if n != MSG {
-                bail!("short send on loopback TCP: {n} of {MSG} bytes");
-            }
+            tx.write_all(&msg).context("send on loopback TCP")?;
             Ok(())
         },
         || {
@@ -574,6 +605,17 @@ pub fn measure_all(spec: &SampleSpec, batches: &[u32], run: Runner) -> Result<Me
         Ok(v)
     })?;
     add(&mut m, figs);
+    for &size in &PER_BYTE_SIZES {
+        let mut got = None;
+        run(&format!("tcp send/recv {size} B"), &mut || {
+            got = Some(tcp_send_recv_sized(spec, size)?);
+            Ok(Vec::new())
+        })?;
+        if let Some((send, recv)) = got {
+            m.sized.push(("tcp-send", size, send));
+            m.sized.push(("tcp-recv", size, recv));
+        }
+    }
     let figs = run("tcp send waking a peer", &mut || {
         Ok(one("tcp-send-wake", 1, tcp_send_wake(spec)?))
     })?;
@@ -662,6 +704,8 @@ pub fn terms_from(m: &Measurements) -> Result<CostTerms> {
             .get("tcp-send-wake", 1)
             .and_then(|v| Summary::of(&minus(v, median_of(send)))),
         uring_unsupported: m.uring_unsupported.clone(),
+        send_bytes: PerByte::fit(&m.by_size("tcp-send")),
+        recv_bytes: PerByte::fit(&m.by_size("tcp-recv")),
     })
 }
 

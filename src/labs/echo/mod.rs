@@ -6,6 +6,7 @@
 //! at one point, then the next repetition) so engine ratios pair samples taken side by side.
 
 pub mod epoll;
+pub mod features;
 pub mod load;
 pub mod load_uring;
 pub mod model;
@@ -30,6 +31,7 @@ use crate::error::usage;
 use crate::labs::{Ctx, Headline, Lab};
 use crate::measure::{cancel, cpus, sizes, stats::paired_ratios, syscost, SampleSpec, Summary};
 use crate::report::{model::Case, progress, table, Outcome};
+use features::Features;
 use load::{ClientKind, Errors, LoadReport, LoadSpec};
 use model::Observed;
 use server::{Engine, ServeOpts};
@@ -63,12 +65,19 @@ pub fn parse_duration(text: &str, what: &str) -> Result<Duration> {
 
 fn parse_msg_size(text: &str) -> Result<usize> {
     let b = sizes::parse_size(text)?;
-    if b > 64 << 20 {
+    if b == 0 || b > 64 << 20 {
         return Err(usage(format!(
-            "--size {text}: use a message size up to 64M"
+            "--size {text}: use a message size from 1 byte up to 64M"
         )));
     }
     Ok(b as usize)
+}
+
+/// `--sizes 16,512,4K,16K,64K`: message sizes, each 1 B to 64M, in the order given.
+fn parse_msg_sizes(text: &str) -> Result<Vec<usize>> {
+    let mut v = sizes::parse_list(text, parse_msg_size)?;
+    v.dedup();
+    Ok(v)
 }
 
 // ---------------------------------------------------------------- serve and load commands
@@ -86,9 +95,13 @@ pub fn serve_command(args: &EchoServeArgs) -> Result<()> {
             .transpose()?,
         size: parse_msg_size(&args.size)? as u64,
         sqpoll: args.sqpoll,
+        features: Features::parse(&args.features)?,
     };
     if opts.sqpoll && opts.engine != Engine::Uring {
         return Err(usage("--sqpoll applies to --engine uring only"));
+    }
+    if opts.features != Features::default() && opts.engine != Engine::Uring {
+        return Err(usage("--features applies to --engine uring only"));
     }
     let stats = server::serve(&opts, |addr| {
         let mut out = std::io::stdout().lock();
@@ -199,7 +212,12 @@ pub struct Plan {
     pub engines: Vec<Engine>,
     pub clients: Vec<ClientKind>,
     pub conns: Vec<usize>,
-    pub size: usize,
+    /// Message sizes, bytes.
+    pub sizes: Vec<usize>,
+    /// What the uring engine uses.
+    pub features: Features,
+    /// Also run uring with each of its features switched off in turn.
+    pub ablate: bool,
     pub duration: Duration,
     pub reps: usize,
     pub depth: usize,
@@ -242,11 +260,19 @@ impl Plan {
                 "--sqpoll applies to the uring engine, which is not in --engine",
             ));
         }
+        let features = Features::parse(&args.features)?;
+        if (args.ablate || features != Features::default()) && !engines.contains(&Engine::Uring) {
+            return Err(usage(
+                "--features and --ablate apply to the uring engine, which is not in --engine",
+            ));
+        }
         Ok(Plan {
             engines,
             clients,
             conns,
-            size: parse_msg_size(&args.size)?,
+            sizes: parse_msg_sizes(&args.sizes)?,
+            features,
+            ablate: args.ablate,
             duration: parse_duration(&duration_text, "--duration")?,
             reps: if ctx.quick {
                 2
@@ -261,15 +287,17 @@ impl Plan {
         })
     }
 
-    /// The plan `costlab run` uses: about 20 s on two cores.
+    /// The plan `costlab run` uses: about 30 s on two cores.
     pub fn quick() -> Plan {
         let (clients, note) = default_clients();
         Plan {
             engines: Engine::ALL.to_vec(),
             clients,
             conns: vec![1, 128],
-            size: 16,
-            duration: Duration::from_millis(900),
+            sizes: vec![16, 16 * 1024],
+            features: Features::default(),
+            ablate: false,
+            duration: Duration::from_millis(700),
             reps: 3,
             depth: 1,
             threads: None,
@@ -333,13 +361,8 @@ struct ServerProcess {
 }
 
 impl ServerProcess {
-    fn spawn(
-        engine: Engine,
-        cpu: usize,
-        size: usize,
-        sqpoll: bool,
-        limit: Duration,
-    ) -> Result<Self> {
+    fn spawn(v: &Variant, cpu: usize, size: usize, sqpoll: bool, limit: Duration) -> Result<Self> {
+        let engine = v.engine;
         let exe = std::env::current_exe().context("finding costlab's own executable")?;
         let mut cmd = Command::new(exe);
         cmd.args([
@@ -357,6 +380,9 @@ impl ServerProcess {
         .stderr(Stdio::inherit());
         if sqpoll && engine == Engine::Uring {
             cmd.arg("--sqpoll");
+        }
+        if engine == Engine::Uring {
+            cmd.args(["--features", &v.features.spec()]);
         }
         let mut child = cmd.spawn().context("starting the echo server process")?;
         let stdout = child.stdout.take().context("server stdout")?;
@@ -427,8 +453,63 @@ impl Drop for ServerProcess {
     }
 }
 
-fn point_case(engine: Engine, client: ClientKind, conns: usize, size: usize) -> Case {
-    case! {"engine" => engine.name(), "client" => client.name(), "conns" => conns, "size" => size}
+/// One server the sweep runs: an engine and, for uring, the features it uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Variant {
+    pub engine: Engine,
+    pub features: Features,
+}
+
+impl Variant {
+    pub fn plain(engine: Engine) -> Variant {
+        Variant {
+            engine,
+            features: Features::default(),
+        }
+    }
+
+    /// "epoll", "uring", "uring -bundle".
+    pub fn label(&self) -> String {
+        match (self.engine, self.features.spec()) {
+            (Engine::Uring, spec) if spec != "all" => format!("uring {spec}"),
+            (e, _) => e.name().to_string(),
+        }
+    }
+}
+
+/// The servers a plan runs: its engines, uring with the plan's features, and with --ablate
+/// uring again with each of those features switched off in turn.
+pub fn variants(plan: &Plan) -> Vec<Variant> {
+    let mut v = Vec::new();
+    for &engine in &plan.engines {
+        if engine != Engine::Uring {
+            v.push(Variant::plain(engine));
+            continue;
+        }
+        v.push(Variant {
+            engine,
+            features: plan.features,
+        });
+        if plan.ablate {
+            for name in features::NAMES {
+                if plan.features.has(name) {
+                    v.push(Variant {
+                        engine,
+                        features: plan.features.without(name),
+                    });
+                }
+            }
+        }
+    }
+    v
+}
+
+fn point_case(v: &Variant, client: ClientKind, conns: usize, size: usize) -> Case {
+    let mut c = case! {"engine" => v.engine.name(), "client" => client.name(), "conns" => conns, "size" => size};
+    if v.engine == Engine::Uring {
+        c.insert("features".into(), v.features.spec().into());
+    }
+    c
 }
 
 /// The figures of one sweep point over its repetitions.
@@ -475,50 +556,53 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
             "--client blocking starts a thread per connection; keep --conns at 4000 or below",
         ));
     }
-    let mut points: BTreeMap<(usize, usize, usize), Point> = BTreeMap::new();
+    let vars = variants(plan);
+    let mut points: BTreeMap<(usize, usize, usize, usize), Point> = BTreeMap::new();
     // Per point, the conditions of its most disturbed repetition (each repetition is a sample).
-    let mut conditions: BTreeMap<(usize, usize, usize), Conditions> = BTreeMap::new();
+    let mut conditions: BTreeMap<(usize, usize, usize, usize), Conditions> = BTreeMap::new();
     let mut notes: Vec<String> = Vec::new();
     notes.extend(lay.note.clone());
     notes.extend(plan.note.clone());
-    let total = plan.reps * plan.conns.len() * plan.clients.len() * plan.engines.len();
+    let total = plan.reps * plan.sizes.len() * plan.conns.len() * plan.clients.len() * vars.len();
     let bar = progress::bar(total as u64, "echo");
     let limit = plan.duration * 3 + Duration::from_secs(30);
     let mut done = 0;
     for rep in 0..plan.reps {
-        for (ci, &conns) in plan.conns.iter().enumerate() {
-            for (ki, &client) in plan.clients.iter().enumerate() {
-                for (ei, &engine) in plan.engines.iter().enumerate() {
-                    cancel::check()?;
-                    progress::note(&format!(
-                        "echo: {} {} client, {conns} conns, run {}/{}",
-                        engine.name(),
-                        client.name(),
-                        rep + 1,
-                        plan.reps
-                    ));
-                    let watch = Watch::start(&[]);
-                    let server =
-                        ServerProcess::spawn(engine, lay.server, plan.size, plan.sqpoll, limit)?;
-                    let spec = LoadSpec {
-                        target: server.addr,
-                        conns,
-                        size: plan.size,
-                        duration: plan.duration,
-                        depth: plan.depth,
-                        threads: plan.threads.unwrap_or(lay.loader.len()).max(1),
-                        rate: None,
-                        client,
-                        cpus: Some(lay.loader.clone()),
-                    };
-                    let report = load::run(&spec);
-                    let stats = server.stop()?;
-                    let report = report?;
-                    record(&mut points, (ci, ki, ei), &report, &stats);
-                    keep_worst(&mut conditions, (ci, ki, ei), watch.finish());
-                    note_setup(&mut notes, engine, &stats);
-                    done += 1;
-                    bar.set_position(done);
+        for (si, &size) in plan.sizes.iter().enumerate() {
+            for (ci, &conns) in plan.conns.iter().enumerate() {
+                for (ki, &client) in plan.clients.iter().enumerate() {
+                    for (ei, v) in vars.iter().enumerate() {
+                        cancel::check()?;
+                        progress::note(&format!(
+                            "echo: {} {} client, {conns} conns, {} messages, run {}/{}",
+                            v.label(),
+                            client.name(),
+                            sizes::human_size(size as u64),
+                            rep + 1,
+                            plan.reps
+                        ));
+                        let watch = Watch::start(&[]);
+                        let server = ServerProcess::spawn(v, lay.server, size, plan.sqpoll, limit)?;
+                        let spec = LoadSpec {
+                            target: server.addr,
+                            conns,
+                            size,
+                            duration: plan.duration,
+                            depth: plan.depth,
+                            threads: plan.threads.unwrap_or(lay.loader.len()).max(1),
+                            rate: None,
+                            client,
+                            cpus: Some(lay.loader.clone()),
+                        };
+                        let report = load::run(&spec);
+                        let stats = server.stop()?;
+                        let report = report?;
+                        record(&mut points, (si, ci, ki, ei), &report, &stats);
+                        keep_worst(&mut conditions, (si, ci, ki, ei), watch.finish());
+                        note_setup(&mut notes, v, &stats);
+                        done += 1;
+                        bar.set_position(done);
+                    }
                 }
             }
         }
@@ -526,10 +610,16 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
     bar.finish_and_clear();
     let mut out = Outcome::default();
     let mut observed = Vec::new();
-    for ((ci, ki, ei), p) in points {
-        let (conns, client, engine) = (plan.conns[ci], plan.clients[ki], plan.engines[ei]);
-        let c = point_case(engine, client, conns, plan.size);
-        let at = format!("{} {} client {conns} conns", engine.name(), client.name());
+    for ((si, ci, ki, ei), p) in points {
+        let (size, conns, client, v) =
+            (plan.sizes[si], plan.conns[ci], plan.clients[ki], &vars[ei]);
+        let c = point_case(v, client, conns, size);
+        let at = format!(
+            "{} {} client {conns} conns {}",
+            v.label(),
+            client.name(),
+            sizes::human_size(size as u64)
+        );
         notes.extend(p.trouble.notes(&at));
         let mark = out.results.len();
         out.push(LAB, c.clone(), "throughput", "req/s", p.throughput);
@@ -540,7 +630,7 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
         out.push(LAB, c.clone(), "batch", "n", p.batch);
         out.push(LAB, c.clone(), "loader_cpu", "%", p.loader_cpu);
         out.push(LAB, c.clone(), "loader_cpu_per_req", "ns", p.loader_per_req);
-        if let Some(cond) = conditions.remove(&(ci, ki, ei)) {
+        if let Some(cond) = conditions.remove(&(si, ci, ki, ei)) {
             out.attach_conditions(mark, cond);
         }
         if let Some(s) = p.server {
@@ -549,17 +639,16 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
     }
     out.notes = notes;
     out.notes.push(format!(
-        "server on CPU {}, loader on CPU {}; requests = bytes echoed / {} B; batch = completions per io_uring_enter (uring), events per epoll_wait (epoll)",
+        "server on CPU {}, loader on CPU {}; requests = bytes echoed / the message size; batch = completions per io_uring_enter (uring), events per epoll_wait (epoll)",
         lay.server,
         cpus::format_cpu_list(&lay.loader),
-        plan.size
     ));
     Ok((out, observed))
 }
 
 fn record(
-    points: &mut BTreeMap<(usize, usize, usize), Point>,
-    key: (usize, usize, usize),
+    points: &mut BTreeMap<(usize, usize, usize, usize), Point>,
+    key: (usize, usize, usize, usize),
     r: &LoadReport,
     s: &ServerStats,
 ) {
@@ -672,12 +761,29 @@ fn percent_range(shares: &[f64]) -> String {
 }
 
 /// A note that does not depend on the point: said once, however many points and runs see it.
-fn note_setup(notes: &mut Vec<String>, engine: Engine, s: &ServerStats) {
-    if s.setup != "single_issuer+defer_taskrun" && engine == Engine::Uring {
-        let n = format!("uring ring setup fell back to '{}'", s.setup);
+fn note_setup(notes: &mut Vec<String>, v: &Variant, s: &ServerStats) {
+    if v.engine != Engine::Uring {
+        return;
+    }
+    let mut add = |n: String| {
         if !notes.contains(&n) {
             notes.push(n);
         }
+    };
+    if s.setup != "single_issuer+defer_taskrun" {
+        add(format!("uring ring setup fell back to '{}'", s.setup));
+    }
+    add(format!(
+        "{}: features on: {}",
+        v.label(),
+        if s.features.is_empty() {
+            "?"
+        } else {
+            &s.features
+        }
+    ));
+    for off in &s.features_off {
+        add(format!("{}: {off}", v.label()));
     }
 }
 
@@ -721,57 +827,94 @@ fn add_model(out: &mut Outcome, observed: &[(Case, Observed)], quick: bool) -> R
     Ok(())
 }
 
-/// Paired throughput ratios a/b at one (client, conns), one per repetition.
+/// The samples of `metric` at one point for `engine` (its first row: the plan's own uring
+/// features come before the ablated ones). `size` None: the first size that has the point.
+fn point_samples(
+    o: &Outcome,
+    metric: &str,
+    engine: &str,
+    client: &str,
+    conns: usize,
+    size: Option<usize>,
+) -> Option<Vec<f64>> {
+    let mut want = case! {"engine" => engine, "client" => client, "conns" => conns};
+    if let Some(b) = size {
+        want.insert("size".into(), b.into());
+    }
+    o.find(metric, &want).map(|r| r.samples.clone())
+}
+
+/// Paired throughput ratios a/b at one (client, conns, size), one per repetition.
 pub fn throughput_ratios(
     o: &Outcome,
     a: Engine,
     b: Engine,
     client: &str,
     conns: usize,
+    size: Option<usize>,
 ) -> Vec<f64> {
-    let find = |e: Engine| {
-        o.find(
-            "throughput",
-            &case! {"engine" => e.name(), "client" => client, "conns" => conns},
-        )
-        .map(|r| r.samples.clone())
-    };
+    let find = |e: Engine| point_samples(o, "throughput", e.name(), client, conns, size);
     match (find(a), find(b)) {
         (Some(x), Some(y)) => paired_ratios(&x, &y),
         _ => Vec::new(),
     }
 }
 
-/// A loader's throughput over the blocking loader's, against one engine at one conns.
-fn client_ratios(o: &Outcome, client: &str, engine: &str, conns: usize) -> Vec<f64> {
-    let find = |c: &str| {
-        o.find(
-            "throughput",
-            &case! {"engine" => engine, "client" => c, "conns" => conns},
-        )
-        .map(|r| r.samples.clone())
-    };
+/// Paired server-CPU ratios b/a (ns per request of b over a's: above 1, a is the cheaper).
+pub fn cpu_ratios(
+    o: &Outcome,
+    a: Engine,
+    b: Engine,
+    client: &str,
+    conns: usize,
+    size: Option<usize>,
+) -> Vec<f64> {
+    let find = |e: Engine| point_samples(o, "server_cpu_per_req", e.name(), client, conns, size);
+    match (find(a), find(b)) {
+        (Some(x), Some(y)) => paired_ratios(&y, &x),
+        _ => Vec::new(),
+    }
+}
+
+/// A loader's throughput over the blocking loader's, against one engine at one point.
+fn client_ratios(o: &Outcome, client: &str, engine: &str, conns: usize, size: usize) -> Vec<f64> {
+    let find = |c: &str| point_samples(o, "throughput", engine, c, conns, Some(size));
     match (find(client), find("blocking")) {
         (Some(x), Some(y)) => paired_ratios(&x, &y),
         _ => Vec::new(),
     }
 }
 
+/// "uring", "uring -bundle", "epoll": the server of a row.
+fn row_label(r: &crate::report::ResultRow) -> String {
+    let f = r.key("features");
+    if r.key("engine") == "uring" && !f.is_empty() && f != "all" {
+        format!("uring {f}")
+    } else {
+        r.key("engine")
+    }
+}
+
+fn num_key(r: &crate::report::ResultRow, key: &str) -> u64 {
+    r.case.get(key).and_then(|v| v.as_u64()).unwrap_or(0)
+}
+
 pub fn render(o: &Outcome) -> String {
     let mut rows = Vec::new();
-    let mut keys: Vec<(String, String, u64)> = Vec::new();
+    let mut keys: Vec<(String, u64, u64)> = Vec::new();
     for r in o.results.iter().filter(|r| r.metric == "throughput") {
         let get = |m: &str| {
             o.find(m, &r.case)
                 .map_or("—".to_string(), |x| format!("{:.1}", x.summary.median))
         };
-        let conns = r.case.get("conns").and_then(|v| v.as_u64()).unwrap_or(0);
-        keys.push((r.key("client"), r.key("size"), conns));
+        let conns = num_key(r, "conns");
+        let size = num_key(r, "size");
+        keys.push((r.key("client"), size, conns));
         rows.push(vec![
-            r.key("engine"),
+            row_label(r),
             r.key("client"),
             conns.to_string(),
-            r.key("size"),
+            sizes::format_size(size),
             r.summary.show(0),
             get("p50"),
             get("p99"),
@@ -789,7 +932,7 @@ pub fn render(o: &Outcome) -> String {
             "engine",
             "client",
             "conns",
-            "size B",
+            "size",
             "req/s (min–max)",
             "p50 us",
             "p99 us",
@@ -805,28 +948,20 @@ pub fn render(o: &Outcome) -> String {
     keys.sort();
     keys.dedup();
     let mut ratio_rows = Vec::new();
-    for (client, _size, conns) in &keys {
+    for (client, size, conns) in &keys {
         let show = |v: Vec<f64>| Summary::of(&v).map_or("—".to_string(), |s| s.show(2));
-        let conns = *conns as usize;
+        let (conns, size) = (*conns as usize, Some(*size as usize));
+        let (u, e, b) = (Engine::Uring, Engine::Epoll, Engine::UringBasic);
         ratio_rows.push(vec![
             client.clone(),
+            sizes::format_size(*size.as_ref().unwrap() as u64),
             conns.to_string(),
-            show(throughput_ratios(
-                o,
-                Engine::Uring,
-                Engine::Epoll,
-                client,
-                conns,
-            )),
-            show(throughput_ratios(
-                o,
-                Engine::Uring,
-                Engine::UringBasic,
-                client,
-                conns,
-            )),
+            show(throughput_ratios(o, u, e, client, conns, size)),
+            show(cpu_ratios(o, u, e, client, conns, size)),
+            show(throughput_ratios(o, u, b, client, conns, size)),
+            show(cpu_ratios(o, u, b, client, conns, size)),
             if client != "blocking" {
-                show(client_ratios(o, client, "uring", conns))
+                show(client_ratios(o, client, "uring", conns, size.unwrap_or(0)))
             } else {
                 "—".into()
             },
@@ -836,12 +971,33 @@ pub fn render(o: &Outcome) -> String {
         text.push_str(&table::render(
             &[
                 "client",
+                "size",
                 "conns",
-                "uring/epoll",
-                "uring/uring-basic",
+                "req/s uring÷epoll",
+                "CPU/req epoll÷uring",
+                "req/s uring÷basic",
+                "CPU/req basic÷uring",
                 "client/blocking (uring)",
             ],
             &ratio_rows,
+        ));
+        text.push_str(
+            "\n(ratios above 1 favour uring: more requests, or less server CPU per request)\n\n",
+        );
+    }
+    let ablation = ablation_rows(o);
+    if !ablation.is_empty() {
+        text.push_str("what each uring technique is worth (uring with all its features against uring with one switched off):\n");
+        text.push_str(&table::render(
+            &[
+                "switched off",
+                "client",
+                "size",
+                "conns",
+                "req/s uring÷without",
+                "CPU/req without÷uring",
+            ],
+            &ablation,
         ));
         text.push('\n');
     }
@@ -849,6 +1005,44 @@ pub fn render(o: &Outcome) -> String {
         text.push_str(&table::render_model(m));
     }
     text
+}
+
+/// One row per ablated uring point: the full-featured uring over it, paired by repetition.
+fn ablation_rows(o: &Outcome) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let uring: Vec<&crate::report::ResultRow> = o
+        .results
+        .iter()
+        .filter(|r| r.metric == "throughput" && r.key("engine") == "uring")
+        .collect();
+    let show = |v: Vec<f64>| Summary::of(&v).map_or("—".to_string(), |s| s.show(2));
+    for r in &uring {
+        let (client, conns, size) = (r.key("client"), num_key(r, "conns"), num_key(r, "size"));
+        // The plan's own uring is the first uring row at this point.
+        let Some(full) = uring.iter().find(|x| {
+            x.key("client") == client && num_key(x, "conns") == conns && num_key(x, "size") == size
+        }) else {
+            continue;
+        };
+        if std::ptr::eq(*full, *r) {
+            continue;
+        }
+        let cpu = |row: &crate::report::ResultRow| {
+            o.find("server_cpu_per_req", &row.case)
+                .map(|x| x.samples.clone())
+                .unwrap_or_default()
+        };
+        let off = r.key("features");
+        out.push(vec![
+            off,
+            client,
+            sizes::format_size(size),
+            conns.to_string(),
+            show(paired_ratios(&full.samples, &r.samples)),
+            show(paired_ratios(&cpu(r), &cpu(full))),
+        ]);
+    }
+    out
 }
 
 // ---------------------------------------------------------------- costlab run
@@ -871,6 +1065,7 @@ impl Lab for EchoLab {
         let mut plan = Plan::quick();
         if full {
             plan.conns = vec![1, 16, 128, 1000];
+            plan.sizes = vec![16, 4096, 16 * 1024, 64 * 1024];
             plan.duration = Duration::from_secs(2);
             plan.reps = ctx.spec.samples.clamp(3, 5);
         }
@@ -880,6 +1075,9 @@ impl Lab for EchoLab {
     fn headlines(&self, o: &Outcome) -> Vec<Headline> {
         let mut out = Vec::new();
         let client = headline_client(o);
+        let sizes_run = sizes_in(o);
+        // The connection headlines read the smallest messages (16 B in the plans).
+        let small = sizes_run.first().copied();
         for conns in [1usize, 128] {
             let Some(s) = Summary::of(&throughput_ratios(
                 o,
@@ -887,9 +1085,14 @@ impl Lab for EchoLab {
                 Engine::Epoll,
                 client,
                 conns,
+                small,
             )) else {
                 continue;
             };
+            let mut want = case! {"engine" => "uring", "client" => client, "conns" => conns};
+            if let Some(b) = small {
+                want.insert("size".into(), b.into());
+            }
             out.push(Headline {
                 label: format!(
                     "echo io_uring/epoll throughput, {conns} conn{}",
@@ -897,20 +1100,85 @@ impl Lab for EchoLab {
                 ),
                 summary: s,
                 unit: "x".into(),
-                reading: reading(
-                    s,
-                    conns,
-                    o.find(
-                        "batch",
-                        &case! {"engine" => "uring", "client" => client, "conns" => conns},
-                    )
-                    .map(|r| r.summary.median),
-                ),
+                reading: reading(s, conns, o.find("batch", &want).map(|r| r.summary.median)),
                 ..Default::default()
             });
         }
+        if let Some(h) = headline_at_size(o, client, 16 * 1024) {
+            out.push(h);
+        }
         out
     }
+}
+
+/// The message sizes a run has, ascending.
+fn sizes_in(o: &Outcome) -> Vec<usize> {
+    let mut v: Vec<usize> = o
+        .results
+        .iter()
+        .filter(|r| r.lab == LAB && r.metric == "throughput")
+        .filter_map(|r| r.case.get("size").and_then(|v| v.as_u64()))
+        .map(|b| b as usize)
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// "echo io_uring/epoll at 16 KiB": the throughput ratio at the most connections run at that
+/// size, read with the server CPU per request of both.
+fn headline_at_size(o: &Outcome, client: &str, size: usize) -> Option<Headline> {
+    let conns = o
+        .results
+        .iter()
+        .filter(|r| r.lab == LAB && r.metric == "throughput" && r.key("engine") == "epoll")
+        .filter(|r| num_key(r, "size") == size as u64 && r.key("client") == client)
+        .map(|r| num_key(r, "conns") as usize)
+        .max()?;
+    let s = Summary::of(&throughput_ratios(
+        o,
+        Engine::Uring,
+        Engine::Epoll,
+        client,
+        conns,
+        Some(size),
+    ))?;
+    let cpu = Summary::of(&cpu_ratios(
+        o,
+        Engine::Uring,
+        Engine::Epoll,
+        client,
+        conns,
+        Some(size),
+    ));
+    let cpu_text = cpu.map_or(String::new(), |c| {
+        format!(
+            "; epoll spends {:.2}x the server CPU per request that io_uring does",
+            c.median
+        )
+    });
+    let base = reading(s, conns, None);
+    // The ratio is as good as the throughput figures it divides.
+    let sources: Vec<&crate::report::ResultRow> = o
+        .results
+        .iter()
+        .filter(|r| r.lab == LAB && r.metric == "throughput")
+        .filter(|r| num_key(r, "size") == size as u64 && r.key("client") == client)
+        .filter(|r| num_key(r, "conns") as usize == conns)
+        .collect();
+    Some(
+        Headline {
+            label: format!("echo io_uring/epoll at {}", sizes::human_size(size as u64)),
+            summary: s,
+            unit: "x".into(),
+            reading: format!(
+                "{} messages: {base}{cpu_text}",
+                sizes::human_size(size as u64)
+            ),
+            ..Default::default()
+        }
+        .judged_by(&sources),
+    )
 }
 
 /// The client whose figures the headlines read: the default one where the run has it, else
@@ -982,28 +1250,89 @@ mod tests {
     #[test]
     fn ratios_pair_repetitions_and_headlines_read_them() {
         let mut o = Outcome::default();
-        for (e, v) in [("epoll", vec![100.0, 200.0]), ("uring", vec![150.0, 240.0])] {
-            o.push(
-                LAB,
-                point_case(Engine::parse(e).unwrap(), ClientKind::Event, 128, 16),
-                "throughput",
-                "req/s",
-                v,
-            );
+        let uring = Variant::plain(Engine::Uring);
+        let no_bundle = Variant {
+            engine: Engine::Uring,
+            features: Features::default().without("bundle"),
+        };
+        let epoll = Variant::plain(Engine::Epoll);
+        for (v, size, tput, cpu) in [
+            (epoll, 16, vec![100.0, 200.0], vec![1000.0, 1000.0]),
+            (uring, 16, vec![150.0, 240.0], vec![800.0, 500.0]),
+            (epoll, 16384, vec![50.0, 50.0], vec![4000.0, 4000.0]),
+            (uring, 16384, vec![100.0, 75.0], vec![2000.0, 2000.0]),
+            (no_bundle, 16384, vec![50.0, 50.0], vec![3000.0, 4000.0]),
+        ] {
+            let c = point_case(&v, ClientKind::Event, 128, size);
+            o.push(LAB, c.clone(), "throughput", "req/s", tput);
+            o.push(LAB, c, "server_cpu_per_req", "ns", cpu);
         }
         assert_eq!(
-            throughput_ratios(&o, Engine::Uring, Engine::Epoll, "event", 128),
+            throughput_ratios(&o, Engine::Uring, Engine::Epoll, "event", 128, Some(16)),
             vec![1.5, 1.2]
         );
+        assert_eq!(
+            cpu_ratios(&o, Engine::Uring, Engine::Epoll, "event", 128, Some(16)),
+            vec![1.25, 2.0]
+        );
+        // The plan's own uring, not the ablated one, is what the ratios read.
+        assert_eq!(
+            throughput_ratios(&o, Engine::Uring, Engine::Epoll, "event", 128, Some(16384)),
+            vec![2.0, 1.5]
+        );
         let h = EchoLab.headlines(&o);
-        assert_eq!(h.len(), 1);
+        assert_eq!(h.len(), 2, "{h:?}");
         assert!((h[0].summary.median - 1.35).abs() < 1e-9);
         assert!(h[0].reading.contains("more requests"), "{}", h[0].reading);
+        assert_eq!(h[1].label, "echo io_uring/epoll at 16 KiB");
+        assert!((h[1].summary.median - 1.75).abs() < 1e-9);
+        assert!(
+            h[1].reading.contains("2.00x the server CPU"),
+            "{}",
+            h[1].reading
+        );
         let text = render(&o);
         assert!(
-            text.contains("uring/epoll") && text.contains("1.35"),
+            text.contains("uring÷epoll") && text.contains("1.35"),
             "{text}"
         );
+        // Switching bundles off: uring/without 2.0 and 1.5, CPU without/uring 1.5 and 2.0.
+        let abl = ablation_rows(&o);
+        assert_eq!(abl.len(), 1, "{abl:?}");
+        assert_eq!(abl[0][0], "-bundle");
+        assert_eq!(abl[0][4], "1.75 (1.50–2.00)");
+        assert_eq!(abl[0][5], "1.75 (1.50–2.00)");
+        assert!(
+            text.contains("what each uring technique is worth"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn variants_ablate_each_feature_that_is_on() {
+        let (clients, _) = default_clients();
+        let mut plan = Plan::quick();
+        plan.clients = clients;
+        assert_eq!(variants(&plan).len(), 3);
+        plan.ablate = true;
+        plan.features = Features::parse("-fixed").unwrap();
+        let v = variants(&plan);
+        let labels: Vec<String> = v.iter().map(Variant::label).collect();
+        assert_eq!(
+            labels,
+            vec![
+                "epoll",
+                "uring -fixed",
+                "uring -big,-fixed",
+                "uring -bundle,-fixed",
+                "uring -inc,-fixed",
+                "uring -sendmsg,-fixed",
+                "uring-basic"
+            ]
+        );
+        assert_eq!(parse_msg_sizes("16,512,4K,16K,64K").unwrap()[4], 65536);
+        assert_eq!(exit_code(&parse_msg_sizes("0").unwrap_err()), 2);
+        assert_eq!(exit_code(&parse_msg_sizes("128M").unwrap_err()), 2);
     }
 
     /// One run's loader report: `busy` share of its one CPU, `timeouts` errors.

@@ -87,6 +87,63 @@ pub struct CostTerms {
     /// Why the io_uring terms are missing (io_uring_setup refused), if they are.
     #[serde(default)]
     pub uring_unsupported: Option<String>,
+    /// A loopback send and a recv of B bytes as fixed + per-byte (s included), fitted over
+    /// 16 B .. 64 KiB; None where they were not measured (the model then has no byte term).
+    #[serde(default)]
+    pub send_bytes: Option<PerByte>,
+    #[serde(default)]
+    pub recv_bytes: Option<PerByte>,
+}
+
+/// A cost that grows with the bytes moved: fixed + per_byte x B, fitted by least squares
+/// over (bytes, ns) points, which are kept to check the fit against.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PerByte {
+    pub fixed_ns: f64,
+    pub per_byte_ns: f64,
+    /// (bytes, measured ns) the fit was made from.
+    pub points: Vec<(f64, f64)>,
+}
+
+impl PerByte {
+    /// Least-squares line through the points; None with fewer than two distinct sizes.
+    pub fn fit(points: &[(f64, f64)]) -> Option<PerByte> {
+        let pts: Vec<(f64, f64)> = points
+            .iter()
+            .copied()
+            .filter(|(x, y)| x.is_finite() && y.is_finite())
+            .collect();
+        if pts.len() < 2 {
+            return None;
+        }
+        let k = pts.len() as f64;
+        let mx = pts.iter().map(|p| p.0).sum::<f64>() / k;
+        let my = pts.iter().map(|p| p.1).sum::<f64>() / k;
+        let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
+        if sxx == 0.0 {
+            return None;
+        }
+        let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+        let b = sxy / sxx;
+        Some(PerByte {
+            fixed_ns: my - b * mx,
+            per_byte_ns: b,
+            points: pts,
+        })
+    }
+
+    /// The fitted cost of B bytes.
+    pub fn at(&self, bytes: f64) -> f64 {
+        self.fixed_ns + self.per_byte_ns * bytes
+    }
+
+    /// The largest relative miss of the line at its own points.
+    pub fn worst_miss(&self) -> f64 {
+        self.points
+            .iter()
+            .map(|(x, y)| ((self.at(*x) - y) / y.abs().max(1e-9)).abs())
+            .fold(0.0, f64::max)
+    }
 }
 
 /// What an echo server reported for one sweep point (per request figures are totals / requests).
@@ -95,6 +152,9 @@ pub struct Observed {
     /// "epoll", "uring" or "uring-basic".
     pub engine: String,
     pub conns: u32,
+    /// The message size, bytes (0 in counts written before sizes were swept: read as 16).
+    #[serde(default)]
+    pub size: u64,
     pub requests: u64,
     /// Syscalls the server made (epoll_wait + recv + send, or io_uring_enter).
     pub syscalls: u64,
@@ -347,6 +407,15 @@ impl CostTerms {
         Some(e.max(0.0))
     }
 
+    /// What moving a message of `size` bytes in and out of the kernel costs beyond the 16-byte
+    /// message w and the io_uring ops were measured with: (size - 16) x (send + recv per
+    /// byte). None without the per-byte fits or for sizes up to 16.
+    pub fn bytes_beyond_16(&self, size: u64) -> Option<f64> {
+        let (send, recv) = (self.send_bytes.as_ref()?, self.recv_bytes.as_ref()?);
+        let extra = size.saturating_sub(crate::measure::syscost::MSG as u64) as f64;
+        (extra > 0.0).then(|| extra * (send.per_byte_ns.max(0.0) + recv.per_byte_ns.max(0.0)))
+    }
+
     /// The largest batch measured for io_uring send/recv (0 if none).
     fn max_uring_batch(&self) -> u32 {
         let a = self.uring_send_ns.iter().map(|(n, _)| *n).max();
@@ -438,6 +507,9 @@ pub fn predict(terms: &CostTerms, obs: &Observed) -> Result<Prediction, String> 
             refined.push("uring send op", p_send);
         }
     }
+    if let Some(b) = terms.bytes_beyond_16(obs.size) {
+        refined.push("bytes x per-byte", b);
+    }
     Ok(Prediction {
         article,
         refined,
@@ -523,6 +595,15 @@ pub fn params(terms: &CostTerms) -> Map<String, Value> {
     if let Some(w) = &terms.wake_ns {
         p.insert("wake_ns".into(), json!(r(w.median)));
     }
+    for (key, fit) in [("send", &terms.send_bytes), ("recv", &terms.recv_bytes)] {
+        if let Some(f) = fit {
+            p.insert(format!("{key}_fixed_ns"), json!(r(f.fixed_ns)));
+            p.insert(
+                format!("{key}_per_byte_ns"),
+                json!((f.per_byte_ns * 1e4).round() / 1e4),
+            );
+        }
+    }
     let c = crossover(terms);
     p.insert("crossover_article".into(), json!(c.article));
     p.insert("crossover_refined".into(), json!(c.refined));
@@ -544,7 +625,7 @@ fn build(
         verdict: Vec::new(),
     };
     for (case, obs) in points {
-        let label = format!("{} {} conns", obs.engine, obs.conns);
+        let label = point_label(case, obs);
         match predict(terms, obs) {
             Ok(pred) => {
                 let b = pick(&pred);
@@ -562,7 +643,117 @@ fn build(
         }
     }
     model.verdict.push(crossover_line(&crossover(terms)));
+    model.verdict.extend(size_crossovers(terms, points));
     model
+}
+
+/// "uring 128 conns 16384 B" (with the features where a point has them and they are not all).
+fn point_label(case: &Case, obs: &Observed) -> String {
+    let feats = case
+        .get("features")
+        .and_then(|v| v.as_str())
+        .filter(|f| *f != "all")
+        .map_or(String::new(), |f| format!(" {f}"));
+    let size = if obs.size > 0 {
+        format!(" {} B", obs.size)
+    } else {
+        String::new()
+    };
+    format!("{}{feats} {} conns{size}", obs.engine, obs.conns)
+}
+
+/// Where, along message size, one engine overtakes the other: from the differences
+/// uring - epoll at each size (ns per request), ascending in size. A sign change between two
+/// sizes is placed by linear interpolation in log2(size).
+pub fn size_crossing(diffs: &[(u64, f64)]) -> String {
+    let human = |b: f64| crate::measure::sizes::human_size(b.round().max(1.0) as u64);
+    let (Some(first), Some(last)) = (diffs.first(), diffs.last()) else {
+        return "no sizes to compare".into();
+    };
+    let span = format!("{}–{}", human(first.0 as f64), human(last.0 as f64));
+    if diffs.iter().all(|(_, d)| *d < 0.0) {
+        return format!("uring is cheaper at every size run ({span})");
+    }
+    if diffs.iter().all(|(_, d)| *d > 0.0) {
+        return format!("epoll is cheaper at every size run ({span})");
+    }
+    let mut parts = Vec::new();
+    for w in diffs.windows(2) {
+        let ((b0, d0), (b1, d1)) = (w[0], w[1]);
+        if (d0 < 0.0) == (d1 < 0.0) || d0 == d1 {
+            continue;
+        }
+        let (x0, x1) = ((b0 as f64).log2(), (b1 as f64).log2());
+        let x = x0 + (0.0 - d0) / (d1 - d0) * (x1 - x0);
+        let who = if d1 < 0.0 {
+            "uring overtakes epoll"
+        } else {
+            "epoll overtakes uring"
+        };
+        parts.push(format!("{who} at about {}", human(x.exp2())));
+    }
+    if parts.is_empty() {
+        format!("the engines are level somewhere in {span}")
+    } else {
+        parts.join(", then ")
+    }
+}
+
+/// One line per (client, conns) with more than one size: where the model, and the
+/// measurement, put the size at which uring and epoll change places.
+pub fn size_crossovers(terms: &CostTerms, points: &[(Case, Observed)]) -> Vec<String> {
+    use std::collections::BTreeMap;
+    // (client, conns) -> size -> (uring (predicted, measured), epoll (predicted, measured)).
+    type Both = (f64, f64);
+    type Pair = (Option<Both>, Option<Both>);
+    let mut groups: BTreeMap<(String, u32), BTreeMap<u64, Pair>> = BTreeMap::new();
+    for (case, obs) in points {
+        if obs.size == 0 || (obs.engine != "uring" && obs.engine != "epoll") {
+            continue;
+        }
+        let Ok(p) = predict(terms, obs) else { continue };
+        let Some(m) = p.measured else { continue };
+        let client = case
+            .get("client")
+            .and_then(|v| v.as_str())
+            .unwrap_or("")
+            .to_string();
+        let slot = groups
+            .entry((client, obs.conns))
+            .or_default()
+            .entry(obs.size)
+            .or_default();
+        let v = (p.refined.total(), m);
+        // The first uring point at a size is the plan's own features (ablations follow).
+        if obs.engine == "uring" {
+            slot.0.get_or_insert(v);
+        } else {
+            slot.1.get_or_insert(v);
+        }
+    }
+    let mut out = Vec::new();
+    for ((client, conns), by_size) in groups {
+        let both: Vec<(u64, Both, Both)> = by_size
+            .into_iter()
+            .filter_map(|(b, (u, e))| Some((b, u?, e?)))
+            .collect();
+        if both.len() < 2 {
+            continue;
+        }
+        let pred: Vec<(u64, f64)> = both.iter().map(|(b, u, e)| (*b, u.0 - e.0)).collect();
+        let meas: Vec<(u64, f64)> = both.iter().map(|(b, u, e)| (*b, u.1 - e.1)).collect();
+        let client = if client.is_empty() {
+            String::new()
+        } else {
+            format!(" {client} client")
+        };
+        out.push(format!(
+            "by size,{client} {conns} conns: the model says {}; measured: {}",
+            size_crossing(&pred),
+            size_crossing(&meas)
+        ));
+    }
+    out
 }
 
 /// The refined model ("per-request server CPU"): predicted beside measured for every point,
@@ -717,6 +908,8 @@ mod tests {
             epoll_wait_ns: vec![(1, fixed(s + 100.0)), (32, fixed(s + 100.0 + 31.0 * 20.0))],
             wake_ns: Some(fixed(3000.0)),
             uring_unsupported: None,
+            send_bytes: None,
+            recv_bytes: None,
         }
     }
 
@@ -869,6 +1062,111 @@ mod tests {
         assert_eq!(a.points[0].predicted, 1700.0);
         let text = render(&t, &obs);
         assert!(text.contains("refined") && text.contains("uring-basic"));
+    }
+
+    #[test]
+    fn the_byte_term_prices_what_the_16_byte_terms_leave_out() {
+        let mut t = terms(100.0, 1200.0, 400.0, 300.0, 500.0);
+        let line = |fixed: f64, per: f64| {
+            PerByte::fit(&[(16.0, fixed + 16.0 * per), (65536.0, fixed + 65536.0 * per)])
+        };
+        t.send_bytes = line(1300.0, 0.1);
+        t.recv_bytes = line(500.0, 0.15);
+        let obs = |engine: &str, size: u64| Observed {
+            engine: engine.into(),
+            conns: 16,
+            size,
+            requests: 1000,
+            syscalls: 2600,
+            enters: if engine == "uring" { 125 } else { 0 },
+            completions: if engine == "uring" { 2000 } else { 0 },
+            epoll_waits: if engine == "epoll" { 100 } else { 0 },
+            epoll_events: if engine == "epoll" { 1000 } else { 0 },
+            cpu_ns: 4_000_000,
+        };
+        // 16 B: no byte term; 16 KiB: (16384 - 16) x 0.25 = 4092 ns more, for either engine.
+        for engine in ["epoll", "uring"] {
+            let small = predict(&t, &obs(engine, 16)).unwrap().refined.total();
+            let big = predict(&t, &obs(engine, 16384)).unwrap().refined;
+            assert!(
+                (big.total() - small - 4092.0).abs() < 1e-6,
+                "{engine}: {big:?}"
+            );
+            assert!(
+                big.show().contains("bytes x per-byte 4092"),
+                "{}",
+                big.show()
+            );
+        }
+        // Without the fits there is no byte term (and no guess).
+        let plain = terms(100.0, 1200.0, 400.0, 300.0, 500.0);
+        assert_eq!(plain.bytes_beyond_16(16384), None);
+        let p = params(&t);
+        assert_eq!(p["send_per_byte_ns"], 0.1);
+        assert_eq!(p["recv_fixed_ns"], 500.0);
+    }
+
+    #[test]
+    fn size_crossings_are_placed_in_log_size() {
+        // uring dearer at 1 KiB by 100, cheaper at 4 KiB by 100: level at 2 KiB.
+        assert_eq!(
+            size_crossing(&[(1024, 100.0), (4096, -100.0)]),
+            "uring overtakes epoll at about 2 KiB"
+        );
+        assert_eq!(
+            size_crossing(&[(16, -5.0), (65536, -1.0)]),
+            "uring is cheaper at every size run (16 B–64 KiB)"
+        );
+        assert!(size_crossing(&[(16, 1.0), (512, 2.0)]).starts_with("epoll is cheaper"));
+        assert_eq!(
+            size_crossing(&[(16, -1.0), (256, 1.0)]),
+            "epoll overtakes uring at about 64 B"
+        );
+        // A model over two sizes gets one line per conns, model beside measured.
+        let t = terms(100.0, 1200.0, 400.0, 300.0, 500.0);
+        let mk = |engine: &str, size: u64, cpu_ns: u64| {
+            let o = Observed {
+                engine: engine.into(),
+                conns: 16,
+                size,
+                requests: 1000,
+                syscalls: 2000,
+                enters: if engine == "uring" { 1000 } else { 0 },
+                completions: if engine == "uring" { 2000 } else { 0 },
+                epoll_waits: if engine == "epoll" { 1000 } else { 0 },
+                epoll_events: if engine == "epoll" { 1000 } else { 0 },
+                cpu_ns,
+            };
+            (
+                crate::case! {"engine" => engine, "conns" => 16u32, "size" => size},
+                o,
+            )
+        };
+        let pts = vec![
+            mk("epoll", 16, 2_000_000),
+            mk("uring", 16, 3_000_000),
+            mk("epoll", 4096, 5_000_000),
+            mk("uring", 4096, 4_000_000),
+        ];
+        let lines = size_crossovers(&t, &pts);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].starts_with("by size, 16 conns: the model says"),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[0].ends_with("measured: uring overtakes epoll at about 256 B"),
+            "{}",
+            lines[0]
+        );
+        let m = build_model_with_cases(&t, &pts);
+        assert!(m.verdict.iter().any(|v| v.starts_with("by size")));
+        assert!(
+            m.verdict[0].starts_with("epoll 16 conns 16 B"),
+            "{}",
+            m.verdict[0]
+        );
     }
 
     #[test]

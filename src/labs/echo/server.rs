@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use rustix::net::{AddressFamily, SocketFlags, SocketType};
 
+use super::features::Features;
 use super::stats::{Cpu, ServerStats};
 use crate::error::usage;
 use crate::measure::{cancel, cpus};
@@ -59,6 +60,8 @@ pub struct ServeOpts {
     pub size: u64,
     /// io_uring only: a kernel thread polls the submission queue.
     pub sqpoll: bool,
+    /// uring only: the techniques to use.
+    pub features: Features,
 }
 
 static TERMINATE: AtomicBool = AtomicBool::new(false);
@@ -143,17 +146,42 @@ pub fn listen(addr: SocketAddr, nonblocking: bool) -> Result<(OwnedFd, SocketAdd
     let fd = rustix::net::socket_with(family, SocketType::STREAM, flags, None)
         .context("creating the listening socket")?;
     rustix::net::sockopt::set_socket_reuseaddr(&fd, true).context("SO_REUSEADDR")?;
-    rustix::net::bind(&fd, &addr).map_err(|e| {
-        usage(format!(
-            "cannot bind {addr}: {e}; choose another --addr (port 0 picks a free port)"
-        ))
-    })?;
+    bind_retrying(&fd, addr, BIND_RETRY)?;
     rustix::net::listen(&fd, 4096).context("listen")?;
     let std_listener = std::net::TcpListener::from(fd);
     let bound = std_listener
         .local_addr()
         .context("reading the bound address")?;
     Ok((OwnedFd::from(std_listener), bound))
+}
+
+/// How long a bind to a port in use is retried: a server that just exited on the same port
+/// may still hold it for a moment (an io_uring ring is torn down after its process exits,
+/// and with it the listening socket its operations referred to).
+pub const BIND_RETRY: Duration = Duration::from_secs(3);
+
+/// Bind, retrying EADDRINUSE every 10 ms for at most `limit` (never for port 0, which the
+/// kernel picks free).
+pub fn bind_retrying(fd: &OwnedFd, addr: SocketAddr, limit: Duration) -> Result<()> {
+    let t0 = Instant::now();
+    loop {
+        match rustix::net::bind(fd, &addr) {
+            Ok(()) => return Ok(()),
+            Err(rustix::io::Errno::ADDRINUSE) if addr.port() != 0 && t0.elapsed() < limit => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => {
+                return Err(usage(format!(
+                    "cannot bind {addr}: {e}{}; choose another --addr (port 0 picks a free port)",
+                    if e == rustix::io::Errno::ADDRINUSE && addr.port() != 0 {
+                        format!(" (still in use after {} s of retries)", limit.as_secs())
+                    } else {
+                        String::new()
+                    }
+                )))
+            }
+        }
+    }
 }
 
 /// Serve until stopped. `on_bound` is told the address before the first client is taken
@@ -177,7 +205,7 @@ pub fn serve(opts: &ServeOpts, on_bound: impl FnOnce(SocketAddr)) -> Result<Serv
             super::epoll::run(listener, &stop, &mut s)?;
             s
         }
-        Engine::Uring => super::uring::run(listener, &stop, opts.size, opts.sqpoll)?,
+        Engine::Uring => super::uring::run(listener, &stop, opts.size, opts.sqpoll, opts.features)?,
         Engine::UringBasic => super::uring_basic::run(listener, &stop, opts.size)?,
     };
     stats.finish(start_cpu, t0.elapsed().as_nanos() as u64);

@@ -15,6 +15,12 @@ pub struct ServerStats {
     pub setup: String,
     /// The message size B used to count requests.
     pub size: u64,
+    /// uring: the techniques in use ("big,bundle,inc,sendmsg,fixed"); empty for the others.
+    #[serde(default)]
+    pub features: String,
+    /// uring: techniques asked for that this kernel refused, each with why.
+    #[serde(default)]
+    pub features_off: Vec<String>,
     /// Bytes echoed / size.
     pub requests: u64,
     /// Bytes echoed (sent back) in total.
@@ -103,6 +109,7 @@ impl ServerStats {
         Observed {
             engine: self.engine.clone(),
             conns,
+            size: self.size,
             requests: self.requests,
             syscalls: self.syscalls,
             enters: self.enters,

@@ -4,10 +4,18 @@
 //! COOP_TASKRUN, then to a plain ring, where setup says EINVAL), and one io_uring_enter per
 //! turn of the loop. SQPOLL only when asked.
 //!
-//! A received buffer goes back to the ring only after its send completes. Each connection
-//! has at most one send in flight (sends queue behind it) so echoes keep their order even
-//! when one goes async; a connection holding too many buffers has its recv cancelled until
-//! its peer reads, so one client that sends without reading cannot starve the others.
+//! On top of that, the techniques `--features` can switch off one by one (features.rs):
+//! 32 KiB buffers, receive bundles (one completion fills several buffers), incremental
+//! buffer consumption (a recv takes only the bytes it needs, so small messages share a
+//! buffer), one sendmsg with an iovec of everything a connection holds, direct descriptors
+//! for accepted sockets, and SEND_ZC above a threshold (off by default). Each is probed at
+//! start and falls back alone where the kernel lacks it; the counts line says which took.
+//!
+//! A received buffer goes back to the ring only after every slice of it is echoed. Each
+//! connection has at most one send in flight (sends queue behind it) so echoes keep their
+//! order even when one goes async; a connection holding too much has its recv cancelled
+//! until its peer reads, so one client that sends without reading cannot starve the others
+//! or grow the server.
 
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -17,21 +25,13 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
+use super::features::Features;
 use super::server::Stop;
 use super::stats::ServerStats;
 use crate::error::usage;
 
 const SQ_ENTRIES: u32 = 4096;
 const CQ_ENTRIES: u32 = 16384;
-// The kernel takes buffers from the ring in FIFO order, so every buffer is cycled through:
-// a small pool (2 MiB) keeps them in cache; ENOBUFS covers the rare moment it runs dry.
-const BUF_COUNT: u16 = 1024;
-const BUF_SIZE: usize = 2048;
-const BGID: u16 = 7;
-/// A connection holding this many buffers (sent to a peer that does not read) stops
-/// receiving until it is down to half.
-const MAX_HELD: usize = 32;
-
 // user_data: kind in the top byte, a 24-bit generation, the 32-bit slot.
 pub(super) const ACCEPT: u8 = 1;
 pub(super) const RECV: u8 = 2;
@@ -166,17 +166,61 @@ pub(super) fn build_modern_ring() -> Result<(IoUring, &'static str)> {
     ])
 }
 
-/// The provided-buffer ring: BUF_COUNT buffers of BUF_SIZE bytes the kernel picks from for
-/// each multishot recv.
-struct BufRing {
+/// Buffers in the pool, and entries in the kernel's provided-buffer ring (a power of two).
+const BUF_COUNT: u16 = 1024;
+/// Buffer sizes with and without the `big` feature. 32 KiB holds a 16 KiB message whole and
+/// keeps a 64 KiB one to two buffers; with `inc`, small messages pack into one buffer.
+const BIG_BUF: usize = 32 * 1024;
+const SMALL_BUF: usize = 2048;
+const BGID: u16 = 7;
+/// Buffers kept in the kernel's ring at first; doubled each time a recv finds it dry. The rest
+/// wait in a last-freed-first-used stack, so the buffers in use stay warm in cache (the ring
+/// itself is FIFO and would cycle through the whole pool).
+const RING_LOW: usize = 64;
+/// A connection holding this many bytes, or this many buffer slices, sent to a peer that does
+/// not read, stops receiving until it is down to half: one client that sends without reading
+/// cannot grow the server or starve the others (the epoll server's bound is the same 256 KiB).
+const MAX_HELD_BYTES: usize = 256 * 1024;
+const MAX_HELD_SLICES: usize = 64;
+/// iovec entries in one sendmsg.
+const MAX_IOV: usize = 64;
+
+/// The provided buffers: the ring the kernel takes from, and a mirror of it. The kernel does
+/// not say which buffers a bundle filled beyond the first, nor where in an incrementally
+/// consumed buffer a recv's bytes landed: both follow from its rules (buffers are taken from
+/// the head in ring order; with IOU_PBUF_RING_INC a recv fills the head buffer from where the
+/// last one stopped, and a buffer leaves the head only when full), which `take` replays.
+struct BufPool {
     entries: *mut types::BufRingEntry,
     map_len: usize,
     bufs: Vec<u8>,
+    size: usize,
+    inc: bool,
+    /// Ring slot -> buffer id, the kernel's head as we replay it, and our tail.
+    slot_bid: Vec<u16>,
+    head: u16,
     tail: u16,
+    published: u16,
+    /// Per buffer: bytes the kernel has written into it since it was given.
+    filled: Vec<u32>,
+    /// Per buffer: received slices not yet echoed.
+    pinned: Vec<u32>,
+    /// Per buffer: in the ring and not yet finished by the kernel.
+    in_kernel: Vec<bool>,
+    /// Free buffers not in the ring; the last freed is given first.
+    spare: Vec<u16>,
+    target: usize,
 }
 
-impl BufRing {
-    fn new() -> Result<BufRing> {
+/// Bytes `start..end` of buffer `bid`, received and not yet echoed.
+struct Slice {
+    bid: u16,
+    start: u32,
+    end: u32,
+}
+
+impl BufPool {
+    fn new(size: usize) -> Result<BufPool> {
         let map_len = BUF_COUNT as usize * std::mem::size_of::<types::BufRingEntry>();
         // SAFETY: a fresh private anonymous mapping; nothing else refers to it. The kernel
         // requires the ring to be page aligned, which mmap guarantees.
@@ -189,86 +233,230 @@ impl BufRing {
             )
         }
         .context("mapping the provided-buffer ring")?;
-        let mut ring = BufRing {
+        let n = BUF_COUNT as usize;
+        let mut pool = BufPool {
             entries: ptr.cast(),
             map_len,
-            bufs: vec![0u8; BUF_COUNT as usize * BUF_SIZE],
+            // Zeroed pages are mapped lazily: only the buffers used become resident.
+            bufs: vec![0u8; n * size],
+            size,
+            inc: false,
+            slot_bid: vec![0; n],
+            head: 0,
             tail: 0,
+            published: 0,
+            filled: vec![0; n],
+            pinned: vec![0; n],
+            in_kernel: vec![false; n],
+            spare: (0..BUF_COUNT).rev().collect(),
+            target: RING_LOW,
         };
-        for bid in 0..BUF_COUNT {
-            ring.give(bid);
-        }
-        ring.publish();
-        Ok(ring)
+        pool.top_up();
+        pool.publish();
+        Ok(pool)
     }
 
-    fn register(&self, ring: &IoUring) -> Result<()> {
-        // SAFETY: the entries mapping lives until BufRing is dropped, which happens after the
-        // IoUring (declared later, dropped first) has gone and with it the registration.
-        unsafe {
-            ring.submitter().register_buf_ring_with_flags(
-                self.entries as u64,
-                BUF_COUNT,
-                BGID,
-                0,
-            )
+    /// Register the ring, incremental if asked and the kernel has it (6.12+). Returns whether
+    /// incremental consumption took, and why not where it was asked and refused.
+    fn register(&mut self, ring: &IoUring, inc: bool) -> Result<Option<String>> {
+        let attempt = |flags: u16| {
+            // SAFETY: the entries mapping lives until BufPool is dropped, which happens after
+            // the IoUring (dropped first in `run`) has gone and with it the registration.
+            unsafe {
+                ring.submitter().register_buf_ring_with_flags(
+                    self.entries as u64,
+                    BUF_COUNT,
+                    BGID,
+                    flags,
+                )
+            }
+        };
+        let mut refused = None;
+        if inc {
+            match attempt(types::IOU_PBUF_RING_INC as u16) {
+                Ok(()) => {
+                    self.inc = true;
+                    return Ok(None);
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                    refused = Some(format!(
+                        "inc: this kernel refused IOU_PBUF_RING_INC ({e}); whole buffers per recv"
+                    ));
+                }
+                Err(e) => return Err(anyhow::Error::new(e).context("registering the buffer ring")),
+            }
         }
-        .map_err(|e| match e.raw_os_error() {
+        attempt(0).map_err(|e| match e.raw_os_error() {
             Some(libc::EINVAL) => usage(
                 "this kernel has no provided-buffer rings (Linux 5.19+); use --engine uring-basic or epoll",
             ),
             _ => anyhow::Error::new(e).context("registering the provided-buffer ring"),
-        })
+        })?;
+        self.inc = false;
+        Ok(refused)
+    }
+
+    fn mask(&self) -> u16 {
+        BUF_COUNT - 1
     }
 
     fn addr(&self, bid: u16) -> *const u8 {
-        self.bufs[bid as usize * BUF_SIZE..].as_ptr()
+        self.bufs[bid as usize * self.size..].as_ptr()
     }
 
-    /// Put buffer `bid` back at the tail (seen by the kernel after `publish`).
-    fn give(&mut self, bid: u16) {
-        let slot = self.tail & (BUF_COUNT - 1);
-        // SAFETY: slot < BUF_COUNT, inside the mapping; the kernel reads only entries
-        // between its head and the published tail, and this one is past the published tail.
-        let e = unsafe { &mut *self.entries.add(slot as usize) };
-        e.set_addr(self.addr(bid) as u64);
-        e.set_len(BUF_SIZE as u32);
-        e.set_bid(bid);
-        self.tail = self.tail.wrapping_add(1);
+    /// Buffers in the ring the kernel may still take or is filling.
+    fn avail(&self) -> usize {
+        self.tail.wrapping_sub(self.head) as usize
     }
 
-    fn publish(&self) {
+    /// Give spare buffers to the ring until it holds `target` (seen after `publish`).
+    fn top_up(&mut self) {
+        while self.avail() < self.target.min(BUF_COUNT as usize) {
+            let Some(bid) = self.spare.pop() else { break };
+            let slot = self.tail & self.mask();
+            // SAFETY: slot < BUF_COUNT, inside the mapping; the kernel reads only entries
+            // between its head and the published tail, and this one is past the published tail.
+            let e = unsafe { &mut *self.entries.add(slot as usize) };
+            e.set_addr(self.addr(bid) as u64);
+            e.set_len(self.size as u32);
+            e.set_bid(bid);
+            self.slot_bid[slot as usize] = bid;
+            self.in_kernel[bid as usize] = true;
+            self.filled[bid as usize] = 0;
+            self.tail = self.tail.wrapping_add(1);
+        }
+    }
+
+    fn publish(&mut self) {
+        if self.published == self.tail {
+            return;
+        }
         // SAFETY: the tail field lies in entry 0 of our mapping (BufRingEntry::tail), u16
         // aligned; the kernel only reads it, so an atomic release store is the right access.
         let tail = unsafe { &*(types::BufRingEntry::tail(self.entries) as *const AtomicU16) };
         tail.store(self.tail, Ordering::Release);
+        self.published = self.tail;
+    }
+
+    /// The ring ran dry: keep more buffers in it from now on.
+    fn grow(&mut self) {
+        self.target = (self.target * 2).min(BUF_COUNT as usize);
+    }
+
+    /// A recv put `res` bytes into buffers starting with `first`: replay the kernel's
+    /// consumption, appending the slices (in order) to `out`.
+    fn take(&mut self, first: u16, res: usize, out: &mut VecDeque<Slice>) -> Result<()> {
+        let mut left = res;
+        let mut at_first = true;
+        while left > 0 {
+            if self.head == self.tail {
+                anyhow::bail!("provided buffers out of step: {res} bytes received, {left} beyond the buffers given");
+            }
+            let bid = self.slot_bid[(self.head & self.mask()) as usize];
+            if at_first && bid != first {
+                anyhow::bail!(
+                    "provided buffers out of step: the kernel filled buffer {first}, the ring's head holds {bid}"
+                );
+            }
+            at_first = false;
+            let b = bid as usize;
+            let start = self.filled[b] as usize;
+            let room = self.size - start;
+            let take = room.min(left);
+            out.push_back(Slice {
+                bid,
+                start: start as u32,
+                end: (start + take) as u32,
+            });
+            self.pinned[b] += 1;
+            self.filled[b] += take as u32;
+            left -= take;
+            // Without INC a recv finishes every buffer it touches; with it, only a full one.
+            if !self.inc || self.filled[b] as usize == self.size {
+                self.in_kernel[b] = false;
+                self.head = self.head.wrapping_add(1);
+            }
+        }
+        Ok(())
+    }
+
+    /// A completion without data named buffer `bid`: without INC the kernel used it up.
+    fn take_empty(&mut self, bid: u16) {
+        if self.inc || self.head == self.tail {
+            return;
+        }
+        if self.slot_bid[(self.head & self.mask()) as usize] == bid {
+            self.in_kernel[bid as usize] = false;
+            self.head = self.head.wrapping_add(1);
+            self.free_if_unused(bid);
+        }
+    }
+
+    /// A slice of `bid` was echoed (or dropped).
+    fn release(&mut self, bid: u16) {
+        let b = bid as usize;
+        self.pinned[b] = self.pinned[b].saturating_sub(1);
+        self.free_if_unused(bid);
+    }
+
+    fn free_if_unused(&mut self, bid: u16) {
+        let b = bid as usize;
+        if self.pinned[b] == 0 && !self.in_kernel[b] {
+            self.filled[b] = 0;
+            self.spare.push(bid);
+        }
     }
 }
 
-impl Drop for BufRing {
+impl Drop for BufPool {
     fn drop(&mut self) {
         // SAFETY: unmapping the mapping made in new(); nothing uses it after drop.
         let _ = unsafe { rustix::mm::munmap(self.entries.cast(), self.map_len) };
     }
 }
 
-struct Chunk {
-    bid: u16,
-    off: u32,
-    len: u32,
+/// A connection's socket: a plain fd, or a direct descriptor (an index into the ring's
+/// registered file table).
+#[derive(Debug, Clone, Copy)]
+enum Target {
+    Fd(RawFd),
+    Fixed(u32),
 }
 
-#[derive(Default)]
+/// Build an SQE against a connection's socket, fd or direct descriptor alike.
+macro_rules! on_target {
+    ($t:expr, $f:ident => $e:expr) => {
+        match $t {
+            Target::Fd(x) => {
+                let $f = types::Fd(x);
+                $e
+            }
+            Target::Fixed(i) => {
+                let $f = types::Fixed(i);
+                $e
+            }
+        }
+    };
+}
+
 struct Conn {
-    fd: RawFd,
+    target: Target,
     gen: u32,
     live: bool,
-    /// Received buffers not yet fully echoed; the front one is being sent.
-    queue: VecDeque<Chunk>,
+    /// Received slices not yet echoed, in order; the send in flight covers the front ones.
+    queue: VecDeque<Slice>,
+    /// Bytes in `queue`.
+    held: usize,
     sending: bool,
+    /// The send in flight is a zero-copy one: it ends with its notification.
+    zc: bool,
+    zc_res: Option<i32>,
+    /// The sendmsg in flight's iovec and header (heap, so they stay put while Conn moves).
+    iov: Vec<libc::iovec>,
+    msg: Box<libc::msghdr>,
     recv_armed: bool,
     eof: bool,
-    /// Recv cancelled because the connection holds too many buffers.
+    /// Recv cancelled because the connection holds too much.
     paused: bool,
     /// Recv ended with ENOBUFS; re-armed once buffers come back.
     starved: bool,
@@ -276,21 +464,119 @@ struct Conn {
     failed: bool,
 }
 
+impl Conn {
+    fn new() -> Conn {
+        Conn {
+            target: Target::Fd(-1),
+            gen: 0,
+            live: false,
+            queue: VecDeque::new(),
+            held: 0,
+            sending: false,
+            zc: false,
+            zc_res: None,
+            iov: Vec::with_capacity(MAX_IOV),
+            // SAFETY: msghdr is plain pointers and integers, for which all-zero is valid
+            // (no name, no control, no iovec yet).
+            msg: Box::new(unsafe { std::mem::zeroed() }),
+            recv_armed: false,
+            eof: false,
+            paused: false,
+            starved: false,
+            failed: false,
+        }
+    }
+
+    /// Reset for a new connection on this slot, keeping the allocations.
+    fn open(&mut self, target: Target) {
+        self.target = target;
+        self.gen = self.gen.wrapping_add(1);
+        self.live = true;
+        self.queue.clear();
+        self.held = 0;
+        self.sending = false;
+        self.zc = false;
+        self.zc_res = None;
+        self.recv_armed = false;
+        self.eof = false;
+        self.paused = false;
+        self.starved = false;
+        self.failed = false;
+    }
+
+    fn over_cap(&self) -> bool {
+        self.held >= MAX_HELD_BYTES || self.queue.len() >= MAX_HELD_SLICES
+    }
+
+    fn under_half(&self) -> bool {
+        self.held <= MAX_HELD_BYTES / 2 && self.queue.len() <= MAX_HELD_SLICES / 2
+    }
+}
+
 struct Server {
     ring: IoUring,
-    bufs: BufRing,
+    pool: BufPool,
+    feats: Features,
     conns: Vec<Conn>,
     free: Vec<usize>,
     starved: Vec<usize>,
-    returned: bool,
     listener: RawFd,
     /// Sends queued this turn, and the connection of the last one.
     sends_this_turn: usize,
     last_send: usize,
 }
 
-pub fn run(listener: OwnedFd, stop: &Stop, size: u64, sqpoll: bool) -> Result<ServerStats> {
-    let bufs = BufRing::new()?;
+/// What `run` set up: the features that took and why any asked for did not.
+fn setup_features(
+    ring: &IoUring,
+    pool: &mut BufPool,
+    asked: Features,
+) -> Result<(Features, Vec<String>)> {
+    let mut got = asked;
+    let mut off = Vec::new();
+    if asked.bundle && !ring.params().is_feature_recvsend_bundle() {
+        got.bundle = false;
+        off.push(
+            "bundle: this kernel has no IORING_RECVSEND_BUNDLE (6.10+); one buffer per recv".into(),
+        );
+    }
+    if let Some(why) = pool.register(ring, asked.inc)? {
+        got.inc = false;
+        off.push(why);
+    }
+    if asked.fixed {
+        let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+            .current
+            .unwrap_or(65536)
+            .clamp(64, 65536) as u32;
+        if let Err(e) = ring.submitter().register_files_sparse(limit) {
+            got.fixed = false;
+            off.push(format!(
+                "fixed: registering a file table failed ({e}); plain descriptors"
+            ));
+        }
+    }
+    if asked.zc.is_some() {
+        let mut probe = io_uring::Probe::new();
+        let ok = ring.submitter().register_probe(&mut probe).is_ok()
+            && probe.is_supported(opcode::SendZc::CODE)
+            && probe.is_supported(opcode::SendMsgZc::CODE);
+        if !ok {
+            got.zc = None;
+            off.push("zc: this kernel has no SEND_ZC (6.0+); copying sends".into());
+        }
+    }
+    Ok((got, off))
+}
+
+pub fn run(
+    listener: OwnedFd,
+    stop: &Stop,
+    size: u64,
+    sqpoll: bool,
+    asked: Features,
+) -> Result<ServerStats> {
+    let mut pool = BufPool::new(if asked.big { BIG_BUF } else { SMALL_BUF })?;
     let (ring, setup) = if sqpoll {
         build_ring(&[
             ("sqpoll+single_issuer", &|b| {
@@ -306,14 +592,19 @@ pub fn run(listener: OwnedFd, stop: &Stop, size: u64, sqpoll: bool) -> Result<Se
     let mut stats = ServerStats::new("uring", setup, size);
     // Saves the fd lookup on every enter; an older kernel without it is fine.
     let _ = ring.submitter().register_ring_fd();
-    bufs.register(&ring)?;
+    let (feats, off) = setup_features(&ring, &mut pool, asked)?;
+    stats.features = feats.on_list();
+    stats.features_off = off;
+    // Accepted sockets inherit TCP_NODELAY from the listener: no setsockopt per connection
+    // (which a direct descriptor could not take anyway).
+    let _ = rustix::net::sockopt::set_tcp_nodelay(&listener, true);
     let mut s = Server {
         ring,
-        bufs,
+        pool,
+        feats,
         conns: Vec::new(),
         free: Vec::new(),
         starved: Vec::new(),
-        returned: false,
         listener: listener.as_raw_fd(),
         sends_this_turn: 0,
         last_send: 0,
@@ -321,25 +612,48 @@ pub fn run(listener: OwnedFd, stop: &Stop, size: u64, sqpoll: bool) -> Result<Se
     s.arm_accept(&mut stats)?;
     let mut cqes = Vec::with_capacity(CQ_ENTRIES as usize);
     while !stop.now() {
-        s.bufs.publish();
+        s.pool.top_up();
+        s.pool.publish();
+        if !s.starved.is_empty() && s.pool.avail() > 0 {
+            s.rearm_starved(&mut stats)?;
+        }
         let want = s.want();
         s.sends_this_turn = 0;
         enter_and_reap(&mut s.ring, stop, want, &mut stats, &mut cqes)?;
         for &(data, res, flags) in &cqes {
             s.complete(data, res, flags, &mut stats)?;
         }
-        if s.returned && !s.starved.is_empty() {
-            s.rearm_starved(&mut stats)?;
-        }
-        s.returned = false;
     }
-    for c in s.conns.iter().filter(|c| c.live) {
-        // The process exits next; closing here keeps the fds from outliving the ring's view.
-        // SAFETY: fds of live connections were accepted by us and are closed only here.
-        unsafe { libc::close(c.fd) };
-    }
+    s.shut_down(ud(ACCEPT, 0, 0));
+    let Server { ring, pool, .. } = s;
+    drop(ring);
+    drop(pool);
     drop(listener);
     Ok(stats)
+}
+
+/// Cancel the pending accept (`accept_ud`) and wait, briefly, for it to end: an operation
+/// still in flight holds the listening socket, and the ring is torn down asynchronously
+/// after exit, so without this the port can stay taken for a moment after the server exits.
+pub(super) fn cancel_accept(ring: &mut IoUring, accept_ud: u64) {
+    let cancel = opcode::AsyncCancel::new(accept_ud)
+        .build()
+        .user_data(ud(CANCEL, 0, 0));
+    if push_sqe(ring, &cancel).is_err() {
+        return;
+    }
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < Duration::from_millis(500) {
+        if submit_and_wait(ring, 1, Duration::from_millis(20)).is_err() {
+            return;
+        }
+        let ended = ring
+            .completion()
+            .any(|c| c.user_data() == accept_ud && !cqueue::more(c.flags()));
+        if ended {
+            return;
+        }
+    }
 }
 
 impl Server {
@@ -352,7 +666,7 @@ impl Server {
             && self
                 .conns
                 .get(self.last_send)
-                .is_some_and(|c| c.live && c.queue.len() == 1);
+                .is_some_and(|c| c.live && !c.zc && c.queue.len() == 1);
         if lone {
             2
         } else {
@@ -360,41 +674,122 @@ impl Server {
         }
     }
 
+    /// At exit: stop accepting, then close every connection (direct descriptors go with the
+    /// file table).
+    fn shut_down(&mut self, accept_ud: u64) {
+        cancel_accept(&mut self.ring, accept_ud);
+        for c in self.conns.iter().filter(|c| c.live) {
+            if let Target::Fd(fd) = c.target {
+                // SAFETY: fds of live connections were accepted by us and are closed only here.
+                unsafe { libc::close(fd) };
+            }
+        }
+        if self.feats.fixed {
+            let _ = self.ring.submitter().unregister_files();
+        }
+    }
+
     fn arm_accept(&mut self, stats: &mut ServerStats) -> Result<()> {
+        // A direct descriptor is not in the fd table, so it takes no O_CLOEXEC (EINVAL).
+        let flags = if self.feats.fixed {
+            0
+        } else {
+            libc::SOCK_CLOEXEC
+        };
         let sqe = opcode::AcceptMulti::new(types::Fd(self.listener))
-            .flags(libc::SOCK_CLOEXEC)
+            .allocate_file_index(self.feats.fixed)
+            .flags(flags)
             .build()
             .user_data(ud(ACCEPT, 0, 0));
         push(&mut self.ring, &sqe, stats)
     }
 
     fn arm_recv(&mut self, slot: usize, stats: &mut ServerStats) -> Result<()> {
+        let bundle = self.feats.bundle;
         let c = &mut self.conns[slot];
         c.recv_armed = true;
         c.starved = false;
         c.paused = false;
-        let sqe = opcode::RecvMulti::new(types::Fd(c.fd), BGID)
-            .build()
-            .user_data(ud(RECV, slot, c.gen));
-        push(&mut self.ring, &sqe, stats)
+        let sqe = if bundle {
+            on_target!(c.target, f => opcode::RecvMultiBundle::new(f, BGID).build())
+        } else {
+            on_target!(c.target, f => opcode::RecvMulti::new(f, BGID).build())
+        };
+        push(&mut self.ring, &sqe.user_data(ud(RECV, slot, c.gen)), stats)
     }
 
-    fn send_front(&mut self, slot: usize, stats: &mut ServerStats) -> Result<()> {
+    fn cancel_recv(&mut self, slot: usize, stats: &mut ServerStats) -> Result<()> {
+        let cancel = opcode::AsyncCancel::new(ud(RECV, slot, self.conns[slot].gen))
+            .build()
+            .user_data(ud(CANCEL, slot, 0));
+        push(&mut self.ring, &cancel, stats)
+    }
+
+    /// Send what the connection holds: one send for one slice, one sendmsg for several.
+    fn send_queued(&mut self, slot: usize, stats: &mut ServerStats) -> Result<()> {
+        let feats = self.feats;
+        let pool = &self.pool;
         let c = &mut self.conns[slot];
-        let Some(front) = c.queue.front() else {
+        if c.queue.is_empty() {
             c.sending = false;
             return Ok(());
-        };
+        }
         c.sending = true;
         self.sends_this_turn += 1;
         self.last_send = slot;
-        // SAFETY (pointer arithmetic): off < len <= BUF_SIZE, inside buffer `bid`.
-        let ptr = unsafe { self.bufs.addr(front.bid).add(front.off as usize) };
-        let sqe = opcode::Send::new(types::Fd(c.fd), ptr, front.len - front.off)
-            .flags(libc::MSG_NOSIGNAL)
-            .build()
-            .user_data(ud(SEND, slot, c.gen));
-        push(&mut self.ring, &sqe, stats)
+        let n = if feats.sendmsg {
+            c.queue.len().min(MAX_IOV)
+        } else {
+            1
+        };
+        let ptr_of = |s: &Slice| {
+            // SAFETY (pointer arithmetic): start < end <= buffer size, inside buffer `bid`.
+            unsafe { pool.addr(s.bid).add(s.start as usize) }
+        };
+        let bytes: usize = c
+            .queue
+            .iter()
+            .take(n)
+            .map(|s| (s.end - s.start) as usize)
+            .sum();
+        let zc = feats.zc.is_some_and(|z| bytes >= z);
+        c.zc = zc;
+        c.zc_res = None;
+        let sqe = if n == 1 {
+            let s = &c.queue[0];
+            let (ptr, len) = (ptr_of(s), s.end - s.start);
+            if zc {
+                on_target!(c.target, f => opcode::SendZc::new(f, ptr, len)
+                    .flags(libc::MSG_NOSIGNAL)
+                    .build())
+            } else {
+                on_target!(c.target, f => opcode::Send::new(f, ptr, len)
+                    .flags(libc::MSG_NOSIGNAL)
+                    .build())
+            }
+        } else {
+            c.iov.clear();
+            for s in c.queue.iter().take(n) {
+                c.iov.push(libc::iovec {
+                    iov_base: ptr_of(s) as *mut libc::c_void,
+                    iov_len: (s.end - s.start) as usize,
+                });
+            }
+            c.msg.msg_iov = c.iov.as_mut_ptr();
+            c.msg.msg_iovlen = n as _;
+            let msg: *const libc::msghdr = &*c.msg;
+            if zc {
+                on_target!(c.target, f => opcode::SendMsgZc::new(f, msg)
+                    .flags(libc::MSG_NOSIGNAL as u32)
+                    .build())
+            } else {
+                on_target!(c.target, f => opcode::SendMsg::new(f, msg)
+                    .flags(libc::MSG_NOSIGNAL as u32)
+                    .build())
+            }
+        };
+        let gen = c.gen;
+        push(&mut self.ring, &sqe.user_data(ud(SEND, slot, gen)), stats)
     }
 
     fn rearm_starved(&mut self, stats: &mut ServerStats) -> Result<()> {
@@ -408,11 +803,6 @@ impl Server {
         Ok(())
     }
 
-    fn give_back(&mut self, bid: u16) {
-        self.bufs.give(bid);
-        self.returned = true;
-    }
-
     fn complete(&mut self, data: u64, res: i32, flags: u32, stats: &mut ServerStats) -> Result<()> {
         let (kind, slot, gen) = ud_parts(data);
         match kind {
@@ -423,15 +813,36 @@ impl Server {
                     .get(slot)
                     .is_some_and(|c| c.live && c.gen & 0xff_ffff == gen);
                 if !current {
-                    if let Some(bid) = cqueue::buffer_select(flags) {
-                        self.give_back(bid);
+                    // Not ours any more, but the kernel used the buffers all the same.
+                    if kind == RECV {
+                        if let Some(bid) = cqueue::buffer_select(flags) {
+                            self.drop_received(bid, res)?;
+                        }
                     }
                     return Ok(());
                 }
                 if kind == RECV {
                     self.on_recv(slot, res, flags, stats)?;
                 } else {
-                    self.on_send(slot, res, stats)?;
+                    let c = &mut self.conns[slot];
+                    if c.zc {
+                        if cqueue::more(flags) && !cqueue::notif(flags) {
+                            // The result: the bytes are sent (and counted now), but the
+                            // buffers are the kernel's until the notification.
+                            c.zc_res = Some(res);
+                            stats.bytes += res.max(0) as u64;
+                            return Ok(());
+                        }
+                        let (r, counted) = if cqueue::notif(flags) {
+                            (c.zc_res.take().unwrap_or(-libc::EIO), true)
+                        } else {
+                            (res, false)
+                        };
+                        c.zc = false;
+                        self.on_send(slot, r, counted, stats)?;
+                    } else {
+                        self.on_send(slot, res, false, stats)?;
+                    }
                 }
                 self.maybe_close(slot, stats)
             }
@@ -439,29 +850,42 @@ impl Server {
         }
     }
 
+    /// Account for a recv whose data nobody will echo.
+    fn drop_received(&mut self, bid: u16, res: i32) -> Result<()> {
+        if res > 0 {
+            let mut tmp = VecDeque::new();
+            self.pool.take(bid, res as usize, &mut tmp)?;
+            for s in tmp {
+                self.pool.release(s.bid);
+            }
+        } else {
+            self.pool.take_empty(bid);
+        }
+        Ok(())
+    }
+
     fn on_accept(&mut self, res: i32, flags: u32, stats: &mut ServerStats) -> Result<()> {
         if res >= 0 {
             stats.accepted += 1;
-            // TCP_NODELAY below, as the epoll server does.
-            stats.syscalls += 1;
-            // SAFETY: res is a fresh fd from accept; borrowed only for the setsockopt.
-            let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(res) };
-            let _ = rustix::net::sockopt::set_tcp_nodelay(fd, true);
+            let target = if self.feats.fixed {
+                Target::Fixed(res as u32)
+            } else {
+                Target::Fd(res)
+            };
             let slot = self.free.pop().unwrap_or_else(|| {
-                self.conns.push(Conn::default());
+                self.conns.push(Conn::new());
                 self.conns.len() - 1
             });
-            let c = &mut self.conns[slot];
-            let gen = c.gen.wrapping_add(1);
-            *c = Conn {
-                fd: res,
-                gen,
-                live: true,
-                ..Default::default()
-            };
+            self.conns[slot].open(target);
             self.arm_recv(slot, stats)?;
+        } else if res == -libc::EINVAL {
+            // The accept as built is refused: re-arming it would spin.
+            return Err(anyhow::Error::new(std::io::Error::from_raw_os_error(-res))
+                .context("io_uring accept"));
+        } else if res != -libc::ECANCELED {
+            stats.errors += 1;
         }
-        if !cqueue::more(flags) {
+        if !cqueue::more(flags) && res != -libc::ECANCELED {
             self.arm_accept(stats)?;
         }
         Ok(())
@@ -485,45 +909,49 @@ impl Server {
             };
             let c = &mut self.conns[slot];
             if c.failed {
-                self.give_back(bid);
-                return Ok(());
+                return self.drop_received(bid, res);
             }
-            c.queue.push_back(Chunk {
-                bid,
-                off: 0,
-                len: res as u32,
-            });
-            let held = c.queue.len();
-            let (sending, paused) = (c.sending, c.paused);
+            self.pool.take(bid, res as usize, &mut c.queue)?;
+            c.held += res as usize;
+            let (sending, paused, over) = (c.sending, c.paused, c.over_cap());
             if !sending {
-                self.send_front(slot, stats)?;
+                self.send_queued(slot, stats)?;
             }
-            if held >= MAX_HELD && more && !paused {
+            if over && more && !paused {
                 self.conns[slot].paused = true;
-                let cancel = opcode::AsyncCancel::new(ud(RECV, slot, self.conns[slot].gen))
-                    .build()
-                    .user_data(ud(CANCEL, slot, 0));
-                push(&mut self.ring, &cancel, stats)?;
+                self.cancel_recv(slot, stats)?;
             }
             if !more && !self.conns[slot].paused {
-                self.arm_recv(slot, stats)?;
+                if over {
+                    self.conns[slot].paused = true;
+                } else {
+                    self.arm_recv(slot, stats)?;
+                }
             }
             return Ok(());
         }
         if let Some(bid) = cqueue::buffer_select(flags) {
-            self.give_back(bid);
+            self.pool.take_empty(bid);
         }
         let c = &mut self.conns[slot];
         match -res {
             0 => c.eof = true,
             libc::ENOBUFS => {
                 stats.enobufs += 1;
+                self.pool.grow();
                 if !more {
                     c.starved = true;
                     self.starved.push(slot);
                 }
             }
-            libc::ECANCELED => c.paused = true,
+            libc::ECANCELED => {
+                c.paused = true;
+                // Sends may have drained the connection while the cancel was on its way:
+                // then no later send completion would re-arm it.
+                if !c.recv_armed && c.under_half() && !c.eof && !c.failed {
+                    self.arm_recv(slot, stats)?;
+                }
+            }
             _ => {
                 c.failed = true;
                 stats.errors += 1;
@@ -532,7 +960,14 @@ impl Server {
         Ok(())
     }
 
-    fn on_send(&mut self, slot: usize, res: i32, stats: &mut ServerStats) -> Result<()> {
+    /// A send ended having sent `res` bytes (`counted`: already in stats.bytes).
+    fn on_send(
+        &mut self,
+        slot: usize,
+        res: i32,
+        counted: bool,
+        stats: &mut ServerStats,
+    ) -> Result<()> {
         self.conns[slot].sending = false;
         if res <= 0 {
             let c = &mut self.conns[slot];
@@ -542,28 +977,36 @@ impl Server {
             }
             return Ok(());
         }
-        stats.bytes += res as u64;
-        let c = &mut self.conns[slot];
-        let mut done_bid = None;
-        if let Some(front) = c.queue.front_mut() {
-            front.off += res as u32;
-            if front.off >= front.len {
-                done_bid = Some(front.bid);
-                c.queue.pop_front();
-            }
+        if !counted {
+            stats.bytes += res as u64;
         }
-        if let Some(bid) = done_bid {
-            self.give_back(bid);
+        let c = &mut self.conns[slot];
+        let mut left = res as usize;
+        c.held = c.held.saturating_sub(left);
+        while left > 0 {
+            let Some(front) = c.queue.front_mut() else {
+                break;
+            };
+            let len = (front.end - front.start) as usize;
+            if left >= len {
+                left -= len;
+                let bid = front.bid;
+                c.queue.pop_front();
+                self.pool.release(bid);
+            } else {
+                front.start += left as u32;
+                left = 0;
+            }
         }
         let c = &self.conns[slot];
         if c.failed {
             return Ok(());
         }
         if !c.queue.is_empty() {
-            self.send_front(slot, stats)?;
+            self.send_queued(slot, stats)?;
         }
         let c = &self.conns[slot];
-        if c.paused && !c.recv_armed && c.queue.len() <= MAX_HELD / 2 && !c.eof {
+        if c.paused && !c.recv_armed && c.under_half() && !c.eof {
             self.arm_recv(slot, stats)?;
         }
         Ok(())
@@ -582,11 +1025,9 @@ impl Server {
             if c.failed && !c.paused {
                 // Reuse `paused` as "a cancel is on its way" so it is sent once.
                 c.paused = true;
-                let cancel = opcode::AsyncCancel::new(ud(RECV, slot, c.gen))
-                    .build()
-                    .user_data(ud(CANCEL, slot, 0));
-                push(&mut self.ring, &cancel, stats)?;
+                self.cancel_recv(slot, stats)?;
             }
+            let c = &mut self.conns[slot];
             if c.eof && !c.failed {
                 // EOF ends the multishot recv; it is not armed any more.
                 c.recv_armed = false;
@@ -595,18 +1036,16 @@ impl Server {
             }
         }
         let c = &mut self.conns[slot];
-        let fd = c.fd;
-        let bids: Vec<u16> = c.queue.drain(..).map(|ch| ch.bid).collect();
+        let target = c.target;
         c.live = false;
-        for bid in bids {
-            self.give_back(bid);
+        c.held = 0;
+        while let Some(s) = c.queue.pop_front() {
+            self.pool.release(s.bid);
         }
         self.free.push(slot);
         stats.closed += 1;
-        let sqe = opcode::Close::new(types::Fd(fd))
-            .build()
-            .user_data(ud(CLOSE, slot, 0));
-        push(&mut self.ring, &sqe, stats)
+        let sqe = on_target!(target, f => opcode::Close::new(f).build());
+        push(&mut self.ring, &sqe.user_data(ud(CLOSE, slot, 0)), stats)
     }
 }
 
@@ -619,5 +1058,73 @@ mod tests {
         let d = ud(SEND, 123_456, 0x1ff_ffff);
         assert_eq!(ud_parts(d), (SEND, 123_456, 0xff_ffff));
         assert_eq!(ud_parts(ud(ACCEPT, 0, 0)), (ACCEPT, 0, 0));
+    }
+
+    /// Replay what the kernel does with the head of the ring, for a pool of `size` buffers.
+    fn pool(size: usize, inc: bool) -> BufPool {
+        let mut p = BufPool::new(size).unwrap();
+        p.inc = inc;
+        p
+    }
+
+    fn spans(q: &VecDeque<Slice>) -> Vec<(u16, u32, u32)> {
+        q.iter().map(|s| (s.bid, s.start, s.end)).collect()
+    }
+
+    #[test]
+    fn bundles_take_whole_buffers_in_ring_order() {
+        let mut p = pool(100, false);
+        let mut q = VecDeque::new();
+        // Spare buffers go out last-freed-first: 0, 1, 2, ... in ring order.
+        p.take(0, 250, &mut q).unwrap();
+        assert_eq!(spans(&q), vec![(0, 0, 100), (1, 0, 100), (2, 0, 50)]);
+        assert_eq!(p.avail(), RING_LOW - 3);
+        // The next recv starts at a fresh buffer even though buffer 2 has room.
+        q.clear();
+        p.take(3, 10, &mut q).unwrap();
+        assert_eq!(spans(&q), vec![(3, 0, 10)]);
+        // A buffer named out of turn is a bug to report, not to paper over.
+        assert!(p.take(9, 10, &mut q).is_err());
+        // Echoed buffers return to the spare stack and go back to the ring first.
+        for bid in [0, 1, 2] {
+            p.release(bid);
+        }
+        assert_eq!(p.spare.last(), Some(&2));
+        // Four buffers left the ring (0..=3); the three freed go back first, then a fresh one.
+        p.top_up();
+        let back: Vec<u16> = (0..4)
+            .map(|k| p.slot_bid[(p.tail.wrapping_sub(4 - k) & p.mask()) as usize])
+            .collect();
+        assert_eq!(back, vec![2, 1, 0, RING_LOW as u16]);
+        assert_eq!(p.avail(), RING_LOW);
+    }
+
+    #[test]
+    fn incremental_buffers_pack_recvs_and_leave_the_head_only_when_full() {
+        let mut p = pool(100, true);
+        let mut q = VecDeque::new();
+        p.take(0, 30, &mut q).unwrap();
+        p.take(0, 30, &mut q).unwrap();
+        // 60 bytes in: 40 fit in buffer 0, the rest starts buffer 1 (a bundle).
+        p.take(0, 60, &mut q).unwrap();
+        assert_eq!(
+            spans(&q),
+            vec![(0, 0, 30), (0, 30, 60), (0, 60, 100), (1, 0, 20)]
+        );
+        assert_eq!(p.head, 1);
+        // Buffer 0 is free once all three of its slices are echoed, not before.
+        p.release(0);
+        p.release(0);
+        assert!(!p.spare.contains(&0));
+        p.release(0);
+        assert_eq!(p.spare.last(), Some(&0));
+        // Buffer 1 is still being filled: echoing its slice does not free it.
+        p.release(1);
+        assert!(!p.spare.contains(&1));
+        q.clear();
+        p.take(1, 80, &mut q).unwrap();
+        assert_eq!(spans(&q), vec![(1, 20, 100)]);
+        p.release(1);
+        assert_eq!(p.spare.last(), Some(&1));
     }
 }

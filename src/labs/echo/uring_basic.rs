@@ -109,6 +109,7 @@ pub fn run(listener: OwnedFd, stop: &Stop, size: u64) -> Result<ServerStats> {
             }
         }
     }
+    super::uring::cancel_accept(&mut ring, ud(ACCEPT, 0, 0));
     for c in conns.iter().filter(|c| c.live) {
         // SAFETY: fds of live connections were accepted by us and are closed only here.
         unsafe { libc::close(c.fd) };

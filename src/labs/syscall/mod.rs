@@ -87,7 +87,8 @@ pub fn run(args: &SyscallArgs, ctx: &Ctx) -> Result<Outcome> {
 
 /// Measure the plan: every call, with progress and (with --counters) counters per case.
 pub fn run_plan(plan: &Plan, ctx: &Ctx) -> Result<Outcome> {
-    let steps = 6 + syscost::EPOLL_EVENTS.len() + 2 * plan.batches.len();
+    let steps =
+        6 + syscost::PER_BYTE_SIZES.len() + syscost::EPOLL_EVENTS.len() + 2 * plan.batches.len();
     let bar = progress::bar(steps as u64, LAB);
     let mut readings: Vec<(Vec<(&'static str, u32)>, Readings)> = Vec::new();
     // Each step's figures, judged with their conditions (re-measured while disturbed).
@@ -180,6 +181,15 @@ pub fn outcome_from(m: &Measurements, mitigations: &str) -> Result<Outcome> {
             f.samples.clone(),
         );
     }
+    for (call, size, samples) in &m.sized {
+        o.push(
+            LAB,
+            crate::case! {"call" => *call, "batch" => 1u32, "size" => *size},
+            "latency",
+            "ns",
+            samples.clone(),
+        );
+    }
     let terms = syscost::terms_from(m)?;
     o.models.push(terms::model(&terms, m, mitigations));
     if let Some(why) = &m.uring_unsupported {
@@ -212,15 +222,27 @@ pub fn render(o: &Outcome) -> String {
     ours.sort_by_key(|r| {
         let call = r.key("call");
         let rank = CALLS.iter().position(|c| *c == call).unwrap_or(CALLS.len());
-        (rank, r.key("batch").parse::<u32>().unwrap_or(0))
+        let size = r.case.get("size").and_then(|v| v.as_u64()).unwrap_or(0);
+        (rank, r.key("batch").parse::<u32>().unwrap_or(0), size)
     });
     let rows: Vec<Vec<String>> = ours
         .into_iter()
         .map(|r| {
             let s = &r.summary;
+            let size = r
+                .case
+                .get("size")
+                .and_then(|v| v.as_u64())
+                .map_or("16".to_string(), crate::measure::sizes::format_size);
+            let size = if r.key("call").starts_with("tcp-") {
+                size
+            } else {
+                "—".into()
+            };
             vec![
                 r.key("call"),
                 r.key("batch"),
+                size,
                 format!("{:.1}", s.median),
                 format!("{:.1}–{:.1}", s.min, s.max),
                 s.n.to_string(),
@@ -229,7 +251,15 @@ pub fn render(o: &Outcome) -> String {
         })
         .collect();
     let mut out = table::render(
-        &["call", "batch", "ns per call", "min–max ns", "n", "term"],
+        &[
+            "call",
+            "batch",
+            "bytes",
+            "ns per call",
+            "min–max ns",
+            "n",
+            "term",
+        ],
         &rows,
     );
     out.push('\n');

@@ -138,6 +138,36 @@ pub fn model(terms: &CostTerms, m: &Measurements, mitigations: &str) -> Model {
             ));
         }
     }
+    for (call, fit) in [
+        ("tcp-send", &terms.send_bytes),
+        ("tcp-recv", &terms.recv_bytes),
+    ] {
+        let Some(f) = fit else { continue };
+        let key = call.trim_start_matches("tcp-");
+        p.insert(format!("{key}_fixed_ns"), r1(f.fixed_ns));
+        p.insert(
+            format!("{key}_per_byte_ns"),
+            json!((f.per_byte_ns * 1e4).round() / 1e4),
+        );
+        for (b, y) in &f.points {
+            points.push(ModelPoint {
+                case: crate::case! {"call" => call, "size" => *b as u64},
+                predicted: f.at(*b),
+                measured: *y,
+                unit: "ns".into(),
+            });
+        }
+        let worst = f.worst_miss();
+        verdict.push(format!(
+            "{call} of B bytes: {:.0} ns + {:.3} ns/B x B ({:.1} GB/s of copy and stack), fitted over {} sizes; worst size off by {:.0}%{}",
+            f.fixed_ns,
+            f.per_byte_ns,
+            1.0 / f.per_byte_ns.max(1e-9),
+            f.points.len(),
+            worst * 100.0,
+            if worst <= 0.25 { ": holds" } else { ": the cost is not a straight line in B here (caches, segmenting)" }
+        ));
+    }
     Model {
         lab: "syscall".into(),
         name: "syscall cost terms".into(),
@@ -150,6 +180,33 @@ pub fn model(terms: &CostTerms, m: &Measurements, mitigations: &str) -> Model {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn per_byte_fit_recovers_fixed_and_per_byte_costs() {
+        use crate::labs::echo::model::PerByte;
+        // 900 ns + 0.05 ns/B, exact: the fit gives both back.
+        let pts: Vec<(f64, f64)> = crate::measure::syscost::PER_BYTE_SIZES
+            .iter()
+            .map(|&b| (b as f64, 900.0 + 0.05 * b as f64))
+            .collect();
+        let f = PerByte::fit(&pts).unwrap();
+        assert!((f.fixed_ns - 900.0).abs() < 1e-6, "{f:?}");
+        assert!((f.per_byte_ns - 0.05).abs() < 1e-9, "{f:?}");
+        assert!(f.worst_miss() < 1e-9);
+        assert!((f.at(8192.0) - (900.0 + 409.6)).abs() < 1e-6);
+        // Noise of +-10 ns alternating: the least-squares line stays within a few ns.
+        let noisy: Vec<(f64, f64)> = pts
+            .iter()
+            .enumerate()
+            .map(|(i, (x, y))| (*x, y + if i % 2 == 0 { 10.0 } else { -10.0 }))
+            .collect();
+        let g = PerByte::fit(&noisy).unwrap();
+        assert!((g.fixed_ns - 900.0).abs() < 15.0, "{g:?}");
+        assert!((g.per_byte_ns - 0.05).abs() < 0.001, "{g:?}");
+        // One size, or one size twice, gives no line.
+        assert!(PerByte::fit(&pts[..1]).is_none());
+        assert!(PerByte::fit(&[(16.0, 1.0), (16.0, 2.0)]).is_none());
+    }
 
     #[test]
     fn fit_recovers_op_and_enter_costs() {
@@ -188,6 +245,8 @@ mod tests {
             epoll_wait_ns: vec![],
             wake_ns: None,
             uring_unsupported: None,
+            send_bytes: None,
+            recv_bytes: None,
         }
     }
 
