@@ -416,7 +416,7 @@ fn render_attribution(o: &Outcome) -> String {
         ],
         &rows,
     ));
-    out.push_str("  Biscuit (its kernel, 2018): GC about 3%, prologues the largest item, write barriers very little, safety checks 2-3%\n");
+    out.push_str("\n  Biscuit (its kernel, 2018): GC about 3%, prologues the largest item, write barriers very little, safety checks 2-3%\n");
     out
 }
 
