@@ -12,14 +12,18 @@ all: build
 build:
 	$(CARGO) build --release
 
-# What the labs need besides the binary: the gc lab's Go program, both builds (with and
-# without bounds checks), into target/gcbench/. Nothing is fetched; without Go the gc lab is
-# reported as skipped.
+# What the labs need besides the binary: the gc lab's Go program, all its builds (plain,
+# without bounds checks, layout-shifted), and its Java program (javac), into target/gcbench/.
+# Nothing is fetched; without Go the gc lab is reported as skipped, without a JDK its Java
+# runtimes are.
 labs: build
 	@if command -v go >/dev/null 2>&1; then \
 		$(COSTLAB) gc build; \
 	else \
 		echo "make: no Go toolchain; the gc lab will be skipped (apt-get install -y golang-go)"; \
+	fi
+	@if ! command -v javac >/dev/null 2>&1; then \
+		echo "make: no JDK; costlab gc --runtime java-* will be skipped (apt-get install -y default-jdk-headless)"; \
 	fi
 
 run: build labs

@@ -89,3 +89,11 @@ func TestWorkAllocatesShortLivedObjects(t *testing.T) {
 		t.Fatal("the same work gave a different checksum")
 	}
 }
+
+// costlab's Java side sizes its live set as live / 312 vnodes (src/labs/gc/java.rs,
+// GO_VNODE_BYTES); a change here must change that constant too.
+func TestVnodeBytesIsWhatCostlabAssumes(t *testing.T) {
+	if VnodeBytes() != 312 {
+		t.Fatalf("VnodeBytes() = %d; update GO_VNODE_BYTES in src/labs/gc/java.rs", VnodeBytes())
+	}
+}

@@ -22,8 +22,10 @@ func main() {
 	allocFactor := flag.Float64("alloc", 12, "work: bytes to allocate, as a multiple of the live heap")
 	workers := flag.Int("workers", 0, "work: goroutines doing calls (default GOMAXPROCS)")
 	reps := flag.Int("reps", 7, "taxes: timed samples (write-barrier: GC cycles)")
+	seconds := flag.Float64("seconds", 10, "profile: how long the workload runs under the profiler")
+	hz := flag.Int("hz", 1000, "profile: CPU profiling rate asked (samples per CPU-second)")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: gcbench [flags] heap|bounds|prologue|write-barrier")
+		fmt.Fprintln(os.Stderr, "usage: gcbench [flags] heap|bounds|prologue|write-barrier|profile heap|profile server")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -45,8 +47,9 @@ func main() {
 		samples, sink := BoundsSamples(*reps)
 		out = map[string]any{"mode": mode, "ns_per_iter": samples, "bounds_checked": boundsChecked(), "sink": sink}
 	case "prologue":
-		checked, nosplit, sink := PrologueSamples(*reps)
-		out = map[string]any{"mode": mode, "checked_ns": checked, "nosplit_ns": nosplit, "sink": sink}
+		checked, nosplit, c1, c2, sink := PrologueSamples(*reps)
+		out = map[string]any{"mode": mode, "checked_ns": checked, "nosplit_ns": nosplit,
+			"checked1_ns": c1, "checked2_ns": c2, "sink": sink}
 	case "write-barrier":
 		l := liveOrDefault(*live, 2)
 		h := BuildHeap(CountForLive(l), 1)
@@ -55,8 +58,14 @@ func main() {
 		out = map[string]any{"mode": mode, "live_target": l, "ptr_marking_ns": res.PtrMarking,
 			"ptr_idle_ns": res.PtrIdle, "int_marking_ns": res.IntMarking, "int_idle_ns": res.IntIdle,
 			"marking_chunks": res.MarkingChunks, "mark_s": res.MarkSeconds}
+	case "profile":
+		workload := "heap"
+		if flag.NArg() > 1 {
+			workload = flag.Arg(1)
+		}
+		out = profileMain(workload, liveOrDefault(*live, 4), *seconds, *hz, *workers)
 	default:
-		fmt.Fprintf(os.Stderr, "gcbench: unknown mode %q: use heap, bounds, prologue or write-barrier\n", mode)
+		fmt.Fprintf(os.Stderr, "gcbench: unknown mode %q: use heap, bounds, prologue, write-barrier or profile\n", mode)
 		os.Exit(2)
 	}
 	enc := json.NewEncoder(os.Stdout)

@@ -80,9 +80,12 @@ func TestParseVmHWM(t *testing.T) {
 
 func TestTaxKernelsRun(t *testing.T) {
 	s, _ := BoundsSamples(1)
-	c, n, _ := PrologueSamples(1)
+	c, n, c1, c2, _ := PrologueSamples(1)
 	if len(s) != 1 || len(c) != 1 || len(n) != 1 || s[0] <= 0 || c[0] <= 0 || n[0] <= 0 {
 		t.Fatalf("bounds %v checked %v nosplit %v", s, c, n)
+	}
+	if len(c1) != 1 || len(c2) != 1 || c[0] != (c1[0]+c2[0])/2 {
+		t.Fatalf("checked %v is not the mean of its copies %v %v", c, c1, c2)
 	}
 	if !boundsChecked() {
 		t.Fatal("a plain build must check bounds")

@@ -101,7 +101,9 @@ func callLoop(f func(uint64) uint64, n int) uint64 {
 
 // PrologueSamples alternates the two variants `reps` times; ns (thread CPU time) per call
 // to the caller, each the mean over the two copies of that variant.
-func PrologueSamples(reps int) (checked, nosplit []float64, sink uint64) {
+// checked1 and checked2 are the two checked copies on their own: the same code in two
+// places, the A/A pair that shows how far layout alone moves a call.
+func PrologueSamples(reps int) (checked, nosplit, checked1, checked2 []float64, sink uint64) {
 	onOwnThread(func() {
 		timed := func(f func(uint64) uint64) float64 {
 			t := threadCPUNanos()
@@ -113,16 +115,20 @@ func PrologueSamples(reps int) (checked, nosplit []float64, sink uint64) {
 		}
 		// Alternate which variant goes first, so neither always follows the other.
 		for s := 0; s < reps; s++ {
+			var c1, c2 float64
 			if s%2 == 0 {
-				checked = append(checked, (timed(callerChecked)+timed(callerChecked2))/2)
+				c1, c2 = timed(callerChecked), timed(callerChecked2)
 				nosplit = append(nosplit, (timed(callerNosplit)+timed(callerNosplit2))/2)
 			} else {
 				nosplit = append(nosplit, (timed(callerNosplit2)+timed(callerNosplit))/2)
-				checked = append(checked, (timed(callerChecked2)+timed(callerChecked))/2)
+				c2, c1 = timed(callerChecked2), timed(callerChecked)
 			}
+			checked = append(checked, (c1+c2)/2)
+			checked1 = append(checked1, c1)
+			checked2 = append(checked2, c2)
 		}
 	})
-	return checked, nosplit, sink
+	return checked, nosplit, checked1, checked2, sink
 }
 
 // ---- write barrier -------------------------------------------------------------------

@@ -16,6 +16,7 @@ need jq jq                      # bench scripts read costlab's JSON
 need make make
 need cc build-essential         # the bundled SQLite is compiled from C
 need go golang-go               # the gc lab's Go program (gcbench/)
+need javac default-jdk-headless # the gc lab's Java program (javagc/), `costlab gc --runtime java-*`
 
 if [ "${#missing[@]}" -gt 0 ]; then
     SUDO=""

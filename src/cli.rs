@@ -252,6 +252,10 @@ pub struct GcArgs {
     /// How h is given: gogc (GOGC = 100 h), memlimit (GOGC=off, GOMEMLIMIT = live x (1 + h))
     #[arg(long, value_name = "LIST", default_value = "gogc")]
     pub mode: String,
+    /// Runtimes to sweep: go, java-g1, java-parallel, java-zgc, java-shenandoah (Java:
+    /// -Xms = -Xmx = live x (1 + h), one fresh JVM per point; skipped where no JDK)
+    #[arg(long, value_name = "LIST", default_value = "go")]
+    pub runtime: String,
     /// Live heap of vnode-like objects (default 640M, less when memory is short)
     #[arg(long, value_name = "SIZE")]
     pub live: Option<String>,
@@ -272,14 +276,27 @@ pub enum GcWhat {
 
 #[derive(Args, Debug)]
 pub struct GcTaxArgs {
-    /// Which taxes: bounds, prologue, write-barrier
+    /// How: attribution (CPU profile samples classified by instruction, the headline),
+    /// ab (two builds or variants side by side), aa (the same code moved: ab's noise floor)
+    #[arg(long, value_name = "LIST", default_value = "attribution,ab,aa")]
+    pub method: String,
+    /// Attribution workloads: heap (the vnode heap builder), server (requests over loopback)
+    #[arg(long, value_name = "LIST", default_value = "heap,server")]
+    pub workload: String,
+    /// Attribution: seconds each profiled process runs (default 30; 20 with --quick)
+    #[arg(long, value_name = "S")]
+    pub seconds: Option<f64>,
+    /// Attribution: profiled processes per workload (default 3; 1 with --quick)
+    #[arg(long, value_name = "N")]
+    pub procs: Option<usize>,
+    /// Which A/B and A/A taxes: bounds, prologue, write-barrier
     #[arg(
         long,
         value_name = "LIST",
         default_value = "bounds,prologue,write-barrier"
     )]
     pub kind: String,
-    /// Paired samples per tax (bounds: process pairs; write-barrier: GC cycles; default 5)
+    /// Paired samples per A/B or A/A tax (bounds: process pairs; write-barrier: GC cycles; default 5)
     #[arg(long, value_name = "N")]
     pub reps: Option<usize>,
     /// Live heap the write-barrier kernel's GC cycles mark (default 256M)

@@ -123,6 +123,8 @@ fn tiny_sweep_and_taxes_write_costlab_json() {
         .args([
             "gc",
             "tax",
+            "--method",
+            "ab,aa",
             "--kind",
             "prologue,bounds",
             "--reps",
@@ -141,14 +143,283 @@ fn tiny_sweep_and_taxes_write_costlab_json() {
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let results = doc["results"].as_array().unwrap();
     for kind in ["prologue", "bounds"] {
-        let r = results
-            .iter()
-            .find(|r| r["case"]["kind"] == kind)
-            .unwrap_or_else(|| panic!("no {kind} row"));
-        assert_eq!(
-            (r["metric"].as_str(), r["unit"].as_str()),
-            (Some("overhead"), Some("%"))
-        );
-        assert_eq!(r["summary"]["n"], 2);
+        for method in ["ab", "aa"] {
+            let r = results
+                .iter()
+                .find(|r| r["case"]["kind"] == kind && r["case"]["method"] == method)
+                .unwrap_or_else(|| panic!("no {method} {kind} row"));
+            assert_eq!(
+                (r["metric"].as_str(), r["unit"].as_str()),
+                (Some("overhead"), Some("%"))
+            );
+            assert_eq!(r["summary"]["n"], 2);
+        }
     }
+    let notes = doc["notes"].as_array().unwrap();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.as_str().is_some_and(|n| n.contains("A/A noise"))),
+        "no A/B-vs-A/A verdict in {notes:?}"
+    );
+}
+
+/// A small Go program with known checks, compiled here, disassembled, classified.
+const PROBE: &str = r#"package main
+
+import "os"
+
+type T struct {
+	next *T
+	n    int
+}
+
+//go:noinline
+func twoChecks(s []int, i, j int) int { return s[i] + s[j] }
+
+//go:noinline
+func div(a, b int) int { return a / b }
+
+//go:noinline
+func store(p, q *T) { p.next = q }
+
+//go:noinline
+func leaf(x int) int { return x*7 + 1 }
+
+//go:noinline
+func caller(x int) int { return leaf(x) + leaf(x+1) }
+
+var sink *T
+
+func main() {
+	s := make([]int, len(os.Args)+3)
+	t := &T{}
+	store(t, &T{n: len(s)})
+	sink = t
+	println(twoChecks(s, 1, 2), div(10, len(s)), caller(len(s)))
+}
+"#;
+
+#[test]
+fn classification_of_a_probe_program() {
+    use costlab::labs::gc::attrib::{classify_func, parse_objdump, Class, Func};
+    if !go_available() {
+        eprintln!("skipped: no Go toolchain");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("go.mod"), "module probe\n\ngo 1.22\n").unwrap();
+    std::fs::write(d.path().join("main.go"), PROBE).unwrap();
+    let bin = d.path().join("probe");
+    let built = Command::new("go")
+        .args(["build", "-o"])
+        .arg(&bin)
+        .arg(".")
+        .current_dir(d.path())
+        .env("GOTOOLCHAIN", "local")
+        .env("GOFLAGS", "")
+        .env("CGO_ENABLED", "0")
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let dis = Command::new("go")
+        .args(["tool", "objdump", "-s", "^main\\."])
+        .arg(&bin)
+        .env("GOTOOLCHAIN", "local")
+        .output()
+        .unwrap();
+    assert!(dis.status.success());
+    let funcs = parse_objdump(&String::from_utf8_lossy(&dis.stdout));
+    let of = |name: &str| {
+        let f = funcs
+            .iter()
+            .find(|f| f.name == name)
+            .unwrap_or_else(|| panic!("{name} not in the disassembly"))
+            .clone();
+        let c = classify_func(&f);
+        (f, c)
+    };
+    fn count_in(f: &Func, c: &[Class], class: Class, cond_jumps_only: bool) -> usize {
+        f.insts
+            .iter()
+            .zip(c)
+            .filter(|(i, k)| {
+                **k == class && (!cond_jumps_only || (i.op.starts_with('J') && i.op != "JMP"))
+            })
+            .count()
+    }
+    // Two indexings, two bounds checks: two compare-and-branches to the panic.
+    let (f, c) = of("main.twoChecks");
+    assert_eq!(count_in(&f, &c, Class::Safety, true), 2);
+    assert_eq!(count_in(&f, &c, Class::WriteBarrier, false), 0);
+    // A division by a variable: one branch to panicdivide.
+    let (f, c) = of("main.div");
+    assert_eq!(count_in(&f, &c, Class::Safety, true), 1);
+    // One pointer store into the heap: one test of runtime.writeBarrier, its branch, and
+    // the barrier block (the call into the runtime at least).
+    let (f, c) = of("main.store");
+    let tests: Vec<_> = f
+        .insts
+        .iter()
+        .filter(|i| i.args.contains("runtime.writeBarrier(SB)"))
+        .collect();
+    assert_eq!(tests.len(), 1);
+    assert_eq!(count_in(&f, &c, Class::WriteBarrier, true), 1);
+    assert!(count_in(&f, &c, Class::WriteBarrier, false) >= 3);
+    assert!(f
+        .insts
+        .iter()
+        .zip(&c)
+        .any(|(i, k)| i.args.starts_with("runtime.gcWriteBarrier") && *k == Class::WriteBarrier));
+    // A function that calls checks its stack at entry (compare, branch) and has a
+    // morestack block; the small leaf it calls has no check at all.
+    let (f, c) = of("main.caller");
+    assert_eq!(count_in(&f, &c, Class::Prologue, true), 1);
+    assert_eq!(c[0], Class::Prologue);
+    assert!(f
+        .insts
+        .iter()
+        .zip(&c)
+        .any(|(i, k)| i.args.starts_with("runtime.morestack") && *k == Class::Prologue));
+    let (f, c) = of("main.leaf");
+    assert_eq!(count_in(&f, &c, Class::Prologue, false), 0);
+}
+
+#[test]
+fn attribution_writes_shares_and_sample_counts() {
+    if !go_available() {
+        eprintln!("skipped: no Go toolchain");
+        return;
+    }
+    let out = costlab()
+        .args([
+            "gc",
+            "tax",
+            "--method",
+            "attribution",
+            "--seconds",
+            "1",
+            "--procs",
+            "1",
+            "--live",
+            "16M",
+            "--json",
+            "-",
+        ])
+        .env_remove("COSTLAB_GCBENCH")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let results = doc["results"].as_array().unwrap();
+    for w in ["heap", "server"] {
+        let mut total = 0.0;
+        for kind in ["gc", "prologue", "write-barrier", "safety", "other"] {
+            let find = |metric: &str| {
+                results
+                    .iter()
+                    .find(|r| {
+                        r["metric"] == metric
+                            && r["case"]["method"] == "attribution"
+                            && r["case"]["workload"] == w
+                            && r["case"]["kind"] == kind
+                    })
+                    .unwrap_or_else(|| panic!("no {metric} row for {w} {kind}"))
+            };
+            let share = find("cpu_share");
+            assert_eq!(share["unit"], "%");
+            let v = share["samples"][0].as_f64().unwrap();
+            assert!((0.0..=100.0).contains(&v), "{w} {kind}: {v}");
+            total += v;
+            assert_eq!(find("profile_samples")["unit"], "count");
+        }
+        assert!((total - 100.0).abs() < 1e-6, "{w}: shares sum to {total}");
+    }
+}
+
+#[test]
+fn java_runtimes_without_a_jdk_are_skipped() {
+    let empty = tempfile::tempdir().unwrap();
+    let out = costlab()
+        .args([
+            "gc",
+            "--runtime",
+            "java-g1,java-zgc",
+            "--headroom",
+            "1",
+            "--live",
+            "16M",
+            "--reps",
+            "1",
+        ])
+        .env("PATH", empty.path())
+        .env_remove("JAVA_HOME")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("java-g1: skipped: no JDK"), "{text}");
+    assert!(text.contains("java-zgc: skipped: no JDK"), "{text}");
+    let bad = costlab()
+        .args(["gc", "--runtime", "java-cms"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+#[test]
+fn a_tiny_java_point_writes_a_runtime_row() {
+    let has_jdk = Command::new("javac")
+        .arg("-version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_jdk {
+        eprintln!("skipped: no JDK");
+        return;
+    }
+    let out = costlab()
+        .args([
+            "gc",
+            "--runtime",
+            "java-parallel",
+            "--headroom",
+            "2",
+            "--live",
+            "16M",
+            "--reps",
+            "1",
+            "--json",
+            "-",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["metric"] == "gc_cpu_share")
+        .expect("a gc_cpu_share row");
+    assert_eq!(r["case"]["runtime"], "java-parallel");
+    assert_eq!(r["case"]["headroom"].as_f64(), Some(2.0));
+    let v = r["summary"]["median"].as_f64().unwrap();
+    assert!((0.0..=100.0).contains(&v));
 }

@@ -20,11 +20,14 @@ pub fn source_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("gcbench")
 }
 
-/// The two builds of the program: plain, and with bounds checks off (-gcflags=-B).
+/// The builds of the program: plain; with bounds checks off (-gcflags=-B); and the A/A
+/// twin of plain: the same source with one unused function added ahead of the rest, so
+/// every function of package main moves (its code layout is perturbed, nothing else).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Build {
     Plain,
     NoBounds,
+    Shifted,
 }
 
 impl Build {
@@ -32,16 +35,25 @@ impl Build {
         match self {
             Build::Plain => "",
             Build::NoBounds => "-nobounds",
+            Build::Shifted => "-shifted",
         }
     }
 
     fn gcflags(self) -> Option<&'static str> {
         match self {
-            Build::Plain => None,
             Build::NoBounds => Some("-gcflags=-B"),
+            _ => None,
         }
     }
 }
+
+/// The file the Shifted build adds: a function package main never calls (init keeps it
+/// from being dropped), declared in a file that sorts first, so it is laid out before the
+/// rest of main and moves them by its size (not a multiple of 64 bytes).
+const SHIFT_FILE: (&str, &str) = (
+    "aaa_layout_shift.go",
+    "package main\n\nimport \"os\"\n\nvar layoutSink uint64\n\n//go:noinline\nfunc layoutShift(x []uint64) uint64 {\n\tvar a, b uint64 = 1, 3\n\tfor i := range x {\n\t\ta = a*31 + x[i]\n\t\tb ^= a >> 7\n\t}\n\treturn a ^ b\n}\n\nfunc init() {\n\tif len(os.Args) > 1<<20 {\n\t\tlayoutSink = layoutShift(nil)\n\t}\n}\n",
+);
 
 /// The one line for a machine without Go.
 pub fn no_go_message() -> String {
@@ -145,7 +157,7 @@ fn binary_name(hash: u64, build: Build) -> String {
 pub fn locate(build: Build) -> Result<Located> {
     if let Some(given) = std::env::var_os("COSTLAB_GCBENCH") {
         let mut path = PathBuf::from(&given);
-        if build == Build::NoBounds {
+        if build != Build::Plain {
             let mut s = given.clone();
             s.push(build.suffix());
             path = PathBuf::from(s);
@@ -187,6 +199,22 @@ pub fn locate(build: Build) -> Result<Located> {
 /// leaves a half-written binary under the final name.
 fn go_build(go: &Path, src: &Path, dir: &Path, out: &Path, build: Build) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    if build == Build::Shifted {
+        let copy = dir.join(format!("src-shifted-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&copy);
+        std::fs::create_dir_all(&copy).with_context(|| format!("creating {}", copy.display()))?;
+        for e in std::fs::read_dir(src)? {
+            let p = e?.path();
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if name == "go.mod" || (name.ends_with(".go") && !name.ends_with("_test.go")) {
+                std::fs::copy(&p, copy.join(name))?;
+            }
+        }
+        std::fs::write(copy.join(SHIFT_FILE.0), SHIFT_FILE.1)?;
+        let r = go_build(go, &copy, dir, out, Build::Plain);
+        let _ = std::fs::remove_dir_all(&copy);
+        return r;
+    }
     let tmp = out.with_extension(format!("tmp{}", std::process::id()));
     let mut cmd = Command::new(go);
     cmd.arg("build").arg("-trimpath");
@@ -318,6 +346,32 @@ pub struct BoundsRun {
 pub struct PrologueRun {
     pub checked_ns: Vec<f64>,
     pub nosplit_ns: Vec<f64>,
+    /// Each copy of the checked caller on its own (the A/A pair: same code, two places).
+    #[serde(default)]
+    pub checked1_ns: Vec<f64>,
+    #[serde(default)]
+    pub checked2_ns: Vec<f64>,
+}
+
+/// What `gcbench profile heap|server` prints.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct ProfileRun {
+    pub workload: String,
+    pub hz_asked: u64,
+    pub samples: u64,
+    /// [pc, samples, samples with a GC entry point on the stack] per leaf PC.
+    pub leaves: Vec<[u64; 3]>,
+    pub wall_s: f64,
+    #[serde(default)]
+    pub cpu_s: f64,
+    #[serde(default)]
+    pub ops: u64,
+    #[serde(default)]
+    pub gc_cpu_share: f64,
+    #[serde(default)]
+    pub gc_cycles: u64,
+    #[serde(default)]
+    pub go_version: String,
 }
 
 /// What `gcbench write-barrier` prints: per GC cycle, the median ns per store.

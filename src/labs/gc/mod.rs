@@ -7,7 +7,9 @@
 //! - `costlab gc tax`: bounds checks, stack-check prologues and write barriers, each a ratio
 //!   of two builds or variants from one run.
 
+pub mod attrib;
 pub mod bench;
+pub mod java;
 pub mod plan;
 pub mod sweep;
 pub mod tax;
@@ -41,8 +43,9 @@ fn reps_of(given: Option<usize>, default: usize) -> Result<usize> {
     }
 }
 
-/// `costlab gc`: the headroom sweep.
+/// `costlab gc`: the headroom sweep, per runtime.
 pub fn run(args: &GcArgs, ctx: &Ctx) -> Result<Outcome> {
+    let runtimes = java::parse_runtimes(&args.runtime)?;
     let cfg = sweep::SweepConfig {
         modes: plan::parse_modes(&args.mode)?,
         headrooms: plan::parse_headrooms(&args.headroom)?,
@@ -58,14 +61,83 @@ pub fn run(args: &GcArgs, ctx: &Ctx) -> Result<Outcome> {
         )?,
         alloc: None,
     };
-    let mut o = sweep::sweep(&cfg)?;
+    let mut o = Outcome::default();
+    if runtimes.contains(&java::Runtime::Go) {
+        o.extend(sweep::sweep(&cfg)?);
+    }
+    let javas: Vec<_> = runtimes
+        .iter()
+        .copied()
+        .filter(|r| *r != java::Runtime::Go)
+        .collect();
+    if !javas.is_empty() {
+        let max_h = cfg.headrooms.iter().copied().fold(0.0, f64::max);
+        let (live, note) =
+            plan::choose_live(cfg.live, cfg.default_live, max_h, plan::mem_available())?;
+        match java::find_jdk() {
+            None => {
+                for rt in &javas {
+                    o.notes.push(format!("{}: {}", rt.name(), java::NO_JDK));
+                }
+            }
+            Some(jdk) => {
+                if let Some(n) = note {
+                    o.notes.push(format!("java: {n}"));
+                }
+                for rt in javas {
+                    o.extend(java::sweep(
+                        rt,
+                        &jdk,
+                        &cfg.headrooms,
+                        live,
+                        cfg.reps,
+                        cfg.alloc,
+                    )?);
+                }
+            }
+        }
+    }
     counters_note(ctx, &mut o);
     Ok(o)
+}
+
+/// (runtime, mode, the smallest headroom under 10% and its share %).
+pub type Target = (String, String, Option<(f64, f64)>);
+
+/// Per runtime (and mode) in `o`: the smallest headroom keeping GC under 10%, with its
+/// share; None where no headroom tested does.
+pub fn headroom_targets(o: &Outcome) -> Vec<Target> {
+    let mut seen: Vec<(String, String)> = Vec::new();
+    for r in o.results.iter().filter(|r| r.metric == "gc_cpu_share") {
+        let key = (java::runtime_of(r), r.key("mode"));
+        if !seen.contains(&key) {
+            seen.push(key);
+        }
+    }
+    seen.into_iter()
+        .map(|(rt, mode)| {
+            let t = java::smallest_under(o, &rt, &mode, plan::TARGET_SHARE);
+            (rt, mode, t)
+        })
+        .collect()
 }
 
 /// `costlab gc tax`.
 pub fn run_tax(args: &GcTaxArgs, ctx: &Ctx) -> Result<Outcome> {
     let kinds = tax::parse_kinds(&args.kind)?;
+    let methods = tax::parse_methods(&args.method)?;
+    let workloads = tax::parse_workloads(&args.workload)?;
+    let seconds = match args.seconds {
+        Some(s) if !(s.is_finite() && (0.5..=600.0).contains(&s)) => {
+            return Err(usage(format!(
+                "bad --seconds {s}: give 0.5 to 600 seconds per profiled process"
+            )))
+        }
+        Some(s) => s,
+        None if ctx.quick => 20.0,
+        None => 30.0,
+    };
+    let procs = reps_of(args.procs, if ctx.quick { 1 } else { 3 })?;
     let reps = reps_of(
         args.reps.or(args.common.samples),
         if ctx.quick { 3 } else { 5 },
@@ -77,7 +149,16 @@ pub fn run_tax(args: &GcTaxArgs, ctx: &Ctx) -> Result<Outcome> {
         }
         None => tax_live(if ctx.quick { QUICK_LIVE } else { TAX_LIVE }),
     };
-    let mut o = tax::measure(&kinds, reps, live)?;
+    let cfg = tax::TaxConfig {
+        methods,
+        kinds,
+        workloads,
+        reps,
+        procs,
+        seconds,
+        live,
+    };
+    let mut o = tax::measure(&cfg)?;
     counters_note(ctx, &mut o);
     Ok(o)
 }
@@ -96,17 +177,29 @@ fn tax_live(default: u64) -> u64 {
     plan::choose_live(None, default, 1.0, plan::mem_available()).map_or(default, |(l, _)| l)
 }
 
-/// `costlab gc build`: both builds into the cache; prints where they are.
+/// `costlab gc build`: the Go builds (plain, -B, layout-shifted) and, where a JDK is
+/// found, the Java program, into the cache; prints where they are.
 pub fn build_all() -> Result<String> {
     let plain = bench::locate(bench::Build::Plain)?;
     let nob = bench::locate(bench::Build::NoBounds)?;
-    Ok(format!(
-        "gcbench ({}): {}\ngcbench -gcflags=-B ({}): {}\n",
+    let shifted = bench::locate(bench::Build::Shifted)?;
+    let mut out = format!(
+        "gcbench ({}): {}\ngcbench -gcflags=-B ({}): {}\ngcbench layout-shifted, the A/A twin ({}): {}\n",
         plain.how,
         plain.path.display(),
         nob.how,
-        nob.path.display()
-    ))
+        nob.path.display(),
+        shifted.how,
+        shifted.path.display()
+    );
+    match java::find_jdk() {
+        Some(jdk) => out.push_str(&format!(
+            "javagc (javac): {}\n",
+            java::build(&jdk)?.display()
+        )),
+        None => out.push_str(&format!("javagc: {}\n", java::NO_JDK)),
+    }
+    Ok(out)
 }
 
 /// The terminal rendering: the curve, the smallest h under 10%, the paper beside ours, the
@@ -122,7 +215,10 @@ pub fn render(o: &Outcome) -> String {
     let mut seen: Vec<(String, String)> = Vec::new();
     let mut rows = Vec::new();
     for r in &shares {
-        let key = (r.key("mode"), headroom_text(&r.case));
+        let key = (
+            format!("{} {}", java::runtime_of(r), r.key("mode")),
+            headroom_text(&r.case),
+        );
         if seen.contains(&key) {
             continue;
         }
@@ -148,7 +244,7 @@ pub fn render(o: &Outcome) -> String {
         out.push_str("GC cost by heap headroom h (free memory / live heap); median (min–max) of fresh processes\n");
         out.push_str(&table::render(
             &[
-                "mode",
+                "runtime mode",
                 "h",
                 "GC CPU %",
                 "cycles",
@@ -160,19 +256,14 @@ pub fn render(o: &Outcome) -> String {
             &rows,
         ));
         out.push('\n');
-        for mode in [Mode::Gogc, Mode::Memlimit] {
-            if !seen.iter().any(|(m, _)| m == mode.name()) {
-                continue;
-            }
-            match sweep::smallest_under(o, mode, plan::TARGET_SHARE) {
+        for (rt, mode, t) in headroom_targets(o) {
+            match t {
                 Some((h, s)) => out.push_str(&format!(
-                    "{}: the smallest h keeping GC under {}% here is {h} ({s:.1}%; the paper's rule of thumb: 2-3x)\n",
-                    mode.name(),
+                    "{rt} ({mode}): the smallest h keeping GC under {}% here is {h} ({s:.1}%; the paper's rule of thumb: 2-3x)\n",
                     plan::TARGET_SHARE
                 )),
                 None => out.push_str(&format!(
-                    "{}: no headroom tested keeps GC under {}% here; try larger h\n",
-                    mode.name(),
+                    "{rt} ({mode}): no headroom tested keeps GC under {}% here; try larger h\n",
                     plan::TARGET_SHARE
                 )),
             }
@@ -207,46 +298,126 @@ pub fn render(o: &Outcome) -> String {
             out.push_str(&format!("  {v}\n"));
         }
     }
+    out.push_str(&render_attribution(o));
     let taxes: Vec<Vec<String>> = o
         .results
         .iter()
         .filter(|r| r.metric == "overhead")
         .map(|r| {
             let kind = r.key("kind");
+            let method = r.key("method");
             let compares = tax::parse_kinds(&kind)
                 .ok()
                 .and_then(|k| k.first().copied());
+            let what = match (method.as_str(), compares) {
+                ("aa", Some(tax::Kind::Bounds)) => {
+                    "layout-shifted twin / plain build (same source)".to_string()
+                }
+                ("aa", Some(_)) => "second copy / first copy of the checked caller".to_string(),
+                (_, k) => k.map_or(String::new(), |k| k.compares().to_string()),
+            };
             vec![
+                if method.is_empty() {
+                    "ab".to_string()
+                } else {
+                    method
+                },
                 kind,
-                compares.map_or(String::new(), |k| k.compares().to_string()),
+                what,
                 r.summary.show(1),
                 r.summary.n.to_string(),
             ]
         })
         .collect();
     if !taxes.is_empty() {
-        out.push_str("\nLanguage-safety taxes: ratio of two builds/variants from one run, median (min–max)\n");
+        out.push_str("\nA/B cross-check (two builds or variants) beside A/A (the same code moved): ratio from one run, median (min–max)\n");
         out.push_str(&table::render(
-            &["tax", "ratio of", "overhead %", "n"],
+            &["method", "tax", "ratio of", "overhead %", "n"],
             &taxes,
         ));
         out.push('\n');
+        for line in tax::resolution(o) {
+            out.push_str(&format!("  {line}\n"));
+        }
     }
     out
 }
 
-/// One line for a tax: its median, and when the spread crosses zero, that it is too noisy to
-/// tell from no tax at all.
-fn tax_reading(what: &str, s: &crate::measure::Summary) -> String {
-    let paper = "Biscuit: bounds/nil 2-3%, prologues the largest item, barriers small";
-    if s.min <= 0.0 && s.max >= 0.0 {
-        format!(
-            "{what} a median {:.1}% here, but the spread ({:.0}% to {:.0}%) crosses zero: too noisy to tell from no tax ({paper})",
-            s.median, s.min, s.max
-        )
-    } else {
-        format!("{what} {:.1}% here ({paper})", s.median)
+/// (workload, kind, pooled share %, 95% interval in %, the kind's samples, all samples).
+pub type PooledRow = (String, String, f64, (f64, f64), u64, u64);
+
+/// Pooled share (%), its 95% interval, the class's samples and all samples, per
+/// (workload, kind) of the attribution rows, in row order.
+pub fn attribution_pooled(o: &Outcome) -> Vec<PooledRow> {
+    let rows: Vec<_> = o
+        .results
+        .iter()
+        .filter(|r| r.metric == "profile_samples" && r.key("method") == "attribution")
+        .collect();
+    let mut out = Vec::new();
+    for r in &rows {
+        let w = r.key("workload");
+        let total: f64 = rows
+            .iter()
+            .filter(|x| x.key("workload") == w)
+            .map(|x| x.samples.iter().sum::<f64>())
+            .sum();
+        let k: f64 = r.samples.iter().sum();
+        let (k, total) = (k as u64, total as u64);
+        let share = if total > 0 {
+            100.0 * k as f64 / total as f64
+        } else {
+            0.0
+        };
+        out.push((w, r.key("kind"), share, attrib::wilson(k, total), k, total));
     }
+    out
+}
+
+fn render_attribution(o: &Outcome) -> String {
+    let pooled = attribution_pooled(o);
+    if pooled.is_empty() {
+        return String::new();
+    }
+    let rows: Vec<Vec<String>> = pooled
+        .iter()
+        .map(|(w, kind, share, (lo, hi), k, total)| {
+            let per = o
+                .results
+                .iter()
+                .find(|r| {
+                    r.metric == "cpu_share"
+                        && r.key("method") == "attribution"
+                        && r.key("workload") == *w
+                        && r.key("kind") == *kind
+                })
+                .map_or("—".to_string(), |r| r.summary.show(2));
+            vec![
+                w.clone(),
+                kind.clone(),
+                format!("{share:.2}"),
+                format!("{lo:.2}–{hi:.2}"),
+                format!("{k} / {total}"),
+                per,
+            ]
+        })
+        .collect();
+    let mut out = String::from(
+        "\nThe tax by attribution (as Biscuit measured it): CPU profile samples classified by the instruction they hit\n",
+    );
+    out.push_str(&table::render(
+        &[
+            "workload",
+            "kind",
+            "CPU %",
+            "95% interval",
+            "samples",
+            "per process %",
+        ],
+        &rows,
+    ));
+    out.push_str("\n  Biscuit (its kernel, 2018): GC about 3%, prologues the largest item, write barriers very little, safety checks 2-3%\n");
+    out
 }
 
 /// A case's headroom as typed on the command line: 0.5, 1, 2.
@@ -304,7 +475,15 @@ impl Lab for GcLab {
         let live = tax_live(if full { TAX_LIVE } else { QUICK_LIVE });
         // Five pairs even in the quick plan: the bounds tax compares two separately built
         // binaries, and with three pairs its spread here crossed zero (-18% to +81%).
-        o.extend(tax::measure(kinds, if full { 7 } else { 5 }, live)?);
+        o.extend(tax::measure(&tax::TaxConfig {
+            methods: vec![tax::Method::Attribution, tax::Method::Ab, tax::Method::Aa],
+            kinds: kinds.to_vec(),
+            workloads: tax::WORKLOADS.to_vec(),
+            reps: if full { 7 } else { 5 },
+            procs: if full { 2 } else { 1 },
+            seconds: if full { 30.0 } else { 10.0 },
+            live: if full { QUICK_LIVE } else { live },
+        })?);
         Ok(o)
     }
 
@@ -326,18 +505,48 @@ impl Lab for GcLab {
                 });
             }
         }
-        for r in o.results.iter().filter(|r| r.metric == "overhead") {
-            let kind = r.key("kind");
-            let what = match kind.as_str() {
-                "bounds" => "bounds checks cost",
-                "prologue" => "stack-check prologues cost",
-                _ => "the write barrier slows a pointer store while marking by",
+        for (rt, mode, t) in headroom_targets(o) {
+            if let Some((h, share)) = t {
+                if let Some(summary) = crate::measure::Summary::of(&[h]) {
+                    out.push(Headline {
+                        label: format!("headroom for <10% GC ({rt}, {mode})"),
+                        summary,
+                        unit: "x live heap".to_string(),
+                        reading: format!(
+                            "{rt} needs {h}x the live heap free to keep its collector under 10% of the CPU here ({share:.1}% at {h}x; paper: 3x the heap for Go)"
+                        ),
+                        ..Default::default()
+                    });
+                }
+            }
+        }
+        // The tax lines come from attribution: a share of CPU samples is never negative,
+        // and its interval is the sampling error.
+        for (w, kind, share, (lo, hi), k, total) in attribution_pooled(o) {
+            if kind == "other" {
+                continue;
+            }
+            let Some(r) = o.results.iter().find(|r| {
+                r.metric == "cpu_share"
+                    && r.key("method") == "attribution"
+                    && r.key("workload") == w
+                    && r.key("kind") == kind
+            }) else {
+                continue;
+            };
+            let paper = match kind.as_str() {
+                "gc" => "Biscuit: about 3%",
+                "prologue" => "Biscuit: the largest item",
+                "write-barrier" => "Biscuit: very little",
+                _ => "Biscuit: 2-3%",
             };
             out.push(Headline {
-                label: format!("{kind} tax"),
+                label: format!("{kind} share of CPU ({w} workload)"),
                 summary: r.summary,
                 unit: "%".to_string(),
-                reading: tax_reading(what, &r.summary),
+                reading: format!(
+                    "{share:.2}% of {total} CPU profile samples ({k}) fell in {kind} here, 95% interval {lo:.2}-{hi:.2}% ({paper})"
+                ),
                 ..Default::default()
             });
         }
@@ -362,26 +571,43 @@ mod tests {
         }
         o.push(
             LAB,
-            crate::case! {"kind" => "bounds"},
+            crate::case! {"method" => "ab", "kind" => "bounds"},
             "overhead",
             "%",
             vec![2.0, 3.0, 4.0],
         );
+        o.push(
+            LAB,
+            crate::case! {"method" => "aa", "kind" => "bounds"},
+            "overhead",
+            "%",
+            vec![-5.0, 1.0, 6.0],
+        );
+        tax::push_attribution(&mut o, "heap", &[[30, 5, 2, 3, 60], [32, 4, 2, 2, 60]]);
         o
     }
 
     #[test]
-    fn headlines_read_the_sweep_and_taxes() {
+    fn headlines_read_the_sweep_and_attribution() {
         let h = GcLab.headlines(&outcome());
-        assert_eq!(h.len(), 3);
         assert_eq!(h[0].summary.median, 31.0);
         assert!(h[0].label.contains("1x") && h[0].reading.contains("34%"));
         assert_eq!((h[1].summary.min, h[1].summary.max), (10.0, 12.0));
-        assert_eq!(h[2].label, "bounds tax");
-        assert!(h[2].reading.contains("3.0% here"));
-        let crosses = crate::measure::Summary::of(&[-1.0, 2.0, 3.0]).unwrap();
-        assert!(tax_reading("x", &crosses).contains("too noisy to tell"));
-        assert_eq!(h[2].unit, "%");
+        // Tax lines: attribution only (gc, prologue, write-barrier, safety), none from A/B.
+        let taxes: Vec<_> = h
+            .iter()
+            .filter(|x| x.label.contains("share of CPU"))
+            .collect();
+        assert_eq!(taxes.len(), 4);
+        assert_eq!(taxes[0].label, "gc share of CPU (heap workload)");
+        // Pooled: 62 of 200 samples.
+        assert!(
+            taxes[0].reading.contains("31.00% of 200"),
+            "{}",
+            taxes[0].reading
+        );
+        assert!(taxes.iter().all(|x| x.summary.min >= 0.0));
+        assert!(!h.iter().any(|x| x.label.contains("bounds")));
     }
 
     #[test]
@@ -390,6 +616,11 @@ mod tests {
         assert!(text.contains("GC CPU %") && text.contains("31.0 (30.0–32.0)"));
         assert!(text.contains("no headroom tested keeps GC under 10%"));
         assert!(text.contains("bounds") && text.contains("3.0 (2.0–4.0)"));
+        assert!(text.contains("within the A/A noise"), "{text}");
+        assert!(
+            text.contains("write-barrier") && text.contains("62 / 200"),
+            "{text}"
+        );
     }
 
     #[test]

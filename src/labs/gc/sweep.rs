@@ -76,7 +76,7 @@ pub fn sweep(cfg: &SweepConfig) -> Result<Outcome> {
 }
 
 fn case_of(p: &Point, live: u64) -> crate::report::Case {
-    crate::case! {"mode" => p.mode.name(), "headroom" => p.headroom, "live" => live}
+    crate::case! {"mode" => p.mode.name(), "headroom" => p.headroom, "live" => live, "runtime" => "go"}
 }
 
 /// Rows, models and notes from the runs of each point (pure: tested without Go).
@@ -208,7 +208,7 @@ fn models(points: &[Point], o: &Outcome, live: u64) -> Vec<Model> {
         let pts: Vec<ModelPoint> = measured
             .iter()
             .map(|&(h, s)| ModelPoint {
-                case: crate::case! {"mode" => mode.name(), "headroom" => h, "live" => live},
+                case: crate::case! {"mode" => mode.name(), "headroom" => h, "live" => live, "runtime" => "go"},
                 predicted: share_model(c, h),
                 measured: s,
                 unit: "%".to_string(),
@@ -238,7 +238,7 @@ fn models(points: &[Point], o: &Outcome, live: u64) -> Vec<Model> {
             .iter()
             .filter_map(|&(h, paper)| {
                 share_at(o, mode, h).map(|s| ModelPoint {
-                    case: crate::case! {"mode" => mode.name(), "headroom" => h, "live" => live},
+                    case: crate::case! {"mode" => mode.name(), "headroom" => h, "live" => live, "runtime" => "go"},
                     predicted: paper,
                     measured: s,
                     unit: "%".to_string(),

@@ -1,13 +1,23 @@
-//! The language-safety taxes, each the ratio of two builds or variants taken side by side:
-//! bounds checks (plain build vs -gcflags=-B, processes alternated), the stack-check
-//! prologue (a caller with and without //go:nosplit in one binary), and the write barrier
-//! (pointer stores while a GC cycle marks vs while none runs, in one process).
+//! The language taxes, three ways.
+//!
+//! - `attribution` (the headline, as Biscuit measured it): the share of a running
+//!   workload's CPU profile samples that fall in GC work, prologues, write barriers and
+//!   safety checks (see `attrib`).
+//! - `ab`: each tax the ratio of two builds or variants taken side by side: bounds checks
+//!   (plain build vs -gcflags=-B, processes alternated), the stack-check prologue (a caller
+//!   with and without //go:nosplit in one binary), and the write barrier (pointer stores
+//!   while a GC cycle marks vs while none runs, in one process).
+//! - `aa`: the same pairs with nothing removed, only the code moved (the plain build vs
+//!   its layout-shifted twin; two copies of the same checked caller): the noise floor an
+//!   A/B difference must clear.
 
 use anyhow::Result;
 
-use super::bench::{self, BarrierRun, BoundsRun, Build, PrologueRun};
+use super::attrib::{self, Class};
+use super::bench::{self, BarrierRun, BoundsRun, Build, ProfileRun, PrologueRun};
 use super::LAB;
 use crate::error::usage;
+use crate::measure::conditions::Watch;
 use crate::measure::sizes::{human_size, parse_list};
 use crate::measure::stats::{median, paired_ratios};
 use crate::measure::Summary;
@@ -39,6 +49,83 @@ impl Kind {
     }
 }
 
+/// How a tax is measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Attribution,
+    Ab,
+    Aa,
+}
+
+impl Method {
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Attribution => "attribution",
+            Method::Ab => "ab",
+            Method::Aa => "aa",
+        }
+    }
+}
+
+pub fn parse_methods(text: &str) -> anyhow::Result<Vec<Method>> {
+    let mut out: Vec<Method> = Vec::new();
+    for m in parse_list(text, |item| {
+        match item {
+        "attribution" => Ok(Method::Attribution),
+        "ab" => Ok(Method::Ab),
+        "aa" => Ok(Method::Aa),
+        other => Err(usage(format!(
+            "bad tax method '{other}': use attribution (CPU profile), ab (two builds) or aa (the same build moved)"
+        ))),
+    }
+    })? {
+        if !out.contains(&m) {
+            out.push(m);
+        }
+    }
+    Ok(out)
+}
+
+/// The workloads profiled for attribution.
+pub const WORKLOADS: [&str; 2] = ["heap", "server"];
+
+pub fn parse_workloads(text: &str) -> anyhow::Result<Vec<&'static str>> {
+    let mut out: Vec<&'static str> = Vec::new();
+    for w in parse_list(text, |item| {
+        WORKLOADS.iter().copied().find(|w| *w == item).ok_or_else(|| {
+            usage(format!(
+                "bad workload '{item}': use heap (the vnode heap builder) or server (requests over loopback)"
+            ))
+        })
+    })? {
+        if !out.contains(&w) {
+            out.push(w);
+        }
+    }
+    Ok(out)
+}
+
+/// What `costlab gc tax` measures.
+#[derive(Debug, Clone)]
+pub struct TaxConfig {
+    pub methods: Vec<Method>,
+    /// The A/B (and A/A) kinds.
+    pub kinds: Vec<Kind>,
+    pub workloads: Vec<&'static str>,
+    /// A/B and A/A pairs per kind.
+    pub reps: usize,
+    /// Attribution: profiled processes per workload, and seconds each.
+    pub procs: usize,
+    pub seconds: f64,
+    /// Live heap of the heap workload and the write-barrier kernel.
+    pub live: u64,
+}
+
+/// The profiling rate asked of runtime/pprof (samples per CPU-second). The kernel checks
+/// the CPU-time timers behind it at its tick, so what a thread gets is at most HZ (250 on
+/// this machine's kernel): asking more is harmless, and the output says what was got.
+pub const PROFILE_HZ: u64 = 1000;
+
 pub fn parse_kinds(text: &str) -> anyhow::Result<Vec<Kind>> {
     let mut out: Vec<Kind> = Vec::new();
     for k in parse_list(text, |item| match item {
@@ -67,45 +154,243 @@ pub fn overhead(a: &[f64], b: &[f64]) -> Vec<f64> {
         .collect()
 }
 
-/// Measure the taxes in `kinds`; `reps` pairs each; `live` is the write-barrier heap.
-pub fn measure(kinds: &[Kind], reps: usize, live: u64) -> Result<Outcome> {
+/// Measure the taxes `cfg` asks for.
+pub fn measure(cfg: &TaxConfig) -> Result<Outcome> {
     // Find (or build) the program before anything is printed: a missing toolchain is then
     // the run's one line.
     bench::locate(Build::Plain)?;
     let mut o = Outcome::default();
-    for &k in kinds {
+    if cfg.methods.contains(&Method::Attribution) {
+        attribution(&mut o, cfg)?;
+    }
+    let ab = cfg.methods.contains(&Method::Ab);
+    let aa = cfg.methods.contains(&Method::Aa);
+    for &k in &cfg.kinds {
         crate::measure::cancel::check()?;
         crate::report::progress::note(&format!("gc tax: {}", k.name()));
+        let mark = o.results.len();
+        let w = Watch::start(&[]);
         match k {
-            Kind::Bounds => bounds(&mut o, reps)?,
-            Kind::Prologue => prologue(&mut o, reps)?,
-            Kind::WriteBarrier => write_barrier(&mut o, reps, live)?,
+            Kind::Bounds => bounds(&mut o, cfg.reps, ab, aa)?,
+            Kind::Prologue => prologue(&mut o, cfg.reps, ab, aa)?,
+            Kind::WriteBarrier if ab => write_barrier(&mut o, cfg.reps, cfg.live)?,
+            Kind::WriteBarrier => {}
         }
+        o.attach_conditions(mark, w.finish());
+    }
+    if aa && cfg.kinds.contains(&Kind::WriteBarrier) {
+        o.notes.push("write-barrier: no A/A pair (its two sides are one binary's two GC states, not two builds); its int-store control is in the note above".to_string());
+    }
+    for line in resolution(&o) {
+        o.notes.push(line);
     }
     Ok(o)
 }
 
-fn push(o: &mut Outcome, k: Kind, samples: Vec<f64>) {
+fn push(o: &mut Outcome, m: Method, k: Kind, samples: Vec<f64>) {
     o.push(
         LAB,
-        crate::case! {"kind" => k.name()},
+        crate::case! {"method" => m.name(), "kind" => k.name()},
         "overhead",
         "%",
         samples,
     );
 }
 
+/// Per kind with both an A/B and an A/A row: whether the A/B difference clears the A/A
+/// noise (the largest |difference| the same code, moved, showed).
+pub fn resolution(o: &Outcome) -> Vec<String> {
+    let mut out = Vec::new();
+    for k in [Kind::Bounds, Kind::Prologue] {
+        let find = |m: Method| {
+            o.results.iter().find(|r| {
+                r.metric == "overhead" && r.key("method") == m.name() && r.key("kind") == k.name()
+            })
+        };
+        let (Some(ab), Some(aa)) = (find(Method::Ab), find(Method::Aa)) else {
+            continue;
+        };
+        let noise = aa.summary.min.abs().max(aa.summary.max.abs());
+        let verdict = if ab.summary.median.abs() <= noise {
+            "the A/B difference is within the A/A noise: this pair cannot resolve the tax"
+        } else {
+            "the A/B difference is larger than the A/A noise"
+        };
+        out.push(format!(
+            "{}: A/B {:.1}% (median), A/A {:.1}% to {:.1}% (same code, layout moved): {verdict}",
+            k.name(),
+            ab.summary.median,
+            aa.summary.min,
+            aa.summary.max
+        ));
+    }
+    out
+}
+
+/// The tax by attribution: `cfg.procs` profiled processes per workload.
+fn attribution(o: &mut Outcome, cfg: &TaxConfig) -> Result<()> {
+    let bin = bench::locate(Build::Plain)?;
+    let Some(go) = bench::find_go() else {
+        o.notes.push("attribution: skipped: it classifies samples against `go tool objdump`, and `go` is not on PATH".to_string());
+        return Ok(());
+    };
+    crate::report::progress::note("gc tax: disassembling gcbench (go tool objdump)");
+    let map = attrib::class_map_of(&go, &bin.path)?;
+    let counts = map.counts();
+    o.notes.push(format!(
+        "attribution: gcbench's disassembly has {} instructions: {}",
+        counts.iter().sum::<u64>(),
+        Class::ALL
+            .iter()
+            .zip(counts)
+            .map(|(c, n)| format!("{} {n}", c.name()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    for &w in &cfg.workloads {
+        let mark = o.results.len();
+        let watch = Watch::start(&[]);
+        let mut per_proc: Vec<[u64; 5]> = Vec::new();
+        let mut runs: Vec<ProfileRun> = Vec::new();
+        for p in 0..cfg.procs {
+            crate::measure::cancel::check()?;
+            crate::report::progress::note(&format!(
+                "gc tax: profiling the {w} workload, process {}/{} ({} s)",
+                p + 1,
+                cfg.procs,
+                cfg.seconds
+            ));
+            let args = vec![
+                "-live".to_string(),
+                cfg.live.to_string(),
+                "-seconds".to_string(),
+                cfg.seconds.to_string(),
+                "-hz".to_string(),
+                PROFILE_HZ.to_string(),
+                "profile".to_string(),
+                w.to_string(),
+            ];
+            let run: ProfileRun = bench::parse(&bench::run(&bin.path, &args, &[])?)?;
+            per_proc.push(attrib::attribute(&map, &run.leaves));
+            runs.push(run);
+        }
+        push_attribution(o, w, &per_proc);
+        o.attach_conditions(mark, watch.finish());
+        o.notes.extend(attribution_notes(w, &per_proc, &runs));
+    }
+    o.notes.push(format!(
+        "attribution classes: {}",
+        Class::ALL
+            .iter()
+            .map(|c| format!("{}: {}", c.name(), c.means()))
+            .collect::<Vec<_>>()
+            .join("; ")
+    ));
+    Ok(())
+}
+
+/// Rows for one workload: per class, each process's share (%) and sample count.
+pub fn push_attribution(o: &mut Outcome, workload: &str, per_proc: &[[u64; 5]]) {
+    for (i, c) in Class::ALL.iter().enumerate() {
+        let case =
+            crate::case! {"method" => "attribution", "workload" => workload, "kind" => c.name()};
+        let shares: Vec<f64> = per_proc
+            .iter()
+            .filter(|p| p.iter().sum::<u64>() > 0)
+            .map(|p| 100.0 * p[i] as f64 / p.iter().sum::<u64>() as f64)
+            .collect();
+        o.push(LAB, case.clone(), "cpu_share", "%", shares);
+        o.push(
+            LAB,
+            case,
+            "profile_samples",
+            "count",
+            per_proc.iter().map(|p| p[i] as f64).collect(),
+        );
+    }
+}
+
+/// (class, its samples, all samples, share %, 95% interval in %).
+pub type Pooled = (Class, u64, u64, f64, (f64, f64));
+
+/// The pooled share of each class with its 95% interval, for notes and the table.
+pub fn pooled(per_proc: &[[u64; 5]]) -> Vec<Pooled> {
+    let total: u64 = per_proc.iter().flatten().sum();
+    Class::ALL
+        .iter()
+        .enumerate()
+        .map(|(i, &c)| {
+            let k: u64 = per_proc.iter().map(|p| p[i]).sum();
+            let share = if total > 0 {
+                100.0 * k as f64 / total as f64
+            } else {
+                0.0
+            };
+            (c, k, total, share, attrib::wilson(k, total))
+        })
+        .collect()
+}
+
+fn attribution_notes(w: &str, per_proc: &[[u64; 5]], runs: &[ProfileRun]) -> Vec<String> {
+    let mut out = Vec::new();
+    let shares: Vec<String> = pooled(per_proc)
+        .iter()
+        .map(|(c, k, _, share, (lo, hi))| {
+            format!("{} {share:.2}% [{lo:.2}, {hi:.2}] ({k} samples)", c.name())
+        })
+        .collect();
+    let samples: u64 = runs.iter().map(|r| r.samples).sum();
+    let cpu: f64 = runs.iter().map(|r| r.cpu_s).sum();
+    let wall: f64 = runs.iter().map(|r| r.wall_s).sum();
+    out.push(format!(
+        "attribution {w}: pooled over {} processes, {samples} samples: {} (95% binomial intervals)",
+        runs.len(),
+        shares.join(", ")
+    ));
+    if let Some(first) = runs.first() {
+        let runtime_gc = median(
+            &runs
+                .iter()
+                .map(|r| r.gc_cpu_share * 100.0)
+                .collect::<Vec<_>>(),
+        );
+        out.push(format!(
+            "attribution {w}: profiling rate asked {} Hz per CPU-second, got {:.0} ({samples} samples over {cpu:.1} CPU-s, {wall:.1} s wall; the kernel checks CPU-time timers at its tick, so a thread gets at most HZ); the runtime's own GC accounting says {runtime_gc:.1}% ({})",
+            first.hz_asked,
+            if cpu > 0.0 { samples as f64 / cpu } else { 0.0 },
+            first.go_version
+        ));
+    }
+    out
+}
+
 fn show(v: &[f64], prec: usize) -> String {
     Summary::of(v).map_or("—".to_string(), |s| s.show(prec))
 }
 
-fn bounds(o: &mut Outcome, reps: usize) -> Result<()> {
+fn bounds(o: &mut Outcome, reps: usize, ab: bool, aa: bool) -> Result<()> {
+    if ab {
+        bounds_pair(o, reps, Build::NoBounds)?;
+    }
+    if aa {
+        bounds_pair(o, reps, Build::Shifted)?;
+    }
+    Ok(())
+}
+
+/// The bounds kernel, the plain build against `other` (-B, or the layout-shifted twin).
+fn bounds_pair(o: &mut Outcome, reps: usize, other: Build) -> Result<()> {
     let plain = bench::locate(Build::Plain)?;
-    let unchecked = match bench::locate(Build::NoBounds) {
+    let unchecked = match bench::locate(other) {
         Ok(b) => b,
         Err(e) => {
+            let (what, suffix) = if other == Build::Shifted {
+                ("layout-shifted (A/A)", "-shifted")
+            } else {
+                ("-gcflags=-B", "-nobounds")
+            };
             o.notes.push(format!(
-                "bounds: no -gcflags=-B build ({e}); set COSTLAB_GCBENCH's -nobounds sibling or install Go"
+                "bounds: no {what} build ({e}); set COSTLAB_GCBENCH's {suffix} sibling or install Go"
             ));
             return Ok(());
         }
@@ -127,7 +412,7 @@ fn bounds(o: &mut Outcome, reps: usize) -> Result<()> {
         for bin in order {
             let run: BoundsRun = bench::parse(&bench::run(&bin.path, &args, &[])?)?;
             let is_plain = std::ptr::eq(bin, &plain);
-            if run.bounds_checked != is_plain {
+            if run.bounds_checked != (is_plain || other == Build::Shifted) {
                 anyhow::bail!(
                     "{} reports bounds_checked={}; rebuild it with `costlab gc build`",
                     bin.path.display(),
@@ -142,16 +427,35 @@ fn bounds(o: &mut Outcome, reps: usize) -> Result<()> {
             }
         }
     }
+    if other == Build::Shifted {
+        o.notes.push(format!(
+            "bounds A/A: {} ns per iteration, {} in the layout-shifted twin (same source plus one unused function laid out first; {reps} process pairs)",
+            show(&checked_ns, 3),
+            show(&unchecked_ns, 3)
+        ));
+        push(
+            o,
+            Method::Aa,
+            Kind::Bounds,
+            overhead(&unchecked_ns, &checked_ns),
+        );
+        return Ok(());
+    }
     o.notes.push(format!(
         "bounds: {} ns per iteration checked, {} with -B (thread CPU time; medians of {INNER_REPS} per process, {reps} process pairs)",
         show(&checked_ns, 3),
         show(&unchecked_ns, 3)
     ));
-    push(o, Kind::Bounds, overhead(&checked_ns, &unchecked_ns));
+    push(
+        o,
+        Method::Ab,
+        Kind::Bounds,
+        overhead(&checked_ns, &unchecked_ns),
+    );
     Ok(())
 }
 
-fn prologue(o: &mut Outcome, reps: usize) -> Result<()> {
+fn prologue(o: &mut Outcome, reps: usize, ab: bool, aa: bool) -> Result<()> {
     let bin = bench::locate(Build::Plain)?;
     let args = vec![
         "-reps".to_string(),
@@ -164,11 +468,22 @@ fn prologue(o: &mut Outcome, reps: usize) -> Result<()> {
         show(&run.checked_ns, 3),
         show(&run.nosplit_ns, 3)
     ));
-    push(
-        o,
-        Kind::Prologue,
-        overhead(&run.checked_ns, &run.nosplit_ns),
-    );
+    if ab {
+        push(
+            o,
+            Method::Ab,
+            Kind::Prologue,
+            overhead(&run.checked_ns, &run.nosplit_ns),
+        );
+    }
+    if aa && !run.checked1_ns.is_empty() {
+        push(
+            o,
+            Method::Aa,
+            Kind::Prologue,
+            overhead(&run.checked2_ns, &run.checked1_ns),
+        );
+    }
     Ok(())
 }
 
@@ -202,6 +517,7 @@ fn write_barrier(o: &mut Outcome, reps: usize, live: u64) -> Result<()> {
     ));
     push(
         o,
+        Method::Ab,
         Kind::WriteBarrier,
         overhead(&run.ptr_marking_ns, &run.ptr_idle_ns),
     );

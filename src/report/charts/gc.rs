@@ -1,5 +1,6 @@
-//! Garbage-collection overhead against heap headroom, with the two points the Biscuit paper
-//! reports for Go (34% at 0.5x headroom, 9% at 2x) to compare against.
+//! Garbage-collection overhead against heap headroom, every runtime's curve on one chart
+//! (go, java-g1, java-parallel, java-zgc, java-shenandoah), with the 10% line and the two
+//! points the Biscuit paper reports for Go (34% at 0.5x headroom, 9% at 2x).
 
 use super::plot::{Axis, Format, Marker, Plot, Scale, Series};
 use super::{lab_ran, num, series_along, Chart};
@@ -34,7 +35,7 @@ pub fn chart(doc: &Doc) -> Chart {
             .copied()
             .filter(|r| r.metric == metric)
             .collect();
-        for mut s in series_along(&of, "headroom", &[]) {
+        for mut s in series_along(&of, "headroom", &["live"]) {
             s.name = if s.name == metric {
                 metric.replace('_', " ")
             } else {
@@ -42,6 +43,22 @@ pub fn chart(doc: &Doc) -> Chart {
             };
             series.push(s);
         }
+    }
+    let xs: Vec<f64> = rows
+        .iter()
+        .filter_map(|r| num(r.case.get("headroom")))
+        .collect();
+    let (lo, hi) = xs
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
+            (a.min(x), b.max(x))
+        });
+    if lo.is_finite() && hi > lo {
+        let mut target = Series::line("10% GC", vec![(lo, 10.0, None), (hi, 10.0, None)]);
+        target.dashed = true;
+        target.marker = Marker::None;
+        target.color = Some("#888".into());
+        series.push(target);
     }
     let mut paper = Series::line(
         "Biscuit paper (Go)",
@@ -63,6 +80,6 @@ pub fn chart(doc: &Doc) -> Chart {
         id: ID.into(),
         title: TITLE.into(),
         svg: Ok(plot.render()),
-        caption: "The less spare heap, the more often the collector runs. Diamonds: the Biscuit paper's figures (34% at 0.5x, 9% at 2x).".into(),
+        caption: "The less spare heap, the more often the collector runs: GC share of CPU by headroom, one curve per runtime (Go: GOGC or GOMEMLIMIT; Java: -Xmx = live x (1 + h)). Dashed: 10%. Diamonds: the Biscuit paper's figures for Go (34% at 0.5x, 9% at 2x).".into(),
     }
 }
