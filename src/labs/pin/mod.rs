@@ -430,10 +430,16 @@ pub fn execute(plan: &Plan, ctx: &Ctx) -> Result<Outcome> {
     let mut out = Outcome::default();
     let threads = 2usize;
     // Chase chains, built once (a random cycle through CHASE_BYTES of u32 indices).
+    // Built in parallel, one thread per chain: a 64 MiB cycle takes a while to shuffle.
     let chains: Vec<Vec<u32>> = if plan.workloads.contains(&Workload::Memory) {
-        (0..threads)
-            .map(|i| cycle::sattolo(CHASE_BYTES / 4, 0x9e37 + i as u64))
-            .collect()
+        std::thread::scope(|s| {
+            let hs: Vec<_> = (0..threads)
+                .map(|i| s.spawn(move || cycle::sattolo(CHASE_BYTES / 4, 0x9e37 + i as u64)))
+                .collect();
+            hs.into_iter()
+                .map(|h| h.join().map_err(|_| anyhow!("building a chase panicked")))
+                .collect::<Result<Vec<_>>>()
+        })?
     } else {
         Vec::new()
     };

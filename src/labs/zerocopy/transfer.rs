@@ -790,3 +790,58 @@ fn summarise(raws: &[Raw], recv_cpu: &[u64], method: Method, samples: usize) -> 
     }
     Ok(m)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiny() -> SampleSpec {
+        SampleSpec {
+            samples: 2,
+            min_sample: Duration::from_millis(1),
+            warmup: Duration::from_millis(1),
+        }
+    }
+
+    fn loopback() -> Endpoint {
+        Endpoint {
+            netns: None,
+            ip: IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+        }
+    }
+
+    /// The kernel's own completions, parsed: on loopback every zero-copy send is copied into
+    /// the local receiver and the completion says so, so the fraction is exactly 0.
+    #[test]
+    fn loopback_zero_copy_completions_say_copied() {
+        let cpu = cpus::allowed_cpus()[0];
+        for m in [Method::MsgZerocopy, Method::UringSendZc] {
+            match measure(m, 64 << 10, &loopback(), None, cpu, cpu, &tiny()) {
+                Ok(r) => {
+                    assert_eq!(r.zerocopy_fraction.len(), 2, "{}", m.name());
+                    assert!(r.zerocopy_fraction.iter().all(|&f| f == 0.0), "{r:?}");
+                    assert!(r.calls_per_gb.iter().all(|&c| c > 0.0));
+                }
+                // Old kernels, io_uring off: the reason is the row's text, not a failure.
+                Err(e) => eprintln!("{}: unavailable here: {e:#}", m.name()),
+            }
+        }
+    }
+
+    #[test]
+    fn every_file_method_moves_the_bytes() {
+        let cpu = cpus::allowed_cpus()[0];
+        let f = SourceFile::create(&std::env::temp_dir(), 1 << 20).unwrap();
+        for m in [
+            Method::ReadWrite,
+            Method::MmapWrite,
+            Method::Sendfile,
+            Method::Splice,
+            Method::Send,
+        ] {
+            let r = measure(m, 16 << 10, &loopback(), Some(&f), cpu, cpu, &tiny()).unwrap();
+            assert_eq!(r.throughput_gbps.len(), 2, "{}", m.name());
+            assert!(r.zerocopy_fraction.is_empty());
+        }
+    }
+}
