@@ -17,6 +17,12 @@ need make make
 need cc build-essential         # the bundled SQLite is compiled from C
 need go golang-go               # the gc lab's Go program (gcbench/)
 need javac default-jdk-headless # the gc lab's Java program (javagc/), `costlab gc --runtime java-*`
+# The two-node NUMA test (tests/two_node.rs): QEMU, a Debian kernel to boot, busybox for
+# virtme-ng's initramfs, numactl for the placements inside the guest.
+need qemu-system-x86_64 qemu-system-x86
+need busybox busybox-static
+need numactl numactl
+if ! ls /boot/vmlinuz-* >/dev/null 2>&1; then missing+=(linux-image-amd64); fi
 
 if [ "${#missing[@]}" -gt 0 ]; then
     SUDO=""
@@ -24,6 +30,18 @@ if [ "${#missing[@]}" -gt 0 ]; then
     echo "install-deps: installing ${missing[*]}"
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# virtme-ng (boots the two-node guest) from PyPI into its own venv, not the system Python.
+if [ ! -x /opt/virtme-ng/bin/vng ]; then
+    SUDO=""
+    [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+        $SUDO apt-get install -y -qq --no-install-recommends python3-venv
+    fi
+    echo "install-deps: installing virtme-ng into /opt/virtme-ng"
+    $SUDO python3 -m venv /opt/virtme-ng
+    $SUDO /opt/virtme-ng/bin/pip install -q virtme-ng
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then

@@ -68,6 +68,11 @@ pub enum Command {
     Numa(NumaArgs),
     /// Where a process's memory lives, node by node (from /proc/PID/numa_maps)
     NumaMaps(NumaMapsArgs),
+    /// What moving bytes to a socket costs: read+write, mmap, sendfile, splice, send,
+    /// MSG_ZEROCOPY, io_uring SEND and SEND_ZC, by payload size, over loopback and veth
+    Zerocopy(ZerocopyArgs),
+    /// Pinned vs free-running vs badly placed threads (two on one CPU, on the IRQ CPU)
+    Pin(PinArgs),
     // --- the history ---
     /// The runs in the history: id, date, machine, command, complete or not
     History(HistoryArgs),
@@ -368,6 +373,7 @@ impl MemArgs {
         match &self.what {
             Some(MemCommand::Bandwidth(a)) => &a.common,
             Some(MemCommand::Latency(a)) => &a.common,
+            Some(MemCommand::Loaded(a)) => &a.common,
             None => &self.grid.common,
         }
     }
@@ -379,6 +385,28 @@ pub enum MemCommand {
     Bandwidth(MemBandwidthArgs),
     /// Latency (ns) of dependent loads over one random cycle, by region size and page kind
     Latency(MemLatencyArgs),
+    /// Loaded latency: the chase on one CPU while the others stream memory at increasing rates
+    Loaded(MemLoadedArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct MemLoadedArgs {
+    /// The load's traffic: read, read-write (each line read and written back), or both
+    #[arg(long, default_value = "read,read-write", value_name = "LIST")]
+    pub traffic: String,
+    /// Loop steps (about a cycle each) each load thread waits after every line, heaviest load
+    /// last; the idle point (no load) always comes first [default: 2000,500,100,20,0;
+    /// 300,50,0 with --quick]
+    #[arg(long, value_name = "LIST")]
+    pub delays: Option<String>,
+    /// The chase's region (make it larger than the last-level cache)
+    #[arg(long, default_value = "256M", value_name = "SIZE")]
+    pub size: String,
+    /// Each load thread's region
+    #[arg(long, default_value = "256M", value_name = "SIZE")]
+    pub load_size: String,
+    #[command(flatten)]
+    pub common: Common,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -448,7 +476,7 @@ pub struct RunArgs {
     /// Each lab's full plan (minutes)
     #[arg(long)]
     pub full: bool,
-    /// Only these labs, a comma list (mem,syscall,echo,share,gc,numa)
+    /// Only these labs, a comma list (mem,syscall,echo,share,gc,numa,zerocopy,pin)
     #[arg(long, value_name = "LIST")]
     pub labs: Option<String>,
     /// Write index.html and results.json here [default: ./costlab-report/<run-id>/]
@@ -541,6 +569,41 @@ pub struct C2cArgs {
     /// CPUs whose pairs to measure (kernel list, e.g. 0-3,8) [default: all this process may use]
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct ZerocopyArgs {
+    /// Methods (comma list): read-write, mmap-write, sendfile, splice, send, msg-zerocopy,
+    /// uring-send, uring-send-zc [default: all]
+    #[arg(long, value_name = "LIST")]
+    pub methods: Option<String>,
+    /// Payload sizes, one call's bytes [default: 4K,16K,64K,256K,1M,4M; 64K,1M with --quick]
+    #[arg(long, value_name = "LIST")]
+    pub sizes: Option<String>,
+    /// Links: loopback, veth (receiver in a network namespace; root) [default: both, veth
+    /// where it can be made]
+    #[arg(long, value_name = "LIST")]
+    pub link: Option<String>,
+    /// Directory for the file the file methods send from [default: the temp directory]
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct PinArgs {
+    /// Workloads (comma list): memory, sharing, echo [default: all]
+    #[arg(long, value_name = "LIST")]
+    pub workload: Option<String>,
+    /// Placements (comma list): pinned, free, stacked, irq-cpu [default: all]
+    #[arg(long, value_name = "LIST")]
+    pub placement: Option<String>,
+    /// Length of each run (1s, 500ms)
+    #[arg(long, value_name = "TIME")]
+    pub duration: Option<String>,
     #[command(flatten)]
     pub common: Common,
 }

@@ -318,6 +318,26 @@ fn dispatch(cli: Cli) -> Result<()> {
                 &ctx.machine,
             )
         }
+        Command::Zerocopy(args) => {
+            let ctx = ctx_for(&args.common);
+            let outcome = labs::zerocopy::run(&args, &ctx)?;
+            emit(
+                labs::zerocopy::render(&outcome),
+                outcome,
+                &args.common,
+                &ctx.machine,
+            )
+        }
+        Command::Pin(args) => {
+            let ctx = ctx_for(&args.common);
+            let outcome = labs::pin::run(&args, &ctx)?;
+            emit(
+                labs::pin::render(&outcome),
+                outcome,
+                &args.common,
+                &ctx.machine,
+            )
+        }
         Command::Run(args) => runner::command(&args, db(), command_line()),
         Command::History(_) => store::commands::history(db()),
         Command::Compare(args) => store::commands::compare(db(), &args),

@@ -6,8 +6,10 @@ pub mod echo;
 pub mod gc;
 pub mod mem;
 pub mod numa;
+pub mod pin;
 pub mod share;
 pub mod syscall;
+pub mod zerocopy;
 
 use crate::machine::Machine;
 use crate::measure::SampleSpec;
@@ -84,5 +86,7 @@ pub fn all() -> Vec<Box<dyn Lab>> {
         Box::new(share::ShareLab),
         Box::new(gc::GcLab),
         Box::new(numa::NumaLab),
+        Box::new(zerocopy::ZerocopyLab),
+        Box::new(pin::PinLab),
     ]
 }

@@ -369,6 +369,53 @@ pub fn around<T>(
     Ok((value, Some(readings)))
 }
 
+/// The scheduler's software counters on this process and everything it starts from now on
+/// (threads and child processes): CPU migrations and context switches. They need no PMU;
+/// where perf_event_open is refused they are None and `why` says so.
+pub struct Scheduling {
+    migrations: Option<Counter>,
+    switches: Option<Counter>,
+    pub why: Option<String>,
+}
+
+impl Scheduling {
+    /// Open and enable both counters.
+    pub fn start() -> Scheduling {
+        let open_one = |ev: Software| {
+            let mut c = Builder::new(ev)
+                .observe_self()
+                .any_cpu()
+                .inherit(true)
+                // Both happen in the kernel: counting user space only would count nothing.
+                .exclude_kernel(false)
+                .build()?;
+            c.enable()?;
+            Ok::<Counter, io::Error>(c)
+        };
+        let mut why = None;
+        let mut take = |ev: Software, name: &str| match open_one(ev) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                why.get_or_insert_with(|| format!("{name}: perf_event_open failed: {e}"));
+                None
+            }
+        };
+        let migrations = take(Software::CPU_MIGRATIONS, "cpu-migrations");
+        let switches = take(Software::CONTEXT_SWITCHES, "context-switches");
+        Scheduling {
+            migrations,
+            switches,
+            why,
+        }
+    }
+
+    /// (migrations, context switches) so far.
+    pub fn read(&mut self) -> (Option<u64>, Option<u64>) {
+        let r = |c: &mut Option<Counter>| c.as_mut().and_then(|c| c.read().ok());
+        (r(&mut self.migrations), r(&mut self.switches))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,6 +8,7 @@
 
 pub mod chase;
 pub mod kernels;
+pub mod loaded;
 pub mod plan;
 pub mod plateaus;
 pub mod pools;
@@ -63,6 +64,9 @@ pub fn run(args: &MemArgs, ctx: &Ctx) -> Result<Outcome> {
                 plan.sizes = QUICK_SIZES.to_vec();
             }
             latency(&plan, ctx)
+        }
+        Some(MemCommand::Loaded(a)) => {
+            loaded::loaded(&loaded::LoadedPlan::parse(a, ctx.quick)?, ctx)
         }
         None => grid(&args.grid, ctx),
     }
@@ -1111,6 +1115,11 @@ fn fmt_summary(s: &Summary, prec: usize) -> String {
 
 /// The outcome as tables: bandwidth pivoted by page kind, the latency curve, its levels.
 pub fn render(out: &Outcome) -> String {
+    if out.results.iter().any(|r| r.key("op") == "loaded") {
+        let mut rest = out.clone();
+        rest.results.retain(|r| r.key("op") != "loaded");
+        return render(&rest) + &loaded::render(out);
+    }
     let mut text = String::new();
     let bw: Vec<&ResultRow> = out
         .results
@@ -1460,6 +1469,9 @@ impl Lab for MemLab {
                 ctx,
             )?);
         }
+        if cpus::allowed_cpus().len() > 1 {
+            out.extend(loaded::loaded(&loaded::LoadedPlan::for_run(full), ctx)?);
+        }
         out.notes.dedup();
         Ok(out)
     }
@@ -1595,6 +1607,7 @@ pub fn headlines(out: &Outcome) -> Vec<Headline> {
             }
         }
     }
+    h.extend(loaded::headline(out));
     h
 }
 

@@ -6,6 +6,7 @@ pub mod c2c;
 pub mod echo;
 pub mod gc;
 pub mod latency;
+pub mod loaded;
 pub mod models;
 pub mod plot;
 pub mod share;
@@ -42,6 +43,7 @@ impl Chart {
 pub fn all(doc: &Doc) -> Vec<Chart> {
     let mut v = bandwidth::charts(doc);
     v.push(latency::chart(doc));
+    v.push(loaded::chart(doc));
     v.extend(echo::charts(doc));
     v.extend(models::charts(doc));
     v.push(share::chart(doc));
