@@ -16,6 +16,10 @@ need jq jq                      # bench scripts read costlab's JSON
 need make make
 need cc build-essential         # the bundled SQLite is compiled from C
 need go golang-go               # the gc lab's Go program (gcbench/)
+# The shared-history tests start a throwaway PostgreSQL cluster (initdb, pg_ctl) from Debian's
+# package; its binaries live under /usr/lib/postgresql/VERSION/bin, not on PATH.
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
+need runuser util-linux         # the test cluster runs as nobody when the tests run as root
 
 if [ "${#missing[@]}" -gt 0 ]; then
     SUDO=""

@@ -89,8 +89,9 @@ fn install_panic_hook() {
 }
 
 fn command_line() -> String {
+    // A database URL's password never reaches the stored run.
     let args: Vec<String> = std::env::args().skip(1).collect();
-    format!("costlab {}", args.join(" "))
+    store::redact(&format!("costlab {}", args.join(" ")))
 }
 
 #[allow(dead_code)] // used by the lab commands
@@ -269,5 +270,9 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::Compare(args) => store::commands::compare(db(), &args),
         Command::Export(args) => store::commands::export(db(), &args),
         Command::Report(args) => store::commands::report(db(), &args),
+        Command::Import(args) => store::fleet::import(db(), &args),
+        Command::Push(args) => store::fleet::push(db(), &args),
+        Command::Machines(_) => store::fleet::machines(db()),
+        Command::Trend(args) => store::trend::command(db(), &args),
     }
 }
