@@ -33,12 +33,19 @@ fn unknown_labs_and_conflicting_plans_are_bad_input() {
     let out = costlab(&db, &["run", "--quick", "--full"]);
     assert_eq!(out.status.code(), Some(2));
     // Reading a history that is not there names it, and creates nothing.
-    for args in [&["export", "nosuchrun"][..], &["export", "last"], &["history"]] {
+    for args in [
+        &["export", "nosuchrun"][..],
+        &["export", "last"],
+        &["history"],
+    ] {
         let out = costlab(&db, args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = text(&out.stderr);
         assert_eq!(err.lines().count(), 1, "{err}");
-        assert!(err.contains("no history at") && err.contains("h.db"), "{err}");
+        assert!(
+            err.contains("no history at") && err.contains("h.db"),
+            "{err}"
+        );
         assert!(!db.exists());
     }
     let out = costlab(&db, &["import", common::FIXTURE]);

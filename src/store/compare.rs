@@ -327,8 +327,10 @@ mod tests {
             serde_json::json!({"cpu_model": "EPYC", "kernel": "6.19", "nodes": [{"free": 1}]});
         assert!(super::machine_differences(&a, &same).is_empty());
         assert_eq!(super::machine_differences(&a, &newer), vec!["kernel"]);
-        let fp = |mc: &str, gov: &str| serde_json::json!({"cpu_model": "EPYC", "id": "m1",
-            "fingerprint": {"kernel": "6.18", "microcode": mc, "governor": gov, "smt": "on"}});
+        let fp = |mc: &str, gov: &str| {
+            serde_json::json!({"cpu_model": "EPYC", "id": "m1",
+            "fingerprint": {"kernel": "6.18", "microcode": mc, "governor": gov, "smt": "on"}})
+        };
         assert_eq!(
             super::machine_differences(&fp("0x1", "performance"), &fp("0x2", "powersave")),
             vec!["microcode", "governor"]
