@@ -23,6 +23,10 @@ need qemu-system-x86_64 qemu-system-x86
 need busybox busybox-static
 need numactl numactl
 if ! ls /boot/vmlinuz-* >/dev/null 2>&1; then missing+=(linux-image-amd64); fi
+# The shared-history tests start a throwaway PostgreSQL cluster (initdb, pg_ctl) from Debian's
+# package; its binaries live under /usr/lib/postgresql/VERSION/bin, not on PATH.
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
+need runuser util-linux         # the test cluster runs as nobody when the tests run as root
 
 if [ "${#missing[@]}" -gt 0 ]; then
     SUDO=""

@@ -12,9 +12,11 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
     propagate_version = true
 )]
 pub struct Cli {
-    /// History database [default: $COSTLAB_DB, else the user's data directory, e.g.
+    /// History: a SQLite file, or a shared PostgreSQL database as postgres://USER@HOST/DB
+    /// (password from PGPASSWORD or ~/.pgpass; PG* variables and sslmode as libpq)
+    /// [default: $COSTLAB_DB, else the user's data directory, e.g.
     /// ~/.local/share/costlab/history.db]
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(long, global = true, value_name = "PATH|URL")]
     pub db: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Command,
@@ -89,6 +91,14 @@ pub enum Command {
     /// Put back settings that a costlab killed mid-run left changed (every command does this
     /// first; this says what it did and what running costlab processes hold)
     Restore(RestoreArgs),
+    /// Add results.json documents (from other machines, CI artefacts) to the history
+    Import(ImportArgs),
+    /// Copy runs from this history into another (a shared PostgreSQL one)
+    Push(PushArgs),
+    /// Every machine in the history, its latest headline figures side by side
+    Machines(MachinesArgs),
+    /// A figure across runs, with the changes in it found (E-divisive means)
+    Trend(TrendArgs),
 }
 
 #[derive(Args, Debug)]
@@ -512,6 +522,42 @@ pub struct CompareArgs {
     pub b: String,
 }
 
+#[derive(Args, Debug)]
+pub struct ImportArgs {
+    /// results.json files written by `--json` or `costlab export`
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct PushArgs {
+    /// The history to copy into: a postgres:// URL (or another SQLite file)
+    #[arg(long, value_name = "URL|PATH")]
+    pub to: PathBuf,
+    /// Runs to copy (ids, unique prefixes, "last") [default: every run]
+    #[arg(value_name = "RUN")]
+    pub runs: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct MachinesArgs {}
+
+#[derive(Args, Debug)]
+pub struct TrendArgs {
+    /// The figure, as `compare` names it (a unique part of the name is enough) [default:
+    /// every figure with a change]
+    pub figure: Option<String>,
+    /// Only runs of this machine (an id or a unique part of one, as `costlab machines` shows)
+    #[arg(long, value_name = "M")]
+    pub machine: Option<String>,
+    /// Write the trends and their changes as JSON to FILE ("-" for stdout)
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<String>,
+    /// Write an HTML page with a chart per figure to FILE
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ExportFormat {
     Json,
@@ -533,7 +579,12 @@ pub struct ExportArgs {
 #[derive(Args, Debug)]
 pub struct ReportArgs {
     /// A run in the history (id, unique prefix or "last"), or a results.json file
-    pub source: String,
+    #[arg(required_unless_present = "machines")]
+    pub source: Option<String>,
+    /// Instead of one run: machines side by side (comma list of machine ids or unique parts
+    /// of them, as `costlab machines` shows; "all" for every one)
+    #[arg(long, value_name = "LIST", conflicts_with = "source")]
+    pub machines: Option<String>,
     /// Directory for index.html and results.json [default: ./costlab-report/<run-id>/]
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,

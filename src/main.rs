@@ -125,8 +125,9 @@ fn restore_command(recovered: &[String]) -> Result<()> {
 }
 
 fn command_line() -> String {
+    // A database URL's password never reaches the stored run.
     let args: Vec<String> = std::env::args().skip(1).collect();
-    format!("costlab {}", args.join(" "))
+    store::redact(&format!("costlab {}", args.join(" ")))
 }
 
 #[allow(dead_code)] // used by the lab commands
@@ -345,5 +346,9 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::Report(args) => store::commands::report(db(), &args),
         Command::Restore(_) => Ok(()),
         Command::Check(args) => costlab::check::command(&args),
+        Command::Import(args) => store::fleet::import(db(), &args),
+        Command::Push(args) => store::fleet::push(db(), &args),
+        Command::Machines(_) => store::fleet::machines(db()),
+        Command::Trend(args) => store::trend::command(db(), &args),
     }
 }

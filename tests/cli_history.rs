@@ -32,12 +32,27 @@ fn unknown_labs_and_conflicting_plans_are_bad_input() {
     assert!(err.contains("unknown lab 'nope'"), "{err}");
     let out = costlab(&db, &["run", "--quick", "--full"]);
     assert_eq!(out.status.code(), Some(2));
+    // Reading a history that is not there names it, and creates nothing.
+    for args in [
+        &["export", "nosuchrun"][..],
+        &["export", "last"],
+        &["history"],
+    ] {
+        let out = costlab(&db, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = text(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains("no history at") && err.contains("h.db"),
+            "{err}"
+        );
+        assert!(!db.exists());
+    }
+    let out = costlab(&db, &["import", common::FIXTURE]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let out = costlab(&db, &["export", "nosuchrun"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("no run 'nosuchrun'"));
-    let out = costlab(&db, &["export", "last"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("history is empty"));
 }
 
 #[test]
@@ -183,12 +198,21 @@ fn export_and_report_a_stored_run() {
 fn the_database_can_come_from_the_environment() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("env.db");
-    let out = Command::new(env!("CARGO_BIN_EXE_costlab"))
-        .arg("history")
-        .env("COSTLAB_DB", &db)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    assert!(text(&out.stdout).contains("history is empty"));
+    let with_env = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_costlab"))
+            .args(args)
+            .env("COSTLAB_DB", &db)
+            .output()
+            .unwrap()
+    };
+    let out = with_env(&["history"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains(db.to_str().unwrap()));
+    assert!(!db.exists());
+    let out = with_env(&["import", common::FIXTURE]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(db.is_file());
+    let out = with_env(&["history"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(text(&out.stdout).contains("FIXTURE CPU"));
 }

@@ -1,20 +1,77 @@
-//! The SQLite history: round trip, naming runs, incremental writes, concurrent writers.
+//! The history store, the same suite on both backends: an embedded SQLite file and a throwaway
+//! PostgreSQL cluster (tests/common/pg.rs). Round trip, naming runs, incremental writes,
+//! concurrent writers, migrations both ways, a newer schema refused, idempotent saves,
+//! transactions that leave nothing behind, redaction of database passwords.
 
 mod common;
 
+use std::path::PathBuf;
+
 use costlab::error::exit_code;
 use costlab::report::sheet::LabStatus;
-use costlab::store::Store;
+use costlab::store::{migrate, Store};
 
 fn with_id(mut doc: costlab::report::Doc, id: &str) -> costlab::report::Doc {
     doc.run.id = id.to_string();
     doc
 }
 
-#[test]
-fn a_document_round_trips_through_the_database() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("h.db")).unwrap();
+/// A fresh, empty history on one backend.
+pub struct Fresh {
+    _dir: Option<tempfile::TempDir>,
+    pub target: PathBuf,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Kind {
+    Sqlite,
+    Postgres,
+}
+
+fn fresh(kind: Kind) -> Fresh {
+    match kind {
+        Kind::Sqlite => {
+            let dir = tempfile::tempdir().unwrap();
+            let target = dir.path().join("h.db");
+            Fresh {
+                _dir: Some(dir),
+                target,
+            }
+        }
+        Kind::Postgres => Fresh {
+            _dir: None,
+            target: PathBuf::from(common::pg::cluster().fresh()),
+        },
+    }
+}
+
+/// Each case once per backend: `sqlite::name` and `postgres::name`.
+macro_rules! both {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $( #[test] fn $name() { super::$name(super::Kind::Sqlite) } )*
+        }
+        mod postgres {
+            $( #[test] fn $name() { super::$name(super::Kind::Postgres) } )*
+        }
+    };
+}
+
+both!(
+    a_document_round_trips_through_the_database,
+    runs_are_named_by_id_prefix_or_last,
+    a_run_written_lab_by_lab_is_incomplete_until_finished,
+    two_writers_at_once_both_land,
+    migrations_go_down_and_up_again,
+    a_newer_schema_is_refused,
+    a_failed_write_leaves_nothing,
+    saving_a_present_run_again_is_skipped,
+    database_passwords_are_never_stored,
+);
+
+fn a_document_round_trips_through_the_database(kind: Kind) {
+    let f = fresh(kind);
+    let store = Store::open(&f.target).unwrap();
     let doc = common::fixture();
     let sheet = common::fixture_sheet(&doc);
     store.save_doc(&doc, &sheet).unwrap();
@@ -43,10 +100,9 @@ fn a_document_round_trips_through_the_database() {
     assert_eq!(store.integrity().unwrap(), "ok");
 }
 
-#[test]
-fn runs_are_named_by_id_prefix_or_last() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("h.db")).unwrap();
+fn runs_are_named_by_id_prefix_or_last(kind: Kind) {
+    let f = fresh(kind);
+    let store = Store::open(&f.target).unwrap();
     let doc = common::fixture();
     store
         .save_doc(&with_id(doc.clone(), "20261122T100000Z-aaaaaa"), &[])
@@ -70,10 +126,9 @@ fn runs_are_named_by_id_prefix_or_last() {
     assert!(store.resolve("%").is_err());
 }
 
-#[test]
-fn a_run_written_lab_by_lab_is_incomplete_until_finished() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("h.db")).unwrap();
+fn a_run_written_lab_by_lab_is_incomplete_until_finished(kind: Kind) {
+    let f = fresh(kind);
+    let store = Store::open(&f.target).unwrap();
     let doc = common::fixture();
     let mut run = doc.run.clone();
     run.id = "r1".into();
@@ -98,10 +153,9 @@ fn a_run_written_lab_by_lab_is_incomplete_until_finished() {
     assert!(matches!(s[1].status, LabStatus::Skipped(ref r) if r.contains("one NUMA node")));
 }
 
-#[test]
-fn two_writers_at_once_both_land() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("h.db");
+fn two_writers_at_once_both_land(kind: Kind) {
+    let f = fresh(kind);
+    let path = f.target.clone();
     let doc = common::fixture();
     let writers: Vec<_> = (0..2)
         .map(|w| {
@@ -126,6 +180,130 @@ fn two_writers_at_once_both_land() {
     assert_eq!(runs.len(), 30);
     assert!(runs.iter().all(|r| r.figures == doc.results.len()));
     assert_eq!(store.integrity().unwrap(), "ok");
+}
+
+fn migrations_go_down_and_up_again(kind: Kind) {
+    let f = fresh(kind);
+    let store = Store::open(&f.target).unwrap();
+    assert_eq!(migrate::version(&store).unwrap(), migrate::LATEST);
+    let doc = common::fixture();
+    // Down one step at a time to nothing, and back up, on an empty history.
+    for v in (0..migrate::LATEST).rev() {
+        assert_eq!(migrate::migrate_to(&store, v).unwrap(), v + 1);
+        assert_eq!(migrate::version(&store).unwrap(), v);
+    }
+    // At 0 there are no tables: a save fails, and leaves nothing.
+    assert!(store.save_doc(&doc, &[]).is_err());
+    assert_eq!(migrate::migrate_to(&store, migrate::LATEST).unwrap(), 0);
+    store.save_doc(&doc, &[]).unwrap();
+    assert_eq!(
+        store.load_doc(&doc.run.id).unwrap().results.len(),
+        doc.results.len()
+    );
+    // Down to version 2 drops the machine id column, keeps the runs; up again restores it.
+    migrate::migrate_to(&store, 2).unwrap();
+    assert!(
+        store.runs().is_err(),
+        "runs() reads machine_id, gone at version 2"
+    );
+    assert_eq!(
+        store.load_doc(&doc.run.id).unwrap().results.len(),
+        doc.results.len()
+    );
+    migrate::migrate_to(&store, migrate::LATEST).unwrap();
+    assert_eq!(store.runs().unwrap().len(), 1);
+    // A reopen finds it up to date and changes nothing.
+    drop(store);
+    let store = Store::open(&f.target).unwrap();
+    assert_eq!(migrate::version(&store).unwrap(), migrate::LATEST);
+    assert_eq!(
+        exit_code(&migrate::migrate_to(&store, migrate::LATEST + 1).unwrap_err()),
+        2
+    );
+}
+
+fn a_newer_schema_is_refused(kind: Kind) {
+    let f = fresh(kind);
+    let store = Store::open(&f.target).unwrap();
+    store
+        .write(|tx| {
+            tx.exec(
+                "UPDATE schema_version SET version = $1",
+                &[(migrate::LATEST + 1).into()],
+            )?;
+            Ok(())
+        })
+        .unwrap();
+    drop(store);
+    let e = Store::open(&f.target)
+        .err()
+        .expect("a newer schema is refused");
+    assert_eq!(exit_code(&e), 2);
+    let line = costlab::error::one_line(&e);
+    assert!(line.contains("newer than this costlab"), "{line}");
+    assert!(line.contains("upgrade costlab"), "{line}");
+    assert!(!line.contains(common::pg::PASSWORD), "{line}");
+}
+
+fn a_failed_write_leaves_nothing(kind: Kind) {
+    let f = fresh(kind);
+    let store = Store::open(&f.target).unwrap();
+    let doc = common::fixture();
+    let r: anyhow::Result<()> = store.write(|tx| {
+        tx.exec(
+            "INSERT INTO runs (id, started, costlab, command, machine, machine_summary, complete)
+             VALUES ($1, 'x', 'x', 'x', '{}', 'x', 0)",
+            &["half".into()],
+        )?;
+        anyhow::bail!("cut off mid-run")
+    });
+    assert!(r.is_err());
+    assert!(store.runs().unwrap().is_empty());
+    // A document whose models cannot be stored (no models table, as at version 1 with it
+    // dropped) leaves no run either: the run row went in first, in the same transaction.
+    store
+        .write(|tx| {
+            tx.batch("ALTER TABLE models RENAME TO models_away")?;
+            Ok(())
+        })
+        .unwrap();
+    assert!(store.save_doc(&doc, &[]).is_err());
+    assert!(store.runs().unwrap().is_empty());
+}
+
+fn saving_a_present_run_again_is_skipped(kind: Kind) {
+    let f = fresh(kind);
+    let store = Store::open(&f.target).unwrap();
+    let doc = common::fixture();
+    let sheet = common::fixture_sheet(&doc);
+    assert!(store.save_doc_if_new(&doc, &sheet).unwrap());
+    assert!(!store.save_doc_if_new(&doc, &sheet).unwrap());
+    assert!(store.has_run(&doc.run.id).unwrap());
+    let runs = store.runs().unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].figures, doc.results.len());
+    // A plain save of a present id is refused (primary key), not doubled.
+    assert!(store.save_doc(&doc, &sheet).is_err());
+    assert_eq!(store.runs().unwrap()[0].figures, doc.results.len());
+}
+
+fn database_passwords_are_never_stored(kind: Kind) {
+    let f = fresh(kind);
+    let store = Store::open(&f.target).unwrap();
+    let mut doc = common::fixture();
+    doc.run.command = "costlab --db postgres://ann:hunter2@db.example/costlab run".into();
+    doc.notes = vec!["pushed to postgresql://ann:hunter2@db.example/x?password=hunter2".into()];
+    store.save_doc(&doc, &[]).unwrap();
+    let back = store.load_doc(&doc.run.id).unwrap();
+    let all = serde_json::to_string(&back).unwrap();
+    assert!(!all.contains("hunter2"), "{all}");
+    assert_eq!(
+        back.run.command,
+        "costlab --db postgres://ann:***@db.example/costlab run"
+    );
+    assert!(back.notes[0].contains("postgresql://ann:***@db.example/x?password=***"));
+    assert!(!store.describe().contains(common::pg::PASSWORD));
+    assert!(!store.runs().unwrap()[0].command.contains("hunter2"));
 }
 
 #[test]

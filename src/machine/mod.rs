@@ -7,6 +7,7 @@
 
 pub mod caches;
 pub mod cpu;
+pub mod identity;
 pub mod kernel;
 pub mod net;
 pub mod numa;
@@ -109,6 +110,13 @@ pub struct Machine {
     pub numa_balancing: Option<u32>,
     #[serde(default)]
     pub net: Vec<NetIface>,
+    /// The machine's stable id (a hash of /etc/machine-id, DMI product and CPU model).
+    #[serde(default)]
+    pub id: String,
+    /// Kernel, microcode, mitigations, governor, THP, SMT, hypervisor: what may change
+    /// between two runs on this machine.
+    #[serde(default)]
+    pub fingerprint: identity::Fingerprint,
 }
 
 impl Machine {
@@ -124,11 +132,13 @@ impl Machine {
             .to_string_lossy()
             .into_owned();
         if !release.is_empty() {
-            m.kernel = release;
+            m.kernel = release.clone();
+            m.fingerprint.kernel = release;
         }
         if m.hypervisor.is_some() {
             if let Some(name) = kernel::cpuid_hypervisor() {
-                m.hypervisor = Some(name);
+                m.hypervisor = Some(name.clone());
+                m.fingerprint.hypervisor = Some(name);
             }
         }
         let (works, reason) = match crate::measure::counters::probe_hardware() {
@@ -149,6 +159,16 @@ impl Machine {
         let (thp, thp_defrag) = pages::read_thp(&root);
         let mitigations = security::read_mitigations(&root);
         let io_uring_disabled = root.number("proc/sys/kernel/io_uring_disabled");
+        let kernel_version = kernel::read_kernel_version(&root);
+        let hypervisor = kernel::read_hypervisor(&root, info.hypervisor_flag);
+        let fingerprint = identity::read_fingerprint(
+            &root,
+            &kernel_version,
+            &mitigations.summary(),
+            &thp,
+            hypervisor.as_deref(),
+        );
+        let id = identity::machine_id(&root, &info.model);
         Machine {
             cpu_model: info.model,
             arch: std::env::consts::ARCH.to_string(),
@@ -158,8 +178,8 @@ impl Machine {
             base_page: rustix::param::page_size() as u64,
             hugepages: pages::read_pools(&root),
             thp,
-            kernel: kernel::read_kernel_version(&root),
-            hypervisor: kernel::read_hypervisor(&root, info.hypervisor_flag),
+            kernel: kernel_version,
+            hypervisor,
             cpu_vendor: info.vendor,
             cpu_flags: info.flags,
             online_cpus: topo.online,
@@ -180,6 +200,8 @@ impl Machine {
             zone_reclaim_mode: root.number("proc/sys/vm/zone_reclaim_mode"),
             numa_balancing: root.number("proc/sys/kernel/numa_balancing"),
             net: net::read_ifaces(&root),
+            id,
+            fingerprint,
         }
     }
 

@@ -13,8 +13,14 @@ use crate::report::{csv, html, markdown, Doc};
 
 use super::{compare, default_path, Store};
 
+/// Open the history for writing (created if missing).
 pub fn open(db: Option<&Path>) -> Result<Store> {
     Store::open(&default_path(db)?)
+}
+
+/// Open the history for reading: a missing SQLite file is an error and nothing is created.
+pub fn open_existing(db: Option<&Path>) -> Result<Store> {
+    Store::open_existing(&default_path(db)?)
 }
 
 /// The cost sheet of a document whose labs are known here (a lab run alone).
@@ -74,7 +80,7 @@ pub fn record(db: Option<&Path>, doc: &Doc) {
 }
 
 pub fn history(db: Option<&Path>) -> Result<()> {
-    let store = open(db)?;
+    let store = open_existing(db)?;
     let runs = store.runs()?;
     if runs.is_empty() {
         println!("the history is empty: run a lab or `costlab run` first");
@@ -108,7 +114,7 @@ pub fn history(db: Option<&Path>) -> Result<()> {
 }
 
 pub fn compare(db: Option<&Path>, args: &CompareArgs) -> Result<()> {
-    let store = open(db)?;
+    let store = open_existing(db)?;
     let a = store.resolve(&args.a)?;
     let b = store.resolve(&args.b)?;
     let da = store.load_doc(&a)?;
@@ -116,7 +122,16 @@ pub fn compare(db: Option<&Path>, args: &CompareArgs) -> Result<()> {
     let c = compare::compare(&da, &db_);
     print!("{}", compare::render(&c, &a, &b));
     let differ = compare::machine_differences(&da.machine, &db_.machine);
-    if !differ.is_empty() {
+    if let Some((ma, mb)) = compare::other_machine(&da.machine, &db_.machine) {
+        println!(
+            "note: A ran on machine {ma}, B on machine {mb}{}",
+            if differ.is_empty() {
+                String::new()
+            } else {
+                format!("; they differ in: {}", differ.join(", "))
+            }
+        );
+    } else if !differ.is_empty() {
         println!(
             "note: the runs' machines differ in: {} (a change may come from there)",
             differ.join(", ")
@@ -126,7 +141,7 @@ pub fn compare(db: Option<&Path>, args: &CompareArgs) -> Result<()> {
 }
 
 pub fn export(db: Option<&Path>, args: &ExportArgs) -> Result<()> {
-    let store = open(db)?;
+    let store = open_existing(db)?;
     let id = store.resolve(&args.run)?;
     let doc = store.load_doc(&id)?;
     let text = match args.format {
@@ -147,7 +162,11 @@ pub fn default_report_dir(run_id: &str) -> PathBuf {
 }
 
 pub fn report(db: Option<&Path>, args: &ReportArgs) -> Result<()> {
-    let source = Path::new(&args.source);
+    if let Some(list) = &args.machines {
+        return super::fleet::report_machines(db, list, args.out.as_deref());
+    }
+    let name = args.source.as_deref().unwrap_or("last");
+    let source = Path::new(name);
     let (doc, sheet) = if source.is_file() {
         let text = std::fs::read_to_string(source)
             .with_context(|| format!("reading {}", source.display()))?;
@@ -160,8 +179,8 @@ pub fn report(db: Option<&Path>, args: &ReportArgs) -> Result<()> {
         let sheet = sheet_of(&doc);
         (doc, sheet)
     } else {
-        let store = open(db)?;
-        let id = store.resolve(&args.source)?;
+        let store = open_existing(db)?;
+        let id = store.resolve(name)?;
         (store.load_doc(&id)?, store.load_sheet(&id)?)
     };
     let dir = args

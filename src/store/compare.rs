@@ -212,11 +212,40 @@ const MACHINE_IDENTITY: [&str; 20] = [
 /// The identity facts on which two runs' machines differ (empty: the same machine, as far as
 /// the figures are concerned).
 pub fn machine_differences(a: &serde_json::Value, b: &serde_json::Value) -> Vec<&'static str> {
-    MACHINE_IDENTITY
+    let mut out: Vec<&'static str> = MACHINE_IDENTITY
         .iter()
         .copied()
         .filter(|k| a.get(k) != b.get(k))
-        .collect()
+        .collect();
+    // The run's fingerprint: facts of the set-up that may change on one machine. Compared only
+    // when both runs recorded one (documents from before it carry none).
+    let (fa, fb) = (a.get("fingerprint"), b.get("fingerprint"));
+    if let (Some(fa), Some(fb)) = (fa, fb) {
+        for k in FINGERPRINT {
+            if fa.get(k) != fb.get(k) && !out.contains(&k) {
+                out.push(k);
+            }
+        }
+    }
+    out
+}
+
+/// The fingerprint's facts (`machine::identity::Fingerprint`).
+const FINGERPRINT: [&str; 8] = [
+    "kernel",
+    "microcode",
+    "mitigations",
+    "governor",
+    "thp",
+    "smt",
+    "product",
+    "hypervisor",
+];
+
+/// The two runs' machine ids when they differ (None: the same machine, or unknown).
+pub fn other_machine(a: &serde_json::Value, b: &serde_json::Value) -> Option<(String, String)> {
+    let (ia, ib) = (super::machine_id(a), super::machine_id(b));
+    (ia != ib).then_some((ia, ib))
 }
 
 #[cfg(test)]
@@ -298,5 +327,20 @@ mod tests {
             serde_json::json!({"cpu_model": "EPYC", "kernel": "6.19", "nodes": [{"free": 1}]});
         assert!(super::machine_differences(&a, &same).is_empty());
         assert_eq!(super::machine_differences(&a, &newer), vec!["kernel"]);
+        let fp = |mc: &str, gov: &str| {
+            serde_json::json!({"cpu_model": "EPYC", "id": "m1",
+            "fingerprint": {"kernel": "6.18", "microcode": mc, "governor": gov, "smt": "on"}})
+        };
+        assert_eq!(
+            super::machine_differences(&fp("0x1", "performance"), &fp("0x2", "powersave")),
+            vec!["microcode", "governor"]
+        );
+        assert_eq!(super::other_machine(&fp("0x1", "x"), &fp("0x2", "y")), None);
+        let mut elsewhere = fp("0x1", "x");
+        elsewhere["id"] = "m2".into();
+        assert_eq!(
+            super::other_machine(&fp("0x1", "x"), &elsewhere),
+            Some(("m1".to_string(), "m2".to_string()))
+        );
     }
 }

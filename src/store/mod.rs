@@ -1,18 +1,29 @@
-//! History: every run, stored in an embedded SQLite database, and the comparison of two runs.
+//! History: every run, stored in an embedded SQLite file (the default) or a shared PostgreSQL
+//! database (`--db postgres://...`), and the comparison of runs.
 //!
-//! The database is opened in WAL mode with a busy timeout and every write is one IMMEDIATE
-//! transaction, so two costlab processes writing at once both land (one waits for the other)
-//! and a run cut short leaves whole labs or nothing of them.
+//! Both backends sit behind one trait (`Backend`, `Tx`): the run logic below is written once,
+//! with `$1`-style parameters, and each backend (`sqlite.rs`, `postgres.rs`) runs it in its own
+//! transactions. The schema is the same on both and versioned (`migrate.rs`): a history made by
+//! an older costlab is brought up to date on open, one made by a newer costlab is refused.
+//!
+//! Every write is one transaction, so two costlab processes writing at once both land and a run
+//! cut short leaves whole labs or nothing of them: SQLite takes its write lock up front (WAL,
+//! IMMEDIATE, a busy timeout); PostgreSQL runs each in its own transaction.
 
 pub mod commands;
 pub mod compare;
+pub mod fleet;
+pub mod migrate;
 pub mod mwu;
+pub mod postgres;
+pub mod redact;
+pub mod sqlite;
+pub mod trend;
 
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use anyhow::{Context, Result};
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use anyhow::Result;
 use serde_json::Value;
 
 use crate::error::usage;
@@ -20,75 +31,96 @@ use crate::labs::Headline;
 use crate::report::sheet::{LabSheet, LabStatus};
 use crate::report::{Doc, Model, ResultRow, RunInfo};
 
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS runs (
-    id TEXT PRIMARY KEY,
-    started TEXT NOT NULL,
-    costlab TEXT NOT NULL,
-    command TEXT NOT NULL,
-    machine TEXT NOT NULL,
-    machine_summary TEXT NOT NULL,
-    complete INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS results (
-    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    seq INTEGER NOT NULL,
-    lab TEXT NOT NULL,
-    figure_id TEXT NOT NULL,
-    case_json TEXT NOT NULL,
-    metric TEXT NOT NULL,
-    unit TEXT NOT NULL,
-    summary TEXT NOT NULL,
-    samples TEXT NOT NULL,
-    counters TEXT,
-    unsupported_counters TEXT,
-    verdict TEXT,
-    PRIMARY KEY (run_id, seq)
-);
-CREATE INDEX IF NOT EXISTS results_figure ON results(figure_id);
-CREATE TABLE IF NOT EXISTS models (
-    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    seq INTEGER NOT NULL,
-    lab TEXT NOT NULL,
-    name TEXT NOT NULL,
-    model TEXT NOT NULL,
-    PRIMARY KEY (run_id, seq)
-);
-CREATE TABLE IF NOT EXISTS notes (
-    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    seq INTEGER NOT NULL,
-    text TEXT NOT NULL,
-    PRIMARY KEY (run_id, seq)
-);
-CREATE TABLE IF NOT EXISTS labs (
-    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    seq INTEGER NOT NULL,
-    lab TEXT NOT NULL,
-    status TEXT NOT NULL,
-    reason TEXT,
-    headlines TEXT NOT NULL,
-    PRIMARY KEY (run_id, seq)
-);
-";
+pub use redact::redact;
 
-/// Switch to WAL. Two processes creating the database at the same moment can both try; the
-/// switch needs an exclusive lock and SQLite reports "database is locked" at once rather than
-/// waiting on the busy timeout, so retry for a bounded time.
-fn wal_mode(conn: &Connection) -> rusqlite::Result<String> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        match conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0)) {
-            Err(rusqlite::Error::SqliteFailure(e, _))
-                if matches!(
-                    e.code,
-                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
-                ) && std::time::Instant::now() < deadline =>
-            {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            other => return other,
+/// A value passed to or read from either backend.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Val {
+    Null,
+    Int(i64),
+    Text(String),
+}
+
+impl Val {
+    pub fn text(&self) -> Option<String> {
+        match self {
+            Val::Text(s) => Some(s.clone()),
+            Val::Int(i) => Some(i.to_string()),
+            Val::Null => None,
         }
     }
+    pub fn int(&self) -> i64 {
+        match self {
+            Val::Int(i) => *i,
+            Val::Text(s) => s.parse().unwrap_or(0),
+            Val::Null => 0,
+        }
+    }
+}
+
+impl From<&str> for Val {
+    fn from(s: &str) -> Val {
+        Val::Text(s.to_string())
+    }
+}
+impl From<String> for Val {
+    fn from(s: String) -> Val {
+        Val::Text(s)
+    }
+}
+impl From<&String> for Val {
+    fn from(s: &String) -> Val {
+        Val::Text(s.clone())
+    }
+}
+impl From<i64> for Val {
+    fn from(i: i64) -> Val {
+        Val::Int(i)
+    }
+}
+impl From<bool> for Val {
+    fn from(b: bool) -> Val {
+        Val::Int(i64::from(b))
+    }
+}
+impl<T: Into<Val>> From<Option<T>> for Val {
+    fn from(o: Option<T>) -> Val {
+        o.map(Into::into).unwrap_or(Val::Null)
+    }
+}
+
+/// Which SQL a backend speaks, where the two differ (catalog queries, DDL types).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
+/// One open transaction. SQL uses `$1`, `$2`, ... for parameters on both backends.
+pub trait Tx {
+    fn exec(&mut self, sql: &str, params: &[Val]) -> Result<u64>;
+    fn query(&mut self, sql: &str, params: &[Val]) -> Result<Vec<Vec<Val>>>;
+    /// Several statements without parameters (DDL).
+    fn batch(&mut self, sql: &str) -> Result<()>;
+}
+
+/// A history database.
+pub trait Backend {
+    fn dialect(&self) -> Dialect;
+    /// Where it is, with any password redacted.
+    fn describe(&self) -> String;
+    /// Run `f` in one transaction: committed when it returns Ok, rolled back otherwise.
+    fn transaction(&mut self, f: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()>;
+    /// The backend's own check of its storage: "ok" when sound.
+    fn integrity(&mut self) -> Result<String>;
+}
+
+/// Whether `--db` (or COSTLAB_DB) names a PostgreSQL database rather than a SQLite file.
+pub fn is_postgres(target: &str) -> bool {
+    let t = target.trim_start();
+    t.starts_with("postgres://")
+        || t.starts_with("postgresql://")
+        || (t.contains('=') && !t.contains('/') && t.contains("dbname"))
 }
 
 /// Where the history lives: `--db`, else $COSTLAB_DB, else the user's data directory.
@@ -112,13 +144,14 @@ pub struct RunRow {
     pub started: String,
     pub command: String,
     pub machine_summary: String,
+    pub machine_id: String,
     pub complete: bool,
     pub figures: usize,
 }
 
 /// The history database.
 pub struct Store {
-    conn: Connection,
+    db: RefCell<Box<dyn Backend>>,
 }
 
 /// "Intel Xeon ... · 2 CPUs · 6.1.0" from the machine JSON, whatever of it is known.
@@ -151,65 +184,117 @@ pub fn machine_summary(machine: &Value) -> String {
     }
 }
 
+/// The machine's stable id: the one the run recorded (`machine.id`, a hash of
+/// /etc/machine-id, the DMI product and the CPU model), else, for documents from before
+/// costlab recorded one, a hash of the CPU model, CPU count and memory size (marked `~`).
+pub fn machine_id(machine: &Value) -> String {
+    if let Some(id) = machine
+        .get("id")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+    {
+        return id.to_string();
+    }
+    let key = format!(
+        "{}|{}|{}",
+        machine
+            .get("cpu_model")
+            .and_then(Value::as_str)
+            .unwrap_or(""),
+        machine
+            .get("cpus_online")
+            .and_then(Value::as_u64)
+            .unwrap_or(0),
+        machine
+            .get("mem_total")
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    );
+    format!(
+        "~{}",
+        &crate::machine::identity::hash_hex(key.as_bytes())[..11]
+    )
+}
+
+fn bad_json(what: &str, e: serde_json::Error) -> anyhow::Error {
+    anyhow::anyhow!("the history holds a malformed {what} ({e})")
+}
+
 impl Store {
-    /// Open (creating if needed) the database at `path`.
-    pub fn open(path: &Path) -> Result<Store> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| {
+    /// Open (creating if needed) the history named by `target`: a SQLite file, or a
+    /// `postgres://` URL (libpq's key=value form works too). The schema is brought up to date.
+    pub fn open(target: &Path) -> Result<Store> {
+        Store::open_with(target, true)
+    }
+
+    /// Open an existing history for reading: a missing SQLite file is an error, nothing is
+    /// created.
+    pub fn open_existing(target: &Path) -> Result<Store> {
+        Store::open_with(target, false)
+    }
+
+    fn open_with(target: &Path, create: bool) -> Result<Store> {
+        let text = target.to_string_lossy();
+        let backend: Box<dyn Backend> = if is_postgres(&text) {
+            Box::new(postgres::PgBackend::connect(&text)?)
+        } else {
+            Box::new(sqlite::SqliteBackend::open(target, create)?)
+        };
+        let store = Store {
+            db: RefCell::new(backend),
+        };
+        let describe = store.describe();
+        migrate::up_to_latest(&store).map_err(|e| {
+            if crate::error::exit_code(&e) == 2 {
+                e
+            } else {
                 usage(format!(
-                    "cannot create {} for the history database: {e}; pass --db PATH",
-                    dir.display()
+                    "cannot set up the history at {describe}: {}; pass another --db",
+                    redact(&crate::error::one_line(&e))
                 ))
-            })?;
-        }
-        let conn = Connection::open(path).map_err(|e| {
-            usage(format!(
-                "cannot open history database {}: {e}; pass --db PATH",
-                path.display()
-            ))
-        })?;
-        // A writer waits for another instead of failing: two runs at once both land.
-        conn.busy_timeout(Duration::from_secs(30))?;
-        let mode =
-            wal_mode(&conn).with_context(|| format!("setting WAL mode on {}", path.display()))?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            anyhow::bail!("{} cannot use WAL mode (got {mode})", path.display());
-        }
-        conn.execute_batch("PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;")?;
-        let store = Store { conn };
-        store.write(|tx| {
-            tx.execute_batch(SCHEMA)?;
-            add_verdict_column(tx)
+            }
         })?;
         Ok(store)
     }
 
-    /// Run `f` in one IMMEDIATE transaction: the write lock is taken up front, so two writers
-    /// queue on the busy timeout instead of failing on a lock upgrade.
-    fn write<T>(&self, f: impl FnOnce(&rusqlite::Transaction) -> Result<T>) -> Result<T> {
-        let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)?;
-        let out = f(&tx)?;
-        tx.commit()?;
-        Ok(out)
+    pub fn dialect(&self) -> Dialect {
+        self.db.borrow().dialect()
+    }
+
+    /// Where the history is, password redacted.
+    pub fn describe(&self) -> String {
+        self.db.borrow().describe()
+    }
+
+    /// Run `f` in one transaction.
+    pub fn write<T>(&self, f: impl FnOnce(&mut dyn Tx) -> Result<T>) -> Result<T> {
+        let mut f = Some(f);
+        let mut out = None;
+        self.db.borrow_mut().transaction(&mut |tx| {
+            let f = f.take().expect("a transaction runs its body once");
+            out = Some(f(tx)?);
+            Ok(())
+        })?;
+        Ok(out.expect("a committed transaction has run its body"))
+    }
+
+    fn read(&self, sql: &str, params: &[Val]) -> Result<Vec<Vec<Val>>> {
+        let mut rows = Vec::new();
+        self.db.borrow_mut().transaction(&mut |tx| {
+            rows = tx.query(sql, params)?;
+            Ok(())
+        })?;
+        Ok(rows)
+    }
+
+    /// Rows of a query without parameters (for the reports over the whole history).
+    pub fn read_rows(&self, sql: &str) -> Result<Vec<Vec<Val>>> {
+        self.read(sql, &[])
     }
 
     /// Record a run as started (incomplete until `finish_run`).
     pub fn begin_run(&self, run: &RunInfo, machine: &Value) -> Result<()> {
-        self.write(|tx| {
-            tx.execute(
-                "INSERT INTO runs (id, started, costlab, command, machine, machine_summary, complete)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0)",
-                params![
-                    run.id,
-                    run.started,
-                    run.costlab,
-                    run.command,
-                    serde_json::to_string(machine)?,
-                    machine_summary(machine)
-                ],
-            )?;
-            Ok(())
-        })
+        self.write(|tx| insert_run(tx, run, machine, false))
     }
 
     /// Add one lab's figures, models, status and headlines to a run, all or nothing.
@@ -224,19 +309,7 @@ impl Store {
             insert_results(tx, run_id, results)?;
             insert_models(tx, run_id, models)?;
             let seq = next_seq(tx, "labs", run_id)?;
-            tx.execute(
-                "INSERT INTO labs (run_id, seq, lab, status, reason, headlines)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![
-                    run_id,
-                    seq,
-                    sheet.lab,
-                    sheet.status.word(),
-                    sheet.status.reason(),
-                    serde_json::to_string(&sheet.headlines)?
-                ],
-            )?;
-            Ok(())
+            insert_sheet(tx, run_id, seq, sheet)
         })
     }
 
@@ -244,9 +317,9 @@ impl Store {
     pub fn finish_run(&self, run_id: &str, complete: bool, notes: &[String]) -> Result<()> {
         self.write(|tx| {
             insert_notes(tx, run_id, notes)?;
-            tx.execute(
-                "UPDATE runs SET complete = ?2 WHERE id = ?1",
-                params![run_id, complete],
+            tx.exec(
+                "UPDATE runs SET complete = $2 WHERE id = $1",
+                &[run_id.into(), complete.into()],
             )?;
             Ok(())
         })
@@ -254,82 +327,69 @@ impl Store {
 
     /// Store a whole document at once (a lab run on its own), with its lab's sheet.
     pub fn save_doc(&self, doc: &Doc, sheets: &[LabSheet]) -> Result<()> {
+        self.write(|tx| insert_doc(tx, doc, sheets))
+    }
+
+    /// Store a whole document unless its run id is already present (import, push): true when
+    /// stored, false when skipped. One transaction: a failure leaves no part of the run.
+    pub fn save_doc_if_new(&self, doc: &Doc, sheets: &[LabSheet]) -> Result<bool> {
         self.write(|tx| {
-            tx.execute(
-                "INSERT INTO runs (id, started, costlab, command, machine, machine_summary, complete)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![
-                    doc.run.id,
-                    doc.run.started,
-                    doc.run.costlab,
-                    doc.run.command,
-                    serde_json::to_string(&doc.machine)?,
-                    machine_summary(&doc.machine),
-                    doc.run.complete
-                ],
-            )?;
-            insert_results(tx, &doc.run.id, &doc.results)?;
-            insert_models(tx, &doc.run.id, &doc.models)?;
-            insert_notes(tx, &doc.run.id, &doc.notes)?;
-            for (seq, s) in sheets.iter().enumerate() {
-                tx.execute(
-                    "INSERT INTO labs (run_id, seq, lab, status, reason, headlines)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                    params![
-                        doc.run.id,
-                        seq as i64,
-                        s.lab,
-                        s.status.word(),
-                        s.status.reason(),
-                        serde_json::to_string(&s.headlines)?
-                    ],
-                )?;
+            if run_exists(tx, &doc.run.id)? {
+                return Ok(false);
             }
-            Ok(())
+            insert_doc(tx, doc, sheets)?;
+            Ok(true)
         })
+    }
+
+    /// Whether a run with this exact id is stored.
+    pub fn has_run(&self, id: &str) -> Result<bool> {
+        self.write(|tx| run_exists(tx, id))
     }
 
     /// Every run, oldest first.
     pub fn runs(&self) -> Result<Vec<RunRow>> {
-        let mut st = self.conn.prepare(
+        let rows = self.read(
             "SELECT r.id, r.started, r.command, r.machine_summary, r.complete,
-                    (SELECT COUNT(*) FROM results x WHERE x.run_id = r.id)
-             FROM runs r ORDER BY r.started, r.rowid",
+                    (SELECT COUNT(*) FROM results x WHERE x.run_id = r.id), r.machine_id
+             FROM runs r ORDER BY r.started, r.id",
+            &[],
         )?;
-        let rows = st.query_map([], |r| {
-            Ok(RunRow {
-                id: r.get(0)?,
-                started: r.get(1)?,
-                command: r.get(2)?,
-                machine_summary: r.get(3)?,
-                complete: r.get(4)?,
-                figures: r.get::<_, i64>(5)? as usize,
+        Ok(rows
+            .into_iter()
+            .map(|r| RunRow {
+                id: r[0].text().unwrap_or_default(),
+                started: r[1].text().unwrap_or_default(),
+                command: r[2].text().unwrap_or_default(),
+                machine_summary: r[3].text().unwrap_or_default(),
+                complete: r[4].int() != 0,
+                figures: r[5].int() as usize,
+                machine_id: r[6].text().unwrap_or_default(),
             })
-        })?;
-        rows.collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(Into::into)
+            .collect())
     }
 
     /// A run named by its id, a unique prefix of it, or `last`.
     pub fn resolve(&self, name: &str) -> Result<String> {
         if name == "last" {
-            return self
-                .conn
-                .query_row(
-                    "SELECT id FROM runs ORDER BY started DESC, rowid DESC LIMIT 1",
-                    [],
-                    |r| r.get(0),
-                )
-                .optional()?
+            let rows = self.read(
+                "SELECT id FROM runs ORDER BY started DESC, id DESC LIMIT 1",
+                &[],
+            )?;
+            return rows
+                .first()
+                .and_then(|r| r[0].text())
                 .ok_or_else(|| usage("the history is empty: run a lab or `costlab run` first"));
         }
-        let like = format!("{}%", name.replace(['%', '_'], ""));
-        let mut st = self
-            .conn
-            .prepare("SELECT id FROM runs WHERE id = ?1 OR id LIKE ?2 ORDER BY rowid")?;
-        let ids: Vec<String> = st
-            .query_map(params![name, like], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
+        let like = format!("{}%", name.replace(['%', '_', '\\'], ""));
+        let ids: Vec<String> = self
+            .read(
+                "SELECT id FROM runs WHERE id = $1 OR id LIKE $2 ORDER BY id",
+                &[name.into(), like.into()],
+            )?
+            .into_iter()
+            .filter_map(|r| r[0].text())
+            .collect();
         if ids.iter().any(|i| i == name) {
             return Ok(name.to_string());
         }
@@ -346,51 +406,45 @@ impl Store {
 
     /// A stored run as the document it was.
     pub fn load_doc(&self, id: &str) -> Result<Doc> {
-        let (started, costlab, command, machine, complete): (String, String, String, String, bool) =
-            self.conn
-                .query_row(
-                    "SELECT started, costlab, command, machine, complete FROM runs WHERE id = ?1",
-                    [id],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
-                )
-                .optional()?
-                .ok_or_else(|| usage(format!("no run '{id}' in the history")))?;
-        let mut st = self.conn.prepare(
+        let run = self.read(
+            "SELECT started, costlab, command, machine, complete FROM runs WHERE id = $1",
+            &[id.into()],
+        )?;
+        let run = run
+            .first()
+            .ok_or_else(|| usage(format!("no run '{id}' in the history")))?;
+        let text = |v: &Val| v.text().unwrap_or_default();
+        let raw = self.read(
             "SELECT lab, case_json, metric, unit, summary, samples, counters, unsupported_counters,
                     verdict
-             FROM results WHERE run_id = ?1 ORDER BY seq",
+             FROM results WHERE run_id = $1 ORDER BY seq",
+            &[id.into()],
         )?;
-        let raw: Vec<[Option<String>; 9]> = st
-            .query_map([id], |r| {
-                Ok([
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                    r.get(6)?,
-                    r.get(7)?,
-                    r.get(8)?,
-                ])
-            })?
-            .collect::<rusqlite::Result<_>>()?;
         let mut results = Vec::with_capacity(raw.len());
-        for [lab, case, metric, unit, summary, samples, counters, unsupported, verdict] in raw {
-            let text = |s: Option<String>| s.unwrap_or_default();
-            let verdict: Verdict = verdict
+        for r in raw {
+            let verdict: Verdict = r[8]
+                .text()
                 .map(|v| serde_json::from_str(&v))
-                .transpose()?
+                .transpose()
+                .map_err(|e| bad_json("verdict", e))?
                 .unwrap_or_default();
             results.push(ResultRow {
-                lab: text(lab),
-                case: serde_json::from_str(&text(case))?,
-                metric: text(metric),
-                unit: text(unit),
-                summary: serde_json::from_str(&text(summary))?,
-                samples: serde_json::from_str(&text(samples))?,
-                counters: counters.map(|c| serde_json::from_str(&c)).transpose()?,
-                unsupported_counters: unsupported.map(|c| serde_json::from_str(&c)).transpose()?,
+                lab: text(&r[0]),
+                case: serde_json::from_str(&text(&r[1])).map_err(|e| bad_json("case", e))?,
+                metric: text(&r[2]),
+                unit: text(&r[3]),
+                summary: serde_json::from_str(&text(&r[4])).map_err(|e| bad_json("summary", e))?,
+                samples: serde_json::from_str(&text(&r[5])).map_err(|e| bad_json("samples", e))?,
+                counters: r[6]
+                    .text()
+                    .map(|c| serde_json::from_str(&c))
+                    .transpose()
+                    .map_err(|e| bad_json("counters", e))?,
+                unsupported_counters: r[7]
+                    .text()
+                    .map(|c| serde_json::from_str(&c))
+                    .transpose()
+                    .map_err(|e| bad_json("counters", e))?,
                 conditions: verdict.conditions,
                 quality: verdict.quality,
                 quality_reasons: verdict.quality_reasons,
@@ -398,23 +452,24 @@ impl Store {
         }
         let models: Vec<Model> = self
             .strings(
-                "SELECT model FROM models WHERE run_id = ?1 ORDER BY seq",
+                "SELECT model FROM models WHERE run_id = $1 ORDER BY seq",
                 id,
             )?
             .iter()
             .map(|m| serde_json::from_str(m))
-            .collect::<serde_json::Result<_>>()?;
-        let notes = self.strings("SELECT text FROM notes WHERE run_id = ?1 ORDER BY seq", id)?;
+            .collect::<serde_json::Result<_>>()
+            .map_err(|e| bad_json("model", e))?;
+        let notes = self.strings("SELECT text FROM notes WHERE run_id = $1 ORDER BY seq", id)?;
         Ok(Doc {
             schema: crate::report::model::SCHEMA.to_string(),
             run: RunInfo {
                 id: id.to_string(),
-                started,
-                costlab,
-                command,
-                complete,
+                started: text(&run[0]),
+                costlab: text(&run[1]),
+                command: text(&run[2]),
+                complete: run[4].int() != 0,
             },
-            machine: serde_json::from_str(&machine)?,
+            machine: serde_json::from_str(&text(&run[3])).map_err(|e| bad_json("machine", e))?,
             results,
             models,
             notes,
@@ -423,24 +478,23 @@ impl Store {
 
     /// The cost sheet of a stored run.
     pub fn load_sheet(&self, id: &str) -> Result<Vec<LabSheet>> {
-        let mut st = self.conn.prepare(
-            "SELECT lab, status, reason, headlines FROM labs WHERE run_id = ?1 ORDER BY seq",
+        let raw = self.read(
+            "SELECT lab, status, reason, headlines FROM labs WHERE run_id = $1 ORDER BY seq",
+            &[id.into()],
         )?;
-        let raw: Vec<(String, String, Option<String>, String)> = st
-            .query_map([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
-            .collect::<rusqlite::Result<_>>()?;
         let mut out = Vec::new();
-        for (lab, status, reason, headlines) in raw {
-            let reason = reason.unwrap_or_default();
-            let status = match status.as_str() {
+        for r in raw {
+            let reason = r[2].text().unwrap_or_default();
+            let status = match r[1].text().unwrap_or_default().as_str() {
                 "skipped" => LabStatus::Skipped(reason),
                 "failed" => LabStatus::Failed(reason),
                 "interrupted" => LabStatus::Interrupted,
                 _ => LabStatus::Ran,
             };
-            let headlines: Vec<Headline> = serde_json::from_str(&headlines)?;
+            let headlines: Vec<Headline> = serde_json::from_str(&r[3].text().unwrap_or_default())
+                .map_err(|e| bad_json("headline", e))?;
             out.push(LabSheet {
-                lab,
+                lab: r[0].text().unwrap_or_default(),
                 status,
                 headlines,
             });
@@ -449,18 +503,16 @@ impl Store {
     }
 
     fn strings(&self, sql: &str, id: &str) -> Result<Vec<String>> {
-        let mut st = self.conn.prepare(sql)?;
-        let v = st
-            .query_map([id], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(v)
+        Ok(self
+            .read(sql, &[id.into()])?
+            .into_iter()
+            .filter_map(|r| r[0].text())
+            .collect())
     }
 
-    /// SQLite's own check of the file (for tests and `history`): "ok" when sound.
+    /// The backend's own check of its storage (for tests and `history`): "ok" when sound.
     pub fn integrity(&self) -> Result<String> {
-        Ok(self
-            .conn
-            .query_row("PRAGMA integrity_check", [], |r| r.get(0))?)
+        self.db.borrow_mut().integrity()
     }
 }
 
@@ -475,81 +527,128 @@ struct Verdict {
     quality_reasons: Vec<String>,
 }
 
-/// Histories made before costlab judged its figures lack the `verdict` column: add it.
-fn add_verdict_column(tx: &rusqlite::Transaction) -> Result<()> {
-    let has: bool = tx
-        .prepare("SELECT 1 FROM pragma_table_info('results') WHERE name = 'verdict'")?
-        .exists([])?;
-    if !has {
-        tx.execute_batch("ALTER TABLE results ADD COLUMN verdict TEXT")?;
-    }
-    Ok(())
+fn run_exists(tx: &mut dyn Tx, id: &str) -> Result<bool> {
+    Ok(!tx
+        .query("SELECT 1 FROM runs WHERE id = $1", &[id.into()])?
+        .is_empty())
 }
 
-fn next_seq(tx: &rusqlite::Transaction, table: &str, run_id: &str) -> Result<i64> {
-    Ok(tx.query_row(
-        &format!("SELECT COALESCE(MAX(seq) + 1, 0) FROM {table} WHERE run_id = ?1"),
-        [run_id],
-        |r| r.get(0),
-    )?)
-}
-
-fn insert_results(tx: &rusqlite::Transaction, run_id: &str, rows: &[ResultRow]) -> Result<()> {
-    let first = next_seq(tx, "results", run_id)?;
-    let mut st = tx.prepare(
-        "INSERT INTO results (run_id, seq, lab, figure_id, case_json, metric, unit, summary,
-                              samples, counters, unsupported_counters, verdict)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+fn insert_run(tx: &mut dyn Tx, run: &RunInfo, machine: &Value, complete: bool) -> Result<()> {
+    tx.exec(
+        "INSERT INTO runs (id, started, costlab, command, machine, machine_summary, complete,
+                           machine_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        &[
+            (&run.id).into(),
+            (&run.started).into(),
+            (&run.costlab).into(),
+            redact(&run.command).into(),
+            redact(&serde_json::to_string(machine)?).into(),
+            machine_summary(machine).into(),
+            complete.into(),
+            machine_id(machine).into(),
+        ],
     )?;
-    for (i, r) in rows.iter().enumerate() {
-        st.execute(params![
-            run_id,
-            first + i as i64,
-            r.lab,
-            r.figure_id(),
-            serde_json::to_string(&r.case)?,
-            r.metric,
-            r.unit,
-            serde_json::to_string(&r.summary)?,
-            serde_json::to_string(&r.samples)?,
-            r.counters.as_ref().map(serde_json::to_string).transpose()?,
-            r.unsupported_counters
-                .as_ref()
-                .map(serde_json::to_string)
-                .transpose()?,
-            serde_json::to_string(&Verdict {
-                conditions: r.conditions.clone(),
-                quality: r.quality,
-                quality_reasons: r.quality_reasons.clone(),
-            })?,
-        ])?;
+    Ok(())
+}
+
+fn insert_doc(tx: &mut dyn Tx, doc: &Doc, sheets: &[LabSheet]) -> Result<()> {
+    insert_run(tx, &doc.run, &doc.machine, doc.run.complete)?;
+    insert_results(tx, &doc.run.id, &doc.results)?;
+    insert_models(tx, &doc.run.id, &doc.models)?;
+    insert_notes(tx, &doc.run.id, &doc.notes)?;
+    for (seq, s) in sheets.iter().enumerate() {
+        insert_sheet(tx, &doc.run.id, seq as i64, s)?;
     }
     Ok(())
 }
 
-fn insert_models(tx: &rusqlite::Transaction, run_id: &str, models: &[Model]) -> Result<()> {
-    let first = next_seq(tx, "models", run_id)?;
-    for (i, m) in models.iter().enumerate() {
-        tx.execute(
-            "INSERT INTO models (run_id, seq, lab, name, model) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![
-                run_id,
-                first + i as i64,
-                m.lab,
-                m.name,
-                serde_json::to_string(m)?
+fn insert_sheet(tx: &mut dyn Tx, run_id: &str, seq: i64, sheet: &LabSheet) -> Result<()> {
+    tx.exec(
+        "INSERT INTO labs (run_id, seq, lab, status, reason, headlines)
+         VALUES ($1, $2, $3, $4, $5, $6)",
+        &[
+            run_id.into(),
+            seq.into(),
+            (&sheet.lab).into(),
+            sheet.status.word().into(),
+            sheet.status.reason().map(redact).into(),
+            serde_json::to_string(&sheet.headlines)?.into(),
+        ],
+    )?;
+    Ok(())
+}
+
+fn next_seq(tx: &mut dyn Tx, table: &str, run_id: &str) -> Result<i64> {
+    let rows = tx.query(
+        &format!("SELECT COALESCE(MAX(seq) + 1, 0) FROM {table} WHERE run_id = $1"),
+        &[run_id.into()],
+    )?;
+    Ok(rows.first().map(|r| r[0].int()).unwrap_or(0))
+}
+
+fn insert_results(tx: &mut dyn Tx, run_id: &str, rows: &[ResultRow]) -> Result<()> {
+    let first = next_seq(tx, "results", run_id)?;
+    for (i, r) in rows.iter().enumerate() {
+        tx.exec(
+            "INSERT INTO results (run_id, seq, lab, figure_id, case_json, metric, unit, summary,
+                                  samples, counters, unsupported_counters, verdict)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+            &[
+                run_id.into(),
+                (first + i as i64).into(),
+                (&r.lab).into(),
+                r.figure_id().into(),
+                serde_json::to_string(&r.case)?.into(),
+                (&r.metric).into(),
+                (&r.unit).into(),
+                serde_json::to_string(&r.summary)?.into(),
+                serde_json::to_string(&r.samples)?.into(),
+                r.counters
+                    .as_ref()
+                    .map(serde_json::to_string)
+                    .transpose()?
+                    .into(),
+                r.unsupported_counters
+                    .as_ref()
+                    .map(serde_json::to_string)
+                    .transpose()?
+                    .into(),
+                serde_json::to_string(&Verdict {
+                    conditions: r.conditions.clone(),
+                    quality: r.quality,
+                    quality_reasons: r.quality_reasons.clone(),
+                })?
+                .into(),
             ],
         )?;
     }
     Ok(())
 }
 
-fn insert_notes(tx: &rusqlite::Transaction, run_id: &str, notes: &[String]) -> Result<()> {
+fn insert_models(tx: &mut dyn Tx, run_id: &str, models: &[Model]) -> Result<()> {
+    let first = next_seq(tx, "models", run_id)?;
+    for (i, m) in models.iter().enumerate() {
+        tx.exec(
+            "INSERT INTO models (run_id, seq, lab, name, model) VALUES ($1, $2, $3, $4, $5)",
+            &[
+                run_id.into(),
+                (first + i as i64).into(),
+                (&m.lab).into(),
+                (&m.name).into(),
+                serde_json::to_string(m)?.into(),
+            ],
+        )?;
+    }
+    Ok(())
+}
+
+fn insert_notes(tx: &mut dyn Tx, run_id: &str, notes: &[String]) -> Result<()> {
     let first = next_seq(tx, "notes", run_id)?;
     for (i, n) in notes.iter().enumerate() {
-        tx.execute(
-            "INSERT INTO notes (run_id, seq, text) VALUES (?1, ?2, ?3)",
-            params![run_id, first + i as i64, n],
+        tx.exec(
+            "INSERT INTO notes (run_id, seq, text) VALUES ($1, $2, $3)",
+            &[run_id.into(), (first + i as i64).into(), redact(n).into()],
         )?;
     }
     Ok(())

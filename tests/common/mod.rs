@@ -76,3 +76,4 @@ pub fn fixture_sheet(doc: &Doc) -> Vec<LabSheet> {
     ]
 }
 pub mod fake;
+pub mod pg;
