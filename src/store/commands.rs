@@ -111,6 +111,12 @@ pub fn compare(db: Option<&Path>, args: &CompareArgs) -> Result<()> {
     let store = open(db)?;
     let a = store.resolve(&args.a)?;
     let b = store.resolve(&args.b)?;
+    if a == b {
+        return Err(usage(format!(
+            "'{}' and '{}' are the same run ({a}): give two different runs, e.g. an id from `costlab history` and last",
+            args.a, args.b
+        )));
+    }
     let da = store.load_doc(&a)?;
     let db_ = store.load_doc(&b)?;
     let c = compare::compare(&da, &db_);
@@ -126,6 +132,9 @@ pub fn compare(db: Option<&Path>, args: &CompareArgs) -> Result<()> {
 }
 
 pub fn export(db: Option<&Path>, args: &ExportArgs) -> Result<()> {
+    if let Some(p) = &args.output {
+        crate::report::dest::check_file("--out", &p.display().to_string())?;
+    }
     let store = open(db)?;
     let id = store.resolve(&args.run)?;
     let doc = store.load_doc(&id)?;
@@ -147,6 +156,9 @@ pub fn default_report_dir(run_id: &str) -> PathBuf {
 }
 
 pub fn report(db: Option<&Path>, args: &ReportArgs) -> Result<()> {
+    if let Some(dir) = &args.out {
+        crate::report::dest::check_dir("--out", dir)?;
+    }
     let source = Path::new(&args.source);
     let (doc, sheet) = if source.is_file() {
         let text = std::fs::read_to_string(source)
