@@ -108,6 +108,12 @@ pub fn history(db: Option<&Path>) -> Result<()> {
 }
 
 pub fn compare(db: Option<&Path>, args: &CompareArgs) -> Result<()> {
+    if !(args.min_effect.is_finite() && (0.0..1000.0).contains(&args.min_effect)) {
+        return Err(usage(format!(
+            "--min-effect {}: give a percent from 0 to 1000, like 5",
+            args.min_effect
+        )));
+    }
     let store = open(db)?;
     let a = store.resolve(&args.a)?;
     let b = store.resolve(&args.b)?;
@@ -119,7 +125,7 @@ pub fn compare(db: Option<&Path>, args: &CompareArgs) -> Result<()> {
     }
     let da = store.load_doc(&a)?;
     let db_ = store.load_doc(&b)?;
-    let c = compare::compare(&da, &db_);
+    let c = compare::compare_with(&da, &db_, args.min_effect);
     print!("{}", compare::render(&c, &a, &b));
     let differ = compare::machine_differences(&da.machine, &db_.machine);
     if !differ.is_empty() {
@@ -132,6 +138,11 @@ pub fn compare(db: Option<&Path>, args: &CompareArgs) -> Result<()> {
 }
 
 pub fn export(db: Option<&Path>, args: &ExportArgs) -> Result<()> {
+    if args.samples && args.format != ExportFormat::Csv {
+        return Err(usage(
+            "--samples gives one CSV row per sample: use it with --format csv",
+        ));
+    }
     if let Some(p) = &args.output {
         crate::report::dest::check_file("--out", &p.display().to_string())?;
     }
@@ -140,7 +151,7 @@ pub fn export(db: Option<&Path>, args: &ExportArgs) -> Result<()> {
     let doc = store.load_doc(&id)?;
     let text = match args.format {
         ExportFormat::Json => serde_json::to_string_pretty(&doc)? + "\n",
-        ExportFormat::Csv => csv::render(&doc),
+        ExportFormat::Csv => csv::render_tidy(&doc, args.samples),
         ExportFormat::Markdown => markdown::render(&doc, &store.load_sheet(&id)?),
     };
     match &args.output {
