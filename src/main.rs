@@ -140,6 +140,9 @@ fn check_common(common: &Common) -> Result<()> {
 fn emit(rendered: String, outcome: Outcome, common: &Common, machine: &Machine) -> Result<()> {
     let to_stdout_json = common.json.as_deref() == Some("-");
     let mut text = rendered;
+    if let Some(t) = costlab::report::table::render_counters(&outcome.results) {
+        text.push_str(&t);
+    }
     for note in &outcome.notes {
         text.push_str(&format!("note: {note}\n"));
     }

@@ -146,3 +146,43 @@ mod width_tests {
         assert!(t.lines().count() > 5, "{t}");
     }
 }
+
+/// `--counters`: one row per figure that read them, one column per counter (per iteration
+/// where the lab divided them so; as the lab stored them otherwise). None when no row has any.
+pub fn render_counters(rows: &[crate::report::ResultRow]) -> Option<String> {
+    let with: Vec<&crate::report::ResultRow> = rows
+        .iter()
+        .filter(|r| r.counters.as_ref().is_some_and(|c| !c.is_empty()))
+        .collect();
+    if with.is_empty() {
+        return None;
+    }
+    let mut names: Vec<&String> = Vec::new();
+    for r in &with {
+        for k in r.counters.as_ref().into_iter().flat_map(|c| c.keys()) {
+            if !names.contains(&k) {
+                names.push(k);
+            }
+        }
+    }
+    let body: Vec<Vec<String>> = with
+        .iter()
+        .map(|r| {
+            let c = r.counters.as_ref().expect("filtered");
+            let mut row = vec![format!(
+                "{} {}",
+                crate::report::csv::case_text(&r.case),
+                r.metric
+            )];
+            row.extend(
+                names
+                    .iter()
+                    .map(|n| c.get(*n).map_or("—".to_string(), |v| figure(*v))),
+            );
+            row
+        })
+        .collect();
+    let mut headers: Vec<&str> = vec!["figure"];
+    headers.extend(names.iter().map(|n| n.as_str()));
+    Some(format!("perf counters\n{}\n", render(&headers, &body)))
+}
