@@ -106,7 +106,7 @@ pub enum Command {
     Export(ExportArgs),
     /// Write the HTML report of a stored run or of a results.json
     #[command(
-        after_help = "Examples:\n  costlab report last\n  costlab report results.json --out rep/\n  costlab report last --against 20261122T1000"
+        after_help = "Examples:\n  costlab report last\n  costlab report results.json --out rep/\n  costlab report 20261122T1000"
     )]
     Report(ReportArgs),
 }
@@ -534,9 +534,6 @@ pub struct ReportArgs {
     /// Directory for index.html and results.json [default: ./costlab-report/<run-id>/]
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// A second run (id, prefix, "last" or a results.json) drawn beside the first in every chart
-    #[arg(long, value_name = "RUN")]
-    pub against: Option<String>,
 }
 
 #[derive(Args, Debug)]
