@@ -9,7 +9,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
     name = "costlab",
     version,
     about = "What does this machine charge? Measures the cost of each layer (memory, syscalls, io_uring, shared cache lines, GC) and explains each figure with a model.",
-    propagate_version = true
+    propagate_version = true,
+    after_help = "Examples:\n  costlab run                       every lab's quick plan, a report and a stored run\n  costlab mem latency --sizes 1G    one lab, one figure\n  costlab compare <run-a> last      what changed between two runs"
 )]
 pub struct Cli {
     /// History: a SQLite file, or a shared PostgreSQL database as postgres://USER@HOST/DB
@@ -28,9 +29,12 @@ pub struct Common {
     /// Write results as JSON (costlab/1 schema) to FILE, or "-" for stdout
     #[arg(long, value_name = "FILE")]
     pub json: Option<String>,
-    /// Timed samples per figure
+    /// Timed samples per figure (1 to 1000)
     #[arg(long, value_name = "N")]
     pub samples: Option<usize>,
+    /// Run on these CPUs only (kernel list: 0-3,6); threads and child processes stay inside
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
     /// Read perf counters around each case (software counters always; hardware where a PMU exists)
     #[arg(long)]
     pub counters: bool,
@@ -50,39 +54,80 @@ pub struct Common {
 #[allow(clippy::large_enum_variant)] // parsed once; boxing would only add noise
 pub enum Command {
     /// What this machine is: CPU, caches, NUMA, pages, mitigations, io_uring, perf
+    #[command(after_help = "Examples:\n  costlab machine\n  costlab machine --json machine.json")]
     Machine(MachineArgs),
     /// Every lab in one go: the machine's cost sheet, an HTML report, and a run in the history
+    #[command(
+        after_help = "Examples:\n  costlab run                          quick plans, about 90 s on 2 cores\n  costlab run --labs mem,share --full  two labs, their full plans\n  costlab run --counters --out rep/    with perf counters, the report in rep/"
+    )]
     Run(RunArgs),
     // --- labs: one variant each ---
     /// Memory: bandwidth and latency by block, threads and page size; what a TLB miss costs
+    #[command(
+        after_help = "Examples:\n  costlab mem                                     the study's grid\n  costlab mem bandwidth --sizes 16K,4M,1G --threads 1,2\n  costlab mem latency --sizes 1G --pages 4k,thp,2m"
+    )]
     Mem(Box<MemArgs>),
     /// What a syscall costs (s), what send/recv cost in the kernel (w), what io_uring costs per op at batch n (t)
+    #[command(
+        after_help = "Examples:\n  costlab syscall\n  costlab syscall --batches 1,16,256 --samples 15\n  costlab syscall --cpus 1 --counters"
+    )]
     Syscall(SyscallArgs),
     /// Is io_uring faster than epoll here? Echo servers, a load generator and the experiment
+    #[command(
+        after_help = "Examples:\n  costlab echo --conns 1,128 --duration 1s\n  costlab echo serve --engine uring --addr 127.0.0.1:9000\n  costlab echo load --target 127.0.0.1:9000 --conns 64 --samples 3"
+    )]
     Echo(EchoArgs),
     /// What sharing a written cache line costs: shared Arcs, atomics, false sharing, a mutex;
     /// how far each scales (USL fit); `share c2c` for core-to-core latency
+    #[command(
+        after_help = "Examples:\n  costlab share\n  costlab share --case arc-shared,arc-per-thread --threads 1,2,4\n  costlab share c2c --cpus 0-3"
+    )]
     Share(ShareArgs),
     /// What a garbage collector costs: GC CPU share by heap headroom (GOGC / GOMEMLIMIT), and
     /// the language-safety taxes (bounds checks, stack-check prologues, write barriers)
+    #[command(
+        after_help = "Examples:\n  costlab gc --headroom 0.5,1,2 --samples 3\n  costlab gc tax --kind bounds,prologue\n  costlab gc build"
+    )]
     Gc(Box<GcArgs>),
     /// Local vs remote memory: node x node latency and bandwidth, bind vs interleave vs first-touch
+    #[command(
+        after_help = "Examples:\n  costlab numa\n  costlab numa --nodes 0,1 --size 1G\n  costlab numa --threads 4 --quick"
+    )]
     Numa(NumaArgs),
     /// Where a process's memory lives, node by node (from /proc/PID/numa_maps)
+    #[command(
+        after_help = "Examples:\n  costlab numa-maps $(pidof postgres)\n  costlab numa-maps --self\n  costlab numa-maps 1234 --json maps.json"
+    )]
     NumaMaps(NumaMapsArgs),
     /// What moving bytes to a socket costs: read+write, mmap, sendfile, splice, send,
     /// MSG_ZEROCOPY, io_uring SEND and SEND_ZC, by payload size, over loopback and veth
+    #[command(
+        after_help = "Examples:\n  costlab zerocopy\n  costlab zerocopy --methods read-write,sendfile --sizes 64K,1M --link loopback"
+    )]
     Zerocopy(ZerocopyArgs),
     /// Pinned vs free-running vs badly placed threads (two on one CPU, on the IRQ CPU)
+    #[command(
+        after_help = "Examples:\n  costlab pin\n  costlab pin --workload memory --placement pinned,free,stacked"
+    )]
     Pin(PinArgs),
     // --- the history ---
     /// The runs in the history: id, date, machine, command, complete or not
+    #[command(after_help = "Examples:\n  costlab history\n  costlab --db team.db history")]
     History(HistoryArgs),
     /// Compare two runs figure by figure: the change and whether it is significant
+    #[command(
+        after_help = "Examples:\n  costlab compare 20261122T1000 last\n  costlab compare A B --min-effect 10"
+    )]
     Compare(CompareArgs),
     /// Export a run from the history as JSON, CSV or Markdown
+    #[command(
+        after_help = "Examples:\n  costlab export last --format csv --out run.csv\n  costlab export last --format csv --samples    one row per sample\n  costlab export 20261122T1000 --format markdown"
+    )]
     Export(ExportArgs),
     /// Write the HTML report of a stored run or of a results.json
+    #[command(
+        after_help = "Examples:\n  costlab report last\n  costlab report results.json --out rep/\n  costlab report 20261122T1000"
+    )]
     Report(ReportArgs),
     // --- the machine as a place to measure ---
     /// What on this machine will disturb figures (busy processes, steal, governor, THP, ...),
@@ -90,14 +135,27 @@ pub enum Command {
     Check(CheckArgs),
     /// Put back settings that a costlab killed mid-run left changed (every command does this
     /// first; this says what it did and what running costlab processes hold)
+    #[command(
+        after_help = "Examples:\n  costlab restore\n  COSTLAB_JOURNAL_DIR=/tmp/j costlab restore"
+    )]
     Restore(RestoreArgs),
     /// Add results.json documents (from other machines, CI artefacts) to the history
+    #[command(
+        after_help = "Examples:\n  costlab import results.json\n  costlab --db postgres://me@db/costlab import ci/*/results.json"
+    )]
     Import(ImportArgs),
     /// Copy runs from this history into another (a shared PostgreSQL one)
+    #[command(
+        after_help = "Examples:\n  costlab push --to postgres://me@db/costlab\n  costlab push --to postgres://me@db/costlab last"
+    )]
     Push(PushArgs),
     /// Every machine in the history, its latest headline figures side by side
+    #[command(
+        after_help = "Examples:\n  costlab machines\n  costlab --db postgres://me@db/costlab machines"
+    )]
     Machines(MachinesArgs),
     /// A figure across runs, with the changes in it found (E-divisive means)
+    #[command(after_help = "Examples:\n  costlab trend\n  costlab trend getppid --json -")]
     Trend(TrendArgs),
 }
 
@@ -137,8 +195,14 @@ pub struct EchoArgs {
 #[derive(Subcommand, Debug)]
 pub enum EchoCommand {
     /// Run one echo server (single-threaded); prints its address first, its counts as JSON on exit
+    #[command(
+        after_help = "Examples:\n  costlab echo serve --engine epoll\n  costlab echo serve --engine uring --addr 127.0.0.1:9000 --cpus 1 --duration 30s"
+    )]
     Serve(EchoServeArgs),
     /// Drive an echo server and report throughput, latency, errors and the loader's own CPU
+    #[command(
+        after_help = "Examples:\n  costlab echo load --target 127.0.0.1:9000\n  costlab echo load --target 127.0.0.1:9000 --conns 128 --samples 3\n  costlab echo load --target 127.0.0.1:9000 --rate 50000 --client event"
+    )]
     Load(EchoLoadArgs),
 }
 
@@ -172,7 +236,12 @@ pub struct EchoRunArgs {
     #[arg(long)]
     pub ablate: bool,
     /// Length of each run (2, 2s, 500ms)
-    #[arg(long, default_value = "2s", value_name = "TIME")]
+    #[arg(
+        long,
+        default_value = "2s",
+        value_name = "TIME",
+        allow_hyphen_values = true
+    )]
     pub duration: String,
     /// Loaders to use: uring (io_uring, the cheapest), event (epoll), blocking, or a list
     #[arg(long, default_value = "uring", value_name = "LIST")]
@@ -180,8 +249,8 @@ pub struct EchoRunArgs {
     /// Requests in flight per connection
     #[arg(long, default_value_t = 1, value_name = "D")]
     pub depth: usize,
-    /// Loader threads (default: one per loader CPU)
-    #[arg(long, value_name = "T")]
+    /// Loader threads (default: one per loader CPU) [was: --threads]
+    #[arg(long = "loader-threads", alias = "threads", value_name = "T")]
     pub threads: Option<usize>,
     /// io_uring servers poll the submission queue from a kernel thread
     #[arg(long)]
@@ -198,8 +267,8 @@ pub struct EchoServeArgs {
     /// Address to listen on (port 0: any free port)
     #[arg(long, default_value = "127.0.0.1:0", value_name = "HOST:PORT")]
     pub addr: String,
-    /// Pin the server to this CPU
-    #[arg(long, value_name = "N")]
+    /// Pin the server to this CPU (one: the server is single-threaded) [was: --cpu]
+    #[arg(long = "cpus", alias = "cpu", value_name = "CPU")]
     pub cpu: Option<usize>,
     /// Stop after this long (otherwise at SIGTERM or SIGINT)
     #[arg(long, value_name = "TIME")]
@@ -230,27 +299,35 @@ pub struct EchoLoadArgs {
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub conns: usize,
     /// Message size (16, 1K, ...)
-    #[arg(long, default_value = "16", value_name = "SIZE")]
+    #[arg(
+        long,
+        default_value = "16",
+        value_name = "SIZE",
+        allow_hyphen_values = true
+    )]
     pub size: String,
-    /// How long to send (2, 2s, 500ms)
-    #[arg(long, default_value = "2s", value_name = "TIME")]
+    /// How long to send, per sample (2, 2s, 500ms)
+    #[arg(
+        long,
+        default_value = "2s",
+        value_name = "TIME",
+        allow_hyphen_values = true
+    )]
     pub duration: String,
     /// Requests in flight per connection (closed loop)
     #[arg(long, default_value_t = 1, value_name = "D")]
     pub depth: usize,
     /// Loader threads, each owning its share of the connections (default: one per CPU)
-    #[arg(long, value_name = "T")]
+    /// [was: --threads]
+    #[arg(long = "loader-threads", alias = "threads", value_name = "T")]
     pub threads: Option<usize>,
     /// Open loop: send R requests per second in all, latency from the intended send time
-    #[arg(long, value_name = "R")]
+    #[arg(long, value_name = "R", allow_hyphen_values = true)]
     pub rate: Option<f64>,
-    /// event (epoll, no thread per connection), uring (io_uring, closed loop only) or
-    /// blocking (a thread per connection)
-    #[arg(long, default_value = "event", value_name = "KIND")]
-    pub client: String,
-    /// Keep the loader on these CPUs (0-3,6)
-    #[arg(long, value_name = "LIST")]
-    pub cpus: Option<String>,
+    /// uring (io_uring, closed loop only), event (epoll, no thread per connection) or
+    /// blocking (a thread per connection) [default: uring, as in `costlab echo`; event with --rate]
+    #[arg(long, value_name = "KIND")]
+    pub client: Option<String>,
     #[command(flatten)]
     pub common: Common,
 }
@@ -262,7 +339,12 @@ pub struct GcArgs {
     #[command(subcommand)]
     pub what: Option<GcWhat>,
     /// Headrooms h to sweep: free memory as a multiple of the live heap
-    #[arg(long, value_name = "LIST", default_value = "0.25,0.5,1,2,3,4")]
+    #[arg(
+        long,
+        value_name = "LIST",
+        default_value = "0.25,0.5,1,2,3,4",
+        allow_hyphen_values = true
+    )]
     pub headroom: String,
     /// How h is given: gogc (GOGC = 100 h), memlimit (GOGC=off, GOMEMLIMIT = live x (1 + h))
     #[arg(long, value_name = "LIST", default_value = "gogc")]
@@ -272,20 +354,27 @@ pub struct GcArgs {
     #[arg(long, value_name = "LIST", default_value = "go")]
     pub runtime: String,
     /// Live heap of vnode-like objects (default 640M, less when memory is short)
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
     pub live: Option<String>,
-    /// Fresh processes per point (default 3; 2 with --quick)
-    #[arg(long, value_name = "N")]
+    /// Old spelling of --samples (fresh processes per point; default 3, 2 with --quick)
+    #[arg(long, value_name = "N", hide = true)]
     pub reps: Option<usize>,
     #[command(flatten)]
     pub common: Common,
 }
 
 #[derive(Subcommand, Debug)]
+#[allow(clippy::large_enum_variant)] // parsed once
 pub enum GcWhat {
     /// The language-safety taxes, each the ratio of two builds or variants from one run
+    #[command(
+        after_help = "Examples:\n  costlab gc tax\n  costlab gc tax --kind write-barrier --live 512M --samples 7"
+    )]
     Tax(GcTaxArgs),
     /// Build the Go program (both builds) into the cache and print where; nothing is fetched
+    #[command(
+        after_help = "Examples:\n  costlab gc build\n  COSTLAB_GCBENCH_CACHE=/tmp/gc costlab gc build"
+    )]
     Build,
 }
 
@@ -311,11 +400,11 @@ pub struct GcTaxArgs {
         default_value = "bounds,prologue,write-barrier"
     )]
     pub kind: String,
-    /// Paired samples per A/B or A/A tax (bounds: process pairs; write-barrier: GC cycles; default 5)
-    #[arg(long, value_name = "N")]
+    /// Old spelling of --samples (paired samples per tax; default 5)
+    #[arg(long, value_name = "N", hide = true)]
     pub reps: Option<usize>,
     /// Live heap the write-barrier kernel's GC cycles mark (default 256M)
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
     pub live: Option<String>,
     #[command(flatten)]
     pub common: Common,
@@ -329,10 +418,10 @@ pub struct NumaArgs {
     #[arg(long, value_name = "LIST")]
     pub nodes: Option<String>,
     /// Threads of the bandwidth runs (per node for the matrix, in all for the placements)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
     pub threads: Option<String>,
     /// Working set of the latency chase, like 256M or 1G
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
     pub size: Option<String>,
     /// Allow more threads than CPUs
     #[arg(long)]
@@ -347,8 +436,20 @@ pub struct NumaMapsArgs {
     /// Read this costlab process itself (a quick look; its VmRSS is reported beside)
     #[arg(long = "self")]
     pub this: bool,
-    #[command(flatten)]
-    pub common: Common,
+    /// Write results as JSON (costlab/1 schema) to FILE, or "-" for stdout
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<String>,
+}
+
+impl NumaMapsArgs {
+    /// numa-maps reads a file once: it takes no samples, no counters, no plan, so it offers
+    /// only --json of the common options.
+    pub fn common(&self) -> Common {
+        Common {
+            json: self.json.clone(),
+            ..Common::default()
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -361,7 +462,7 @@ pub struct MachineArgs {
 #[derive(Args, Debug, Clone, Default)]
 pub struct SyscallArgs {
     /// io_uring batches to measure (ops per enter), a comma list from 1 to 4096
-    #[arg(long, value_name = "LIST")]
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     pub batches: Option<String>,
     #[command(flatten)]
     pub common: Common,
@@ -392,10 +493,19 @@ impl MemArgs {
 #[derive(Subcommand, Debug)]
 pub enum MemCommand {
     /// Bandwidth (GB/s) by op, pattern, block, threads and page kind
+    #[command(
+        after_help = "Examples:\n  costlab mem bandwidth --sizes 16K,4M,1G\n  costlab mem bandwidth --op read,copy --threads 1,2 --pages 4k,thp"
+    )]
     Bandwidth(MemBandwidthArgs),
     /// Latency (ns) of dependent loads over one random cycle, by region size and page kind
+    #[command(
+        after_help = "Examples:\n  costlab mem latency\n  costlab mem latency --sizes 1G --pages 4k,thp,2m --reserve-hugepages"
+    )]
     Latency(MemLatencyArgs),
     /// Loaded latency: the chase on one CPU while the others stream memory at increasing rates
+    #[command(
+        after_help = "Examples:\n  costlab mem loaded\n  costlab mem loaded --traffic read --delays 1000,100,0"
+    )]
     Loaded(MemLoadedArgs),
 }
 
@@ -429,11 +539,22 @@ pub struct MemBandwidthArgs {
     /// Access patterns: seq, rand (whole random 64-byte lines, 8 in flight)
     #[arg(long, default_value = "seq")]
     pub pattern: String,
-    /// Buffer each thread sweeps (binary sizes: 16K,4M,1G)
-    #[arg(long, default_value = "1G")]
+    /// Block sizes: the buffer each thread sweeps (binary sizes: 16K,4M,1G) [was: --block]
+    #[arg(
+        long = "sizes",
+        alias = "block",
+        default_value = "1G",
+        value_name = "LIST",
+        allow_hyphen_values = true
+    )]
     pub block: String,
     /// Thread counts, comma list
-    #[arg(long, default_value = "1")]
+    #[arg(
+        long,
+        default_value = "1",
+        value_name = "LIST",
+        allow_hyphen_values = true
+    )]
     pub threads: String,
     /// Page kinds: 4k, thp, 2m, 1g (2m/1g come from the hugetlb pools)
     #[arg(long, default_value = "4k")]
@@ -454,7 +575,7 @@ pub struct MemBandwidthArgs {
 #[derive(Args, Debug, Clone)]
 pub struct MemLatencyArgs {
     /// Region sizes to chase over (default 4K to 1G, doubling)
-    #[arg(long)]
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     pub sizes: Option<String>,
     /// Page kinds: 4k, thp, 2m, 1g
     #[arg(long, default_value = "4k,thp")]
@@ -490,7 +611,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "LIST")]
     pub labs: Option<String>,
     /// Write index.html and results.json here [default: ./costlab-report/<run-id>/]
-    #[arg(long, value_name = "DIR")]
+    /// [was: --report]
+    #[arg(long = "out", alias = "report", value_name = "DIR")]
     pub report: Option<PathBuf>,
     /// Let labs reserve a hugepage pool for the run (restored afterwards; needs root)
     #[arg(long)]
@@ -509,6 +631,9 @@ pub struct RunArgs {
     /// off) for the run, and restore them after
     #[arg(long)]
     pub tune: bool,
+    /// Read perf counters around each case (software counters always; hardware where a PMU exists)
+    #[arg(long)]
+    pub counters: bool,
 }
 
 #[derive(Args, Debug)]
@@ -520,6 +645,14 @@ pub struct CompareArgs {
     pub a: String,
     /// The run after: an id, a unique prefix of one, or "last"
     pub b: String,
+    /// Smallest change, in percent of the median, that is called a change (default 5)
+    #[arg(
+        long,
+        value_name = "PCT",
+        default_value_t = 5.0,
+        allow_hyphen_values = true
+    )]
+    pub min_effect: f64,
 }
 
 #[derive(Args, Debug)]
@@ -571,9 +704,12 @@ pub struct ExportArgs {
     pub run: String,
     #[arg(long, value_enum, default_value = "json")]
     pub format: ExportFormat,
-    /// Write to FILE instead of stdout
-    #[arg(long, short, value_name = "FILE")]
+    /// Write to FILE instead of stdout [was: --output]
+    #[arg(long = "out", short = 'o', alias = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// CSV: one row per sample instead of one per figure
+    #[arg(long)]
+    pub samples: bool,
 }
 
 #[derive(Args, Debug)]
@@ -600,7 +736,7 @@ pub struct ShareArgs {
     #[arg(long, value_name = "LIST")]
     pub case: Option<String>,
     /// Thread counts to sweep (comma list) [default: 1, 2, 4, ... up to the CPUs this process may use]
-    #[arg(long, value_name = "LIST")]
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     pub threads: Option<String>,
     /// Allow more threads than CPUs (the figures then include the scheduler's time slicing)
     #[arg(long)]
@@ -612,14 +748,14 @@ pub struct ShareArgs {
 #[derive(Subcommand, Debug)]
 pub enum ShareWhat {
     /// Core-to-core latency: two pinned threads bounce one cache line with compare-and-swap
+    #[command(
+        after_help = "Examples:\n  costlab share c2c                every pair of CPUs\n  costlab share c2c --quick        the first CPU against every other\n  costlab share c2c --cpus 0-3,8"
+    )]
     C2c(C2cArgs),
 }
 
 #[derive(Args, Debug)]
 pub struct C2cArgs {
-    /// CPUs whose pairs to measure (kernel list, e.g. 0-3,8) [default: all this process may use]
-    #[arg(long, value_name = "LIST")]
-    pub cpus: Option<String>,
     #[command(flatten)]
     pub common: Common,
 }
@@ -657,4 +793,135 @@ pub struct PinArgs {
     pub duration: Option<String>,
     #[command(flatten)]
     pub common: Common,
+}
+
+/// The text of a parse error as the user sees it: clap's whole message (the cause, the right
+/// spelling or the possible values, the subcommand's usage line), "costlab:" in place of
+/// "error:".
+pub fn clap_message(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    match text.strip_prefix("error: ") {
+        Some(rest) => format!("costlab: {rest}"),
+        None => text,
+    }
+}
+
+/// The most samples one figure may take: beyond it a run would last hours, not minutes.
+pub const MAX_SAMPLES: usize = 1000;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(args: &[&str]) -> String {
+        let mut argv = vec!["costlab"];
+        argv.extend_from_slice(args);
+        let e = Cli::try_parse_from(argv).expect_err("should not parse");
+        clap_message(&e)
+    }
+
+    #[test]
+    fn a_missing_argument_is_named_with_the_usage_line() {
+        let m = err(&["echo", "load", "--duration", "1s"]);
+        assert!(m.contains("--target <HOST:PORT>"), "{m}");
+        assert!(m.contains("Usage: costlab echo load"), "{m}");
+        assert!(m.starts_with("costlab: "), "{m}");
+    }
+
+    #[test]
+    fn a_misspelling_gets_the_right_spelling() {
+        let m = err(&["mem", "latency", "--size", "4K"]);
+        assert!(m.contains("--sizes"), "{m}");
+        assert!(m.contains("Usage: costlab mem latency"), "{m}");
+    }
+
+    #[test]
+    fn a_bad_choice_lists_the_possible_values() {
+        let m = err(&["export", "last", "--format", "xml"]);
+        assert!(m.contains("[possible values: json, csv, markdown]"), "{m}");
+    }
+
+    #[test]
+    fn a_negative_size_reaches_the_size_parser() {
+        // '-1' is a value of --sizes (was --block), not an unknown flag: the lab's size
+        // parser then says what is wrong with it.
+        let cli = Cli::try_parse_from(["costlab", "mem", "bandwidth", "--block", "-1"]).unwrap();
+        let Command::Mem(m) = cli.command else {
+            panic!()
+        };
+        let Some(MemCommand::Bandwidth(b)) = &m.what else {
+            panic!()
+        };
+        assert_eq!(b.block, "-1");
+        let e = crate::measure::sizes::parse_size_list(&b.block).unwrap_err();
+        assert!(e.to_string().contains("above zero"), "{e}");
+    }
+
+    #[test]
+    fn old_spellings_still_parse_and_stay_out_of_help() {
+        for argv in [
+            &["costlab", "mem", "bandwidth", "--block", "4M"][..],
+            &["costlab", "echo", "--threads", "2"],
+            &[
+                "costlab",
+                "echo",
+                "load",
+                "--target",
+                "x:1",
+                "--threads",
+                "2",
+            ],
+            &["costlab", "echo", "serve", "--cpu", "0"],
+            &["costlab", "gc", "--reps", "2"],
+            &["costlab", "gc", "tax", "--reps", "2"],
+            &["costlab", "run", "--report", "d"],
+            &["costlab", "export", "last", "--output", "f"],
+            &["costlab", "export", "last", "-o", "f"],
+        ] {
+            Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+        }
+        use clap::CommandFactory;
+        let mut cmd = Cli::command();
+        let help = cmd
+            .find_subcommand_mut("mem")
+            .unwrap()
+            .find_subcommand_mut("bandwidth")
+            .unwrap()
+            .render_help()
+            .to_string();
+        assert!(
+            help.contains("--sizes") && !help.contains("--block "),
+            "{help}"
+        );
+    }
+
+    #[test]
+    fn every_command_has_examples_and_run_takes_counters() {
+        use clap::CommandFactory;
+        let cmd = Cli::command();
+        let nested = cmd.get_subcommands().flat_map(|c| c.get_subcommands());
+        for sub in cmd.get_subcommands().chain(nested) {
+            let after = sub
+                .get_after_help()
+                .map(|h| h.to_string())
+                .unwrap_or_default();
+            assert!(
+                after.starts_with("Examples:") && after.lines().count() >= 3,
+                "{}: {after}",
+                sub.get_name()
+            );
+        }
+        Cli::try_parse_from(["costlab", "run", "--counters"]).unwrap();
+    }
+
+    #[test]
+    fn numa_maps_refuses_what_it_would_ignore() {
+        for flag in ["--samples", "--quick", "--counters"] {
+            let mut argv = vec!["costlab", "numa-maps", "--self", flag];
+            if flag == "--samples" {
+                argv.push("3");
+            }
+            assert!(Cli::try_parse_from(argv).is_err(), "{flag}");
+        }
+    }
 }

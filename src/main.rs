@@ -56,7 +56,8 @@ fn main() -> ExitCode {
     }
 }
 
-/// Help and version print whole; a parse error prints its first line only, exit 2.
+/// Help and version print whole. A parse error prints clap's whole message (the cause, the
+/// right spelling or the possible values, the subcommand's usage line), exit 2.
 fn clap_exit(e: clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
     if matches!(
@@ -74,10 +75,7 @@ fn clap_exit(e: clap::Error) -> ExitCode {
             },
         );
     }
-    let text = e.render().to_string();
-    let first = text.lines().next().unwrap_or("bad arguments");
-    let first = first.strip_prefix("error: ").unwrap_or(first);
-    eprintln!("costlab: {first} (see costlab --help)");
+    eprint!("{}", costlab::cli::clap_message(&e));
     ExitCode::from(2)
 }
 
@@ -130,8 +128,10 @@ fn command_line() -> String {
     store::redact(&format!("costlab {}", args.join(" ")))
 }
 
-#[allow(dead_code)] // used by the lab commands
-fn ctx_for(common: &Common) -> Ctx {
+/// The lab's context, after checking what can be checked before measuring: `--samples`
+/// in range, `--json` writable, `--cpus` allowed (the process then runs on those CPUs only).
+fn ctx_for(common: &Common) -> Result<Ctx> {
+    check_common(common)?;
     let base = if common.quick {
         SampleSpec::quick()
     } else {
@@ -140,13 +140,38 @@ fn ctx_for(common: &Common) -> Ctx {
     costlab::measure::conditions::set_retry_budget(std::time::Duration::from_secs(
         common.retry_budget,
     ));
-    Ctx {
+    Ok(Ctx {
         machine: Machine::probe(),
         spec: base.with_samples(common.samples),
         counters: common.counters,
         quick: common.quick,
         reserve_hugepages: false,
+    })
+}
+
+fn check_common(common: &Common) -> Result<()> {
+    use costlab::cli::MAX_SAMPLES;
+    use costlab::error::usage;
+    match common.samples {
+        Some(0) => {
+            return Err(usage(
+                "--samples 0: take at least 1 sample (2 or more for a spread)",
+            ))
+        }
+        Some(n) if n > MAX_SAMPLES => {
+            return Err(usage(format!(
+                "--samples {n}: at most {MAX_SAMPLES} per figure (each sample lasts 10 ms or more)"
+            )))
+        }
+        _ => {}
     }
+    if let Some(dest) = &common.json {
+        costlab::report::dest::check_file("--json", dest)?;
+    }
+    if let Some(list) = &common.cpus {
+        costlab::measure::cpus::restrict_process(list)?;
+    }
+    Ok(())
 }
 
 /// Print a lab's outcome and write its JSON. With `--json -` the tables go to stderr so
@@ -159,6 +184,9 @@ fn emit(rendered: String, outcome: Outcome, common: &Common, machine: &Machine) 
     costlab::measure::quality::judge_rows(&mut outcome.results);
     let mut text = rendered;
     text.push_str(&costlab::report::verdict::footnote(&outcome.results));
+    if let Some(t) = costlab::report::table::render_counters(&outcome.results) {
+        text.push_str(&t);
+    }
     for note in &outcome.notes {
         text.push_str(&format!("note: {note}\n"));
     }
@@ -180,6 +208,8 @@ fn emit(rendered: String, outcome: Outcome, common: &Common, machine: &Machine) 
         json::write_doc(dest, &doc)?;
     }
     store::commands::record(db(), &doc);
+    // The id `compare`, `export` and `report` take; stderr, so stdout stays the tables.
+    eprintln!("costlab: run {}", doc.run.id);
     strict_check(common.strict, &doc.results)
 }
 
@@ -221,7 +251,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         }
         Command::Share(args) => match &args.what {
             Some(ShareWhat::C2c(c2c)) => {
-                let ctx = ctx_for(&c2c.common);
+                let ctx = ctx_for(&c2c.common)?;
                 let outcome = labs::share::run_c2c(c2c, &ctx)?;
                 emit(
                     labs::share::render(&outcome),
@@ -231,7 +261,7 @@ fn dispatch(cli: Cli) -> Result<()> {
                 )
             }
             None => {
-                let ctx = ctx_for(&args.common);
+                let ctx = ctx_for(&args.common)?;
                 let outcome = labs::share::run(&args, &ctx)?;
                 emit(
                     labs::share::render(&outcome),
@@ -242,7 +272,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             }
         },
         Command::Numa(args) => {
-            let ctx = ctx_for(&args.common);
+            let ctx = ctx_for(&args.common)?;
             let outcome = labs::numa::run(&args, &ctx)?;
             emit(
                 labs::numa::render(&outcome),
@@ -252,12 +282,13 @@ fn dispatch(cli: Cli) -> Result<()> {
             )
         }
         Command::NumaMaps(args) => {
-            let ctx = ctx_for(&args.common);
+            let common = args.common();
+            let ctx = ctx_for(&common)?;
             let (outcome, rendered) = labs::numa::run_maps(&args, &ctx)?;
-            emit(rendered, outcome, &args.common, &ctx.machine)
+            emit(rendered, outcome, &common, &ctx.machine)
         }
         Command::Syscall(args) => {
-            let ctx = ctx_for(&args.common);
+            let ctx = ctx_for(&args.common)?;
             let outcome = labs::syscall::run(&args, &ctx)?;
             emit(
                 labs::syscall::render(&outcome),
@@ -271,12 +302,12 @@ fn dispatch(cli: Cli) -> Result<()> {
             use costlab::labs::gc;
             match &args.what {
                 None => {
-                    let ctx = ctx_for(&args.common);
+                    let ctx = ctx_for(&args.common)?;
                     let outcome = gc::run(&args, &ctx)?;
                     emit(gc::render(&outcome), outcome, &args.common, &ctx.machine)
                 }
                 Some(GcWhat::Tax(tax)) => {
-                    let ctx = ctx_for(&tax.common);
+                    let ctx = ctx_for(&tax.common)?;
                     let outcome = gc::run_tax(tax, &ctx)?;
                     emit(gc::render(&outcome), outcome, &tax.common, &ctx.machine)
                 }
@@ -289,7 +320,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::Echo(args) => match args.command {
             Some(EchoCommand::Serve(a)) => labs::echo::serve_command(&a),
             Some(EchoCommand::Load(a)) => {
-                let ctx = ctx_for(&a.common);
+                let ctx = ctx_for(&a.common)?;
                 let outcome = labs::echo::load_command(&a, &ctx)?;
                 emit(
                     labs::echo::render_load(&outcome),
@@ -299,7 +330,7 @@ fn dispatch(cli: Cli) -> Result<()> {
                 )
             }
             None => {
-                let ctx = ctx_for(&args.run.common);
+                let ctx = ctx_for(&args.run.common)?;
                 let outcome = labs::echo::run(&args.run, &ctx)?;
                 emit(
                     labs::echo::render(&outcome),
@@ -310,7 +341,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             }
         },
         Command::Mem(args) => {
-            let ctx = ctx_for(args.common());
+            let ctx = ctx_for(args.common())?;
             let outcome = costlab::labs::mem::run(&args, &ctx)?;
             emit(
                 costlab::labs::mem::render(&outcome),
@@ -320,7 +351,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             )
         }
         Command::Zerocopy(args) => {
-            let ctx = ctx_for(&args.common);
+            let ctx = ctx_for(&args.common)?;
             let outcome = labs::zerocopy::run(&args, &ctx)?;
             emit(
                 labs::zerocopy::render(&outcome),
@@ -330,7 +361,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             )
         }
         Command::Pin(args) => {
-            let ctx = ctx_for(&args.common);
+            let ctx = ctx_for(&args.common)?;
             let outcome = labs::pin::run(&args, &ctx)?;
             emit(
                 labs::pin::render(&outcome),

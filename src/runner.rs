@@ -191,6 +191,13 @@ pub fn command(
     // Open the history before measuring: a bad --db is bad input, found before the minutes
     // of measuring rather than after.
     let store = crate::store::commands::open(db)?;
+    // Output paths too: a report that cannot be written is found now, not after the run.
+    if let Some(dir) = &args.report {
+        crate::report::dest::check_dir("--out", dir)?;
+    }
+    if let Some(dest) = &args.json {
+        crate::report::dest::check_file("--json", dest)?;
+    }
     let full = args.full;
     let base = if full {
         crate::measure::SampleSpec::default()
@@ -201,7 +208,7 @@ pub fn command(
     let ctx = Ctx {
         machine: crate::machine::Machine::probe(),
         spec: base,
-        counters: false,
+        counters: args.counters,
         quick: !full,
         reserve_hugepages: args.reserve_hugepages,
     };

@@ -161,7 +161,23 @@ fn export_and_report_a_stored_run() {
     let back = costlab::report::Doc::from_json(&text(&out.stdout)).unwrap();
     assert_eq!(back.results.len(), doc.results.len());
     let out = costlab(&db, &["export", "20261122T", "--format", "csv"]);
-    assert_eq!(text(&out.stdout).lines().count(), doc.results.len() + 1);
+    let plateaus = doc
+        .results
+        .iter()
+        .filter(|r| r.case.contains_key("level"))
+        .count();
+    assert_eq!(
+        text(&out.stdout).lines().count(),
+        doc.results.len() - plateaus + 1
+    );
+    let out = costlab(&db, &["export", "last", "--format", "csv", "--samples"]);
+    let samples: usize = doc
+        .results
+        .iter()
+        .filter(|r| !r.case.contains_key("level"))
+        .map(|r| r.samples.len())
+        .sum();
+    assert_eq!(text(&out.stdout).lines().count(), samples + 1);
     let md = dir.path().join("run.md");
     let out = costlab(
         &db,

@@ -96,6 +96,18 @@ pub fn check_cpus(wanted: &[usize], allowed: &[usize]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--cpus LIST` on any lab: keep this process (and the threads and processes it starts) on
+/// those CPUs, like `taskset`. Every lab then sees them as the CPUs it may use.
+pub fn restrict_process(list: &str) -> anyhow::Result<Vec<usize>> {
+    let wanted = parse_cpu_list(list)?;
+    if wanted.is_empty() {
+        return Err(usage("--cpus is empty: give CPU ids and ranges like 0-3,6"));
+    }
+    check_cpus(&wanted, &allowed_cpus())?;
+    pin_current_to(&wanted)?;
+    Ok(wanted)
+}
+
 /// Check a `--threads` sweep: zero is meaningless, and more threads than CPUs needs
 /// `--oversubscribe` (the figures then measure the scheduler, not the layer).
 pub fn check_threads(threads: &[usize], cpus: usize, oversubscribe: bool) -> anyhow::Result<()> {

@@ -9,6 +9,11 @@ const UNITS: [(&str, u32); 4] = [("", 0), ("K", 10), ("M", 20), ("G", 30)];
 /// overflowing sizes are usage errors (exit 2) naming the cause.
 pub fn parse_size(text: &str) -> anyhow::Result<u64> {
     let t = text.trim();
+    if t.starts_with('-') {
+        return Err(usage(format!(
+            "bad size '{text}': a size must be above zero (16K, 4M, 1G)"
+        )));
+    }
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());

@@ -3,6 +3,7 @@
 
 pub mod charts;
 pub mod csv;
+pub mod dest;
 pub mod html;
 pub mod json;
 pub mod markdown;

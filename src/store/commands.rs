@@ -114,12 +114,24 @@ pub fn history(db: Option<&Path>) -> Result<()> {
 }
 
 pub fn compare(db: Option<&Path>, args: &CompareArgs) -> Result<()> {
+    if !(args.min_effect.is_finite() && (0.0..1000.0).contains(&args.min_effect)) {
+        return Err(usage(format!(
+            "--min-effect {}: give a percent from 0 to 1000, like 5",
+            args.min_effect
+        )));
+    }
     let store = open_existing(db)?;
     let a = store.resolve(&args.a)?;
     let b = store.resolve(&args.b)?;
+    if a == b {
+        return Err(usage(format!(
+            "'{}' and '{}' are the same run ({a}): give two different runs, e.g. an id from `costlab history` and last",
+            args.a, args.b
+        )));
+    }
     let da = store.load_doc(&a)?;
     let db_ = store.load_doc(&b)?;
-    let c = compare::compare(&da, &db_);
+    let c = compare::compare_with(&da, &db_, args.min_effect);
     print!("{}", compare::render(&c, &a, &b));
     let differ = compare::machine_differences(&da.machine, &db_.machine);
     if let Some((ma, mb)) = compare::other_machine(&da.machine, &db_.machine) {
@@ -141,12 +153,20 @@ pub fn compare(db: Option<&Path>, args: &CompareArgs) -> Result<()> {
 }
 
 pub fn export(db: Option<&Path>, args: &ExportArgs) -> Result<()> {
+    if args.samples && args.format != ExportFormat::Csv {
+        return Err(usage(
+            "--samples gives one CSV row per sample: use it with --format csv",
+        ));
+    }
+    if let Some(p) = &args.output {
+        crate::report::dest::check_file("--out", &p.display().to_string())?;
+    }
     let store = open_existing(db)?;
     let id = store.resolve(&args.run)?;
     let doc = store.load_doc(&id)?;
     let text = match args.format {
         ExportFormat::Json => serde_json::to_string_pretty(&doc)? + "\n",
-        ExportFormat::Csv => csv::render(&doc),
+        ExportFormat::Csv => csv::render_tidy(&doc, args.samples),
         ExportFormat::Markdown => markdown::render(&doc, &store.load_sheet(&id)?),
     };
     match &args.output {
@@ -164,6 +184,9 @@ pub fn default_report_dir(run_id: &str) -> PathBuf {
 pub fn report(db: Option<&Path>, args: &ReportArgs) -> Result<()> {
     if let Some(list) = &args.machines {
         return super::fleet::report_machines(db, list, args.out.as_deref());
+    }
+    if let Some(dir) = &args.out {
+        crate::report::dest::check_dir("--out", dir)?;
     }
     let name = args.source.as_deref().unwrap_or("last");
     let source = Path::new(name);

@@ -1,5 +1,7 @@
 //! Comparing two runs figure by figure: the change in the median and whether the samples say
-//! it is real (two-sided Mann-Whitney U, alpha 0.05).
+//! it is real: two-sided Mann-Whitney U per figure, Benjamini-Hochberg over all the figures
+//! compared (false discovery rate 0.05), and a minimum effect below which a change is not
+//! called (default 5%, as benchstat-style regression gates do).
 
 use std::collections::BTreeMap;
 
@@ -10,6 +12,9 @@ use super::mwu;
 
 pub const ALPHA: f64 = 0.05;
 
+/// The smallest change of the median, in percent, that is called a change by default.
+pub const MIN_EFFECT_PCT: f64 = 5.0;
+
 /// What the test says of one figure.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
@@ -19,6 +24,9 @@ pub enum Verdict {
     NoChange { p: f64 },
     /// Even a full separation of the samples could not reach alpha with this many samples.
     TooFew { min_p: f64 },
+    /// The samples differ (BH-adjusted q < alpha) but the median moved less than the minimum
+    /// effect: real perhaps, too small to call.
+    Small { p: f64 },
 }
 
 impl Verdict {
@@ -30,6 +38,9 @@ impl Verdict {
                 "too few samples to tell (best possible p={})",
                 p_text(*min_p)
             ),
+            Verdict::Small { p } => {
+                format!("under the minimum effect, not called (p={})", p_text(*p))
+            }
         }
     }
 }
@@ -52,6 +63,8 @@ pub struct Change {
     /// (b - a) / a in percent; infinite when a is 0.
     pub change_pct: f64,
     pub u: f64,
+    /// The p value adjusted by Benjamini-Hochberg over every figure compared.
+    pub q: f64,
     pub verdict: Verdict,
 }
 
@@ -61,6 +74,23 @@ pub struct Comparison {
     pub changes: Vec<Change>,
     pub only_a: usize,
     pub only_b: usize,
+    /// The minimum effect (percent) the verdicts used.
+    pub min_effect_pct: f64,
+}
+
+/// Benjamini-Hochberg adjusted p values (q), in the order given: q_(i) = min over j >= i of
+/// p_(j) m / j for the sorted p, capped at 1.
+pub fn bh_adjust(p: &[f64]) -> Vec<f64> {
+    let m = p.len();
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by(|&a, &b| p[a].total_cmp(&p[b]));
+    let mut q = vec![1.0; m];
+    let mut running = 1.0f64;
+    for (rank, &i) in order.iter().enumerate().rev() {
+        running = running.min(p[i] * m as f64 / (rank + 1) as f64);
+        q[i] = running.min(1.0);
+    }
+    q
 }
 
 /// Test one figure's samples, a before and b after.
@@ -86,6 +116,11 @@ fn by_figure(doc: &Doc) -> BTreeMap<String, &ResultRow> {
 }
 
 pub fn compare(a: &Doc, b: &Doc) -> Comparison {
+    compare_with(a, b, MIN_EFFECT_PCT)
+}
+
+/// Compare with a minimum effect of `min_effect_pct` percent.
+pub fn compare_with(a: &Doc, b: &Doc, min_effect_pct: f64) -> Comparison {
     let fa = by_figure(a);
     let fb = by_figure(b);
     let mut changes = Vec::new();
@@ -107,10 +142,35 @@ pub fn compare(a: &Doc, b: &Doc) -> Comparison {
             b: mb,
             change_pct,
             u,
+            q: 1.0,
             verdict,
         });
     }
+    // Many figures at once: a raw p < 0.05 would call one in twenty unchanged figures
+    // changed. Adjust over all of them, then ask for an effect worth calling.
+    let raw: Vec<f64> = changes
+        .iter()
+        .map(|c| match c.verdict {
+            Verdict::Significant { p } | Verdict::NoChange { p } | Verdict::Small { p } => p,
+            // Too few samples: still one of the m tests, its p at least this.
+            Verdict::TooFew { min_p } => min_p,
+        })
+        .collect();
+    let q = bh_adjust(&raw);
+    for (c, q) in changes.iter_mut().zip(q) {
+        c.q = q;
+        if let Verdict::Significant { p } | Verdict::NoChange { p } = c.verdict {
+            c.verdict = if q >= ALPHA {
+                Verdict::NoChange { p }
+            } else if c.change_pct.abs() < min_effect_pct {
+                Verdict::Small { p }
+            } else {
+                Verdict::Significant { p }
+            };
+        }
+    }
     Comparison {
+        min_effect_pct,
         only_a: fa.keys().filter(|k| !fb.contains_key(*k)).count(),
         only_b: fb.keys().filter(|k| !fa.contains_key(*k)).count(),
         changes,
@@ -119,8 +179,11 @@ pub fn compare(a: &Doc, b: &Doc) -> Comparison {
 
 /// The comparison as a table, with a count of what changed.
 pub fn render(c: &Comparison, a_id: &str, b_id: &str) -> String {
-    let mut out =
-        format!("compare A = {a_id} with B = {b_id} (Mann-Whitney U, two-sided, alpha {ALPHA})\n");
+    let mut out = format!(
+        "compare A = {a_id} with B = {b_id} (Mann-Whitney U, two-sided; Benjamini-Hochberg over the {} figures, q < {ALPHA}; changes under {}% not called)\n",
+        c.changes.len(),
+        c.min_effect_pct
+    );
     if c.changes.is_empty() {
         out.push_str("no figure is present in both runs\n");
     } else {
@@ -139,13 +202,14 @@ pub fn render(c: &Comparison, a_id: &str, b_id: &str) -> String {
                         "—".to_string()
                     },
                     figure(ch.u),
+                    p_text(ch.q),
                     ch.verdict.text(),
                 ]
             })
             .collect();
         out.push_str(&crate::report::table::render(
             &[
-                "figure", "unit", "A median", "B median", "change", "U", "verdict",
+                "figure", "unit", "A median", "B median", "change", "U", "q (BH)", "verdict",
             ],
             &rows,
         ));
@@ -164,6 +228,17 @@ pub fn render(c: &Comparison, a_id: &str, b_id: &str) -> String {
             "{sig} of {} figures changed significantly",
             c.changes.len()
         ));
+        let small = c
+            .changes
+            .iter()
+            .filter(|ch| matches!(ch.verdict, Verdict::Small { .. }))
+            .count();
+        if small > 0 {
+            out.push_str(&format!(
+                "; {small} moved by less than {}% (not called; --min-effect to change)",
+                c.min_effect_pct
+            ));
+        }
         if few > 0 {
             out.push_str(&format!(
                 "; {few} had too few samples to tell (take more with --samples)"
@@ -317,6 +392,71 @@ mod tests {
         let text = render(&c2, "a", "c");
         assert!(text.contains("no significant change"), "{text}");
         assert!(text.contains("too few samples to tell"), "{text}");
+    }
+
+    #[test]
+    fn benjamini_hochberg_by_hand() {
+        // m = 4: p * 4 / rank, then the running minimum from the top.
+        let q = bh_adjust(&[0.01, 0.04, 0.03, 0.5]);
+        let want = [0.04, 0.04 * 4.0 / 3.0, 0.04 * 4.0 / 3.0, 0.5];
+        for (a, b) in q.iter().zip(want) {
+            assert!((a - b).abs() < 1e-12, "{q:?}");
+        }
+        assert!(bh_adjust(&[]).is_empty());
+        assert_eq!(bh_adjust(&[0.9, 0.9]), vec![0.9, 0.9]);
+    }
+
+    #[test]
+    fn many_figures_a_lone_low_p_and_small_effects_are_not_called() {
+        let run = |id: &str, shift: &[f64]| {
+            let mut o = Outcome::default();
+            for (i, s) in shift.iter().enumerate() {
+                o.push(
+                    "x",
+                    crate::case! {"i" => i},
+                    "t",
+                    "ns",
+                    (0..5).map(|k| 100.0 + k as f64 * 0.1 + s).collect(),
+                );
+            }
+            let info = RunInfo {
+                id: id.into(),
+                started: "2026-11-22T10:00:00Z".into(),
+                costlab: "0".into(),
+                command: "costlab".into(),
+                complete: true,
+            };
+            Doc::new(info, serde_json::json!({}), o)
+        };
+        // 20 figures; one moved by 2% (fully separated samples, raw p = 0.0079), the rest not.
+        let mut shift = vec![0.0; 20];
+        let a = run("a", &shift);
+        shift[3] = 2.0;
+        let b = run("b", &shift);
+        let c = compare(&a, &b);
+        assert_eq!(c.changes.len(), 20);
+        // BH over 20 figures: q = 0.0079 * 20 = 0.16, not a discovery.
+        let moved = &c.changes.iter().find(|x| x.figure.contains("i=3")).unwrap();
+        assert!((moved.q - 20.0 * 2.0 / 252.0).abs() < 1e-9, "{}", moved.q);
+        assert!(matches!(moved.verdict, Verdict::NoChange { .. }));
+        // Every figure moved by 2%: all discoveries, all under the 5% minimum effect.
+        let b = run("b", &[2.0; 20]);
+        let c = compare(&a, &b);
+        assert!(c
+            .changes
+            .iter()
+            .all(|x| matches!(x.verdict, Verdict::Small { .. })));
+        let text = render(&c, "a", "b");
+        assert!(
+            text.contains("0 of 20 figures changed significantly; 20 moved by less than 5%"),
+            "{text}"
+        );
+        // With a 1% minimum they are called.
+        let c = compare_with(&a, &b, 1.0);
+        assert!(c
+            .changes
+            .iter()
+            .all(|x| matches!(x.verdict, Verdict::Significant { .. })));
     }
 
     #[test]

@@ -176,6 +176,36 @@ pub struct LoadReport {
     pub cpu_ns: u64,
     /// CPUs the loader's threads could use.
     pub cpus: usize,
+    /// The first mismatch of each connection that had one (a connection is dropped at its
+    /// first): where in its byte stream, what was expected and what came.
+    pub first_mismatches: Vec<String>,
+}
+
+/// Connections whose first mismatch is kept in full; the count goes on past it.
+const MISMATCHES_KEPT: usize = 256;
+
+/// One line for a mismatch on connection `conn`: `expected` and `got` are the bytes from
+/// the point they were compared at, `stream_off` that point's offset in the stream.
+pub fn describe_mismatch(conn: u64, stream_off: u64, expected: &[u8], got: &[u8]) -> String {
+    let at = expected
+        .iter()
+        .zip(got)
+        .position(|(a, b)| a != b)
+        .unwrap_or(expected.len().min(got.len()));
+    let hex = |b: &[u8]| {
+        let shown: Vec<String> = b.iter().take(8).map(|x| format!("{x:02x}")).collect();
+        if shown.is_empty() {
+            "nothing".to_string()
+        } else {
+            shown.join(" ")
+        }
+    };
+    format!(
+        "conn {conn} byte {}: expected {}, received {}",
+        stream_off + at as u64,
+        hex(expected.get(at..).unwrap_or(&[])),
+        hex(got.get(at..).unwrap_or(&[]))
+    )
 }
 
 impl LoadReport {
@@ -217,6 +247,16 @@ impl LoadReport {
             errors: Errors::default(),
             cpu_ns: 0,
             cpus,
+            first_mismatches: Vec::new(),
+        }
+    }
+
+    /// Count a mismatch and keep its description (the connection's first: it is dropped).
+    pub(super) fn mismatch(&mut self, conn: u64, stream_off: u64, expected: &[u8], got: &[u8]) {
+        self.errors.mismatch += 1;
+        if self.first_mismatches.len() < MISMATCHES_KEPT {
+            self.first_mismatches
+                .push(describe_mismatch(conn, stream_off, expected, got));
         }
     }
 
@@ -226,6 +266,9 @@ impl LoadReport {
         let _ = self.latency.add(&o.latency);
         self.errors.add(&o.errors);
         self.cpu_ns += o.cpu_ns;
+        let room = MISMATCHES_KEPT.saturating_sub(self.first_mismatches.len());
+        self.first_mismatches
+            .extend(o.first_mismatches.iter().take(room).cloned());
     }
 }
 
@@ -376,14 +419,16 @@ impl Stream {
         let size = self.expect.len();
         let mut again = 0;
         while !data.is_empty() {
+            let off = self.recv_seq * size as u64 + self.recv_off as u64;
             if self.sent_at.is_empty() {
                 // Bytes nobody asked for.
-                report.errors.mismatch += 1;
+                report.mismatch(self.id, off, &[], data);
                 return Err(Mismatch);
             }
             let take = (size - self.recv_off).min(data.len());
-            if data[..take] != self.expect[self.recv_off..self.recv_off + take] {
-                report.errors.mismatch += 1;
+            let want = &self.expect[self.recv_off..self.recv_off + take];
+            if data[..take] != *want {
+                report.mismatch(self.id, off, want, &data[..take]);
                 return Err(Mismatch);
             }
             data = &data[take..];
@@ -851,7 +896,7 @@ fn blocking_conn(
             break;
         }
         if got != req {
-            report.errors.mismatch += 1;
+            report.mismatch(id, (seq - 1) * req.len() as u64, &req, &got);
             break;
         }
         let done = epoch.elapsed();
@@ -991,6 +1036,23 @@ mod tests {
         let mut idle = Stream::new(8, 16);
         assert!(idle.absorb(&[0u8; 4], 1_000, 0, 10_000, &mut r).is_err());
         assert_eq!(r.errors.mismatch, 2);
+        assert_eq!(r.first_mismatches.len(), 2, "{:?}", r.first_mismatches);
+        // Where (request 4 starts at byte 64, the flip is at 9 into it) and which bytes.
+        let want = format!("conn 7 byte 73: expected {:02x} {:02x}", out[73], out[74]);
+        assert!(
+            r.first_mismatches[0].starts_with(&want),
+            "{:?}",
+            r.first_mismatches
+        );
+        assert!(r.first_mismatches[0].contains(&format!(
+            "received {:02x} {:02x}",
+            out[73] ^ 1,
+            out[74]
+        )));
+        assert_eq!(
+            r.first_mismatches[1],
+            "conn 8 byte 0: expected nothing, received 00 00 00 00"
+        );
     }
 
     #[test]

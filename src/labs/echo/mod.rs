@@ -116,7 +116,7 @@ pub fn serve_command(args: &EchoServeArgs) -> Result<()> {
 
 /// `costlab echo load`: one run against a server somewhere.
 pub fn load_command(args: &EchoLoadArgs, _ctx: &Ctx) -> Result<Outcome> {
-    let cpus = match &args.cpus {
+    let cpus = match &args.common.cpus {
         Some(list) => {
             let c = cpus::parse_cpu_list(list)?;
             cpus::check_cpus(&c, &cpus::allowed_cpus())?;
@@ -125,7 +125,13 @@ pub fn load_command(args: &EchoLoadArgs, _ctx: &Ctx) -> Result<Outcome> {
         None => None,
     };
     let ncpus = cpus.as_ref().map_or(cpus::allowed_cpus().len(), Vec::len);
-    let client = ClientKind::parse(&args.client)?;
+    // The same default as `costlab echo` (uring); an open loop needs the event client.
+    let default_client = if args.rate.is_some() {
+        "event"
+    } else {
+        "uring"
+    };
+    let client = ClientKind::parse(args.client.as_deref().unwrap_or(default_client))?;
     let spec = LoadSpec {
         target: server::parse_addr(&args.target, "--target")?,
         conns: args.conns,
@@ -140,39 +146,101 @@ pub fn load_command(args: &EchoLoadArgs, _ctx: &Ctx) -> Result<Outcome> {
     if args.threads == Some(0) {
         return Err(usage("--threads 0: the loader needs at least one thread"));
     }
-    let r = load::run(&spec)?;
+    // `--samples N`: N runs of --duration each, one sample per run for every figure.
+    let n = args.common.samples.unwrap_or(1).max(1);
+    let mut runs = Vec::with_capacity(n);
+    for _ in 0..n {
+        crate::measure::cancel::check()?;
+        runs.push(load::run(&spec)?);
+    }
+    let answered: u64 = runs.iter().map(|r| r.answered).sum();
+    let mut errors = load::Errors::default();
+    for r in &runs {
+        errors.add(&r.errors);
+    }
+    if answered == 0 {
+        // A throughput of 0 and a CPU cost per request divided by nothing are not figures.
+        return Err(anyhow::anyhow!(
+            "{} answered no request byte-exact in {} run(s) of {}: errors: mismatch {}, reset {}, timeout {}, connect {}{}; is it an echo server, and listening?",
+            spec.target,
+            n,
+            args.duration,
+            errors.mismatch,
+            errors.reset,
+            errors.timeout,
+            errors.connect,
+            runs.iter()
+                .flat_map(|r| r.first_mismatches.iter())
+                .next()
+                .map(|m| format!("; first mismatch: {m}"))
+                .unwrap_or_default()
+        ));
+    }
+    let r = runs.last().expect("at least one run");
     let mut o = Outcome::default();
     let c = case! {
         "target" => spec.target.to_string(), "client" => client.name(),
         "conns" => spec.conns, "size" => spec.size, "depth" => spec.depth
     };
-    o.push(LAB, c.clone(), "throughput", "req/s", vec![r.throughput()]);
+    let each = |f: &dyn Fn(&load::LoadReport) -> Option<f64>| -> Vec<f64> {
+        runs.iter().filter_map(f).collect()
+    };
+    o.push(
+        LAB,
+        c.clone(),
+        "throughput",
+        "req/s",
+        each(&|r| Some(r.throughput())),
+    );
     for (metric, q) in [("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p999", 0.999)] {
-        if let Some(v) = r.latency_us(q) {
-            o.push(LAB, c.clone(), metric, "us", vec![v]);
+        let v = each(&|r| r.latency_us(q));
+        if !v.is_empty() {
+            o.push(LAB, c.clone(), metric, "us", v);
         }
     }
-    if let Some(v) = r.max_us() {
-        o.push(LAB, c.clone(), "max", "us", vec![v]);
+    let v = each(&|r| r.max_us());
+    if !v.is_empty() {
+        o.push(LAB, c.clone(), "max", "us", v);
     }
     o.push(
         LAB,
         c.clone(),
         "errors",
         "count",
-        vec![r.errors.total() as f64],
+        each(&|r| Some(r.errors.total() as f64)),
     );
     o.push(
         LAB,
         c,
         "loader_cpu_per_req",
         "ns",
-        vec![r.cpu_ns as f64 / r.answered.max(1) as f64],
+        each(&|r| (r.answered > 0).then(|| r.cpu_ns as f64 / r.answered as f64)),
     );
     o.notes.push(format!(
-        "answered {} requests byte-exact; errors: mismatch {}, reset {}, timeout {}, connect {}",
-        r.answered, r.errors.mismatch, r.errors.reset, r.errors.timeout, r.errors.connect
+        "answered {} requests byte-exact over {} run(s); errors: mismatch {}, reset {}, timeout {}, connect {}",
+        answered, n, errors.mismatch, errors.reset, errors.timeout, errors.connect
     ));
+    let firsts: Vec<&String> = runs
+        .iter()
+        .flat_map(|r| r.first_mismatches.iter())
+        .collect();
+    if !firsts.is_empty() {
+        const SHOWN: usize = 8;
+        let mut line = format!(
+            "first mismatch on {} connection(s): {}",
+            firsts.len(),
+            firsts
+                .iter()
+                .take(SHOWN)
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+        if firsts.len() > SHOWN {
+            line.push_str(&format!("; and {} more", firsts.len() - SHOWN));
+        }
+        o.notes.push(line);
+    }
     o.notes.push(format!(
         "loader CPU {:.0}% of its {} CPU(s){}",
         r.busy() * 100.0,

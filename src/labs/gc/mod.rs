@@ -33,10 +33,10 @@ pub const TAX_LIVE: u64 = 256 << 20;
 fn reps_of(given: Option<usize>, default: usize) -> Result<usize> {
     match given {
         Some(0) => Err(usage(
-            "bad --reps 0: give at least 1 (2 or more for a spread)",
+            "bad --samples 0: give at least 1 (2 or more for a spread)",
         )),
         Some(n) if n > 100 => Err(usage(format!(
-            "bad --reps {n}: at most 100 fresh processes per point"
+            "bad --samples {n}: at most 100 fresh processes per point"
         ))),
         Some(n) => Ok(n),
         None => Ok(default),

@@ -52,6 +52,14 @@ pub fn pairs(cpus: &[usize]) -> Vec<(usize, usize)> {
     out
 }
 
+/// The first of `cpus` against every other: one row of the matrix, in `cpus.len() - 1` pairs.
+pub fn star_pairs(cpus: &[usize]) -> Vec<(usize, usize)> {
+    match cpus.split_first() {
+        Some((&first, rest)) => rest.iter().map(|&b| (first, b)).collect(),
+        None => Vec::new(),
+    }
+}
+
 /// How many line addresses each pair bounces: lines in different pages and cache sets, so one
 /// unlucky address (a set shared with something hot, a slice far from both cores) shows up as
 /// spread across addresses instead of as the pair's latency.
@@ -484,6 +492,8 @@ mod tests {
     fn matrix_is_symmetric_over_sparse_cpu_ids() {
         let m = Matrix::from_pairs(&[(9, 2, 50.0), (2, 5, 30.0)]);
         assert_eq!(m.cpus, vec![2, 5, 9]);
+        assert_eq!(star_pairs(&[0, 1, 2, 3]), vec![(0, 1), (0, 2), (0, 3)]);
+        assert!(star_pairs(&[4]).is_empty());
         assert_eq!(m.get(2, 9), Some(50.0));
         assert_eq!(m.get(9, 2), Some(50.0));
         assert_eq!(m.get(5, 9), None);

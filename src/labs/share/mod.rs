@@ -71,7 +71,7 @@ fn busy_note(before: Option<f64>, after: Option<f64>, cpus: usize) -> Option<Str
 /// `costlab share c2c`: one-way latency for every pair of CPUs (or of `--cpus`).
 pub fn run_c2c(args: &C2cArgs, ctx: &Ctx) -> Result<Outcome> {
     let allowed = cpus::allowed_cpus();
-    let chosen = match &args.cpus {
+    let chosen = match &args.common.cpus {
         Some(text) => {
             let wanted = cpus::parse_cpu_list(text)?;
             cpus::check_cpus(&wanted, &allowed)?;
@@ -86,7 +86,12 @@ pub fn run_c2c(args: &C2cArgs, ctx: &Ctx) -> Result<Outcome> {
         )));
     }
     let spec = c2c::C2cSpec::new(args.common.samples, ctx.quick);
-    let mut out = measure_c2c(&c2c::pairs(&chosen), &spec, ctx.counters)?;
+    let pairs = if ctx.quick {
+        c2c::star_pairs(&chosen)
+    } else {
+        c2c::pairs(&chosen)
+    };
+    let mut out = measure_c2c(&pairs, &spec, ctx.counters)?;
     out.notes
         .extend(kernel_cache_sharing(&ctx.machine, &chosen));
     out.notes.extend(vm_note(&ctx.machine));
@@ -137,16 +142,13 @@ fn kernel_cache_sharing(machine: &crate::machine::Machine, chosen: &[usize]) -> 
     out
 }
 
-/// 1, 2, 4, ... up to `cpus`, and `cpus` itself; with `quick`, just 1 and `cpus`.
-pub fn default_threads(cpus: usize, quick: bool) -> Vec<usize> {
+/// 1, 2, 4, ... up to `cpus`, and `cpus` itself: the machine's shape, quick plan or not
+/// (the quick plan takes shorter samples instead).
+pub fn default_threads(cpus: usize, _quick: bool) -> Vec<usize> {
     let cpus = cpus.max(1);
-    let mut t: Vec<usize> = if quick {
-        vec![1]
-    } else {
-        std::iter::successors(Some(1usize), |x| x.checked_mul(2))
-            .take_while(|&x| x < cpus)
-            .collect()
-    };
+    let mut t: Vec<usize> = std::iter::successors(Some(1usize), |x| x.checked_mul(2))
+        .take_while(|&x| x < cpus)
+        .collect();
     t.push(cpus);
     t.dedup();
     t
@@ -879,12 +881,12 @@ impl Lab for ShareLab {
         out.notes
             .extend(busy_note(load_before, load_average(), allowed.len()));
         if allowed.len() >= 2 {
+            // Quick: the first CPU against every other (one row of the matrix shows the
+            // machine's shape: siblings, shared caches, sockets); full: every pair.
             let pairs = if full {
                 c2c::pairs(&allowed)
-            } else if allowed.contains(&0) && allowed.contains(&1) {
-                vec![(0, 1)]
             } else {
-                vec![(allowed[0], allowed[1])]
+                c2c::star_pairs(&allowed)
             };
             let c2c_spec = c2c::C2cSpec::new(None, !full);
             out.extend(measure_c2c(&pairs, &c2c_spec, ctx.counters)?);
@@ -1085,7 +1087,8 @@ mod tests {
         assert_eq!(default_threads(1, false), vec![1]);
         assert_eq!(default_threads(6, false), vec![1, 2, 4, 6]);
         assert_eq!(default_threads(8, false), vec![1, 2, 4, 8]);
-        assert_eq!(default_threads(8, true), vec![1, 8]);
+        assert_eq!(default_threads(8, true), vec![1, 2, 4, 8]);
+        assert_eq!(default_threads(16, true), vec![1, 2, 4, 8, 16]);
     }
 
     #[test]
