@@ -46,7 +46,7 @@ pub struct Common {
     pub strict: bool,
     /// Seconds the command may spend re-measuring disturbed or noisy cases (each case is
     /// measured at most 3 times; 0 = never re-measure)
-    #[arg(long, value_name = "SECS", default_value_t = crate::measure::conditions::DEFAULT_RETRY_BUDGET_S)]
+    #[arg(long, value_name = "SECS", env = "COSTLAB_RETRY_BUDGET", default_value_t = crate::measure::conditions::DEFAULT_RETRY_BUDGET_S)]
     pub retry_budget: u64,
 }
 
@@ -625,7 +625,12 @@ pub struct RunArgs {
     pub strict: bool,
     /// Seconds the run may spend re-measuring disturbed or noisy cases (each case at most
     /// 3 times; 0 = never re-measure)
-    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    #[arg(
+        long,
+        value_name = "SECS",
+        env = "COSTLAB_RETRY_BUDGET",
+        default_value_t = 60
+    )]
     pub retry_budget: u64,
     /// Apply `costlab check`'s safe settings (governor performance, boost off, numa_balancing
     /// off) for the run, and restore them after

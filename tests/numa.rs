@@ -301,10 +301,14 @@ fn one_node_says_so_in_one_line() {
     assert_eq!(out.status.code(), Some(0));
     if vm_like {
         let err = String::from_utf8_lossy(&out.stderr);
+        let lines: Vec<&str> = err.lines().collect();
         assert_eq!(
-            err.trim(),
+            lines[0],
             "note: one NUMA node: local vs remote needs two or more"
         );
+        // Then only the run's id, for compare and export.
+        assert_eq!(lines.len(), 2, "{err}");
+        assert!(lines[1].starts_with("costlab: run "), "{err}");
         let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(doc["schema"], "costlab/1");
         assert_eq!(doc["results"].as_array().unwrap().len(), 0);

@@ -109,7 +109,9 @@ fn csv_and_markdown_exports() {
         ["run_id", "lab", "op", "pattern", "pages", "block", "threads"]
     );
     assert!(
-        lines[0].ends_with(",metric,unit,median,min,max,mad,n"),
+        lines[0].ends_with(
+            ",metric,unit,median,min,max,mad,n,quality,quality_reasons,other_cpu_max_pct,steal_pct"
+        ),
         "{}",
         lines[0]
     );

@@ -106,6 +106,15 @@ pub fn render_tidy(doc: &Doc, per_sample: bool) -> String {
             header.push(h.to_string());
         }
     }
+    // The verdict travels with every figure (and every sample of it).
+    for h in [
+        "quality",
+        "quality_reasons",
+        "other_cpu_max_pct",
+        "steal_pct",
+    ] {
+        header.push(h.to_string());
+    }
     let mut out = header
         .iter()
         .map(|h| field(h))
@@ -119,8 +128,20 @@ pub fn render_tidy(doc: &Doc, per_sample: bool) -> String {
                 .map(|k| case.get(k).map(cell).unwrap_or_default()),
         );
         lead.extend([r.metric.clone(), r.unit.clone()]);
+        let opt = |x: Option<f64>| x.map(|v| v.to_string()).unwrap_or_default();
+        let verdict = [
+            r.quality.map(|q| q.word().to_string()).unwrap_or_default(),
+            r.quality_reasons.join("; "),
+            opt(r.conditions.as_ref().and_then(|c| c.other_cpu_max_pct)),
+            opt(r.conditions.as_ref().and_then(|c| c.steal_pct)),
+        ];
         let mut line = |tail: Vec<String>| {
-            let cells: Vec<String> = lead.iter().chain(&tail).map(|c| field(c)).collect();
+            let cells: Vec<String> = lead
+                .iter()
+                .chain(&tail)
+                .chain(&verdict)
+                .map(|c| field(c))
+                .collect();
             out.push_str(&cells.join(","));
             out.push('\n');
         };
@@ -193,7 +214,7 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
             lines[0],
-            "run_id,lab,op,block,level,cache,call,metric,unit,median,min,max,mad,n"
+            "run_id,lab,op,block,level,cache,call,metric,unit,median,min,max,mad,n,quality,quality_reasons,other_cpu_max_pct,steal_pct"
         );
         assert_eq!(lines.len(), 4, "{text}");
         assert_eq!(
@@ -216,7 +237,7 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
             lines[0],
-            "run_id,lab,op,block,level,cache,call,metric,unit,sample,value"
+            "run_id,lab,op,block,level,cache,call,metric,unit,sample,value,quality,quality_reasons,other_cpu_max_pct,steal_pct"
         );
         assert_eq!(lines.len(), 1 + 3 + 2 + 1, "{text}");
         assert_eq!(lines[2], "r1,mem,chase,4096,L1,32768,,latency,ns,1,1.2");

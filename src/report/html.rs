@@ -24,12 +24,15 @@ figure svg{max-width:100%;height:auto;display:block}
 figcaption{font-size:12px;color:#444;margin-top:4px;max-width:720px}
 .skipped{color:#777;font-style:italic;font-size:13px;margin:4px 0}
 ul.notes{font-size:13px}
+tr.q-disturbed td.quality{color:#b00020;font-weight:bold}
+tr.q-noisy td.quality{color:#a66300;font-weight:bold}
+table#quality td{font-size:13px}
 ";
 
 fn sheet_html(o: &mut String, sheet: &[LabSheet]) {
     let _ = write!(
         o,
-        "<table id=\"cost-sheet\"><tr><th>lab</th><th>figure</th><th>median</th><th>spread (min–max, MAD, n)</th><th>unit</th><th>reading</th></tr>"
+        "<table id=\"cost-sheet\"><tr><th>lab</th><th>figure</th><th>median</th><th>spread (min–max, MAD, n)</th><th>unit</th><th>quality</th><th>reading</th></tr>"
     );
     let mut any = false;
     for lab in sheet {
@@ -37,19 +40,21 @@ fn sheet_html(o: &mut String, sheet: &[LabSheet]) {
             any = true;
             let _ = write!(
                 o,
-                "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr class=\"q-{q}\"><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td class=\"quality\" title=\"{}\">{q}</td><td>{}</td></tr>",
                 esc(&lab.lab),
                 esc(&h.label),
                 figure(h.summary.median),
                 esc(&spread(&h.summary)),
                 esc(&h.unit),
-                esc(&h.reading)
+                esc(&h.quality_reasons.join("; ")),
+                esc(&h.reading),
+                q = h.quality.map_or("—", |q| q.word()),
             );
         }
     }
     if !any {
         o.push_str(
-            "<tr><td colspan=\"6\" class=\"skipped\">no lab gave a headline figure</td></tr>",
+            "<tr><td colspan=\"7\" class=\"skipped\">no lab gave a headline figure</td></tr>",
         );
     }
     o.push_str("</table>");
@@ -106,6 +111,46 @@ fn models_html(o: &mut String, doc: &Doc) {
     }
 }
 
+/// Every figure that is not ok, with why: the page must not let a disturbed figure pass as
+/// clean.
+fn quality_html(o: &mut String, doc: &Doc) {
+    use crate::measure::quality::Quality;
+    let judged = doc.results.iter().filter(|r| r.quality.is_some()).count();
+    if judged == 0 {
+        return;
+    }
+    let bad: Vec<_> = doc
+        .results
+        .iter()
+        .filter(|r| matches!(r.quality, Some(q) if q != Quality::Ok))
+        .collect();
+    let _ = write!(
+        o,
+        "<h2>Quality</h2><p class=\"meta\" id=\"quality-summary\">{} of {judged} figures are not ok (disturbed: something else ran on their CPUs, the host stole time, or the page size asked for was not given; noisy: the spread does not support a reading). {}</p>",
+        bad.len(),
+        esc(crate::measure::quality::THRESHOLDS_HELP)
+    );
+    if bad.is_empty() {
+        return;
+    }
+    o.push_str("<details><summary>the figures not ok</summary><table id=\"quality\"><tr><th>lab</th><th>case</th><th>metric</th><th>median</th><th>verdict</th><th>why</th></tr>");
+    for r in bad {
+        let case: Vec<String> = r.case.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let q = r.quality.map_or("", |q| q.word());
+        let _ = write!(
+            o,
+            "<tr class=\"q-{q}\"><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{} {}</td><td class=\"quality\">{q}</td><td>{}</td></tr>",
+            esc(&r.lab),
+            esc(&case.join(" ")),
+            esc(&r.metric),
+            figure(r.summary.median),
+            esc(&r.unit),
+            esc(&r.quality_reasons.join("; "))
+        );
+    }
+    o.push_str("</table></details>");
+}
+
 /// The whole page.
 pub fn render(doc: &Doc, sheet: &[LabSheet]) -> String {
     let mut o = String::new();
@@ -128,6 +173,7 @@ pub fn render(doc: &Doc, sheet: &[LabSheet]) -> String {
     }
     o.push_str("<h2>Cost sheet</h2>");
     sheet_html(&mut o, sheet);
+    quality_html(&mut o, doc);
     o.push_str("<h2>Charts</h2><div class=\"charts\">");
     for c in charts::all(doc) {
         match &c.svg {

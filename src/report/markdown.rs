@@ -37,13 +37,16 @@ pub fn render(doc: &Doc, sheet: &[LabSheet]) -> String {
                     figure(h.summary.median),
                     spread(&h.summary),
                     h.unit.clone(),
+                    h.quality.map_or("", |q| q.word()).to_string(),
                     h.reading.clone(),
                 ]);
             }
         }
         table(
             &mut out,
-            &["lab", "figure", "median", "spread", "unit", "reading"],
+            &[
+                "lab", "figure", "median", "spread", "unit", "quality", "reading",
+            ],
             &rows,
         );
         for lab in sheet {
@@ -77,12 +80,19 @@ pub fn render(doc: &Doc, sheet: &[LabSheet]) -> String {
                     figure(r.summary.median),
                     spread(&r.summary),
                     r.unit.clone(),
+                    match r.quality {
+                        Some(q) if !r.quality_reasons.is_empty() => {
+                            format!("{}: {}", q.word(), r.quality_reasons.join("; "))
+                        }
+                        Some(q) => q.word().to_string(),
+                        None => String::new(),
+                    },
                 ]
             })
             .collect();
         table(
             &mut out,
-            &["case", "metric", "median", "spread", "unit"],
+            &["case", "metric", "median", "spread", "unit", "quality"],
             &rows,
         );
     }

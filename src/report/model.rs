@@ -160,10 +160,15 @@ impl Outcome {
     /// out.attach_conditions(mark, w.finish())`.
     pub fn attach_conditions(&mut self, from: usize, c: Conditions) {
         for r in self.results.iter_mut().skip(from) {
-            if r.conditions.is_none() {
-                r.conditions = Some(c.clone());
-            }
+            r.conditions = Some(match &r.conditions {
+                Some(own) => own.merged_with(&c),
+                None => c.clone(),
+            });
+            r.quality = None;
         }
+        // Judged now, so the lab's own tables can mark them.
+        let from = from.min(self.results.len());
+        crate::measure::quality::judge_rows(&mut self.results[from..]);
     }
 
     pub fn extend(&mut self, other: Outcome) {

@@ -27,6 +27,9 @@ pub enum Verdict {
     /// The samples differ (BH-adjusted q < alpha) but the median moved less than the minimum
     /// effect: real perhaps, too small to call.
     Small { p: f64 },
+    /// The samples differ, but one side's figure is disturbed or noisy: the change may be the
+    /// interference, so it is not called. `why` names the side and its verdict.
+    NotClean { p: f64, why: String },
 }
 
 impl Verdict {
@@ -40,6 +43,9 @@ impl Verdict {
             ),
             Verdict::Small { p } => {
                 format!("under the minimum effect, not called (p={})", p_text(*p))
+            }
+            Verdict::NotClean { p, why } => {
+                format!("not called: {why} (p={})", p_text(*p))
             }
         }
     }
@@ -151,7 +157,10 @@ pub fn compare_with(a: &Doc, b: &Doc, min_effect_pct: f64) -> Comparison {
     let raw: Vec<f64> = changes
         .iter()
         .map(|c| match c.verdict {
-            Verdict::Significant { p } | Verdict::NoChange { p } | Verdict::Small { p } => p,
+            Verdict::Significant { p }
+            | Verdict::NoChange { p }
+            | Verdict::Small { p }
+            | Verdict::NotClean { p, .. } => p,
             // Too few samples: still one of the m tests, its p at least this.
             Verdict::TooFew { min_p } => min_p,
         })
@@ -164,6 +173,8 @@ pub fn compare_with(a: &Doc, b: &Doc, min_effect_pct: f64) -> Comparison {
                 Verdict::NoChange { p }
             } else if c.change_pct.abs() < min_effect_pct {
                 Verdict::Small { p }
+            } else if let Some(why) = not_clean(fa[&c.figure], fb[&c.figure]) {
+                Verdict::NotClean { p, why }
             } else {
                 Verdict::Significant { p }
             };
@@ -174,6 +185,18 @@ pub fn compare_with(a: &Doc, b: &Doc, min_effect_pct: f64) -> Comparison {
         only_a: fa.keys().filter(|k| !fb.contains_key(*k)).count(),
         only_b: fb.keys().filter(|k| !fa.contains_key(*k)).count(),
         changes,
+    }
+}
+
+/// Why a change between these two figures cannot be called: one side disturbed or noisy.
+fn not_clean(a: &ResultRow, b: &ResultRow) -> Option<String> {
+    use crate::measure::quality::Quality;
+    let bad = |r: &ResultRow| r.quality.filter(|q| *q != Quality::Ok);
+    match (bad(a), bad(b)) {
+        (None, None) => None,
+        (Some(q), None) => Some(format!("A is {}", q.word())),
+        (None, Some(q)) => Some(format!("B is {}", q.word())),
+        (Some(qa), Some(qb)) => Some(format!("A is {}, B is {}", qa.word(), qb.word())),
     }
 }
 
@@ -242,6 +265,16 @@ pub fn render(c: &Comparison, a_id: &str, b_id: &str) -> String {
         if few > 0 {
             out.push_str(&format!(
                 "; {few} had too few samples to tell (take more with --samples)"
+            ));
+        }
+        let unclean = c
+            .changes
+            .iter()
+            .filter(|ch| matches!(ch.verdict, Verdict::NotClean { .. }))
+            .count();
+        if unclean > 0 {
+            out.push_str(&format!(
+                "; {unclean} differ but are not called, since a side was disturbed or noisy (re-measure on a quiet machine)"
             ));
         }
         if sig == 0 && few < c.changes.len() {
@@ -392,6 +425,31 @@ mod tests {
         let text = render(&c2, "a", "c");
         assert!(text.contains("no significant change"), "{text}");
         assert!(text.contains("too few samples to tell"), "{text}");
+    }
+
+    #[test]
+    fn a_change_against_a_disturbed_figure_is_not_called() {
+        let a = doc("a", vec![10.0, 10.1, 9.9, 10.0, 10.2, 9.8, 10.0]);
+        let mut b = doc("b", vec![5.0, 5.1, 4.9, 5.0, 5.2, 4.8, 5.0]);
+        b.results[0].quality = Some(crate::measure::quality::Quality::Disturbed);
+        let c = compare(&a, &b);
+        assert!(
+            matches!(&c.changes[0].verdict, Verdict::NotClean { why, .. } if why == "B is disturbed"),
+            "{:?}",
+            c.changes[0].verdict
+        );
+        let text = render(&c, "a", "b");
+        assert!(
+            text.contains("0 of 2 figures changed significantly"),
+            "{text}"
+        );
+        assert!(text.contains("not called: B is disturbed"), "{text}");
+        // Both ok: the same samples are called.
+        b.results[0].quality = Some(crate::measure::quality::Quality::Ok);
+        assert!(matches!(
+            compare(&a, &b).changes[0].verdict,
+            Verdict::Significant { .. }
+        ));
     }
 
     #[test]

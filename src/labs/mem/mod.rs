@@ -1202,7 +1202,13 @@ fn render_bandwidth(rows: &[&ResultRow]) -> String {
             kernel,
         ];
         for k in &kinds {
-            cells.push(find(k).map_or("—".into(), |r| fmt_summary(&r.summary, 2)));
+            cells.push(find(k).map_or("—".into(), |r| {
+                format!(
+                    "{}{}",
+                    fmt_summary(&r.summary, 2),
+                    crate::report::verdict::mark(r)
+                )
+            }));
         }
         for k in &ratios {
             cells.push(match (find("4k"), find(k)) {
@@ -1321,7 +1327,13 @@ fn render_latency(out: &Outcome) -> String {
                     curve_rows(out, k)
                         .into_iter()
                         .find(|r| block_of(r) == s)
-                        .map_or("—".into(), |r| fmt_summary(&r.summary, 1)),
+                        .map_or("—".into(), |r| {
+                            format!(
+                                "{}{}",
+                                fmt_summary(&r.summary, 1),
+                                crate::report::verdict::mark(r)
+                            )
+                        }),
                 );
             }
             cells

@@ -605,7 +605,9 @@ fn render_cases(outcome: &Outcome, variants: &[Variant]) -> String {
                     "latency",
                     &crate::case! {"variant" => v.name(), "threads" => *t},
                 )
-                .map_or("—".to_string(), |l| l.summary.show(1));
+                .map_or("—".to_string(), |l| {
+                    format!("{}{}", l.summary.show(1), crate::report::verdict::mark(l))
+                });
             let per = r.summary.median / *t as f64;
             let eff = one.map_or("—".to_string(), |x1| {
                 format!("{:.0}%", 100.0 * r.summary.median / (*t as f64 * x1))
@@ -613,7 +615,7 @@ fn render_cases(outcome: &Outcome, variants: &[Variant]) -> String {
             rows.push(vec![
                 v.name().to_string(),
                 t.to_string(),
-                r.summary.show(1),
+                format!("{}{}", r.summary.show(1), crate::report::verdict::mark(r)),
                 format!("{per:.1}"),
                 lat,
                 eff,

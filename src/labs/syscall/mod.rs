@@ -243,7 +243,7 @@ pub fn render(o: &Outcome) -> String {
                 r.key("call"),
                 r.key("batch"),
                 size,
-                format!("{:.1}", s.median),
+                format!("{:.1}{}", s.median, crate::report::verdict::mark(r)),
                 format!("{:.1}–{:.1}", s.min, s.max),
                 s.n.to_string(),
                 term_of(&r.key("call")).to_string(),
