@@ -95,7 +95,14 @@ fn c2c_writes_from_and_to_rows() {
     ]);
     let doc = json(&out);
     let results = doc["results"].as_array().unwrap();
-    assert_eq!(results.len(), 1);
+    // The pair's latency, and the spread of its per-address medians.
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[1]["metric"], "address_spread");
+    assert_eq!(results[1]["unit"], "%");
+    assert!(
+        results[0]["quality"].is_string()
+            && results[0]["conditions"]["cpus"] == serde_json::json!([0, 1])
+    );
     assert_eq!(results[0]["case"]["from"], 0);
     assert_eq!(results[0]["case"]["to"], 1);
     assert_eq!(results[0]["metric"], "latency");

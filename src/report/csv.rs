@@ -219,7 +219,7 @@ mod tests {
         assert_eq!(lines.len(), 4, "{text}");
         assert_eq!(
             lines[1],
-            "r1,mem,chase,4096,L1,32768,,latency,ns,1.1,1,1.2,0.09999999999999987,3"
+            "r1,mem,chase,4096,L1,32768,,latency,ns,1.1,1,1.2,0.09999999999999987,3,,,,"
         );
         assert!(
             lines[2].starts_with("r1,mem,chase,8192,,,,latency,ns,"),
@@ -240,6 +240,6 @@ mod tests {
             "run_id,lab,op,block,level,cache,call,metric,unit,sample,value,quality,quality_reasons,other_cpu_max_pct,steal_pct"
         );
         assert_eq!(lines.len(), 1 + 3 + 2 + 1, "{text}");
-        assert_eq!(lines[2], "r1,mem,chase,4096,L1,32768,,latency,ns,1,1.2");
+        assert_eq!(lines[2], "r1,mem,chase,4096,L1,32768,,latency,ns,1,1.2,,,,");
     }
 }
