@@ -10,7 +10,7 @@ out=$(mktemp -d)
 
 share_summary() { # file
     jq -r '.results[] | select(.case.threads == 2 and .metric == "throughput")
-        | "  share \(.case.variant) T=2: \(.summary.median|.*10|round/10) Mop/s  \(.quality)  \(.quality_reasons|join("; "))"' "$1"
+        | "  share \(.case.variant) T=2: \(.summary.median|.*10|round/10) Mop/s  \(.quality)  \((.quality_reasons // [])|join("; "))"' "$1"
     jq -r '[.results[] | select(.case.threads == 2 and .metric == "throughput")] as $r
         | ($r[] | select(.case.variant=="arc-per-thread") | .summary.median) as $a
         | ($r[] | select(.case.variant=="arc-shared") | .summary.median) as $s
@@ -18,7 +18,7 @@ share_summary() { # file
 }
 mem_summary() { # file
     jq -r '.results[] | select(.metric == "latency" and .case.level == null)
-        | "  chase \(.case.pages) 1G: \(.summary.median|round) ns  \(.quality)  \(.quality_reasons|join("; "))"' "$1"
+        | "  chase \(.case.pages) 1G: \(.summary.median|round) ns  \(.quality)  \((.quality_reasons // [])|join("; "))"' "$1"
     jq -r '[.results[] | select(.metric == "latency" and .case.level == null)] as $r
         | ($r[] | select(.case.pages=="4k") | .summary.median) as $s
         | ($r[] | select(.case.pages=="thp") | .summary.median) as $h
