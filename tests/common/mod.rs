@@ -18,7 +18,7 @@ pub fn fixture() -> Doc {
 }
 
 /// Every chart id the report draws for the fixture (two models in it).
-pub const CHART_IDS: [&str; 10] = [
+pub const CHART_IDS: [&str; 11] = [
     "chart-mem-bandwidth-seq",
     "chart-mem-bandwidth-rand",
     "chart-mem-latency",
@@ -29,6 +29,7 @@ pub const CHART_IDS: [&str; 10] = [
     "chart-share-scaling",
     "chart-c2c",
     "chart-gc-headroom",
+    "chart-mem-loaded",
 ];
 
 /// A sheet for the fixture: headlines read off its rows, one skipped lab.
