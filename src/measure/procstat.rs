@@ -64,6 +64,7 @@ pub fn parse_pid_stat(text: &str) -> Option<PidStat> {
         cutime: n(13).unwrap_or(0),
         cstime: n(14).unwrap_or(0),
         processor: n(36).map(|p| p as usize),
+        start: n(19).unwrap_or(0),
     })
 }
 
@@ -76,6 +77,9 @@ pub struct PidStat {
     pub cstime: u64,
     /// The CPU the task last ran on.
     pub processor: Option<usize>,
+    /// When the task started (clock ticks after boot): with the tid, it names one thread, since
+    /// a tid is reused as soon as a thread exits.
+    pub start: u64,
 }
 
 /// `nonvoluntary_ctxt_switches` from /proc/PID/status.
@@ -110,8 +114,8 @@ pub struct ProcSnapshot {
     pub cpus: PerCpu,
     /// This process's CPU time including waited-for children, plus live children's (ticks).
     pub own_ticks: u64,
-    /// Live threads of this process: tid -> (ticks, last CPU).
-    pub threads: BTreeMap<u32, (u64, Option<usize>)>,
+    /// Live threads of this process: (tid, start time) -> (ticks, last CPU).
+    pub threads: BTreeMap<(u32, u64), (u64, Option<usize>)>,
     pub involuntary: Option<u64>,
     pub migrations: Option<u64>,
     pub psi: BTreeMap<String, f64>,
@@ -145,7 +149,7 @@ impl ProcSnapshot {
                 };
                 let base = e.path();
                 if let Some(s) = read(base.join("stat")).and_then(|t| parse_pid_stat(&t)) {
-                    threads.insert(tid, (s.utime + s.stime, s.processor));
+                    threads.insert((tid, s.start), (s.utime + s.stime, s.processor));
                 }
                 let inv = read(base.join("status")).and_then(|t| parse_involuntary(&t));
                 involuntary = involuntary.zip(inv).map(|(a, b)| a + b);
@@ -220,8 +224,34 @@ pub fn fill(c: &mut Conditions, before: &ProcSnapshot, after: &ProcSnapshot, wal
             }
         }
     }
+    // What exited threads (and children) used ran on some of the case's CPUs: give it to each
+    // CPU in proportion to the busy time live threads do not explain there, so a worker that
+    // exited on CPU 1 is not half counted on CPU 0.
+    let busy_of = |cpu: &usize, a: &CpuTimes| {
+        before
+            .cpus
+            .get(cpu)
+            .map_or(0.0, |b| a.busy.saturating_sub(b.busy) as f64)
+    };
+    let headroom: BTreeMap<usize, f64> = after
+        .cpus
+        .iter()
+        .map(|(cpu, a)| {
+            let placed_here = own_on.get(cpu).copied().unwrap_or(0.0);
+            (*cpu, (busy_of(cpu, a) - placed_here).max(0.0))
+        })
+        .collect();
+    let total_headroom: f64 = headroom.values().sum();
+    let unplaced = (own - placed).max(0.0);
     let n = after.cpus.len().max(1) as f64;
-    let spread = ((own - placed).max(0.0)) / n;
+    let spread_on = |cpu: &usize| -> f64 {
+        if total_headroom > 0.0 {
+            let h = headroom.get(cpu).copied().unwrap_or(0.0);
+            (unplaced * h / total_headroom).min(h.max(unplaced / n))
+        } else {
+            unplaced / n
+        }
+    };
     let mut steal = 0.0;
     let mut total = 0.0;
     for (cpu, a) in &after.cpus {
@@ -230,7 +260,7 @@ pub fn fill(c: &mut Conditions, before: &ProcSnapshot, after: &ProcSnapshot, wal
         };
         let busy = a.busy.saturating_sub(b.busy) as f64;
         let span = (a.total().saturating_sub(b.total()) as f64).max(wall_ticks);
-        let mine = own_on.get(cpu).copied().unwrap_or(0.0) + spread;
+        let mine = own_on.get(cpu).copied().unwrap_or(0.0) + spread_on(cpu);
         // Tick accounting rounds per CPU; one tick either way is not another process.
         let other = (busy - mine - 1.0).max(0.0);
         let pct = (100.0 * other / span).min(100.0);
@@ -353,7 +383,10 @@ intr 1 2 3\n";
         ProcSnapshot {
             cpus,
             own_ticks: own,
-            threads: threads.iter().map(|&(t, k, c)| (t, (k, Some(c)))).collect(),
+            threads: threads
+                .iter()
+                .map(|&(t, k, c)| ((t, 0), (k, Some(c))))
+                .collect(),
             involuntary: Some(0),
             migrations: Some(0),
             psi: BTreeMap::new(),
@@ -376,6 +409,35 @@ intr 1 2 3\n";
             c.other_cpu_pct
         );
         assert_eq!(c.other_cpu_max_pct, c.other_cpu_pct.get("1").copied());
+    }
+
+    #[test]
+    fn a_reused_tid_is_another_thread() {
+        // Before: an old thread 10 (started at tick 5) had run 90 ticks. After: it exited and a
+        // new thread 10 (started at tick 500) ran 100 ticks on CPU 0. The new one's time is
+        // its own, not 100 - 90.
+        let mut before = snap([0, 0], 0, &[]);
+        before.threads.insert((10, 5), (90, Some(0)));
+        let mut after = snap([100, 0], 100, &[]);
+        after.threads.insert((10, 500), (100, Some(0)));
+        let mut c = Conditions::default();
+        fill(&mut c, &before, &after, 1.0);
+        assert_eq!(c.other_cpu_pct["0"], 0.0, "{:?}", c.other_cpu_pct);
+    }
+
+    #[test]
+    fn an_exited_worker_is_placed_where_busy_time_is_unexplained() {
+        // Worker A (live) ran 70 ticks on CPU 0; worker B exited after 70 ticks on CPU 1.
+        let before = snap([0, 0], 0, &[(1, 0, 0)]);
+        let after = snap([70, 70], 140, &[(1, 70, 0)]);
+        let mut c = Conditions::default();
+        fill(&mut c, &before, &after, 0.7);
+        assert_eq!(c.other_cpu_max_pct, Some(0.0), "{:?}", c.other_cpu_pct);
+        // Stacked on CPU 0, CPU 1 idle: nothing of ours lands on CPU 1, nothing other on 0.
+        let after = snap([140, 0], 140, &[]);
+        let mut c = Conditions::default();
+        fill(&mut c, &snap([0, 0], 0, &[]), &after, 1.4);
+        assert_eq!(c.other_cpu_max_pct, Some(0.0), "{:?}", c.other_cpu_pct);
     }
 
     #[test]
