@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::cli::CheckArgs;
 use crate::error::usage;
 use crate::machine::restore::{self, SettingGuard};
-use crate::measure::procstat::{self, parse_pid_stat};
+use crate::measure::procstat;
 
 /// How a finding bears on measuring.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -66,27 +66,9 @@ impl Root {
 
 /// Process CPU ticks by pid, with names, from `<root>/proc`.
 fn process_ticks(root: &Path) -> BTreeMap<u32, (String, u64)> {
-    let mut out = BTreeMap::new();
-    let Ok(dir) = std::fs::read_dir(root.join("proc")) else {
-        return out;
-    };
-    for e in dir.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(text) = std::fs::read_to_string(e.path().join("stat")) else {
-            continue;
-        };
-        let name = text
-            .find('(')
-            .zip(text.rfind(')'))
-            .map(|(a, b)| text[a + 1..b].to_string())
-            .unwrap_or_default();
-        if let Some(s) = parse_pid_stat(&text) {
-            out.insert(pid, (name, s.utime + s.stime));
-        }
-    }
-    out
+    procstat::processes(root)
+        .map(|(pid, name, s)| (pid, (name, s.utime + s.stime)))
+        .collect()
 }
 
 /// Processes whose CPU use between two snapshots `secs` apart is above `min_pct` of a CPU.

@@ -184,25 +184,24 @@ impl ProcSnapshot {
 /// CPU ticks of this process's live child processes (the gc lab's Go program, an echo
 /// server started as a process): their time is the case's own, not interference.
 fn live_children_ticks(me: u32) -> u64 {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return 0;
-    };
-    let mut total = 0;
-    for e in dir.flatten() {
-        let name = e.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else {
-            continue;
-        };
-        if pid == me {
-            continue;
-        }
-        if let Some(s) = read(e.path().join("stat")).and_then(|t| parse_pid_stat(&t)) {
-            if s.ppid == me {
-                total += s.utime + s.stime + s.cutime + s.cstime;
-            }
-        }
-    }
-    total
+    processes(Path::new("/"))
+        .filter(|(pid, _, s)| *pid != me && s.ppid == me)
+        .map(|(_, _, s)| s.utime + s.stime + s.cutime + s.cstime)
+        .sum()
+}
+
+/// Every process under `<root>/proc`: pid, command name and its stat fields.
+pub fn processes(root: &Path) -> impl Iterator<Item = (u32, String, PidStat)> {
+    std::fs::read_dir(root.join("proc"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().to_str()?.parse::<u32>().ok()?;
+            let text = read(e.path().join("stat"))?;
+            let name = text[text.find('(')? + 1..text.rfind(')')?].to_string();
+            Some((pid, name, parse_pid_stat(&text)?))
+        })
 }
 
 /// Fill the interference fields of `c` from two snapshots `wall_s` apart.
