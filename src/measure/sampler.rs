@@ -48,6 +48,17 @@ impl SampleSpec {
         }
     }
 
+    /// Three 1 ms samples: enough for a test to check that a measurement runs and what it
+    /// returns, never how fast.
+    #[cfg(test)]
+    pub fn tiny() -> Self {
+        SampleSpec {
+            samples: 3,
+            min_sample: Duration::from_millis(1),
+            warmup: Duration::from_millis(1),
+        }
+    }
+
     /// The spec with `--samples N` applied, if given.
     pub fn with_samples(mut self, samples: Option<usize>) -> Self {
         if let Some(n) = samples {
@@ -426,17 +437,9 @@ mod tests {
     use std::hint::black_box;
     use std::sync::atomic::AtomicUsize;
 
-    fn tiny() -> SampleSpec {
-        SampleSpec {
-            samples: 3,
-            min_sample: Duration::from_millis(1),
-            warmup: Duration::from_millis(1),
-        }
-    }
-
     #[test]
     fn sample_fn_reaches_the_minimum_length() {
-        let s = sample_fn(&tiny(), |n| {
+        let s = sample_fn(&SampleSpec::tiny(), |n| {
             for i in 0..n {
                 black_box(i);
             }
@@ -453,7 +456,7 @@ mod tests {
         let total = AtomicUsize::new(0);
         let samples = team(
             &team_cpus,
-            &tiny(),
+            &SampleSpec::tiny(),
             |i| Ok(vec![i as u64; 16]),
             |state: &mut Vec<u64>, n| {
                 for _ in 0..n {
@@ -474,7 +477,7 @@ mod tests {
     fn team_setup_errors_come_back_without_hanging() {
         let r = team(
             &[cpus::allowed_cpus()[0]],
-            &tiny(),
+            &SampleSpec::tiny(),
             |_| -> Result<()> { Err(anyhow::anyhow!("no memory")) },
             |_, _| {},
         );
@@ -542,7 +545,7 @@ mod tests {
         let done = AtomicUsize::new(0);
         let samples = team_window(
             &team_cpus,
-            &tiny(),
+            &SampleSpec::tiny(),
             |i| Ok(i as u64),
             |x: &mut u64| {
                 for _ in 0..1000 {
@@ -560,7 +563,7 @@ mod tests {
         }
         let r = team_window(
             &team_cpus[..1],
-            &tiny(),
+            &SampleSpec::tiny(),
             |_| -> Result<()> { Err(anyhow::anyhow!("no memory")) },
             |_| {},
         );
