@@ -40,14 +40,19 @@ fn ring(batch: u32) -> Result<IoUring> {
 }
 
 /// Submit `entries` with one submit_and_wait, reap them all, and check each result with `ok`.
-fn submit_batch(
+///
+/// # Safety
+///
+/// Every entry must be a NOP or point into memory that stays valid, and that nothing else
+/// reads or writes, until its op completes: on `Ok` every op has completed; on `Err` some may
+/// still be in flight, so the caller must drop `ring` (which cancels them) before that memory.
+unsafe fn submit_batch(
     ring: &mut IoUring,
     entries: &[squeue::Entry],
     ok: impl Fn(i32) -> bool,
 ) -> Result<()> {
-    // SAFETY: every entry is a NOP or points into buffers the caller keeps alive and does not
-    // touch until this function returns, and this function returns only after every entry has
-    // completed (or after an error, when the caller drops the ring before the buffers).
+    // SAFETY: our caller's promise (see # Safety) is push_multiple's: the entries' memory
+    // outlives their ops.
     unsafe { ring.submission().push_multiple(entries) }
         .map_err(|_| anyhow!("io_uring submission queue too small for {}", entries.len()))?;
     let want = entries.len();
@@ -80,7 +85,8 @@ pub fn uring_nop(spec: &SampleSpec, batch: u32) -> Result<Vec<f64>> {
             if failed.is_some() {
                 return stall(spec);
             }
-            if let Err(e) = submit_batch(&mut ring, &nops, |r| r >= 0) {
+            // SAFETY: NOPs point at no memory.
+            if let Err(e) = unsafe { submit_batch(&mut ring, &nops, |r| r >= 0) } {
                 failed = Some(e);
             }
         }
@@ -135,8 +141,11 @@ pub fn uring_send_recv(spec: &SampleSpec, batch: u32) -> Result<(Vec<f64>, Vec<f
     let out = sample_two_phases(
         spec,
         1,
-        || submit_batch(&mut ring.borrow_mut(), &sends, full).context("io_uring send"),
-        || submit_batch(&mut ring.borrow_mut(), &recvs, full).context("io_uring recv"),
+        // SAFETY: the sends point into `msg` and the recvs into `bufs`, both declared before
+        // the ring and so dropped after it; `bufs` is read only once the last batch is done.
+        || unsafe { submit_batch(&mut ring.borrow_mut(), &sends, full) }.context("io_uring send"),
+        // SAFETY: as for the sends above.
+        || unsafe { submit_batch(&mut ring.borrow_mut(), &recvs, full) }.context("io_uring recv"),
     );
     // The recv buffers are only read after the ring's last batch completed.
     let (send, recv) = out?;
