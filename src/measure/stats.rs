@@ -80,6 +80,24 @@ pub fn paired_ratios(a: &[f64], b: &[f64]) -> Vec<f64> {
         .collect()
 }
 
+/// Least-squares line y = a + b x through the points: (a, b); None with fewer than two
+/// distinct x.
+pub fn fit_line(points: &[(f64, f64)]) -> Option<(f64, f64)> {
+    if points.len() < 2 {
+        return None;
+    }
+    let k = points.len() as f64;
+    let mx = points.iter().map(|p| p.0).sum::<f64>() / k;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / k;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    if sxx == 0.0 {
+        return None;
+    }
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let b = sxy / sxx;
+    Some((my - b * mx, b))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,8 +4,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::labs::echo::model::CostTerms;
-use crate::measure::syscost::Measurements;
+use crate::measure::syscost::{CostTerms, Measurements};
 use crate::report::{Model, ModelPoint};
 
 /// Least-squares fit of y = a + b / n over (n, y); None with fewer than two distinct n.
@@ -15,19 +14,7 @@ pub fn fit_amortized(points: &[(u32, f64)]) -> Option<(f64, f64)> {
         .filter(|(n, y)| *n > 0 && y.is_finite())
         .map(|(n, y)| (1.0 / f64::from(*n), *y))
         .collect();
-    let k = pts.len() as f64;
-    if pts.len() < 2 {
-        return None;
-    }
-    let mx = pts.iter().map(|p| p.0).sum::<f64>() / k;
-    let my = pts.iter().map(|p| p.1).sum::<f64>() / k;
-    let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
-    if sxx == 0.0 {
-        return None;
-    }
-    let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
-    let b = sxy / sxx;
-    Some((my - b * mx, b))
+    crate::measure::stats::fit_line(&pts)
 }
 
 fn r1(x: f64) -> Value {
@@ -183,7 +170,7 @@ mod tests {
 
     #[test]
     fn per_byte_fit_recovers_fixed_and_per_byte_costs() {
-        use crate::labs::echo::model::PerByte;
+        use crate::measure::syscost::PerByte;
         // 900 ns + 0.05 ns/B, exact: the fit gives both back.
         let pts: Vec<(f64, f64)> = crate::measure::syscost::PER_BYTE_SIZES
             .iter()

@@ -1,5 +1,5 @@
 //! What a syscall costs: the single measurements behind the cost terms s, w and t, and
-//! `measure_terms` that gathers them into the echo model's `CostTerms`.
+//! `measure_terms` that gathers them into the cost terms (`CostTerms`) the echo model prices.
 //!
 //! Shared by the syscall lab (which prints every figure) and the echo lab (which prices its
 //! servers' counts with the terms), so it lives here and not in either lab.
@@ -18,11 +18,10 @@ mod uring;
 use anyhow::Result;
 
 use super::{SampleSpec, Summary};
-use crate::labs::echo::model::CostTerms;
 
 pub use calls::{clock_gettime_vdso, epoll_wait_ready, null_syscall, read_devzero, write_devnull};
 pub use tcp::{tcp_send_recv, tcp_send_recv_sized, tcp_send_wake};
-pub use terms::terms_from;
+pub use terms::{interpolate, terms_from, CostTerms, PerByte};
 pub use uring::{uring_nop, uring_send_recv, uring_unsupported};
 
 /// The io_uring batches measured by default: 1, 2, 4, ..., 256.
