@@ -28,40 +28,10 @@ pub struct Ctx {
     pub reserve_hugepages: bool,
 }
 
-use crate::measure::Summary;
 use crate::report::Outcome;
 
-/// One line of the cost sheet: a headline figure with its spread and what it means.
-#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, PartialEq)]
-pub struct Headline {
-    /// What the figure is: "syscall s (getppid)".
-    pub label: String,
-    pub summary: Summary,
-    pub unit: String,
-    /// One line reading of it: "huge pages cut random DRAM latency by 34% here".
-    pub reading: String,
-    /// The verdict on the figure (the worst of the figures it is read from); the reading
-    /// follows it (`report::verdict::follow`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub quality: Option<crate::measure::quality::Quality>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub quality_reasons: Vec<String>,
-}
-
-impl Headline {
-    /// Take the worst verdict of the figures this headline is read from.
-    pub fn judged_by(mut self, rows: &[&crate::report::ResultRow]) -> Self {
-        if let Some(worst) = rows
-            .iter()
-            .filter(|r| r.quality.is_some())
-            .max_by_key(|r| r.quality)
-        {
-            self.quality = worst.quality;
-            self.quality_reasons = worst.quality_reasons.clone();
-        }
-        self
-    }
-}
+/// Headlines are results: they live with the result model; re-exported here for the labs.
+pub use crate::report::Headline;
 
 /// What `costlab run` needs of a lab. Each lab folder has one implementation; `all()` lists
 /// them, so adding a lab to `run` is one line there.

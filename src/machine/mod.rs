@@ -12,7 +12,7 @@ pub mod kernel;
 pub mod net;
 pub mod numa;
 pub mod pages;
-mod render;
+pub mod render;
 pub mod restore;
 pub mod security;
 pub mod sysfs;

@@ -1,5 +1,7 @@
 //! The `costlab machine` table.
 
+use serde_json::Value;
+
 use crate::measure::cpus::format_cpu_list;
 use crate::measure::sizes::human_size;
 
@@ -202,5 +204,34 @@ impl Machine {
             text += &format!("; {}", share.join(", "));
         }
         text
+    }
+}
+/// "Intel Xeon ... · 2 CPUs · 6.1.0" from the machine JSON, whatever of it is known.
+pub fn machine_summary(machine: &Value) -> String {
+    let mut parts = Vec::new();
+    if let Some(m) = machine
+        .get("cpu_model")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+    {
+        parts.push(m.to_string());
+    }
+    if let Some(n) = machine.get("cpus_online").and_then(Value::as_u64) {
+        parts.push(format!("{n} CPUs"));
+    }
+    if let Some(k) = machine
+        .get("kernel")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+    {
+        parts.push(k.to_string());
+    }
+    if let Some(h) = machine.get("hypervisor").and_then(Value::as_str) {
+        parts.push(format!("VM ({h})"));
+    }
+    if parts.is_empty() {
+        "unknown machine".to_string()
+    } else {
+        parts.join(" · ")
     }
 }

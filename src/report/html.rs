@@ -166,7 +166,7 @@ pub fn render(doc: &Doc, sheet: &[LabSheet]) -> String {
         esc(&doc.run.started),
         esc(&doc.run.command),
         esc(&doc.run.costlab),
-        esc(&crate::store::machine_summary(&doc.machine))
+        esc(&crate::machine::render::machine_summary(&doc.machine))
     );
     if !doc.run.complete {
         o.push_str("<div class=\"incomplete\">This run is incomplete: a lab failed or it was interrupted. What finished is shown.</div>");

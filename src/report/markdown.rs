@@ -23,7 +23,7 @@ pub fn render(doc: &Doc, sheet: &[LabSheet]) -> String {
         "- started: {}\n- command: `{}`\n- machine: {}\n- complete: {}\n\n",
         doc.run.started,
         doc.run.command,
-        crate::store::machine_summary(&doc.machine),
+        crate::machine::render::machine_summary(&doc.machine),
         if doc.run.complete { "yes" } else { "no" }
     ));
     if !sheet.is_empty() {

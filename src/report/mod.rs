@@ -14,4 +14,4 @@ pub mod table;
 pub mod time;
 pub mod verdict;
 
-pub use model::{Case, Doc, Model, ModelPoint, Outcome, ResultRow, RunInfo};
+pub use model::{Case, Doc, Headline, Model, ModelPoint, Outcome, ResultRow, RunInfo};

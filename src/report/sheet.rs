@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::labs::Headline;
 use crate::measure::Summary;
+use crate::report::Headline;
 
 /// What became of a lab in a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

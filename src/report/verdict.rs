@@ -74,7 +74,7 @@ pub fn mark(r: &ResultRow) -> &'static str {
 /// - a disturbed or noisy headline states no cost or gain: its reading says why not;
 /// - a ratio whose range crosses 1 reads as level;
 /// - a share or tax whose range reaches zero or below reads as below what the machine resolves.
-pub fn follow(headlines: &mut [crate::labs::Headline], rows: &[ResultRow]) {
+pub fn follow(headlines: &mut [crate::report::Headline], rows: &[ResultRow]) {
     for h in headlines.iter_mut() {
         if h.quality.is_none() {
             if let Some(r) = rows
@@ -136,8 +136,8 @@ fn is_difference(label: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::labs::Headline;
     use crate::measure::Summary;
+    use crate::report::Headline;
 
     fn h(label: &str, unit: &str, samples: &[f64]) -> Headline {
         Headline {

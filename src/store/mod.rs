@@ -27,8 +27,9 @@ use anyhow::Result;
 use serde_json::Value;
 
 use crate::error::usage;
-use crate::labs::Headline;
+use crate::machine::render::machine_summary;
 use crate::report::sheet::{LabSheet, LabStatus};
+use crate::report::Headline;
 use crate::report::{Doc, Model, ResultRow, RunInfo};
 
 pub use redact::redact;
@@ -152,36 +153,6 @@ pub struct RunRow {
 /// The history database.
 pub struct Store {
     db: RefCell<Box<dyn Backend>>,
-}
-
-/// "Intel Xeon ... · 2 CPUs · 6.1.0" from the machine JSON, whatever of it is known.
-pub fn machine_summary(machine: &Value) -> String {
-    let mut parts = Vec::new();
-    if let Some(m) = machine
-        .get("cpu_model")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-    {
-        parts.push(m.to_string());
-    }
-    if let Some(n) = machine.get("cpus_online").and_then(Value::as_u64) {
-        parts.push(format!("{n} CPUs"));
-    }
-    if let Some(k) = machine
-        .get("kernel")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-    {
-        parts.push(k.to_string());
-    }
-    if let Some(h) = machine.get("hypervisor").and_then(Value::as_str) {
-        parts.push(format!("VM ({h})"));
-    }
-    if parts.is_empty() {
-        "unknown machine".to_string()
-    } else {
-        parts.join(" · ")
-    }
 }
 
 /// The machine's stable id: the one the run recorded (`machine.id`, a hash of
