@@ -23,7 +23,11 @@ func main() {
 	workers := flag.Int("workers", 0, "work: goroutines doing calls (default GOMAXPROCS)")
 	reps := flag.Int("reps", 7, "taxes: timed samples (write-barrier: GC cycles)")
 	seconds := flag.Float64("seconds", 10, "profile: how long the workload runs under the profiler")
-	hz := flag.Int("hz", 1000, "profile: CPU profiling rate asked (samples per CPU-second)")
+	hz := flag.Int("hz", 1000, "profile: CPU sampling rate asked (samples per CPU-second)")
+	warmup := flag.Float64("warmup", 1, "profile: seconds the workload runs before sampling starts")
+	samplerName := flag.String("sampler", "pprof", "profile: pprof (runtime/pprof) or perf (under perf record --control)")
+	perfCtl := flag.String("perf-ctl", "", "profile, sampler perf: perf's control fifo")
+	perfAck := flag.String("perf-ack", "", "profile, sampler perf: perf's ack fifo")
 	flag.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: gcbench [flags] heap|bounds|prologue|write-barrier|profile heap|profile server")
 		flag.PrintDefaults()
@@ -63,7 +67,9 @@ func main() {
 		if flag.NArg() > 1 {
 			workload = flag.Arg(1)
 		}
-		out = profileMain(workload, liveOrDefault(*live, 4), *seconds, *hz, *workers)
+		out = profileMain(profileOpts{workload: workload, live: liveOrDefault(*live, 4),
+			warmup: time.Duration(*warmup * float64(time.Second)), window: time.Duration(*seconds * float64(time.Second)),
+			hz: *hz, workers: *workers, sampler: *samplerName, perfCtl: *perfCtl, perfAck: *perfAck})
 	default:
 		fmt.Fprintf(os.Stderr, "gcbench: unknown mode %q: use heap, bounds, prologue, write-barrier or profile\n", mode)
 		os.Exit(2)

@@ -6,29 +6,26 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 )
 
 // A hand-written reader of the one thing costlab needs from a runtime/pprof CPU profile:
-// how many samples fell on each leaf PC. The profile is a gzipped protobuf
+// each sample's stack of PCs. The profile is a gzipped protobuf
 // (github.com/google/pprof/proto/profile.proto); only the standard library may be used, so
 // the few fields read are decoded here: Profile.sample (2) with Sample.location_id (1) and
 // Sample.value (2), and Profile.location (4) with Location.id (1) and Location.address (3).
 // Everything else is skipped by wire type.
 
-// LeafCount is the number of samples whose innermost frame is at PC, and how many of
-// those had a frame of the collector's own work (see UnderGC) on their stack.
-type LeafCount struct {
-	PC      uint64
-	Count   int64
-	UnderGC int64
+// StackCount is how many samples had this stack: PCs[0] is the leaf (the instruction the
+// sample hit), the rest its callers, innermost first (each inside its call instruction).
+type StackCount struct {
+	PCs   []uint64
+	Count int64
 }
 
-// ProfileLeaves decodes a gzipped (or plain) CPU profile and returns the sample count per
-// leaf PC, sorted by PC, and the total sample count. underGC, if not nil, says whether a
-// frame's PC is in one of the collector's entry points; a sample is "under GC" when any
-// frame of its stack is.
-func ProfileLeaves(data []byte, underGC func(pc uint64) bool) ([]LeafCount, int64, error) {
+// ProfileStacks decodes a gzipped (or plain) CPU profile and returns its samples' stacks
+// with their counts, in the profile's order, and the total sample count. costlab
+// classifies them (which frames are the collector's, which instruction the leaf is).
+func ProfileStacks(data []byte) ([]StackCount, int64, error) {
 	if len(data) >= 2 && data[0] == 0x1f && data[1] == 0x8b {
 		zr, err := gzip.NewReader(bytes.NewReader(data))
 		if err != nil {
@@ -91,39 +88,20 @@ func ProfileLeaves(data []byte, underGC func(pc uint64) bool) ([]LeafCount, int6
 	if err != nil {
 		return nil, 0, err
 	}
-	per := map[uint64]*LeafCount{}
+	out := make([]StackCount, 0, len(samples))
 	var total int64
 	for _, s := range samples {
-		var leaf uint64
-		gc := false
+		pcs := make([]uint64, len(s.locs))
 		for i, id := range s.locs {
 			a, ok := addr[id]
 			if !ok {
 				return nil, 0, fmt.Errorf("profile: sample names location %d, which is not in the profile", id)
 			}
-			if i == 0 {
-				leaf = a
-			}
-			if underGC != nil && !gc && underGC(a) {
-				gc = true
-			}
+			pcs[i] = a
 		}
-		lc := per[leaf]
-		if lc == nil {
-			lc = &LeafCount{PC: leaf}
-			per[leaf] = lc
-		}
-		lc.Count += s.count
-		if gc {
-			lc.UnderGC += s.count
-		}
+		out = append(out, StackCount{PCs: pcs, Count: s.count})
 		total += s.count
 	}
-	out := make([]LeafCount, 0, len(per))
-	for _, c := range per {
-		out = append(out, *c)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].PC < out[j].PC })
 	return out, total, nil
 }
 

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
+	"fmt"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"testing"
 	"time"
 )
@@ -26,7 +28,7 @@ func (p *pb) msg(field int, body []byte) {
 	p.b = append(p.b, body...)
 }
 
-func TestProfileLeavesDecodesHandMadeProfile(t *testing.T) {
+func TestProfileStacksDecodesHandMadeProfile(t *testing.T) {
 	var prof pb
 	// Two locations, one sample packed (locations 1 then 2), one unpacked (location 2 only),
 	// and fields the decoder must skip (string table, a fixed64, period).
@@ -57,18 +59,18 @@ func TestProfileLeavesDecodesHandMadeProfile(t *testing.T) {
 	w := gzip.NewWriter(&gz)
 	w.Write(prof.b)
 	w.Close()
-	under := func(pc uint64) bool { return pc == 0x402000 }
 	for _, data := range [][]byte{prof.b, gz.Bytes()} {
-		leaves, total, err := ProfileLeaves(data, under)
+		stacks, total, err := ProfileStacks(data)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []LeafCount{{0x401000, 3, 3}, {0x402000, 5, 5}}
-		if total != 8 || len(leaves) != 2 || leaves[0] != want[0] || leaves[1] != want[1] {
-			t.Fatalf("got %v total %d, want %v total 8", leaves, total, want)
+		got := fmt.Sprint(stacks)
+		want := "[{[4198400 4202496] 3} {[4202496] 5}]"
+		if total != 8 || got != want {
+			t.Fatalf("got %s total %d, want %s total 8", got, total, want)
 		}
 	}
-	if _, _, err := ProfileLeaves(prof.b[:len(prof.b)-1], nil); err == nil {
+	if _, _, err := ProfileStacks(prof.b[:len(prof.b)-1]); err == nil {
 		t.Fatal("a truncated profile must be an error")
 	}
 	var bad pb
@@ -76,7 +78,7 @@ func TestProfileLeavesDecodesHandMadeProfile(t *testing.T) {
 	s3.u(1, 9)
 	s3.u(2, 1)
 	bad.msg(2, s3.b)
-	if _, _, err := ProfileLeaves(bad.b, nil); err == nil {
+	if _, _, err := ProfileStacks(bad.b); err == nil {
 		t.Fatal("a sample naming a missing location must be an error")
 	}
 }
@@ -92,26 +94,35 @@ func spinFor(d time.Duration) uint64 {
 	return x
 }
 
-func TestProfileLeavesReadsARealProfile(t *testing.T) {
+func TestProfileStacksReadsARealProfile(t *testing.T) {
 	var buf bytes.Buffer
 	if err := pprof.StartCPUProfile(&buf); err != nil {
 		t.Skip("profiler busy:", err)
 	}
 	spinFor(300 * time.Millisecond)
 	pprof.StopCPUProfile()
-	leaves, total, err := ProfileLeaves(buf.Bytes(), nil)
+	stacks, total, err := ProfileStacks(buf.Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}
 	var sum int64
-	for _, l := range leaves {
-		sum += l.Count
-		if runtime.FuncForPC(uintptr(l.PC)) == nil {
-			t.Fatalf("leaf %#x is in no function of this binary", l.PC)
+	spin := false
+	for _, st := range stacks {
+		sum += st.Count
+		if runtime.FuncForPC(uintptr(st.PCs[0])) == nil {
+			t.Fatalf("leaf %#x is in no function of this binary", st.PCs[0])
+		}
+		for _, pc := range st.PCs {
+			if f := runtime.FuncForPC(uintptr(pc)); f != nil && strings.HasSuffix(f.Name(), ".spinFor") {
+				spin = true
+			}
 		}
 	}
-	if sum != total {
-		t.Fatalf("leaves sum to %d, total %d", sum, total)
+	if sum != total || total == 0 {
+		t.Fatalf("stacks sum to %d, total %d", sum, total)
+	}
+	if !spin {
+		t.Fatal("no sampled stack passes through spinFor, which took the whole window")
 	}
 }
 
@@ -137,18 +148,8 @@ func TestServerAnswersAndParses(t *testing.T) {
 	if string(out) != "NO k500\n" {
 		t.Fatalf("reply %q", out)
 	}
-	n2, _, err := RunServer(2, 100*time.Millisecond)
+	n2, _, err := RunServer(2, 10*time.Millisecond, 100*time.Millisecond, nil, nil)
 	if err != nil || n2 == 0 {
 		t.Fatalf("server: %d requests, %v", n2, err)
-	}
-}
-
-func TestGCEntryLookup(t *testing.T) {
-	if isGCEntry(0) {
-		t.Fatal("pc 0 is no GC entry")
-	}
-	pc, _, _, _ := runtime.Caller(0)
-	if isGCEntry(uint64(pc) + 1) {
-		t.Fatal("a test function is no GC entry")
 	}
 }

@@ -188,9 +188,10 @@ func replyValue(line []byte) uint64 {
 	return v
 }
 
-// RunServer serves and loads `conns` connections over 127.0.0.1 for `d` and returns the
-// requests answered and a checksum.
-func RunServer(conns int, d time.Duration) (int64, uint64, error) {
+// RunServer serves and loads `conns` connections over 127.0.0.1 for warmup + d and returns
+// the requests answered (warm-up included) and a checksum. begin and end (either may be nil) are called
+// when the measured d starts and ends, with the load running.
+func RunServer(conns int, warmup, d time.Duration, begin, end func()) (int64, uint64, error) {
 	tbl := NewTable(serverKeys)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -223,7 +224,14 @@ func RunServer(conns int, d time.Duration) (int64, uint64, error) {
 			}
 		}(i)
 	}
+	time.Sleep(warmup)
+	if begin != nil {
+		begin()
+	}
 	time.Sleep(d)
+	if end != nil {
+		end()
+	}
 	stop.Store(true)
 	wg.Wait()
 	close(errs)

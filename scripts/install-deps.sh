@@ -17,6 +17,7 @@ need make make
 need cc build-essential         # the bundled SQLite is compiled from C
 need go golang-go               # the gc lab's Go program (gcbench/)
 need javac default-jdk-headless # the gc lab's Java program (javagc/), `costlab gc --runtime java-*`
+need perf linux-perf            # the gc tax attribution samples with perf record -e cpu-clock (pprof otherwise)
 # The two-node NUMA test (tests/two_node.rs): QEMU, a Debian kernel to boot, busybox for
 # virtme-ng's initramfs, numactl for the placements inside the guest.
 need qemu-system-x86_64 qemu-system-x86

@@ -387,7 +387,7 @@ pub struct GcTaxArgs {
     /// Attribution workloads: heap (the vnode heap builder), server (requests over loopback)
     #[arg(long, value_name = "LIST", default_value = "heap,server")]
     pub workload: String,
-    /// Attribution: seconds each profiled process runs (default 30; 20 with --quick)
+    /// Attribution: seconds each profiled process is sampled (default 10; 5 with --quick)
     #[arg(long, value_name = "S")]
     pub seconds: Option<f64>,
     /// Attribution: profiled processes per workload (default 3; 1 with --quick)

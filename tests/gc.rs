@@ -343,6 +343,30 @@ fn attribution_writes_shares_and_sample_counts() {
         }
         assert!((total - 100.0).abs() < 1e-6, "{w}: shares sum to {total}");
     }
+    // The output names the sampler (perf where it may sample here, pprof otherwise) and
+    // the rate each workload got.
+    let notes: Vec<&str> = doc["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n.as_str())
+        .collect();
+    assert!(
+        notes.iter().any(
+            |n| n.starts_with("attribution: sampler perf record -e cpu-clock")
+                || n.starts_with("attribution: sampler runtime/pprof")
+        ),
+        "{notes:?}"
+    );
+    for w in ["heap", "server"] {
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.starts_with(&format!("attribution {w}: sampler "))
+                    && n.contains("Hz per CPU-second, got")),
+            "{notes:?}"
+        );
+    }
 }
 
 #[test]

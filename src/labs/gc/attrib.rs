@@ -359,18 +359,86 @@ pub fn classify_func(f: &Func) -> Vec<Class> {
 /// Every instruction of a binary with its class, sorted by address, for lookups by PC.
 pub struct ClassMap {
     spans: Vec<(u64, u64, Class)>,
+    /// (first address, end, is a GC entry point), sorted; and each function's start by name.
+    funcs: Vec<(u64, u64, bool)>,
+    starts: std::collections::HashMap<String, u64>,
 }
+
+/// The collector's entry points: a sample with one of them on its stack is GC work
+/// whatever its leaf (memclr, spanOf, a map of the heap's bits).
+const GC_ENTRIES: [&str; 12] = [
+    "runtime.gcBgMarkWorker",
+    "runtime.gcAssistAlloc",
+    "runtime.gcAssistAlloc1",
+    "runtime.bgsweep",
+    "runtime.sweepone",
+    "runtime.deductSweepCredit",
+    "runtime.gcMarkDone",
+    "runtime.gcMarkTermination",
+    "runtime.gcStart",
+    "runtime.markroot",
+    "runtime.gcDrain",
+    "runtime.gcDrainN",
+];
 
 impl ClassMap {
     pub fn new(funcs: &[Func]) -> ClassMap {
         let mut spans = Vec::new();
+        let mut fspans = Vec::new();
+        let mut starts = std::collections::HashMap::new();
         for f in funcs {
             for (inst, c) in f.insts.iter().zip(classify_func(f)) {
                 spans.push((inst.addr, inst.len, c));
             }
+            if let (Some(a), Some(b)) = (f.insts.first(), f.insts.last()) {
+                fspans.push((
+                    a.addr,
+                    b.addr + b.len,
+                    GC_ENTRIES.contains(&f.name.as_str()),
+                ));
+                starts.insert(f.name.clone(), a.addr);
+            }
         }
         spans.sort_by_key(|s| s.0);
-        ClassMap { spans }
+        fspans.sort_by_key(|s| s.0);
+        ClassMap {
+            spans,
+            funcs: fspans,
+            starts,
+        }
+    }
+
+    /// Whether `pc` lies in one of the collector's entry points.
+    fn in_gc_entry(&self, pc: u64) -> bool {
+        let i = self.funcs.partition_point(|f| f.0 <= pc);
+        i > 0 && pc < self.funcs[i - 1].1 && self.funcs[i - 1].2
+    }
+
+    /// The PC of `symbol + offset`, where the binary has that function.
+    pub fn pc_of(&self, symbol: &str, offset: u64) -> Option<u64> {
+        self.starts.get(symbol).map(|a| a + offset)
+    }
+
+    /// The class of one sampled stack (PCs innermost first: the leaf is the instruction
+    /// hit, callers are return addresses or inside their call, so pc - 1 is looked up): a
+    /// stack under a GC entry point is GC unless its leaf is a write-barrier instruction.
+    pub fn class_of_stack(&self, pcs: &[u64]) -> Class {
+        let Some(&leaf) = pcs.first() else {
+            return Class::Other;
+        };
+        let c = self.class_of(leaf);
+        if c == Class::WriteBarrier || c == Class::Gc {
+            return c;
+        }
+        let under_gc = self.in_gc_entry(leaf)
+            || pcs[1..]
+                .iter()
+                .any(|&pc| pc > 0 && self.in_gc_entry(pc - 1));
+        if under_gc {
+            Class::Gc
+        } else {
+            c
+        }
     }
 
     /// The class of the instruction containing `pc` (Other when no instruction does: the
@@ -421,21 +489,57 @@ pub fn class_map_of(go: &Path, bin: &Path) -> Result<ClassMap> {
     Ok(ClassMap::new(&funcs))
 }
 
-/// Samples per class from leaves `[pc, samples, samples under a GC entry point]`: a sample
-/// under a GC entry point is GC unless its leaf is a write-barrier instruction.
-pub fn attribute(map: &ClassMap, leaves: &[[u64; 3]]) -> [u64; 5] {
+/// Samples per class from pprof's stacks `[count, leaf pc, caller pcs...]`.
+pub fn attribute(map: &ClassMap, stacks: &[Vec<u64>]) -> [u64; 5] {
     let mut out = [0u64; 5];
-    for &[pc, n, under_gc] in leaves {
-        let c = map.class_of(pc);
-        let under_gc = under_gc.min(n);
-        if c == Class::WriteBarrier || c == Class::Gc {
-            out[c.index()] += n;
-        } else {
-            out[Class::Gc.index()] += under_gc;
-            out[c.index()] += n - under_gc;
-        }
+    for st in stacks {
+        let Some((&n, pcs)) = st.split_first() else {
+            continue;
+        };
+        out[map.class_of_stack(pcs).index()] += n;
     }
     out
+}
+
+/// One frame line of `perf script -F period,ip,sym,symoff --no-inline`: `<ip> <symbol>+0x<off>`
+/// (perf prints a user address relative to its mapping, so the frame is placed by its
+/// symbol), or `<ip> [unknown]`: (symbol, offset), None where perf named no symbol.
+pub fn perf_frame(line: &str) -> Option<(&str, u64)> {
+    let (_ip, rest) = line.trim().split_once(char::is_whitespace)?;
+    let (sym, off) = rest.trim().rsplit_once("+0x")?;
+    Some((sym, u64::from_str_radix(off.trim(), 16).ok()?))
+}
+
+/// Samples per class from `perf script -F period,ip,sym,symoff --no-inline` output read
+/// line by line: a line that does not start with a tab opens a sample (its period), the
+/// tab-led lines after it are its frames, innermost first. A frame in no function of the
+/// binary (the vDSO, perf's own exec) is PC 0 (class other).
+pub fn attribute_perf<R: std::io::BufRead>(map: &ClassMap, r: R) -> Result<[u64; 5]> {
+    let mut out = [0u64; 5];
+    let mut pcs: Vec<u64> = Vec::new();
+    let mut open = false;
+    for line in r.lines() {
+        let line = line.context("reading perf script output")?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        if line.starts_with('\t') {
+            let pc = perf_frame(&line)
+                .and_then(|(sym, off)| map.pc_of(sym, off))
+                .unwrap_or(0);
+            pcs.push(pc);
+            continue;
+        }
+        if open {
+            out[map.class_of_stack(&pcs).index()] += 1;
+        }
+        pcs.clear();
+        open = true;
+    }
+    if open {
+        out[map.class_of_stack(&pcs).index()] += 1;
+    }
+    Ok(out)
 }
 
 /// The Wilson score interval (95%) of a share k / n, in %.
@@ -518,9 +622,28 @@ TEXT runtime.scanobject(SB) /r/mgcmark.go
         assert_eq!(map.class_of(0x2000), Gc);
         assert_eq!(map.class_of(0x9999), Other);
         assert_eq!(map.counts(), [1, 5, 3, 3, 6]);
-        // A GC-stack sample whose leaf is plain code counts as GC; a barrier leaf stays a barrier.
-        let got = attribute(&map, &[[0x1006, 10, 4], [0x1018, 3, 3], [0x1007, 2, 0]]);
+        // A stack under a GC entry point whose leaf is plain code counts as GC; a barrier
+        // leaf stays a barrier.
+        let gc = parse_objdump("TEXT runtime.gcDrain(SB) /r/mgcmark.go\n  m.go:1\t\t0x3000\t\te800000000\t\tCALL main.f(SB)\t\n");
+        let mut all = funcs.clone();
+        all.extend(gc);
+        let map = ClassMap::new(&all);
+        let got = attribute(
+            &map,
+            &[
+                vec![4, 0x1006, 0x3005],
+                vec![6, 0x1006],
+                vec![3, 0x1018, 0x3005],
+                vec![2, 0x1007],
+            ],
+        );
         assert_eq!(got, [4, 0, 3, 2, 6]);
+        // perf's output: a period line per sample, then its frames.
+        let text = "     50000 \n\t  1006 main.f+0x6\n\t  3005 runtime.gcDrain+0x5\n\n     50000 \n\t  1018 main.f+0x18\n\n 50000\n\t 7f00 [unknown]\n";
+        assert_eq!(perf_frame("\t  1006 main.f+0x6"), Some(("main.f", 6)));
+        assert_eq!(perf_frame("\t 7f00 [unknown]"), None);
+        let got = attribute_perf(&map, std::io::Cursor::new(text)).unwrap();
+        assert_eq!(got, [1, 0, 1, 0, 1]);
     }
 
     #[test]

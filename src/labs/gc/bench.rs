@@ -357,10 +357,14 @@ pub struct PrologueRun {
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 pub struct ProfileRun {
     pub workload: String,
+    #[serde(default)]
+    pub sampler: String,
     pub hz_asked: u64,
+    /// pprof's samples (perf's are in its own file).
     pub samples: u64,
-    /// [pc, samples, samples with a GC entry point on the stack] per leaf PC.
-    pub leaves: Vec<[u64; 3]>,
+    /// pprof's stacks: [count, leaf pc, caller pcs...].
+    #[serde(default)]
+    pub stacks: Vec<Vec<u64>>,
     pub wall_s: f64,
     #[serde(default)]
     pub cpu_s: f64,

@@ -126,6 +126,168 @@ pub struct TaxConfig {
 /// this machine's kernel): asking more is harmless, and the output says what was got.
 pub const PROFILE_HZ: u64 = 1000;
 
+/// The rate asked of perf's cpu-clock (samples per CPU-second), capped by the kernel's
+/// perf_event_max_sample_rate: enough that the smallest taxes (write barriers, well under
+/// 1%) get a thousand samples from a few processes of ten seconds.
+pub const PERF_HZ: u64 = 20_000;
+
+/// Seconds the workload runs unsampled before each window.
+pub const WARMUP_S: f64 = 1.0;
+
+/// How the CPU samples are taken.
+#[derive(Debug, Clone)]
+pub enum Sampler {
+    /// `perf record -e cpu-clock -F hz` (the program at hand, perf's path).
+    Perf { perf: std::path::PathBuf, hz: u64 },
+    /// runtime/pprof, and why perf is not used.
+    Pprof { why: String },
+}
+
+impl Sampler {
+    pub fn describe(&self) -> String {
+        match self {
+            Sampler::Perf { hz, .. } => {
+                format!("perf record -e cpu-clock -F {hz} (software event, frame-pointer stacks)")
+            }
+            Sampler::Pprof { why } => {
+                format!("runtime/pprof at {PROFILE_HZ} Hz asked (fallback: {why})")
+            }
+        }
+    }
+}
+
+/// perf when it is on PATH and may sample here (a short probe run), else pprof with the
+/// reason. COSTLAB_GC_SAMPLER=pprof forces the fallback.
+pub fn choose_sampler() -> Sampler {
+    if std::env::var("COSTLAB_GC_SAMPLER").is_ok_and(|v| v == "pprof") {
+        return Sampler::Pprof {
+            why: "COSTLAB_GC_SAMPLER=pprof".to_string(),
+        };
+    }
+    let Some(perf) = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("perf"))
+            .find(|p| p.is_file())
+    }) else {
+        return Sampler::Pprof {
+            why: "perf is not on PATH (apt-get install linux-perf)".to_string(),
+        };
+    };
+    let max = std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
+        .ok()
+        .and_then(|t| t.trim().parse::<u64>().ok())
+        .unwrap_or(PERF_HZ);
+    let hz = PERF_HZ.min(max).max(1);
+    let dir = std::env::temp_dir().join(format!("costlab-perf-probe-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let out = std::process::Command::new(&perf)
+        .args([
+            "record",
+            "-q",
+            "-e",
+            "cpu-clock",
+            "-F",
+            &hz.to_string(),
+            "-o",
+        ])
+        .arg(dir.join("probe.data"))
+        .args(["--", "true"])
+        .stdin(std::process::Stdio::null())
+        .output();
+    let _ = std::fs::remove_dir_all(&dir);
+    match out {
+        Ok(o) if o.status.success() => Sampler::Perf { perf, hz },
+        Ok(o) => Sampler::Pprof {
+            why: format!(
+                "perf record failed here ({}); see /proc/sys/kernel/perf_event_paranoid",
+                String::from_utf8_lossy(&o.stderr)
+                    .lines()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("no message")
+                    .trim()
+            ),
+        },
+        Err(e) => Sampler::Pprof {
+            why: format!("perf did not start ({e})"),
+        },
+    }
+}
+
+/// One profiled process under perf: the program turns sampling on after its warm-up and
+/// off at the window's end through perf's control fifos; the samples are read back with
+/// `perf script` and classified as they stream.
+fn perf_process(
+    perf: &std::path::Path,
+    hz: u64,
+    bin: &std::path::Path,
+    args: &[String],
+    map: &attrib::ClassMap,
+) -> Result<(ProfileRun, [u64; 5])> {
+    use anyhow::Context;
+    use std::io::BufReader;
+    use std::process::{Command, Stdio};
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "costlab-perf-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let result = (|| {
+        let (ctl, ack, data) = (dir.join("ctl"), dir.join("ack"), dir.join("perf.data"));
+        for f in [&ctl, &ack] {
+            rustix::fs::mkfifoat(rustix::fs::CWD, f, rustix::fs::Mode::from_raw_mode(0o600))
+                .with_context(|| format!("mkfifo {}", f.display()))?;
+        }
+        let mut all: Vec<String> = vec![
+            "record".into(),
+            "-q".into(),
+            "-e".into(),
+            "cpu-clock".into(),
+            "-F".into(),
+            hz.to_string(),
+            "--call-graph".into(),
+            "fp".into(),
+            "--user-callchains".into(),
+            "--control".into(),
+            format!("fifo:{},{}", ctl.display(), ack.display()),
+            "-D".into(),
+            "-1".into(),
+            "-o".into(),
+            data.display().to_string(),
+            "--".into(),
+            bin.display().to_string(),
+            "-sampler".into(),
+            "perf".into(),
+            "-perf-ctl".into(),
+            ctl.display().to_string(),
+            "-perf-ack".into(),
+            ack.display().to_string(),
+        ];
+        all.extend(args.iter().cloned());
+        let run: ProfileRun = bench::parse(&bench::run(perf, &all, &[])?)?;
+        let mut child = Command::new(perf)
+            .args(["script", "-F", "period,ip,sym,symoff", "--no-inline", "-i"])
+            .arg(&data)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting perf script")?;
+        let counts = attrib::attribute_perf(
+            map,
+            BufReader::new(child.stdout.take().context("perf script's output")?),
+        );
+        let status = child.wait()?;
+        if !status.success() {
+            anyhow::bail!("perf script -i {} failed ({status})", data.display());
+        }
+        Ok((run, counts?))
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
 pub fn parse_kinds(text: &str) -> anyhow::Result<Vec<Kind>> {
     let mut out: Vec<Kind> = Vec::new();
     for k in parse_list(text, |item| match item {
@@ -142,6 +304,10 @@ pub fn parse_kinds(text: &str) -> anyhow::Result<Vec<Kind>> {
     }
     Ok(out)
 }
+
+/// The attribution workloads' live heap at most: small enough that a window holds many GC
+/// cycles (a window of a few cycles moves the GC share by where it falls in them).
+pub const ATTRIB_LIVE: u64 = 64 << 20;
 
 /// Samples each side of the bounds ratio takes inside one process.
 const INNER_REPS: usize = 5;
@@ -247,6 +413,9 @@ fn attribution(o: &mut Outcome, cfg: &TaxConfig) -> Result<()> {
             .collect::<Vec<_>>()
             .join(", ")
     ));
+    let sampler = choose_sampler();
+    o.notes
+        .push(format!("attribution: sampler {}", sampler.describe()));
     for &w in &cfg.workloads {
         let mark = o.results.len();
         let watch = Watch::start(&[]);
@@ -260,23 +429,44 @@ fn attribution(o: &mut Outcome, cfg: &TaxConfig) -> Result<()> {
                 cfg.procs,
                 cfg.seconds
             ));
-            let args = vec![
+            let hz = match &sampler {
+                Sampler::Perf { hz, .. } => *hz,
+                Sampler::Pprof { .. } => PROFILE_HZ,
+            };
+            let mut args = vec![
                 "-live".to_string(),
-                cfg.live.to_string(),
+                ATTRIB_LIVE.min(cfg.live).to_string(),
                 "-seconds".to_string(),
                 cfg.seconds.to_string(),
+                "-warmup".to_string(),
+                WARMUP_S.to_string(),
                 "-hz".to_string(),
-                PROFILE_HZ.to_string(),
-                "profile".to_string(),
-                w.to_string(),
+                hz.to_string(),
             ];
-            let run: ProfileRun = bench::parse(&bench::run(&bin.path, &args, &[])?)?;
-            per_proc.push(attrib::attribute(&map, &run.leaves));
+            let (run, counts) = match &sampler {
+                Sampler::Perf { perf, hz } => {
+                    args.extend(["profile".to_string(), w.to_string()]);
+                    perf_process(perf, *hz, &bin.path, &args, &map)?
+                }
+                Sampler::Pprof { .. } => {
+                    args.extend([
+                        "-sampler".to_string(),
+                        "pprof".to_string(),
+                        "profile".to_string(),
+                        w.to_string(),
+                    ]);
+                    let run: ProfileRun = bench::parse(&bench::run(&bin.path, &args, &[])?)?;
+                    let c = attrib::attribute(&map, &run.stacks);
+                    (run, c)
+                }
+            };
+            per_proc.push(counts);
             runs.push(run);
         }
         push_attribution(o, w, &per_proc);
         o.attach_conditions(mark, watch.finish());
-        o.notes.extend(attribution_notes(w, &per_proc, &runs));
+        o.notes
+            .extend(attribution_notes(w, &per_proc, &runs, &sampler));
     }
     o.notes.push(format!(
         "attribution classes: {}",
@@ -331,7 +521,12 @@ pub fn pooled(per_proc: &[[u64; 5]]) -> Vec<Pooled> {
         .collect()
 }
 
-fn attribution_notes(w: &str, per_proc: &[[u64; 5]], runs: &[ProfileRun]) -> Vec<String> {
+fn attribution_notes(
+    w: &str,
+    per_proc: &[[u64; 5]],
+    runs: &[ProfileRun],
+    sampler: &Sampler,
+) -> Vec<String> {
     let mut out = Vec::new();
     let shares: Vec<String> = pooled(per_proc)
         .iter()
@@ -339,7 +534,7 @@ fn attribution_notes(w: &str, per_proc: &[[u64; 5]], runs: &[ProfileRun]) -> Vec
             format!("{} {share:.2}% [{lo:.2}, {hi:.2}] ({k} samples)", c.name())
         })
         .collect();
-    let samples: u64 = runs.iter().map(|r| r.samples).sum();
+    let samples: u64 = per_proc.iter().flatten().sum();
     let cpu: f64 = runs.iter().map(|r| r.cpu_s).sum();
     let wall: f64 = runs.iter().map(|r| r.wall_s).sum();
     out.push(format!(
@@ -354,8 +549,15 @@ fn attribution_notes(w: &str, per_proc: &[[u64; 5]], runs: &[ProfileRun]) -> Vec
                 .map(|r| r.gc_cpu_share * 100.0)
                 .collect::<Vec<_>>(),
         );
+        let limit = match sampler {
+            Sampler::Perf { .. } => "perf's software cpu-clock event",
+            Sampler::Pprof { .. } => {
+                "pprof: the kernel checks CPU-time timers at its tick, so a thread gets at most HZ"
+            }
+        };
         out.push(format!(
-            "attribution {w}: profiling rate asked {} Hz per CPU-second, got {:.0} ({samples} samples over {cpu:.1} CPU-s, {wall:.1} s wall; the kernel checks CPU-time timers at its tick, so a thread gets at most HZ); the runtime's own GC accounting says {runtime_gc:.1}% ({})",
+            "attribution {w}: sampler {}, rate asked {} Hz per CPU-second, got {:.0} ({samples} samples over {cpu:.1} CPU-s, {wall:.1} s wall, after {WARMUP_S} s unsampled warm-up, from one GC cycle's end to another's; {limit}); the runtime's own GC accounting says {runtime_gc:.1}% ({})",
+            if matches!(sampler, Sampler::Perf { .. }) { "perf" } else { "pprof" },
             first.hz_asked,
             if cpu > 0.0 { samples as f64 / cpu } else { 0.0 },
             first.go_version
