@@ -8,7 +8,6 @@
 pub mod epoll;
 pub mod features;
 pub mod load;
-pub mod load_uring;
 pub mod model;
 pub mod server;
 pub mod stats;
@@ -381,7 +380,7 @@ fn default_clients() -> (Vec<ClientKind>, Option<String>) {
     if ClientKind::DEFAULT != ClientKind::Uring {
         return (vec![ClientKind::DEFAULT], None);
     }
-    match load_uring::unavailable() {
+    match load::uring_unavailable() {
         None => (vec![ClientKind::DEFAULT], None),
         Some(why) => (
             vec![ClientKind::FALLBACK],

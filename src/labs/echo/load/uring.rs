@@ -17,8 +17,11 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use io_uring::{opcode, types, IoUring};
 
-use super::load::{run_threads, Clock, LoadReport, LoadSpec, Mismatch, Stream};
-use super::uring::{build_modern_ring, push_sqe, submit_and_wait, ud, ud_parts, RECV, SEND};
+use super::spec::{LoadReport, LoadSpec};
+use super::stream::{run_threads, Clock, Mismatch, Stream};
+use crate::labs::echo::uring::{
+    build_modern_ring, push_sqe, submit_and_wait, ud, ud_parts, RECV, SEND,
+};
 
 struct UConn {
     sock: TcpStream,
