@@ -83,8 +83,17 @@ fn unavailable(e: std::io::Error) -> anyhow::Error {
 
 /// Push an SQE; when the submission queue is full, submit what is there first (an extra
 /// enter, counted).
-pub(super) fn push(ring: &mut IoUring, sqe: &squeue::Entry, stats: &mut ServerStats) -> Result<()> {
-    let extra = push_sqe(ring, sqe)?;
+///
+/// # Safety
+///
+/// As for [`push_sqe`]: whatever `sqe` points to must stay valid until its completion is reaped.
+pub(super) unsafe fn push(
+    ring: &mut IoUring,
+    sqe: &squeue::Entry,
+    stats: &mut ServerStats,
+) -> Result<()> {
+    // SAFETY: our caller upholds push_sqe's contract for `sqe`.
+    let extra = unsafe { push_sqe(ring, sqe) }?;
     stats.enters += extra;
     stats.syscalls += extra;
     Ok(())
@@ -92,13 +101,18 @@ pub(super) fn push(ring: &mut IoUring, sqe: &squeue::Entry, stats: &mut ServerSt
 
 /// Push an SQE, submitting first while the submission queue is full. Returns how many
 /// enters that took (0 almost always). Shared by the servers and the io_uring loader.
-pub(super) fn push_sqe(ring: &mut IoUring, sqe: &squeue::Entry) -> Result<u64> {
+///
+/// # Safety
+///
+/// The kernel reads and writes what `sqe` points to (a data buffer, an iovec and its msghdr)
+/// after this returns, up to the operation's completion, or its last one for a multishot
+/// operation. The caller must keep each of them valid, and not move or free them or hand
+/// them to anyone else, until that completion is reaped or the ring is dropped.
+pub(super) unsafe fn push_sqe(ring: &mut IoUring, sqe: &squeue::Entry) -> Result<u64> {
     let mut extra = 0;
     loop {
-        // SAFETY: every buffer an SQE points to lives until its completion is reaped: the
-        // servers own theirs for the whole run and free a connection's only after its last
-        // operation completed; the loader keeps its connections' buffers until every
-        // operation is reaped (or leaks them).
+        // SAFETY: the buffers `sqe` points to stay valid until its completion, as our
+        // caller promised.
         if unsafe { ring.submission().push(sqe) }.is_ok() {
             return Ok(extra);
         }
@@ -513,6 +527,13 @@ impl Conn {
     }
 }
 
+/// The uring server's state.
+///
+/// Field order matters: Rust drops fields in declaration order, and `ring` must go before
+/// `pool` and `conns`. The kernel may write into the pool's buffers and read its buffer ring
+/// until the ring is torn down, and reads a connection's `iov`/`msg` until its sendmsg
+/// completes, so `pool` and `conns` are dropped only after `ring`. `run` also drops them
+/// explicitly in that order.
 struct Server {
     ring: IoUring,
     pool: BufPool,
@@ -625,9 +646,13 @@ pub fn run(
         }
     }
     s.shut_down(ud(ACCEPT, 0, 0));
-    let Server { ring, pool, .. } = s;
+    let Server {
+        ring, pool, conns, ..
+    } = s;
+    // The ring first: after it, nothing of the kernel's refers to the buffers or iovecs.
     drop(ring);
     drop(pool);
+    drop(conns);
     drop(listener);
     Ok(stats)
 }
@@ -639,7 +664,8 @@ pub(super) fn cancel_accept(ring: &mut IoUring, accept_ud: u64) {
     let cancel = opcode::AsyncCancel::new(accept_ud)
         .build()
         .user_data(ud(CANCEL, 0, 0));
-    if push_sqe(ring, &cancel).is_err() {
+    // SAFETY: an AsyncCancel points to no memory of ours.
+    if unsafe { push_sqe(ring, &cancel) }.is_err() {
         return;
     }
     let t0 = std::time::Instant::now();
@@ -701,7 +727,9 @@ impl Server {
             .flags(flags)
             .build()
             .user_data(ud(ACCEPT, 0, 0));
-        push(&mut self.ring, &sqe, stats)
+        // SAFETY: the accept passes no address buffer; direct descriptors go into the ring's
+        // own file table.
+        unsafe { push(&mut self.ring, &sqe, stats) }
     }
 
     fn arm_recv(&mut self, slot: usize, stats: &mut ServerStats) -> Result<()> {
@@ -715,14 +743,17 @@ impl Server {
         } else {
             on_target!(c.target, f => opcode::RecvMulti::new(f, BGID).build())
         };
-        push(&mut self.ring, &sqe.user_data(ud(RECV, slot, c.gen)), stats)
+        // SAFETY: the recv writes only into provided buffers, which `self.pool` owns; the
+        // pool outlives the ring (see `Server`'s field order), so they outlive every recv.
+        unsafe { push(&mut self.ring, &sqe.user_data(ud(RECV, slot, c.gen)), stats) }
     }
 
     fn cancel_recv(&mut self, slot: usize, stats: &mut ServerStats) -> Result<()> {
         let cancel = opcode::AsyncCancel::new(ud(RECV, slot, self.conns[slot].gen))
             .build()
             .user_data(ud(CANCEL, slot, 0));
-        push(&mut self.ring, &cancel, stats)
+        // SAFETY: an AsyncCancel points to no memory of ours.
+        unsafe { push(&mut self.ring, &cancel, stats) }
     }
 
     /// Send what the connection holds: one send for one slice, one sendmsg for several.
@@ -789,7 +820,12 @@ impl Server {
             }
         };
         let gen = c.gen;
-        push(&mut self.ring, &sqe.user_data(ud(SEND, slot, gen)), stats)
+        // SAFETY: the send reads slices of pool buffers that stay pinned (`pinned`, released
+        // only in on_send or at close, both after this send's completion: a connection has
+        // one send in flight and closes only when none is) and, for sendmsg, `c.iov` and
+        // `c.msg`, heap blocks that move neither when `conns` grows nor before the completion
+        // (the next send_queued on this slot rewrites them). The pool outlives the ring.
+        unsafe { push(&mut self.ring, &sqe.user_data(ud(SEND, slot, gen)), stats) }
     }
 
     fn rearm_starved(&mut self, stats: &mut ServerStats) -> Result<()> {
@@ -1045,7 +1081,8 @@ impl Server {
         self.free.push(slot);
         stats.closed += 1;
         let sqe = on_target!(target, f => opcode::Close::new(f).build());
-        push(&mut self.ring, &sqe.user_data(ud(CLOSE, slot, 0)), stats)
+        // SAFETY: a close points to no memory of ours.
+        unsafe { push(&mut self.ring, &sqe.user_data(ud(CLOSE, slot, 0)), stats) }
     }
 }
 

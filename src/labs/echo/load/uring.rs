@@ -147,8 +147,12 @@ impl Loader<'_> {
         Ok(())
     }
 
-    fn push(&mut self, sqe: &io_uring::squeue::Entry) -> Result<()> {
-        push_sqe(&mut self.ring, sqe)?;
+    /// # Safety
+    ///
+    /// As for `push_sqe`: what `sqe` points to stays valid until its completion is reaped.
+    unsafe fn push(&mut self, sqe: &io_uring::squeue::Entry) -> Result<()> {
+        // SAFETY: our caller upholds push_sqe's contract.
+        unsafe { push_sqe(&mut self.ring, sqe) }?;
         self.in_flight += 1;
         Ok(())
     }
@@ -176,7 +180,9 @@ impl Loader<'_> {
         .flags(libc::MSG_NOSIGNAL)
         .build()
         .user_data(ud(SEND, i, 0));
-        self.push(&sqe)
+        // SAFETY: `c.out` is not touched while `sending` (send_queued swaps only when no send
+        // is in flight) and `finish` never frees a buffer an operation may still use.
+        unsafe { self.push(&sqe) }
     }
 
     fn arm_recv(&mut self, i: usize) -> Result<()> {
@@ -189,7 +195,9 @@ impl Loader<'_> {
         )
         .build()
         .user_data(ud(RECV, i, 0));
-        self.push(&sqe)
+        // SAFETY: `c.buf` is allocated once per connection, not resized, and never freed while
+        // a recv may be in flight (`finish` leaks it if one is).
+        unsafe { self.push(&sqe) }
     }
 
     /// Drop a connection: its requests in flight are no longer counted (the error that
