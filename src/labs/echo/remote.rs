@@ -428,8 +428,7 @@ impl Loaders {
         let last = stderr
             .lines()
             .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .next_back()
+            .rfind(|l| !l.is_empty())
             .unwrap_or("")
             .to_string();
         let code = status.code();
