@@ -12,6 +12,7 @@ need chromium chromium          # the report's browser check (tests/browser.rs)
 need sysbench sysbench          # bench/vs-sysbench.sh, the peer the mem lab is checked against
 need stress-ng stress-ng        # competing load for compare's must-show
 need ip iproute2                # the echo lab's network-namespace test
+need /usr/sbin/sshd openssh-server # tests/remote_loaders.rs: sshd in network namespaces
 need jq jq                      # bench scripts read costlab's JSON
 need make make
 need cc build-essential         # the bundled SQLite is compiled from C

@@ -74,7 +74,7 @@ pub enum Command {
     Syscall(SyscallArgs),
     /// Is io_uring faster than epoll here? Echo servers, a load generator and the experiment
     #[command(
-        after_help = "Examples:\n  costlab echo --conns 1,128 --duration 1s\n  costlab echo serve --engine uring --addr 127.0.0.1:9000\n  costlab echo load --target 127.0.0.1:9000 --conns 64 --samples 3"
+        after_help = "Examples:\n  costlab echo --conns 1,128 --duration 1s\n  costlab echo --loaders lg1,lg2 --addr 10.0.0.5 --conns 128,1000\n                 the load from two hosts over ssh, the servers here on 10.0.0.5\n  costlab echo --loaders me@lg1 --addr 10.0.0.5 --ssh \"ssh -F lab_ssh_config\" --loader-costlab /opt/costlab/bin/costlab\n  costlab echo serve --engine uring --addr 127.0.0.1:9000\n  costlab echo load --target 127.0.0.1:9000 --conns 64 --samples 3"
     )]
     Echo(EchoArgs),
     /// What sharing a written cache line costs: shared Arcs, atomics, false sharing, a mutex;
@@ -255,6 +255,26 @@ pub struct EchoRunArgs {
     /// io_uring servers poll the submission queue from a kernel thread
     #[arg(long)]
     pub sqpoll: bool,
+    /// Run the load generator on these hosts over ssh instead of here (HOST or USER@HOST as
+    /// ssh takes them, comma-separated; each needs the same costlab version). Needs --addr.
+    /// --conns is the total at the server, split over the hosts
+    #[arg(long, value_name = "HOSTS")]
+    pub loaders: Option<String>,
+    /// Address the servers listen on: an IP of this machine (port chosen per run) or IP:PORT.
+    /// With --loaders, one the loader hosts reach [default: 127.0.0.1]
+    #[arg(long, value_name = "IP")]
+    pub addr: Option<String>,
+    /// The ssh command for --loaders, words split at spaces (your ssh config, keys and
+    /// known_hosts apply; costlab adds only -o BatchMode=yes -T)
+    #[arg(long, value_name = "CMD", env = "COSTLAB_SSH", default_value = "ssh")]
+    pub ssh: String,
+    /// costlab on the loader hosts: a name on their PATH or a full path
+    #[arg(long, value_name = "PATH", default_value = "costlab")]
+    pub loader_costlab: String,
+    /// Keep each loader's raw report (counts, CPU, serialized HdrHistogram) in DIR, one JSON
+    /// file per host and run
+    #[arg(long, value_name = "DIR")]
+    pub loader_reports: Option<PathBuf>,
     #[command(flatten)]
     pub common: Common,
 }
@@ -328,6 +348,11 @@ pub struct EchoLoadArgs {
     /// blocking (a thread per connection) [default: uring, as in `costlab echo`; event with --rate]
     #[arg(long, value_name = "KIND")]
     pub client: Option<String>,
+    /// Speak to a lead (`costlab echo --loaders` runs this over ssh): print "ready", wait for
+    /// "go" on stdin, run once, print counts, CPU and the serialized latency histogram as
+    /// one JSON line
+    #[arg(long)]
+    pub for_lead: bool,
     #[command(flatten)]
     pub common: Common,
 }

@@ -319,6 +319,10 @@ fn dispatch(cli: Cli) -> Result<()> {
         }
         Command::Echo(args) => match args.command {
             Some(EchoCommand::Serve(a)) => labs::echo::serve_command(&a),
+            // A loader host driven by `costlab echo --loaders` over ssh.
+            Some(EchoCommand::Load(a)) if a.for_lead => {
+                labs::echo::remote::serve_lead(&labs::echo::load_spec(&a)?)
+            }
             Some(EchoCommand::Load(a)) => {
                 let ctx = ctx_for(&a.common)?;
                 let outcome = labs::echo::load_command(&a, &ctx)?;

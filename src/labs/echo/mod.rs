@@ -9,6 +9,7 @@ pub mod epoll;
 pub mod features;
 pub mod load;
 pub mod model;
+pub mod remote;
 pub mod server;
 pub mod stats;
 pub mod uring;
@@ -115,6 +116,13 @@ pub fn serve_command(args: &EchoServeArgs) -> Result<()> {
 
 /// `costlab echo load`: one run against a server somewhere.
 pub fn load_command(args: &EchoLoadArgs, _ctx: &Ctx) -> Result<Outcome> {
+    let spec = load_spec(args)?;
+    let client = spec.client;
+    load_runs(args, spec, client)
+}
+
+/// The load `costlab echo load` asks for (also what a loader host runs for a lead).
+pub fn load_spec(args: &EchoLoadArgs) -> Result<LoadSpec> {
     let cpus = match &args.common.cpus {
         Some(list) => {
             let c = cpus::parse_cpu_list(list)?;
@@ -145,6 +153,10 @@ pub fn load_command(args: &EchoLoadArgs, _ctx: &Ctx) -> Result<Outcome> {
     if args.threads == Some(0) {
         return Err(usage("--threads 0: the loader needs at least one thread"));
     }
+    Ok(spec)
+}
+
+fn load_runs(args: &EchoLoadArgs, spec: LoadSpec, client: ClientKind) -> Result<Outcome> {
     // `--samples N`: N runs of --duration each, one sample per run for every figure.
     let n = args.common.samples.unwrap_or(1).max(1);
     let mut runs = Vec::with_capacity(n);
@@ -292,6 +304,10 @@ pub struct Plan {
     pub sqpoll: bool,
     /// Said with the figures (the default client was unavailable and replaced).
     pub note: Option<String>,
+    /// Where the servers listen (IP:PORT, port 0 for any).
+    pub addr: String,
+    /// The load from other hosts over ssh (`--loaders`), instead of from here.
+    pub remote: Option<remote::Loaders>,
 }
 
 impl Plan {
@@ -306,7 +322,7 @@ impl Plan {
         };
         let conns_text = quick_default(&args.conns, "1,16,128,1000", "1,128");
         let duration_text = quick_default(&args.duration, "2s", "1s");
-        let conns = sizes::parse_list(&conns_text, |s| {
+        let mut conns = sizes::parse_list(&conns_text, |s| {
             s.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
                 usage(format!(
                     "bad connection count '{s}': use whole numbers above zero, like 1,16,128"
@@ -333,6 +349,7 @@ impl Plan {
                 "--features and --ablate apply to the uring engine, which is not in --engine",
             ));
         }
+        let (addr, remote) = remote::from_args(args, &mut conns)?;
         Ok(Plan {
             engines,
             clients,
@@ -351,6 +368,8 @@ impl Plan {
             threads: args.threads,
             sqpoll: args.sqpoll,
             note,
+            addr,
+            remote,
         })
     }
 
@@ -370,6 +389,8 @@ impl Plan {
             threads: None,
             sqpoll: false,
             note,
+            addr: "127.0.0.1:0".into(),
+            remote: None,
         }
     }
 }
@@ -428,23 +449,23 @@ struct ServerProcess {
 }
 
 impl ServerProcess {
-    fn spawn(v: &Variant, cpu: usize, size: usize, sqpoll: bool, limit: Duration) -> Result<Self> {
+    fn spawn(
+        v: &Variant,
+        addr: &str,
+        cpu: usize,
+        size: usize,
+        sqpoll: bool,
+        limit: Duration,
+    ) -> Result<Self> {
         let engine = v.engine;
         let exe = std::env::current_exe().context("finding costlab's own executable")?;
         let mut cmd = Command::new(exe);
-        cmd.args([
-            "echo",
-            "serve",
-            "--engine",
-            engine.name(),
-            "--addr",
-            "127.0.0.1:0",
-        ])
-        .args(["--cpu", &cpu.to_string(), "--size", &size.to_string()])
-        .args(["--duration", &format!("{}ms", limit.as_millis())])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
+        cmd.args(["echo", "serve", "--engine", engine.name(), "--addr", addr])
+            .args(["--cpu", &cpu.to_string(), "--size", &size.to_string()])
+            .args(["--duration", &format!("{}ms", limit.as_millis())])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
         if sqpoll && engine == Engine::Uring {
             cmd.arg("--sqpoll");
         }
@@ -571,10 +592,13 @@ pub fn variants(plan: &Plan) -> Vec<Variant> {
     v
 }
 
-fn point_case(v: &Variant, client: ClientKind, conns: usize, size: usize) -> Case {
+fn point_case(plan: &Plan, v: &Variant, client: ClientKind, conns: usize, size: usize) -> Case {
     let mut c = case! {"engine" => v.engine.name(), "client" => client.name(), "conns" => conns, "size" => size};
     if v.engine == Engine::Uring {
         c.insert("features".into(), v.features.spec().into());
+    }
+    if let Some(r) = &plan.remote {
+        r.tag(&mut c);
     }
     c
 }
@@ -649,7 +673,14 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
                             plan.reps
                         ));
                         let watch = Watch::start(&[]);
-                        let server = ServerProcess::spawn(v, lay.server, size, plan.sqpoll, limit)?;
+                        let server = ServerProcess::spawn(
+                            v,
+                            &plan.addr,
+                            lay.server,
+                            size,
+                            plan.sqpoll,
+                            limit,
+                        )?;
                         let spec = LoadSpec {
                             target: server.addr,
                             conns,
@@ -661,7 +692,10 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
                             client,
                             cpus: Some(lay.loader.clone()),
                         };
-                        let report = load::run(&spec);
+                        let report = match &plan.remote {
+                            Some(r) => r.run(&spec, &point_case(plan, v, client, conns, size)),
+                            None => load::run(&spec),
+                        };
                         let stats = server.stop()?;
                         let report = report?;
                         record(&mut points, (si, ci, ki, ei), &report, &stats);
@@ -680,7 +714,7 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
     for ((si, ci, ki, ei), p) in points {
         let (size, conns, client, v) =
             (plan.sizes[si], plan.conns[ci], plan.clients[ki], &vars[ei]);
-        let c = point_case(v, client, conns, size);
+        let c = point_case(plan, v, client, conns, size);
         let at = format!(
             "{} {} client {conns} conns {}",
             v.label(),
@@ -705,11 +739,17 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
         }
     }
     out.notes = notes;
+    let loader_at = match &plan.remote {
+        Some(r) => format!("loaders on {} over ssh", r.hosts.join(", ")),
+        None => format!("loader on CPU {}", cpus::format_cpu_list(&lay.loader)),
+    };
     out.notes.push(format!(
-        "server on CPU {}, loader on CPU {}; requests = bytes echoed / the message size; batch = completions per io_uring_enter (uring), events per epoll_wait (epoll)",
+        "server on CPU {}, {loader_at}; requests = bytes echoed / the message size; batch = completions per io_uring_enter (uring), events per epoll_wait (epoll)",
         lay.server,
-        cpus::format_cpu_list(&lay.loader),
     ));
+    if let Some(r) = &plan.remote {
+        r.push_rows(LAB, &mut out);
+    }
     Ok((out, observed))
 }
 
@@ -1330,7 +1370,7 @@ mod tests {
             (uring, 16384, vec![100.0, 75.0], vec![2000.0, 2000.0]),
             (no_bundle, 16384, vec![50.0, 50.0], vec![3000.0, 4000.0]),
         ] {
-            let c = point_case(&v, ClientKind::Event, 128, size);
+            let c = point_case(&Plan::quick(), &v, ClientKind::Event, 128, size);
             o.push(LAB, c.clone(), "throughput", "req/s", tput);
             o.push(LAB, c, "server_cpu_per_req", "ns", cpu);
         }
