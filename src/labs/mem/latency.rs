@@ -1,0 +1,310 @@
+//! Latency: a dependent random chase per size and page kind, its plateaus (L1, L2, L3, DRAM)
+//! and the TLB cost.
+
+use crate::measure::conditions::{judged_case, Conditions};
+use std::hint::black_box;
+use std::path::Path;
+
+use anyhow::Result;
+use serde_json::Value;
+
+use crate::case;
+use crate::labs::Ctx;
+use crate::machine::Machine;
+use crate::measure::sizes::{format_size, human_size};
+use crate::measure::{counters, cpus, cycle, sample_fn};
+use crate::report::{progress, Outcome, ResultRow};
+
+use super::bandwidth::note_thp;
+use super::plan::LatencyPlan;
+use super::plateaus::{Level, Point};
+use super::region::{PageKind, Region};
+use super::{block_of, check_fits, release, reserve_pools, LAB};
+use super::{chase, plateaus};
+
+/// ns per dependent load, per sample, over a chase of `next` laid out in a `kind` region.
+fn measure_chase(
+    next: &[u32],
+    size: u64,
+    kind: PageKind,
+    ctx: &Ctx,
+    notes: &mut Vec<String>,
+) -> Result<(Vec<f64>, Option<f64>)> {
+    let mut region = Region::new(size, kind)?;
+    note_thp(&region, notes);
+    let mut p = chase::lay_out(&mut region, next);
+    let samples = sample_fn(&ctx.spec, |n| {
+        // SAFETY: the chain was laid out in `region`, which lives until after sampling.
+        p = unsafe { chase::chase(p, n) };
+        black_box(p);
+    })?;
+    // After the samples: what the kernel backed the region with while they ran.
+    let huge = region.huge_fraction();
+    drop(region);
+    Ok((samples.iter().map(|s| s.ns_per_iter()).collect(), huge))
+}
+
+/// `costlab mem latency`: the curve, its plateaus and the TLB cost.
+pub fn latency(plan: &LatencyPlan, ctx: &Ctx) -> Result<Outcome> {
+    if plan.pages.iter().any(|k| k.pool_page().is_none()) {
+        let largest = plan.sizes.iter().copied().max().unwrap_or(0);
+        // The region plus the cycle's index array (4 bytes per line).
+        check_fits(
+            largest + largest / 16,
+            &format!("--sizes {}", format_size(largest)),
+        )?;
+    }
+    let held = reserve_pools(&plan.pool_needs(), plan.reserve)?;
+    let cpu = cpus::allowed_cpus().first().copied().unwrap_or(0);
+    let mut out = Outcome::default();
+    let bar = progress::bar((plan.sizes.len() * plan.pages.len()) as u64, "mem lat");
+    // Measure on one pinned thread so the caller's affinity is left alone.
+    let measured: Result<()> = std::thread::scope(|s| {
+        s.spawn(|| -> Result<()> {
+            cpus::pin_current(cpu)?;
+            for &size in &plan.sizes {
+                if size >= 64 << 20 {
+                    progress::note(&format!("mem latency: building a random cycle over {}", format_size(size)));
+                }
+                let next = cycle::sattolo((size / 64) as usize, size ^ 0x5eed);
+                for &kind in &plan.pages {
+                    bar.set_message(format!("{} {kind}", format_size(size)));
+                    let mut notes = Vec::new();
+                    let what = format!("mem chase {} {kind}", format_size(size));
+                    let case_out = judged_case(&what, &[cpu], || {
+                        let ((ns, huge), readings) = counters::around(ctx.counters, || {
+                            measure_chase(&next, size, kind, ctx, &mut notes)
+                        })?;
+                        let mut o = Outcome::default();
+                        o.push(
+                            LAB,
+                            case! {"op" => "chase", "pattern" => "rand", "pages" => kind.name(), "block" => size, "threads" => 1},
+                            "latency",
+                            "ns",
+                            ns,
+                        );
+                        if let Some(r) = readings {
+                            r.attach_from(&mut o.results, 0);
+                        }
+                        // Whether the region got the page size asked for matters once it
+                        // spans more than a few huge pages.
+                        if size >= 4 << 20 {
+                            for r in o.results.iter_mut() {
+                                r.conditions =
+                                    Some(Conditions::default().pages(kind.name(), huge));
+                            }
+                        }
+                        Ok(o)
+                    })?;
+                    for n in notes.into_iter().chain(case_out.notes) {
+                        if !out.notes.contains(&n) {
+                            out.notes.push(n);
+                        }
+                    }
+                    out.results.extend(case_out.results);
+                    bar.inc(1);
+                }
+            }
+            Ok(())
+        })
+        .join()
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("the chase thread panicked")))
+    });
+    bar.finish_and_clear();
+    measured?;
+    analyse_latency(&mut out, &ctx.machine);
+    release(held, &mut out);
+    Ok(out)
+}
+
+/// L1d, L2, L3 sizes: from the machine probe, else read from sysfs here.
+fn cache_sizes(m: &Machine) -> [Option<u64>; 3] {
+    let mut out = [m.cache_size(1), m.cache_size(2), m.cache_size(3)];
+    if out.iter().all(Option::is_some) {
+        return out;
+    }
+    let root = Path::new("/sys/devices/system/cpu/cpu0/cache");
+    for i in 0..8 {
+        let dir = root.join(format!("index{i}"));
+        let read = |f: &str| {
+            std::fs::read_to_string(dir.join(f))
+                .ok()
+                .map(|s| s.trim().to_string())
+        };
+        let (Some(level), Some(kind), Some(size)) = (read("level"), read("type"), read("size"))
+        else {
+            continue;
+        };
+        if kind == "Instruction" {
+            continue;
+        }
+        let Ok(level) = level.parse::<usize>() else {
+            continue;
+        };
+        let bytes = crate::measure::sizes::parse_size(&size).ok();
+        if (1..=3).contains(&level) && out[level - 1].is_none() {
+            out[level - 1] = bytes;
+        }
+    }
+    out
+}
+
+/// The chase rows of one page kind, by size.
+pub(super) fn curve_rows<'a>(out: &'a Outcome, kind: &str) -> Vec<&'a ResultRow> {
+    let mut rows: Vec<&ResultRow> = out
+        .results
+        .iter()
+        .filter(|r| {
+            r.metric == "latency"
+                && r.key("op") == "chase"
+                && r.key("pages") == kind
+                && !r.case.contains_key("level")
+        })
+        .collect();
+    rows.sort_by_key(|r| r.case.get("block").and_then(Value::as_u64).unwrap_or(0));
+    rows
+}
+
+/// A cache the machine reports but the curve shows no plateau for is said so, with what the
+/// curve did there, rather than given a figure: on a VM or a busy host the share of a cache a
+/// process really gets can be far smaller than the size the kernel reports.
+fn missing_plateaus(
+    points: &[Point],
+    named: &[plateaus::LevelFigure],
+    caches: [Option<u64>; 3],
+    kind: &str,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    let mut below = 0u64;
+    for (i, level) in [Level::L1, Level::L2, Level::L3].into_iter().enumerate() {
+        let Some(size) = caches[i] else { continue };
+        let inside: Vec<&Point> = points
+            .iter()
+            .filter(|p| p.size > below && p.size <= size)
+            .collect();
+        below = size;
+        if named.iter().any(|f| f.level == level) || inside.len() < 2 {
+            continue;
+        }
+        let (first, last) = (inside[0], inside[inside.len() - 1]);
+        notes.push(format!(
+            "{}: no plateau ({kind} pages): the machine reports {}, but latency climbs from {:.1} ns at {} to {:.1} ns at {}; no {} figure is given (a VM or a busy host may get far less of this cache than reported)",
+            level.name(),
+            human_size(size),
+            first.ns,
+            human_size(first.size),
+            last.ns,
+            human_size(last.size),
+            level.name()
+        ));
+    }
+    notes
+}
+
+/// Add the level rows (L1/L2/L3/DRAM per page kind), the TLB cost row and the notes that
+/// explain them.
+pub(super) fn analyse_latency(out: &mut Outcome, machine: &Machine) {
+    let caches = cache_sizes(machine);
+    let kinds: Vec<String> = {
+        let mut k: Vec<String> = Vec::new();
+        for r in &out.results {
+            let p = r.key("pages");
+            if r.metric == "latency" && !k.contains(&p) {
+                k.push(p);
+            }
+        }
+        k
+    };
+    let mut extra: Vec<ResultRow> = Vec::new();
+    let mut level_notes: Vec<String> = Vec::new();
+    for kind in &kinds {
+        let rows = curve_rows(out, kind);
+        let points: Vec<Point> = rows
+            .iter()
+            .map(|r| Point {
+                size: block_of(r),
+                ns: r.summary.median,
+            })
+            .collect();
+        let found = plateaus::find_plateaus(&points, 0.25);
+        let named = plateaus::levels(&points, &found, caches);
+        if Some(kind) == kinds.first() {
+            level_notes.extend(missing_plateaus(&points, &named, caches, kind));
+        }
+        for f in named {
+            let src = rows[f.point];
+            let mut row = src.clone();
+            row.case.insert("level".into(), Value::from(f.level.name()));
+            let cache = match f.level {
+                Level::L1 => caches[0],
+                Level::L2 => caches[1],
+                Level::L3 => caches[2],
+                Level::Dram => None,
+            };
+            if let Some(c) = cache {
+                row.case.insert("cache".into(), Value::from(c));
+            }
+            row.case.insert(
+                "plateau_from".into(),
+                Value::from(points[f.plateau.first].size),
+            );
+            row.case.insert(
+                "plateau_to".into(),
+                Value::from(points[f.plateau.last].size),
+            );
+            extra.push(row);
+        }
+    }
+    out.notes.extend(level_notes);
+    // TLB cost: 4k minus the best huge kind measured, at the largest size both have.
+    let huge_kind = ["2m", "1g", "thp"]
+        .into_iter()
+        .find(|k| kinds.iter().any(|x| x == k));
+    let small = curve_rows(out, "4k").last().map(|r| (*r).clone());
+    if let (Some(hk), Some(s)) = (huge_kind, small) {
+        let size = block_of(&s);
+        let huge = curve_rows(out, hk)
+            .into_iter()
+            .find(|r| block_of(r) == size)
+            .cloned();
+        if let Some(h) = huge {
+            let diff: Vec<f64> = s
+                .samples
+                .iter()
+                .zip(&h.samples)
+                .map(|(a, b)| a - b)
+                .collect();
+            out.push(
+                LAB,
+                case! {"op" => "chase", "pattern" => "rand", "pages" => "4k", "block" => size, "threads" => 1, "versus" => hk},
+                "tlb_cost",
+                "ns",
+                diff,
+            );
+            let (a, b) = (s.summary.median, h.summary.median);
+            let page = if hk == "1g" { 1u64 << 30 } else { 2 << 20 };
+            let entries = format!(
+                "{} takes {} TLB entries with 4 KiB pages but {} with {} pages",
+                human_size(size),
+                size.div_ceil(4096),
+                size.div_ceil(page),
+                human_size(page)
+            );
+            out.notes.push(if a >= b * 1.1 {
+                format!(
+                    "TLB: at {}, 4k pages cost {:.1} ns more per access than {hk} ({a:.1} vs {b:.1} ns, {:.2}x). Cause: page walks. Each 4 KiB page needs its own TLB entry: {entries}; the TLB holds a few thousand, so with 4 KiB pages nearly every random access misses it and walks the page table first",
+                    human_size(size),
+                    a - b,
+                    a / b,
+                )
+            } else {
+                format!(
+                    "TLB: at {}, 4k and {hk} pages differ by only {:.2}x ({a:.1} vs {b:.1} ns): {entries}, so a TLB effect was expected; if {hk} is thp, check the thp note above, and measure a larger --sizes",
+                    human_size(size),
+                    a / b,
+                )
+            });
+        }
+    }
+    out.results.extend(extra);
+}
