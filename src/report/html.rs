@@ -196,6 +196,13 @@ fn changes_html(o: &mut String, a: &Doc, b: &Doc, cmp: &Comparison) {
     if sig.is_empty() {
         return;
     }
+    // A long list would push the charts off the page: fold it.
+    let _ = write!(
+        o,
+        "<details{}><summary>the {} changed figures</summary>",
+        if sig.len() <= 12 { " open" } else { "" },
+        sig.len()
+    );
     o.push_str("<table id=\"changes\"><tr><th>figure</th><th>B</th><th>A</th><th>unit</th><th>change</th><th>q</th></tr>");
     for c in sig {
         let _ = write!(
@@ -209,7 +216,7 @@ fn changes_html(o: &mut String, a: &Doc, b: &Doc, cmp: &Comparison) {
             c.q
         );
     }
-    o.push_str("</table>");
+    o.push_str("</table></details>");
 }
 
 /// Every figure that is not ok, with why: the page must not let a disturbed figure pass as

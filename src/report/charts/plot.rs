@@ -493,13 +493,14 @@ impl Plot {
                     .collect();
                 let _ = write!(
                     o,
-                    r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2"{}/>"#,
+                    r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2"{}><title>{}</title></polyline>"#,
                     d.join(" "),
                     if s.dashed {
                         r#" stroke-dasharray="6 4""#
                     } else {
                         ""
-                    }
+                    },
+                    esc(&s.name)
                 );
             }
             for (x, y, w) in &pts {

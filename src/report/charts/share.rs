@@ -101,7 +101,7 @@ pub fn chart(doc: &Doc) -> Chart {
         fitted += 1;
     }
     if fitted > 0 {
-        series.push(Series::key("USL fit (dashed, same colour)", true, "#555"));
+        series.push(Series::key("USL fit (dashed)", true, "#555"));
     }
     let xs: Vec<f64> = series
         .iter()
