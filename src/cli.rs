@@ -126,7 +126,7 @@ pub enum Command {
     Export(ExportArgs),
     /// Write the HTML report of a stored run or of a results.json
     #[command(
-        after_help = "Examples:\n  costlab report last\n  costlab report results.json --out rep/\n  costlab report 20261122T1000"
+        after_help = "Examples:\n  costlab report last\n  costlab report results.json --out rep/\n  costlab report 20261122T1000\n  costlab report last --against 20261122T1000   two runs in every chart"
     )]
     Report(ReportArgs),
     // --- the machine as a place to measure ---
@@ -754,6 +754,13 @@ pub struct ReportArgs {
     /// Directory for index.html and results.json [default: ./costlab-report/<run-id>/]
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Overlay a second run (id, unique prefix, "last" or a results.json) in every chart,
+    /// dashed and lighter, and ring the figures that changed significantly
+    #[arg(long, value_name = "RUN", conflicts_with = "machines")]
+    pub against: Option<String>,
+    /// With --against: the smallest change of a median, in percent, that is called a change
+    #[arg(long, value_name = "PCT", default_value_t = crate::store::compare::MIN_EFFECT_PCT, requires = "against")]
+    pub min_effect: f64,
 }
 
 #[derive(Args, Debug)]

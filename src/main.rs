@@ -174,6 +174,17 @@ fn check_common(common: &Common) -> Result<()> {
     Ok(())
 }
 
+/// A lab's own command: check the common options, run, print the lab's tables, write its JSON.
+fn lab_command(
+    lab: &dyn labs::Lab,
+    common: &Common,
+    run: impl FnOnce(&Ctx) -> Result<Outcome>,
+) -> Result<()> {
+    let ctx = ctx_for(common)?;
+    let outcome = run(&ctx)?;
+    emit(lab.render(&outcome), outcome, common, &ctx.machine)
+}
+
 /// Print a lab's outcome and write its JSON. With `--json -` the tables go to stderr so
 /// stdout stays parseable.
 #[allow(dead_code)] // used by the lab commands
@@ -250,66 +261,33 @@ fn dispatch(cli: Cli) -> Result<()> {
             }
         }
         Command::Share(args) => match &args.what {
-            Some(ShareWhat::C2c(c2c)) => {
-                let ctx = ctx_for(&c2c.common)?;
-                let outcome = labs::share::run_c2c(c2c, &ctx)?;
-                emit(
-                    labs::share::render(&outcome),
-                    outcome,
-                    &c2c.common,
-                    &ctx.machine,
-                )
-            }
-            None => {
-                let ctx = ctx_for(&args.common)?;
-                let outcome = labs::share::run(&args, &ctx)?;
-                emit(
-                    labs::share::render(&outcome),
-                    outcome,
-                    &args.common,
-                    &ctx.machine,
-                )
-            }
+            Some(ShareWhat::C2c(c2c)) => lab_command(&labs::share::ShareLab, &c2c.common, |ctx| {
+                labs::share::run_c2c(c2c, ctx)
+            }),
+            None => lab_command(&labs::share::ShareLab, &args.common, |ctx| {
+                labs::share::run(&args, ctx)
+            }),
         },
-        Command::Numa(args) => {
-            let ctx = ctx_for(&args.common)?;
-            let outcome = labs::numa::run(&args, &ctx)?;
-            emit(
-                labs::numa::render(&outcome),
-                outcome,
-                &args.common,
-                &ctx.machine,
-            )
-        }
+        Command::Numa(args) => lab_command(&labs::numa::NumaLab, &args.common, |ctx| {
+            labs::numa::run(&args, ctx)
+        }),
         Command::NumaMaps(args) => {
+            // numa-maps renders what it read (the processes), not its outcome.
             let common = args.common();
             let ctx = ctx_for(&common)?;
             let (outcome, rendered) = labs::numa::run_maps(&args, &ctx)?;
             emit(rendered, outcome, &common, &ctx.machine)
         }
-        Command::Syscall(args) => {
-            let ctx = ctx_for(&args.common)?;
-            let outcome = labs::syscall::run(&args, &ctx)?;
-            emit(
-                labs::syscall::render(&outcome),
-                outcome,
-                &args.common,
-                &ctx.machine,
-            )
-        }
+        Command::Syscall(args) => lab_command(&labs::syscall::SyscallLab, &args.common, |ctx| {
+            labs::syscall::run(&args, ctx)
+        }),
         Command::Gc(args) => {
             use costlab::cli::GcWhat;
             use costlab::labs::gc;
             match &args.what {
-                None => {
-                    let ctx = ctx_for(&args.common)?;
-                    let outcome = gc::run(&args, &ctx)?;
-                    emit(gc::render(&outcome), outcome, &args.common, &ctx.machine)
-                }
+                None => lab_command(&gc::GcLab, &args.common, |ctx| gc::run(&args, ctx)),
                 Some(GcWhat::Tax(tax)) => {
-                    let ctx = ctx_for(&tax.common)?;
-                    let outcome = gc::run_tax(tax, &ctx)?;
-                    emit(gc::render(&outcome), outcome, &tax.common, &ctx.machine)
+                    lab_command(&gc::GcLab, &tax.common, |ctx| gc::run_tax(tax, ctx))
                 }
                 Some(GcWhat::Build) => {
                     print!("{}", gc::build_all()?);
@@ -324,6 +302,7 @@ fn dispatch(cli: Cli) -> Result<()> {
                 labs::echo::remote::serve_lead(&labs::echo::load_spec(&a)?)
             }
             Some(EchoCommand::Load(a)) => {
+                // The loader alone: its own table (no server side to show).
                 let ctx = ctx_for(&a.common)?;
                 let outcome = labs::echo::load_command(&a, &ctx)?;
                 emit(
@@ -333,47 +312,19 @@ fn dispatch(cli: Cli) -> Result<()> {
                     &ctx.machine,
                 )
             }
-            None => {
-                let ctx = ctx_for(&args.run.common)?;
-                let outcome = labs::echo::run(&args.run, &ctx)?;
-                emit(
-                    labs::echo::render(&outcome),
-                    outcome,
-                    &args.run.common,
-                    &ctx.machine,
-                )
-            }
+            None => lab_command(&labs::echo::EchoLab, &args.run.common, |ctx| {
+                labs::echo::run(&args.run, ctx)
+            }),
         },
-        Command::Mem(args) => {
-            let ctx = ctx_for(args.common())?;
-            let outcome = costlab::labs::mem::run(&args, &ctx)?;
-            emit(
-                costlab::labs::mem::render(&outcome),
-                outcome,
-                args.common(),
-                &ctx.machine,
-            )
-        }
-        Command::Zerocopy(args) => {
-            let ctx = ctx_for(&args.common)?;
-            let outcome = labs::zerocopy::run(&args, &ctx)?;
-            emit(
-                labs::zerocopy::render(&outcome),
-                outcome,
-                &args.common,
-                &ctx.machine,
-            )
-        }
-        Command::Pin(args) => {
-            let ctx = ctx_for(&args.common)?;
-            let outcome = labs::pin::run(&args, &ctx)?;
-            emit(
-                labs::pin::render(&outcome),
-                outcome,
-                &args.common,
-                &ctx.machine,
-            )
-        }
+        Command::Mem(args) => lab_command(&labs::mem::MemLab, args.common(), |ctx| {
+            labs::mem::run(&args, ctx)
+        }),
+        Command::Zerocopy(args) => lab_command(&labs::zerocopy::ZerocopyLab, &args.common, |ctx| {
+            labs::zerocopy::run(&args, ctx)
+        }),
+        Command::Pin(args) => lab_command(&labs::pin::PinLab, &args.common, |ctx| {
+            labs::pin::run(&args, ctx)
+        }),
         Command::Run(args) => runner::command(&args, db(), command_line()),
         Command::History(_) => store::commands::history(db()),
         Command::Compare(args) => store::commands::compare(db(), &args),

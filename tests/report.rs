@@ -135,3 +135,179 @@ fn csv_and_markdown_exports() {
         assert!(md.contains(want), "markdown lacks {want}");
     }
 }
+
+/// The <svg> of chart `id` in `page`.
+fn svg_of<'a>(page: &'a str, id: &str) -> &'a str {
+    let at = page
+        .find(&format!("<svg id=\"{id}\""))
+        .unwrap_or_else(|| panic!("no <svg id=\"{id}\">"));
+    &page[at..at + page[at..].find("</svg>").unwrap()]
+}
+
+/// Every text of a class in an svg: `<text class="xtick" ...>TEXT</text>`.
+fn texts<'a>(svg: &'a str, class: &str) -> Vec<&'a str> {
+    svg.split(&format!("<text class=\"{class}\""))
+        .skip(1)
+        .map(|t| {
+            let t = &t[t.find('>').unwrap() + 1..];
+            &t[..t.find("</text>").unwrap()]
+        })
+        .collect()
+}
+
+#[test]
+fn one_block_is_a_bar_chart_one_bar_per_series() {
+    let mut doc = common::fixture();
+    // The quick plan: one block size.
+    doc.results.retain(|r| {
+        r.lab != "mem" || r.metric != "bandwidth" || r.case.get("block") == Some(&1073741824.into())
+    });
+    let series = doc
+        .results
+        .iter()
+        .filter(|r| r.lab == "mem" && r.metric == "bandwidth" && r.key("pattern") == "seq")
+        .count();
+    assert!(series >= 2);
+    let page = html::render(&doc, &[]);
+    let svg = svg_of(&page, "chart-mem-bandwidth-seq");
+    assert!(svg.contains("data-kind=\"bar\""), "not a bar chart");
+    assert_eq!(svg.matches("<rect class=\"bar\"").count(), series);
+    assert!(!svg.contains("<polyline"));
+    assert!(svg.contains("block size (bytes): 1G"));
+    // The full fixture (five blocks) stays a line chart.
+    let full = html::render(&common::fixture(), &[]);
+    assert!(svg_of(&full, "chart-mem-bandwidth-seq").contains("data-kind=\"line\""));
+}
+
+#[test]
+fn share_chart_has_whole_thread_ticks_and_a_full_legend() {
+    let page = html::render(&common::fixture(), &[]);
+    let svg = svg_of(&page, "chart-share-scaling");
+    let ticks = texts(svg, "xtick");
+    assert!(!ticks.is_empty());
+    for t in &ticks {
+        assert!(
+            t.parse::<u32>().is_ok(),
+            "thread tick {t} is not a whole number"
+        );
+    }
+    // No legend entry is cut: every name is whole, and none is elided.
+    for e in texts(svg, "legend-entry") {
+        assert!(!e.contains('…'), "legend entry cut: {e}");
+    }
+    assert!(!svg.contains("more</text>"));
+    assert!(svg.contains(">USL fit (dashed)</text>"));
+}
+
+#[test]
+fn models_are_one_table_with_three_significant_digits() {
+    let mut doc = common::fixture();
+    let i = doc.models.iter().position(|m| m.lab == "share").unwrap();
+    let m = &mut doc.models[i];
+    m.params
+        .insert("lambda_mops".into(), serde_json::json!(101.75066768882248));
+    m.params.insert("sigma".into(), serde_json::json!(0.012345));
+    // A bound fitted to two points: two parameters, met exactly.
+    m.params
+        .insert("fit".into(), serde_json::json!("sigma-only bound"));
+    m.points.truncate(2);
+    for p in &mut m.points {
+        p.predicted = p.measured;
+    }
+    let page = html::render(&doc, &[]);
+    let table = &page[page
+        .find("<table id=\"model-params\"")
+        .expect("params table")..];
+    let table = &table[..table.find("</table>").unwrap()];
+    assert!(table.contains("lambda_mops = 102"), "{table}");
+    assert!(table.contains("sigma = 0.0123"), "{table}");
+    assert!(!page.contains("101.75"), "a raw parameter is left");
+    assert!(
+        table.contains("exact: two points, two parameters"),
+        "{table}"
+    );
+    // One table for every model, no section per model; verdicts folded under the charts.
+    assert_eq!(page.matches("<table id=\"model-params\"").count(), 1);
+    assert!(!page.contains("<h3>"));
+    assert!(page.contains("<details><summary>verdict and points</summary>"));
+    // Model axes name a unit, not "(case)".
+    assert!(!page.contains("(case)"));
+}
+
+#[test]
+fn against_overlays_the_second_run_and_rings_changes() {
+    let b = common::fixture();
+    let mut a = common::fixture();
+    a.run.id = "20261123T100000Z-aaaaaa".into();
+    for r in &mut a.results {
+        for s in &mut r.samples {
+            *s *= 2.0;
+        }
+        r.summary = costlab::measure::Summary::of(&r.samples).unwrap();
+    }
+    let page = html::render_against(&a, &[], &b, 5.0);
+    assert!(page.contains("id=\"against\""));
+    assert!(page.contains("id=\"changes\""));
+    for id in common::CHART_IDS {
+        if id == "chart-c2c" {
+            continue; // a heatmap: one run only
+        }
+        let svg = svg_of(&page, id);
+        assert!(svg.contains(">A: 20261123T100000Z-aaaaaa</text>"), "{id}");
+        assert!(svg.contains(">B: 20261122T100000Z-f1x7e0</text>"), "{id}");
+    }
+    let bw = svg_of(&page, "chart-mem-bandwidth-seq");
+    assert!(bw.contains(" (B)</text>") && bw.contains("opacity=\"0.5\""));
+    assert!(bw.contains("class=\"mark\"") && bw.contains("+100%"));
+    // The same run against itself: nothing to ring.
+    let same = html::render_against(&b, &[], &b, 5.0);
+    assert!(!same.contains("class=\"mark\""));
+}
+
+#[test]
+fn echo_with_several_sizes_draws_size_charts() {
+    let mut doc = common::fixture();
+    let extra: Vec<_> = doc
+        .results
+        .iter()
+        .filter(|r| r.lab == "echo")
+        .cloned()
+        .map(|mut r| {
+            r.case.insert("size".into(), serde_json::json!(16384));
+            r
+        })
+        .collect();
+    doc.results.extend(extra);
+    let page = html::render(&doc, &[]);
+    let svg = svg_of(&page, "chart-echo-size-throughput");
+    assert!(svg.contains("message size (bytes)"));
+    assert!(svg.contains(">16K</text>"));
+    assert!(
+        page.contains("<svg id=\"chart-echo-size-cpu\"")
+            || page.contains("chart-echo-size-cpu-skipped")
+    );
+    // Against connections: one size only, so no line mixes sizes.
+    let conns = svg_of(&page, "chart-echo-throughput");
+    assert!(!conns.contains("16384"));
+    // One size: no size chart at all.
+    assert!(!html::render(&common::fixture(), &[]).contains("chart-echo-size"));
+}
+
+#[test]
+fn counters_show_in_the_report() {
+    let mut doc = common::fixture();
+    let r = doc.results.iter_mut().find(|r| r.lab == "syscall").unwrap();
+    r.counters = Some([("page-faults".to_string(), 1234.0)].into_iter().collect());
+    r.unsupported_counters = Some(
+        [(
+            "instructions".to_string(),
+            "no hardware PMU in this VM".to_string(),
+        )]
+        .into_iter()
+        .collect(),
+    );
+    let page = html::render(&doc, &[]);
+    assert!(page.contains("<table id=\"counters\"") && page.contains("page-faults"));
+    assert!(page.contains("instructions: no hardware PMU in this VM"));
+    assert!(!html::render(&common::fixture(), &[]).contains("id=\"counters\""));
+}

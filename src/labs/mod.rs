@@ -33,8 +33,9 @@ use crate::report::Outcome;
 /// Headlines are results: they live with the result model; re-exported here for the labs.
 pub use crate::report::Headline;
 
-/// What `costlab run` needs of a lab. Each lab folder has one implementation; `all()` lists
-/// them, so adding a lab to `run` is one line there.
+/// What `costlab run`, the lab's own command and the report need of a lab. Each lab folder has
+/// one implementation; `all()` lists them, so adding a lab is a folder, one line there, and
+/// its CLI arguments.
 pub trait Lab {
     /// The lab's name, as in the JSON's "lab" field ("mem", "syscall", ...).
     fn name(&self) -> &'static str;
@@ -45,6 +46,34 @@ pub trait Lab {
     fn run_plan(&self, ctx: &Ctx, full: bool) -> anyhow::Result<Outcome>;
     /// The lab's lines of the cost sheet, read from its outcome.
     fn headlines(&self, outcome: &Outcome) -> Vec<Headline>;
+    /// The lab's tables for the terminal. By default one row per figure and each model's
+    /// table, so a new lab prints something readable before it has its own tables.
+    fn render(&self, outcome: &Outcome) -> String {
+        use crate::report::table;
+        let rows: Vec<Vec<String>> = outcome
+            .results
+            .iter()
+            .map(|r| {
+                vec![
+                    crate::report::csv::case_text(&r.case),
+                    r.metric.clone(),
+                    table::figure(r.summary.median),
+                    crate::report::sheet::spread(&r.summary),
+                    r.unit.clone(),
+                ]
+            })
+            .collect();
+        let mut out = table::render(&["case", "metric", "median", "spread", "unit"], &rows);
+        for m in &outcome.models {
+            out.push_str(&table::render_model(m));
+        }
+        out
+    }
+    /// The lab's charts in the HTML report (each a drawing or the reason it is left out);
+    /// the models' charts are drawn for every lab alike.
+    fn charts(&self, _doc: &crate::report::Doc) -> Vec<crate::report::charts::Chart> {
+        Vec::new()
+    }
 }
 
 /// Every lab that `costlab run` runs, in the order it runs them.

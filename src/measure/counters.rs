@@ -86,7 +86,7 @@ pub fn attach(readings: &Option<Readings>, rows: &mut [ResultRow], from: usize) 
     }
 }
 
-fn short_count(v: f64) -> String {
+pub fn short_count(v: f64) -> String {
     if v >= 1e9 {
         format!("{:.2}G", v / 1e9)
     } else if v >= 1e6 {

@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 use super::charts::{self, esc};
 use super::sheet::{figure, spread, LabSheet};
 use super::Doc;
+use crate::store::compare::{Comparison, Verdict};
 
 const STYLE: &str = "
 body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,Helvetica,Arial,sans-serif;margin:0;padding:24px 32px;color:#222;background:#f6f6f4}
@@ -18,10 +19,14 @@ h1{font-size:24px;margin:0 0 6px}h2{font-size:19px;margin:28px 0 10px;border-bot
 table{border-collapse:collapse;background:#fff;font-size:13px;margin:6px 0}
 th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}th{background:#eee}
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-.charts{display:flex;flex-wrap:wrap;gap:16px;align-items:flex-start}
-figure{margin:0;background:#fff;border:1px solid #ddd;border-radius:4px;padding:8px;max-width:740px}
-figure svg{max-width:100%;height:auto;display:block}
-figcaption{font-size:12px;color:#444;margin-top:4px;max-width:720px}
+.charts{display:grid;grid-template-columns:repeat(2,minmax(0,1fr));gap:16px;align-items:start}
+@media (max-width:1200px){.charts{grid-template-columns:minmax(0,1fr)}}
+figure{margin:0;background:#fff;border:1px solid #ddd;border-radius:4px;padding:8px;min-width:0}
+figure svg{width:100%;height:auto;display:block}
+figcaption{font-size:12px;color:#444;margin-top:4px}
+figcaption details{margin-top:4px}figcaption summary{cursor:pointer;color:#225}
+table.points,table#model-params{font-size:12px}
+tr.changed td{background:#fff3f3}
 .skipped{color:#777;font-style:italic;font-size:13px;margin:4px 0}
 ul.notes{font-size:13px}
 tr.q-disturbed td.quality{color:#b00020;font-weight:bold}
@@ -77,38 +82,141 @@ fn sheet_html(o: &mut String, sheet: &[LabSheet]) {
     }
 }
 
+/// The models' parameters in one compact table (three significant digits) with how well
+/// each fits; the verdicts and points are folded under each model's chart.
 fn models_html(o: &mut String, doc: &Doc) {
+    use super::charts::models::{fit_text, param_text};
     if doc.models.is_empty() {
         return;
     }
-    o.push_str("<h2>Models: predicted beside measured</h2>");
+    o.push_str("<h2>Models: parameters</h2><table id=\"model-params\"><tr><th>lab</th><th>model</th><th>parameters</th><th>fit</th></tr>");
     for m in &doc.models {
-        let _ = write!(o, "<h3>{} — {}</h3>", esc(&m.lab), esc(&m.name));
-        if !m.params.is_empty() {
-            let params: Vec<String> = m.params.iter().map(|(k, v)| format!("{k} = {v}")).collect();
-            let _ = write!(
-                o,
-                "<p class=\"meta\">parameters: {}</p>",
-                esc(&params.join(", "))
-            );
-        }
-        o.push_str("<table><tr><th>case</th><th>predicted</th><th>measured</th><th>unit</th><th>error</th></tr>");
-        for p in &m.points {
-            let _ = write!(
-                o,
-                "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td class=\"num\">{:+.1}%</td></tr>",
-                esc(&super::csv::case_text(&p.case)),
-                figure(p.predicted),
-                figure(p.measured),
-                esc(&p.unit),
-                p.error() * 100.0
-            );
-        }
-        o.push_str("</table>");
-        for v in &m.verdict {
-            let _ = write!(o, "<p>{}</p>", esc(v));
+        let params: Vec<String> = m
+            .params
+            .iter()
+            .map(|(k, v)| format!("{k} = {}", param_text(v)))
+            .collect();
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&m.lab),
+            esc(&m.name),
+            esc(&params.join(", ")),
+            esc(&fit_text(m))
+        );
+    }
+    o.push_str("</table><p class=\"meta\">Each model's verdict and its points, predicted beside measured, are under its chart.</p>");
+}
+
+/// `--counters`: the readings of every figure that took them, and what the machine could not
+/// count, with why.
+fn counters_html(o: &mut String, doc: &Doc) {
+    use crate::measure::counters::short_count;
+    let rows: Vec<_> = doc
+        .results
+        .iter()
+        .filter(|r| r.counters.as_ref().is_some_and(|c| !c.is_empty()))
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let mut names: Vec<&String> = Vec::new();
+    for r in &rows {
+        for k in r.counters.iter().flat_map(|c| c.keys()) {
+            if !names.contains(&k) {
+                names.push(k);
+            }
         }
     }
+    o.push_str(
+        "<h2>Counters</h2><table id=\"counters\"><tr><th>lab</th><th>case</th><th>metric</th>",
+    );
+    for n in &names {
+        let _ = write!(o, "<th>{}</th>", esc(n));
+    }
+    o.push_str("</tr>");
+    for r in &rows {
+        let c = r.counters.as_ref().expect("filtered");
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td>{}</td>",
+            esc(&r.lab),
+            esc(&super::csv::case_text(&r.case)),
+            esc(&r.metric)
+        );
+        for n in &names {
+            let v = c.get(*n).map_or(String::from("—"), |v| {
+                if n.as_str() == "IPC" {
+                    format!("{v:.2}")
+                } else {
+                    short_count(*v)
+                }
+            });
+            let _ = write!(o, "<td class=\"num\">{}</td>", esc(&v));
+        }
+        o.push_str("</tr>");
+    }
+    o.push_str("</table>");
+    let mut why: Vec<String> = Vec::new();
+    for r in &doc.results {
+        for (k, v) in r.unsupported_counters.iter().flatten() {
+            let line = format!("{k}: {v}");
+            if !why.contains(&line) {
+                why.push(line);
+            }
+        }
+    }
+    if !why.is_empty() {
+        let _ = write!(
+            o,
+            "<p class=\"meta\" id=\"counters-unsupported\">Not counted on this machine: {}.</p>",
+            esc(&why.join("; "))
+        );
+    }
+}
+
+/// Run B beside run A: what changed significantly (Benjamini-Hochberg over every figure
+/// compared, and the minimum effect), as `costlab compare B A` calls it.
+fn changes_html(o: &mut String, a: &Doc, b: &Doc, cmp: &Comparison) {
+    let sig: Vec<_> = cmp
+        .changes
+        .iter()
+        .filter(|c| matches!(c.verdict, Verdict::Significant { .. }))
+        .collect();
+    let _ = write!(
+        o,
+        "<h2>Against run B</h2><p class=\"meta\" id=\"against\">A = <code>{}</code> (solid), B = <code>{}</code> (dashed, lighter) in every chart. {} of {} figures in both runs changed significantly (Mann-Whitney U, Benjamini-Hochberg at {}, minimum effect {}%); they are ringed in the charts.</p>",
+        esc(&a.run.id),
+        esc(&b.run.id),
+        sig.len(),
+        cmp.changes.len(),
+        crate::store::compare::ALPHA,
+        cmp.min_effect_pct
+    );
+    if sig.is_empty() {
+        return;
+    }
+    // A long list would push the charts off the page: fold it.
+    let _ = write!(
+        o,
+        "<details{}><summary>the {} changed figures</summary>",
+        if sig.len() <= 12 { " open" } else { "" },
+        sig.len()
+    );
+    o.push_str("<table id=\"changes\"><tr><th>figure</th><th>B</th><th>A</th><th>unit</th><th>change</th><th>q</th></tr>");
+    for c in sig {
+        let _ = write!(
+            o,
+            "<tr class=\"changed\"><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td class=\"num\">{:+.1}%</td><td class=\"num\">{:.4}</td></tr>",
+            esc(&c.figure),
+            figure(c.a),
+            figure(c.b),
+            esc(&c.unit),
+            c.change_pct,
+            c.q
+        );
+    }
+    o.push_str("</table></details>");
 }
 
 /// Every figure that is not ok, with why: the page must not let a disturbed figure pass as
@@ -153,6 +261,18 @@ fn quality_html(o: &mut String, doc: &Doc) {
 
 /// The whole page.
 pub fn render(doc: &Doc, sheet: &[LabSheet]) -> String {
+    render_with(doc, sheet, None)
+}
+
+/// The page of run `doc` with run `b` overlaid in every chart; changes called with a minimum
+/// effect of `min_effect_pct` percent.
+pub fn render_against(doc: &Doc, sheet: &[LabSheet], b: &Doc, min_effect_pct: f64) -> String {
+    // B is the reference: a change is A's median against B's.
+    let cmp = crate::store::compare::compare_with(b, doc, min_effect_pct);
+    render_with(doc, sheet, Some((b, &cmp)))
+}
+
+fn render_with(doc: &Doc, sheet: &[LabSheet], against: Option<(&Doc, &Comparison)>) -> String {
     let mut o = String::new();
     let _ = write!(
         o,
@@ -174,13 +294,43 @@ pub fn render(doc: &Doc, sheet: &[LabSheet]) -> String {
     o.push_str("<h2>Cost sheet</h2>");
     sheet_html(&mut o, sheet);
     quality_html(&mut o, doc);
+    let charts = match against {
+        Some((b, cmp)) => {
+            changes_html(&mut o, doc, b, cmp);
+            let by_figure: std::collections::HashMap<String, f64> = doc
+                .results
+                .iter()
+                .map(|r| (r.figure_id(), r.summary.median))
+                .collect();
+            let changed: Vec<(f64, String)> = cmp
+                .changes
+                .iter()
+                .filter(|c| matches!(c.verdict, Verdict::Significant { .. }))
+                .filter_map(|c| {
+                    by_figure
+                        .get(&c.figure)
+                        .map(|m| (*m, format!("{:+.0}%", c.change_pct)))
+                })
+                .collect();
+            charts::all_against(doc, b, &changed)
+        }
+        None => charts::all(doc),
+    };
     o.push_str("<h2>Charts</h2><div class=\"charts\">");
-    for c in charts::all(doc) {
+    for c in charts {
         match &c.svg {
             Ok(svg) => {
+                let details = if c.details.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "<details><summary>verdict and points</summary>{}</details>",
+                        c.details
+                    )
+                };
                 let _ = write!(
                     o,
-                    "<figure>{svg}<figcaption>{}</figcaption></figure>",
+                    "<figure>{svg}<figcaption>{}{details}</figcaption></figure>",
                     esc(&c.caption)
                 );
             }
@@ -197,6 +347,7 @@ pub fn render(doc: &Doc, sheet: &[LabSheet]) -> String {
     }
     o.push_str("</div>");
     models_html(&mut o, doc);
+    counters_html(&mut o, doc);
     if !doc.notes.is_empty() {
         o.push_str("<h2>Notes</h2><ul class=\"notes\" id=\"notes\">");
         for n in &doc.notes {
@@ -210,11 +361,15 @@ pub fn render(doc: &Doc, sheet: &[LabSheet]) -> String {
 
 /// Write `index.html` and `results.json` into `dir` (created if needed); returns the page.
 pub fn write_report(dir: &Path, doc: &Doc, sheet: &[LabSheet]) -> Result<PathBuf> {
+    write_page(dir, doc, &render(doc, sheet))
+}
+
+/// Write a page already rendered (`render_against`) and the run's `results.json`.
+pub fn write_page(dir: &Path, doc: &Doc, html: &str) -> Result<PathBuf> {
     std::fs::create_dir_all(dir)
         .with_context(|| format!("creating the report directory {}", dir.display()))?;
     let page = dir.join("index.html");
-    std::fs::write(&page, render(doc, sheet))
-        .with_context(|| format!("writing {}", page.display()))?;
+    std::fs::write(&page, html).with_context(|| format!("writing {}", page.display()))?;
     let json = dir.join("results.json");
     std::fs::write(&json, serde_json::to_string_pretty(doc)? + "\n")
         .with_context(|| format!("writing {}", json.display()))?;

@@ -181,16 +181,10 @@ pub fn default_report_dir(run_id: &str) -> PathBuf {
     PathBuf::from("costlab-report").join(run_id)
 }
 
-pub fn report(db: Option<&Path>, args: &ReportArgs) -> Result<()> {
-    if let Some(list) = &args.machines {
-        return super::fleet::report_machines(db, list, args.out.as_deref());
-    }
-    if let Some(dir) = &args.out {
-        crate::report::dest::check_dir("--out", dir)?;
-    }
-    let name = args.source.as_deref().unwrap_or("last");
+/// A run for `report`: a results.json file, or a run in the history.
+fn load_for_report(db: Option<&Path>, name: &str) -> Result<(Doc, Vec<LabSheet>)> {
     let source = Path::new(name);
-    let (doc, sheet) = if source.is_file() {
+    if source.is_file() {
         let text = std::fs::read_to_string(source)
             .with_context(|| format!("reading {}", source.display()))?;
         let doc = Doc::from_json(&text).map_err(|e| {
@@ -200,17 +194,40 @@ pub fn report(db: Option<&Path>, args: &ReportArgs) -> Result<()> {
             ))
         })?;
         let sheet = sheet_of(&doc);
-        (doc, sheet)
+        Ok((doc, sheet))
     } else {
         let store = open_existing(db)?;
         let id = store.resolve(name)?;
-        (store.load_doc(&id)?, store.load_sheet(&id)?)
+        Ok((store.load_doc(&id)?, store.load_sheet(&id)?))
+    }
+}
+
+pub fn report(db: Option<&Path>, args: &ReportArgs) -> Result<()> {
+    if let Some(list) = &args.machines {
+        return super::fleet::report_machines(db, list, args.out.as_deref());
+    }
+    if let Some(dir) = &args.out {
+        crate::report::dest::check_dir("--out", dir)?;
+    }
+    let name = args.source.as_deref().unwrap_or("last");
+    let (doc, sheet) = load_for_report(db, name)?;
+    let html = match &args.against {
+        Some(b) => {
+            let (other, _) = load_for_report(db, b).map_err(|e| {
+                usage(format!(
+                    "--against {b}: {}; give a run id from `costlab history`, \"last\" or a results.json",
+                    crate::error::one_line(&e)
+                ))
+            })?;
+            html::render_against(&doc, &sheet, &other, args.min_effect)
+        }
+        None => html::render(&doc, &sheet),
     };
     let dir = args
         .out
         .clone()
         .unwrap_or_else(|| default_report_dir(&doc.run.id));
-    let page = html::write_report(&dir, &doc, &sheet)?;
+    let page = html::write_page(&dir, &doc, &html)?;
     println!("report: {}", page.display());
     Ok(())
 }

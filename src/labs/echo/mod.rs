@@ -1160,6 +1160,12 @@ impl Lab for EchoLab {
     fn name(&self) -> &'static str {
         LAB
     }
+    fn render(&self, outcome: &Outcome) -> String {
+        render(outcome)
+    }
+    fn charts(&self, doc: &crate::report::Doc) -> Vec<crate::report::charts::Chart> {
+        crate::report::charts::echo::charts(doc)
+    }
 
     fn unavailable(&self, _ctx: &Ctx) -> Option<String> {
         if cpus::allowed_cpus().len() < 2 {

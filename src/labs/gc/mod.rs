@@ -434,6 +434,12 @@ impl Lab for GcLab {
     fn name(&self) -> &'static str {
         LAB
     }
+    fn render(&self, outcome: &Outcome) -> String {
+        render(outcome)
+    }
+    fn charts(&self, doc: &crate::report::Doc) -> Vec<crate::report::charts::Chart> {
+        vec![crate::report::charts::gc::chart(doc)]
+    }
 
     fn unavailable(&self, _ctx: &Ctx) -> Option<String> {
         bench::unavailable()

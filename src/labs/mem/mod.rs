@@ -161,6 +161,15 @@ impl Lab for MemLab {
     fn name(&self) -> &'static str {
         LAB
     }
+    fn render(&self, outcome: &Outcome) -> String {
+        render(outcome)
+    }
+    fn charts(&self, doc: &crate::report::Doc) -> Vec<crate::report::charts::Chart> {
+        let mut v = crate::report::charts::bandwidth::charts(doc);
+        v.push(crate::report::charts::latency::chart(doc));
+        v.push(crate::report::charts::loaded::chart(doc));
+        v
+    }
 
     fn unavailable(&self, _ctx: &Ctx) -> Option<String> {
         None

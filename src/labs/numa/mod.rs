@@ -532,6 +532,9 @@ impl Lab for NumaLab {
     fn name(&self) -> &'static str {
         LAB
     }
+    fn render(&self, outcome: &Outcome) -> String {
+        render(outcome)
+    }
 
     fn unavailable(&self, ctx: &Ctx) -> Option<String> {
         plan::unavailable(&ctx.machine)

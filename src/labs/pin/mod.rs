@@ -675,6 +675,9 @@ impl Lab for PinLab {
     fn name(&self) -> &'static str {
         LAB
     }
+    fn render(&self, outcome: &Outcome) -> String {
+        render(outcome)
+    }
 
     fn unavailable(&self, _ctx: &Ctx) -> Option<String> {
         (cpus::allowed_cpus().len() < 2).then(|| "one CPU: no placements to compare".into())

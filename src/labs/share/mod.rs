@@ -860,6 +860,15 @@ impl Lab for ShareLab {
     fn name(&self) -> &'static str {
         LAB
     }
+    fn render(&self, outcome: &Outcome) -> String {
+        render(outcome)
+    }
+    fn charts(&self, doc: &crate::report::Doc) -> Vec<crate::report::charts::Chart> {
+        vec![
+            crate::report::charts::share::chart(doc),
+            crate::report::charts::c2c::chart(doc),
+        ]
+    }
 
     fn unavailable(&self, _ctx: &Ctx) -> Option<String> {
         None

@@ -288,6 +288,9 @@ impl Lab for SyscallLab {
     fn name(&self) -> &'static str {
         LAB
     }
+    fn render(&self, outcome: &Outcome) -> String {
+        render(outcome)
+    }
 
     fn unavailable(&self, _ctx: &Ctx) -> Option<String> {
         // Every machine has syscalls; io_uring's absence is reported inside the outcome.

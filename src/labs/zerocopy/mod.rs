@@ -563,6 +563,9 @@ impl Lab for ZerocopyLab {
     fn name(&self) -> &'static str {
         LAB
     }
+    fn render(&self, outcome: &Outcome) -> String {
+        render(outcome)
+    }
 
     fn unavailable(&self, _ctx: &Ctx) -> Option<String> {
         None

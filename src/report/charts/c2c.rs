@@ -137,12 +137,12 @@ pub fn chart(doc: &Doc) -> Chart {
         top + 14.0 + 14.0 * 9.0 + 11.0,
         u = esc(&unit)
     );
-    Chart {
-        id: ID.into(),
-        title: TITLE.into(),
-        svg: Ok(o),
-        caption: format!(
+    Chart::svg(
+        ID,
+        TITLE,
+        o,
+        format!(
             "Darker is slower: {lo:.0}–{hi:.0} {unit}. CPUs that share a core or a cache hand a line over fastest."
         ),
-    }
+    )
 }

@@ -1,10 +1,99 @@
-//! Echo server throughput and p99 latency against connections, one line per engine.
+//! Echo server throughput and p99 latency against connections, one line per engine; with
+//! several message sizes, throughput and server CPU per request against size, one line per
+//! engine at each connection count.
 
 use super::plot::{Axis, Format, Plot, Scale};
-use super::{lab_ran, series_along, unit_of, Chart};
-use crate::report::Doc;
+use super::{lab_ran, num, series_along, unit_of, Chart};
+use crate::report::{Doc, ResultRow};
+
+/// The message sizes the run swept, in bytes, ascending.
+fn sizes(doc: &Doc) -> Vec<f64> {
+    let mut v: Vec<f64> = doc
+        .results
+        .iter()
+        .filter(|r| r.lab == "echo")
+        .filter_map(|r| num(r.case.get("size")))
+        .collect();
+    v.sort_by(f64::total_cmp);
+    v.dedup();
+    v
+}
+
+/// A row of the echo sweep at `size` (every row when the run has one size or none).
+fn at_size(r: &ResultRow, size: Option<f64>) -> bool {
+    size.is_none() || num(r.case.get("size")) == size
+}
 
 pub fn charts(doc: &Doc) -> Vec<Chart> {
+    let mut v = by_conns(doc);
+    // One size (or none): nothing to draw along size, and no line saying so on every page.
+    if sizes(doc).len() < 2 {
+        return v;
+    }
+    v.push(by_size(
+        doc,
+        "throughput",
+        "chart-echo-size-throughput",
+        "Echo throughput vs message size",
+        "throughput",
+    ));
+    v.push(by_size(
+        doc,
+        "server_cpu_per_req",
+        "chart-echo-size-cpu",
+        "Echo server CPU per request vs message size",
+        "server CPU per request",
+    ));
+    v
+}
+
+fn by_size(doc: &Doc, metric: &str, id: &str, title: &str, what: &str) -> Chart {
+    if !lab_ran(doc, "echo") {
+        return Chart::skipped(id, title, "the echo lab did not run");
+    }
+    let rows: Vec<_> = doc
+        .results
+        .iter()
+        .filter(|r| {
+            r.lab == "echo"
+                && r.metric == metric
+                && r.case.contains_key("size")
+                && r.case.contains_key("engine")
+        })
+        .collect();
+    if rows.is_empty() {
+        return Chart::skipped(id, title, format!("no echo {metric} figures in this run"));
+    }
+    let series = series_along(&rows, "size", &[]);
+    let xs: Vec<f64> = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .collect();
+    let ys: Vec<f64> = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .collect();
+    let plot = Plot {
+        id: id.into(),
+        title: title.into(),
+        x: Axis::auto("message size (bytes)", &xs, 2.0, Format::Bytes),
+        y: Axis::auto(
+            format!("{what} ({})", unit_of(&rows)),
+            &ys,
+            30.0,
+            Format::Number,
+        ),
+        series,
+        guides: vec![],
+        marks: vec![],
+    };
+    Chart::drawn(
+        plot,
+        "One line per engine at each connection count (and client kind where several ran); whiskers span the samples. Log scale where the figures span 30x or more.",
+    )
+}
+
+fn by_conns(doc: &Doc) -> Vec<Chart> {
     vec![
         one(
             doc,
@@ -27,10 +116,19 @@ fn one(doc: &Doc, metric: &str, id: &str, title: &str, what: &str) -> Chart {
     if !lab_ran(doc, "echo") {
         return Chart::skipped(id, title, "the echo lab did not run");
     }
+    // Several sizes: against connections, the smallest size alone (the size charts show the
+    // rest), so no line mixes sizes.
+    let all = sizes(doc);
+    let size = (all.len() > 1).then(|| all[0]);
     let rows: Vec<_> = doc
         .results
         .iter()
-        .filter(|r| r.lab == "echo" && r.metric == metric && r.case.contains_key("conns"))
+        .filter(|r| {
+            r.lab == "echo"
+                && r.metric == metric
+                && r.case.contains_key("conns")
+                && at_size(r, size)
+        })
         .collect();
     if rows.is_empty() {
         return Chart::skipped(id, title, format!("no echo {metric} figures in this run"));
@@ -61,15 +159,21 @@ fn one(doc: &Doc, metric: &str, id: &str, title: &str, what: &str) -> Chart {
     let plot = Plot {
         id: id.into(),
         title: title.into(),
-        x: Axis::auto("connections (count)", &xs, 8.0, Format::Number),
+        x: Axis {
+            integer: true,
+            ..Axis::auto("connections (count)", &xs, 8.0, Format::Number)
+        },
         y,
         series,
         guides: vec![],
+        marks: vec![],
     };
-    Chart {
-        id: id.into(),
-        title: title.into(),
-        svg: Ok(plot.render()),
-        caption: "One line per server engine (and client kind where several ran); whiskers span the samples.".into(),
+    let mut caption = "One line per server engine (and client kind where several ran); whiskers span the samples.".to_string();
+    if let Some(b) = size {
+        caption.push_str(&format!(
+            " Messages of {} only; the charts by size show the others.",
+            crate::measure::sizes::format_size(b as u64)
+        ));
     }
+    Chart::drawn(plot, caption)
 }

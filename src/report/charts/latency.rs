@@ -106,11 +106,7 @@ pub fn chart(doc: &Doc) -> Chart {
         ),
         series,
         guides,
+        marks: vec![],
     };
-    Chart {
-        id: ID.into(),
-        title: TITLE.into(),
-        svg: Ok(plot.render()),
-        caption: "Each access depends on the one before, so this is the full load-to-use latency. Dashed lines mark the cache sizes the kernel reports; latency steps up past each.".into(),
-    }
+    Chart::drawn(plot, "Each access depends on the one before, so this is the full load-to-use latency. Dashed lines mark the cache sizes the kernel reports; latency steps up past each.")
 }

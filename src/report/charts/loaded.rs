@@ -60,11 +60,7 @@ pub fn chart(doc: &Doc) -> Chart {
         y: Axis::auto("chase latency (ns)", &ys, 20.0, Format::Number),
         series,
         guides: Vec::new(),
+        marks: vec![],
     };
-    Chart {
-        id: ID.into(),
-        title: TITLE.into(),
-        svg: Ok(plot.render()),
-        caption: "One CPU chases pointers while the others stream memory with less and less delay between lines: the leftmost point is idle latency, and latency climbs as the load's bandwidth grows.".into(),
-    }
+    Chart::drawn(plot, "One CPU chases pointers while the others stream memory with less and less delay between lines: the leftmost point is idle latency, and latency climbs as the load's bandwidth grows.")
 }

@@ -14,7 +14,7 @@ pub mod share;
 use serde_json::Value;
 
 use crate::report::{Doc, ResultRow};
-use plot::Series;
+use plot::{Plot, Series};
 
 /// One chart of the report.
 #[derive(Debug, Clone)]
@@ -26,6 +26,10 @@ pub struct Chart {
     pub svg: Result<String, String>,
     /// One line saying how to read it.
     pub caption: String,
+    /// HTML folded under the chart (a model's verdicts and points), already escaped.
+    pub details: String,
+    /// The plot the SVG was drawn from, so `report --against` can overlay a second run.
+    pub plot: Option<Plot>,
 }
 
 impl Chart {
@@ -35,20 +39,40 @@ impl Chart {
             title: title.to_string(),
             svg: Err(why.into()),
             caption: String::new(),
+            details: String::new(),
+            plot: None,
+        }
+    }
+
+    /// A chart drawn from `plot`.
+    pub fn drawn(plot: Plot, caption: impl Into<String>) -> Chart {
+        Chart {
+            id: plot.id.clone(),
+            title: plot.title.clone(),
+            svg: Ok(plot.render()),
+            caption: caption.into(),
+            details: String::new(),
+            plot: Some(plot),
+        }
+    }
+
+    /// A chart drawn by hand (not a `Plot`): it cannot be overlaid.
+    pub fn svg(id: &str, title: &str, svg: String, caption: impl Into<String>) -> Chart {
+        Chart {
+            svg: Ok(svg),
+            caption: caption.into(),
+            ..Chart::skipped(id, title, "")
         }
     }
 }
 
 /// Every chart of the report, in the order they appear.
 pub fn all(doc: &Doc) -> Vec<Chart> {
-    let mut v = bandwidth::charts(doc);
-    v.push(latency::chart(doc));
-    v.push(loaded::chart(doc));
-    v.extend(echo::charts(doc));
+    let mut v: Vec<Chart> = crate::labs::all()
+        .iter()
+        .flat_map(|lab| lab.charts(doc))
+        .collect();
     v.extend(models::charts(doc));
-    v.push(share::chart(doc));
-    v.push(c2c::chart(doc));
-    v.push(gc::chart(doc));
     v
 }
 
@@ -159,4 +183,89 @@ pub const MEM_KEYS: [&str; 5] = ["op", "pattern", "pages", "block", "threads"];
 /// The unit of the first row, for an axis label.
 pub fn unit_of(rows: &[&ResultRow]) -> String {
     rows.first().map(|r| r.unit.clone()).unwrap_or_default()
+}
+
+/// Every chart of run `a`, with run `b` drawn over it (dashed, lighter) where both have the
+/// chart, and the figures `changed` (A's median, label) ringed.
+pub fn all_against(a: &Doc, b: &Doc, changed: &[(f64, String)]) -> Vec<Chart> {
+    let bs = all(b);
+    all(a)
+        .into_iter()
+        .map(|mut c| {
+            let other = bs
+                .iter()
+                .find(|o| o.id == c.id)
+                .and_then(|o| o.plot.as_ref());
+            match (&c.plot, other) {
+                (Some(pa), Some(pb)) => {
+                    let p = overlay(pa, pb, &a.run.id, &b.run.id, changed);
+                    c.svg = Ok(p.render());
+                    c.plot = Some(p);
+                }
+                (Some(_), None) => {
+                    c.caption
+                        .push_str(" Run B has no figures for this chart: A alone is drawn.");
+                }
+                _ => {}
+            }
+            c
+        })
+        .collect()
+}
+
+/// Run B's series beside run A's: the same colour per series name, B dashed and faded, a
+/// legend key for each run; A's points whose figure changed significantly are ringed.
+pub fn overlay(a: &Plot, b: &Plot, a_id: &str, b_id: &str, changed: &[(f64, String)]) -> Plot {
+    use plot::{Mark, PALETTE};
+    // The key's line style says which run is which; its text names the run.
+    let mut b_key = Series::key(format!("B: {b_id}"), true, "#333");
+    b_key.faded = true;
+    let mut series = vec![Series::key(format!("A: {a_id}"), false, "#333"), b_key];
+    let mut used = vec![false; b.series.len()];
+    for (i, s) in a.series.iter().enumerate() {
+        let color = s
+            .color
+            .clone()
+            .unwrap_or_else(|| PALETTE[i % PALETTE.len()].to_string());
+        let mut sa = s.clone();
+        sa.color = Some(color.clone());
+        series.push(sa);
+        if let Some(j) = (0..b.series.len()).find(|j| !used[*j] && b.series[*j].name == s.name) {
+            used[j] = true;
+            let mut sb = b.series[j].clone();
+            sb.color = Some(color);
+            sb.dashed = true;
+            sb.faded = true;
+            sb.name = format!("{} (B)", sb.name);
+            series.push(sb);
+        }
+    }
+    let extra = (0..b.series.len()).filter(|j| !used[*j]);
+    for (k, j) in extra.enumerate() {
+        let mut sb = b.series[j].clone();
+        if sb.color.is_none() {
+            sb.color = Some(PALETTE[(a.series.len() + k) % PALETTE.len()].to_string());
+        }
+        sb.dashed = true;
+        sb.faded = true;
+        sb.name = format!("{} (B)", sb.name);
+        series.push(sb);
+    }
+    let mut marks = a.marks.clone();
+    for s in &a.series {
+        for (x, y, _) in &s.points {
+            if let Some((_, label)) = changed.iter().find(|(m, _)| m == y) {
+                marks.push(Mark {
+                    x: *x,
+                    y: *y,
+                    label: label.clone(),
+                });
+            }
+        }
+    }
+    Plot {
+        series,
+        marks,
+        ..a.clone()
+    }
 }

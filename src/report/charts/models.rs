@@ -4,7 +4,9 @@
 //! one chart of all its fits' points.
 
 use super::plot::{Axis, Format, Marker, Plot, Point, Scale, Series, PALETTE};
-use super::{num, Chart};
+use std::fmt::Write;
+
+use super::{esc, num, Chart};
 use crate::report::{Doc, Model, ModelPoint};
 
 /// More models than this from one lab are drawn together.
@@ -98,6 +100,7 @@ fn scatter(id: &str, title: &str, unit: &str, pts: Vec<Point>, label: &str) -> P
         y: Axis::new(format!("predicted ({unit})"), scale, Format::Number),
         series: vec![points, diag],
         guides: vec![],
+        marks: vec![],
     }
 }
 
@@ -125,16 +128,42 @@ fn together(i: usize, lab: &str, models: &[&Model]) -> Chart {
         .map(|p| (p.measured, p.predicted, None))
         .collect();
     let plot = scatter(&id, &title, &unit, pts, "fitted cases");
-    Chart {
-        id,
-        title,
-        svg: Ok(plot.render()),
-        caption: format!(
-            "Every point of the {} {lab} models; on the dashed line the model is exact. Largest disagreement {:.0}%. The models' verdicts are below the charts.",
-            models.len(),
-            worst(&points) * 100.0
+    let n_exact = models.iter().filter(|m| exact(m)).count();
+    let tested: Vec<&ModelPoint> = models
+        .iter()
+        .filter(|m| !exact(m))
+        .flat_map(|m| &m.points)
+        .collect();
+    let fit = if tested.is_empty() {
+        "Every fit is exact: each has no more points than parameters, so agreement tells nothing."
+            .to_string()
+    } else {
+        format!(
+            "Largest disagreement {:.0}% over the fits with more points than parameters{}.",
+            worst(&tested) * 100.0,
+            if n_exact > 0 {
+                format!(
+                    "; {n_exact} fits are exact (as many points as parameters) and tell nothing"
+                )
+            } else {
+                String::new()
+            }
+        )
+    };
+    let mut chart = Chart::drawn(
+        plot,
+        format!(
+            "Every point of the {} {lab} models; on the dashed line the model is exact. {fit}",
+            models.len()
         ),
+    );
+    let mut d = String::new();
+    for m in models {
+        let _ = write!(d, "<h4>{}</h4>", esc(&m.name));
+        details(&mut d, m);
     }
+    chart.details = d;
+    chart
 }
 
 fn one(i: usize, m: &Model) -> Chart {
@@ -180,7 +209,10 @@ fn one(i: usize, m: &Model) -> Chart {
         Plot {
             id: id.clone(),
             title: title.clone(),
-            x: Axis::auto(format!("{key} (case)"), &xs, 8.0, Format::Number),
+            x: {
+                let (label, format) = key_axis(&key);
+                Axis::auto(label, &xs, 8.0, format)
+            },
             y: Axis::auto(
                 format!("predicted and measured ({unit})"),
                 &ys,
@@ -189,6 +221,7 @@ fn one(i: usize, m: &Model) -> Chart {
             ),
             series,
             guides: vec![],
+            marks: vec![],
         }
     } else {
         let pts = m
@@ -198,14 +231,154 @@ fn one(i: usize, m: &Model) -> Chart {
             .collect();
         scatter(&id, &title, &unit, pts, "cases")
     };
-    let points: Vec<&ModelPoint> = m.points.iter().collect();
-    Chart {
-        id,
-        title,
-        svg: Ok(plot.render()),
-        caption: format!(
-            "Solid: measured; dashed: the model. Largest disagreement {:.0}%.",
-            worst(&points) * 100.0
-        ),
+    let mut chart = Chart::drawn(
+        plot,
+        format!("Solid: measured; dashed: the model. {}.", fit_text(m)),
+    );
+    let mut d = String::new();
+    details(&mut d, m);
+    chart.details = d;
+    chart
+}
+
+/// The axis label and format of a case key: its unit, never "(case)".
+pub fn key_axis(key: &str) -> (String, Format) {
+    match key {
+        "block" | "size" => (format!("{key} (bytes)"), Format::Bytes),
+        "threads" | "conns" | "load_threads" => (format!("{key} (count)"), Format::Number),
+        "batch" => ("batch (ops per submit)".into(), Format::Number),
+        "headroom" => ("headroom (x live heap)".into(), Format::Number),
+        "delay" => ("delay (ns between lines)".into(), Format::Number),
+        "from" | "to" | "cpu_node" | "mem_node" | "node" => (format!("{key} (id)"), Format::Number),
+        other => (format!("{other} (as given)"), Format::Number),
+    }
+}
+
+/// A number with three significant digits: 101.75066768882248 -> "102", 0.012345 -> "0.0123".
+pub fn sig3(x: f64) -> String {
+    if !x.is_finite() {
+        return x.to_string();
+    }
+    let a = x.abs();
+    if a == 0.0 {
+        return "0".into();
+    }
+    if !(1e-3..1e6).contains(&a) {
+        return format!("{x:.2e}");
+    }
+    let e = a.log10().floor() as i32;
+    let unit = 10f64.powi(e - 2);
+    let r = (x / unit).round() * unit;
+    let decimals = (2 - e).max(0) as usize;
+    format!("{r:.decimals$}")
+}
+
+/// A parameter's value for the table: numbers to three significant digits.
+pub fn param_text(v: &serde_json::Value) -> String {
+    use serde_json::Value;
+    match v {
+        Value::Number(n) => n.as_f64().map_or_else(|| n.to_string(), sig3),
+        Value::String(s) => s.clone(),
+        Value::Object(o) => o
+            .iter()
+            .map(|(k, v)| format!("{k}: {}", param_text(v)))
+            .collect::<Vec<_>>()
+            .join(", "),
+        Value::Array(a) => a.iter().map(param_text).collect::<Vec<_>>().join(", "),
+        other => other.to_string(),
+    }
+}
+
+/// How many parameters the model fitted to its points: a USL fit says its shape (a bound
+/// fits two of lambda, sigma, kappa); other models count their numeric parameters.
+fn free_params(m: &Model) -> usize {
+    match m.params.get("fit").and_then(|v| v.as_str()) {
+        Some("full") => 3,
+        Some(_) => 2,
+        None => m.params.values().filter(|v| v.is_number()).count(),
+    }
+}
+
+/// True when the model has no more points than parameters and meets them all: agreement
+/// is then arithmetic, not evidence.
+pub fn exact(m: &Model) -> bool {
+    let pts: Vec<&ModelPoint> = m.points.iter().collect();
+    !pts.is_empty() && pts.len() <= free_params(m) && worst(&pts) < 0.005
+}
+
+fn count_word(n: usize) -> String {
+    const WORDS: [&str; 10] = [
+        "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+    ];
+    WORDS
+        .get(n)
+        .map_or_else(|| n.to_string(), |w| w.to_string())
+}
+
+/// "exact: two points, two parameters", or "largest disagreement 12% over 5 points".
+pub fn fit_text(m: &Model) -> String {
+    let pts: Vec<&ModelPoint> = m.points.iter().collect();
+    if exact(m) {
+        let (n, p) = (pts.len(), free_params(m));
+        return format!(
+            "exact: {} point{}, {} parameter{}",
+            count_word(n),
+            if n == 1 { "" } else { "s" },
+            count_word(p),
+            if p == 1 { "" } else { "s" }
+        );
+    }
+    format!(
+        "largest disagreement {:.0}% over {} point{}",
+        worst(&pts) * 100.0,
+        pts.len(),
+        if pts.len() == 1 { "" } else { "s" }
+    )
+}
+
+/// A model's verdicts and its points, predicted beside measured (folded under its chart).
+fn details(o: &mut String, m: &Model) {
+    for v in &m.verdict {
+        let _ = write!(o, "<p class=\"verdict\">{}</p>", esc(v));
+    }
+    o.push_str("<table class=\"points\"><tr><th>case</th><th>predicted</th><th>measured</th><th>unit</th><th>error</th></tr>");
+    for p in &m.points {
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td class=\"num\">{:+.1}%</td></tr>",
+            esc(&crate::report::csv::case_text(&p.case)),
+            sig3(p.predicted),
+            sig3(p.measured),
+            esc(&p.unit),
+            p.error() * 100.0
+        );
+    }
+    o.push_str("</table>");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn three_significant_digits() {
+        assert_eq!(sig3(101.75066768882248), "102");
+        assert_eq!(sig3(0.012345), "0.0123");
+        assert_eq!(sig3(1.0), "1.00");
+        assert_eq!(sig3(1450.0), "1450");
+        assert_eq!(sig3(-2.34567), "-2.35");
+        assert_eq!(sig3(0.0), "0");
+        assert_eq!(sig3(12345678.0), "1.23e7");
+        assert_eq!(param_text(&serde_json::json!("full")), "full");
+    }
+
+    #[test]
+    fn case_keys_get_units() {
+        assert_eq!(key_axis("batch").0, "batch (ops per submit)");
+        assert_eq!(
+            key_axis("size"),
+            ("size (bytes)".to_string(), Format::Bytes)
+        );
+        assert!(!key_axis("whatever").0.contains("(case)"));
     }
 }

@@ -9,7 +9,7 @@ use super::esc;
 pub const W: f64 = 720.0;
 pub const H: f64 = 380.0;
 const LEFT: f64 = 78.0;
-const RIGHT: f64 = 540.0;
+const RIGHT: f64 = 520.0;
 const TOP: f64 = 36.0;
 const BOTTOM: f64 = 320.0;
 
@@ -40,6 +40,8 @@ pub struct Axis {
     pub format: Format,
     /// Start a linear axis at zero.
     pub zero: bool,
+    /// Ticks at whole numbers only (thread and connection counts).
+    pub integer: bool,
 }
 
 impl Axis {
@@ -49,6 +51,22 @@ impl Axis {
             scale,
             format,
             zero: true,
+            integer: false,
+        }
+    }
+
+    /// A count (threads, connections): whole-number ticks, log2 when it spans 4x or more.
+    pub fn count(label: impl Into<String>, values: &[f64]) -> Axis {
+        let (lo, hi) = min_max(values);
+        let scale = if lo >= 1.0 && hi / lo >= 4.0 {
+            Scale::Log(2.0)
+        } else {
+            Scale::Linear
+        };
+        Axis {
+            zero: false,
+            integer: true,
+            ..Axis::new(label, scale, Format::Number)
         }
     }
 
@@ -87,6 +105,10 @@ pub struct Series {
     pub dashed: bool,
     pub marker: Marker,
     pub color: Option<String>,
+    /// Drawn lighter (the second run of `report --against`).
+    pub faded: bool,
+    /// Listed in the legend (a family of curves may share one entry).
+    pub in_legend: bool,
 }
 
 impl Series {
@@ -98,8 +120,28 @@ impl Series {
             dashed: false,
             marker: Marker::Circle,
             color: None,
+            faded: false,
+            in_legend: true,
         }
     }
+
+    /// A legend entry with nothing drawn: says what a line style means.
+    pub fn key(name: impl Into<String>, dashed: bool, color: &str) -> Series {
+        Series {
+            dashed,
+            marker: Marker::None,
+            color: Some(color.to_string()),
+            ..Series::line(name, vec![])
+        }
+    }
+}
+
+/// A point to draw attention to (a significant change between two runs), with a short label.
+#[derive(Debug, Clone)]
+pub struct Mark {
+    pub x: f64,
+    pub y: f64,
+    pub label: String,
 }
 
 /// A vertical guide at x, labelled (cache sizes on a latency chart).
@@ -117,6 +159,8 @@ pub struct Plot {
     pub y: Axis,
     pub series: Vec<Series>,
     pub guides: Vec<Guide>,
+    /// Rings around points, labelled.
+    pub marks: Vec<Mark>,
 }
 
 pub fn min_max(v: &[f64]) -> (f64, f64) {
@@ -191,6 +235,11 @@ fn domain(axis: &Axis, values: &[f64]) -> (f64, f64, Vec<f64>) {
                 .take_while(|e| *e <= e1 + 1e-9)
                 .map(|e| base.powf(e))
                 .collect();
+            let ticks = if axis.integer {
+                ticks.into_iter().filter(|t| t.fract() == 0.0).collect()
+            } else {
+                ticks
+            };
             (base.powf(e0), base.powf(e1), ticks)
         }
         Scale::Linear => {
@@ -202,11 +251,21 @@ fn domain(axis: &Axis, values: &[f64]) -> (f64, f64, Vec<f64>) {
             }
             let raw = (hi - lo) / 6.0;
             let mag = 10f64.powf(raw.log10().floor());
-            let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+            let mut step = [1.0, 2.0, 2.5, 5.0, 10.0]
                 .iter()
                 .map(|m| m * mag)
                 .find(|s| *s >= raw)
                 .unwrap_or(10.0 * mag);
+            if axis.integer {
+                // 2.5 is not a count, nor is anything under 1.
+                step = if step <= 1.0 {
+                    1.0
+                } else if step.fract() != 0.0 {
+                    step.ceil()
+                } else {
+                    step
+                };
+            }
             let start = (lo / step).floor() * step;
             let end = (hi / step).ceil() * step;
             let n = ((end - start) / step).round() as i64;
@@ -273,7 +332,96 @@ fn marker(out: &mut String, m: Marker, x: f64, y: f64, color: &str) {
 }
 
 impl Plot {
+    /// The one x value every point shares, when each series has a single point: there is no
+    /// line to draw along x, so the plot is drawn as bars.
+    pub fn single_x(&self) -> Option<f64> {
+        let drawn: Vec<&Series> = self
+            .series
+            .iter()
+            .filter(|s| !s.points.is_empty())
+            .collect();
+        if drawn.is_empty() || drawn.iter().any(|s| s.points.len() != 1) {
+            return None;
+        }
+        let x = drawn[0].points[0].0;
+        drawn.iter().all(|s| s.points[0].0 == x).then_some(x)
+    }
+
+    fn color(&self, i: usize) -> String {
+        self.series[i]
+            .color
+            .clone()
+            .unwrap_or_else(|| PALETTE[i % PALETTE.len()].to_string())
+    }
+
+    fn open(&self, o: &mut String, kind: &str) {
+        let _ = write!(
+            o,
+            r#"<svg id="{}" class="chart" data-kind="{kind}" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{}">"#,
+            esc(&self.id),
+            esc(&self.title)
+        );
+        let _ = write!(
+            o,
+            r##"<rect x="0" y="0" width="{W}" height="{H}" fill="#fff"/>"##
+        );
+        let _ = write!(
+            o,
+            r#"<text x="{LEFT}" y="22" font-size="15" font-weight="bold">{}</text>"#,
+            esc(&self.title)
+        );
+    }
+
+    fn y_axis(&self, o: &mut String, my: &Map, yt: &[f64]) {
+        for t in yt {
+            let y = my.at(*t);
+            let _ = write!(
+                o,
+                r##"<line x1="{LEFT}" y1="{y:.1}" x2="{RIGHT}" y2="{y:.1}" stroke="#e5e5e5"/><text x="{:.1}" y="{:.1}" font-size="11" text-anchor="end">{}</text>"##,
+                LEFT - 6.0,
+                y + 4.0,
+                esc(&tick_text(*t, self.y.format))
+            );
+        }
+        let _ = write!(
+            o,
+            r#"<text x="16" y="{:.1}" font-size="12" text-anchor="middle" transform="rotate(-90 16 {:.1})">{}</text>"#,
+            (TOP + BOTTOM) / 2.0,
+            (TOP + BOTTOM) / 2.0,
+            esc(&self.y.label)
+        );
+    }
+
+    fn frame(&self, o: &mut String, x_label: &str) {
+        let _ = write!(
+            o,
+            r##"<rect x="{LEFT}" y="{TOP}" width="{:.1}" height="{:.1}" fill="none" stroke="#333"/>"##,
+            RIGHT - LEFT,
+            BOTTOM - TOP
+        );
+        let _ = write!(
+            o,
+            r#"<text x="{:.1}" y="{:.1}" font-size="12" text-anchor="middle">{}</text>"#,
+            (LEFT + RIGHT) / 2.0,
+            BOTTOM + 38.0,
+            esc(x_label)
+        );
+    }
+
+    fn mark(o: &mut String, x: f64, y: f64, label: &str) {
+        let _ = write!(
+            o,
+            r##"<circle class="mark" cx="{x:.1}" cy="{y:.1}" r="8" fill="none" stroke="#c00" stroke-width="2"/><text x="{:.1}" y="{:.1}" font-size="10" font-weight="bold" fill="#c00">{}</text>"##,
+            x + 9.0,
+            y - 8.0,
+            esc(label)
+        );
+    }
+
     pub fn render(&self) -> String {
+        if let Some(x) = self.single_x() {
+            return self.render_bars(x);
+        }
         let mut xs = Vec::new();
         let mut ys = Vec::new();
         for s in &self.series {
@@ -298,61 +446,18 @@ impl Plot {
         let mx = Map::new(self.x.scale, x0, x1, LEFT, RIGHT);
         let my = Map::new(self.y.scale, y0, y1, BOTTOM, TOP);
         let mut o = String::new();
-        let _ = write!(
-            o,
-            r#"<svg id="{}" class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{}">"#,
-            esc(&self.id),
-            esc(&self.title)
-        );
-        let _ = write!(
-            o,
-            r##"<rect x="0" y="0" width="{W}" height="{H}" fill="#fff"/>"##
-        );
-        let _ = write!(
-            o,
-            r#"<text x="{LEFT}" y="22" font-size="15" font-weight="bold">{}</text>"#,
-            esc(&self.title)
-        );
-        // grid and ticks
+        self.open(&mut o, "line");
         for t in &xt {
             let x = mx.at(*t);
             let _ = write!(
                 o,
-                r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{BOTTOM}" stroke="#e5e5e5"/><text x="{x:.1}" y="{:.1}" font-size="11" text-anchor="middle">{}</text>"##,
+                r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{BOTTOM}" stroke="#e5e5e5"/><text class="xtick" x="{x:.1}" y="{:.1}" font-size="11" text-anchor="middle">{}</text>"##,
                 BOTTOM + 16.0,
                 esc(&tick_text(*t, self.x.format))
             );
         }
-        for t in &yt {
-            let y = my.at(*t);
-            let _ = write!(
-                o,
-                r##"<line x1="{LEFT}" y1="{y:.1}" x2="{RIGHT}" y2="{y:.1}" stroke="#e5e5e5"/><text x="{:.1}" y="{:.1}" font-size="11" text-anchor="end">{}</text>"##,
-                LEFT - 6.0,
-                y + 4.0,
-                esc(&tick_text(*t, self.y.format))
-            );
-        }
-        let _ = write!(
-            o,
-            r##"<rect x="{LEFT}" y="{TOP}" width="{:.1}" height="{:.1}" fill="none" stroke="#333"/>"##,
-            RIGHT - LEFT,
-            BOTTOM - TOP
-        );
-        let _ = write!(
-            o,
-            r#"<text x="{:.1}" y="{:.1}" font-size="12" text-anchor="middle">{}</text>"#,
-            (LEFT + RIGHT) / 2.0,
-            BOTTOM + 38.0,
-            esc(&self.x.label)
-        );
-        let _ = write!(
-            o,
-            r#"<text x="16" y="{:.1}" font-size="12" text-anchor="middle" transform="rotate(-90 16 {:.1})">{}</text>"#,
-            (TOP + BOTTOM) / 2.0,
-            (TOP + BOTTOM) / 2.0,
-            esc(&self.y.label)
-        );
+        self.y_axis(&mut o, &my, &yt);
+        self.frame(&mut o, &self.x.label);
         for g in &self.guides {
             let x = mx.at(g.x);
             let _ = write!(
@@ -372,16 +477,15 @@ impl Plot {
             esc(&self.id)
         );
         for (i, s) in self.series.iter().enumerate() {
-            let color = s
-                .color
-                .clone()
-                .unwrap_or_else(|| PALETTE[i % PALETTE.len()].to_string());
+            let color = self.color(i);
+            let fade = if s.faded { r#" opacity="0.5""# } else { "" };
             let pts: Vec<Point> = s
                 .points
                 .iter()
                 .filter(|(x, y, _)| x.is_finite() && y.is_finite())
                 .map(|(x, y, w)| (mx.at(*x), my.at(*y), w.map(|(a, b)| (my.at(a), my.at(b)))))
                 .collect();
+            let _ = write!(o, "<g{fade}>");
             if s.line && pts.len() > 1 {
                 let d: Vec<String> = pts
                     .iter()
@@ -389,13 +493,14 @@ impl Plot {
                     .collect();
                 let _ = write!(
                     o,
-                    r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2"{}/>"#,
+                    r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2"{}><title>{}</title></polyline>"#,
                     d.join(" "),
                     if s.dashed {
                         r#" stroke-dasharray="6 4""#
                     } else {
                         ""
-                    }
+                    },
+                    esc(&s.name)
                 );
             }
             for (x, y, w) in &pts {
@@ -409,30 +514,126 @@ impl Plot {
                 }
                 marker(&mut o, s.marker, *x, *y, &color);
             }
+            o.push_str("</g>");
+        }
+        for m in &self.marks {
+            Plot::mark(&mut o, mx.at(m.x), my.at(m.y), &m.label);
         }
         o.push_str("</g>");
-        // legend
+        self.legend(&mut o);
+        o.push_str("</svg>");
+        o
+    }
+
+    /// One bar per series at the single x value, with min–max whiskers and the median
+    /// written above; the x value goes into the axis label ("block size (bytes): 256M").
+    fn render_bars(&self, x: f64) -> String {
+        let drawn: Vec<usize> = (0..self.series.len())
+            .filter(|i| !self.series[*i].points.is_empty())
+            .collect();
+        let mut ys = vec![0.0];
+        for i in &drawn {
+            let (_, y, w) = self.series[*i].points[0];
+            ys.push(y);
+            if let Some((a, b)) = w {
+                ys.extend([a, b]);
+            }
+        }
+        let y_axis = Axis {
+            scale: Scale::Linear,
+            zero: true,
+            ..self.y.clone()
+        };
+        let (y0, y1, yt) = domain(&y_axis, &ys);
+        let my = Map::new(Scale::Linear, y0, y1, BOTTOM, TOP);
+        let mut o = String::new();
+        self.open(&mut o, "bar");
+        self.y_axis(&mut o, &my, &yt);
+        let x_label = format!(
+            "{}: {} (one value, one bar per series)",
+            self.x.label,
+            tick_text(x, self.x.format)
+        );
+        self.frame(&mut o, &x_label);
+        let slot = (RIGHT - LEFT) / drawn.len() as f64;
+        let width = (slot * 0.7).min(60.0);
+        for (k, i) in drawn.iter().enumerate() {
+            let s = &self.series[*i];
+            let color = self.color(*i);
+            let (_, y, w) = s.points[0];
+            let cx = LEFT + slot * (k as f64 + 0.5);
+            let top = my.at(y);
+            let _ = write!(
+                o,
+                r#"<rect class="bar" x="{:.1}" y="{top:.1}" width="{width:.1}" height="{:.1}" fill="{color}"{}{}><title>{}</title></rect>"#,
+                cx - width / 2.0,
+                (BOTTOM - top).max(0.0),
+                if s.faded {
+                    r#" fill-opacity="0.45""#
+                } else {
+                    ""
+                },
+                if s.dashed {
+                    r##" stroke="#333" stroke-dasharray="4 3""##
+                } else {
+                    ""
+                },
+                esc(&s.name)
+            );
+            if let Some((a, b)) = w {
+                let (a, b) = (my.at(a), my.at(b));
+                if (a - b).abs() > 0.5 {
+                    let _ = write!(
+                        o,
+                        r##"<line x1="{cx:.1}" y1="{a:.1}" x2="{cx:.1}" y2="{b:.1}" stroke="#222" stroke-width="1.2"/>"##
+                    );
+                }
+            }
+            let _ = write!(
+                o,
+                r#"<text x="{cx:.1}" y="{:.1}" font-size="10" text-anchor="middle">{}</text>"#,
+                top - 4.0,
+                esc(&tick_text(y, self.y.format))
+            );
+            for m in self.marks.iter().filter(|m| m.y == y) {
+                Plot::mark(&mut o, cx, top, &m.label);
+            }
+        }
+        self.legend(&mut o);
+        o.push_str("</svg>");
+        o
+    }
+
+    /// The legend right of the frame; rows shrink to fit every entry rather than cut one.
+    fn legend(&self, o: &mut String) {
         let lx = RIGHT + 16.0;
         let _ = write!(
             o,
             r#"<text x="{lx}" y="{:.1}" font-size="12" font-weight="bold">legend</text>"#,
             TOP + 4.0
         );
-        for (i, s) in self.series.iter().enumerate() {
-            let color = s
-                .color
-                .clone()
-                .unwrap_or_else(|| PALETTE[i % PALETTE.len()].to_string());
-            let y = TOP + 22.0 + 17.0 * i as f64;
-            if y > H - 10.0 {
+        let entries: Vec<usize> = (0..self.series.len())
+            .filter(|i| self.series[*i].in_legend)
+            .collect();
+        let room = H - 8.0 - (TOP + 22.0);
+        let pitch = (room / entries.len().max(1) as f64).clamp(9.0, 17.0);
+        let font = if pitch < 13.0 { 9.0 } else { 11.0 };
+        let max_chars = if font < 11.0 { 34 } else { 28 };
+        for (k, i) in entries.iter().enumerate() {
+            let s = &self.series[*i];
+            let color = self.color(*i);
+            let y = TOP + 22.0 + pitch * k as f64;
+            if y > H - 4.0 {
                 let _ = write!(
                     o,
-                    r#"<text x="{lx}" y="{y:.1}" font-size="11">… {} more</text>"#,
-                    self.series.len() - i
+                    r#"<text x="{lx}" y="{y:.1}" font-size="{font}">… {} more</text>"#,
+                    entries.len() - k
                 );
                 break;
             }
-            if s.line {
+            let fade = if s.faded { r#" opacity="0.5""# } else { "" };
+            let _ = write!(o, "<g{fade}>");
+            if s.line || s.points.is_empty() {
                 let _ = write!(
                     o,
                     r#"<line x1="{lx}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{color}" stroke-width="2"{}/>"#,
@@ -446,20 +647,19 @@ impl Plot {
                     }
                 );
             }
-            marker(&mut o, s.marker, lx + 11.0, y - 4.0, &color);
+            marker(o, s.marker, lx + 11.0, y - 4.0, &color);
+            o.push_str("</g>");
             let mut name = s.name.clone();
-            if name.chars().count() > 24 {
-                name = name.chars().take(23).collect::<String>() + "…";
+            if name.chars().count() > max_chars {
+                name = name.chars().take(max_chars - 1).collect::<String>() + "…";
             }
             let _ = write!(
                 o,
-                r#"<text x="{:.1}" y="{y:.1}" font-size="11">{}</text>"#,
+                r#"<text class="legend-entry" x="{:.1}" y="{y:.1}" font-size="{font}">{}</text>"#,
                 lx + 28.0,
                 esc(&name)
             );
         }
-        o.push_str("</svg>");
-        o
     }
 }
 
@@ -484,6 +684,37 @@ mod tests {
     }
 
     #[test]
+    fn count_axes_tick_whole_numbers() {
+        let a = Axis::count("threads (count)", &[1.0, 2.0]);
+        let (_, _, t) = domain(&a, &[1.0, 2.0]);
+        assert!(t.iter().all(|v| v.fract() == 0.0), "{t:?}");
+        let b = Axis::count("threads (count)", &[1.0, 16.0]);
+        assert_eq!(b.scale, Scale::Log(2.0));
+        let (_, _, t) = domain(&b, &[1.0, 16.0]);
+        assert_eq!(t, vec![1.0, 2.0, 4.0, 8.0, 16.0]);
+    }
+
+    #[test]
+    fn one_x_value_draws_bars() {
+        let p = Plot {
+            id: "b".into(),
+            title: "t".into(),
+            x: Axis::new("block (bytes)", Scale::Log(2.0), Format::Bytes),
+            y: Axis::new("bandwidth (GB/s)", Scale::Linear, Format::Number),
+            series: vec![
+                Series::line("4k", vec![(256.0 * 1048576.0, 10.0, Some((9.0, 11.0)))]),
+                Series::line("2m", vec![(256.0 * 1048576.0, 12.0, None)]),
+            ],
+            guides: vec![],
+            marks: vec![],
+        };
+        assert_eq!(p.single_x(), Some(256.0 * 1048576.0));
+        let s = p.render();
+        assert_eq!(s.matches("<rect class=\"bar\"").count(), 2);
+        assert!(s.contains("block (bytes): 256M"));
+    }
+
+    #[test]
     fn svg_has_id_axes_and_legend() {
         let p = Plot {
             id: "chart-x".into(),
@@ -495,6 +726,7 @@ mod tests {
                 vec![(1.0, 2.0, Some((1.5, 2.5))), (2.0, 3.0, None)],
             )],
             guides: vec![],
+            marks: vec![],
         };
         let s = p.render();
         assert!(s.starts_with(r#"<svg id="chart-x""#));

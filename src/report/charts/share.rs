@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::plot::{Axis, Format, Marker, Plot, Scale, Series};
+use super::plot::{Axis, Format, Marker, Plot, Series};
 use super::{lab_ran, series_along, unit_of, Chart};
 use crate::report::{Doc, Model};
 
@@ -95,36 +95,45 @@ pub fn chart(doc: &Doc) -> Chart {
         s.color = color;
         s.dashed = true;
         s.marker = Marker::None;
+        // The curve takes its variant's colour: one legend entry says what dashed means.
+        s.in_legend = false;
         series.push(s);
         fitted += 1;
     }
+    if fitted > 0 {
+        series.push(Series::key("USL fit (dashed)", true, "#555"));
+    }
+    let xs: Vec<f64> = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .collect();
+    let ys: Vec<f64> = series[..measured]
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .collect();
     let plot = Plot {
         id: ID.into(),
         title: TITLE.into(),
-        // Scaling starts at one thread.
-        x: Axis {
-            zero: false,
-            ..Axis::new("threads (count)", Scale::Linear, Format::Number)
-        },
-        y: Axis::new(
+        // Scaling starts at one thread; thread counts are whole.
+        x: Axis::count("threads (count)", &xs),
+        // The variants differ by 100x and more: on a linear axis all but the fastest lie
+        // flat on zero.
+        y: Axis::auto(
             format!("throughput ({})", unit_of(&rows)),
-            Scale::Linear,
+            &ys,
+            8.0,
             Format::Number,
         ),
         series,
         guides: vec![],
+        marks: vec![],
     };
     let caption = if fitted == 0 {
         "No USL model in this run, so no fitted curve. A shared written line stops scaling; per-thread copies scale.".to_string()
     } else {
-        "Dashed: the Universal Scalability Law fitted to the measurements (sigma: contention, kappa: coherence crosstalk).".to_string()
+        "Log scale where the variants differ by 8x or more. Dashed: the Universal Scalability Law fitted to the measurements, in the variant's colour (sigma: contention, kappa: coherence crosstalk).".to_string()
     };
-    Chart {
-        id: ID.into(),
-        title: TITLE.into(),
-        svg: Ok(plot.render()),
-        caption,
-    }
+    Chart::drawn(plot, caption)
 }
 
 #[cfg(test)]
