@@ -81,6 +81,10 @@ fn cases_write_variant_and_threads_rows_and_usl_models() {
 #[test]
 fn c2c_writes_from_and_to_rows() {
     if cpus() < 2 {
+        eprintln!(
+            "skipped: core-to-core needs at least 2 CPUs, this machine has {}",
+            cpus()
+        );
         return;
     }
     let out = costlab(&[
