@@ -215,7 +215,8 @@ fn models(points: &[Point], o: &Outcome, live: u64) -> Vec<Model> {
             })
             .collect();
         let mut verdict = vec![format!(
-            "GC time / mutator time = {c:.3} / h here (the paper's two points give about 0.26 / h)"
+            "GC time / mutator time = {c:.3} / h here (the paper's two points give about 0.26 / h); the model's h for 10% GC: {:.2}",
+            c * 9.0
         )];
         for p in &pts {
             if p.error().abs() > 0.25 {
