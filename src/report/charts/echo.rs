@@ -3,7 +3,7 @@
 //! engine at each connection count.
 
 use super::plot::{Axis, Format, Plot, Scale};
-use super::{lab_ran, num, series_along, unit_of, Chart};
+use super::{lab_ran, num, series_along, unit_of, xs_ys, Chart};
 use crate::report::{Doc, ResultRow};
 
 /// The message sizes the run swept, in bytes, ascending.
@@ -65,14 +65,7 @@ fn by_size(doc: &Doc, metric: &str, id: &str, title: &str, what: &str) -> Chart 
         return Chart::skipped(id, title, format!("no echo {metric} figures in this run"));
     }
     let series = series_along(&rows, "size", &[]);
-    let xs: Vec<f64> = series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.0))
-        .collect();
-    let ys: Vec<f64> = series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.1))
-        .collect();
+    let (xs, ys) = xs_ys(&series);
     let plot = Plot {
         id: id.into(),
         title: title.into(),
@@ -134,14 +127,7 @@ fn one(doc: &Doc, metric: &str, id: &str, title: &str, what: &str) -> Chart {
         return Chart::skipped(id, title, format!("no echo {metric} figures in this run"));
     }
     let series = series_along(&rows, "conns", &[]);
-    let xs: Vec<f64> = series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.0))
-        .collect();
-    let ys: Vec<f64> = series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.1))
-        .collect();
+    let (xs, ys) = xs_ys(&series);
     let y = if metric == "p99" {
         Axis::auto(
             format!("{what} ({})", unit_of(&rows)),

@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 use super::plot::{Axis, Format, Guide, Plot, Scale};
-use super::{lab_ran, plain, series_along, unit_of, Chart, MEM_KEYS};
+use super::{lab_ran, plain, series_along, unit_of, xs_ys, Chart, MEM_KEYS};
 use crate::report::Doc;
 
 const ID: &str = "chart-mem-latency";
@@ -78,14 +78,7 @@ pub fn chart(doc: &Doc) -> Chart {
         return Chart::skipped(ID, TITLE, "no pointer-chase latency figures in this run");
     }
     let series = series_along(&rows, "block", &["op"]);
-    let xs: Vec<f64> = series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.0))
-        .collect();
-    let ys: Vec<f64> = series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.1))
-        .collect();
+    let (xs, ys) = xs_ys(&series);
     let mut guides = cache_guides(&doc.machine);
     if guides.is_empty() {
         guides = plateau_guides(doc);

@@ -181,6 +181,15 @@ pub fn plain(r: &ResultRow, keys: &[&str]) -> bool {
 pub const MEM_KEYS: [&str; 5] = ["op", "pattern", "pages", "block", "threads"];
 
 /// The unit of the first row, for an axis label.
+/// Every x and every y the series plot, for the axes' ranges.
+pub fn xs_ys(series: &[Series]) -> (Vec<f64>, Vec<f64>) {
+    let points = series.iter().flat_map(|s| s.points.iter());
+    (
+        points.clone().map(|p| p.0).collect(),
+        points.map(|p| p.1).collect(),
+    )
+}
+
 pub fn unit_of(rows: &[&ResultRow]) -> String {
     rows.first().map(|r| r.unit.clone()).unwrap_or_default()
 }
