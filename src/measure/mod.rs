@@ -1,6 +1,7 @@
 //! How costlab measures: CPUs and pinning, thread teams on a barrier, sampling, statistics,
 //! sizes and units. Labs use these; none of them measures on its own terms.
 
+pub mod aligned;
 pub mod cancel;
 pub mod conditions;
 pub mod counters;

@@ -3,6 +3,7 @@
 //! connection has unsent bytes, so the common case costs epoll_wait + recv + send + the recv
 //! that finds EAGAIN, and no epoll_ctl.
 
+use crate::measure::aligned::AlignedBuf;
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use anyhow::{Context, Result};
@@ -57,7 +58,8 @@ pub fn run(listener: OwnedFd, stop: &Stop, stats: &mut ServerStats) -> Result<()
     epoll::add(&ep, &listener, EventData::new_u64(LISTENER), EventFlags::IN)
         .context("adding the listener to epoll")?;
     let mut conns: Vec<Option<Conn>> = Vec::new();
-    let mut buf = vec![0u8; READ_CHUNK];
+    // Page-aligned, as every engine's buffers (measure::aligned says why).
+    let mut buf = AlignedBuf::zeroed(READ_CHUNK);
     let mut events: Vec<epoll::Event> = Vec::with_capacity(MAX_EVENTS);
     let tick = rustix::time::Timespec {
         tv_sec: 0,

@@ -29,6 +29,7 @@ use super::features::Features;
 use super::server::Stop;
 use super::stats::ServerStats;
 use crate::error::usage;
+use crate::measure::aligned::AlignedBuf;
 
 const SQ_ENTRIES: u32 = 4096;
 const CQ_ENTRIES: u32 = 16384;
@@ -125,11 +126,20 @@ pub(super) unsafe fn push_sqe(ring: &mut IoUring, sqe: &squeue::Entry) -> Result
     }
 }
 
+/// How long an enter that asks for more than one completion waits for them before it settles
+/// for one (IORING_FEAT_MIN_TIMEOUT, 6.12+): a guess that the next event is near must not
+/// become a stall when it is not.
+const MIN_WAIT_USEC: u32 = 50;
+
 /// One io_uring_enter: submit everything queued and wait for `want` completions, no longer
-/// than `timeout`. A timeout, a signal or a full completion queue is not an error.
+/// than `timeout`; where the kernel has min-timeout, a wait for more than one settles for one
+/// after MIN_WAIT_USEC. A timeout, a signal or a full completion queue is not an error.
 pub(super) fn submit_and_wait(ring: &mut IoUring, want: usize, timeout: Duration) -> Result<()> {
     let ts = types::Timespec::from(timeout);
-    let args = types::SubmitArgs::new().timespec(&ts);
+    let mut args = types::SubmitArgs::new().timespec(&ts);
+    if want > 1 && ring.params().is_feature_min_timeout() {
+        args = args.min_wait_usec(MIN_WAIT_USEC);
+    }
     match ring.submitter().submit_with_args(want, &args) {
         Ok(_) => Ok(()),
         Err(e)
@@ -207,7 +217,7 @@ const MAX_IOV: usize = 64;
 struct BufPool {
     entries: *mut types::BufRingEntry,
     map_len: usize,
-    bufs: Vec<u8>,
+    bufs: AlignedBuf,
     size: usize,
     inc: bool,
     /// Ring slot -> buffer id, the kernel's head as we replay it, and our tail.
@@ -252,7 +262,8 @@ impl BufPool {
             entries: ptr.cast(),
             map_len,
             // Zeroed pages are mapped lazily: only the buffers used become resident.
-            bufs: vec![0u8; n * size],
+            // Page-aligned: see measure::aligned for what an unaligned pool costs.
+            bufs: AlignedBuf::zeroed(n * size),
             size,
             inc: false,
             slot_bid: vec![0; n],
@@ -616,9 +627,8 @@ pub fn run(
     let (feats, off) = setup_features(&ring, &mut pool, asked)?;
     stats.features = feats.on_list();
     stats.features_off = off;
-    // Accepted sockets inherit TCP_NODELAY from the listener: no setsockopt per connection
-    // (which a direct descriptor could not take anyway).
-    let _ = rustix::net::sockopt::set_tcp_nodelay(&listener, true);
+    // Accepted sockets inherit TCP_NODELAY from the listener (set before listen, in
+    // server::listen): no setsockopt per connection, which a direct descriptor could not take.
     let mut s = Server {
         ring,
         pool,
@@ -687,12 +697,23 @@ impl Server {
     /// (DEFER_TASKRUN posts it during the enter), so waiting for it alone would cost a second
     /// enter per request at one connection: wait for it and the next event together. Any
     /// other case waits for one, so no queued work is held back.
+    ///
+    /// A send that comes back short needs us before anything else can happen (the peer waits
+    /// for the rest), so the second completion may never come: where the kernel has
+    /// min-timeout the wait settles for one after MIN_WAIT_USEC; where it does not, only a
+    /// send small enough that it practically never comes back short is waited on with its
+    /// successor (at 64 KiB messages, waiting unconditionally stalled every turn for the
+    /// whole 50 ms stop tick).
     fn want(&self) -> usize {
+        let small_enough = |c: &Conn| {
+            self.ring.params().is_feature_min_timeout()
+                || c.queue.front().is_some_and(|s| s.end - s.start <= 4096)
+        };
         let lone = self.sends_this_turn == 1
             && self
                 .conns
                 .get(self.last_send)
-                .is_some_and(|c| c.live && !c.zc && c.queue.len() == 1);
+                .is_some_and(|c| c.live && !c.zc && c.queue.len() == 1 && small_enough(c));
         if lone {
             2
         } else {

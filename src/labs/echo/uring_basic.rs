@@ -4,6 +4,7 @@
 //! then the next recv. Set beside `uring` it shows what multishot, provided buffers and
 //! DEFER_TASKRUN are worth.
 
+use crate::measure::aligned::AlignedBuf;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use anyhow::Result;
@@ -20,7 +21,7 @@ struct Conn {
     fd: RawFd,
     gen: u32,
     live: bool,
-    buf: Vec<u8>,
+    buf: AlignedBuf,
     /// Bytes in `buf` from the last recv, and how many of them are sent.
     len: usize,
     sent: usize,
@@ -60,7 +61,7 @@ pub fn run(listener: OwnedFd, stop: &Stop, size: u64) -> Result<ServerStats> {
                         c.len = 0;
                         c.sent = 0;
                         if c.buf.is_empty() {
-                            c.buf = vec![0u8; BUF_SIZE];
+                            c.buf = AlignedBuf::zeroed(BUF_SIZE);
                         }
                         arm_recv(&mut ring, &mut conns[slot], slot, &mut stats)?;
                     }

@@ -1,6 +1,7 @@
 //! Send and recv on loopback TCP: paired in one thread, by message size, and a send that
 //! wakes a peer asleep in recv.
 
+use crate::measure::aligned::AlignedBuf;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::Instant;
@@ -54,7 +55,8 @@ pub fn tcp_send_recv_sized(spec: &SampleSpec, size: usize) -> Result<(Vec<f64>, 
     let size = size.max(1);
     let chunk = (32 * 1024 / size).clamp(1, 64) as u64;
     let msg: Vec<u8> = (0..size).map(|i| (i * 7 + 0x5a) as u8).collect();
-    let mut buf = vec![0u8; size];
+    // Page-aligned as the echo servers' buffers are, so the per-byte cost is theirs.
+    let mut buf = AlignedBuf::zeroed(size);
     sample_two_phases(
         spec,
         chunk,
@@ -65,7 +67,7 @@ pub fn tcp_send_recv_sized(spec: &SampleSpec, size: usize) -> Result<(Vec<f64>, 
         || {
             // A stream may hand back fewer bytes than asked; read until the message is whole.
             rx.read_exact(&mut buf).context("recv on loopback TCP")?;
-            if buf != msg {
+            if buf[..] != msg[..] {
                 bail!("loopback TCP returned other bytes than were sent");
             }
             Ok(())

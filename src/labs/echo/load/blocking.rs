@@ -1,5 +1,6 @@
 //! The blocking client: one thread per connection, one request at a time, for comparison.
 
+use crate::measure::aligned::AlignedBuf;
 use std::io::{Read, Write};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
@@ -86,7 +87,7 @@ fn blocking_conn(
         .map(|r| Duration::from_secs_f64(spec.conns as f64 / r));
     let mut due = interval.map(|iv| iv.mul_f64(id as f64 / spec.conns as f64));
     let mut req = vec![0u8; spec.size];
-    let mut got = vec![0u8; spec.size];
+    let mut got = AlignedBuf::zeroed(spec.size);
     let mut seq = 0u64;
     loop {
         let now = epoch.elapsed();
@@ -121,7 +122,7 @@ fn blocking_conn(
             count_io_error(&mut report, &e);
             break;
         }
-        if got != req {
+        if got[..] != req[..] {
             report.mismatch(id, (seq - 1) * req.len() as u64, &req, &got);
             break;
         }

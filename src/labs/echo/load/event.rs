@@ -2,6 +2,7 @@
 //! epoll, with D requests in flight per connection (closed loop) or requests sent on a
 //! fixed schedule (`--rate`, open loop).
 
+use crate::measure::aligned::AlignedBuf;
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::os::fd::AsFd;
@@ -76,7 +77,7 @@ fn drive(
             flush(&ep, c, i, report);
         }
     }
-    let mut buf = vec![0u8; 256 * 1024];
+    let mut buf = AlignedBuf::zeroed(256 * 1024);
     let mut events: Vec<epoll::Event> = Vec::with_capacity(1024);
     loop {
         let now = clock.ns();

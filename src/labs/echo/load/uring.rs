@@ -10,6 +10,7 @@
 //! recv may bring a piece of a request or several: every byte is checked against the
 //! request's pattern by the same code the epoll client uses. Closed loop only.
 
+use crate::measure::aligned::AlignedBuf;
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
@@ -33,7 +34,7 @@ struct UConn {
     sending: bool,
     /// Requests made while a send was in flight; they go out when it completes.
     queued: Vec<u8>,
-    buf: Vec<u8>,
+    buf: AlignedBuf,
     receiving: bool,
 }
 
@@ -51,7 +52,7 @@ pub fn run(spec: &LoadSpec) -> Result<LoadReport> {
                 out_off: 0,
                 sending: false,
                 queued: Vec::with_capacity(first),
-                buf: vec![0u8; spec.size.saturating_mul(spec.depth).clamp(64, 256 * 1024)],
+                buf: AlignedBuf::zeroed(spec.size.saturating_mul(spec.depth).clamp(64, 256 * 1024)),
                 receiving: false,
             })
             .collect();
