@@ -53,7 +53,8 @@ fn a_tiny_run_writes_the_json_contract() {
             // send and recv are also measured by message size, for the per-byte fit.
             if keys.len() == 3 {
                 assert_eq!(keys, ["call", "batch", "size"]);
-                assert!(["tcp-send", "tcp-recv"].contains(&r["case"]["call"].as_str().unwrap()));
+                assert!(["tcp-send", "tcp-recv", "tcp-recv-unaligned"]
+                    .contains(&r["case"]["call"].as_str().unwrap()));
             } else {
                 assert_eq!(keys, ["call", "batch"]);
             }
@@ -84,6 +85,18 @@ fn a_tiny_run_writes_the_json_contract() {
         .filter_map(|r| r["case"]["size"].as_u64())
         .collect();
     assert_eq!(sizes, [16, 256, 1024, 4096, 16384, 65536]);
+    // The largest size again, into a buffer off a cache line, and its note beside the aligned.
+    let unaligned: Vec<u64> = results
+        .iter()
+        .filter(|r| r["case"]["call"] == "tcp-recv-unaligned")
+        .filter_map(|r| r["case"]["size"].as_u64())
+        .collect();
+    assert_eq!(unaligned, [65536]);
+    assert!(doc["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|n| n.as_str().unwrap().contains("B past a cache line took")));
     for p in [
         "s_ns",
         "w_send_ns",

@@ -24,13 +24,14 @@ use crate::report::{progress, table, Outcome};
 pub const LAB: &str = "syscall";
 
 /// The calls measured, in the order they are shown (the `call` case key's values).
-pub const CALLS: [&str; 11] = [
+pub const CALLS: [&str; 12] = [
     "getppid",
     "clock_gettime",
     "read-devzero",
     "write-devnull",
     "tcp-send",
     "tcp-recv",
+    "tcp-recv-unaligned",
     "tcp-send-wake",
     "epoll-wait",
     "uring-nop",
@@ -88,7 +89,7 @@ pub fn run(args: &SyscallArgs, ctx: &Ctx) -> Result<Outcome> {
 /// Measure the plan: every call, with progress and (with --counters) counters per case.
 pub fn run_plan(plan: &Plan, ctx: &Ctx) -> Result<Outcome> {
     let steps =
-        6 + syscost::PER_BYTE_SIZES.len() + syscost::EPOLL_EVENTS.len() + 2 * plan.batches.len();
+        7 + syscost::PER_BYTE_SIZES.len() + syscost::EPOLL_EVENTS.len() + 2 * plan.batches.len();
     let bar = progress::bar(steps as u64, LAB);
     let mut readings: Vec<(Vec<(&'static str, u32)>, Readings)> = Vec::new();
     // Each step's figures, judged with their conditions (re-measured while disturbed).
@@ -190,6 +191,9 @@ pub fn outcome_from(m: &Measurements, mitigations: &str) -> Result<Outcome> {
             samples.clone(),
         );
     }
+    if let Some(note) = unaligned_note(m) {
+        o.notes.push(note);
+    }
     let terms = syscost::terms_from(m)?;
     o.models.push(terms::model(&terms, m, mitigations));
     if let Some(why) = &m.uring_unsupported {
@@ -199,12 +203,38 @@ pub fn outcome_from(m: &Measurements, mitigations: &str) -> Result<Outcome> {
     Ok(o)
 }
 
+/// What receiving into a buffer off a cache line cost against the aligned recv of the same
+/// size, when both were measured.
+pub fn unaligned_note(m: &Measurements) -> Option<String> {
+    let median = |call: &str| {
+        m.sized
+            .iter()
+            .find(|(c, _, s)| *c == call && !s.is_empty())
+            .and_then(|(_, size, s)| Some((*size, Summary::of(s)?.median)))
+    };
+    let (size, off) = median("tcp-recv-unaligned")?;
+    let at_line = m.by_size("tcp-recv");
+    let (_, aligned) = at_line.iter().find(|(b, _)| *b as usize == size)?;
+    if *aligned <= 0.0 {
+        return None;
+    }
+    Some(format!(
+        "a {} recv into a buffer {} B past a cache line took {:.0} ns against {:.0} ns at the line ({:.2}x): where a buffer starts is a cost here, so every buffer costlab hands the kernel starts on a page",
+        crate::measure::sizes::human_size(size as u64),
+        syscost::UNALIGNED_OFFSET,
+        off,
+        aligned,
+        off / aligned
+    ))
+}
+
 /// The term a row feeds, for the table.
 fn term_of(call: &str) -> &'static str {
     match call {
         "getppid" => "s",
         "tcp-send" => "s + w_send",
         "tcp-recv" => "s + w_recv",
+        "tcp-recv-unaligned" => "w_recv, buffer 16 B off",
         "tcp-send-wake" => "s + w_send + wake",
         "uring-nop" => "t(n)",
         "uring-send" | "uring-recv" => "per op at n",
@@ -451,6 +481,25 @@ mod tests {
             m.push("uring-recv", b, vec![300.0 + 400.0 / f]);
         }
         m
+    }
+
+    #[test]
+    fn the_unaligned_recv_is_set_against_the_aligned_one_of_its_size() {
+        let mut m = fake();
+        assert_eq!(unaligned_note(&m), None);
+        m.sized
+            .push(("tcp-recv", 65536, vec![10_000.0, 11_000.0, 12_000.0]));
+        assert_eq!(unaligned_note(&m), None);
+        m.sized.push((
+            "tcp-recv-unaligned",
+            65536,
+            vec![44_000.0, 40_000.0, 48_000.0],
+        ));
+        let note = unaligned_note(&m).unwrap();
+        assert!(note.contains("44000 ns against 11000 ns"), "{note}");
+        assert!(note.contains("(4.00x)"), "{note}");
+        let o = outcome_from(&m, "mitigations=off").unwrap();
+        assert!(o.notes.iter().any(|n| n == &note));
     }
 
     #[test]

@@ -20,7 +20,9 @@ use anyhow::Result;
 use super::{SampleSpec, Summary};
 
 pub use calls::{clock_gettime_vdso, epoll_wait_ready, null_syscall, read_devzero, write_devnull};
-pub use tcp::{tcp_send_recv, tcp_send_recv_sized, tcp_send_wake};
+pub use tcp::{
+    tcp_send_recv, tcp_send_recv_at, tcp_send_recv_sized, tcp_send_wake, UNALIGNED_OFFSET,
+};
 pub use terms::{interpolate, terms_from, CostTerms, PerByte};
 pub use uring::{uring_nop, uring_send_recv, uring_unsupported};
 
@@ -185,6 +187,20 @@ pub fn measure_all(spec: &SampleSpec, batches: &[u32], run: Runner) -> Result<Me
             m.sized.push(("tcp-send", size, send));
             m.sized.push(("tcp-recv", size, recv));
         }
+    }
+    // The largest size again, received 16 bytes past a cache line: what a misplaced buffer
+    // costs here (the fit above uses only the aligned rows).
+    let size = PER_BYTE_SIZES[PER_BYTE_SIZES.len() - 1];
+    let mut got = None;
+    run(
+        &format!("tcp recv {size} B, {UNALIGNED_OFFSET} B past a line"),
+        &mut || {
+            got = Some(tcp_send_recv_at(spec, size, UNALIGNED_OFFSET)?.1);
+            Ok(Vec::new())
+        },
+    )?;
+    if let Some(recv) = got {
+        m.sized.push(("tcp-recv-unaligned", size, recv));
     }
     let figs = run("tcp send waking a peer", &mut || {
         Ok(one("tcp-send-wake", 1, tcp_send_wake(spec)?))
