@@ -769,7 +769,7 @@ fn echo_every_size(addr: SocketAddr, seed: u64) {
 #[test]
 fn uring_echoes_every_size_exactly_with_each_feature_on_and_off() {
     for features in [
-        "all", "-big", "-bundle", "-inc", "-sendmsg", "-fixed", "zc=1K", "none",
+        "all", "-big", "-bundle", "-inc", "-sendmsg", "-fixed", "-huge", "zc=1K", "none",
     ] {
         let server = Server::start_features(features);
         let addr = server.addr;

@@ -15,11 +15,14 @@ use std::ptr::NonNull;
 
 /// The alignment every buffer gets: a page, which is also a cache line and a vector width.
 pub const ALIGN: usize = 4096;
+/// A transparent huge page on x86-64.
+pub const HUGE: usize = 2 << 20;
 
 /// A zeroed buffer of `len` bytes starting on a page boundary.
 pub struct AlignedBuf {
     ptr: NonNull<u8>,
     len: usize,
+    align: usize,
 }
 
 // SAFETY: AlignedBuf owns its allocation exclusively, like a Box<[u8]>.
@@ -31,17 +34,45 @@ impl AlignedBuf {
     /// A zeroed buffer of `len` bytes (at least one byte is allocated). Large buffers come
     /// from mmap through the allocator, so their pages become resident only when touched.
     pub fn zeroed(len: usize) -> AlignedBuf {
-        let layout = Self::layout(len);
+        let layout = Self::layout(len, ALIGN);
         // SAFETY: the layout has a non-zero size.
         let raw = unsafe { alloc_zeroed(layout) };
         let Some(ptr) = NonNull::new(raw) else {
             std::alloc::handle_alloc_error(layout)
         };
-        AlignedBuf { ptr, len }
+        AlignedBuf {
+            ptr,
+            len,
+            align: ALIGN,
+        }
     }
 
-    fn layout(len: usize) -> Layout {
-        Layout::from_size_align(len.max(1), ALIGN).expect("buffer size overflows a Layout")
+    /// A zeroed buffer of `len` bytes on a 2 MiB boundary, asked to be backed by transparent
+    /// huge pages (MADV_HUGEPAGE, which THP's "madvise" mode needs). Returns the buffer and
+    /// whether the kernel took the advice (it does not where THP is "never" or absent); the
+    /// pages themselves come at first touch, huge where the kernel has them free.
+    pub fn zeroed_huge(len: usize) -> (AlignedBuf, bool) {
+        let len = len.max(1).div_ceil(HUGE) * HUGE;
+        let layout = Layout::from_size_align(len, HUGE).expect("buffer size overflows a Layout");
+        // SAFETY: the layout has a non-zero size.
+        let raw = unsafe { alloc_zeroed(layout) };
+        let Some(ptr) = NonNull::new(raw) else {
+            std::alloc::handle_alloc_error(layout)
+        };
+        // SAFETY: advice on memory we own; it changes how pages are backed, not their content.
+        let advised = unsafe { libc::madvise(ptr.as_ptr().cast(), len, libc::MADV_HUGEPAGE) } == 0;
+        (
+            AlignedBuf {
+                ptr,
+                len,
+                align: HUGE,
+            },
+            advised,
+        )
+    }
+
+    fn layout(len: usize, align: usize) -> Layout {
+        Layout::from_size_align(len.max(1), align).expect("buffer size overflows a Layout")
     }
 
     pub fn len(&self) -> usize {
@@ -77,8 +108,8 @@ impl DerefMut for AlignedBuf {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
-        // SAFETY: allocated in `zeroed` with this very layout.
-        unsafe { dealloc(self.ptr.as_ptr(), Self::layout(self.len)) }
+        // SAFETY: allocated in `zeroed` or `zeroed_huge` with this very layout.
+        unsafe { dealloc(self.ptr.as_ptr(), Self::layout(self.len, self.align)) }
     }
 }
 
@@ -91,6 +122,18 @@ impl std::fmt::Debug for AlignedBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn huge_buffers_start_on_2_mib_and_round_up_to_it() {
+        for len in [1, HUGE - 1, HUGE + 1] {
+            let (mut b, _advised) = AlignedBuf::zeroed_huge(len);
+            assert_eq!(b.as_ptr() as usize % HUGE, 0, "{len}");
+            assert_eq!(b.len(), len.div_ceil(HUGE) * HUGE);
+            assert!(b.iter().all(|&x| x == 0));
+            b[len - 1] = 7;
+            assert_eq!(b[len - 1], 7);
+        }
+    }
 
     #[test]
     fn starts_on_a_page_is_zeroed_and_writable() {

@@ -26,13 +26,17 @@ pub struct Features {
     /// Registered files: accepted sockets become direct descriptors (no fd table lookup and
     /// no file refcount per operation).
     pub fixed: bool,
+    /// The buffer pool on transparent huge pages: the kernel's copy into a buffer walks no
+    /// 4 KiB page tables (each a nested walk in a VM) for the buffers that cycle through the
+    /// ring.
+    pub huge: bool,
     /// SEND_ZC for a send of at least this many bytes; None: never (the default: on loopback
     /// the receiver copies anyway, so zero copy only adds the notification).
     pub zc: Option<usize>,
 }
 
 /// Names as `--features` spells them, in the order they are reported.
-pub const NAMES: [&str; 6] = ["big", "bundle", "inc", "sendmsg", "fixed", "zc"];
+pub const NAMES: [&str; 7] = ["big", "bundle", "inc", "sendmsg", "fixed", "huge", "zc"];
 
 impl Default for Features {
     fn default() -> Self {
@@ -42,6 +46,7 @@ impl Default for Features {
             inc: true,
             sendmsg: true,
             fixed: true,
+            huge: true,
             zc: None,
         }
     }
@@ -60,6 +65,7 @@ impl Features {
             inc: false,
             sendmsg: false,
             fixed: false,
+            huge: false,
             zc: None,
         }
     }
@@ -99,6 +105,7 @@ impl Features {
                 "inc" => f.inc = on,
                 "sendmsg" => f.sendmsg = on,
                 "fixed" => f.fixed = on,
+                "huge" => f.huge = on,
                 "zc" => f.zc = on.then_some(DEFAULT_ZC),
                 _ => return Err(bad(item)),
             }
@@ -119,6 +126,7 @@ impl Features {
             ("inc", self.inc, d.inc),
             ("sendmsg", self.sendmsg, d.sendmsg),
             ("fixed", self.fixed, d.fixed),
+            ("huge", self.huge, d.huge),
         ] {
             if mine != def {
                 items.push(format!("{}{name}", if mine { "+" } else { "-" }));
@@ -130,7 +138,7 @@ impl Features {
         items.join(",")
     }
 
-    /// "big,bundle,inc,sendmsg,fixed" (what is on, in NAMES order), "zc>=65536" when set.
+    /// "big,bundle,inc,sendmsg,fixed,huge" (what is on, in NAMES order), "zc>=65536" when set.
     pub fn on_list(&self) -> String {
         let mut on: Vec<String> = [
             ("big", self.big),
@@ -138,6 +146,7 @@ impl Features {
             ("inc", self.inc),
             ("sendmsg", self.sendmsg),
             ("fixed", self.fixed),
+            ("huge", self.huge),
         ]
         .iter()
         .filter(|(_, on)| *on)
@@ -162,6 +171,7 @@ impl Features {
             "inc" => f.inc = false,
             "sendmsg" => f.sendmsg = false,
             "fixed" => f.fixed = false,
+            "huge" => f.huge = false,
             "zc" => f.zc = None,
             _ => {}
         }
@@ -176,6 +186,7 @@ impl Features {
             "inc" => self.inc,
             "sendmsg" => self.sendmsg,
             "fixed" => self.fixed,
+            "huge" => self.huge,
             "zc" => self.zc.is_some(),
             _ => false,
         }
@@ -208,7 +219,7 @@ mod tests {
         assert_eq!(Features::parse("+zc").unwrap().zc, Some(DEFAULT_ZC));
         assert_eq!(
             Features::parse("zc=1K").unwrap().on_list(),
-            "big,bundle,inc,sendmsg,fixed,zc>=1024"
+            "big,bundle,inc,sendmsg,fixed,huge,zc>=1024"
         );
         assert_eq!(Features::none().on_list(), "none");
         assert!(!Features::default().without("inc").has("inc"));

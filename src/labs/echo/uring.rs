@@ -244,7 +244,9 @@ struct Slice {
 }
 
 impl BufPool {
-    fn new(size: usize) -> Result<BufPool> {
+    /// A pool of BUF_COUNT buffers of `size` bytes, on transparent huge pages if `huge` and
+    /// the kernel takes the advice (the second value says whether it did).
+    fn new(size: usize, huge: bool) -> Result<(BufPool, bool)> {
         let map_len = BUF_COUNT as usize * std::mem::size_of::<types::BufRingEntry>();
         // SAFETY: a fresh private anonymous mapping; nothing else refers to it. The kernel
         // requires the ring to be page aligned, which mmap guarantees.
@@ -258,12 +260,17 @@ impl BufPool {
         }
         .context("mapping the provided-buffer ring")?;
         let n = BUF_COUNT as usize;
+        // Page-aligned at least: see measure::aligned for what an unaligned pool costs.
+        let (bufs, huge) = if huge && thp_possible() {
+            AlignedBuf::zeroed_huge(n * size)
+        } else {
+            (AlignedBuf::zeroed(n * size), false)
+        };
         let mut pool = BufPool {
             entries: ptr.cast(),
             map_len,
             // Zeroed pages are mapped lazily: only the buffers used become resident.
-            // Page-aligned: see measure::aligned for what an unaligned pool costs.
-            bufs: AlignedBuf::zeroed(n * size),
+            bufs,
             size,
             inc: false,
             slot_bid: vec![0; n],
@@ -278,7 +285,7 @@ impl BufPool {
         };
         pool.top_up();
         pool.publish();
-        Ok(pool)
+        Ok((pool, huge))
     }
 
     /// Register the ring, incremental if asked and the kernel has it (6.12+). Returns whether
@@ -431,6 +438,13 @@ impl BufPool {
             self.spare.push(bid);
         }
     }
+}
+
+/// Whether transparent huge pages can back an advised mapping here: THP compiled in and not
+/// "never".
+fn thp_possible() -> bool {
+    std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+        .is_ok_and(|s| !s.contains("[never]"))
 }
 
 impl Drop for BufPool {
@@ -608,7 +622,7 @@ pub fn run(
     sqpoll: bool,
     asked: Features,
 ) -> Result<ServerStats> {
-    let mut pool = BufPool::new(if asked.big { BIG_BUF } else { SMALL_BUF })?;
+    let (mut pool, huge) = BufPool::new(if asked.big { BIG_BUF } else { SMALL_BUF }, asked.huge)?;
     let (ring, setup) = if sqpoll {
         build_ring(&[
             ("sqpoll+single_issuer", &|b| {
@@ -624,7 +638,11 @@ pub fn run(
     let mut stats = ServerStats::new("uring", setup, size);
     // Saves the fd lookup on every enter; an older kernel without it is fine.
     let _ = ring.submitter().register_ring_fd();
-    let (feats, off) = setup_features(&ring, &mut pool, asked)?;
+    let (mut feats, mut off) = setup_features(&ring, &mut pool, asked)?;
+    if asked.huge && !huge {
+        feats.huge = false;
+        off.push("huge: transparent huge pages are off here (THP never, or madvise refused); 4 KiB pages".into());
+    }
     stats.features = feats.on_list();
     stats.features_off = off;
     // Accepted sockets inherit TCP_NODELAY from the listener (set before listen, in
@@ -1120,7 +1138,7 @@ mod tests {
 
     /// Replay what the kernel does with the head of the ring, for a pool of `size` buffers.
     fn pool(size: usize, inc: bool) -> BufPool {
-        let mut p = BufPool::new(size).unwrap();
+        let (mut p, _) = BufPool::new(size, false).unwrap();
         p.inc = inc;
         p
     }
