@@ -55,8 +55,28 @@ pub fn read_mem_total(root: &Root) -> u64 {
         .unwrap_or(0)
 }
 
+/// MemAvailable from a /proc/meminfo text, in bytes.
+pub fn parse_mem_available(meminfo: &str) -> Option<u64> {
+    kv_bytes(meminfo, "MemAvailable")
+}
+
+/// The kernel's estimate of the memory a new process can have (MemAvailable), in bytes, if it
+/// can be read. Read afresh each call: it changes as the labs allocate.
+pub fn mem_available() -> Option<u64> {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| parse_mem_available(&t))
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn meminfo_parsing() {
+        let t = "MemTotal:       24000000 kB\nMemFree:  100 kB\nMemAvailable:   20000000 kB\n";
+        assert_eq!(super::parse_mem_available(t), Some(20_000_000 * 1024));
+        assert_eq!(super::parse_mem_available("MemTotal: 1 kB\n"), None);
+    }
+
     #[test]
     fn selected_word() {
         assert_eq!(

@@ -13,6 +13,10 @@ pub struct Mitigations {
     pub entries: BTreeMap<String, String>,
     /// The `mitigations=` value on the kernel command line, if any ("off", "auto,nosmt").
     pub cmdline: Option<String>,
+    /// Every kernel command-line switch that turns mitigations on or off (`mitigations=`,
+    /// `pti=`, `nopti`, `spectre_v2=` ...), in command-line order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub params: Vec<String>,
 }
 
 pub fn read_mitigations(root: &Root) -> Mitigations {
@@ -25,12 +29,53 @@ pub fn read_mitigations(root: &Root) -> Mitigations {
             Some((name, v))
         })
         .collect();
+    let cmdline = root.value("proc/cmdline").unwrap_or_default();
     Mitigations {
         entries,
-        cmdline: root
-            .value("proc/cmdline")
-            .and_then(|c| cmdline_mitigations(&c)),
+        cmdline: cmdline_mitigations(&cmdline),
+        params: mitigation_params(&cmdline),
     }
+}
+
+/// The switches of a kernel command line that turn mitigations on or off (arguments after
+/// `--` belong to init, not the kernel).
+pub fn mitigation_params(cmdline: &str) -> Vec<String> {
+    cmdline
+        .split_whitespace()
+        .take_while(|t| *t != "--")
+        .filter(|t| is_mitigation_param(t))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Kernel parameters that turn mitigations on or off.
+fn is_mitigation_param(token: &str) -> bool {
+    const KEYS: [&str; 16] = [
+        "mitigations=",
+        "pti=",
+        "spectre_v2=",
+        "spectre_v2_user=",
+        "spectre_bhi=",
+        "spec_store_bypass_disable=",
+        "mds=",
+        "tsx_async_abort=",
+        "l1tf=",
+        "retbleed=",
+        "srbds=",
+        "mmio_stale_data=",
+        "gather_data_sampling=",
+        "spec_rstack_overflow=",
+        "reg_file_data_sampling=",
+        "indirect_target_selection=",
+    ];
+    const FLAGS: [&str; 5] = [
+        "nopti",
+        "nospectre_v1",
+        "nospectre_v2",
+        "nospec_store_bypass_disable",
+        "noibrs",
+    ];
+    KEYS.iter().any(|k| token.starts_with(k)) || FLAGS.contains(&token)
 }
 
 /// The value of `mitigations=` in a kernel command line (stops at `--`, where init's own
@@ -45,6 +90,47 @@ pub fn cmdline_mitigations(cmdline: &str) -> Option<String> {
 }
 
 impl Mitigations {
+    /// The longer line the syscall lab prints next to s: "mitigations=auto; mitigated:
+    /// spectre_v1, spectre_v2 (Retpolines); vulnerable: spec_store_bypass; 16 not affected".
+    pub fn detail(&self) -> String {
+        let mut parts = vec![if self.params.is_empty() {
+            "kernel default mitigations".to_string()
+        } else {
+            self.params.join(" ")
+        }];
+        if self.entries.is_empty() {
+            parts.push(
+                "vulnerability state not readable (no /sys/devices/system/cpu/vulnerabilities)"
+                    .into(),
+            );
+            return parts.join("; ");
+        }
+        let mut mitigated = Vec::new();
+        let mut vulnerable = Vec::new();
+        let mut unaffected = 0;
+        for (name, status) in &self.entries {
+            if status.starts_with("Not affected") {
+                unaffected += 1;
+            } else if let Some(rest) = status.strip_prefix("Mitigation: ") {
+                // The first clause names the technique ("Retpolines", "PTI"); the rest is detail.
+                let how = rest.split([';', ',']).next().unwrap_or(rest).trim();
+                mitigated.push(format!("{name} ({how})"));
+            } else if status.starts_with("Vulnerable") {
+                vulnerable.push(name.clone());
+            } else {
+                mitigated.push(format!("{name} ({status})"));
+            }
+        }
+        if !mitigated.is_empty() {
+            parts.push(format!("mitigated: {}", mitigated.join(", ")));
+        }
+        if !vulnerable.is_empty() {
+            parts.push(format!("vulnerable: {}", vulnerable.join(", ")));
+        }
+        parts.push(format!("{unaffected} not affected"));
+        parts.join("; ")
+    }
+
     /// One line a syscall figure can be read against: "on (spectre_v2: Retpolines; ...)",
     /// "off (mitigations=off)", "none needed (CPU not affected)".
     pub fn summary(&self) -> String {
@@ -99,7 +185,53 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             cmdline: cmdline.map(str::to_string),
+            params: Vec::new(),
         }
+    }
+
+    fn detailed(entries: &[(&str, &str)], cmdline: &str) -> String {
+        Mitigations {
+            params: mitigation_params(cmdline),
+            ..m(entries, cmdline_mitigations(cmdline).as_deref())
+        }
+        .detail()
+    }
+
+    #[test]
+    fn details_sysfs_and_cmdline() {
+        let vulns = [
+            ("meltdown", "Not affected"),
+            ("spec_store_bypass", "Vulnerable"),
+            (
+                "spectre_v1",
+                "Mitigation: usercopy/swapgs barriers and __user pointer sanitization",
+            ),
+            (
+                "spectre_v2",
+                "Mitigation: Retpolines; STIBP: disabled; RSB filling",
+            ),
+        ];
+        let s = detailed(
+            &vulns,
+            "mitigations=auto,nosmt console=ttyS0 nopti quiet -- --init nospectre_v2",
+        );
+        assert_eq!(
+            s,
+            "mitigations=auto,nosmt nopti; mitigated: spectre_v1 (usercopy/swapgs barriers and \
+             __user pointer sanitization), spectre_v2 (Retpolines); vulnerable: \
+             spec_store_bypass; 1 not affected"
+        );
+    }
+
+    #[test]
+    fn details_off_and_unreadable() {
+        let s = detailed(
+            &[("mds", "Vulnerable: Clear CPU buffers attempted")],
+            "mitigations=off",
+        );
+        assert_eq!(s, "mitigations=off; vulnerable: mds; 0 not affected");
+        let s = detailed(&[], "");
+        assert!(s.starts_with("kernel default mitigations; vulnerability state not readable"));
     }
 
     #[test]

@@ -79,6 +79,40 @@ pub fn pin_current_to(cpus: &[usize]) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("pinning to CPUs {}: {e}", format_cpu_list(cpus)))
 }
 
+/// The calling thread pinned for as long as this lives; the affinity it had before comes back
+/// on drop (a lab pins its measuring thread, and the caller's thread must not stay pinned).
+pub struct Pinned {
+    before: Option<rustix::thread::CpuSet>,
+}
+
+impl Pinned {
+    /// Pin to `cpu`; an error when the kernel refuses.
+    pub fn to(cpu: usize) -> anyhow::Result<Pinned> {
+        let before = rustix::thread::sched_getaffinity(None).ok();
+        pin_current(cpu)?;
+        Ok(Pinned { before })
+    }
+
+    /// Pin to the last CPU we may use: CPU 0 takes most of the machine's interrupts. Not being
+    /// able to pin (a restricted container) leaves figures noisier, not wrong, so a refusal is
+    /// ignored.
+    pub fn last_allowed() -> Pinned {
+        let before = rustix::thread::sched_getaffinity(None).ok();
+        if let Some(&cpu) = allowed_cpus().last() {
+            let _ = pin_current(cpu);
+        }
+        Pinned { before }
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        if let Some(set) = &self.before {
+            let _ = rustix::thread::sched_setaffinity(None, set);
+        }
+    }
+}
+
 /// Check `--cpus` against the affinity mask: every named CPU must be one we may use.
 pub fn check_cpus(wanted: &[usize], allowed: &[usize]) -> anyhow::Result<()> {
     let missing: Vec<usize> = wanted

@@ -124,6 +124,24 @@ pub fn sample_fn(spec: &SampleSpec, mut run: impl FnMut(u64)) -> Result<Vec<Samp
     Ok(out)
 }
 
+/// Worker `i` of a team pinned to `cpu` with its state built there. A failure is kept (the
+/// first one wins) for the leader to return once every worker has reached the barrier, and
+/// the worker goes on with no state so that the barrier count still holds.
+fn worker_state<S>(
+    cpu: usize,
+    i: usize,
+    setup: &(impl Fn(usize) -> Result<S> + Sync),
+    setup_error: &Mutex<Option<anyhow::Error>>,
+) -> Option<S> {
+    match cpus::pin_current(cpu).and_then(|_| setup(i)) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            setup_error.lock().unwrap().get_or_insert(e);
+            None
+        }
+    }
+}
+
 /// Run one worker per entry of `cpus`, each pinned there. `setup(i)` builds worker i's state
 /// on its own CPU; `work(&mut state, iters)` does `iters` units. Returns the timed samples,
 /// each from the first worker's start to the last worker's end.
@@ -154,14 +172,7 @@ where
                 (&barrier, &iters, &stop, &times, &setup_error);
             let (setup, work) = (&setup, &work);
             scope.spawn(move || {
-                let state = cpus::pin_current(cpu).and_then(|_| setup(i));
-                let mut state = match state {
-                    Ok(s) => Some(s),
-                    Err(e) => {
-                        setup_error.lock().unwrap().get_or_insert(e);
-                        None
-                    }
-                };
+                let mut state = worker_state(cpu, i, setup, setup_error);
                 barrier.wait(); // setup done
                 loop {
                     barrier.wait(); // sample start
@@ -347,14 +358,7 @@ where
                 (&barrier, &stop, &quit, &logs, &setup_error);
             let (setup, unit) = (&setup, &unit);
             scope.spawn(move || {
-                let state = cpus::pin_current(cpu).and_then(|_| setup(i));
-                let mut state = match state {
-                    Ok(s) => Some(s),
-                    Err(e) => {
-                        setup_error.lock().unwrap().get_or_insert(e);
-                        None
-                    }
-                };
+                let mut state = worker_state(cpu, i, setup, setup_error);
                 let mut log = Timeline {
                     start: 0,
                     ends: Vec::with_capacity(1 << 12),

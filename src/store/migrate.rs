@@ -1,4 +1,4 @@
-//! The history's schema, versioned. Each migration has an up and a down step for each backend;
+//! The history's schema, versioned. Each migration has an up and a down step (one SQL text for both backends);
 //! `schema_version` holds the version a database is at. Opening a history applies what it
 //! lacks, in one transaction; a history at a version newer than this costlab knows is refused
 //! (its writer may store what this one cannot read).
@@ -11,83 +11,18 @@ use anyhow::Result;
 use super::{Dialect, Store, Tx};
 use crate::error::usage;
 
-/// One step of the schema.
+/// One step of the schema, the same SQL for both backends: the types are ones both read alike
+/// (BIGINT is SQLite's INTEGER affinity, and no column is an `INTEGER PRIMARY KEY` rowid alias,
+/// the one place SQLite tells the two spellings apart).
 pub struct Migration {
     pub version: i64,
     pub what: &'static str,
-    pub up_sqlite: &'static str,
-    pub down_sqlite: &'static str,
-    pub up_postgres: &'static str,
-    pub down_postgres: &'static str,
+    pub up: &'static str,
+    pub down: &'static str,
 }
 
-impl Migration {
-    fn up(&self, d: Dialect) -> &'static str {
-        match d {
-            Dialect::Sqlite => self.up_sqlite,
-            Dialect::Postgres => self.up_postgres,
-        }
-    }
-    fn down(&self, d: Dialect) -> &'static str {
-        match d {
-            Dialect::Sqlite => self.down_sqlite,
-            Dialect::Postgres => self.down_postgres,
-        }
-    }
-}
-
-const V1_SQLITE: &str = "
-CREATE TABLE IF NOT EXISTS runs (
-    id TEXT PRIMARY KEY,
-    started TEXT NOT NULL,
-    costlab TEXT NOT NULL,
-    command TEXT NOT NULL,
-    machine TEXT NOT NULL,
-    machine_summary TEXT NOT NULL,
-    complete INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS results (
-    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    seq INTEGER NOT NULL,
-    lab TEXT NOT NULL,
-    figure_id TEXT NOT NULL,
-    case_json TEXT NOT NULL,
-    metric TEXT NOT NULL,
-    unit TEXT NOT NULL,
-    summary TEXT NOT NULL,
-    samples TEXT NOT NULL,
-    counters TEXT,
-    unsupported_counters TEXT,
-    PRIMARY KEY (run_id, seq)
-);
-CREATE INDEX IF NOT EXISTS results_figure ON results(figure_id);
-CREATE TABLE IF NOT EXISTS models (
-    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    seq INTEGER NOT NULL,
-    lab TEXT NOT NULL,
-    name TEXT NOT NULL,
-    model TEXT NOT NULL,
-    PRIMARY KEY (run_id, seq)
-);
-CREATE TABLE IF NOT EXISTS notes (
-    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    seq INTEGER NOT NULL,
-    text TEXT NOT NULL,
-    PRIMARY KEY (run_id, seq)
-);
-CREATE TABLE IF NOT EXISTS labs (
-    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    seq INTEGER NOT NULL,
-    lab TEXT NOT NULL,
-    status TEXT NOT NULL,
-    reason TEXT,
-    headlines TEXT NOT NULL,
-    PRIMARY KEY (run_id, seq)
-);
-";
-
-/// The same tables in PostgreSQL: integers are BIGINT (what costlab binds), text is TEXT.
-const V1_POSTGRES: &str = "
+/// Integers are BIGINT (what costlab binds in PostgreSQL), text is TEXT.
+const V1: &str = "
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY,
     started TEXT NOT NULL,
@@ -149,30 +84,22 @@ pub const MIGRATIONS: [Migration; 3] = [
     Migration {
         version: 1,
         what: "runs, results, models, notes, labs",
-        up_sqlite: V1_SQLITE,
-        down_sqlite: DROP_ALL,
-        up_postgres: V1_POSTGRES,
-        down_postgres: DROP_ALL,
+        up: V1,
+        down: DROP_ALL,
     },
     Migration {
         version: 2,
         what: "results.verdict: conditions, quality and its reasons (JSON)",
-        up_sqlite: "ALTER TABLE results ADD COLUMN verdict TEXT;",
-        down_sqlite: "ALTER TABLE results DROP COLUMN verdict;",
-        up_postgres: "ALTER TABLE results ADD COLUMN verdict TEXT;",
-        down_postgres: "ALTER TABLE results DROP COLUMN verdict;",
+        up: "ALTER TABLE results ADD COLUMN verdict TEXT;",
+        down: "ALTER TABLE results DROP COLUMN verdict;",
     },
     Migration {
         version: 3,
         what: "runs.machine_id: the machine's stable id, indexed",
-        up_sqlite: "ALTER TABLE runs ADD COLUMN machine_id TEXT;
-                    CREATE INDEX IF NOT EXISTS runs_machine ON runs(machine_id);",
-        down_sqlite: "DROP INDEX IF EXISTS runs_machine;
-                      ALTER TABLE runs DROP COLUMN machine_id;",
-        up_postgres: "ALTER TABLE runs ADD COLUMN machine_id TEXT;
-                      CREATE INDEX IF NOT EXISTS runs_machine ON runs(machine_id);",
-        down_postgres: "DROP INDEX IF EXISTS runs_machine;
-                        ALTER TABLE runs DROP COLUMN machine_id;",
+        up: "ALTER TABLE runs ADD COLUMN machine_id TEXT;
+             CREATE INDEX IF NOT EXISTS runs_machine ON runs(machine_id);",
+        down: "DROP INDEX IF EXISTS runs_machine;
+               ALTER TABLE runs DROP COLUMN machine_id;",
     },
 ];
 
@@ -271,7 +198,7 @@ pub fn migrate_to(store: &Store, target: i64) -> Result<i64> {
                 .iter()
                 .filter(|m| m.version > at && m.version <= target)
             {
-                tx.batch(m.up(d))?;
+                tx.batch(m.up)?;
             }
         } else {
             for m in MIGRATIONS
@@ -279,7 +206,7 @@ pub fn migrate_to(store: &Store, target: i64) -> Result<i64> {
                 .rev()
                 .filter(|m| m.version <= at && m.version > target)
             {
-                tx.batch(m.down(d))?;
+                tx.batch(m.down)?;
             }
         }
         if at != target {

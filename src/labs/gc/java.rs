@@ -16,7 +16,7 @@ use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::plan::{self, PAPER_POINTS};
+use super::plan;
 use super::sweep::{fit_c, share_model};
 use super::LAB;
 use crate::error::usage;
@@ -442,46 +442,24 @@ pub fn models(o: &Outcome, runtime: &str, mode: &str, live: u64) -> Vec<Model> {
             c * 9.0
         )],
     }];
-    let paper: Vec<ModelPoint> = PAPER_POINTS
-        .iter()
-        .filter_map(|&(h, p)| {
-            share_of(o, runtime, mode, h).map(|s| ModelPoint {
-                case: case(h),
-                predicted: p,
-                measured: s,
-                unit: "%".to_string(),
-            })
-        })
-        .collect();
-    if !paper.is_empty() {
-        let mut params = serde_json::Map::new();
-        params.insert("paper_live".to_string(), json!(plan::PAPER_LIVE));
-        out.push(Model {
-            lab: LAB.to_string(),
-            name: format!("Biscuit, OSDI 2018: GC share by headroom ({runtime})"),
-            params,
-            points: paper,
-            verdict: vec![format!(
-                "predicted = the paper's figure for Go (640 MB live, Biscuit's kernel heap); measured = {runtime} on this machine"
-            )],
-        });
-    }
+    out.extend(super::sweep::paper_model(
+        runtime,
+        case,
+        |h| share_of(o, runtime, mode, h),
+        format!(
+            "predicted = the paper's figure for Go (640 MB live, Biscuit's kernel heap); measured = {runtime} on this machine"
+        ),
+    ));
     out
 }
 
 /// The smallest headroom whose median GC share is under `target` %, for one runtime.
 pub fn smallest_under(o: &Outcome, runtime: &str, mode: &str, target: f64) -> Option<(f64, f64)> {
-    o.results
-        .iter()
-        .filter(|r| {
-            r.metric == "gc_cpu_share"
-                && r.summary.n > 0
-                && runtime_of(r) == runtime
-                && r.key("mode") == mode
-        })
-        .filter_map(|r| Some((r.case.get("headroom")?.as_f64()?, r.summary.median)))
-        .filter(|(_, s)| *s < target)
-        .min_by(|a, b| a.0.total_cmp(&b.0))
+    super::sweep::smallest_share_under(
+        o,
+        |r| r.summary.n > 0 && runtime_of(r) == runtime && r.key("mode") == mode,
+        target,
+    )
 }
 
 #[cfg(test)]

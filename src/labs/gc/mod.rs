@@ -72,8 +72,12 @@ pub fn run(args: &GcArgs, ctx: &Ctx) -> Result<Outcome> {
         .collect();
     if !javas.is_empty() {
         let max_h = cfg.headrooms.iter().copied().fold(0.0, f64::max);
-        let (live, note) =
-            plan::choose_live(cfg.live, cfg.default_live, max_h, plan::mem_available())?;
+        let (live, note) = plan::choose_live(
+            cfg.live,
+            cfg.default_live,
+            max_h,
+            crate::machine::pages::mem_available(),
+        )?;
         match java::find_jdk() {
             None => {
                 for rt in &javas {
@@ -144,7 +148,7 @@ pub fn run_tax(args: &GcTaxArgs, ctx: &Ctx) -> Result<Outcome> {
     )?;
     let live = match args.live.as_deref().map(parse_size).transpose()? {
         Some(l) => {
-            plan::choose_live(Some(l), l, 1.0, plan::mem_available())?;
+            plan::choose_live(Some(l), l, 1.0, crate::machine::pages::mem_available())?;
             l
         }
         None => tax_live(if ctx.quick { QUICK_LIVE } else { TAX_LIVE }),
@@ -174,7 +178,8 @@ fn counters_note(ctx: &Ctx, o: &mut Outcome) {
 
 /// The write-barrier heap: the default, shrunk when memory is short.
 fn tax_live(default: u64) -> u64 {
-    plan::choose_live(None, default, 1.0, plan::mem_available()).map_or(default, |(l, _)| l)
+    plan::choose_live(None, default, 1.0, crate::machine::pages::mem_available())
+        .map_or(default, |(l, _)| l)
 }
 
 /// `costlab gc build`: the Go builds (plain, -B, layout-shifted) and, where a JDK is

@@ -155,22 +155,6 @@ pub fn choose_live(
     }
 }
 
-/// MemAvailable from a /proc/meminfo text, in bytes.
-pub fn parse_mem_available(meminfo: &str) -> Option<u64> {
-    meminfo.lines().find_map(|line| {
-        let rest = line.strip_prefix("MemAvailable:")?;
-        let kb: u64 = rest.split_whitespace().next()?.parse().ok()?;
-        Some(kb * 1024)
-    })
-}
-
-/// The kernel's estimate of the memory a new process can have, if it can be read.
-pub fn mem_available() -> Option<u64> {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|t| parse_mem_available(&t))
-}
-
 /// One point of the sweep.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Point {
@@ -275,13 +259,6 @@ mod tests {
             choose_live(Some(gib), PAPER_LIVE, 1.0, None).unwrap(),
             (gib, None)
         );
-    }
-
-    #[test]
-    fn meminfo_parsing() {
-        let t = "MemTotal:       24000000 kB\nMemFree:  100 kB\nMemAvailable:   20000000 kB\n";
-        assert_eq!(parse_mem_available(t), Some(20_000_000 * 1024));
-        assert_eq!(parse_mem_available("MemTotal: 1 kB\n"), None);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use super::plan::{self, Mode, Point, PAPER_POINTS};
 use super::LAB;
 use crate::measure::sizes::human_size;
 use crate::measure::stats::{median, paired_ratios};
-use crate::report::{Model, ModelPoint, Outcome};
+use crate::report::{Model, ModelPoint, Outcome, ResultRow};
 
 /// What to sweep.
 #[derive(Debug, Clone)]
@@ -27,8 +27,12 @@ pub struct SweepConfig {
 /// Run the sweep and turn it into an outcome.
 pub fn sweep(cfg: &SweepConfig) -> Result<Outcome> {
     let max_h = cfg.headrooms.iter().copied().fold(0.0, f64::max);
-    let (live, live_note) =
-        plan::choose_live(cfg.live, cfg.default_live, max_h, plan::mem_available())?;
+    let (live, live_note) = plan::choose_live(
+        cfg.live,
+        cfg.default_live,
+        max_h,
+        crate::machine::pages::mem_available(),
+    )?;
     let bin = bench::locate(Build::Plain)?;
     let points = plan::points(&cfg.modes, &cfg.headrooms);
     let schedule = plan::schedule(&points, cfg.reps);
@@ -235,31 +239,13 @@ fn models(points: &[Point], o: &Outcome, live: u64) -> Vec<Model> {
             points: pts,
             verdict,
         });
-        let paper: Vec<ModelPoint> = PAPER_POINTS
-            .iter()
-            .filter_map(|&(h, paper)| {
-                share_at(o, mode, h).map(|s| ModelPoint {
-                    case: crate::case! {"mode" => mode.name(), "headroom" => h, "live" => live, "runtime" => "go"},
-                    predicted: paper,
-                    measured: s,
-                    unit: "%".to_string(),
-                })
-            })
-            .collect();
-        if !paper.is_empty() {
-            let mut params = serde_json::Map::new();
-            params.insert("paper_live".to_string(), json!(plan::PAPER_LIVE));
-            out.push(Model {
-                lab: LAB.to_string(),
-                name: format!("Biscuit, OSDI 2018: GC share by headroom ({})", mode.name()),
-                params,
-                points: paper,
-                verdict: vec![
-                    "predicted = the paper's figure (640 MB live, Biscuit's kernel heap); measured = this machine's"
-                        .to_string(),
-                ],
-            });
-        }
+        out.extend(paper_model(
+            mode.name(),
+            |h| crate::case! {"mode" => mode.name(), "headroom" => h, "live" => live, "runtime" => "go"},
+            |h| share_at(o, mode, h),
+            "predicted = the paper's figure (640 MB live, Biscuit's kernel heap); measured = this machine's"
+                .to_string(),
+        ));
     }
     out
 }
@@ -283,14 +269,61 @@ pub fn fit_c(points: &[(f64, f64)]) -> Option<f64> {
     c.is_finite().then_some(c)
 }
 
-/// The smallest headroom whose median GC share is under `target` %, per mode.
-pub fn smallest_under(o: &Outcome, mode: Mode, target: f64) -> Option<(f64, f64)> {
+/// The Biscuit paper's GC share at its headrooms (predicted) beside `measured(h)` here, named
+/// for `who` (a mode or a runtime); None when none of the paper's headrooms was measured.
+pub fn paper_model(
+    who: &str,
+    case: impl Fn(f64) -> crate::report::Case,
+    measured: impl Fn(f64) -> Option<f64>,
+    verdict: String,
+) -> Option<Model> {
+    let points: Vec<ModelPoint> = PAPER_POINTS
+        .iter()
+        .filter_map(|&(h, paper)| {
+            measured(h).map(|s| ModelPoint {
+                case: case(h),
+                predicted: paper,
+                measured: s,
+                unit: "%".to_string(),
+            })
+        })
+        .collect();
+    if points.is_empty() {
+        return None;
+    }
+    let mut params = serde_json::Map::new();
+    params.insert("paper_live".to_string(), json!(plan::PAPER_LIVE));
+    Some(Model {
+        lab: LAB.to_string(),
+        name: format!("Biscuit, OSDI 2018: GC share by headroom ({who})"),
+        params,
+        points,
+        verdict: vec![verdict],
+    })
+}
+
+/// The smallest headroom whose median GC share is under `target` %, among the gc_cpu_share
+/// rows `pick` keeps (one mode, one runtime).
+pub fn smallest_share_under(
+    o: &Outcome,
+    pick: impl Fn(&ResultRow) -> bool,
+    target: f64,
+) -> Option<(f64, f64)> {
     o.results
         .iter()
-        .filter(|r| r.metric == "gc_cpu_share" && r.case.get("mode") == Some(&json!(mode.name())))
+        .filter(|r| r.metric == "gc_cpu_share" && pick(r))
         .filter_map(|r| Some((r.case.get("headroom")?.as_f64()?, r.summary.median)))
         .filter(|(_, s)| *s < target)
         .min_by(|a, b| a.0.total_cmp(&b.0))
+}
+
+/// The smallest headroom whose median GC share is under `target` %, per mode.
+pub fn smallest_under(o: &Outcome, mode: Mode, target: f64) -> Option<(f64, f64)> {
+    smallest_share_under(
+        o,
+        |r| r.case.get("mode") == Some(&json!(mode.name())),
+        target,
+    )
 }
 
 #[cfg(test)]

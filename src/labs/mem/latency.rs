@@ -3,7 +3,6 @@
 
 use crate::measure::conditions::{judged_case, Conditions};
 use std::hint::black_box;
-use std::path::Path;
 
 use anyhow::Result;
 use serde_json::Value;
@@ -117,36 +116,10 @@ pub fn latency(plan: &LatencyPlan, ctx: &Ctx) -> Result<Outcome> {
     Ok(out)
 }
 
-/// L1d, L2, L3 sizes: from the machine probe, else read from sysfs here.
+/// L1d, L2, L3 sizes, as the machine probe read them (machine::caches); a level it did not
+/// find is None and gets no plateau name.
 fn cache_sizes(m: &Machine) -> [Option<u64>; 3] {
-    let mut out = [m.cache_size(1), m.cache_size(2), m.cache_size(3)];
-    if out.iter().all(Option::is_some) {
-        return out;
-    }
-    let root = Path::new("/sys/devices/system/cpu/cpu0/cache");
-    for i in 0..8 {
-        let dir = root.join(format!("index{i}"));
-        let read = |f: &str| {
-            std::fs::read_to_string(dir.join(f))
-                .ok()
-                .map(|s| s.trim().to_string())
-        };
-        let (Some(level), Some(kind), Some(size)) = (read("level"), read("type"), read("size"))
-        else {
-            continue;
-        };
-        if kind == "Instruction" {
-            continue;
-        }
-        let Ok(level) = level.parse::<usize>() else {
-            continue;
-        };
-        let bytes = crate::measure::sizes::parse_size(&size).ok();
-        if (1..=3).contains(&level) && out[level - 1].is_none() {
-            out[level - 1] = bytes;
-        }
-    }
-    out
+    [m.cache_size(1), m.cache_size(2), m.cache_size(3)]
 }
 
 /// The chase rows of one page kind, by size.

@@ -24,6 +24,7 @@ use serde_json::Value;
 
 use crate::cli::{MemArgs, MemCommand};
 use crate::labs::{Ctx, Headline, Lab};
+use crate::machine::pages::mem_available;
 use crate::measure::sizes::human_size;
 use crate::measure::{cpus, Summary};
 use crate::report::{Outcome, ResultRow};
@@ -93,14 +94,6 @@ fn release(held: Vec<Reservation>, out: &mut Outcome) {
     for r in held {
         out.notes.push(r.finish());
     }
-}
-
-/// MemAvailable from /proc/meminfo, in bytes.
-fn mem_available() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
 }
 
 /// Refuse a plan whose regions would not fit in available memory (touching them would end in

@@ -20,7 +20,7 @@ use crate::error::usage;
 use crate::labs::{Ctx, Headline, Lab};
 use crate::machine::{numa, Machine};
 use crate::measure::counters::{self, Readings};
-use crate::measure::cpus::{allowed_cpus, parse_cpu_list, pin_current_to};
+use crate::measure::cpus::{allowed_cpus, parse_cpu_list, Pinned};
 use crate::measure::{sizes, team, SampleSpec};
 use crate::report::{progress, Model, ModelPoint, Outcome};
 
@@ -206,23 +206,6 @@ pub fn execute(
     Ok(out)
 }
 
-/// The calling thread pinned to one CPU until this drops, then back on the CPUs it had.
-struct PinnedFor(Vec<usize>);
-
-impl PinnedFor {
-    fn cpu(cpu: usize) -> Result<PinnedFor> {
-        let before = allowed_cpus();
-        pin_current_to(&[cpu])?;
-        Ok(PinnedFor(before))
-    }
-}
-
-impl Drop for PinnedFor {
-    fn drop(&mut self) {
-        let _ = pin_current_to(&self.0);
-    }
-}
-
 /// zone_reclaim_mode and numa_balancing, shown beside the figures: either can move or stall
 /// the placements measured here.
 fn sysctl_notes(machine: &Machine) -> Vec<String> {
@@ -321,7 +304,7 @@ pub fn bandwidth_case(
         }
     }
     let _restore = match toucher {
-        Some(cpu) => Some(PinnedFor::cpu(cpu)?),
+        Some(cpu) => Some(Pinned::to(cpu)?),
         None => None,
     };
     for (k, chunk) in region.as_mut_slice_u64().chunks_mut(slice / 8).enumerate() {

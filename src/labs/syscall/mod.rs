@@ -3,7 +3,6 @@
 //! (the echo lab prices its servers with the same terms); this folder turns them into
 //! figures, the "syscall cost terms" model, a table and the cost-sheet headlines.
 
-pub mod mitigations;
 pub mod terms;
 
 use crate::measure::conditions::judged_case;
@@ -95,7 +94,7 @@ pub fn run_plan(plan: &Plan, ctx: &Ctx) -> Result<Outcome> {
     // Each step's figures, judged with their conditions (re-measured while disturbed).
     let mut judged: Vec<ResultRow> = Vec::new();
     let mut step_notes: Vec<String> = Vec::new();
-    // The measuring thread is pinned to the last allowed CPU (syscost::PinnedHere).
+    // The measuring thread is pinned to the last allowed CPU (measure::cpus::Pinned::last_allowed).
     let cpu: Vec<usize> = crate::measure::cpus::allowed_cpus()
         .last()
         .copied()
@@ -144,7 +143,7 @@ pub fn run_plan(plan: &Plan, ctx: &Ctx) -> Result<Outcome> {
         };
     let m = syscost::measure_all(&plan.spec, &plan.batches, &mut runner)?;
     bar.finish_and_clear();
-    let mut outcome = outcome_from(&m, &mitigations::mitigation_state())?;
+    let mut outcome = outcome_from(&m, &ctx.machine.mitigations.detail())?;
     outcome.notes.extend(step_notes);
     for row in outcome.results.iter_mut() {
         if let Some(j) = judged

@@ -119,39 +119,13 @@ fn one(call: &'static str, batch: u32, samples: Vec<f64>) -> Vec<CallFigure> {
     }]
 }
 
-/// The calling thread pinned to one CPU for the length of the measurements (a migration in
-/// the middle of a sample would time the scheduler, and the echo servers are pinned too);
-/// the thread's own affinity comes back on drop.
-struct PinnedHere {
-    old: Option<rustix::thread::CpuSet>,
-}
-
-impl PinnedHere {
-    /// Pin to the last CPU we may use: CPU 0 takes most of the machine's interrupts.
-    fn new() -> PinnedHere {
-        let old = rustix::thread::sched_getaffinity(None).ok();
-        if let Some(&cpu) = super::cpus::allowed_cpus().last() {
-            // Not being able to pin (a restricted container) leaves the figures noisier, not
-            // wrong, so it is no reason to stop.
-            let _ = super::cpus::pin_current(cpu);
-        }
-        PinnedHere { old }
-    }
-}
-
-impl Drop for PinnedHere {
-    fn drop(&mut self) {
-        if let Some(set) = &self.old {
-            let _ = rustix::thread::sched_setaffinity(None, set);
-        }
-    }
-}
-
 /// Every measurement of the syscall lab, for the io_uring `batches` given. io_uring
 /// failures (setup refused, an op the kernel lacks) leave those figures out with the reason
 /// in `uring_unsupported`; anything else is an error.
 pub fn measure_all(spec: &SampleSpec, batches: &[u32], run: Runner) -> Result<Measurements> {
-    let _pinned = PinnedHere::new();
+    // Pinned for the length of the measurements: a migration in the middle of a sample would
+    // time the scheduler, and the echo servers are pinned too.
+    let _pinned = super::cpus::Pinned::last_allowed();
     let mut m = Measurements::default();
     let add = |m: &mut Measurements, figs: Vec<CallFigure>| m.figures.extend(figs);
     let figs = run("getppid", &mut || {
