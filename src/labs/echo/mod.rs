@@ -7,6 +7,7 @@
 
 pub mod epoll;
 pub mod features;
+pub mod listen;
 pub mod load;
 pub mod model;
 pub mod remote;
@@ -641,7 +642,7 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
     let max_conns = plan.conns.iter().copied().max().unwrap_or(1);
     let blocking = plan.clients.contains(&ClientKind::Blocking);
     let need = max_conns as u64 + 64;
-    server::raise_nofile(need)?;
+    listen::raise_nofile(need)?;
     if blocking && max_conns > 4000 {
         return Err(usage(
             "--client blocking starts a thread per connection; keep --conns at 4000 or below",

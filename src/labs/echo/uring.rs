@@ -26,7 +26,7 @@ use anyhow::{Context, Result};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
 use super::features::Features;
-use super::server::Stop;
+use super::listen::Stop;
 use super::stats::ServerStats;
 use crate::error::usage;
 
