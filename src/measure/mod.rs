@@ -6,6 +6,7 @@ pub mod cancel;
 pub mod conditions;
 pub mod counters;
 pub mod cpus;
+pub mod cputime;
 pub mod cycle;
 pub mod procstat;
 pub mod quality;

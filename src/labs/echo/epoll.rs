@@ -11,7 +11,7 @@ use rustix::event::epoll::{self, EventData, EventFlags};
 use rustix::io::Errno;
 use rustix::net::{RecvFlags, SendFlags, SocketFlags};
 
-use super::server::Stop;
+use super::listen::Stop;
 use super::stats::ServerStats;
 
 const LISTENER: u64 = u64::MAX;

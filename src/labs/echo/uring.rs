@@ -26,7 +26,7 @@ use anyhow::{Context, Result};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
 use super::features::Features;
-use super::server::Stop;
+use super::listen::Stop;
 use super::stats::ServerStats;
 use crate::error::usage;
 use crate::measure::aligned::AlignedBuf;
@@ -646,7 +646,7 @@ pub fn run(
     stats.features = feats.on_list();
     stats.features_off = off;
     // Accepted sockets inherit TCP_NODELAY from the listener (set before listen, in
-    // server::listen): no setsockopt per connection, which a direct descriptor could not take.
+    // listen::listen): no setsockopt per connection, which a direct descriptor could not take.
     let mut s = Server {
         ring,
         pool,

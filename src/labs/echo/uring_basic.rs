@@ -10,7 +10,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use anyhow::Result;
 use io_uring::{opcode, types, IoUring};
 
-use super::server::Stop;
+use super::listen::Stop;
 use super::stats::ServerStats;
 use super::uring::{build_ring, enter_and_reap, push, ud, ud_parts, ACCEPT, CLOSE, RECV, SEND};
 

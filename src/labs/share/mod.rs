@@ -19,6 +19,7 @@ use crate::cli::{C2cArgs, ShareArgs};
 use crate::error::usage;
 use crate::labs::{Ctx, Headline, Lab};
 use crate::measure::conditions::{judged_case, Watch};
+use crate::measure::cputime::thread_cpu_ns;
 use crate::measure::{counters, cpus, stats, team, SampleSpec, Summary};
 use crate::report::{progress, table, Model, ModelPoint, Outcome, ResultRow};
 use cases::{Bench, Variant};
@@ -100,15 +101,10 @@ pub fn run_c2c(args: &C2cArgs, ctx: &Ctx) -> Result<Outcome> {
 
 /// Under a hypervisor CPU ids are vCPUs: the host decides (and may change) which physical
 /// cores they run on, so the distance c2c measures can change from run to run.
+/// `machine.hypervisor` is set whenever /proc/cpuinfo has the `hypervisor` flag
+/// (`machine::kernel::read_hypervisor`), so it alone says whether this is a VM.
 fn vm_note(machine: &crate::machine::Machine) -> Option<String> {
-    let flagged = || {
-        std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|t| {
-            t.lines()
-                .filter(|l| l.starts_with("flags"))
-                .any(|l| l.split_whitespace().any(|f| f == "hypervisor"))
-        })
-    };
-    (machine.hypervisor.is_some() || flagged()).then(|| {
+    machine.hypervisor.is_some().then(|| {
         "this is a virtual machine: CPU ids are vCPUs, and the host decides which physical cores they run on (SMT siblings, a shared L3, another chiplet or socket) and may move them, so c2c figures can change between runs; a stable figure is stable only while the host keeps the placement".to_string()
     })
 }
@@ -246,12 +242,6 @@ struct Taken {
     kept_clean: usize,
     taken: usize,
     clean: bool,
-}
-
-/// This thread's CPU time, ns.
-fn thread_cpu_ns() -> u64 {
-    let ts = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Take the case's samples, keeping those in which every worker stayed on its CPU: shared

@@ -12,8 +12,8 @@ use super::stream::{
     connect, count_connect_error, count_io_error, fill_request, finish, loader_cpus,
 };
 use crate::error::usage;
-use crate::labs::echo::stats::thread_cpu_ns;
 use crate::measure::cpus;
+use crate::measure::cputime::thread_cpu_ns;
 
 pub(super) fn run(spec: &LoadSpec) -> Result<LoadReport> {
     let start_gate = Arc::new(Barrier::new(spec.conns + 1));

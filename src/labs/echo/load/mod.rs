@@ -26,7 +26,7 @@ pub use uring::unavailable as uring_unavailable;
 pub fn run(spec: &LoadSpec) -> Result<LoadReport> {
     spec.check()?;
     let need = spec.conns as u64 + 64;
-    super::server::raise_nofile(need)?;
+    super::listen::raise_nofile(need)?;
     match spec.client {
         ClientKind::Event => event::run(spec),
         ClientKind::Blocking => blocking::run(spec),

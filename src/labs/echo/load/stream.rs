@@ -12,8 +12,8 @@ use anyhow::Result;
 
 use super::spec::{LoadReport, LoadSpec};
 use crate::error::usage;
-use crate::labs::echo::stats::thread_cpu_ns;
 use crate::measure::cpus;
+use crate::measure::cputime::thread_cpu_ns;
 
 /// Fill `out` with the bytes of request `seq` on connection `conn`. Every 8-byte word
 /// depends on (conn, seq, word), so an echo from the wrong request or connection, a

@@ -1,0 +1,266 @@
+//! The echo lab's text: the result tables, the ablation, the paired ratios they quote, and the
+//! one-line reading of a figure.
+
+use super::*;
+
+pub fn render_load(o: &Outcome) -> String {
+    let rows: Vec<Vec<String>> = o
+        .results
+        .iter()
+        .map(|r| {
+            vec![
+                r.metric.clone(),
+                format!("{:.1}", r.summary.median),
+                r.unit.clone(),
+            ]
+        })
+        .collect();
+    table::render(&["metric", "value", "unit"], &rows) + "\n"
+}
+
+/// The samples of `metric` at one point for `engine` (its first row: the plan's own uring
+/// features come before the ablated ones). `size` None: the first size that has the point.
+pub(super) fn point_samples(
+    o: &Outcome,
+    metric: &str,
+    engine: &str,
+    client: &str,
+    conns: usize,
+    size: Option<usize>,
+) -> Option<Vec<f64>> {
+    let mut want = case! {"engine" => engine, "client" => client, "conns" => conns};
+    if let Some(b) = size {
+        want.insert("size".into(), b.into());
+    }
+    o.find(metric, &want).map(|r| r.samples.clone())
+}
+
+/// Paired throughput ratios a/b at one (client, conns, size), one per repetition.
+pub fn throughput_ratios(
+    o: &Outcome,
+    a: Engine,
+    b: Engine,
+    client: &str,
+    conns: usize,
+    size: Option<usize>,
+) -> Vec<f64> {
+    let find = |e: Engine| point_samples(o, "throughput", e.name(), client, conns, size);
+    match (find(a), find(b)) {
+        (Some(x), Some(y)) => paired_ratios(&x, &y),
+        _ => Vec::new(),
+    }
+}
+
+/// Paired server-CPU ratios b/a (ns per request of b over a's: above 1, a is the cheaper).
+pub fn cpu_ratios(
+    o: &Outcome,
+    a: Engine,
+    b: Engine,
+    client: &str,
+    conns: usize,
+    size: Option<usize>,
+) -> Vec<f64> {
+    let find = |e: Engine| point_samples(o, "server_cpu_per_req", e.name(), client, conns, size);
+    match (find(a), find(b)) {
+        (Some(x), Some(y)) => paired_ratios(&y, &x),
+        _ => Vec::new(),
+    }
+}
+
+/// A loader's throughput over the blocking loader's, against one engine at one point.
+pub(super) fn client_ratios(
+    o: &Outcome,
+    client: &str,
+    engine: &str,
+    conns: usize,
+    size: usize,
+) -> Vec<f64> {
+    let find = |c: &str| point_samples(o, "throughput", engine, c, conns, Some(size));
+    match (find(client), find("blocking")) {
+        (Some(x), Some(y)) => paired_ratios(&x, &y),
+        _ => Vec::new(),
+    }
+}
+
+/// "uring", "uring -bundle", "epoll": the server of a row.
+pub(super) fn row_label(r: &crate::report::ResultRow) -> String {
+    let f = r.key("features");
+    if r.key("engine") == "uring" && !f.is_empty() && f != "all" {
+        format!("uring {f}")
+    } else {
+        r.key("engine")
+    }
+}
+
+pub(super) fn num_key(r: &crate::report::ResultRow, key: &str) -> u64 {
+    r.case.get(key).and_then(|v| v.as_u64()).unwrap_or(0)
+}
+
+pub fn render(o: &Outcome) -> String {
+    let mut rows = Vec::new();
+    let mut keys: Vec<(String, u64, u64)> = Vec::new();
+    for r in o.results.iter().filter(|r| r.metric == "throughput") {
+        let get = |m: &str| {
+            o.find(m, &r.case)
+                .map_or("—".to_string(), |x| format!("{:.1}", x.summary.median))
+        };
+        let conns = num_key(r, "conns");
+        let size = num_key(r, "size");
+        keys.push((r.key("client"), size, conns));
+        rows.push(vec![
+            row_label(r),
+            r.key("client"),
+            conns.to_string(),
+            sizes::format_size(size),
+            r.summary.show(0),
+            get("p50"),
+            get("p99"),
+            get("p999"),
+            get("server_cpu_per_req"),
+            o.find("batch", &r.case)
+                .map_or("—".into(), |x| format!("{:.2}", x.summary.median)),
+            o.find("loader_cpu", &r.case)
+                .map_or("—".into(), |x| format!("{:.0}", x.summary.median)),
+            get("loader_cpu_per_req"),
+        ]);
+    }
+    let mut text = table::render(
+        &[
+            "engine",
+            "client",
+            "conns",
+            "size",
+            "req/s (min–max)",
+            "p50 us",
+            "p99 us",
+            "p99.9 us",
+            "server CPU ns/req",
+            "batch n",
+            "loader CPU %",
+            "loader ns/req",
+        ],
+        &rows,
+    );
+    text.push('\n');
+    keys.sort();
+    keys.dedup();
+    let mut ratio_rows = Vec::new();
+    for (client, size, conns) in &keys {
+        let show = |v: Vec<f64>| Summary::of(&v).map_or("—".to_string(), |s| s.show(2));
+        let (conns, size) = (*conns as usize, Some(*size as usize));
+        let (u, e, b) = (Engine::Uring, Engine::Epoll, Engine::UringBasic);
+        ratio_rows.push(vec![
+            client.clone(),
+            sizes::format_size(*size.as_ref().unwrap() as u64),
+            conns.to_string(),
+            show(throughput_ratios(o, u, e, client, conns, size)),
+            show(cpu_ratios(o, u, e, client, conns, size)),
+            show(throughput_ratios(o, u, b, client, conns, size)),
+            show(cpu_ratios(o, u, b, client, conns, size)),
+            if client != "blocking" {
+                show(client_ratios(o, client, "uring", conns, size.unwrap_or(0)))
+            } else {
+                "—".into()
+            },
+        ]);
+    }
+    if !ratio_rows.is_empty() {
+        text.push_str(&table::render(
+            &[
+                "client",
+                "size",
+                "conns",
+                "req/s uring÷epoll",
+                "CPU/req epoll÷uring",
+                "req/s uring÷basic",
+                "CPU/req basic÷uring",
+                "client/blocking (uring)",
+            ],
+            &ratio_rows,
+        ));
+        text.push_str(
+            "\n(ratios above 1 favour uring: more requests, or less server CPU per request)\n\n",
+        );
+    }
+    let ablation = ablation_rows(o);
+    if !ablation.is_empty() {
+        text.push_str("what each uring technique is worth (uring with all its features against uring with one switched off):\n");
+        text.push_str(&table::render(
+            &[
+                "switched off",
+                "client",
+                "size",
+                "conns",
+                "req/s uring÷without",
+                "CPU/req without÷uring",
+            ],
+            &ablation,
+        ));
+        text.push('\n');
+    }
+    for m in o.models.iter().filter(|m| m.lab == LAB) {
+        text.push_str(&table::render_model(m));
+    }
+    text
+}
+
+/// One row per ablated uring point: the full-featured uring over it, paired by repetition.
+pub(super) fn ablation_rows(o: &Outcome) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let uring: Vec<&crate::report::ResultRow> = o
+        .results
+        .iter()
+        .filter(|r| r.metric == "throughput" && r.key("engine") == "uring")
+        .collect();
+    let show = |v: Vec<f64>| Summary::of(&v).map_or("—".to_string(), |s| s.show(2));
+    for r in &uring {
+        let (client, conns, size) = (r.key("client"), num_key(r, "conns"), num_key(r, "size"));
+        // The plan's own uring is the first uring row at this point.
+        let Some(full) = uring.iter().find(|x| {
+            x.key("client") == client && num_key(x, "conns") == conns && num_key(x, "size") == size
+        }) else {
+            continue;
+        };
+        if std::ptr::eq(*full, *r) {
+            continue;
+        }
+        let cpu = |row: &crate::report::ResultRow| {
+            o.find("server_cpu_per_req", &row.case)
+                .map(|x| x.samples.clone())
+                .unwrap_or_default()
+        };
+        let off = r.key("features");
+        out.push(vec![
+            off,
+            client,
+            sizes::format_size(size),
+            conns.to_string(),
+            show(paired_ratios(&full.samples, &r.samples)),
+            show(paired_ratios(&cpu(r), &cpu(full))),
+        ]);
+    }
+    out
+}
+
+/// One line saying what a uring/epoll ratio means, with the batch io_uring reached.
+pub fn reading(s: Summary, conns: usize, batch: Option<f64>) -> String {
+    let pct = (s.median - 1.0) * 100.0;
+    let clear = s.min > 1.0 || s.max < 1.0;
+    let at = format!("at {conns} connection{}", if conns == 1 { "" } else { "s" });
+    let n = batch.map_or(String::new(), |b| {
+        format!(" (io_uring reaped {b:.1} completions per enter)")
+    });
+    if !clear {
+        format!(
+            "io_uring and epoll are level {at} here: ratio {:.2}, spread crosses 1{n}",
+            s.median
+        )
+    } else if pct > 0.0 {
+        format!("io_uring serves {pct:.0}% more requests than epoll {at}{n}")
+    } else {
+        format!(
+            "io_uring serves {:.0}% fewer requests than epoll {at}{n}: its per-op cost is not repaid by batching",
+            -pct
+        )
+    }
+}
