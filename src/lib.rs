@@ -6,6 +6,7 @@
 
 pub mod check;
 pub mod cli;
+pub mod commands;
 pub mod error;
 pub mod labs;
 pub mod machine;

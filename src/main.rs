@@ -13,7 +13,7 @@ use costlab::labs::{self, Ctx};
 use costlab::machine::{restore, Machine};
 use costlab::measure::{cancel, SampleSpec};
 use costlab::report::{json, time, Doc, Outcome, RunInfo};
-use costlab::{runner, store};
+use costlab::{commands, runner, store};
 
 /// `--db`, for `emit` to store each lab run in the history.
 static DB: OnceLock<Option<PathBuf>> = OnceLock::new();
@@ -218,7 +218,7 @@ fn emit(rendered: String, outcome: Outcome, common: &Common, machine: &Machine) 
     if let Some(dest) = &common.json {
         json::write_doc(dest, &doc)?;
     }
-    store::commands::record(db(), &doc);
+    commands::history::record(db(), &doc);
     // The id `compare`, `export` and `report` take; stderr, so stdout stays the tables.
     eprintln!("costlab: run {}", doc.run.id);
     strict_check(common.strict, &doc.results)
@@ -326,15 +326,15 @@ fn dispatch(cli: Cli) -> Result<()> {
             labs::pin::run(&args, ctx)
         }),
         Command::Run(args) => runner::command(&args, db(), command_line()),
-        Command::History(_) => store::commands::history(db()),
-        Command::Compare(args) => store::commands::compare(db(), &args),
-        Command::Export(args) => store::commands::export(db(), &args),
-        Command::Report(args) => store::commands::report(db(), &args),
+        Command::History(_) => commands::history::history(db()),
+        Command::Compare(args) => commands::history::compare(db(), &args),
+        Command::Export(args) => commands::history::export(db(), &args),
+        Command::Report(args) => commands::history::report(db(), &args),
         Command::Restore(_) => Ok(()),
         Command::Check(args) => costlab::check::command(&args),
-        Command::Import(args) => store::fleet::import(db(), &args),
-        Command::Push(args) => store::fleet::push(db(), &args),
+        Command::Import(args) => commands::fleet::import(db(), &args),
+        Command::Push(args) => commands::fleet::push(db(), &args),
         Command::Machines(_) => store::fleet::machines(db()),
-        Command::Trend(args) => store::trend::command(db(), &args),
+        Command::Trend(args) => commands::trend::command(db(), &args),
     }
 }

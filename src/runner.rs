@@ -190,7 +190,7 @@ pub fn command(
     let labs = select(crate::labs::all(), args.labs.as_deref())?;
     // Open the history before measuring: a bad --db is bad input, found before the minutes
     // of measuring rather than after.
-    let store = crate::store::commands::open(db)?;
+    let store = crate::store::open(db)?;
     // Output paths too: a report that cannot be written is found now, not after the run.
     if let Some(dir) = &args.report {
         crate::report::dest::check_dir("--out", dir)?;
@@ -241,7 +241,7 @@ pub fn command(
     let dir = args
         .report
         .clone()
-        .unwrap_or_else(|| crate::store::commands::default_report_dir(&done.doc.run.id));
+        .unwrap_or_else(|| crate::commands::history::default_report_dir(&done.doc.run.id));
     let page = html::write_report(&dir, &done.doc, &done.sheet)?;
     eprintln!("costlab run: report {}", page.display());
     if let Some(dest) = &args.json {

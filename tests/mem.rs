@@ -40,8 +40,34 @@ fn check_row_shape(row: &Value) {
     for k in ["median", "min", "max", "mad", "n"] {
         assert!(row["summary"][k].is_number(), "summary.{k} in {row}");
     }
-    assert!(!row["samples"].as_array().unwrap().is_empty());
+    let samples = row["samples"].as_array().unwrap();
+    assert!(!samples.is_empty());
+    // The summary is of the samples given beside it: n counts them, the median lies between
+    // min and max, and the spread is not negative.
+    let f = |k: &str| row["summary"][k].as_f64().unwrap();
+    assert_eq!(
+        row["summary"]["n"].as_u64(),
+        Some(samples.len() as u64),
+        "{row}"
+    );
+    assert!(f("min") <= f("median") && f("median") <= f("max"), "{row}");
+    assert!(f("mad") >= 0.0, "{row}");
     assert_eq!(row["lab"], "mem");
+}
+
+/// A bandwidth a machine can give: above 10 MB/s (slower is a kernel timing a page fault, not
+/// memory) and under 10 TB/s (no memory system moves more; a higher figure is a kernel whose
+/// work was optimised away).
+fn assert_plausible_bandwidth(row: &Value) {
+    let m = row["summary"]["median"].as_f64().unwrap();
+    assert!((0.01..10_000.0).contains(&m), "bandwidth {m} GB/s: {row}");
+}
+
+/// A latency a dependent load can take: above 0.1 ns (less than one cycle at 10 GHz: the chase
+/// was not dependent) and under 100 us (more is a page fault or a preemption per load).
+fn assert_plausible_latency(row: &Value) {
+    let m = row["summary"]["median"].as_f64().unwrap();
+    assert!((0.1..100_000.0).contains(&m), "latency {m} ns: {row}");
 }
 
 #[test]
@@ -78,7 +104,7 @@ fn bandwidth_json_has_every_case_with_its_units() {
         assert_eq!(r["metric"], "bandwidth");
         assert_eq!(r["unit"], "GB/s");
         assert_eq!(r["case"]["block"], 16384);
-        assert!(r["summary"]["median"].as_f64().unwrap() > 0.0);
+        assert_plausible_bandwidth(r);
     }
     let ops: Vec<&str> = rows
         .iter()
@@ -157,6 +183,8 @@ fn two_threads_and_a_shared_region() {
         check_row_shape(r);
         assert_eq!(r["case"]["threads"], 2);
         assert_eq!(r["case"]["shared"], true);
+        assert_eq!(r["unit"], "GB/s");
+        assert_plausible_bandwidth(r);
     }
 }
 
@@ -187,6 +215,7 @@ fn latency_json_has_the_curve_and_tables_print() {
         assert_eq!(r["case"]["op"], "chase");
         assert_eq!(r["case"]["pattern"], "rand");
         assert_eq!(r["unit"], "ns");
+        assert_plausible_latency(r);
     }
     // The TLB cost at the largest size, 4k minus thp.
     let tlb = rows
@@ -304,7 +333,7 @@ fn a_short_pool_names_the_command_and_reserving_puts_it_back() {
     );
     assert_eq!(read_num(&nr), Some(before));
     if !is_root() {
-        eprintln!("skipped the reservation: not root");
+        eprintln!("skipped: the reservation half of this test needs root");
         return;
     }
     let out = costlab(&[

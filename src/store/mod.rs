@@ -10,7 +10,6 @@
 //! cut short leaves whole labs or nothing of them: SQLite takes its write lock up front (WAL,
 //! IMMEDIATE, a busy timeout); PostgreSQL runs each in its own transaction.
 
-pub mod commands;
 pub mod compare;
 pub mod fleet;
 pub mod migrate;
@@ -122,6 +121,16 @@ pub fn is_postgres(target: &str) -> bool {
     t.starts_with("postgres://")
         || t.starts_with("postgresql://")
         || (t.contains('=') && !t.contains('/') && t.contains("dbname"))
+}
+
+/// Open the history for writing (created if missing).
+pub fn open(db: Option<&Path>) -> Result<Store> {
+    Store::open(&default_path(db)?)
+}
+
+/// Open the history for reading: a missing SQLite file is an error and nothing is created.
+pub fn open_existing(db: Option<&Path>) -> Result<Store> {
+    Store::open_existing(&default_path(db)?)
 }
 
 /// Where the history lives: `--db`, else $COSTLAB_DB, else the user's data directory.

@@ -11,17 +11,7 @@ use crate::labs;
 use crate::report::sheet::{LabSheet, LabStatus};
 use crate::report::{csv, html, markdown, Doc};
 
-use super::{compare, default_path, Store};
-
-/// Open the history for writing (created if missing).
-pub fn open(db: Option<&Path>) -> Result<Store> {
-    Store::open(&default_path(db)?)
-}
-
-/// Open the history for reading: a missing SQLite file is an error and nothing is created.
-pub fn open_existing(db: Option<&Path>) -> Result<Store> {
-    Store::open_existing(&default_path(db)?)
-}
+use crate::store::{compare, open, open_existing, Store};
 
 /// The cost sheet of a document whose labs are known here (a lab run alone).
 pub fn sheet_of(doc: &Doc) -> Vec<LabSheet> {
@@ -204,7 +194,7 @@ fn load_for_report(db: Option<&Path>, name: &str) -> Result<(Doc, Vec<LabSheet>)
 
 pub fn report(db: Option<&Path>, args: &ReportArgs) -> Result<()> {
     if let Some(list) = &args.machines {
-        return super::fleet::report_machines(db, list, args.out.as_deref());
+        return crate::store::fleet::report_machines(db, list, args.out.as_deref());
     }
     if let Some(dir) = &args.out {
         crate::report::dest::check_dir("--out", dir)?;
