@@ -312,7 +312,7 @@ fn a_lab_run_alone_is_recorded_with_its_sheet() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("sub/dir/h.db");
     let doc = common::fixture();
-    costlab::store::commands::record(Some(&db), &doc);
+    costlab::commands::history::record(Some(&db), &doc);
     let store = Store::open(&db).unwrap();
     let runs = store.runs().unwrap();
     assert_eq!(runs.len(), 1);
@@ -334,5 +334,5 @@ fn a_lab_run_alone_is_recorded_with_its_sheet() {
     );
     assert!(sheet.iter().all(|s| s.status == LabStatus::Ran));
     // A history that cannot be written warns and does not fail the lab command.
-    costlab::store::commands::record(Some(std::path::Path::new("/proc/no/such/h.db")), &doc);
+    costlab::commands::history::record(Some(std::path::Path::new("/proc/no/such/h.db")), &doc);
 }

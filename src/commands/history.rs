@@ -11,7 +11,7 @@ use crate::labs;
 use crate::report::sheet::{LabSheet, LabStatus};
 use crate::report::{csv, html, markdown, Doc};
 
-use crate::store::{compare, open, open_existing, Store};
+use crate::store::{compare, open, open_existing};
 
 /// The cost sheet of a document whose labs are known here (a lab run alone).
 pub fn sheet_of(doc: &Doc) -> Vec<LabSheet> {

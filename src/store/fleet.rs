@@ -9,7 +9,6 @@ use anyhow::{Context, Result};
 
 use crate::error::usage;
 use crate::report::sheet::figure;
-use crate::report::Doc;
 
 use super::open_existing;
 use super::{redact, RunRow, Store};

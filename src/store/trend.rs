@@ -9,12 +9,10 @@
 //! permutations come from a fixed seed: the same history gives the same changes every time.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::Serialize;
 
-use crate::error::usage;
 use crate::report::sheet::figure;
 
 use super::Store;
