@@ -107,6 +107,7 @@ fn variants_ablate_each_feature_that_is_on() {
             "uring -bundle,-fixed",
             "uring -inc,-fixed",
             "uring -sendmsg,-fixed",
+            "uring -fixed,-huge",
             "uring-basic"
         ]
     );
