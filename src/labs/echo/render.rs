@@ -44,11 +44,7 @@ pub fn throughput_ratios(
     conns: usize,
     size: Option<usize>,
 ) -> Vec<f64> {
-    let find = |e: Engine| point_samples(o, "throughput", e.name(), client, conns, size);
-    match (find(a), find(b)) {
-        (Some(x), Some(y)) => paired_ratios(&x, &y),
-        _ => Vec::new(),
-    }
+    engine_ratios(o, "throughput", a, b, client, conns, size)
 }
 
 /// Paired server-CPU ratios b/a (ns per request of b over a's: above 1, a is the cheaper).
@@ -60,9 +56,22 @@ pub fn cpu_ratios(
     conns: usize,
     size: Option<usize>,
 ) -> Vec<f64> {
-    let find = |e: Engine| point_samples(o, "server_cpu_per_req", e.name(), client, conns, size);
-    match (find(a), find(b)) {
-        (Some(x), Some(y)) => paired_ratios(&y, &x),
+    engine_ratios(o, "server_cpu_per_req", b, a, client, conns, size)
+}
+
+/// Paired ratios num/den of one metric at one (client, conns, size), one per repetition.
+fn engine_ratios(
+    o: &Outcome,
+    metric: &str,
+    num: Engine,
+    den: Engine,
+    client: &str,
+    conns: usize,
+    size: Option<usize>,
+) -> Vec<f64> {
+    let find = |e: Engine| point_samples(o, metric, e.name(), client, conns, size);
+    match (find(num), find(den)) {
+        (Some(x), Some(y)) => paired_ratios(&x, &y),
         _ => Vec::new(),
     }
 }

@@ -440,11 +440,12 @@ impl BufPool {
     }
 }
 
-/// Whether transparent huge pages can back an advised mapping here: THP compiled in and not
-/// "never".
+/// Whether transparent huge pages can back an advised mapping here: THP compiled in (the
+/// machine probe finds a mode) and not "never".
 fn thp_possible() -> bool {
-    std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
-        .is_ok_and(|s| !s.contains("[never]"))
+    let root = crate::machine::sysfs::Root::new(std::path::Path::new("/"));
+    let (mode, _) = crate::machine::pages::read_thp(&root);
+    !mode.is_empty() && mode != "never"
 }
 
 impl Drop for BufPool {

@@ -205,16 +205,9 @@ pub fn outcome_from(m: &Measurements, mitigations: &str) -> Result<Outcome> {
 /// What receiving into a buffer off a cache line cost against the aligned recv of the same
 /// size, when both were measured.
 pub fn unaligned_note(m: &Measurements) -> Option<String> {
-    let median = |call: &str| {
-        m.sized
-            .iter()
-            .find(|(c, _, s)| *c == call && !s.is_empty())
-            .and_then(|(_, size, s)| Some((*size, Summary::of(s)?.median)))
-    };
-    let (size, off) = median("tcp-recv-unaligned")?;
-    let at_line = m.by_size("tcp-recv");
-    let (_, aligned) = at_line.iter().find(|(b, _)| *b as usize == size)?;
-    if *aligned <= 0.0 {
+    let (size, off) = *m.by_size("tcp-recv-unaligned").first()?;
+    let (_, aligned) = *m.by_size("tcp-recv").iter().find(|(b, _)| *b == size)?;
+    if aligned <= 0.0 {
         return None;
     }
     Some(format!(
