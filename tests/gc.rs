@@ -1,6 +1,8 @@
 //! The gc lab from the outside: the missing-Go error, bad input, and (where Go is
 //! installed) a tiny real sweep and tax run whose JSON is checked for shape.
 
+#[path = "common/skip.rs"]
+mod skip;
 use std::process::Command;
 
 fn costlab() -> Command {
@@ -80,7 +82,7 @@ fn a_bad_costlab_gcbench_is_named() {
 #[test]
 fn tiny_sweep_and_taxes_write_costlab_json() {
     if !go_available() {
-        eprintln!("skipped: no Go toolchain");
+        skip::skipped_unless_ci("tiny_sweep_and_taxes_write_costlab_json", "no Go toolchain");
         return;
     }
     let out = costlab()
@@ -204,7 +206,7 @@ func main() {
 fn classification_of_a_probe_program() {
     use costlab::labs::gc::attrib::{classify_func, parse_objdump, Class, Func};
     if !go_available() {
-        eprintln!("skipped: no Go toolchain");
+        skip::skipped_unless_ci("classification_of_a_probe_program", "no Go toolchain");
         return;
     }
     let d = tempfile::tempdir().unwrap();
@@ -292,7 +294,10 @@ fn classification_of_a_probe_program() {
 #[test]
 fn attribution_writes_shares_and_sample_counts() {
     if !go_available() {
-        eprintln!("skipped: no Go toolchain");
+        skip::skipped_unless_ci(
+            "attribution_writes_shares_and_sample_counts",
+            "no Go toolchain",
+        );
         return;
     }
     let out = costlab()
@@ -411,7 +416,7 @@ fn a_tiny_java_point_writes_a_runtime_row() {
         .output()
         .is_ok_and(|o| o.status.success());
     if !has_jdk {
-        eprintln!("skipped: no JDK");
+        skip::skipped_unless_ci("a_tiny_java_point_writes_a_runtime_row", "no JDK");
         return;
     }
     let out = costlab()

@@ -3,6 +3,8 @@
 //! back and says so in one line. Needs root and a 2 MiB pool in sysfs; says so and passes
 //! without them (it cannot change the setting it tests).
 
+#[path = "common/skip.rs"]
+mod skip;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -16,7 +18,10 @@ fn read(p: &str) -> String {
 #[test]
 fn sigkill_mid_change_is_restored_by_the_next_command() {
     if !rustix::process::geteuid().is_root() || !Path::new(POOL).exists() {
-        eprintln!("SKIPPED: needs root and {POOL} to raise a real pool");
+        skip::skipped(
+            "sigkill_mid_change_is_restored_by_the_next_command",
+            &format!("needs root and {POOL} to raise a real pool"),
+        );
         return;
     }
     let before = read(POOL);

@@ -1,6 +1,8 @@
 //! The memory lab run as a user runs it: tiny sizes, JSON shape, exit codes, and hugepage
 //! pools that are put back (on success, on error and on Ctrl-C).
 
+#[path = "common/skip.rs"]
+mod skip;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
@@ -309,7 +311,10 @@ fn a_short_pool_names_the_command_and_reserving_puts_it_back() {
     let nr = pool_file(2048, "nr_hugepages");
     let (Some(before), Some(free)) = (read_num(&nr), read_num(&pool_file(2048, "free_hugepages")))
     else {
-        eprintln!("skipped: no 2 MiB hugepage pool");
+        skip::skipped(
+            "a_short_pool_names_the_command_and_reserving_puts_it_back",
+            "no 2 MiB hugepage pool",
+        );
         return;
     };
     // Ask for more than is free: without the flag it is refused with the command to run.
@@ -333,7 +338,10 @@ fn a_short_pool_names_the_command_and_reserving_puts_it_back() {
     );
     assert_eq!(read_num(&nr), Some(before));
     if !is_root() {
-        eprintln!("skipped: the reservation half of this test needs root");
+        skip::skipped(
+            "a_short_pool_names_the_command_and_reserving_puts_it_back",
+            "the reservation half of this test needs root",
+        );
         return;
     }
     let out = costlab(&[
@@ -405,14 +413,15 @@ fn ctrl_c_puts_the_pool_back() {
     let _one = POOLS.lock().unwrap_or_else(|p| p.into_inner());
     let nr = pool_file(2048, "nr_hugepages");
     let Some(before) = read_num(&nr) else {
-        eprintln!("skipped: no 2 MiB hugepage pool");
+        skip::skipped("ctrl_c_puts_the_pool_back", "no 2 MiB hugepage pool");
         return;
     };
     if !is_root() || !Path::new(&nr).exists() {
-        eprintln!("skipped: not root");
+        skip::skipped("ctrl_c_puts_the_pool_back", "not root");
         return;
     }
-    // Many samples: the run would take minutes; it is interrupted once the pool is raised.
+    // The most samples allowed (1000): the run would take 10 s or more; it is interrupted
+    // once the pool is raised.
     let mut child = Command::new(env!("CARGO_BIN_EXE_costlab"))
         .args([
             "mem",
@@ -423,7 +432,7 @@ fn ctrl_c_puts_the_pool_back() {
             "2m",
             "--reserve-hugepages",
             "--samples",
-            "100000",
+            "1000",
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -445,9 +454,12 @@ fn ctrl_c_puts_the_pool_back() {
         let _ = child.kill();
         let out = child.wait_with_output().unwrap();
         assert_eq!(read_num(&nr), Some(before));
-        eprintln!(
-            "skipped: the pool could not be raised: {}",
-            String::from_utf8_lossy(&out.stderr)
+        skip::skipped(
+            "ctrl_c_puts_the_pool_back",
+            &format!(
+                "the pool could not be raised: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
         );
         return;
     }

@@ -10,6 +10,7 @@ pub mod cputime;
 pub mod cycle;
 pub mod procstat;
 pub mod quality;
+pub mod region;
 pub mod sampler;
 pub mod sizes;
 pub mod stats;

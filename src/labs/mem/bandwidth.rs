@@ -17,8 +17,8 @@ use crate::report::{progress, Outcome, ResultRow};
 
 use super::kernels::{self, Isa, Lanes, RAND_STEP};
 use super::plan::{BandwidthPlan, BandwidthText, Op, Pattern};
-use super::region::{PageKind, Region};
 use super::{block_of, mem_available, plan, pool_has, release, reserve_pools, LAB};
+use crate::measure::region::{PageKind, Region};
 
 /// One worker's sweep over its region (or its view of the shared one).
 struct Sweep {

@@ -4,7 +4,7 @@
 //! line lives (L1, L2, L3, DRAM), plus a page walk when the TLB misses; and because the order
 //! is random, no prefetcher can run ahead.
 
-use super::region::Region;
+use crate::measure::region::Region;
 
 pub const LINE: usize = 64;
 
@@ -50,8 +50,8 @@ pub unsafe fn chase(mut p: *const usize, steps: u64) -> *const usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::labs::mem::region::PageKind;
     use crate::measure::cycle::sattolo;
+    use crate::measure::region::PageKind;
 
     #[test]
     fn the_chase_visits_every_line_and_returns_to_the_start() {

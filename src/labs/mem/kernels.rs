@@ -686,7 +686,7 @@ pub unsafe fn copy_rand(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::labs::mem::region::{PageKind, Region};
+    use crate::measure::region::{PageKind, Region};
 
     fn region(len: u64) -> Region {
         Region::new(len, PageKind::Small).unwrap()

@@ -17,9 +17,9 @@ use crate::report::{progress, Outcome, ResultRow};
 use super::bandwidth::note_thp;
 use super::plan::LatencyPlan;
 use super::plateaus::{Level, Point};
-use super::region::{PageKind, Region};
 use super::{block_of, check_fits, release, reserve_pools, LAB};
 use super::{chase, plateaus};
+use crate::measure::region::{PageKind, Region};
 
 /// ns per dependent load, per sample, over a chase of `next` laid out in a `kind` region.
 fn measure_chase(

@@ -12,12 +12,12 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use super::chase;
-use super::region::{PageKind, Region};
 use crate::case;
 use crate::cli::MemLoadedArgs;
 use crate::error::usage;
 use crate::labs::Ctx;
 use crate::measure::conditions::Watch;
+use crate::measure::region::{PageKind, Region};
 use crate::measure::sizes::{human_size, parse_size};
 use crate::measure::{cancel, cpus, cycle, SampleSpec};
 use crate::report::Outcome;

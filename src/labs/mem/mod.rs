@@ -14,7 +14,6 @@ pub mod loaded;
 pub mod plan;
 pub mod plateaus;
 pub mod pools;
-pub mod region;
 mod render;
 
 use std::path::Path;
@@ -29,10 +28,10 @@ use crate::measure::sizes::human_size;
 use crate::measure::{cpus, Summary};
 use crate::report::{Outcome, ResultRow};
 
+use crate::measure::region::PageKind;
 use plan::{BandwidthPlan, BandwidthText, LatencyPlan, Op, Pattern};
 use plateaus::Level;
 use pools::Reservation;
-use region::PageKind;
 
 pub use bandwidth::{bandwidth, grid};
 use latency::curve_rows;
@@ -79,7 +78,7 @@ pub fn run(args: &MemArgs, ctx: &Ctx) -> Result<Outcome> {
 // Hugepage pools
 
 fn reserve_pools(needs: &[(PageKind, u64)], reserve: bool) -> Result<Vec<Reservation>> {
-    let root = Path::new(pools::SYSFS_HUGEPAGES);
+    let root = Path::new(crate::machine::pages::SYSFS_HUGEPAGES);
     let mut held = Vec::new();
     for &(kind, pages) in needs {
         let page = kind.pool_page().unwrap_or(0);
@@ -115,7 +114,7 @@ fn check_fits(bytes: u64, what: &str) -> Result<()> {
 fn pool_has(kind: PageKind, pages: u64) -> bool {
     kind.pool_page()
         .and_then(|p| {
-            pools::read_pool(Path::new(pools::SYSFS_HUGEPAGES), p)
+            crate::machine::pages::read_pool(Path::new(crate::machine::pages::SYSFS_HUGEPAGES), p)
                 .ok()
                 .flatten()
         })

@@ -5,9 +5,9 @@ use std::fmt;
 
 use anyhow::Result;
 
-use super::region::PageKind;
 use crate::error::usage;
 use crate::measure::cpus;
+use crate::measure::region::PageKind;
 use crate::measure::sizes::{format_size, parse_list, parse_size_list};
 
 /// What a bandwidth kernel does to each line. `Memcpy` and `Memset` are the C library's own,

@@ -24,8 +24,9 @@ use crate::measure::cpus::{allowed_cpus, parse_cpu_list, Pinned};
 use crate::measure::{sizes, team, SampleSpec};
 use crate::report::{progress, Model, ModelPoint, Outcome};
 
+use crate::measure::region::PageKind;
 use plan::{Plan, Request};
-use policy::{majority, Placement, Region};
+use policy::{majority, place, place_range, Placement, Region};
 
 const LAB: &str = "numa";
 
@@ -237,7 +238,7 @@ pub struct CaseResult {
 }
 
 fn check_landed(region: &Region, want: &Placement) -> (Option<usize>, Vec<String>) {
-    let seen = match region.nodes(64) {
+    let seen = match policy::nodes(region, 64) {
         Ok(s) => s,
         Err(e) => return (None, vec![format!("could not check page placement: {e}")]),
     };
@@ -261,9 +262,8 @@ pub fn latency_case(
     bytes: u64,
     spec: &SampleSpec,
 ) -> Result<CaseResult> {
-    let mut region = Region::map(bytes as usize)?;
-    region.want_huge_pages();
-    region.place(&Placement::Bind(mem_node))?;
+    let mut region = Region::untouched(bytes, PageKind::Thp)?;
+    place(&region, &Placement::Bind(mem_node))?;
     kernels::build_chase(region.as_mut_slice_u64(), 0x9E37_79B9_7F4A_7C15 ^ bytes);
     let (landed, misplaced) = check_landed(&region, &Placement::Bind(mem_node));
     let words = region.as_slice_u64();
@@ -294,13 +294,13 @@ pub fn bandwidth_case(
     spec: &SampleSpec,
 ) -> Result<CaseResult> {
     let slice = bytes_per_thread as usize;
-    let mut region = Region::map(slice * cpus.len())?;
+    let mut region = Region::system_default((slice * cpus.len()) as u64)?;
     let first = placement(0);
     if matches!(first, Placement::Interleave(_)) {
-        region.place(&first)?;
+        place(&region, &first)?;
     } else {
         for k in 0..cpus.len() {
-            region.place_range(k * slice, slice, &placement(k))?;
+            place_range(&region, k * slice, slice, &placement(k))?;
         }
     }
     let _restore = match toucher {

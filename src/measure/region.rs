@@ -1,7 +1,10 @@
-//! Memory regions backed by one kind of page, mapped with mmap and first-touched.
+//! Memory regions backed by one kind of page, mapped with mmap and (by default) first-touched.
+//! The one mapping every lab uses: the memory lab's kernels, the NUMA lab's placed regions.
 //!
 //! `4k` asks the kernel never to use transparent huge pages for the region, `thp` asks it to
 //! (and aligns the region to 2 MiB so it can), `2m` and `1g` take pages from the hugetlb pools.
+//! A region made with `untouched` or `system_default` has no page placed yet, so a policy
+//! (mbind) set on it decides where its pages land.
 
 use std::fmt;
 
@@ -97,7 +100,7 @@ impl fmt::Display for PageKind {
     }
 }
 
-/// An anonymous private mapping of `len` bytes, aligned to at least 64 bytes (2 MiB for thp).
+/// An anonymous private mapping of `len` bytes, page aligned (2 MiB aligned for thp).
 pub struct Region {
     base: *mut u8,
     map_len: usize,
@@ -116,12 +119,24 @@ impl Region {
     /// Map `len` bytes backed by `kind` pages and first-touch every page from the calling thread
     /// (so the kernel places it on this thread's NUMA node and no fault lands in a sample).
     pub fn new(len: u64, kind: PageKind) -> Result<Region> {
-        let mut r = Region::map(len, kind)?;
+        let mut r = Region::map(len, kind, true)?;
         r.touch();
         Ok(r)
     }
 
-    fn map(len: u64, kind: PageKind) -> Result<Region> {
+    /// Map `len` bytes backed by `kind` pages, advised but not touched: no page is placed
+    /// until the first write, so a memory policy set now decides where each page lands.
+    pub fn untouched(len: u64, kind: PageKind) -> Result<Region> {
+        Region::map(len, kind, true)
+    }
+
+    /// Map `len` bytes of 4 KiB-granule memory with no advice (the system's THP mode decides),
+    /// not touched.
+    pub fn system_default(len: u64) -> Result<Region> {
+        Region::map(len, PageKind::Small, false)
+    }
+
+    fn map(len: u64, kind: PageKind, advise: bool) -> Result<Region> {
         if len == 0 {
             return Err(usage("a region must be above zero bytes"));
         }
@@ -168,6 +183,7 @@ impl Region {
             base
         };
         let advice = match kind {
+            _ if !advise => None,
             PageKind::Small => Some(libc::MADV_NOHUGEPAGE),
             PageKind::Thp => Some(libc::MADV_HUGEPAGE),
             _ => None,
@@ -232,6 +248,18 @@ impl Region {
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
 
+    /// The region as 64-bit words (a trailing part word is left out).
+    pub fn as_slice_u64(&self) -> &[u64] {
+        // SAFETY: the start is page aligned (so u64 aligned), len / 8 words are readable and
+        // live as long as self; anonymous memory reads as zeros before it is written.
+        unsafe { std::slice::from_raw_parts(self.ptr.cast::<u64>(), self.len / 8) }
+    }
+
+    pub fn as_mut_slice_u64(&mut self) -> &mut [u64] {
+        // SAFETY: as above, and `&mut self` makes this the only view of the memory.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.cast::<u64>(), self.len / 8) }
+    }
+
     /// Fraction of the region the kernel backs with huge pages, from /proc/self/smaps
     /// (AnonHugePages for THP; the hugetlb kinds are huge by construction).
     pub fn huge_fraction(&self) -> Option<f64> {
@@ -282,7 +310,7 @@ fn map_error(kind: PageKind, len: u64, err: std::io::Error) -> anyhow::Error {
         (Some(page), Some(libc::ENOMEM)) => usage(format!(
             "{kind} pages: the {} hugepage pool has too few free pages for {size}; {}",
             crate::measure::sizes::human_size(page),
-            super::pools::fix_hint(page, len.div_ceil(page))
+            crate::machine::pages::fix_hint(page, len.div_ceil(page))
         )),
         (Some(_), Some(libc::EPERM | libc::EACCES)) => usage(format!(
             "{kind} pages: no permission to map hugetlb pages ({err}); run as root or add your group to /proc/sys/vm/hugetlb_shm_group"
