@@ -235,6 +235,10 @@ pub struct EchoRunArgs {
     /// Also run uring with each technique switched off in turn, to show what each is worth
     #[arg(long)]
     pub ablate: bool,
+    /// After the timed runs, one more run per point with perf sampling the server: where its
+    /// CPU per request goes (recv copy, send copy, tcp/ip, io_uring, epoll, ...), in ns
+    #[arg(long)]
+    pub attribute: bool,
     /// Length of each run (2, 2s, 500ms)
     #[arg(
         long,

@@ -2,6 +2,8 @@
 //! misbehaving clients; the loader counts what it sees and never hangs; exit codes; the
 //! experiment's JSON; serve and load across two network namespaces. No timing is asserted.
 
+#[path = "common/skip.rs"]
+mod skip;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
@@ -541,6 +543,92 @@ fn the_experiment_writes_every_metric_for_every_point() {
         err.contains("uring÷epoll"),
         "the ratio table is printed: {err}"
     );
+}
+
+/// `--attribute`: every point gets every part once, each part at or above zero, their sum
+/// above zero, and the table printed; without perf on PATH it is refused at once.
+#[test]
+fn attribution_splits_each_points_cpu_into_parts() {
+    let perf_on_path = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("perf").is_file()));
+    if !perf_on_path {
+        skip::skipped_unless_ci(
+            "attribution_splits_each_points_cpu_into_parts",
+            "no perf on PATH (apt-get install linux-perf)",
+        );
+        return;
+    }
+    let out = costlab(&[
+        "echo",
+        "--engine",
+        "epoll,uring",
+        "--conns",
+        "2",
+        "--sizes",
+        "4K",
+        "--duration",
+        "500ms",
+        "--samples",
+        "1",
+        "--attribute",
+        "--json",
+        "-",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let parts: Vec<&serde_json::Value> = doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["metric"] == "server_cpu_part")
+        .collect();
+    for engine in ["epoll", "uring"] {
+        let mine: Vec<&&serde_json::Value> = parts
+            .iter()
+            .filter(|r| r["case"]["engine"] == engine)
+            .collect();
+        let mut names: Vec<&str> = mine
+            .iter()
+            .map(|r| r["case"]["part"].as_str().unwrap())
+            .collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(
+            names.len(),
+            11,
+            "{engine}: one row per part: {names:?}; {err}"
+        );
+        assert_eq!(mine.len(), 11, "{engine}: each part once");
+        let mut sum = 0.0;
+        for r in &mine {
+            assert_eq!(r["unit"], "ns");
+            assert_eq!(r["case"]["size"], 4096);
+            let v = r["summary"]["median"].as_f64().unwrap();
+            assert!(v.is_finite() && v >= 0.0, "{r}");
+            sum += v;
+        }
+        assert!(
+            sum > 0.0,
+            "{engine}: the parts sum to the run's CPU per request"
+        );
+    }
+    assert!(
+        err.contains("where the server's CPU per request goes"),
+        "{err}"
+    );
+    assert!(err.contains("recv copy"), "{err}");
+
+    let empty = std::env::temp_dir();
+    let out = Command::new(BIN)
+        .args(["echo", "--conns", "2", "--attribute"])
+        .env("PATH", &empty)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("perf") && err.contains("linux-perf"), "{err}");
 }
 
 // ---------------------------------------------------------------- two network namespaces

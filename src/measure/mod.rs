@@ -8,6 +8,7 @@ pub mod counters;
 pub mod cpus;
 pub mod cputime;
 pub mod cycle;
+pub mod perf;
 pub mod procstat;
 pub mod quality;
 pub mod region;

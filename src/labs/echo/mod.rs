@@ -5,6 +5,7 @@
 //! loader runs in this process on the other CPUs. Repetitions are interleaved (all engines
 //! at one point, then the next repetition) so engine ratios pair samples taken side by side.
 
+pub mod attribute;
 pub mod epoll;
 pub mod features;
 pub mod listen;

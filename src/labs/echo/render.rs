@@ -207,10 +207,72 @@ pub fn render(o: &Outcome) -> String {
         ));
         text.push('\n');
     }
+    if let Some(parts) = attribution_table(o) {
+        text.push_str("where the server's CPU per request goes, ns (--attribute: perf on one extra run per point):\n");
+        text.push_str(&parts);
+        text.push('\n');
+    }
     for m in o.models.iter().filter(|m| m.lab == LAB) {
         text.push_str(&table::render_model(m));
     }
     text
+}
+
+/// The `server_cpu_part` rows as one line per point and one column per part seen, with the
+/// parts' sum; None without such rows.
+pub(super) fn attribution_table(o: &Outcome) -> Option<String> {
+    use super::attribute::Part;
+    let rows: Vec<&crate::report::ResultRow> = o
+        .results
+        .iter()
+        .filter(|r| r.metric == "server_cpu_part")
+        .collect();
+    if rows.is_empty() {
+        return None;
+    }
+    // Points in the order first seen (engine, client, conns, size), each with its parts.
+    type Parts = Vec<(String, f64)>;
+    let mut points: Vec<(Vec<String>, Parts)> = Vec::new();
+    for r in &rows {
+        let label = vec![
+            row_label(r),
+            r.key("client"),
+            num_key(r, "conns").to_string(),
+            sizes::format_size(num_key(r, "size")),
+        ];
+        let part = (r.key("part"), r.summary.median);
+        match points.iter_mut().find(|(l, _)| *l == label) {
+            Some((_, parts)) => parts.push(part),
+            None => points.push((label, vec![part])),
+        }
+    }
+    let shown: Vec<Part> = Part::ALL
+        .into_iter()
+        .filter(|p| {
+            points
+                .iter()
+                .any(|(_, parts)| parts.iter().any(|(n, v)| n == p.name() && *v >= 0.5))
+        })
+        .collect();
+    let mut header: Vec<&str> = vec!["engine", "client", "conns", "size"];
+    header.extend(shown.iter().map(|p| p.name()));
+    header.push("total");
+    let body: Vec<Vec<String>> = points
+        .iter()
+        .map(|(label, parts)| {
+            let mut line = label.clone();
+            for p in &shown {
+                let v = parts
+                    .iter()
+                    .find(|(n, _)| n == p.name())
+                    .map_or(0.0, |x| x.1);
+                line.push(format!("{v:.0}"));
+            }
+            line.push(format!("{:.0}", parts.iter().map(|x| x.1).sum::<f64>()));
+            line
+        })
+        .collect();
+    Some(table::render(&header, &body))
 }
 
 /// One row per ablated uring point: the full-featured uring over it, paired by repetition.

@@ -15,6 +15,8 @@ pub struct Plan {
     pub features: Features,
     /// Also run uring with each of its features switched off in turn.
     pub ablate: bool,
+    /// One more run per point with perf on the server: where its CPU per request goes.
+    pub attribute: bool,
     pub duration: Duration,
     pub reps: usize,
     pub depth: usize,
@@ -67,6 +69,11 @@ impl Plan {
                 "--features and --ablate apply to the uring engine, which is not in --engine",
             ));
         }
+        if args.attribute && crate::measure::perf::find().is_none() {
+            return Err(usage(
+                "--attribute samples the server with perf, which is not on PATH: install it (apt-get install linux-perf) or leave --attribute out",
+            ));
+        }
         let (addr, remote) = remote::from_args(args, &mut conns)?;
         Ok(Plan {
             engines,
@@ -75,6 +82,7 @@ impl Plan {
             sizes: parse_msg_sizes(&args.sizes)?,
             features,
             ablate: args.ablate,
+            attribute: args.attribute,
             duration: parse_duration(&duration_text, "--duration")?,
             reps: if ctx.quick {
                 2
@@ -101,6 +109,7 @@ impl Plan {
             sizes: vec![16, 16 * 1024],
             features: Features::default(),
             ablate: false,
+            attribute: false,
             duration: Duration::from_millis(700),
             reps: 3,
             depth: 1,
@@ -277,17 +286,7 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
                             plan.sqpoll,
                             limit,
                         )?;
-                        let spec = LoadSpec {
-                            target: server.addr,
-                            conns,
-                            size,
-                            duration: plan.duration,
-                            depth: plan.depth,
-                            threads: plan.threads.unwrap_or(lay.loader.len()).max(1),
-                            rate: None,
-                            client,
-                            cpus: Some(lay.loader.clone()),
-                        };
+                        let spec = point_load(plan, &lay, server.addr, conns, size, client);
                         let report = match &plan.remote {
                             Some(r) => r.run(&spec, &point_case(plan, v, client, conns, size)),
                             None => load::run(&spec),
@@ -305,6 +304,11 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
         }
     }
     bar.finish_and_clear();
+    let attributed = if plan.attribute {
+        attribute_points(plan, &lay, &vars, limit, &mut notes)?
+    } else {
+        Vec::new()
+    };
     let mut out = Outcome::default();
     let mut observed = Vec::new();
     for ((si, ci, ki, ei), p) in points {
@@ -334,6 +338,11 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
             observed.push((c, s.observed(conns as u32)));
         }
     }
+    for (case, part, ns) in attributed {
+        let mut c = case;
+        c.insert("part".into(), part.name().into());
+        out.push(LAB, c, "server_cpu_part", "ns", vec![ns]);
+    }
     out.notes = notes;
     let loader_at = match &plan.remote {
         Some(r) => format!("loaders on {} over ssh", r.hosts.join(", ")),
@@ -347,6 +356,111 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
         r.push_rows(LAB, &mut out);
     }
     Ok((out, observed))
+}
+
+/// The load of one sweep point against a server at `target`: the plan's duration and depth,
+/// from the layout's loader CPUs.
+fn point_load(
+    plan: &Plan,
+    lay: &Layout,
+    target: SocketAddr,
+    conns: usize,
+    size: usize,
+    client: ClientKind,
+) -> LoadSpec {
+    LoadSpec {
+        target,
+        conns,
+        size,
+        duration: plan.duration,
+        depth: plan.depth,
+        threads: plan.threads.unwrap_or(lay.loader.len()).max(1),
+        rate: None,
+        client,
+        cpus: Some(lay.loader.clone()),
+    }
+}
+
+/// `--attribute`: one more run per point, the server sampled by perf over the middle 60% of
+/// the load, each part of its CPU per request in ns (that run's CPU per request times the
+/// part's share of the samples).
+fn attribute_points(
+    plan: &Plan,
+    lay: &Layout,
+    vars: &[Variant],
+    limit: Duration,
+    notes: &mut Vec<String>,
+) -> Result<Vec<(Case, attribute::Part, f64)>> {
+    let perf_bin = crate::measure::perf::find().ok_or_else(|| {
+        usage("--attribute samples the server with perf, which is not on PATH: install it (apt-get install linux-perf)")
+    })?;
+    let mut out = Vec::new();
+    let mut missed: BTreeMap<String, usize> = BTreeMap::new();
+    for &size in &plan.sizes {
+        for &conns in &plan.conns {
+            for &client in &plan.clients {
+                for v in vars {
+                    cancel::check()?;
+                    progress::note(&format!(
+                        "echo: attributing {} {} client, {conns} conns, {} messages (perf on the server)",
+                        v.label(),
+                        client.name(),
+                        sizes::human_size(size as u64)
+                    ));
+                    let server =
+                        ServerProcess::spawn(v, &plan.addr, lay.server, size, plan.sqpoll, limit)?;
+                    let spec = point_load(plan, lay, server.addr, conns, size, client);
+                    let case = point_case(plan, v, client, conns, size);
+                    let (lead, span) = (plan.duration.mul_f64(0.2), plan.duration.mul_f64(0.6));
+                    // perf attaches first (it can take a while on a busy machine), then the
+                    // load starts: the window is the load's middle 60%.
+                    let profile =
+                        attribute::Profile::start(&perf_bin, server.child.id(), lead, span)?;
+                    let report = match &plan.remote {
+                        Some(r) => r.run(&spec, &case),
+                        None => load::run(&spec),
+                    };
+                    let profile = profile.finish();
+                    let stats = server.stop()?;
+                    report?;
+                    let rows = profile?;
+                    let (Some(shares), Some(cpu)) =
+                        (attribute::shares(&rows), stats.cpu_per_request_ns())
+                    else {
+                        notes.push(format!(
+                            "{} {conns} conns {}: no perf samples or no requests in the attributed run",
+                            v.label(),
+                            sizes::human_size(size as u64)
+                        ));
+                        continue;
+                    };
+                    if shares
+                        .iter()
+                        .any(|(p, x)| *p == attribute::Part::Other && *x > 0.1)
+                    {
+                        for s in attribute::top_other(&rows, 5) {
+                            *missed.entry(s).or_default() += 1;
+                        }
+                    }
+                    for (part, share) in shares {
+                        out.push((case.clone(), part, share * cpu));
+                    }
+                }
+            }
+        }
+    }
+    notes.push(format!(
+        "attribution: one extra run per point, the server sampled by perf (cpu-clock at {} Hz, no call graphs) over the middle 60% of the load; each part is that run's server CPU per request times the part's share of the samples, so the parts sum to that run's figure, not to the timed runs' median",
+        crate::measure::perf::rate(attribute::PERF_HZ)
+    ));
+    if !missed.is_empty() {
+        let names: Vec<String> = missed.into_keys().take(8).collect();
+        notes.push(format!(
+            "attribution: 'other' took more than 10% somewhere; its largest symbols: {}",
+            names.join(", ")
+        ));
+    }
+    Ok(out)
 }
 
 pub(super) fn record(

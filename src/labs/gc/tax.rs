@@ -164,20 +164,12 @@ pub fn choose_sampler() -> Sampler {
             why: "COSTLAB_GC_SAMPLER=pprof".to_string(),
         };
     }
-    let Some(perf) = std::env::var_os("PATH").and_then(|p| {
-        std::env::split_paths(&p)
-            .map(|d| d.join("perf"))
-            .find(|p| p.is_file())
-    }) else {
+    let Some(perf) = crate::measure::perf::find() else {
         return Sampler::Pprof {
             why: "perf is not on PATH (apt-get install linux-perf)".to_string(),
         };
     };
-    let max = std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
-        .ok()
-        .and_then(|t| t.trim().parse::<u64>().ok())
-        .unwrap_or(PERF_HZ);
-    let hz = PERF_HZ.min(max).max(1);
+    let hz = crate::measure::perf::rate(PERF_HZ);
     let dir = std::env::temp_dir().join(format!("costlab-perf-probe-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&dir);
     let out = std::process::Command::new(&perf)

@@ -1,0 +1,209 @@
+//! perf(1) as a sampler of another process: where it is, a `perf record` of a running
+//! process for a fixed time (cpu-clock, a software event, so it works without a PMU), and the
+//! samples per symbol read back from `perf report`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+/// The perf binary on PATH, if any.
+pub fn find() -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("perf"))
+            .find(|p| p.is_file())
+    })
+}
+
+/// The sampling rate asked for, capped by what the kernel allows
+/// (/proc/sys/kernel/perf_event_max_sample_rate).
+pub fn rate(want: u64) -> u64 {
+    let max = std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
+        .ok()
+        .and_then(|t| t.trim().parse::<u64>().ok())
+        .unwrap_or(want);
+    want.min(max).max(1)
+}
+
+/// Samples of one symbol: its name, whether it is the kernel's, and how many samples hit it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SymbolSamples {
+    pub symbol: String,
+    pub kernel: bool,
+    pub samples: u64,
+}
+
+/// A `perf record` of another process, started and not yet finished.
+pub struct Recording {
+    child: std::process::Child,
+}
+
+/// Start sampling every thread of process `pid` on cpu-clock at `hz` into `data`: samples
+/// are kept from `delay` after this call until `delay + time`. Returns once perf has attached
+/// (its `sleep` workload, which perf releases only once the events are on, has started), so
+/// the window is timed from the return, however long perf took to set up.
+pub fn start_record(
+    perf: &Path,
+    pid: u32,
+    hz: u64,
+    delay: Duration,
+    time: Duration,
+    data: &Path,
+) -> Result<Recording> {
+    let mut child = Command::new(perf)
+        .args(["record", "-q", "-e", "cpu-clock", "-F", &hz.to_string()])
+        .args(["-D", &delay.as_millis().max(1).to_string()])
+        .args(["-p", &pid.to_string(), "-o"])
+        .arg(data)
+        .args([
+            "--",
+            "sleep",
+            &format!("{:.3}", (delay + time).as_secs_f64()),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting perf record")?;
+    let t0 = std::time::Instant::now();
+    while !attached(child.id(), data) {
+        if let Some(status) = child.try_wait()? {
+            return Err(record_failed(status, child));
+        }
+        if t0.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            let _ = child.wait();
+            anyhow::bail!("perf record did not start within 10 s");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Ok(Recording { child })
+}
+
+/// Whether perf `pid` has its events on: its workload child has become `sleep`. Where the
+/// kernel does not list children (no CONFIG_PROC_CHILDREN), once the data file exists.
+fn attached(pid: u32, data: &Path) -> bool {
+    let list = format!("/proc/{pid}/task/{pid}/children");
+    match std::fs::read_to_string(&list) {
+        Ok(children) => children.split_whitespace().any(|c| {
+            std::fs::read_to_string(format!("/proc/{c}/comm")).is_ok_and(|n| n.trim() == "sleep")
+        }),
+        Err(_) => data.is_file(),
+    }
+}
+
+impl Recording {
+    /// Wait for the recording to end.
+    pub fn finish(mut self) -> Result<()> {
+        let status = self.child.wait().context("waiting for perf record")?;
+        if !status.success() {
+            return Err(record_failed(status, self.child));
+        }
+        Ok(())
+    }
+}
+
+fn record_failed(
+    status: std::process::ExitStatus,
+    mut child: std::process::Child,
+) -> anyhow::Error {
+    let mut why = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut why);
+    }
+    anyhow::anyhow!(
+        "perf record failed ({status}): {}; see /proc/sys/kernel/perf_event_paranoid",
+        why.lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("no message")
+            .trim()
+    )
+}
+
+/// Samples per symbol in a perf.data file, most first.
+pub fn symbols(perf: &Path, data: &Path) -> Result<Vec<SymbolSamples>> {
+    let out = Command::new(perf)
+        .args(["report", "--no-children", "--sort", "sym", "--stdio"])
+        .args(["-F", "sample,sym", "-i"])
+        .arg(data)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .context("starting perf report")?;
+    if !out.status.success() {
+        anyhow::bail!("perf report -i {} failed ({})", data.display(), out.status);
+    }
+    Ok(parse_report(&String::from_utf8_lossy(&out.stdout)))
+}
+
+/// The rows of `perf report --sort sym -F sample,sym --stdio`: `<samples>  [k] <symbol>`
+/// (`[.]` for user space). Headers, blank lines and call-graph lines are left out.
+pub fn parse_report(text: &str) -> Vec<SymbolSamples> {
+    let mut rows = Vec::new();
+    for line in text.lines() {
+        let t = line.trim_start();
+        if t.starts_with('#') {
+            continue;
+        }
+        let mut parts = t.splitn(2, char::is_whitespace);
+        let (Some(n), Some(rest)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        let Ok(samples) = n.parse::<u64>() else {
+            continue;
+        };
+        let rest = rest.trim_start();
+        let (kernel, symbol) = if let Some(s) = rest.strip_prefix("[k]") {
+            (true, s)
+        } else if let Some(s) = rest.strip_prefix("[.]") {
+            (false, s)
+        } else {
+            continue;
+        };
+        let symbol = symbol.trim();
+        if symbol.is_empty() {
+            continue;
+        }
+        rows.push(SymbolSamples {
+            symbol: symbol.to_string(),
+            kernel,
+            samples,
+        });
+    }
+    rows.sort_by_key(|r| std::cmp::Reverse(r.samples));
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_rows_parse_and_headers_do_not() {
+        let text = "# To display the perf.data header info, please use --header/--header-only options.\n#\n# Samples: 3K of event 'cpu-clock:ppp'\n#\n# Samples  Symbol\n# .......  ......\n#\n      412  [k] _copy_from_iter\n      677  [k] _copy_to_iter\n       31  [.] costlab::labs::echo::uring::Server::send_queued\n        2  [k] 0xffffffff8a2001c0\n\n#\n# (Cannot load tips.txt file, please install perf!)\n#\n";
+        let rows = parse_report(text);
+        assert_eq!(rows.len(), 4);
+        assert_eq!(
+            rows[0],
+            SymbolSamples {
+                symbol: "_copy_to_iter".into(),
+                kernel: true,
+                samples: 677
+            }
+        );
+        assert_eq!(
+            rows[2].symbol,
+            "costlab::labs::echo::uring::Server::send_queued"
+        );
+        assert!(!rows[2].kernel);
+        assert_eq!(rows.iter().map(|r| r.samples).sum::<u64>(), 1122);
+    }
+
+    #[test]
+    fn rates_are_capped_and_above_zero() {
+        assert!(rate(999) >= 1 && rate(999) <= 999);
+        assert_eq!(rate(0), 1);
+    }
+}
