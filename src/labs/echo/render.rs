@@ -272,7 +272,52 @@ pub(super) fn attribution_table(o: &Outcome) -> Option<String> {
             line
         })
         .collect();
-    Some(table::render(&header, &body))
+    let mut text = table::render(&header, &body);
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    // Where the engines part ways: at each (client, conns, size) with both, uring's parts
+    // against epoll's, the largest differences first.
+    for (label, uring) in points.iter().filter(|(l, _)| l[0] == "uring") {
+        let Some((_, epoll)) = points
+            .iter()
+            .find(|(l, _)| l[0] == "epoll" && l[1..] == label[1..])
+        else {
+            continue;
+        };
+        text.push_str(&format!(
+            "  {} client {} conns {}: {}\n",
+            label[1],
+            label[2],
+            label[3],
+            part_differences(uring, epoll)
+        ));
+    }
+    Some(text)
+}
+
+/// "uring − epoll: recv copy +6379 ns (10895 vs 4516), tcp/ip +4001 ns (...), ...": the three
+/// parts that differ most, then the total.
+fn part_differences(uring: &[(String, f64)], epoll: &[(String, f64)]) -> String {
+    let get = |parts: &[(String, f64)], name: &str| {
+        parts.iter().find(|(n, _)| n == name).map_or(0.0, |x| x.1)
+    };
+    let mut diffs: Vec<(&str, f64, f64)> = uring
+        .iter()
+        .map(|(n, u)| (n.as_str(), *u, get(epoll, n)))
+        .collect();
+    diffs.sort_by(|a, b| (b.1 - b.2).abs().total_cmp(&(a.1 - a.2).abs()));
+    let top: Vec<String> = diffs
+        .iter()
+        .take(3)
+        .map(|(n, u, e)| format!("{n} {:+.0} ns ({u:.0} vs {e:.0})", u - e))
+        .collect();
+    let total = |parts: &[(String, f64)]| parts.iter().map(|x| x.1).sum::<f64>();
+    format!(
+        "uring − epoll: {}; in all {:+.0} ns",
+        top.join(", "),
+        total(uring) - total(epoll)
+    )
 }
 
 /// One row per ablated uring point: the full-featured uring over it, paired by repetition.

@@ -186,3 +186,30 @@ fn readings_say_level_when_the_spread_crosses_one() {
     assert!(reading(s, 1, Some(2.0)).contains("fewer"));
     assert!(reading(s, 1, Some(2.0)).contains("2.0 completions per enter"));
 }
+
+#[test]
+fn attribution_table_names_where_uring_and_epoll_differ() {
+    let mut o = Outcome::default();
+    for (engine, recv, tcp) in [("epoll", 4500.0, 11000.0), ("uring", 10900.0, 15400.0)] {
+        for (part, ns) in [("recv copy", recv), ("tcp/ip", tcp), ("user", 700.0)] {
+            let mut c =
+                case! {"engine" => engine, "client" => "uring", "conns" => 16, "size" => 65536};
+            if engine == "uring" {
+                c.insert("features".into(), "all".into());
+            }
+            c.insert("part".into(), part.into());
+            o.push(LAB, c, "server_cpu_part", "ns", vec![ns]);
+        }
+    }
+    let text = render::attribution_table(&o).unwrap();
+    assert!(text.contains("recv copy"), "{text}");
+    let line = text.lines().find(|l| l.contains("uring − epoll")).unwrap();
+    assert!(
+        line.contains(
+            "recv copy +6400 ns (10900 vs 4500), tcp/ip +4400 ns (15400 vs 11000), user +0 ns"
+        ),
+        "{line}"
+    );
+    assert!(line.ends_with("in all +10800 ns"), "{line}");
+    assert!(render::attribution_table(&Outcome::default()).is_none());
+}
