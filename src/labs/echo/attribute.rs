@@ -93,7 +93,7 @@ impl Part {
             || any(&["skb_do_copy_data_nocache"])
         {
             Part::SendCopy
-        } else if starts(&["io_", "__io_", "tctx_task_work", "io_uring"])
+        } else if starts(&["io_", "__io_", "tctx_task_work"])
             || any(&[
                 "__do_sys_io_uring_enter",
                 "__x64_sys_io_uring_enter",
@@ -195,7 +195,7 @@ impl Part {
         } else if starts(&[
             "entry_SYSCALL",
             "do_syscall",
-            "syscall_",
+            "syscall",
             "__x64_sys_",
             "ksys_",
             "vfs_",
@@ -210,7 +210,6 @@ impl Part {
             "__check_heap",
             "exit_to_user",
             "restore_regs",
-            "syscall",
         ]) {
             Part::Entry
         } else if starts(&[

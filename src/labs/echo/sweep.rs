@@ -15,8 +15,9 @@ pub struct Plan {
     pub features: Features,
     /// Also run uring with each of its features switched off in turn.
     pub ablate: bool,
-    /// One more run per point with perf on the server: where its CPU per request goes.
-    pub attribute: bool,
+    /// `--attribute`: the perf binary, for one more run per point with perf on the server
+    /// (where its CPU per request goes).
+    pub attribute: Option<std::path::PathBuf>,
     pub duration: Duration,
     pub reps: usize,
     pub depth: usize,
@@ -69,11 +70,12 @@ impl Plan {
                 "--features and --ablate apply to the uring engine, which is not in --engine",
             ));
         }
-        if args.attribute && crate::measure::perf::find().is_none() {
-            return Err(usage(
-                "--attribute samples the server with perf, which is not on PATH: install it (apt-get install linux-perf) or leave --attribute out",
-            ));
-        }
+        let attribute = match args.attribute {
+            false => None,
+            true => Some(crate::measure::perf::find().ok_or_else(|| {
+                usage("--attribute samples the server with perf, which is not on PATH: install it (apt-get install linux-perf) or leave --attribute out")
+            })?),
+        };
         let (addr, remote) = remote::from_args(args, &mut conns)?;
         Ok(Plan {
             engines,
@@ -82,7 +84,7 @@ impl Plan {
             sizes: parse_msg_sizes(&args.sizes)?,
             features,
             ablate: args.ablate,
-            attribute: args.attribute,
+            attribute,
             duration: parse_duration(&duration_text, "--duration")?,
             reps: if ctx.quick {
                 2
@@ -109,7 +111,7 @@ impl Plan {
             sizes: vec![16, 16 * 1024],
             features: Features::default(),
             ablate: false,
-            attribute: false,
+            attribute: None,
             duration: Duration::from_millis(700),
             reps: 3,
             depth: 1,
@@ -304,10 +306,9 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
         }
     }
     bar.finish_and_clear();
-    let attributed = if plan.attribute {
-        attribute_points(plan, &lay, &vars, limit, &mut notes)?
-    } else {
-        Vec::new()
+    let attributed = match &plan.attribute {
+        Some(perf_bin) => attribute_points(plan, perf_bin, &lay, &vars, limit, &mut notes)?,
+        None => Vec::new(),
     };
     let mut out = Outcome::default();
     let mut observed = Vec::new();
@@ -338,10 +339,14 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
             observed.push((c, s.observed(conns as u32)));
         }
     }
-    for (case, part, ns) in attributed {
-        let mut c = case;
-        c.insert("part".into(), part.name().into());
-        out.push(LAB, c, "server_cpu_part", "ns", vec![ns]);
+    for (case, parts, cond) in attributed {
+        let mark = out.results.len();
+        for (part, ns) in parts {
+            let mut c = case.clone();
+            c.insert("part".into(), part.name().into());
+            out.push(LAB, c, "server_cpu_part", "ns", vec![ns]);
+        }
+        out.attach_conditions(mark, cond);
     }
     out.notes = notes;
     let loader_at = match &plan.remote {
@@ -357,6 +362,9 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
     }
     Ok((out, observed))
 }
+
+/// One attributed point: its case, each part's ns per request, the run's conditions.
+type AttributedPoint = (Case, Vec<(attribute::Part, f64)>, Conditions);
 
 /// The load of one sweep point against a server at `target`: the plan's duration and depth,
 /// from the layout's loader CPUs.
@@ -384,16 +392,16 @@ fn point_load(
 /// `--attribute`: one more run per point, the server sampled by perf over the middle 60% of
 /// the load, each part of its CPU per request in ns (that run's CPU per request times the
 /// part's share of the samples).
+/// Each point comes back with the conditions of its attributed run, so its parts carry that
+/// run's verdict.
 fn attribute_points(
     plan: &Plan,
+    perf_bin: &std::path::Path,
     lay: &Layout,
     vars: &[Variant],
     limit: Duration,
     notes: &mut Vec<String>,
-) -> Result<Vec<(Case, attribute::Part, f64)>> {
-    let perf_bin = crate::measure::perf::find().ok_or_else(|| {
-        usage("--attribute samples the server with perf, which is not on PATH: install it (apt-get install linux-perf)")
-    })?;
+) -> Result<Vec<AttributedPoint>> {
     let mut out = Vec::new();
     let mut missed: BTreeMap<String, usize> = BTreeMap::new();
     for &size in &plan.sizes {
@@ -407,6 +415,7 @@ fn attribute_points(
                         client.name(),
                         sizes::human_size(size as u64)
                     ));
+                    let watch = Watch::start(&[]);
                     let server =
                         ServerProcess::spawn(v, &plan.addr, lay.server, size, plan.sqpoll, limit)?;
                     let spec = point_load(plan, lay, server.addr, conns, size, client);
@@ -415,7 +424,7 @@ fn attribute_points(
                     // perf attaches first (it can take a while on a busy machine), then the
                     // load starts: the window is the load's middle 60%.
                     let profile =
-                        attribute::Profile::start(&perf_bin, server.child.id(), lead, span)?;
+                        attribute::Profile::start(perf_bin, server.child.id(), lead, span)?;
                     let report = match &plan.remote {
                         Some(r) => r.run(&spec, &case),
                         None => load::run(&spec),
@@ -442,9 +451,8 @@ fn attribute_points(
                             *missed.entry(s).or_default() += 1;
                         }
                     }
-                    for (part, share) in shares {
-                        out.push((case.clone(), part, share * cpu));
-                    }
+                    let parts = shares.into_iter().map(|(p, x)| (p, x * cpu)).collect();
+                    out.push((case, parts, watch.finish()));
                 }
             }
         }
