@@ -141,7 +141,11 @@ fn pattern(conn: u64, len: usize) -> Vec<u8> {
 }
 
 fn faults_against(engine: &str) {
-    let mut server = Server::start(engine);
+    faults_against_with(engine, &[]);
+}
+
+fn faults_against_with(engine: &str, extra: &[&str]) {
+    let mut server = Server::start_extra(Command::new(BIN), engine, "127.0.0.1:0", extra);
     let addr = server.addr;
     // A client that connects and never sends, held for the whole test.
     let idle = connect(addr);
@@ -232,6 +236,12 @@ fn epoll_survives_faults_and_echoes_exactly() {
 #[test]
 fn uring_survives_faults_and_echoes_exactly() {
     faults_against("uring");
+}
+
+#[test]
+fn uring_hot_path_survives_faults_and_echoes_exactly() {
+    // hot=1: the hot path for every message, whatever its size.
+    faults_against_with("uring", &["--features", "hot=1"]);
 }
 
 #[test]
@@ -857,7 +867,17 @@ fn echo_every_size(addr: SocketAddr, seed: u64) {
 #[test]
 fn uring_echoes_every_size_exactly_with_each_feature_on_and_off() {
     for features in [
-        "all", "-big", "-bundle", "-inc", "-sendmsg", "-fixed", "-huge", "zc=1K", "none",
+        "all",
+        "-big",
+        "-bundle",
+        "-inc",
+        "-sendmsg",
+        "-fixed",
+        "-huge",
+        "zc=1K",
+        "none",
+        "hot=1",
+        "hot=1,-fixed",
     ] {
         let server = Server::start_features(features);
         let addr = server.addr;
@@ -876,6 +896,13 @@ fn uring_echoes_every_size_exactly_with_each_feature_on_and_off() {
             "--features {features}"
         );
         assert_eq!(stats.errors, 0, "--features {features}: {stats:?}");
+        // 16-byte messages: the hot path only where its threshold is forced down.
+        assert_eq!(
+            stats.features.contains("hot>=1"),
+            features.starts_with("hot=1"),
+            "--features {features}: on {}",
+            stats.features
+        );
         eprintln!("--features {features}: on {}", stats.features);
     }
 }
@@ -898,10 +925,19 @@ fn every_engine_echoes_every_size_exactly() {
 
 #[test]
 fn a_client_that_never_reads_does_not_grow_the_uring_server() {
+    never_reading_clients_against(&[]);
+}
+
+#[test]
+fn a_client_that_never_reads_does_not_grow_the_hot_path() {
+    never_reading_clients_against(&["--features", "hot=1"]);
+}
+
+fn never_reading_clients_against(extra: &[&str]) {
     // Peers that send 32 MiB each and never read: the server stops reading them at its
     // per-connection bound, so its resident memory stays far below what they sent, and a
     // well-behaved client is still served.
-    let server = Server::start("uring");
+    let server = Server::start_extra(Command::new(BIN), "uring", "127.0.0.1:0", extra);
     let addr = server.addr;
     let rss = |pid: u32| -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();

@@ -33,10 +33,18 @@ pub struct Features {
     /// SEND_ZC for a send of at least this many bytes; None: never (the default: on loopback
     /// the receiver copies anyway, so zero copy only adds the notification).
     pub zc: Option<usize>,
+    /// The hot path for messages of at least this many bytes (the server's `--size`): no
+    /// provided-buffer ring; each connection has a multishot poll, and a readable one is
+    /// received into one of a few shared buffers, which its echo frees at once, so the
+    /// kernel copies into memory that stays in cache. The ring cycles through far more
+    /// memory than the cache holds, which costs most when messages are large. None: never.
+    pub hot: Option<usize>,
 }
 
 /// Names as `--features` spells them, in the order they are reported.
-pub const NAMES: [&str; 7] = ["big", "bundle", "inc", "sendmsg", "fixed", "huge", "zc"];
+pub const NAMES: [&str; 8] = [
+    "big", "bundle", "inc", "sendmsg", "fixed", "huge", "zc", "hot",
+];
 
 impl Default for Features {
     fn default() -> Self {
@@ -48,6 +56,7 @@ impl Default for Features {
             fixed: true,
             huge: true,
             zc: None,
+            hot: Some(DEFAULT_HOT),
         }
     }
 }
@@ -55,6 +64,12 @@ impl Default for Features {
 /// The SEND_ZC threshold `+zc` alone sets: a 64 KiB send, where the copy a zero-copy send
 /// saves starts to outweigh its notification on a real NIC.
 pub const DEFAULT_ZC: usize = 64 * 1024;
+
+/// The message size from which the hot path runs by default: measured here, a 4 KiB echo is
+/// cheaper through the ring (its multishot recv takes one completion where the hot path takes
+/// a poll and a recv) and a 16 KiB one through the hot path (the copy into a cold ring buffer
+/// outweighs the extra completion).
+pub const DEFAULT_HOT: usize = 16 * 1024;
 
 impl Features {
     /// Every technique off: multishot recv into 2 KiB provided buffers, one send per buffer.
@@ -67,10 +82,28 @@ impl Features {
             fixed: false,
             huge: false,
             zc: None,
+            hot: None,
         }
     }
 
-    /// Parse "all", "none", "-bundle,-inc", "zc=64K", "+zc"; items apply left to right on
+    /// Whether the hot path serves messages of `size` bytes.
+    pub fn hot_for(&self, size: u64) -> bool {
+        self.hot.is_some_and(|t| size >= t as u64)
+    }
+
+    /// Whether switching `name` off changes what a server with these features does with
+    /// messages of `size` bytes: the hot path uses none of the ring's buffer techniques (nor
+    /// zc), and below its threshold there is no hot path to switch off.
+    pub fn matters_at(&self, name: &str, size: u64) -> bool {
+        let hot = self.hot_for(size);
+        match name {
+            "hot" => hot,
+            "fixed" => true,
+            _ => !hot,
+        }
+    }
+
+    /// Parse "all", "none", "-bundle,-inc", "zc=64K", "+zc", "hot=4K", "-hot"; items apply left to right on
     /// top of the default (everything but zc).
     pub fn parse(text: &str) -> Result<Features> {
         let mut f = Features::default();
@@ -99,6 +132,14 @@ impl Features {
                 f.zc = Some(b.max(1) as usize);
                 continue;
             }
+            if let Some(size) = name.strip_prefix("hot=") {
+                if !on {
+                    return Err(bad(item));
+                }
+                let b = sizes::parse_size(size)?;
+                f.hot = Some(b.max(1) as usize);
+                continue;
+            }
             match name {
                 "big" => f.big = on,
                 "bundle" => f.bundle = on,
@@ -107,6 +148,7 @@ impl Features {
                 "fixed" => f.fixed = on,
                 "huge" => f.huge = on,
                 "zc" => f.zc = on.then_some(DEFAULT_ZC),
+                "hot" => f.hot = on.then_some(DEFAULT_HOT),
                 _ => return Err(bad(item)),
             }
         }
@@ -135,10 +177,16 @@ impl Features {
         if let Some(z) = self.zc {
             items.push(format!("zc={z}"));
         }
+        match self.hot {
+            None => items.push("-hot".into()),
+            Some(h) if h != DEFAULT_HOT => items.push(format!("hot={h}")),
+            Some(_) => {}
+        }
         items.join(",")
     }
 
-    /// "big,bundle,inc,sendmsg,fixed,huge" (what is on, in NAMES order), "zc>=65536" when set.
+    /// "big,bundle,inc,sendmsg,fixed,huge,hot>=16384" (what is on, in NAMES order), with
+    /// "zc>=65536" when set.
     pub fn on_list(&self) -> String {
         let mut on: Vec<String> = [
             ("big", self.big),
@@ -154,6 +202,9 @@ impl Features {
         .collect();
         if let Some(z) = self.zc {
             on.push(format!("zc>={z}"));
+        }
+        if let Some(h) = self.hot {
+            on.push(format!("hot>={h}"));
         }
         if on.is_empty() {
             "none".into()
@@ -173,6 +224,7 @@ impl Features {
             "fixed" => f.fixed = false,
             "huge" => f.huge = false,
             "zc" => f.zc = None,
+            "hot" => f.hot = None,
             _ => {}
         }
         f
@@ -188,6 +240,7 @@ impl Features {
             "fixed" => self.fixed,
             "huge" => self.huge,
             "zc" => self.zc.is_some(),
+            "hot" => self.hot.is_some(),
             _ => false,
         }
     }
@@ -195,7 +248,7 @@ impl Features {
 
 fn bad(item: &str) -> anyhow::Error {
     usage(format!(
-        "unknown --features item '{item}': use all, none, or a comma list of -NAME / +NAME with NAME one of {}, or zc=SIZE (like -bundle,-inc or zc=64K)",
+        "unknown --features item '{item}': use all, none, or a comma list of -NAME / +NAME with NAME one of {}, or zc=SIZE, hot=SIZE (like -bundle,-inc or zc=64K)",
         NAMES.join(", ")
     ))
 }
@@ -219,11 +272,29 @@ mod tests {
         assert_eq!(Features::parse("+zc").unwrap().zc, Some(DEFAULT_ZC));
         assert_eq!(
             Features::parse("zc=1K").unwrap().on_list(),
-            "big,bundle,inc,sendmsg,fixed,huge,zc>=1024"
+            "big,bundle,inc,sendmsg,fixed,huge,zc>=1024,hot>=16384"
         );
         assert_eq!(Features::none().on_list(), "none");
         assert!(!Features::default().without("inc").has("inc"));
-        for bad in ["-turbo", "-zc=4K", "zc=lots"] {
+        // The hot path: a threshold, its own spelling, and off by name.
+        let hot = Features::parse("hot=1").unwrap();
+        assert_eq!(hot.hot, Some(1));
+        assert_eq!(hot.spec(), "hot=1");
+        assert_eq!(Features::parse(&hot.spec()).unwrap(), hot);
+        let cold = Features::parse("-hot").unwrap();
+        assert_eq!(cold.spec(), "-hot");
+        assert_eq!(Features::parse("-hot,+hot").unwrap(), Features::default());
+        assert!(Features::default().hot_for(16384) && !Features::default().hot_for(16383));
+        assert!(!cold.hot_for(1 << 20) && !Features::none().hot_for(1 << 20));
+        assert_eq!(
+            Features::none().spec(),
+            "-big,-bundle,-inc,-sendmsg,-fixed,-huge,-hot"
+        );
+        let d = Features::default();
+        assert!(d.matters_at("hot", 65536) && !d.matters_at("hot", 4096));
+        assert!(d.matters_at("bundle", 4096) && !d.matters_at("bundle", 65536));
+        assert!(d.matters_at("fixed", 4096) && d.matters_at("fixed", 65536));
+        for bad in ["-turbo", "-zc=4K", "zc=lots", "-hot=4K", "hot=0x"] {
             assert_eq!(exit_code(&Features::parse(bad).unwrap_err()), 2, "{bad}");
         }
     }

@@ -16,6 +16,7 @@ pub mod server;
 pub mod stats;
 pub mod uring;
 pub mod uring_basic;
+pub mod uring_hot;
 
 mod commands;
 mod process;

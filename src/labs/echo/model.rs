@@ -28,12 +28,16 @@
 //!   measured at a few k and interpolated at the achieved k = events / waits.
 //! - io_uring per request = (enters / request) x s + p_recv(n) + p_send(n)
 //!
+//!   + (completions / request - 2) x (p_recv(n) - w_recv)
+//!
 //!   (any other syscall the server counts is priced at s with its enters), where n is the
 //!   achieved batch (completions per enter) and p_op(n) = U_op(n) - s/n is the
 //!   per-op cost of a recv or a send through io_uring at batch n without the switch,
 //!   interpolated linearly in 1/n between the measured batches (a per-op cost plus a per-enter
 //!   cost shared by n is a straight line in 1/n) and held at the nearest measured batch
-//!   outside their range.
+//!   outside their range. Completions beyond a recv and a send per request (the hot path's
+//!   poll wakeups and recvs that find nothing, a large message taken in two recvs) are each
+//!   priced at io_uring's own share of an op: its recv op minus a plain recv's socket work.
 //!
 //! Neither form counts user-space work (the server's own loop, parsing, copying between its
 //! buffers) or the wakeup of the peer a send delivers to; when the measured server CPU per
@@ -276,6 +280,14 @@ pub fn predict(terms: &CostTerms, obs: &Observed) -> Result<Prediction, String> 
             refined.push("enters x s", per_req(switches, obs.requests) * s);
             refined.push("uring recv op", p_recv);
             refined.push("uring send op", p_send);
+            // Completions beyond one recv and one send (a poll's wakeup, a recv that found
+            // nothing, a message taken in two recvs) each pay io_uring's own share of an op:
+            // its recv op minus a plain recv's socket work (the bytes are priced apart).
+            let extra = per_req(obs.completions, obs.requests) - 2.0;
+            let overhead = (p_recv - med(&terms.w_recv_ns)).max(0.0);
+            if extra > 0.0 && overhead > 0.0 {
+                refined.push("extra completions x op overhead", extra * overhead);
+            }
         }
     }
     if let Some(b) = terms.bytes_beyond_16(obs.size) {
@@ -769,6 +781,25 @@ mod tests {
         assert!((p.refined.total() - 662.5).abs() < 1e-9, "{:?}", p.refined);
         // Article: t = 2 x 800 - 200 = 1400; (1400 + 100) / 8 = 187.5.
         assert!((p.article.total() - 187.5).abs() < 1e-9);
+        // The hot path: a poll and a recv that found nothing beside each recv and send, 4
+        // completions a request (250 enters keep n at 16). Each extra completion pays the op's
+        // io_uring share, p(16) - w_recv: 325 - 400 is below 0, so nothing here; with w_recv
+        // 200 it is 125. 0.25 x 100 + 2 x 325 = 675, plus 2 x 125.
+        let hot = Observed {
+            completions: 4000,
+            enters: 250,
+            syscalls: 250,
+            ..obs.clone()
+        };
+        let p = predict(&t, &hot).unwrap();
+        assert!((p.refined.total() - 675.0).abs() < 1e-9, "{:?}", p.refined);
+        let t2 = terms(s, 1200.0, 200.0, op, enter);
+        let p2 = predict(&t2, &hot).unwrap();
+        assert!(
+            (p2.refined.total() - 925.0).abs() < 1e-9,
+            "{:?}",
+            p2.refined
+        );
     }
 
     #[test]

@@ -41,6 +41,13 @@ pub struct ServerStats {
     pub errors: u64,
     /// io_uring: times the provided-buffer ring ran dry (ENOBUFS) and recv was re-armed later.
     pub enobufs: u64,
+    /// io_uring hot path: times a readable connection waited for a free hot buffer.
+    #[serde(default)]
+    pub hot_waits: u64,
+    /// io_uring hot path: sends that came back short, their rest copied out of the hot buffer
+    /// (a peer slow to read).
+    #[serde(default)]
+    pub short_sends: u64,
     /// The server's own CPU time (getrusage, whole process), ns.
     pub cpu_user_ns: u64,
     pub cpu_sys_ns: u64,
@@ -99,6 +106,8 @@ impl ServerStats {
         self.closed += o.closed;
         self.errors += o.errors;
         self.enobufs += o.enobufs;
+        self.hot_waits += o.hot_waits;
+        self.short_sends += o.short_sends;
         self.cpu_user_ns += o.cpu_user_ns;
         self.cpu_sys_ns += o.cpu_sys_ns;
         self.wall_ns += o.wall_ns;

@@ -147,6 +147,8 @@ pub(super) fn default_clients() -> (Vec<ClientKind>, Option<String>) {
 pub struct Variant {
     pub engine: Engine,
     pub features: Features,
+    /// An ablation: the one technique switched off.
+    pub off: Option<&'static str>,
 }
 
 impl Variant {
@@ -154,7 +156,17 @@ impl Variant {
         Variant {
             engine,
             features: Features::default(),
+            off: None,
         }
+    }
+
+    /// Whether this server does anything different from the plan's own at `size`: an
+    /// ablation of a technique the server does not use at that size (the ring's buffer
+    /// techniques on the hot path, the hot path below its threshold) would only measure the
+    /// same server twice, so the sweep skips it.
+    pub fn runs_at(&self, plan_features: &Features, size: usize) -> bool {
+        self.off
+            .is_none_or(|name| plan_features.matters_at(name, size as u64))
     }
 
     /// "epoll", "uring", "uring -bundle".
@@ -178,6 +190,7 @@ pub fn variants(plan: &Plan) -> Vec<Variant> {
         v.push(Variant {
             engine,
             features: plan.features,
+            off: None,
         });
         if plan.ablate {
             for name in features::NAMES {
@@ -185,6 +198,7 @@ pub fn variants(plan: &Plan) -> Vec<Variant> {
                     v.push(Variant {
                         engine,
                         features: plan.features.without(name),
+                        off: Some(name),
                     });
                 }
             }
@@ -261,7 +275,16 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
     let mut notes: Vec<String> = Vec::new();
     notes.extend(lay.note.clone());
     notes.extend(plan.note.clone());
-    let total = plan.reps * plan.sizes.len() * plan.conns.len() * plan.clients.len() * vars.len();
+    let per_size: usize = plan
+        .sizes
+        .iter()
+        .map(|&size| {
+            vars.iter()
+                .filter(|v| v.runs_at(&plan.features, size))
+                .count()
+        })
+        .sum();
+    let total = plan.reps * plan.conns.len() * plan.clients.len() * per_size;
     let bar = progress::bar(total as u64, "echo");
     let limit = plan.duration * 3 + Duration::from_secs(30);
     let mut done = 0;
@@ -270,6 +293,9 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
             for (ci, &conns) in plan.conns.iter().enumerate() {
                 for (ki, &client) in plan.clients.iter().enumerate() {
                     for (ei, v) in vars.iter().enumerate() {
+                        if !v.runs_at(&plan.features, size) {
+                            continue;
+                        }
                         cancel::check()?;
                         progress::note(&format!(
                             "echo: {} {} client, {conns} conns, {} messages, run {}/{}",
@@ -407,7 +433,7 @@ fn attribute_points(
     for &size in &plan.sizes {
         for &conns in &plan.conns {
             for &client in &plan.clients {
-                for v in vars {
+                for v in vars.iter().filter(|v| v.runs_at(&plan.features, size)) {
                     cancel::check()?;
                     progress::note(&format!(
                         "echo: attributing {} {} client, {conns} conns, {} messages (perf on the server)",

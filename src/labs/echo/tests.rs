@@ -34,6 +34,7 @@ fn ratios_pair_repetitions_and_headlines_read_them() {
     let no_bundle = Variant {
         engine: Engine::Uring,
         features: Features::default().without("bundle"),
+        off: Some("bundle"),
     };
     let epoll = Variant::plain(Engine::Epoll);
     for (v, size, tput, cpu) in [
@@ -108,6 +109,7 @@ fn variants_ablate_each_feature_that_is_on() {
             "uring -inc,-fixed",
             "uring -sendmsg,-fixed",
             "uring -fixed,-huge",
+            "uring -fixed,-hot",
             "uring-basic"
         ]
     );
@@ -212,4 +214,37 @@ fn attribution_table_names_where_uring_and_epoll_differ() {
     );
     assert!(line.ends_with("in all +10800 ns"), "{line}");
     assert!(render::attribution_table(&Outcome::default()).is_none());
+}
+
+#[test]
+fn ablations_run_only_where_the_technique_acts() {
+    let mut plan = Plan::quick();
+    plan.ablate = true;
+    let vars = variants(&plan);
+    let at = |size: usize| -> Vec<String> {
+        vars.iter()
+            .filter(|v| v.engine == Engine::Uring && v.runs_at(&plan.features, size))
+            .map(|v| v.label())
+            .collect()
+    };
+    // Below the hot path's threshold: the ring's techniques, fixed, no -hot.
+    assert_eq!(
+        at(4096),
+        [
+            "uring",
+            "uring -big",
+            "uring -bundle",
+            "uring -inc",
+            "uring -sendmsg",
+            "uring -fixed",
+            "uring -huge"
+        ]
+    );
+    // On the hot path: only what it uses.
+    assert_eq!(at(65536), ["uring", "uring -fixed", "uring -hot"]);
+    // The other engines run at every size.
+    assert!(vars
+        .iter()
+        .filter(|v| v.engine != Engine::Uring)
+        .all(|v| v.runs_at(&plan.features, 65536) && v.runs_at(&plan.features, 16)));
 }

@@ -10,6 +10,9 @@
 //! buffer), one sendmsg with an iovec of everything a connection holds, direct descriptors
 //! for accepted sockets, and SEND_ZC above a threshold (off by default). Each is probed at
 //! start and falls back alone where the kernel lacks it; the counts line says which took.
+//! For messages of at least the `hot` threshold (16 KiB by default) the server runs its hot
+//! path instead (uring_hot.rs): a multishot poll per connection and a few shared buffers
+//! that stay in cache, where this ring's FIFO of buffers would not.
 //!
 //! A received buffer goes back to the ring only after every slice of it is echoed. Each
 //! connection has at most one send in flight (sends queue behind it) so echoes keep their
@@ -39,6 +42,7 @@ pub(super) const RECV: u8 = 2;
 pub(super) const SEND: u8 = 3;
 pub(super) const CANCEL: u8 = 4;
 pub(super) const CLOSE: u8 = 5;
+pub(super) const POLL: u8 = 6;
 
 pub(super) fn ud(kind: u8, slot: usize, gen: u32) -> u64 {
     (u64::from(kind) << 56) | (u64::from(gen & 0xff_ffff) << 32) | slot as u64
@@ -458,7 +462,7 @@ impl Drop for BufPool {
 /// A connection's socket: a plain fd, or a direct descriptor (an index into the ring's
 /// registered file table).
 #[derive(Debug, Clone, Copy)]
-enum Target {
+pub(super) enum Target {
     Fd(RawFd),
     Fixed(u32),
 }
@@ -478,6 +482,7 @@ macro_rules! on_target {
         }
     };
 }
+pub(super) use on_target;
 
 struct Conn {
     target: Target,
@@ -573,6 +578,19 @@ struct Server {
     last_send: usize,
 }
 
+/// Register a sparse file table for direct descriptors, as large as the fd limit; where the
+/// kernel refuses, why (plain descriptors are used instead).
+pub(super) fn register_file_table(ring: &IoUring) -> Option<String> {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(65536)
+        .clamp(64, 65536) as u32;
+    ring.submitter()
+        .register_files_sparse(limit)
+        .err()
+        .map(|e| format!("fixed: registering a file table failed ({e}); plain descriptors"))
+}
+
 /// What `run` set up: the features that took and why any asked for did not.
 fn setup_features(
     ring: &IoUring,
@@ -592,15 +610,9 @@ fn setup_features(
         off.push(why);
     }
     if asked.fixed {
-        let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
-            .current
-            .unwrap_or(65536)
-            .clamp(64, 65536) as u32;
-        if let Err(e) = ring.submitter().register_files_sparse(limit) {
+        if let Some(why) = register_file_table(ring) {
             got.fixed = false;
-            off.push(format!(
-                "fixed: registering a file table failed ({e}); plain descriptors"
-            ));
+            off.push(why);
         }
     }
     if asked.zc.is_some() {
@@ -623,19 +635,11 @@ pub fn run(
     sqpoll: bool,
     asked: Features,
 ) -> Result<ServerStats> {
+    if asked.hot_for(size) {
+        return super::uring_hot::run(listener, stop, size, sqpoll, asked);
+    }
     let (mut pool, huge) = BufPool::new(if asked.big { BIG_BUF } else { SMALL_BUF }, asked.huge)?;
-    let (ring, setup) = if sqpoll {
-        build_ring(&[
-            ("sqpoll+single_issuer", &|b| {
-                b.setup_sqpoll(1000).setup_single_issuer();
-            }),
-            ("sqpoll", &|b| {
-                b.setup_sqpoll(1000);
-            }),
-        ])?
-    } else {
-        build_modern_ring()?
-    };
+    let (ring, setup) = build_server_ring(sqpoll)?;
     let mut stats = ServerStats::new("uring", setup, size);
     // Saves the fd lookup on every enter; an older kernel without it is fine.
     let _ = ring.submitter().register_ring_fd();
@@ -644,6 +648,8 @@ pub fn run(
         feats.huge = false;
         off.push("huge: transparent huge pages are off here (THP never, or madvise refused); 4 KiB pages".into());
     }
+    // Not at this message size: the hot path is the other server.
+    feats.hot = None;
     stats.features = feats.on_list();
     stats.features_off = off;
     // Accepted sockets inherit TCP_NODELAY from the listener (set before listen, in
@@ -684,6 +690,23 @@ pub fn run(
     drop(conns);
     drop(listener);
     Ok(stats)
+}
+
+/// The server's ring: with a kernel thread polling the submission queue where asked, else the
+/// best of the modern setups.
+pub(super) fn build_server_ring(sqpoll: bool) -> Result<(IoUring, &'static str)> {
+    if sqpoll {
+        build_ring(&[
+            ("sqpoll+single_issuer", &|b| {
+                b.setup_sqpoll(1000).setup_single_issuer();
+            }),
+            ("sqpoll", &|b| {
+                b.setup_sqpoll(1000);
+            }),
+        ])
+    } else {
+        build_modern_ring()
+    }
 }
 
 /// Cancel the pending accept (`accept_ud`) and wait, briefly, for it to end: an operation
