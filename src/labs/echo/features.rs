@@ -65,11 +65,12 @@ impl Default for Features {
 /// saves starts to outweigh its notification on a real NIC.
 pub const DEFAULT_ZC: usize = 64 * 1024;
 
-/// The message size from which the hot path runs by default: measured here, a 4 KiB echo is
-/// cheaper through the ring (its multishot recv takes one completion where the hot path takes
-/// a poll and a recv) and a 16 KiB one through the hot path (the copy into a cold ring buffer
-/// outweighs the extra completion).
-pub const DEFAULT_HOT: usize = 16 * 1024;
+/// The message size from which the hot path runs by default. Measured here (2 vCPUs, one
+/// sweep, `--features hot=512 --ablate`, server CPU per request of the ring path over the hot
+/// path): 512 B 1.07/0.80 and 4 KiB 1.12/0.97 at 16/128 connections, mixed, where a
+/// multishot recv takes one completion and the hot path a poll and a recv; 8 KiB 1.12/1.11
+/// and up, where the copy into a cold ring buffer outweighs the extra completion.
+pub const DEFAULT_HOT: usize = 8 * 1024;
 
 impl Features {
     /// Every technique off: multishot recv into 2 KiB provided buffers, one send per buffer.
@@ -185,7 +186,7 @@ impl Features {
         items.join(",")
     }
 
-    /// "big,bundle,inc,sendmsg,fixed,huge,hot>=16384" (what is on, in NAMES order), with
+    /// "big,bundle,inc,sendmsg,fixed,huge,hot>=8192" (what is on, in NAMES order), with
     /// "zc>=65536" when set.
     pub fn on_list(&self) -> String {
         let mut on: Vec<String> = [
@@ -272,7 +273,7 @@ mod tests {
         assert_eq!(Features::parse("+zc").unwrap().zc, Some(DEFAULT_ZC));
         assert_eq!(
             Features::parse("zc=1K").unwrap().on_list(),
-            "big,bundle,inc,sendmsg,fixed,huge,zc>=1024,hot>=16384"
+            "big,bundle,inc,sendmsg,fixed,huge,zc>=1024,hot>=8192"
         );
         assert_eq!(Features::none().on_list(), "none");
         assert!(!Features::default().without("inc").has("inc"));
@@ -284,7 +285,7 @@ mod tests {
         let cold = Features::parse("-hot").unwrap();
         assert_eq!(cold.spec(), "-hot");
         assert_eq!(Features::parse("-hot,+hot").unwrap(), Features::default());
-        assert!(Features::default().hot_for(16384) && !Features::default().hot_for(16383));
+        assert!(Features::default().hot_for(8192) && !Features::default().hot_for(8191));
         assert!(!cold.hot_for(1 << 20) && !Features::none().hot_for(1 << 20));
         assert_eq!(
             Features::none().spec(),

@@ -10,7 +10,7 @@
 //! buffer), one sendmsg with an iovec of everything a connection holds, direct descriptors
 //! for accepted sockets, and SEND_ZC above a threshold (off by default). Each is probed at
 //! start and falls back alone where the kernel lacks it; the counts line says which took.
-//! For messages of at least the `hot` threshold (16 KiB by default) the server runs its hot
+//! For messages of at least the `hot` threshold (8 KiB by default) the server runs its hot
 //! path instead (uring_hot.rs): a multishot poll per connection and a few shared buffers
 //! that stay in cache, where this ring's FIFO of buffers would not.
 //!

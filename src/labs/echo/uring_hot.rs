@@ -1,4 +1,4 @@
-//! The uring server's hot path, for large messages (`hot`, from 16 KiB by default): the same
+//! The uring server's hot path, for large messages (`hot`, from 8 KiB by default): the same
 //! modern ring (SINGLE_ISSUER + DEFER_TASKRUN, direct descriptors, one enter per turn), but
 //! no provided-buffer ring. Each connection has one multishot poll; a connection that polls
 //! readable gets one of a few shared 128 KiB buffers, a recv into it (MSG_DONTWAIT: it only
