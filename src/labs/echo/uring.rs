@@ -212,6 +212,51 @@ const MAX_HELD_BYTES: usize = 256 * 1024;
 const MAX_HELD_SLICES: usize = 64;
 /// iovec entries in one sendmsg.
 const MAX_IOV: usize = 64;
+/// The least a recv is armed to take, whatever the connection holds.
+const MIN_ALLOWANCE: usize = 16 * 1024;
+
+/// How a multishot recv is told how much it may take. A bundle takes as many buffers as the
+/// socket has data for, so without a cap one recv from a peer that sends without reading can
+/// swallow megabytes (its socket's whole receive queue) before the cancel that enforces
+/// MAX_HELD_BYTES lands, and a few such peers can pin every buffer in the pool, starving the
+/// others. `Total` (6.17+, sqe->optlen with IORING_RECV_MULTISHOT) ends the multishot recv
+/// itself once the connection's allowance is received; `PerCompletion` (sqe->len, 6.10+) caps
+/// each completion; where the kernel refuses one (EINVAL) the server steps down to the next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RecvCap {
+    Total,
+    PerCompletion,
+    None,
+}
+
+impl RecvCap {
+    fn weaker(self) -> RecvCap {
+        match self {
+            RecvCap::Total => RecvCap::PerCompletion,
+            _ => RecvCap::None,
+        }
+    }
+}
+
+/// Set the byte caps a multishot recv SQE carries for `cap`: sqe->len (each completion) and,
+/// for `Total`, sqe->optlen (the whole multishot). The crate's bundle builder has no setter
+/// for either.
+fn cap_recv(sqe: squeue::Entry, cap: RecvCap, bytes: u32) -> squeue::Entry {
+    const _: () = assert!(std::mem::size_of::<squeue::Entry>() == 64);
+    let mut sqe = sqe;
+    let raw = (&mut sqe as *mut squeue::Entry).cast::<u8>();
+    if cap != RecvCap::None {
+        // SAFETY: Entry is #[repr(C)] around the kernel's 64-byte io_uring_sqe, whose `len`
+        // is the u32 at byte 24 and whose optlen (a union with file_index, 0 for a recv) is
+        // the u32 at byte 44 (include/uapi/linux/io_uring.h).
+        unsafe { raw.add(24).cast::<u32>().write_unaligned(bytes) };
+    }
+    if cap == RecvCap::Total {
+        // SAFETY: as above.
+        unsafe { raw.add(44).cast::<u32>().write_unaligned(bytes) };
+    }
+    sqe
+}
 
 /// The provided buffers: the ring the kernel takes from, and a mirror of it. The kernel does
 /// not say which buffers a bundle filled beyond the first, nor where in an incrementally
@@ -507,6 +552,8 @@ struct Conn {
     starved: bool,
     /// An error: close as soon as no operation is in flight.
     failed: bool,
+    /// How the recv in flight was capped.
+    cap: RecvCap,
 }
 
 impl Conn {
@@ -529,6 +576,7 @@ impl Conn {
             paused: false,
             starved: false,
             failed: false,
+            cap: RecvCap::None,
         }
     }
 
@@ -576,6 +624,8 @@ struct Server {
     /// Sends queued this turn, and the connection of the last one.
     sends_this_turn: usize,
     last_send: usize,
+    /// How recvs are capped: the strongest this kernel has taken so far.
+    recv_cap: RecvCap,
 }
 
 /// Register a sparse file table for direct descriptors, as large as the fd limit; where the
@@ -664,6 +714,7 @@ pub fn run(
         listener: listener.as_raw_fd(),
         sends_this_turn: 0,
         last_send: 0,
+        recv_cap: RecvCap::Total,
     };
     s.arm_accept(&mut stats)?;
     let mut cqes = Vec::with_capacity(CQ_ENTRIES as usize);
@@ -679,6 +730,15 @@ pub fn run(
         for &(data, res, flags) in &cqes {
             s.complete(data, res, flags, &mut stats)?;
         }
+    }
+    match s.recv_cap {
+        RecvCap::Total => {}
+        RecvCap::PerCompletion => stats.features_off.push(
+            "recv cap: this kernel refused a multishot recv's total byte limit (6.17+); each completion capped instead".into(),
+        ),
+        RecvCap::None => stats.features_off.push(
+            "recv cap: this kernel refused byte limits on multishot recvs; a peer that sends without reading can hold more than its bound until the cancel lands".into(),
+        ),
     }
     s.shut_down(ud(ACCEPT, 0, 0));
     let Server {
@@ -797,15 +857,20 @@ impl Server {
 
     fn arm_recv(&mut self, slot: usize, stats: &mut ServerStats) -> Result<()> {
         let bundle = self.feats.bundle;
+        let cap = self.recv_cap;
         let c = &mut self.conns[slot];
         c.recv_armed = true;
         c.starved = false;
         c.paused = false;
+        c.cap = cap;
         let sqe = if bundle {
             on_target!(c.target, f => opcode::RecvMultiBundle::new(f, BGID).build())
         } else {
             on_target!(c.target, f => opcode::RecvMulti::new(f, BGID).build())
         };
+        // What this connection may still take before it holds its bound.
+        let allowance = MAX_HELD_BYTES.saturating_sub(c.held).max(MIN_ALLOWANCE) as u32;
+        let sqe = cap_recv(sqe, cap, allowance);
         // SAFETY: the recv writes only into provided buffers, which `self.pool` owns; the
         // pool outlives the ring (see `Server`'s field order), so they outlive every recv.
         unsafe { push(&mut self.ring, &sqe.user_data(ud(RECV, slot, c.gen)), stats) }
@@ -1043,6 +1108,16 @@ impl Server {
                     self.starved.push(slot);
                 }
             }
+            libc::EINVAL if c.cap != RecvCap::None => {
+                // This kernel refuses the cap: step down once (every connection armed with
+                // it says the same) and arm again.
+                if c.cap == self.recv_cap {
+                    self.recv_cap = self.recv_cap.weaker();
+                }
+                if !more && !c.eof && !c.failed {
+                    self.arm_recv(slot, stats)?;
+                }
+            }
             libc::ECANCELED => {
                 c.paused = true;
                 // Sends may have drained the connection while the cancel was on its way:
@@ -1152,6 +1227,36 @@ impl Server {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn bytes(e: &squeue::Entry) -> [u8; 64] {
+        // SAFETY: Entry is 64 bytes of plain data (asserted in cap_recv).
+        unsafe { std::mem::transmute_copy(e) }
+    }
+
+    #[test]
+    fn recv_caps_land_where_the_kernel_reads_them() {
+        // The crate's own len setter (on the non-bundle multishot recv) puts sqe->len where
+        // cap_recv does.
+        let by_crate = opcode::RecvMulti::new(types::Fd(3), BGID)
+            .len(12345)
+            .build();
+        let plain = opcode::RecvMulti::new(types::Fd(3), BGID).build();
+        let ours = cap_recv(plain.clone(), RecvCap::PerCompletion, 12345);
+        assert_eq!(bytes(&ours), bytes(&by_crate));
+        // Total adds optlen at byte 44 and changes nothing else.
+        let total = bytes(&cap_recv(plain.clone(), RecvCap::Total, 777));
+        assert_eq!(u32::from_ne_bytes(total[24..28].try_into().unwrap()), 777);
+        assert_eq!(u32::from_ne_bytes(total[44..48].try_into().unwrap()), 777);
+        let p = bytes(&plain);
+        for (i, (a, b)) in total.iter().zip(p.iter()).enumerate() {
+            if !(24..28).contains(&i) && !(44..48).contains(&i) {
+                assert_eq!(a, b, "byte {i}");
+            }
+        }
+        assert_eq!(bytes(&cap_recv(plain.clone(), RecvCap::None, 777)), p);
+        assert_eq!(RecvCap::Total.weaker(), RecvCap::PerCompletion);
+        assert_eq!(RecvCap::PerCompletion.weaker(), RecvCap::None);
+    }
 
     #[test]
     fn user_data_round_trips() {
