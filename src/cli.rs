@@ -224,7 +224,8 @@ pub struct EchoRunArgs {
     )]
     pub sizes: String,
     /// uring techniques: all, or switch some off (-bundle,-inc; names: big, bundle, inc,
-    /// sendmsg, fixed, zc; zc=64K sends zero-copy from 64 KiB)
+    /// sendmsg, fixed, huge, zc, hot; zc=64K sends zero-copy from 64 KiB; hot=SIZE moves the
+    /// hot path's threshold, 8K by default, and -hot keeps the buffer ring at every size)
     #[arg(
         long,
         default_value = "all",
@@ -304,7 +305,8 @@ pub struct EchoServeArgs {
     #[arg(long)]
     pub sqpoll: bool,
     /// uring techniques: all, or switch some off (-bundle,-inc; names: big, bundle, inc,
-    /// sendmsg, fixed, zc; zc=64K sends zero-copy from 64 KiB)
+    /// sendmsg, fixed, huge, zc, hot; zc=64K sends zero-copy from 64 KiB; hot=SIZE moves the
+    /// hot path's threshold, 8K by default, and -hot keeps the buffer ring at every size)
     #[arg(
         long,
         default_value = "all",

@@ -15,7 +15,8 @@ pub struct ServerStats {
     pub setup: String,
     /// The message size B used to count requests.
     pub size: u64,
-    /// uring: the techniques in use ("big,bundle,inc,sendmsg,fixed,huge"); empty for the others.
+    /// uring: the techniques in use ("big,bundle,inc,sendmsg,fixed,huge" on the ring path,
+    /// "fixed,hot>=8192" on the hot path); empty for the others.
     #[serde(default)]
     pub features: String,
     /// uring: techniques asked for that this kernel refused, each with why.
