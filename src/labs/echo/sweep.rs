@@ -537,6 +537,9 @@ pub(super) struct Trouble {
     /// Runs where the provided-buffer ring ran dry, and how often in all.
     pub(super) enobufs_runs: usize,
     pub(super) enobufs: u64,
+    /// Runs where the hot path's sends came back short (a peer slow to read), and how often.
+    pub(super) short_runs: usize,
+    pub(super) short_sends: u64,
 }
 
 impl Trouble {
@@ -553,6 +556,10 @@ impl Trouble {
         if s.enobufs > 0 {
             self.enobufs_runs += 1;
             self.enobufs += s.enobufs;
+        }
+        if s.short_sends > 0 {
+            self.short_runs += 1;
+            self.short_sends += s.short_sends;
         }
     }
 
@@ -583,6 +590,13 @@ impl Trouble {
                 "{at}: the provided-buffer ring ran dry {} times{} (recv re-armed as sends completed)",
                 self.enobufs,
                 self.in_runs(self.enobufs_runs)
+            ));
+        }
+        if self.short_runs > 0 {
+            notes.push(format!(
+                "{at}: the hot path's sends came back short {} times{} (a peer slow to read; the rest was copied out of the hot buffer and sent from the connection's own)",
+                self.short_sends,
+                self.in_runs(self.short_runs)
             ));
         }
         notes

@@ -155,6 +155,19 @@ fn trouble_makes_one_note_per_point_over_its_runs() {
         notes[2],
         format!("{at}: the provided-buffer ring ran dry 7 times in 2 of 3 runs (recv re-armed as sends completed)")
     );
+    // The hot path's short sends, counted the same way.
+    let mut hot = Trouble::default();
+    for short in [0, 4] {
+        let s = ServerStats {
+            short_sends: short,
+            ..server_stats(0)
+        };
+        hot.add(&load_report(0.5, 0), &s);
+    }
+    assert_eq!(
+        hot.notes(at),
+        vec![format!("{at}: the hot path's sends came back short 4 times in 1 of 2 runs (a peer slow to read; the rest was copied out of the hot buffer and sent from the connection's own)")]
+    );
 }
 
 #[test]
