@@ -298,7 +298,8 @@ pub struct EchoServeArgs {
     /// Stop after this long (otherwise at SIGTERM or SIGINT)
     #[arg(long, value_name = "TIME")]
     pub duration: Option<String>,
-    /// The fixed message size B: requests are counted as bytes echoed / B
+    /// The fixed message size B: requests are counted as bytes echoed / B, and the uring
+    /// server takes its hot path when B is at least the `hot` threshold (8K by default)
     #[arg(long, default_value = "16", value_name = "SIZE")]
     pub size: String,
     /// io_uring: poll the submission queue from a kernel thread (SQPOLL)
