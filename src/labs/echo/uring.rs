@@ -716,7 +716,7 @@ pub fn run(
         last_send: 0,
         recv_cap: RecvCap::Total,
     };
-    s.arm_accept(&mut stats)?;
+    arm_accept(&mut s.ring, s.listener, s.feats.fixed, &mut stats)?;
     let mut cqes = Vec::with_capacity(CQ_ENTRIES as usize);
     while !stop.now() {
         s.pool.top_up();
@@ -740,7 +740,11 @@ pub fn run(
             "recv cap: this kernel refused byte limits on multishot recvs; a peer that sends without reading can hold more than its bound until the cancel lands".into(),
         ),
     }
-    s.shut_down(ud(ACCEPT, 0, 0));
+    shut_down(
+        &mut s.ring,
+        s.conns.iter().filter(|c| c.live).map(|c| c.target),
+        s.feats.fixed,
+    );
     let Server {
         ring, pool, conns, ..
     } = s;
@@ -750,6 +754,73 @@ pub fn run(
     drop(conns);
     drop(listener);
     Ok(stats)
+}
+
+/// Arm the listener's multishot accept; with `fixed`, accepted sockets become direct
+/// descriptors in the ring's file table. Shared by the ring path and the hot path.
+pub(super) fn arm_accept(
+    ring: &mut IoUring,
+    listener: RawFd,
+    fixed: bool,
+    stats: &mut ServerStats,
+) -> Result<()> {
+    // A direct descriptor is not in the fd table, so it takes no O_CLOEXEC (EINVAL).
+    let flags = if fixed { 0 } else { libc::SOCK_CLOEXEC };
+    let sqe = opcode::AcceptMulti::new(types::Fd(listener))
+        .allocate_file_index(fixed)
+        .flags(flags)
+        .build()
+        .user_data(ud(ACCEPT, 0, 0));
+    // SAFETY: the accept passes no address buffer; direct descriptors go into the ring's own
+    // file table.
+    unsafe { push(ring, &sqe, stats) }
+}
+
+/// Read an accept completion: the new connection's socket, if one came. Counts it (or the
+/// error) and re-arms the accept when the multishot one ended. An accept refused as built
+/// (EINVAL) is an error: re-arming it would spin.
+pub(super) fn on_accept(
+    ring: &mut IoUring,
+    listener: RawFd,
+    fixed: bool,
+    res: i32,
+    flags: u32,
+    stats: &mut ServerStats,
+) -> Result<Option<Target>> {
+    let mut target = None;
+    if res >= 0 {
+        stats.accepted += 1;
+        target = Some(if fixed {
+            Target::Fixed(res as u32)
+        } else {
+            Target::Fd(res)
+        });
+    } else if res == -libc::EINVAL {
+        return Err(
+            anyhow::Error::new(std::io::Error::from_raw_os_error(-res)).context("io_uring accept")
+        );
+    } else if res != -libc::ECANCELED {
+        stats.errors += 1;
+    }
+    if !cqueue::more(flags) && res != -libc::ECANCELED {
+        arm_accept(ring, listener, fixed, stats)?;
+    }
+    Ok(target)
+}
+
+/// At exit: stop accepting, close the live connections' plain descriptors (direct ones go
+/// with the file table, unregistered here).
+pub(super) fn shut_down(ring: &mut IoUring, live: impl Iterator<Item = Target>, fixed: bool) {
+    cancel_accept(ring, ud(ACCEPT, 0, 0));
+    for t in live {
+        if let Target::Fd(fd) = t {
+            // SAFETY: fds of live connections were accepted by us and are closed only here.
+            unsafe { libc::close(fd) };
+        }
+    }
+    if fixed {
+        let _ = ring.submitter().unregister_files();
+    }
 }
 
 /// The server's ring: with a kernel thread polling the submission queue where asked, else the
@@ -821,38 +892,6 @@ impl Server {
         } else {
             1
         }
-    }
-
-    /// At exit: stop accepting, then close every connection (direct descriptors go with the
-    /// file table).
-    fn shut_down(&mut self, accept_ud: u64) {
-        cancel_accept(&mut self.ring, accept_ud);
-        for c in self.conns.iter().filter(|c| c.live) {
-            if let Target::Fd(fd) = c.target {
-                // SAFETY: fds of live connections were accepted by us and are closed only here.
-                unsafe { libc::close(fd) };
-            }
-        }
-        if self.feats.fixed {
-            let _ = self.ring.submitter().unregister_files();
-        }
-    }
-
-    fn arm_accept(&mut self, stats: &mut ServerStats) -> Result<()> {
-        // A direct descriptor is not in the fd table, so it takes no O_CLOEXEC (EINVAL).
-        let flags = if self.feats.fixed {
-            0
-        } else {
-            libc::SOCK_CLOEXEC
-        };
-        let sqe = opcode::AcceptMulti::new(types::Fd(self.listener))
-            .allocate_file_index(self.feats.fixed)
-            .flags(flags)
-            .build()
-            .user_data(ud(ACCEPT, 0, 0));
-        // SAFETY: the accept passes no address buffer; direct descriptors go into the ring's
-        // own file table.
-        unsafe { push(&mut self.ring, &sqe, stats) }
     }
 
     fn arm_recv(&mut self, slot: usize, stats: &mut ServerStats) -> Result<()> {
@@ -1029,30 +1068,23 @@ impl Server {
     }
 
     fn on_accept(&mut self, res: i32, flags: u32, stats: &mut ServerStats) -> Result<()> {
-        if res >= 0 {
-            stats.accepted += 1;
-            let target = if self.feats.fixed {
-                Target::Fixed(res as u32)
-            } else {
-                Target::Fd(res)
-            };
-            let slot = self.free.pop().unwrap_or_else(|| {
-                self.conns.push(Conn::new());
-                self.conns.len() - 1
-            });
-            self.conns[slot].open(target);
-            self.arm_recv(slot, stats)?;
-        } else if res == -libc::EINVAL {
-            // The accept as built is refused: re-arming it would spin.
-            return Err(anyhow::Error::new(std::io::Error::from_raw_os_error(-res))
-                .context("io_uring accept"));
-        } else if res != -libc::ECANCELED {
-            stats.errors += 1;
-        }
-        if !cqueue::more(flags) && res != -libc::ECANCELED {
-            self.arm_accept(stats)?;
-        }
-        Ok(())
+        let Some(target) = on_accept(
+            &mut self.ring,
+            self.listener,
+            self.feats.fixed,
+            res,
+            flags,
+            stats,
+        )?
+        else {
+            return Ok(());
+        };
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.conns.push(Conn::new());
+            self.conns.len() - 1
+        });
+        self.conns[slot].open(target);
+        self.arm_recv(slot, stats)
     }
 
     fn on_recv(

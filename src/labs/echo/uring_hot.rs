@@ -26,8 +26,8 @@ use super::features::Features;
 use super::listen::Stop;
 use super::stats::ServerStats;
 use super::uring::{
-    build_server_ring, cancel_accept, enter_and_reap, on_target, push, register_file_table, ud,
-    ud_parts, Target, ACCEPT, CANCEL, CLOSE, POLL, RECV, SEND,
+    arm_accept, build_server_ring, enter_and_reap, on_accept, on_target, push, register_file_table,
+    shut_down, ud, ud_parts, Target, ACCEPT, CANCEL, CLOSE, POLL, RECV, SEND,
 };
 use crate::measure::aligned::AlignedBuf;
 
@@ -173,7 +173,7 @@ pub fn run(
         listener: listener.as_raw_fd(),
     };
     s.bufs.fill(0);
-    s.arm_accept(&mut stats)?;
+    arm_accept(&mut s.ring, s.listener, s.fixed, &mut stats)?;
     let mut cqes = Vec::with_capacity(4096);
     while !stop.now() {
         enter_and_reap(&mut s.ring, stop, 1, &mut stats, &mut cqes)?;
@@ -181,7 +181,11 @@ pub fn run(
             s.complete(data, res, flags, &mut stats)?;
         }
     }
-    s.shut_down();
+    shut_down(
+        &mut s.ring,
+        s.conns.iter().filter(|c| c.live).map(|c| c.target),
+        s.fixed,
+    );
     let Server {
         ring, bufs, conns, ..
     } = s;
@@ -194,33 +198,8 @@ pub fn run(
 }
 
 impl Server {
-    fn shut_down(&mut self) {
-        cancel_accept(&mut self.ring, ud(ACCEPT, 0, 0));
-        for c in self.conns.iter().filter(|c| c.live) {
-            if let Target::Fd(fd) = c.target {
-                // SAFETY: fds of live connections were accepted by us and are closed only here.
-                unsafe { libc::close(fd) };
-            }
-        }
-        if self.fixed {
-            let _ = self.ring.submitter().unregister_files();
-        }
-    }
-
     fn buf_ptr(&mut self, b: usize) -> *mut u8 {
         self.bufs[b * HOT_BUF..].as_mut_ptr()
-    }
-
-    fn arm_accept(&mut self, stats: &mut ServerStats) -> Result<()> {
-        // A direct descriptor is not in the fd table, so it takes no O_CLOEXEC (EINVAL).
-        let flags = if self.fixed { 0 } else { libc::SOCK_CLOEXEC };
-        let sqe = opcode::AcceptMulti::new(types::Fd(self.listener))
-            .allocate_file_index(self.fixed)
-            .flags(flags)
-            .build()
-            .user_data(ud(ACCEPT, 0, 0));
-        // SAFETY: the accept passes no address buffer.
-        unsafe { push(&mut self.ring, &sqe, stats) }
     }
 
     fn arm_poll(&mut self, slot: usize, stats: &mut ServerStats) -> Result<()> {
@@ -259,29 +238,16 @@ impl Server {
     }
 
     fn on_accept(&mut self, res: i32, flags: u32, stats: &mut ServerStats) -> Result<()> {
-        if res >= 0 {
-            stats.accepted += 1;
-            let target = if self.fixed {
-                Target::Fixed(res as u32)
-            } else {
-                Target::Fd(res)
-            };
-            let slot = self.free.pop().unwrap_or_else(|| {
-                self.conns.push(Conn::new());
-                self.conns.len() - 1
-            });
-            self.conns[slot].open(target);
-            self.arm_poll(slot, stats)?;
-        } else if res == -libc::EINVAL {
-            return Err(anyhow::Error::new(std::io::Error::from_raw_os_error(-res))
-                .context("io_uring accept"));
-        } else if res != -libc::ECANCELED {
-            stats.errors += 1;
-        }
-        if !cqueue::more(flags) && res != -libc::ECANCELED {
-            self.arm_accept(stats)?;
-        }
-        Ok(())
+        let Some(target) = on_accept(&mut self.ring, self.listener, self.fixed, res, flags, stats)?
+        else {
+            return Ok(());
+        };
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.conns.push(Conn::new());
+            self.conns.len() - 1
+        });
+        self.conns[slot].open(target);
+        self.arm_poll(slot, stats)
     }
 
     fn on_poll(
