@@ -13,7 +13,7 @@ use crate::labs::Ctx;
 use crate::measure::conditions::Watch;
 use crate::measure::sizes::{format_size, human_size};
 use crate::measure::{counters, cpus, team_window};
-use crate::report::{progress, Outcome, ResultRow};
+use crate::report::{progress, Model, ModelPoint, Outcome, ResultRow};
 
 use super::kernels::{self, Isa, Lanes, RAND_STEP};
 use super::plan::{BandwidthPlan, BandwidthText, Op, Pattern};
@@ -588,9 +588,9 @@ fn bandwidth_readings(rows: &[ResultRow]) -> Vec<String> {
                     tag(r),
                     a / b.max(1e-9),
                     if a >= b {
-                        ""
+                        String::new()
                     } else {
-                        "; a read-only stream moving the same bytes should not be slower: the read figure is suspect (check the conditions)"
+                        format!("; the memory bus carried {b:.1} GB/s for copy-nt, so the read stream is held back by its cores, not by the bus: a core's loads wait for every line, streaming stores wait for none (the Little's-law model, where the latency was measured, says how far)")
                     }
                 ));
             }
@@ -598,6 +598,123 @@ fn bandwidth_readings(rows: &[ResultRow]) -> Vec<String> {
     }
     notes.extend(scaling_readings(&bw));
     notes
+}
+
+/// The smallest block that is about memory, not the caches: twice the last-level cache where
+/// the machine says its size, else 64 MiB.
+pub(super) fn beyond_caches(m: &crate::machine::Machine) -> u64 {
+    (1..=4)
+        .rev()
+        .find_map(|l| m.cache_size(l))
+        .map_or(64 << 20, |c| 2 * c)
+}
+
+/// The read row at the most threads (more than one) whose copy-nt beside it moved more: the
+/// case where a read-only stream fell behind a copy, which `little_reading` explains.
+/// Only blocks of at least `min_block` count (beyond the caches: see `beyond_caches`).
+pub(super) fn read_below_copy_nt(
+    rows: &[ResultRow],
+    min_block: u64,
+) -> Option<(&ResultRow, &ResultRow)> {
+    let reads = rows.iter().filter(|r| {
+        r.metric == "bandwidth"
+            && r.key("op") == "read"
+            && r.key("pattern") == "seq"
+            && block_of(r) >= min_block
+    });
+    let most = reads.clone().map(threads_of).max().filter(|&n| n > 1)?;
+    reads
+        .filter(|r| threads_of(r) == most)
+        .filter_map(|r| Some((r, sibling(rows, r, "copy-nt")?)))
+        .find(|(r, nt)| r.summary.median < nt.summary.median)
+}
+
+/// Little's law for the read stream, where read at the most threads fell below copy-nt and
+/// the loaded-latency points (idle, and the heaviest load) were measured in the same run. A
+/// core's loads wait for each line, so its read rate is the lines it keeps in flight times
+/// 64 bytes over the latency. One thread's read at the idle latency gives (at least) those
+/// lines; with the other CPUs loading, the latency rises, and the model predicts each
+/// thread's read at the most threads from that latency, beside what each thread read.
+/// Streaming stores wait for no reply, so a copy adds its writes to the bus beside its reads.
+pub(super) fn little_model(rows: &[ResultRow], min_block: u64) -> Option<Model> {
+    let (rn, nt) = read_below_copy_nt(rows, min_block)?;
+    let n = threads_of(rn);
+    let r1 = rows.iter().find(|x| {
+        x.metric == "bandwidth"
+            && x.key("op") == "read"
+            && x.key("pattern") == "seq"
+            && threads_of(x) == 1
+            && asked_block_of(x) == asked_block_of(rn)
+            && x.key("pages") == rn.key("pages")
+    })?;
+    let loaded = |want_idle: bool| {
+        rows.iter()
+            .filter(|x| x.key("op") == "loaded" && x.key("traffic") == "read")
+            .filter(|x| x.metric == "latency")
+            .filter(move |x| x.case.get("delay").is_none_or(Value::is_null) == want_idle)
+    };
+    let idle = loaded(true).next()?;
+    let load_bw = |lat: &ResultRow| {
+        rows.iter()
+            .find(|b| b.metric == "bandwidth" && b.case == lat.case)
+            .map_or(0.0, |b| b.summary.median)
+    };
+    let heavy = loaded(false).max_by(|a, b| load_bw(a).total_cmp(&load_bw(b)))?;
+    let (l0, lh, bh) = (idle.summary.median, heavy.summary.median, load_bw(heavy));
+    let (g1, gn, gc) = (r1.summary.median, rn.summary.median, nt.summary.median);
+    if l0 <= 0.0 || lh <= 0.0 || g1 <= 0.0 || gn <= 0.0 {
+        return None;
+    }
+    // GB/s x ns = bytes in flight.
+    let lines = g1 * l0 / 64.0;
+    let point = ModelPoint {
+        case: case! {
+            "op" => "read", "pattern" => "seq", "block" => asked_block_of(rn),
+            "pages" => rn.key("pages"), "threads" => n, "per" => "thread"
+        },
+        predicted: lines * 64.0 / lh,
+        measured: gn / n as f64,
+        unit: "GB/s".into(),
+    };
+    let others = heavy
+        .case
+        .get("load_threads")
+        .and_then(Value::as_u64)
+        .unwrap_or(0) as usize;
+    let err = point.error();
+    let mut params = serde_json::Map::new();
+    params.insert("lines_in_flight".into(), Value::from(lines));
+    params.insert("idle_latency_ns".into(), Value::from(l0));
+    params.insert("loaded_latency_ns".into(), Value::from(lh));
+    let verdict = vec![
+        format!(
+            "one thread read {g1:.1} GB/s at an idle latency of {l0:.0} ns: it kept at least {lines:.0} lines in flight; with {} reading {bh:.1} GB/s the latency was {lh:.0} ns ({:.2}x idle), so each of {n} threads should read {:.1} GB/s with as many lines in flight: it read {:.1} (prediction {:+.0}%): {}",
+            plural(others, "other CPU"),
+            lh / l0,
+            point.predicted,
+            point.measured,
+            err * 100.0,
+            if err.abs() <= 0.25 {
+                "holds: the read stream is bounded by the lines each core keeps in flight and by the latency the load adds".to_string()
+            } else {
+                format!(
+                    "disagrees: the latency point had {bh:.1} GB/s of load, the {n} threads read {gn:.1} GB/s together; for the law to hold at their load the latency would have to be {:.0} ns ({:.2}x idle)",
+                    lines * 64.0 / point.measured,
+                    lines * 64.0 / point.measured / l0
+                )
+            },
+        ),
+        format!(
+            "the bus carried {gc:.1} GB/s for copy-nt, whose streaming stores wait for no reply: read ({gn:.1} GB/s at {n} threads) below copy-nt is the cores' limit, not the bus's; read reaches copy-nt where the bus fills first (many cores per memory channel)"
+        ),
+    ];
+    Some(Model {
+        lab: LAB.into(),
+        name: "read per thread = lines in flight x 64 B / latency (Little's law)".into(),
+        params,
+        points: vec![point],
+        verdict,
+    })
 }
 
 /// One op's bandwidth by thread count, for the scaling table and its reading.
@@ -806,6 +923,72 @@ mod tests {
             vec![gbs; 5],
         )
         .unwrap()
+    }
+
+    fn loaded_row(delay: Option<u64>, metric: &str, v: f64) -> ResultRow {
+        ResultRow::new(
+            LAB,
+            case! {
+                "op" => "loaded", "traffic" => "read",
+                "load_threads" => if delay.is_some() { 1 } else { 0 },
+                "delay" => delay.map_or(Value::Null, Value::from),
+                "block" => 256u64 << 20, "pages" => "thp"
+            },
+            metric,
+            if metric == "latency" { "ns" } else { "GB/s" },
+            vec![v; 5],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn littles_law_explains_read_below_copy_nt() {
+        let g = 1u64 << 30;
+        let mut rows = vec![
+            bw("read", 1, 14.8),
+            bw("read", 2, 21.2),
+            bw("copy-nt", 1, 17.0),
+            bw("copy-nt", 2, 27.4),
+        ];
+        // Without the latency points there is nothing to predict from.
+        assert!(read_below_copy_nt(&rows, 64 << 20).is_some());
+        assert!(little_model(&rows, 64 << 20).is_none());
+        rows.extend([
+            loaded_row(None, "latency", 186.0),
+            loaded_row(None, "bandwidth", 0.0),
+            loaded_row(Some(0), "latency", 253.0),
+            loaded_row(Some(0), "bandwidth", 10.8),
+        ]);
+        let m = little_model(&rows, 64 << 20).expect("a model");
+        let p = &m.points[0];
+        // 14.8 GB/s x 186 ns = 2752.8 bytes = 43.0 lines; 43.0 x 64 / 253 = 10.88 GB/s.
+        assert!((m.params["lines_in_flight"].as_f64().unwrap() - 43.01).abs() < 0.01);
+        assert!((p.predicted - 10.881).abs() < 0.01, "{}", p.predicted);
+        assert!((p.measured - 10.6).abs() < 1e-9);
+        assert_eq!(p.case["threads"], Value::from(2));
+        let text = m.verdict.join("\n");
+        assert!(text.contains("holds"), "{text}");
+        assert!(
+            text.contains("with 1 other CPU reading 10.8 GB/s"),
+            "{text}"
+        );
+        assert!(text.contains("the cores' limit, not the bus's"), "{text}");
+        // A block inside the caches is not about memory: no model.
+        assert!(little_model(&rows, 2 * g).is_none());
+        // Read at or above copy-nt needs no explaining.
+        rows[1] = bw("read", 2, 30.0);
+        assert!(read_below_copy_nt(&rows, 64 << 20).is_none());
+        assert!(little_model(&rows, 64 << 20).is_none());
+        // A prediction far off is said to disagree.
+        rows[1] = bw("read", 2, 12.0);
+        let m = little_model(&rows, 64 << 20).unwrap();
+        assert!(m.verdict[0].contains("disagrees"), "{:?}", m.verdict);
+        // 43.0 lines x 64 B / 6.0 GB/s per thread = 459 ns.
+        assert!(
+            m.verdict[0].contains("the latency would have to be 459 ns (2.47x idle)"),
+            "{:?}",
+            m.verdict
+        );
     }
 
     #[test]

@@ -91,6 +91,17 @@ impl LoadedPlan {
         }
     }
 
+    /// The two points `mem bandwidth` measures when read fell below copy-nt: idle, and
+    /// every other CPU reading at full speed, over regions beyond the caches.
+    pub fn for_reading() -> LoadedPlan {
+        LoadedPlan {
+            traffic: vec![Traffic::Read],
+            delays: vec![None, Some(0)],
+            size: 256 << 20,
+            load_size: 256 << 20,
+        }
+    }
+
     pub fn parse(a: &MemLoadedArgs, quick: bool) -> Result<LoadedPlan> {
         let traffic = a
             .traffic

@@ -58,7 +58,16 @@ pub fn run(args: &MemArgs, ctx: &Ctx) -> Result<Outcome> {
                 },
                 ncpus,
             )?;
-            bandwidth(&plan, ctx)
+            let mut out = bandwidth(&plan, ctx)?;
+            // Read fell below copy-nt at the most threads: measure the latency that explains it
+            // (idle, and with the other CPUs reading at full speed), a few seconds more.
+            let beyond = bandwidth::beyond_caches(&ctx.machine);
+            if ncpus > 1 && bandwidth::read_below_copy_nt(&out.results, beyond).is_some() {
+                out.extend(loaded::loaded(&loaded::LoadedPlan::for_reading(), ctx)?);
+                out.models
+                    .extend(bandwidth::little_model(&out.results, beyond));
+            }
+            Ok(out)
         }
         Some(MemCommand::Latency(a)) => {
             let mut plan = LatencyPlan::parse(a.sizes.as_deref(), &a.pages, a.reserve_hugepages)?;
@@ -213,6 +222,9 @@ impl Lab for MemLab {
         }
         if cpus::allowed_cpus().len() > 1 {
             out.extend(loaded::loaded(&loaded::LoadedPlan::for_run(full), ctx)?);
+            let beyond = bandwidth::beyond_caches(&ctx.machine);
+            out.models
+                .extend(bandwidth::little_model(&out.results, beyond));
         }
         out.notes.dedup();
         Ok(out)

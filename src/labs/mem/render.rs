@@ -19,11 +19,21 @@ fn fmt_summary(s: &Summary, prec: usize) -> String {
 
 /// The outcome as tables: bandwidth pivoted by page kind, the latency curve, its levels.
 pub fn render(out: &Outcome) -> String {
-    if out.results.iter().any(|r| r.key("op") == "loaded") {
+    let mut text = if out.results.iter().any(|r| r.key("op") == "loaded") {
         let mut rest = out.clone();
         rest.results.retain(|r| r.key("op") != "loaded");
-        return render(&rest) + &loaded::render(out);
+        render_tables(&rest) + &loaded::render(out)
+    } else {
+        render_tables(out)
+    };
+    for m in &out.models {
+        text += &crate::report::table::render_model(m);
     }
+    text
+}
+
+/// The figures' tables: bandwidth, then the latency curve.
+fn render_tables(out: &Outcome) -> String {
     let mut text = String::new();
     let bw: Vec<&ResultRow> = out
         .results
