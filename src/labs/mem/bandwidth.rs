@@ -694,7 +694,11 @@ pub(super) fn little_model(rows: &[ResultRow], min_block: u64) -> Option<Model> 
             point.predicted,
             point.measured,
             err * 100.0,
-            if err.abs() <= 0.25 {
+            if lh < l0 {
+                format!(
+                    "not read: the latency under load came out below idle ({lh:.0} vs {l0:.0} ns), so the host's drift between the points is larger than the load's effect; run again on a quiet machine"
+                )
+            } else if err.abs() <= 0.25 {
                 "holds: the read stream is bounded by the lines each core keeps in flight and by the latency the load adds".to_string()
             } else {
                 format!(
@@ -979,6 +983,12 @@ mod tests {
         rows[1] = bw("read", 2, 30.0);
         assert!(read_below_copy_nt(&rows, 64 << 20).is_none());
         assert!(little_model(&rows, 64 << 20).is_none());
+        // Latency under load below idle is noise, not a reading.
+        let mut noisy = rows.clone();
+        noisy[1] = bw("read", 2, 21.2);
+        noisy[4] = loaded_row(None, "latency", 260.0);
+        let m = little_model(&noisy, 64 << 20).unwrap();
+        assert!(m.verdict[0].contains("not read"), "{:?}", m.verdict);
         // A prediction far off is said to disagree.
         rows[1] = bw("read", 2, 12.0);
         let m = little_model(&rows, 64 << 20).unwrap();
