@@ -7,6 +7,21 @@ pub fn thread_cpu_ns() -> u64 {
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
+/// Times the calling thread has slept so far: its voluntary context switches
+/// (getrusage RUSAGE_THREAD, ru_nvcsw), each a block in the kernel that something had to wake.
+pub fn thread_sleeps() -> u64 {
+    let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes one rusage into the pointer we pass, which points to a zeroed
+    // rusage of the right size that lives across the call.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, ru.as_mut_ptr()) };
+    if rc != 0 {
+        return 0;
+    }
+    // SAFETY: zero-initialised and, on success, filled by the kernel.
+    let ru = unsafe { ru.assume_init() };
+    ru.ru_nvcsw.max(0) as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -19,5 +34,19 @@ mod tests {
             x = std::hint::black_box(x.wrapping_add(i));
         }
         assert!(thread_cpu_ns() >= t0);
+    }
+
+    #[test]
+    fn a_thread_that_sleeps_counts_its_sleeps() {
+        let n = std::thread::spawn(|| {
+            let s0 = thread_sleeps();
+            for _ in 0..3 {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            thread_sleeps() - s0
+        })
+        .join()
+        .unwrap();
+        assert!(n >= 3, "{n} sleeps counted for 3 sleeps");
     }
 }

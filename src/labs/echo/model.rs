@@ -80,6 +80,10 @@ pub struct Observed {
     pub epoll_events: u64,
     /// The server's own CPU time (user + sys) over the point, ns.
     pub cpu_ns: u64,
+    /// Times the (local) loader slept per request answered: each sleep was ended by one of the
+    /// server's sends, which paid for the wakeup. None where not counted (remote loaders).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loader_sleeps_per_req: Option<f64>,
 }
 
 impl Observed {
@@ -293,6 +297,13 @@ pub fn predict(terms: &CostTerms, obs: &Observed) -> Result<Prediction, String> 
     if let Some(b) = terms.bytes_beyond_16(obs.size) {
         refined.push("bytes x per-byte", b);
     }
+    // Each sleep of the loader ended with one of the server's sends waking it, which costs
+    // the server a wakeup on top of the send (measured beside the other terms).
+    if let (Some(k), Some(w)) = (obs.loader_sleeps_per_req, &terms.wake_ns) {
+        if k > 0.0 {
+            refined.push("peer wakes x wake", k * med(w));
+        }
+    }
     Ok(Prediction {
         article,
         refined,
@@ -303,7 +314,13 @@ pub fn predict(terms: &CostTerms, obs: &Observed) -> Result<Prediction, String> 
 
 /// The verdict on one point: holds within 25%, or names the term that disagrees. `wake_ns`
 /// (what waking a sleeping peer adds to a send) sizes a gap no term explains.
-pub fn verdict(label: &str, b: &Breakdown, measured: f64, wake_ns: Option<f64>) -> String {
+pub fn verdict(
+    label: &str,
+    b: &Breakdown,
+    measured: f64,
+    wake_ns: Option<f64>,
+    slept: Option<f64>,
+) -> String {
     let predicted = b.total();
     if measured <= 0.0 {
         return format!("{label}: nothing measured to check {predicted:.0} ns against");
@@ -321,16 +338,25 @@ pub fn verdict(label: &str, b: &Breakdown, measured: f64, wake_ns: Option<f64>) 
     };
     let gap = measured - predicted;
     if gap > 0.0 {
-        let wakes = match wake_ns {
-            Some(w) if w > 0.0 => format!(
+        let wakes = match (wake_ns, slept) {
+            // The loader's sleeps were counted and priced: wakes are not the gap.
+            (_, Some(k)) => format!(
+                "; not the peer's wakeups: the loader slept {k:.3} times per request, and those are priced"
+            ),
+            (Some(w), None) if w > 0.0 => format!(
                 "; that is {:.1} wakes of a sleeping peer at the measured {w:.0} ns each",
                 gap / w
             ),
             _ => String::new(),
         };
+        let uncounted = if slept.is_some() {
+            "user-space loop, softirq, notifying a peer that is awake"
+        } else {
+            "user-space loop, waking the peer, softirq"
+        };
         format!(
             "{head}: disagrees; {} would have to be {:.1}x its {:.0} ns, or {:.0} ns per request \
-             is work no term counts (user-space loop, waking the peer, softirq){wakes}",
+             is work no term counts ({uncounted}){wakes}",
             big.name,
             (big.ns + gap) / big.ns.max(1e-9),
             big.ns,
@@ -420,7 +446,13 @@ fn build(
                     unit: "ns".into(),
                 });
                 let wake = terms.wake_ns.map(|w| w.median);
-                model.verdict.push(verdict(&label, b, measured, wake));
+                model.verdict.push(verdict(
+                    &label,
+                    b,
+                    measured,
+                    wake,
+                    obs.loader_sleeps_per_req,
+                ));
             }
             Err(why) => model.verdict.push(format!("{label}: not predicted: {why}")),
         }
@@ -807,21 +839,56 @@ mod tests {
         let mut b = Breakdown::default();
         b.push("syscalls x s", 200.0);
         b.push("w_send", 1000.0);
-        assert!(verdict("epoll 1 conns", &b, 1100.0, None).ends_with("holds"));
-        let under = verdict("epoll 1 conns", &b, 2000.0, Some(400.0));
+        assert!(verdict("epoll 1 conns", &b, 1100.0, None, None).ends_with("holds"));
+        let under = verdict("epoll 1 conns", &b, 2000.0, Some(400.0), None);
         assert!(under.contains("w_send would have to be 1.8x"), "{under}");
         assert!(under.contains("800 ns per request"), "{under}");
         assert!(
             under.contains("2.0 wakes of a sleeping peer at the measured 400 ns"),
             "{under}"
         );
-        let over = verdict("epoll 1 conns", &b, 600.0, None);
+        let over = verdict("epoll 1 conns", &b, 600.0, None, None);
         assert!(
             over.contains("w_send would have to be 60% smaller"),
             "{over}"
         );
-        let way_over = verdict("epoll 1 conns", &b, 100.0, None);
+        let way_over = verdict("epoll 1 conns", &b, 100.0, None, None);
         assert!(way_over.contains("overstate"), "{way_over}");
+        // With the loader's sleeps counted (and priced), the gap is not put on wakeups.
+        let counted = verdict("epoll 1 conns", &b, 2000.0, Some(400.0), Some(0.001));
+        assert!(
+            counted.contains("not the peer's wakeups: the loader slept 0.001 times per request"),
+            "{counted}"
+        );
+        assert!(!counted.contains("wakes of a sleeping peer"), "{counted}");
+    }
+
+    #[test]
+    fn the_loaders_sleeps_are_priced_as_wakes_the_server_pays() {
+        let t = terms(100.0, 1200.0, 400.0, 300.0, 500.0);
+        let mut obs = Observed {
+            engine: "epoll".into(),
+            conns: 16,
+            requests: 1000,
+            syscalls: 2600,
+            epoll_waits: 100,
+            epoll_events: 1000,
+            cpu_ns: 4_000_000,
+            ..Default::default()
+        };
+        let without = predict(&t, &obs).unwrap().refined.total();
+        // Half the requests ended a sleep of the loader: 0.5 x the 3000 ns wake term.
+        obs.loader_sleeps_per_req = Some(0.5);
+        let with = predict(&t, &obs).unwrap();
+        assert!((with.refined.total() - without - 1500.0).abs() < 1e-9);
+        assert!(
+            with.refined.show().contains("peer wakes x wake"),
+            "{}",
+            with.refined.show()
+        );
+        // Not counted (remote loaders) or zero: no term.
+        obs.loader_sleeps_per_req = Some(0.0);
+        assert!((predict(&t, &obs).unwrap().refined.total() - without).abs() < 1e-9);
     }
 
     #[test]
@@ -886,6 +953,7 @@ mod tests {
             epoll_waits: if engine == "epoll" { 100 } else { 0 },
             epoll_events: if engine == "epoll" { 1000 } else { 0 },
             cpu_ns: 4_000_000,
+            loader_sleeps_per_req: None,
         };
         // 16 B: no byte term; 16 KiB: (16384 - 16) x 0.25 = 4092 ns more, for either engine.
         for engine in ["epoll", "uring"] {
@@ -939,6 +1007,7 @@ mod tests {
                 epoll_waits: if engine == "epoll" { 1000 } else { 0 },
                 epoll_events: if engine == "epoll" { 1000 } else { 0 },
                 cpu_ns,
+                loader_sleeps_per_req: None,
             };
             (
                 crate::case! {"engine" => engine, "conns" => 16u32, "size" => size},

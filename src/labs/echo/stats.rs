@@ -127,6 +127,7 @@ impl ServerStats {
             epoll_waits: self.epoll_waits,
             epoll_events: self.epoll_events,
             cpu_ns: self.cpu_ns(),
+            loader_sleeps_per_req: None,
         }
     }
 }

@@ -235,8 +235,19 @@ pub(super) struct Point {
     pub(super) batch: Vec<f64>,
     pub(super) loader_cpu: Vec<f64>,
     pub(super) loader_per_req: Vec<f64>,
+    /// Per run: the loader's sleeps per request answered (None where not counted).
+    pub(super) loader_sleeps: Vec<Option<f64>>,
     pub(super) server: Option<ServerStats>,
     pub(super) trouble: Trouble,
+}
+
+impl Point {
+    /// The loader's sleeps per request, averaged over the runs; None unless every run counted.
+    pub(super) fn loader_sleeps_per_req(&self) -> Option<f64> {
+        let all: Option<Vec<f64>> = self.loader_sleeps.iter().copied().collect();
+        all.filter(|v| !v.is_empty())
+            .map(|v| v.iter().sum::<f64>() / v.len() as f64)
+    }
 }
 
 /// Run the sweep. Returns the figures and, for each sweep point, what the server counted
@@ -349,6 +360,7 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
             sizes::human_size(size as u64)
         );
         notes.extend(p.trouble.notes(&at));
+        let slept = p.loader_sleeps_per_req();
         let mark = out.results.len();
         out.push(LAB, c.clone(), "throughput", "req/s", p.throughput);
         out.push(LAB, c.clone(), "p50", "us", p.p50);
@@ -362,7 +374,9 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
             out.attach_conditions(mark, cond);
         }
         if let Some(s) = p.server {
-            observed.push((c, s.observed(conns as u32)));
+            let mut o = s.observed(conns as u32);
+            o.loader_sleeps_per_req = slept;
+            observed.push((c, o));
         }
     }
     for (case, parts, cond) in attributed {
@@ -516,6 +530,8 @@ pub(super) fn record(
     p.loader_cpu.push(r.busy() * 100.0);
     p.loader_per_req
         .push(r.cpu_ns as f64 / r.answered.max(1) as f64);
+    p.loader_sleeps
+        .push(r.sleeps.map(|n| n as f64 / r.answered.max(1) as f64));
     match &mut p.server {
         Some(total) => total.add(s),
         None => p.server = Some(s.clone()),

@@ -13,7 +13,7 @@ use super::stream::{
 };
 use crate::error::usage;
 use crate::measure::cpus;
-use crate::measure::cputime::thread_cpu_ns;
+use crate::measure::cputime::{thread_cpu_ns, thread_sleeps};
 
 pub(super) fn run(spec: &LoadSpec) -> Result<LoadReport> {
     let start_gate = Arc::new(Barrier::new(spec.conns + 1));
@@ -63,6 +63,7 @@ fn blocking_conn(
     first_error: &Mutex<Option<String>>,
 ) -> LoadReport {
     let cpu0 = thread_cpu_ns();
+    let slept0 = thread_sleeps();
     if let Some(c) = &spec.cpus {
         let _ = cpus::pin_current_to(c);
     }
@@ -74,6 +75,7 @@ fn blocking_conn(
         Err(e) => {
             count_connect_error(&mut report, &e, first_error);
             report.cpu_ns = thread_cpu_ns().saturating_sub(cpu0);
+            report.sleeps = Some(thread_sleeps().saturating_sub(slept0));
             return report;
         }
     };
@@ -139,5 +141,6 @@ fn blocking_conn(
     }
     let _ = sock.shutdown(std::net::Shutdown::Both);
     report.cpu_ns = thread_cpu_ns().saturating_sub(cpu0);
+    report.sleeps = Some(thread_sleeps().saturating_sub(slept0));
     report
 }

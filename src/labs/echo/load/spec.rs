@@ -163,6 +163,9 @@ pub struct LoadReport {
     pub cpu_ns: u64,
     /// CPUs the loader's threads could use.
     pub cpus: usize,
+    /// Times the loader's threads slept (voluntary context switches), each one a wakeup some
+    /// send of the server's paid for; None where not counted (loaders on other hosts).
+    pub sleeps: Option<u64>,
     /// The first mismatch of each connection that had one (a connection is dropped at its
     /// first): where in its byte stream, what was expected and what came.
     pub first_mismatches: Vec<String>,
@@ -234,6 +237,7 @@ impl LoadReport {
             errors: Errors::default(),
             cpu_ns: 0,
             cpus,
+            sleeps: Some(0),
             first_mismatches: Vec::new(),
         }
     }
@@ -259,6 +263,7 @@ impl LoadReport {
         let _ = self.latency.add(&o.latency);
         self.errors.add(&o.errors);
         self.cpu_ns += o.cpu_ns;
+        self.sleeps = self.sleeps.zip(o.sleeps).map(|(a, b)| a + b);
         let room = MISMATCHES_KEPT.saturating_sub(self.first_mismatches.len());
         self.first_mismatches
             .extend(o.first_mismatches.iter().take(room).cloned());

@@ -13,7 +13,7 @@ use anyhow::Result;
 use super::spec::{LoadReport, LoadSpec};
 use crate::error::usage;
 use crate::measure::cpus;
-use crate::measure::cputime::thread_cpu_ns;
+use crate::measure::cputime::{thread_cpu_ns, thread_sleeps};
 
 /// Fill `out` with the bytes of request `seq` on connection `conn`. Every 8-byte word
 /// depends on (conn, seq, word), so an echo from the wrong request or connection, a
@@ -191,6 +191,7 @@ where
                 let first_error = &first_error;
                 scope.spawn(move || {
                     let cpu0 = thread_cpu_ns();
+                    let slept0 = thread_sleeps();
                     if let Some(c) = &spec.cpus {
                         let _ = cpus::pin_current_to(c);
                     }
@@ -201,6 +202,7 @@ where
                     barrier.wait();
                     let result = drive(t, threads, socks, &mut report);
                     report.cpu_ns = thread_cpu_ns().saturating_sub(cpu0);
+                    report.sleeps = Some(thread_sleeps().saturating_sub(slept0));
                     result.map(|_| report)
                 })
             })
