@@ -768,12 +768,10 @@ mod tests {
         assert_eq!(interpolate(&[], 2.0), None);
     }
 
-    #[test]
-    fn refined_epoll_prices_every_syscall_and_shares_epoll_wait() {
-        let t = terms(100.0, 1200.0, 400.0, 300.0, 500.0);
-        // 1000 requests: 1000 recv + 1000 send + 500 EAGAIN recv + 100 epoll_wait = 2600
-        // syscalls; 100 waits returned 1000 events (k = 10).
-        let obs = Observed {
+    /// 1000 requests: 1000 recv + 1000 send + 500 EAGAIN recv + 100 epoll_wait = 2600
+    /// syscalls; 100 waits returned 1000 events (k = 10).
+    fn epoll_1000() -> Observed {
+        Observed {
             engine: "epoll".into(),
             conns: 16,
             requests: 1000,
@@ -782,7 +780,13 @@ mod tests {
             epoll_events: 1000,
             cpu_ns: 4_000_000,
             ..Default::default()
-        };
+        }
+    }
+
+    #[test]
+    fn refined_epoll_prices_every_syscall_and_shares_epoll_wait() {
+        let t = terms(100.0, 1200.0, 400.0, 300.0, 500.0);
+        let obs = epoll_1000();
         let p = predict(&t, &obs).unwrap();
         assert!((p.batch - 10.0).abs() < 1e-9);
         assert!((p.article.total() - 1700.0).abs() < 1e-9);
@@ -866,16 +870,7 @@ mod tests {
     #[test]
     fn the_loaders_sleeps_are_priced_as_wakes_the_server_pays() {
         let t = terms(100.0, 1200.0, 400.0, 300.0, 500.0);
-        let mut obs = Observed {
-            engine: "epoll".into(),
-            conns: 16,
-            requests: 1000,
-            syscalls: 2600,
-            epoll_waits: 100,
-            epoll_events: 1000,
-            cpu_ns: 4_000_000,
-            ..Default::default()
-        };
+        let mut obs = epoll_1000();
         let without = predict(&t, &obs).unwrap().refined.total();
         // Half the requests ended a sleep of the loader: 0.5 x the 3000 ns wake term.
         obs.loader_sleeps_per_req = Some(0.5);

@@ -808,6 +808,28 @@ pub(super) fn on_accept(
     Ok(target)
 }
 
+/// A slot for a new connection: the last one freed, else a new one at the end.
+pub(super) fn take_slot<C>(free: &mut Vec<usize>, conns: &mut Vec<C>, new: fn() -> C) -> usize {
+    free.pop().unwrap_or_else(|| {
+        conns.push(new());
+        conns.len() - 1
+    })
+}
+
+/// Close a finished connection's socket through the ring, counting it; the slot is the
+/// caller's to free. The close's completion needs nothing done.
+pub(super) fn push_close(
+    ring: &mut IoUring,
+    target: Target,
+    slot: usize,
+    stats: &mut ServerStats,
+) -> Result<()> {
+    stats.closed += 1;
+    let sqe = on_target!(target, f => opcode::Close::new(f).build());
+    // SAFETY: a close points to no memory of ours.
+    unsafe { push(ring, &sqe.user_data(ud(CLOSE, slot, 0)), stats) }
+}
+
 /// At exit: stop accepting, close the live connections' plain descriptors (direct ones go
 /// with the file table, unregistered here).
 pub(super) fn shut_down(ring: &mut IoUring, live: impl Iterator<Item = Target>, fixed: bool) {
@@ -1079,10 +1101,7 @@ impl Server {
         else {
             return Ok(());
         };
-        let slot = self.free.pop().unwrap_or_else(|| {
-            self.conns.push(Conn::new());
-            self.conns.len() - 1
-        });
+        let slot = take_slot(&mut self.free, &mut self.conns, Conn::new);
         self.conns[slot].open(target);
         self.arm_recv(slot, stats)
     }
@@ -1249,10 +1268,7 @@ impl Server {
             self.pool.release(s.bid);
         }
         self.free.push(slot);
-        stats.closed += 1;
-        let sqe = on_target!(target, f => opcode::Close::new(f).build());
-        // SAFETY: a close points to no memory of ours.
-        unsafe { push(&mut self.ring, &sqe.user_data(ud(CLOSE, slot, 0)), stats) }
+        push_close(&mut self.ring, target, slot, stats)
     }
 }
 

@@ -26,8 +26,9 @@ use super::features::Features;
 use super::listen::Stop;
 use super::stats::ServerStats;
 use super::uring::{
-    arm_accept, build_server_ring, enter_and_reap, on_accept, on_target, push, register_file_table,
-    shut_down, ud, ud_parts, Target, ACCEPT, CANCEL, CLOSE, POLL, RECV, SEND,
+    arm_accept, build_server_ring, enter_and_reap, on_accept, on_target, push, push_close,
+    register_file_table, shut_down, take_slot, ud, ud_parts, Target, ACCEPT, CANCEL, POLL, RECV,
+    SEND,
 };
 use crate::measure::aligned::AlignedBuf;
 
@@ -242,10 +243,7 @@ impl Server {
         else {
             return Ok(());
         };
-        let slot = self.free.pop().unwrap_or_else(|| {
-            self.conns.push(Conn::new());
-            self.conns.len() - 1
-        });
+        let slot = take_slot(&mut self.free, &mut self.conns, Conn::new);
         self.conns[slot].open(target);
         self.arm_poll(slot, stats)
     }
@@ -455,9 +453,6 @@ impl Server {
         c.waiting = false;
         c.out.clear();
         self.free.push(slot);
-        stats.closed += 1;
-        let sqe = on_target!(target, f => opcode::Close::new(f).build());
-        // SAFETY: a close points to no memory of ours.
-        unsafe { push(&mut self.ring, &sqe.user_data(ud(CLOSE, slot, 0)), stats) }
+        push_close(&mut self.ring, target, slot, stats)
     }
 }

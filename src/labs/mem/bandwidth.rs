@@ -647,20 +647,13 @@ pub(super) fn little_model(rows: &[ResultRow], min_block: u64) -> Option<Model> 
             && asked_block_of(x) == asked_block_of(rn)
             && x.key("pages") == rn.key("pages")
     })?;
-    let loaded = |want_idle: bool| {
-        rows.iter()
-            .filter(|x| x.key("op") == "loaded" && x.key("traffic") == "read")
-            .filter(|x| x.metric == "latency")
-            .filter(move |x| x.case.get("delay").is_none_or(Value::is_null) == want_idle)
-    };
-    let idle = loaded(true).next()?;
-    let load_bw = |lat: &ResultRow| {
-        rows.iter()
-            .find(|b| b.metric == "bandwidth" && b.case == lat.case)
-            .map_or(0.0, |b| b.summary.median)
-    };
-    let heavy = loaded(false).max_by(|a, b| load_bw(a).total_cmp(&load_bw(b)))?;
-    let (l0, lh, bh) = (idle.summary.median, heavy.summary.median, load_bw(heavy));
+    let (idle, heavy, heavy_bw) =
+        super::loaded::idle_and_heaviest(rows, super::loaded::Traffic::Read.name())?;
+    let (l0, lh, bh) = (
+        idle.summary.median,
+        heavy.summary.median,
+        heavy_bw.summary.median,
+    );
     let (g1, gn, gc) = (r1.summary.median, rn.summary.median, nt.summary.median);
     if l0 <= 0.0 || lh <= 0.0 || g1 <= 0.0 || gn <= 0.0 {
         return None;

@@ -309,24 +309,41 @@ pub fn loaded(plan: &LoadedPlan, ctx: &Ctx) -> Result<Outcome> {
 
 /// The curve's points for one traffic kind, in plan order: (delay, latency, bandwidth).
 pub fn curve<'a>(
-    out: &'a Outcome,
+    rows: &'a [crate::report::ResultRow],
     traffic: &str,
 ) -> Vec<(
     Option<u64>,
     &'a crate::report::ResultRow,
     &'a crate::report::ResultRow,
 )> {
-    out.results
-        .iter()
+    rows.iter()
         .filter(|r| r.key("op") == "loaded" && r.key("traffic") == traffic && r.metric == "latency")
         .filter_map(|lat| {
-            let bw = out
-                .results
+            let bw = rows
                 .iter()
                 .find(|b| b.metric == "bandwidth" && b.case == lat.case)?;
             Some((lat.case.get("delay").and_then(|d| d.as_u64()), lat, bw))
         })
         .collect()
+}
+
+/// The curve's idle point and its heaviest load (the most bandwidth): (idle latency row,
+/// heaviest latency row, heaviest bandwidth row).
+pub fn idle_and_heaviest<'a>(
+    rows: &'a [crate::report::ResultRow],
+    traffic: &str,
+) -> Option<(
+    &'a crate::report::ResultRow,
+    &'a crate::report::ResultRow,
+    &'a crate::report::ResultRow,
+)> {
+    let pts = curve(rows, traffic);
+    let idle = pts.iter().find(|p| p.0.is_none())?.1;
+    let (_, lat, bw) = pts
+        .iter()
+        .filter(|p| p.0.is_some())
+        .max_by(|a, b| a.2.summary.median.total_cmp(&b.2.summary.median))?;
+    Some((idle, lat, bw))
 }
 
 /// Read the curve: idle latency, the heaviest load's latency and bandwidth.
@@ -347,18 +364,15 @@ pub fn reading(points: &[(Option<u64>, f64, f64)]) -> Option<String> {
 
 /// The cost sheet's line: the heaviest load's latency, read against idle.
 pub fn headline(out: &Outcome) -> Option<crate::labs::Headline> {
-    let pts = curve(out, Traffic::Read.name());
+    let pts = curve(&out.results, Traffic::Read.name());
     let flat: Vec<(Option<u64>, f64, f64)> = pts
         .iter()
         .map(|(d, l, b)| (*d, l.summary.median, b.summary.median))
         .collect();
-    let heavy = pts
-        .iter()
-        .filter(|p| p.0.is_some())
-        .max_by(|a, b| a.2.summary.median.total_cmp(&b.2.summary.median))?;
+    let (_, heavy, _) = idle_and_heaviest(&out.results, Traffic::Read.name())?;
     Some(crate::labs::Headline {
         label: "loaded DRAM latency".into(),
-        summary: heavy.1.summary,
+        summary: heavy.summary,
         unit: "ns".into(),
         reading: reading(&flat)?,
         ..Default::default()
@@ -368,7 +382,7 @@ pub fn headline(out: &Outcome) -> Option<crate::labs::Headline> {
 pub fn render(out: &Outcome) -> String {
     let mut text = String::new();
     for traffic in [Traffic::Read, Traffic::ReadWrite] {
-        let pts = curve(out, traffic.name());
+        let pts = curve(&out.results, traffic.name());
         if pts.is_empty() {
             continue;
         }
