@@ -99,18 +99,7 @@ pub fn sample_fn(spec: &SampleSpec, mut run: impl FnMut(u64)) -> Result<Vec<Samp
         run(n);
         t0.elapsed()
     };
-    let started = Instant::now();
-    let mut iters = 1u64;
-    loop {
-        let took = time(&mut run, iters);
-        if took >= spec.min_sample {
-            break;
-        }
-        iters = next_iters(iters, took, spec.min_sample);
-    }
-    while started.elapsed() < spec.warmup {
-        time(&mut run, iters);
-    }
+    let iters = calibrate(spec, &mut run);
     let mut out = Vec::with_capacity(spec.samples);
     for _ in 0..spec.samples {
         cancel::check()?;
@@ -122,6 +111,88 @@ pub fn sample_fn(spec: &SampleSpec, mut run: impl FnMut(u64)) -> Result<Vec<Samp
         });
     }
     Ok(out)
+}
+
+/// How many samples `sample_paired` takes from one set-up (one mapping) before it builds a
+/// fresh one. Two keeps a set-up's own noise visible (two samples can disagree) while a 7-sample
+/// figure still spans four set-ups.
+pub const SAMPLES_PER_SETUP: usize = 2;
+
+/// Samples of several variants of one measurement (`kinds` of them: 4 KiB vs huge pages),
+/// paired in time and spread over fresh set-ups.
+///
+/// Why: in a VM the cost of a memory access depends on where the host backs the guest's pages,
+/// which is decided when a region is first touched; every sample of one mapping sees the same
+/// backing, so their spread says nothing of what a rerun (a new mapping) will show. And a
+/// difference between two variants measured minutes apart carries the host's drift between
+/// them. So: `rounds` times, `setup(k)` builds a fresh state for every kind (a new mapping),
+/// each kind's iteration count is calibrated and warmed on it, then up to
+/// [`SAMPLES_PER_SETUP`] samples per kind are taken round-robin (the order rotating, so no kind
+/// always goes first); `after_round(k, &state)` reads what the state needs to report (the page
+/// backing) before it is dropped. Returns `spec.samples` samples per kind, sample j of every
+/// kind taken next to sample j of the others: their differences cancel drift.
+pub fn sample_paired<S>(
+    spec: &SampleSpec,
+    kinds: usize,
+    mut setup: impl FnMut(usize) -> Result<S>,
+    mut run: impl FnMut(&mut S, u64),
+    mut after_round: impl FnMut(usize, &S),
+) -> Result<Vec<Vec<Sample>>> {
+    assert!(kinds > 0, "sample_paired needs at least one kind");
+    let total = spec.samples.max(1);
+    let mut out: Vec<Vec<Sample>> = (0..kinds).map(|_| Vec::with_capacity(total)).collect();
+    let mut round = 0usize;
+    while out[0].len() < total {
+        cancel::check()?;
+        let mut states = Vec::with_capacity(kinds);
+        for k in 0..kinds {
+            states.push(setup(k)?);
+        }
+        let mut iters = vec![1u64; kinds];
+        for (k, state) in states.iter_mut().enumerate() {
+            iters[k] = calibrate(spec, |n| run(state, n));
+        }
+        let take = SAMPLES_PER_SETUP.min(total - out[0].len());
+        for j in 0..take {
+            for step in 0..kinds {
+                cancel::check()?;
+                let k = (step + round + j) % kinds;
+                let t0 = Instant::now();
+                run(&mut states[k], iters[k]);
+                let ns = t0.elapsed().as_nanos() as f64;
+                out[k].push(Sample {
+                    iters: iters[k],
+                    ns,
+                    per_thread_ns: vec![ns],
+                });
+            }
+        }
+        for (k, state) in states.iter().enumerate() {
+            after_round(k, state);
+        }
+        round += 1;
+    }
+    Ok(out)
+}
+
+/// The iteration count whose run lasts at least `spec.min_sample`, then `spec.warmup` of
+/// untimed runs at that count.
+fn calibrate(spec: &SampleSpec, mut run: impl FnMut(u64)) -> u64 {
+    let started = Instant::now();
+    let mut iters = 1u64;
+    loop {
+        let t0 = Instant::now();
+        run(iters);
+        let took = t0.elapsed();
+        if took >= spec.min_sample {
+            break;
+        }
+        iters = next_iters(iters, took, spec.min_sample);
+    }
+    while started.elapsed() < spec.warmup {
+        run(iters);
+    }
+    iters
 }
 
 /// Worker `i` of a team pinned to `cpu` with its state built there. A failure is kept (the
@@ -437,6 +508,40 @@ where
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn paired_samples_take_fresh_setups_and_alternate_kinds() {
+        let spec = SampleSpec {
+            samples: 5,
+            ..SampleSpec::tiny()
+        };
+        let mut setups = Vec::new();
+        let mut order: Vec<(usize, usize)> = Vec::new();
+        let mut seen = Vec::new();
+        let out = sample_paired(
+            &spec,
+            2,
+            |k| {
+                setups.push(k);
+                Ok((k, setups.len()))
+            },
+            |state: &mut (usize, usize), n| {
+                order.push(*state);
+                std::thread::sleep(Duration::from_micros(50 * n.min(40)));
+            },
+            |k, state| seen.push((k, state.1)),
+        )
+        .unwrap();
+        assert_eq!(out.len(), 2);
+        assert!(out.iter().all(|s| s.len() == 5));
+        // 5 samples at two per set-up: three rounds, each a fresh state per kind.
+        assert_eq!(setups, vec![0, 1, 0, 1, 0, 1]);
+        assert_eq!(seen.len(), 6);
+        // Every state produced samples for its own kind only, and each round's states differ.
+        assert!(order.iter().all(|(k, id)| (id - 1) % 2 == *k));
+        let ids: std::collections::BTreeSet<usize> = order.iter().map(|s| s.1).collect();
+        assert_eq!(ids.len(), 6);
+    }
     use super::*;
     use std::hint::black_box;
     use std::sync::atomic::AtomicUsize;

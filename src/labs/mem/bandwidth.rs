@@ -11,6 +11,7 @@ use crate::case;
 use crate::cli::MemGridArgs;
 use crate::labs::Ctx;
 use crate::measure::conditions::Watch;
+use crate::measure::sampler::SAMPLES_PER_SETUP;
 use crate::measure::sizes::{format_size, human_size};
 use crate::measure::{counters, cpus, team_window};
 use crate::report::{progress, Model, ModelPoint, Outcome, ResultRow};
@@ -181,60 +182,88 @@ fn make_regions(
     })
 }
 
-/// The samples of one case: GB/s each, and the mean share of a sample's span (first start to
-/// last end) that was left out because not every thread was running.
+/// The samples of one case: GB/s each, the mean share of a sample's span (first start to
+/// last end) that was left out because not every thread was running, and the worst huge-page
+/// fraction any of its mappings got (the lowest for a huge kind, the highest for 4k).
 struct Measured {
     gbs: Vec<f64>,
     edge: f64,
+    huge: Option<f64>,
 }
 
-/// GB/s per sample of one op and pattern over prepared regions. All threads leave one barrier
-/// and run until one stop flag; only bytes moved while all of them ran are counted.
+/// GB/s per sample of one op and pattern. All threads leave one barrier and run until one stop
+/// flag; only bytes moved while all of them ran are counted. The regions are mapped afresh
+/// (`make`) every [`SAMPLES_PER_SETUP`] samples: in a VM a mapping's bandwidth depends on how
+/// the host backs it, which one mapping's samples cannot show, and a rerun maps anew.
 fn measure_bandwidth(
     cpu_list: &[usize],
-    regions: &[Region],
+    make: &dyn Fn() -> Result<Vec<Region>>,
     op: Op,
     pattern: Pattern,
     ctx: &Ctx,
+    notes: &mut Vec<String>,
 ) -> Result<Measured> {
     let isa = Isa::detect();
-    let probe = Sweep::new(&regions[0], op, pattern, isa, 1);
-    let unit_bytes = (probe.bytes_per_iter() * probe.iters_per_unit()) as f64;
     // Samples of at least 50 ms: a DRAM stream of 10 ms sees page-walk and refresh hiccups
     // as a spread of several percent, and the window trims a few microseconds at each edge.
-    let spec = crate::measure::SampleSpec {
-        min_sample: ctx
-            .spec
-            .min_sample
-            .max(std::time::Duration::from_millis(50)),
-        ..ctx.spec.clone()
-    };
-    let samples = team_window(
-        cpu_list,
-        &spec,
-        |i| {
-            let w = Sweep::new(
-                &regions[i.min(regions.len() - 1)],
-                op,
-                pattern,
-                isa,
-                0x9e37 + i as u64,
-            );
-            let k = w.iters_per_unit();
-            Ok((w, k))
-        },
-        |(w, k): &mut (Sweep, u64)| w.run(*k),
-    )?;
-    let gbs = samples
-        .iter()
-        .map(|s| crate::measure::units::gb_per_s(s.total_units() * unit_bytes, s.window_ns))
-        .collect();
-    let edge = samples
-        .iter()
-        .map(|s| 1.0 - s.window_ns / s.span_ns.max(1.0))
-        .sum::<f64>()
-        / samples.len().max(1) as f64;
-    Ok(Measured { gbs, edge })
+    let total = ctx.spec.samples.max(1);
+    let mut gbs: Vec<f64> = Vec::with_capacity(total);
+    let mut edges: Vec<f64> = Vec::with_capacity(total);
+    let mut huge: Option<f64> = None;
+    while gbs.len() < total {
+        let regions = make()?;
+        if gbs.is_empty() {
+            // The first mapping speaks for the case; the conditions keep the worst of all.
+            note_thp(&regions[0], notes);
+        }
+        let probe = Sweep::new(&regions[0], op, pattern, isa, 1);
+        let unit_bytes = (probe.bytes_per_iter() * probe.iters_per_unit()) as f64;
+        let spec = crate::measure::SampleSpec {
+            min_sample: ctx
+                .spec
+                .min_sample
+                .max(std::time::Duration::from_millis(50)),
+            samples: SAMPLES_PER_SETUP.min(total - gbs.len()),
+            ..ctx.spec.clone()
+        };
+        let samples = team_window(
+            cpu_list,
+            &spec,
+            |i| {
+                let w = Sweep::new(
+                    &regions[i.min(regions.len() - 1)],
+                    op,
+                    pattern,
+                    isa,
+                    0x9e37 + i as u64,
+                );
+                let k = w.iters_per_unit();
+                Ok((w, k))
+            },
+            |(w, k): &mut (Sweep, u64)| w.run(*k),
+        )?;
+        gbs.extend(
+            samples.iter().map(|s| {
+                crate::measure::units::gb_per_s(s.total_units() * unit_bytes, s.window_ns)
+            }),
+        );
+        edges.extend(
+            samples
+                .iter()
+                .map(|s| 1.0 - s.window_ns / s.span_ns.max(1.0)),
+        );
+        for r in &regions {
+            if let Some(f) = r.huge_fraction() {
+                huge = Some(match huge {
+                    None => f,
+                    Some(old) if r.kind().is_huge() => old.min(f),
+                    Some(old) => old.max(f),
+                });
+            }
+        }
+    }
+    let edge = edges.iter().sum::<f64>() / edges.len().max(1) as f64;
+    Ok(Measured { gbs, edge, huge })
 }
 
 /// Note when the kernel did not back a thp region with huge pages.
@@ -421,11 +450,10 @@ pub fn bandwidth(plan: &BandwidthPlan, ctx: &Ctx) -> Result<Outcome> {
                     ));
                 }
                 progress::note(&format!(
-                    "mem bandwidth: mapping {nregions} x {} of {kind} pages",
+                    "mem bandwidth: mapping {nregions} x {} of {kind} pages (afresh every {SAMPLES_PER_SETUP} samples)",
                     format_size(block)
                 ));
-                let regions = make_regions(&cpu_list, block, kind, plan.shared)?;
-                note_thp(&regions[0], &mut out.notes);
+                let make = || make_regions(&cpu_list, block, kind, plan.shared);
                 for &op in &plan.ops {
                     for &pattern in &plan.patterns {
                         if op.is_libc() && pattern != Pattern::Seq {
@@ -438,11 +466,9 @@ pub fn bandwidth(plan: &BandwidthPlan, ctx: &Ctx) -> Result<Outcome> {
                         let mark = out.results.len();
                         let watch = Watch::start(&cpu_list);
                         let (m, readings) = counters::around(ctx.counters, || {
-                            measure_bandwidth(&cpu_list, &regions, op, pattern, ctx)
+                            measure_bandwidth(&cpu_list, &make, op, pattern, ctx, &mut out.notes)
                         })?;
-                        let conditions = watch
-                            .finish()
-                            .pages(kind.name(), regions[0].huge_fraction());
+                        let conditions = watch.finish().pages(kind.name(), m.huge);
                         edges.push(m.edge);
                         let (isa_key, store) = kernel_keys(op, isa);
                         let mut case = case! {

@@ -10,8 +10,9 @@ use serde_json::Value;
 use crate::case;
 use crate::labs::Ctx;
 use crate::machine::Machine;
+use crate::measure::sampler::{sample_paired, SAMPLES_PER_SETUP};
 use crate::measure::sizes::{format_size, human_size};
-use crate::measure::{counters, cpus, cycle, sample_fn};
+use crate::measure::{counters, cpus, cycle};
 use crate::report::{progress, Outcome, ResultRow};
 
 use super::bandwidth::note_thp;
@@ -21,35 +22,75 @@ use super::{block_of, check_fits, release, reserve_pools, LAB};
 use super::{chase, plateaus};
 use crate::measure::region::{PageKind, Region};
 
-/// ns per dependent load, per sample, over a chase of `next` laid out in a `kind` region.
-fn measure_chase(
+/// Per page kind: ns per load of each sample, and the worst huge-page fraction of its mappings.
+type Chases = (Vec<Vec<f64>>, Vec<Option<f64>>);
+
+/// ns per dependent load, per sample and per page kind, over a chase of `next` laid out in a
+/// fresh region of each kind every [`SAMPLES_PER_SETUP`] samples, the kinds' samples taken
+/// next to each other in time (`sample_paired`): so the spread covers what a new mapping
+/// shows (a VM backs each mapping anew), and the 4k - huge difference (the TLB cost) is taken
+/// between samples seconds apart, not minutes. Also returns, per kind, the worst huge-page
+/// fraction any of its regions got (the lowest for a huge kind, the highest for 4k).
+fn measure_chases(
     next: &[u32],
     size: u64,
-    kind: PageKind,
+    kinds: &[PageKind],
     ctx: &Ctx,
     notes: &mut Vec<String>,
-) -> Result<(Vec<f64>, Option<f64>)> {
-    let mut region = Region::new(size, kind)?;
-    note_thp(&region, notes);
-    let mut p = chase::lay_out(&mut region, next);
-    let samples = sample_fn(&ctx.spec, |n| {
-        // SAFETY: the chain was laid out in `region`, which lives until after sampling.
-        p = unsafe { chase::chase(p, n) };
-        black_box(p);
-    })?;
-    // After the samples: what the kernel backed the region with while they ran.
-    let huge = region.huge_fraction();
-    drop(region);
-    Ok((samples.iter().map(|s| s.ns_per_iter()).collect(), huge))
+) -> Result<Chases> {
+    let mut worst_huge: Vec<Option<f64>> = vec![None; kinds.len()];
+    let mut thp_noted = false;
+    let samples = sample_paired(
+        &ctx.spec,
+        kinds.len(),
+        |k| {
+            let mut region = Region::new(size, kinds[k])?;
+            if !thp_noted {
+                note_thp(&region, notes);
+                thp_noted = kinds[k] == PageKind::Thp;
+            }
+            let start = chase::lay_out(&mut region, next);
+            Ok((region, start))
+        },
+        |(_, p), n| {
+            // SAFETY: the chain was laid out in this state's region, which the state owns and
+            // keeps mapped while it is sampled.
+            *p = unsafe { chase::chase(*p, n) };
+            black_box(*p);
+        },
+        |k, (region, _)| {
+            // After the samples: what the kernel backed this mapping with while they ran.
+            let Some(f) = region.huge_fraction() else {
+                return;
+            };
+            let w = &mut worst_huge[k];
+            *w = Some(match *w {
+                None => f,
+                Some(old) if kinds[k].is_huge() => old.min(f),
+                Some(old) => old.max(f),
+            });
+        },
+    )?;
+    let ns = samples
+        .into_iter()
+        .map(|s| s.iter().map(|x| x.ns_per_iter()).collect())
+        .collect();
+    Ok((ns, worst_huge))
 }
 
 /// `costlab mem latency`: the curve, its plateaus and the TLB cost.
 pub fn latency(plan: &LatencyPlan, ctx: &Ctx) -> Result<Outcome> {
     if plan.pages.iter().any(|k| k.pool_page().is_none()) {
         let largest = plan.sizes.iter().copied().max().unwrap_or(0);
-        // The region plus the cycle's index array (4 bytes per line).
+        // One region per kind not drawn from a pool (the kinds are measured side by side),
+        // plus the cycle's index array (4 bytes per line).
+        let unpooled = plan
+            .pages
+            .iter()
+            .filter(|k| k.pool_page().is_none())
+            .count() as u64;
         check_fits(
-            largest + largest / 16,
+            largest * unpooled + largest / 16,
             &format!("--sizes {}", format_size(largest)),
         )?;
     }
@@ -66,32 +107,43 @@ pub fn latency(plan: &LatencyPlan, ctx: &Ctx) -> Result<Outcome> {
                     progress::note(&format!("mem latency: building a random cycle over {}", format_size(size)));
                 }
                 let next = cycle::sattolo((size / 64) as usize, size ^ 0x5eed);
-                for &kind in &plan.pages {
-                    bar.set_message(format!("{} {kind}", format_size(size)));
+                // The kinds are measured together (paired in time) unless counters are
+                // asked for: a counter reading must belong to one kind's samples alone.
+                let groups: Vec<Vec<PageKind>> = if ctx.counters {
+                    plan.pages.iter().map(|&k| vec![k]).collect()
+                } else {
+                    vec![plan.pages.clone()]
+                };
+                for kinds in groups {
+                    let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
+                    bar.set_message(format!("{} {}", format_size(size), names.join("+")));
                     let mut notes = Vec::new();
-                    let what = format!("mem chase {} {kind}", format_size(size));
+                    let what = format!("mem chase {} {}", format_size(size), names.join("+"));
                     let case_out = judged_case(&what, &[cpu], || {
                         let ((ns, huge), readings) = counters::around(ctx.counters, || {
-                            measure_chase(&next, size, kind, ctx, &mut notes)
+                            measure_chases(&next, size, &kinds, ctx, &mut notes)
                         })?;
                         let mut o = Outcome::default();
-                        o.push(
-                            LAB,
-                            case! {"op" => "chase", "pattern" => "rand", "pages" => kind.name(), "block" => size, "threads" => 1},
-                            "latency",
-                            "ns",
-                            ns,
-                        );
+                        for (i, kind) in kinds.iter().enumerate() {
+                            let before = o.results.len();
+                            o.push(
+                                LAB,
+                                case! {"op" => "chase", "pattern" => "rand", "pages" => kind.name(), "block" => size, "threads" => 1},
+                                "latency",
+                                "ns",
+                                ns[i].clone(),
+                            );
+                            // Whether the region got the page size asked for matters once it
+                            // spans more than a few huge pages.
+                            if size >= 4 << 20 {
+                                for r in o.results[before..].iter_mut() {
+                                    r.conditions =
+                                        Some(Conditions::default().pages(kind.name(), huge[i]));
+                                }
+                            }
+                        }
                         if let Some(r) = readings {
                             r.attach_from(&mut o.results, 0);
-                        }
-                        // Whether the region got the page size asked for matters once it
-                        // spans more than a few huge pages.
-                        if size >= 4 << 20 {
-                            for r in o.results.iter_mut() {
-                                r.conditions =
-                                    Some(Conditions::default().pages(kind.name(), huge));
-                            }
                         }
                         Ok(o)
                     })?;
@@ -101,7 +153,7 @@ pub fn latency(plan: &LatencyPlan, ctx: &Ctx) -> Result<Outcome> {
                         }
                     }
                     out.results.extend(case_out.results);
-                    bar.inc(1);
+                    bar.inc(kinds.len() as u64);
                 }
             }
             Ok(())
@@ -241,12 +293,23 @@ pub(super) fn analyse_latency(out: &mut Outcome, machine: &Machine) {
             .find(|r| block_of(r) == size)
             .cloned();
         if let Some(h) = huge {
+            // Sample j of 4k was taken next to sample j of the huge kind, on mappings made
+            // in the same round (`measure_chases`), so each difference is free of the drift
+            // between them; with --counters the kinds ran apart and the note says so.
             let diff: Vec<f64> = s
                 .samples
                 .iter()
                 .zip(&h.samples)
                 .map(|(a, b)| a - b)
                 .collect();
+            let mappings = diff.len().div_ceil(SAMPLES_PER_SETUP);
+            let paired = s.counters.is_none() && h.counters.is_none();
+            out.notes.push(format!(
+                "TLB cost at {}: {} differences of 4k and {hk} samples {}, over {mappings} fresh mappings of each (a new region every {SAMPLES_PER_SETUP} samples, so the spread covers where a rerun's pages land)",
+                human_size(size),
+                diff.len(),
+                if paired { "taken side by side in time" } else { "taken apart (--counters measures each kind alone)" },
+            ));
             out.push(
                 LAB,
                 case! {"op" => "chase", "pattern" => "rand", "pages" => "4k", "block" => size, "threads" => 1, "versus" => hk},
