@@ -182,76 +182,88 @@ fn make_regions(
     })
 }
 
-/// The samples of one case: GB/s each, the mean share of a sample's span (first start to
-/// last end) that was left out because not every thread was running, and the worst huge-page
-/// fraction any of its mappings got (the lowest for a huge kind, the highest for 4k).
+/// The samples of one case: GB/s each, and the mean share of a sample's span (first start to
+/// last end) that was left out because not every thread was running.
+#[derive(Default)]
 struct Measured {
     gbs: Vec<f64>,
-    edge: f64,
-    huge: Option<f64>,
+    edges: Vec<f64>,
 }
 
-/// GB/s per sample of one op and pattern. All threads leave one barrier and run until one stop
-/// flag; only bytes moved while all of them ran are counted. The regions are mapped afresh
-/// (`make`) every [`SAMPLES_PER_SETUP`] samples: in a VM a mapping's bandwidth depends on how
-/// the host backs it, which one mapping's samples cannot show, and a rerun maps anew.
-fn measure_bandwidth(
+impl Measured {
+    fn edge(&self) -> f64 {
+        self.edges.iter().sum::<f64>() / self.edges.len().max(1) as f64
+    }
+}
+
+/// GB/s per sample of each of `cases` (op, pattern) over one block size and thread count, and
+/// the worst huge-page fraction any mapping got (the lowest for a huge kind, the highest for
+/// 4k). All threads leave one barrier and run until one stop flag; only bytes moved while all
+/// of them ran are counted.
+///
+/// The regions are mapped afresh (`make`) every [`SAMPLES_PER_SETUP`] samples: in a VM a
+/// mapping's bandwidth depends on how the host backs it, which one mapping's samples cannot
+/// show and a rerun maps anew. Each mapping serves every case in turn, so the cases' samples
+/// are interleaved in time (their ratios carry no drift between them) and a figure of 7
+/// samples costs four mappings, not four per op.
+fn measure_cases(
     cpu_list: &[usize],
     make: &dyn Fn() -> Result<Vec<Region>>,
-    op: Op,
-    pattern: Pattern,
+    cases: &[(Op, Pattern)],
     ctx: &Ctx,
     notes: &mut Vec<String>,
-) -> Result<Measured> {
+) -> Result<(Vec<Measured>, Option<f64>)> {
     let isa = Isa::detect();
-    // Samples of at least 50 ms: a DRAM stream of 10 ms sees page-walk and refresh hiccups
-    // as a spread of several percent, and the window trims a few microseconds at each edge.
     let total = ctx.spec.samples.max(1);
-    let mut gbs: Vec<f64> = Vec::with_capacity(total);
-    let mut edges: Vec<f64> = Vec::with_capacity(total);
+    let mut out: Vec<Measured> = cases.iter().map(|_| Measured::default()).collect();
     let mut huge: Option<f64> = None;
-    while gbs.len() < total {
+    let mut taken = 0;
+    while taken < total {
         let regions = make()?;
-        if gbs.is_empty() {
-            // The first mapping speaks for the case; the conditions keep the worst of all.
+        if taken == 0 {
+            // The first mapping speaks for the notes; the conditions keep the worst of all.
             note_thp(&regions[0], notes);
         }
-        let probe = Sweep::new(&regions[0], op, pattern, isa, 1);
-        let unit_bytes = (probe.bytes_per_iter() * probe.iters_per_unit()) as f64;
+        let take = SAMPLES_PER_SETUP.min(total - taken);
+        // Samples of at least 50 ms: a DRAM stream of 10 ms sees page-walk and refresh
+        // hiccups as a spread of several percent, and the window trims a few microseconds at
+        // each edge.
         let spec = crate::measure::SampleSpec {
             min_sample: ctx
                 .spec
                 .min_sample
                 .max(std::time::Duration::from_millis(50)),
-            samples: SAMPLES_PER_SETUP.min(total - gbs.len()),
+            samples: take,
             ..ctx.spec.clone()
         };
-        let samples = team_window(
-            cpu_list,
-            &spec,
-            |i| {
-                let w = Sweep::new(
-                    &regions[i.min(regions.len() - 1)],
-                    op,
-                    pattern,
-                    isa,
-                    0x9e37 + i as u64,
-                );
-                let k = w.iters_per_unit();
-                Ok((w, k))
-            },
-            |(w, k): &mut (Sweep, u64)| w.run(*k),
-        )?;
-        gbs.extend(
-            samples.iter().map(|s| {
+        for (&(op, pattern), m) in cases.iter().zip(out.iter_mut()) {
+            let probe = Sweep::new(&regions[0], op, pattern, isa, 1);
+            let unit_bytes = (probe.bytes_per_iter() * probe.iters_per_unit()) as f64;
+            let samples = team_window(
+                cpu_list,
+                &spec,
+                |i| {
+                    let w = Sweep::new(
+                        &regions[i.min(regions.len() - 1)],
+                        op,
+                        pattern,
+                        isa,
+                        0x9e37 + i as u64,
+                    );
+                    let k = w.iters_per_unit();
+                    Ok((w, k))
+                },
+                |(w, k): &mut (Sweep, u64)| w.run(*k),
+            )?;
+            m.gbs.extend(samples.iter().map(|s| {
                 crate::measure::units::gb_per_s(s.total_units() * unit_bytes, s.window_ns)
-            }),
-        );
-        edges.extend(
-            samples
-                .iter()
-                .map(|s| 1.0 - s.window_ns / s.span_ns.max(1.0)),
-        );
+            }));
+            m.edges.extend(
+                samples
+                    .iter()
+                    .map(|s| 1.0 - s.window_ns / s.span_ns.max(1.0)),
+            );
+        }
         for r in &regions {
             if let Some(f) = r.huge_fraction() {
                 huge = Some(match huge {
@@ -261,9 +273,9 @@ fn measure_bandwidth(
                 });
             }
         }
+        taken += take;
     }
-    let edge = edges.iter().sum::<f64>() / edges.len().max(1) as f64;
-    Ok(Measured { gbs, edge, huge })
+    Ok((out, huge))
 }
 
 /// Note when the kernel did not back a thp region with huge pages.
@@ -454,22 +466,37 @@ pub fn bandwidth(plan: &BandwidthPlan, ctx: &Ctx) -> Result<Outcome> {
                     format_size(block)
                 ));
                 let make = || make_regions(&cpu_list, block, kind, plan.shared);
-                for &op in &plan.ops {
-                    for &pattern in &plan.patterns {
-                        if op.is_libc() && pattern != Pattern::Seq {
-                            continue;
-                        }
-                        bar.set_message(format!(
-                            "{op} {pattern} {} x{threads} {kind}",
-                            format_size(block)
-                        ));
-                        let mark = out.results.len();
-                        let watch = Watch::start(&cpu_list);
-                        let (m, readings) = counters::around(ctx.counters, || {
-                            measure_bandwidth(&cpu_list, &make, op, pattern, ctx, &mut out.notes)
-                        })?;
-                        let conditions = watch.finish().pages(kind.name(), m.huge);
-                        edges.push(m.edge);
+                let all: Vec<(Op, Pattern)> = plan
+                    .ops
+                    .iter()
+                    .flat_map(|&op| plan.patterns.iter().map(move |&p| (op, p)))
+                    .filter(|(op, p)| !op.is_libc() || *p == Pattern::Seq)
+                    .collect();
+                // The cases share each mapping (interleaved in time) unless counters are
+                // asked for: a counter reading must belong to one case's samples alone.
+                let groups: Vec<Vec<(Op, Pattern)>> = if ctx.counters {
+                    all.iter().map(|&c| vec![c]).collect()
+                } else {
+                    vec![all]
+                };
+                for cases in groups {
+                    let names: Vec<String> =
+                        cases.iter().map(|(op, p)| format!("{op} {p}")).collect();
+                    bar.set_message(format!(
+                        "{} {} x{threads} {kind}",
+                        names.join(", "),
+                        format_size(block)
+                    ));
+                    let mark = out.results.len();
+                    let watch = Watch::start(&cpu_list);
+                    let ((measured, huge), readings) = counters::around(ctx.counters, || {
+                        measure_cases(&cpu_list, &make, &cases, ctx, &mut out.notes)
+                    })?;
+                    // The cases' samples are interleaved, so they share one window's
+                    // conditions: whatever disturbed one mapping's turn disturbed them all.
+                    let conditions = watch.finish().pages(kind.name(), huge);
+                    for (&(op, pattern), m) in cases.iter().zip(measured) {
+                        edges.push(m.edge());
                         let (isa_key, store) = kernel_keys(op, isa);
                         let mut case = case! {
                             "op" => op.name(), "pattern" => pattern.name(), "pages" => kind.name(),
@@ -483,12 +510,12 @@ pub fn bandwidth(plan: &BandwidthPlan, ctx: &Ctx) -> Result<Outcome> {
                             case.insert("shared".into(), Value::Bool(true));
                         }
                         out.push(LAB, case, "bandwidth", "GB/s", m.gbs);
-                        if let Some(r) = readings {
-                            r.attach_from(&mut out.results, mark);
-                        }
-                        out.attach_conditions(mark, conditions);
                         bar.inc(1);
                     }
+                    if let Some(r) = readings {
+                        r.attach_from(&mut out.results, mark);
+                    }
+                    out.attach_conditions(mark, conditions);
                 }
             }
         }

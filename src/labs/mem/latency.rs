@@ -168,6 +168,50 @@ pub fn latency(plan: &LatencyPlan, ctx: &Ctx) -> Result<Outcome> {
     Ok(out)
 }
 
+/// When the TLB cost's samples disagree more between mappings than within one, say so: the
+/// spread is then where the host backed each mapping (a VM's guest pages land on different
+/// host memory each time a region is mapped), which more samples of one mapping cannot
+/// narrow and a rerun redraws. `diff` holds the paired differences in round order,
+/// [`SAMPLES_PER_SETUP`] per mapping.
+fn mapping_spread_note(diff: &[f64], hk: &str) -> Option<String> {
+    let rounds: Vec<&[f64]> = diff.chunks(SAMPLES_PER_SETUP).collect();
+    if rounds.len() < 2 {
+        return None;
+    }
+    let means: Vec<f64> = rounds
+        .iter()
+        .map(|r| r.iter().sum::<f64>() / r.len() as f64)
+        .collect();
+    let within: Vec<f64> = rounds
+        .iter()
+        .filter(|r| r.len() > 1)
+        .map(|r| {
+            let (lo, hi) = r
+                .iter()
+                .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+            (hi - lo) / 2.0
+        })
+        .collect();
+    let between = {
+        let (lo, hi) = means
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+        (hi - lo) / 2.0
+    };
+    if within.is_empty() {
+        return None;
+    }
+    let within = crate::measure::stats::median(&within);
+    if between <= 2.0 * within.max(0.5) {
+        return None;
+    }
+    let per: Vec<String> = means.iter().map(|m| format!("{m:.1}")).collect();
+    Some(format!(
+        "TLB cost by mapping (4k minus {hk}, ns): {}; within one mapping its samples differ by about {within:.1} ns, between mappings by {between:.1}: the spread is where the host backed each region, which a rerun draws anew, so more samples of one mapping would not narrow it",
+        per.join(", ")
+    ))
+}
+
 /// L1d, L2, L3 sizes, as the machine probe read them (machine::caches); a level it did not
 /// find is None and gets no plateau name.
 fn cache_sizes(m: &Machine) -> [Option<u64>; 3] {
@@ -303,6 +347,9 @@ pub(super) fn analyse_latency(out: &mut Outcome, machine: &Machine) {
                 .map(|(a, b)| a - b)
                 .collect();
             let mappings = diff.len().div_ceil(SAMPLES_PER_SETUP);
+            if let Some(n) = mapping_spread_note(&diff, hk) {
+                out.notes.push(n);
+            }
             let paired = s.counters.is_none() && h.counters.is_none();
             out.notes.push(format!(
                 "TLB cost at {}: {} differences of 4k and {hk} samples {}, over {mappings} fresh mappings of each (a new region every {SAMPLES_PER_SETUP} samples, so the spread covers where a rerun's pages land)",
@@ -343,4 +390,21 @@ pub(super) fn analyse_latency(out: &mut Outcome, machine: &Machine) {
         }
     }
     out.results.extend(extra);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mapping_spread_note;
+
+    #[test]
+    fn a_spread_between_mappings_is_named_and_one_within_them_is_not() {
+        // Three mappings: two agree, the third's host backing costs twice as much.
+        let between = mapping_spread_note(&[60.0, 61.0, 59.0, 60.0, 120.0, 121.0], "thp").unwrap();
+        assert!(between.contains("60.5, 59.5, 120.5"), "{between}");
+        assert!(between.contains("within one mapping"));
+        // The same spread inside every mapping: more samples would narrow it, nothing to say.
+        assert!(mapping_spread_note(&[50.0, 70.0, 52.0, 68.0, 49.0, 71.0], "thp").is_none());
+        // One mapping only: nothing to compare.
+        assert!(mapping_spread_note(&[60.0, 90.0], "2m").is_none());
+    }
 }
