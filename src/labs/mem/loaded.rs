@@ -18,6 +18,7 @@ use crate::error::usage;
 use crate::labs::Ctx;
 use crate::measure::conditions::Watch;
 use crate::measure::region::{PageKind, Region};
+use crate::measure::sampler::SAMPLES_PER_SETUP;
 use crate::measure::sizes::{human_size, parse_size};
 use crate::measure::{cancel, cpus, cycle, SampleSpec};
 use crate::report::Outcome;
@@ -257,45 +258,81 @@ pub fn loaded(plan: &LoadedPlan, ctx: &Ctx) -> Result<Outcome> {
     let load_cpus = &allowed[1..];
     let mut out = Outcome::default();
     cpus::pin_current(chase_cpu)?;
-    let mut region = Region::new(plan.size, PageKind::Thp)?;
-    let next = cycle::sattolo(region.len() / chase::LINE, 0x10ad);
-    let start = chase::lay_out(&mut region, &next);
-    drop(next);
+    let next = cycle::sattolo(plan.size as usize / chase::LINE, 0x10ad);
     let mut load_regions = Vec::new();
     for &cpu in load_cpus {
         // First touch on the load thread's own CPU, so its memory is near it.
         cpus::pin_current(cpu)?;
         load_regions.push((cpu, Region::new(plan.load_size, PageKind::Thp)?));
     }
-    cpus::pin_current_to(&allowed)?;
     let loads: Vec<(usize, &Region)> = load_regions.iter().map(|(c, r)| (*c, r)).collect();
-    let huge = region.huge_fraction();
-    let bar = crate::report::progress::bar(
-        (plan.traffic.len() * plan.delays.len()) as u64,
-        "mem loaded",
-    );
-    for &traffic in &plan.traffic {
-        for &delay in &plan.delays {
-            let mark = out.results.len();
-            let w = Watch::start(&allowed);
-            let (lat, bw) = measure_point(start, chase_cpu, &loads, traffic, delay, &ctx.spec)?;
+    let points: Vec<(Traffic, Option<u64>)> = plan
+        .traffic
+        .iter()
+        .flat_map(|&t| plan.delays.iter().map(move |&d| (t, d)))
+        .collect();
+    let total = ctx.spec.samples.max(1);
+    let rounds = total.div_ceil(SAMPLES_PER_SETUP);
+    let bar = crate::report::progress::bar((points.len() * rounds) as u64, "mem loaded");
+    // The chase region is mapped afresh every SAMPLES_PER_SETUP samples (its latency depends
+    // on where the host backs it, which a rerun redraws), and each mapping serves every point
+    // of the curve in turn, so the points' samples are interleaved in time and share one
+    // window's conditions.
+    let mut lat: Vec<Vec<f64>> = vec![Vec::new(); points.len()];
+    let mut bw: Vec<Vec<f64>> = vec![Vec::new(); points.len()];
+    let mut huge: Option<f64> = None;
+    let w = Watch::start(&allowed);
+    while lat[0].len() < total {
+        cpus::pin_current(chase_cpu)?;
+        let mut region = Region::new(plan.size, PageKind::Thp)?;
+        let start = chase::lay_out(&mut region, &next);
+        cpus::pin_current_to(&allowed)?;
+        let spec = SampleSpec {
+            samples: SAMPLES_PER_SETUP.min(total - lat[0].len()),
+            ..ctx.spec.clone()
+        };
+        for (i, &(traffic, delay)) in points.iter().enumerate() {
+            let (l, b) = measure_point(start, chase_cpu, &loads, traffic, delay, &spec)?;
+            lat[i].extend(l);
+            bw[i].extend(b);
             bar.inc(1);
-            let threads = if delay.is_some() { loads.len() } else { 0 };
-            let case = || {
-                case! {
-                    "op" => "loaded",
-                    "traffic" => traffic.name(),
-                    "load_threads" => threads,
-                    "delay" => delay.map_or(serde_json::Value::Null, |d| d.into()),
-                    "block" => plan.size,
-                    "pages" => "thp",
-                }
-            };
-            out.push(super::LAB, case(), "latency", "ns", lat);
-            out.push(super::LAB, case(), "bandwidth", "GB/s", bw);
-            out.attach_conditions(mark, w.finish().pages("thp", huge));
         }
+        let f = region.huge_fraction();
+        huge = match (huge, f) {
+            (Some(old), Some(f)) => Some(old.min(f)),
+            (old, f) => old.or(f),
+        };
     }
+    let conditions = w.finish().pages("thp", huge);
+    let mark = out.results.len();
+    for (i, &(traffic, delay)) in points.iter().enumerate() {
+        let threads = if delay.is_some() { loads.len() } else { 0 };
+        let case = || {
+            case! {
+                "op" => "loaded",
+                "traffic" => traffic.name(),
+                "load_threads" => threads,
+                "delay" => delay.map_or(serde_json::Value::Null, |d| d.into()),
+                "block" => plan.size,
+                "pages" => "thp",
+            }
+        };
+        out.push(
+            super::LAB,
+            case(),
+            "latency",
+            "ns",
+            std::mem::take(&mut lat[i]),
+        );
+        out.push(
+            super::LAB,
+            case(),
+            "bandwidth",
+            "GB/s",
+            std::mem::take(&mut bw[i]),
+        );
+    }
+    out.attach_conditions(mark, conditions);
     bar.finish_and_clear();
     if huge.is_some_and(|f| f < 0.9) {
         out.notes.push(format!(
