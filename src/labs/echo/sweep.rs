@@ -29,9 +29,17 @@ pub struct Plan {
     pub addr: String,
     /// The load from other hosts over ssh (`--loaders`), instead of from here.
     pub remote: Option<remote::Loaders>,
+    /// Only these (size, conns) points of the grid, where not empty: `costlab run` measures
+    /// the three its sheet reads, not the whole cross product.
+    pub only: Vec<(usize, usize)>,
 }
 
 impl Plan {
+    /// Whether the grid point (size, conns) is measured.
+    pub fn wants(&self, point: (usize, usize)) -> bool {
+        self.only.is_empty() || self.only.contains(&point)
+    }
+
     pub fn from_args(args: &EchoRunArgs, ctx: &Ctx) -> Result<Plan> {
         // --quick shrinks what the user left at its default: two points, 1 s each.
         let quick_default = |given: &str, default: &str, quick: &str| {
@@ -98,6 +106,7 @@ impl Plan {
             note,
             addr,
             remote,
+            only: Vec::new(),
         })
     }
 
@@ -120,6 +129,7 @@ impl Plan {
             note,
             addr: "127.0.0.1:0".into(),
             remote: None,
+            only: Vec::new(),
         }
     }
 }
@@ -286,22 +296,28 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
     let mut notes: Vec<String> = Vec::new();
     notes.extend(lay.note.clone());
     notes.extend(plan.note.clone());
-    let per_size: usize = plan
+    let total: usize = plan
         .sizes
         .iter()
-        .map(|&size| {
+        .flat_map(|&size| plan.conns.iter().map(move |&conns| (size, conns)))
+        .filter(|&p| plan.wants(p))
+        .map(|(size, _)| {
             vars.iter()
                 .filter(|v| v.runs_at(&plan.features, size))
                 .count()
         })
-        .sum();
-    let total = plan.reps * plan.conns.len() * plan.clients.len() * per_size;
+        .sum::<usize>()
+        * plan.reps
+        * plan.clients.len();
     let bar = progress::bar(total as u64, "echo");
     let limit = plan.duration * 3 + Duration::from_secs(30);
     let mut done = 0;
     for rep in 0..plan.reps {
         for (si, &size) in plan.sizes.iter().enumerate() {
             for (ci, &conns) in plan.conns.iter().enumerate() {
+                if !plan.wants((size, conns)) {
+                    continue;
+                }
                 for (ki, &client) in plan.clients.iter().enumerate() {
                     for (ei, v) in vars.iter().enumerate() {
                         if !v.runs_at(&plan.features, size) {
