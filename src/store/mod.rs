@@ -123,6 +123,29 @@ pub fn is_postgres(target: &str) -> bool {
         || (t.contains('=') && !t.contains('/') && t.contains("dbname"))
 }
 
+/// A `--db` that looks like a URL must name a backend costlab has: anything else (`mysql://`,
+/// a typo such as `postgress://`) would otherwise be taken for a SQLite file path and created,
+/// directories and password included, in the working directory.
+fn check_scheme(target: &str) -> Result<()> {
+    let t = target.trim_start();
+    let Some(end) = t.find("://") else {
+        return Ok(());
+    };
+    let scheme = &t[..end];
+    let looks_like_scheme = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    if !looks_like_scheme || is_postgres(t) {
+        return Ok(());
+    }
+    Err(usage(format!(
+        "costlab has no '{scheme}' history ({}): give a SQLite file path or a \
+         postgres://USER@HOST[:PORT]/DB URL",
+        redact(t)
+    )))
+}
+
 /// Open the history for writing (created if missing).
 pub fn open(db: Option<&Path>) -> Result<Store> {
     Store::open(&default_path(db)?)
@@ -215,6 +238,7 @@ impl Store {
 
     fn open_with(target: &Path, create: bool) -> Result<Store> {
         let text = target.to_string_lossy();
+        check_scheme(&text)?;
         let backend: Box<dyn Backend> = if is_postgres(&text) {
             Box::new(postgres::PgBackend::connect(&text)?)
         } else {
@@ -310,12 +334,34 @@ impl Store {
         self.write(|tx| insert_doc(tx, doc, sheets))
     }
 
+    /// Store a whole document in place of whatever part of it is stored (a run whose
+    /// lab-by-lab writes failed part-way), in one transaction: the run ends whole or as it was.
+    pub fn replace_run(&self, doc: &Doc, sheets: &[LabSheet]) -> Result<()> {
+        self.write(|tx| {
+            // ON DELETE CASCADE takes its results, models, notes and labs with it.
+            tx.exec("DELETE FROM runs WHERE id = $1", &[(&doc.run.id).into()])?;
+            insert_doc(tx, doc, sheets)
+        })
+    }
+
     /// Store a whole document unless its run id is already present (import, push): true when
     /// stored, false when skipped. One transaction: a failure leaves no part of the run.
+    ///
+    /// A run stored only in part (marked incomplete, with fewer figures than `doc`: its history
+    /// failed mid-run and the whole run went to a results file) is replaced by the whole one,
+    /// so that importing that file completes the run rather than being skipped.
     pub fn save_doc_if_new(&self, doc: &Doc, sheets: &[LabSheet]) -> Result<bool> {
         self.write(|tx| {
-            if run_exists(tx, &doc.run.id)? {
-                return Ok(false);
+            match stored_part(tx, &doc.run.id)? {
+                None => {}
+                Some((complete, figures)) => {
+                    let fuller = doc.run.complete || doc.results.len() > figures;
+                    if complete || !fuller {
+                        return Ok(false);
+                    }
+                    // ON DELETE CASCADE takes its results, models, notes and labs with it.
+                    tx.exec("DELETE FROM runs WHERE id = $1", &[(&doc.run.id).into()])?;
+                }
             }
             insert_doc(tx, doc, sheets)?;
             Ok(true)
@@ -505,6 +551,18 @@ struct Verdict {
     quality: Option<crate::report::model::Quality>,
     #[serde(default)]
     quality_reasons: Vec<String>,
+}
+
+/// Whether run `id` is stored: its completeness and figure count.
+fn stored_part(tx: &mut dyn Tx, id: &str) -> Result<Option<(bool, usize)>> {
+    let rows = tx.query(
+        "SELECT r.complete, (SELECT COUNT(*) FROM results x WHERE x.run_id = r.id)
+         FROM runs r WHERE r.id = $1",
+        &[id.into()],
+    )?;
+    Ok(rows
+        .first()
+        .map(|r| (r[0].int() != 0, r[1].int().max(0) as usize)))
 }
 
 fn run_exists(tx: &mut dyn Tx, id: &str) -> Result<bool> {
