@@ -51,24 +51,27 @@ pub struct Finished {
     pub sheet: Vec<LabSheet>,
     /// Ctrl-C stopped the run.
     pub interrupted: bool,
+    /// The first write to the history that failed: the history may hold part of the run.
+    pub history_failed: Option<anyhow::Error>,
 }
 
-/// Storing is best effort once the run has begun: a history that fails mid-run must not throw
-/// away the measurements, so it warns once and the run goes on.
+/// Storing lab by lab is best effort once the run has begun: a history that fails mid-run
+/// must not throw away the measurements, so the run goes on and the first failure is kept for
+/// `command` to settle (store the run whole, or hand its figures to a file).
 struct History<'a> {
     store: Option<&'a Store>,
-    warned: bool,
+    failed: Option<anyhow::Error>,
 }
 
 impl History<'_> {
     fn keep(&mut self, what: &str, r: Result<()>) {
         if let Err(e) = r {
-            if !self.warned {
+            if self.failed.is_none() {
                 eprintln!(
                     "costlab: history: {what}: {} (the run goes on)",
-                    one_line(&e)
+                    crate::store::redact(&one_line(&e))
                 );
-                self.warned = true;
+                self.failed = Some(e.context(what.to_string()));
             }
         }
     }
@@ -85,7 +88,7 @@ pub fn run_labs(
     let machine = serde_json::to_value(&ctx.machine)?;
     let mut history = History {
         store,
-        warned: false,
+        failed: None,
     };
     if let Some(s) = history.store {
         let r = s.begin_run(&run, &machine);
@@ -113,6 +116,7 @@ pub fn run_labs(
                 if full { "full" } else { "quick" }
             );
             let t = Instant::now();
+            cancel::take_finished();
             match lab.run_plan(ctx, full) {
                 Ok(mut o) => {
                     crate::measure::quality::judge_rows(&mut o.results);
@@ -126,10 +130,17 @@ pub fn run_labs(
                     crate::report::verdict::follow(&mut h, &o.results);
                     (LabStatus::Ran, o, h)
                 }
-                Err(e) if e.is::<Interrupted>() || cancel::requested() => {
-                    eprintln!("costlab run: [{}/{total}] {name}: interrupted", i + 1);
+                Err(e) if cancel::is_interrupt(&e) => {
+                    // The cases the lab finished before Ctrl-C are kept, as for a lab alone.
+                    let mut o = cancel::take_finished();
+                    crate::measure::quality::judge_rows(&mut o.results);
+                    eprintln!(
+                        "costlab run: [{}/{total}] {name}: interrupted after {} figures",
+                        i + 1,
+                        o.results.len()
+                    );
                     interrupted = true;
-                    (LabStatus::Interrupted, Outcome::default(), vec![])
+                    (LabStatus::Interrupted, o, vec![])
                 }
                 Err(e) => {
                     let line = one_line(&e);
@@ -177,6 +188,7 @@ pub fn run_labs(
         doc: Doc::new(run, machine, all),
         sheet,
         interrupted,
+        history_failed: history.failed,
     })
 }
 
@@ -219,7 +231,8 @@ pub fn command(
         command: command_line,
         complete: false,
     };
-    eprintln!("costlab run: run {} ({} labs)", run.id, labs.len());
+    // No id yet: an id is printed once the run is stored ("stored as run ..." at the end).
+    eprintln!("costlab run: {} labs", labs.len());
     // --tune: the safe settings for the length of the run, restored when the guards drop.
     let tuned = if args.tune {
         let (guards, notes) = crate::check::tune()?;
@@ -232,6 +245,18 @@ pub fn command(
     };
     let done = run_labs(&labs, &ctx, full, run, Some(&store))?;
     drop(tuned);
+    drop(store);
+    // A write that failed mid-run may have left part of the run stored: store it whole now
+    // (one transaction, on a fresh connection), or keep its figures in a file and exit 1.
+    let not_stored = done.history_failed.as_ref().and_then(|cause| {
+        match crate::store::open(db).and_then(|s| s.replace_run(&done.doc, &done.sheet)) {
+            Ok(()) => {
+                eprintln!("costlab run: history: stored the run whole on a second try");
+                None
+            }
+            Err(_) => Some(crate::commands::history::not_saved(&done.doc, cause)),
+        }
+    });
     let text = sheet::render_text(&done.sheet);
     if args.json.as_deref() == Some("-") {
         eprint!("{text}");
@@ -246,6 +271,11 @@ pub fn command(
     eprintln!("costlab run: report {}", page.display());
     if let Some(dest) = &args.json {
         json::write_doc(dest, &done.doc)?;
+    }
+    // Not stored is a failure of the run whatever else happened (exit 1): the line names the
+    // file that holds the figures.
+    if let Some(e) = not_stored {
+        return Err(e);
     }
     eprintln!(
         "costlab run: stored as run {} ({})",
