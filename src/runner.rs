@@ -64,13 +64,10 @@ struct History<'a> {
 }
 
 impl History<'_> {
+    /// Said once, at the end, in the one line that names where the figures went.
     fn keep(&mut self, what: &str, r: Result<()>) {
         if let Err(e) = r {
             if self.failed.is_none() {
-                eprintln!(
-                    "costlab: history: {what}: {} (the run goes on)",
-                    crate::store::redact(&one_line(&e))
-                );
                 self.failed = Some(e.context(what.to_string()));
             }
         }

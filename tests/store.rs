@@ -67,6 +67,7 @@ both!(
     a_failed_write_leaves_nothing,
     saving_a_present_run_again_is_skipped,
     database_passwords_are_never_stored,
+    a_run_stored_in_part_is_completed_by_its_whole_document,
 );
 
 fn a_document_round_trips_through_the_database(kind: Kind) {
@@ -287,6 +288,32 @@ fn saving_a_present_run_again_is_skipped(kind: Kind) {
     assert_eq!(store.runs().unwrap()[0].figures, doc.results.len());
 }
 
+fn a_run_stored_in_part_is_completed_by_its_whole_document(kind: Kind) {
+    let f = fresh(kind);
+    let store = Store::open(&f.target).unwrap();
+    let doc = common::fixture();
+    let sheet = common::fixture_sheet(&doc);
+    // What `costlab run` leaves when its history fails after the first lab: the run begun,
+    // part of its figures, never closed.
+    store.begin_run(&doc.run, &doc.machine).unwrap();
+    store
+        .add_lab(&doc.run.id, &sheet[0], &doc.results[..2], &[])
+        .unwrap();
+    // Importing the whole document (the results file the run fell back to) completes it.
+    assert!(store.save_doc_if_new(&doc, &sheet).unwrap());
+    let runs = store.runs().unwrap();
+    assert_eq!(runs.len(), 1);
+    assert!(runs[0].complete);
+    assert_eq!(runs[0].figures, doc.results.len());
+    assert_eq!(store.load_sheet(&doc.run.id).unwrap().len(), sheet.len());
+    // A whole run is never replaced; replace_run rewrites one in a single transaction.
+    assert!(!store.save_doc_if_new(&doc, &sheet).unwrap());
+    store.replace_run(&doc, &sheet[..1]).unwrap();
+    assert_eq!(store.load_sheet(&doc.run.id).unwrap().len(), 1);
+    assert_eq!(store.runs().unwrap()[0].figures, doc.results.len());
+    assert_eq!(store.integrity().unwrap(), "ok");
+}
+
 fn database_passwords_are_never_stored(kind: Kind) {
     let f = fresh(kind);
     let store = Store::open(&f.target).unwrap();
@@ -312,8 +339,8 @@ fn a_lab_run_alone_is_recorded_with_its_sheet() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("sub/dir/h.db");
     let doc = common::fixture();
-    costlab::commands::history::record(Some(&db), &doc);
     let store = Store::open(&db).unwrap();
+    costlab::commands::history::record(&store, Some(&db), &doc).unwrap();
     let runs = store.runs().unwrap();
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].id, doc.run.id);
@@ -333,6 +360,151 @@ fn a_lab_run_alone_is_recorded_with_its_sheet() {
         ]
     );
     assert!(sheet.iter().all(|s| s.status == LabStatus::Ran));
-    // A history that cannot be written warns and does not fail the lab command.
-    costlab::commands::history::record(Some(std::path::Path::new("/proc/no/such/h.db")), &doc);
+}
+
+fn costlab_bin(db: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_costlab"));
+    c.arg("--db").arg(db).env_remove("COSTLAB_DB");
+    c
+}
+
+/// The results file a run fell back to: a costlab/1 document with figures in it.
+fn fallback_doc(file: &std::path::Path) -> costlab::report::Doc {
+    let text = std::fs::read_to_string(file).unwrap();
+    let doc = costlab::report::Doc::from_json(&text).unwrap();
+    assert_eq!(doc.schema, "costlab/1");
+    assert!(!doc.results.is_empty(), "{text}");
+    doc
+}
+
+/// A tmpfs mounted for one test, unmounted when the test ends however it ends.
+struct Tmpfs(PathBuf);
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// Write zeros until the file system says it is full.
+fn fill(dir: &std::path::Path) {
+    use std::io::Write;
+    let mut f = std::fs::File::create(dir.join("filler")).unwrap();
+    let block = vec![0u8; 64 * 1024];
+    while f.write_all(&block).is_ok() {}
+    // The last partial block too: nothing may be left for SQLite's next page.
+    while f.write_all(&[0u8; 512]).is_ok() {}
+    while f.write_all(&[0u8]).is_ok() {}
+}
+
+#[test]
+fn a_full_disk_under_sqlite_keeps_the_figures_in_a_file_and_the_history_sound() {
+    let name = "a_full_disk_under_sqlite_keeps_the_figures_in_a_file_and_the_history_sound";
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        common::skip::skipped(name, "mounting a small tmpfs needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=4m", "tmpfs"])
+        .arg(&mnt)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        common::skip::skipped(name, "cannot mount a tmpfs here (no CAP_SYS_ADMIN?)");
+        return;
+    }
+    let _unmount = Tmpfs(mnt.clone());
+    let db = mnt.join("h.db");
+    // The history holds one whole run before the disk fills.
+    let out = costlab_bin(&db)
+        .args(["import", common::FIXTURE])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+
+    // The disk fills while the lab measures (after the history was opened and checked).
+    let ran = common::run_acting(
+        costlab_bin(&db).args(["syscall", "--quick"]),
+        "costlab: syscall: ",
+        |_| fill(&mnt),
+    );
+    assert!(ran.stderr.contains("full"), "{}", ran.stderr);
+    let file = common::figures_file_of_unsaved_run(&ran);
+    let doc = fallback_doc(&file);
+    // The tables were still printed: the figures reached the user.
+    assert!(ran.stdout.contains("getppid"), "{}", ran.stdout);
+
+    // Room again: the history is sound, holds no part of the run, and takes the file whole.
+    std::fs::remove_file(mnt.join("filler")).unwrap();
+    let store = Store::open(&db).unwrap();
+    assert_eq!(store.integrity().unwrap(), "ok");
+    assert_eq!(store.runs().unwrap().len(), 1);
+    assert!(!store.has_run(&doc.run.id).unwrap());
+    drop(store);
+    let out = costlab_bin(&db).arg("import").arg(&file).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let store = Store::open(&db).unwrap();
+    let back = store.load_doc(&doc.run.id).unwrap();
+    assert_eq!(back.results.len(), doc.results.len());
+    let _ = std::fs::remove_file(&file);
+}
+
+#[test]
+fn postgres_stopped_during_a_run_keeps_the_figures_in_a_file_and_the_history_sound() {
+    // A cluster of this test's own: it is stopped mid-run.
+    let c = common::pg::own_cluster();
+    let url = c.fresh();
+    let dir = tempfile::tempdir().unwrap();
+    let ran = common::run_acting(
+        costlab_bin(&url)
+            .args(["run", "--labs", "syscall", "--report"])
+            .arg(dir.path().join("report")),
+        "running its quick plan",
+        |_| c.stop_now(),
+    );
+    assert!(!ran.stderr.contains(common::pg::PASSWORD), "{}", ran.stderr);
+    let file = common::figures_file_of_unsaved_run(&ran);
+    let doc = fallback_doc(&file);
+
+    c.start_server();
+    let store = Store::open(std::path::Path::new(&url)).unwrap();
+    assert_eq!(store.integrity().unwrap(), "ok");
+    // What the server kept of the run is marked incomplete, and every lab stored in it came
+    // with its figures (each lab is one transaction).
+    for r in store.runs().unwrap() {
+        assert_eq!(r.id, doc.run.id);
+        assert!(!r.complete);
+        let stored = store.load_doc(&r.id).unwrap();
+        for lab in store.load_sheet(&r.id).unwrap() {
+            if lab.status == LabStatus::Ran {
+                assert!(
+                    stored.results.iter().any(|x| x.lab == lab.lab),
+                    "{}",
+                    lab.lab
+                );
+            }
+        }
+    }
+    drop(store);
+    // The file completes the run.
+    let out = costlab_bin(&url).arg("import").arg(&file).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let store = Store::open(std::path::Path::new(&url)).unwrap();
+    let runs = store.runs().unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].complete, doc.run.complete);
+    assert_eq!(runs[0].figures, doc.results.len());
+    let _ = std::fs::remove_file(&file);
 }
