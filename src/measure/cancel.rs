@@ -2,16 +2,16 @@
 //! kept); the second restores system state and exits at once.
 //!
 //! What finished is kept through one ledger rather than by every lab unwinding its own loops:
-//! a lab reports each case's figures here as the case ends (`judged_case` does it for the
-//! labs that measure through it), the `Interrupted` error unwinds the lab as any error does,
-//! and the command that ran the lab takes the ledger (`take_finished`) to print and store
-//! those figures as an incomplete run.
+//! a case's figures are entered here where they become final, which is in the two places every
+//! lab closes a case through (`conditions::judged_case`, `Outcome::attach_conditions`); the
+//! `Interrupted` error unwinds the lab as any error does, and the command that ran the lab
+//! takes the ledger (`take_finished`) to print and store those figures as an incomplete run.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::report::Outcome;
+use crate::report::{Outcome, ResultRow};
 
 static PRESSES: AtomicUsize = AtomicUsize::new(0);
 
@@ -70,12 +70,23 @@ fn ledger() -> std::sync::MutexGuard<'static, Outcome> {
     FINISHED.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// A case has finished: keep its figures (and notes) in case the run is interrupted. Call it
-/// once per case with the figures that case ends with, never with a sum of cases.
+/// A case has finished: keep its figures (and notes) in case the run is interrupted.
 pub fn finished(case: &Outcome) {
+    finished_rows(&case.results);
+    ledger().notes.extend(case.notes.iter().cloned());
+}
+
+/// A case's rows are final. A case measured again (a disturbed attempt re-measured) enters
+/// its figures again: the later replaces the earlier, so each figure is kept once.
+pub fn finished_rows(rows: &[ResultRow]) {
     let mut l = ledger();
-    l.results.extend(case.results.iter().cloned());
-    l.notes.extend(case.notes.iter().cloned());
+    for r in rows {
+        let same = |k: &ResultRow| k.lab == r.lab && k.metric == r.metric && k.case == r.case;
+        match l.results.iter_mut().find(|k| same(k)) {
+            Some(kept) => *kept = r.clone(),
+            None => l.results.push(r.clone()),
+        }
+    }
 }
 
 /// The figures of the cases finished since the last call, emptying the ledger. Called before a
