@@ -255,7 +255,7 @@ fn emit(
         complete: !interrupted,
     };
     let doc = Doc::new(run, serde_json::to_value(machine)?, outcome);
-    let stored = commands::history::record(history, db(), &doc);
+    let stored = commands::history::record(history, db(), &doc, &commands::history::sheet_of(&doc));
 
     let mut text = render(&shown);
     text.push_str(&costlab::report::verdict::footnote(&shown.results));

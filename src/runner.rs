@@ -1,5 +1,6 @@
-//! `costlab run`: every lab's quick (or full) plan in one go, each lab stored in the history as
-//! it finishes, so a failure or Ctrl-C keeps what is done.
+//! `costlab run`: every lab's quick (or full) plan in one go. A lab that fails or is
+//! interrupted keeps what it finished, and the run is stored whole, in one transaction, at
+//! the end: the history never holds part of a run.
 
 use std::time::Instant;
 
@@ -11,7 +12,6 @@ use crate::machine::restore;
 use crate::measure::cancel;
 use crate::report::sheet::{LabSheet, LabStatus};
 use crate::report::{Doc, Outcome, RunInfo};
-use crate::store::Store;
 
 /// The labs named in `--labs a,b` (in the order `all` runs them), or all of them.
 pub fn select(all: Vec<Box<dyn Lab>>, list: Option<&str>) -> Result<Vec<Box<dyn Lab>>> {
@@ -51,46 +51,11 @@ pub struct Finished {
     pub sheet: Vec<LabSheet>,
     /// Ctrl-C stopped the run.
     pub interrupted: bool,
-    /// The first write to the history that failed: the history may hold part of the run.
-    pub history_failed: Option<anyhow::Error>,
 }
 
-/// Storing lab by lab is best effort once the run has begun: a history that fails mid-run
-/// must not throw away the measurements, so the run goes on and the first failure is kept for
-/// `command` to settle (store the run whole, or hand its figures to a file).
-struct History<'a> {
-    store: Option<&'a Store>,
-    failed: Option<anyhow::Error>,
-}
-
-impl History<'_> {
-    /// Said once, at the end, in the one line that names where the figures went.
-    fn keep(&mut self, what: &str, r: Result<()>) {
-        if let Err(e) = r {
-            if self.failed.is_none() {
-                self.failed = Some(e.context(what.to_string()));
-            }
-        }
-    }
-}
-
-/// Run `labs` in order. Each lab's figures reach the history as soon as it finishes.
-pub fn run_labs(
-    labs: &[Box<dyn Lab>],
-    ctx: &Ctx,
-    full: bool,
-    run: RunInfo,
-    store: Option<&Store>,
-) -> Result<Finished> {
+/// Run `labs` in order; what each finished (or, interrupted, the cases it finished) is kept.
+pub fn run_labs(labs: &[Box<dyn Lab>], ctx: &Ctx, full: bool, run: RunInfo) -> Result<Finished> {
     let machine = serde_json::to_value(&ctx.machine)?;
-    let mut history = History {
-        store,
-        failed: None,
-    };
-    if let Some(s) = history.store {
-        let r = s.begin_run(&run, &machine);
-        history.keep("recording the run", r);
-    }
     let started = Instant::now();
     let mut all = Outcome::default();
     let mut sheet = Vec::new();
@@ -155,10 +120,6 @@ pub fn run_labs(
             status,
             headlines,
         };
-        if let Some(s) = history.store {
-            let r = s.add_lab(&run.id, &entry, &outcome.results, &outcome.models);
-            history.keep("storing a lab", r);
-        }
         all.results.extend(outcome.results);
         all.models.extend(outcome.models);
         all.notes
@@ -175,17 +136,12 @@ pub fn run_labs(
     let secs = started.elapsed().as_secs_f64();
     eprintln!("costlab run: {total} labs in {secs:.1} s");
     let complete = !interrupted && !sheet.iter().any(|s| s.status.breaks_run());
-    if let Some(s) = history.store {
-        let r = s.finish_run(&run.id, complete, &all.notes);
-        history.keep("closing the run", r);
-    }
     let mut run = run;
     run.complete = complete;
     Ok(Finished {
         doc: Doc::new(run, machine, all),
         sheet,
         interrupted,
-        history_failed: history.failed,
     })
 }
 
@@ -240,20 +196,11 @@ pub fn command(
     } else {
         None
     };
-    let done = run_labs(&labs, &ctx, full, run, Some(&store))?;
+    let done = run_labs(&labs, &ctx, full, run)?;
     drop(tuned);
-    drop(store);
-    // A write that failed mid-run may have left part of the run stored: store it whole now
-    // (one transaction, on a fresh connection), or keep its figures in a file and exit 1.
-    let not_stored = done.history_failed.as_ref().and_then(|cause| {
-        match crate::store::open(db).and_then(|s| s.replace_run(&done.doc, &done.sheet)) {
-            Ok(()) => {
-                eprintln!("costlab run: history: stored the run whole on a second try");
-                None
-            }
-            Err(_) => Some(crate::commands::history::not_saved(&done.doc, cause)),
-        }
-    });
+    // The whole run in one transaction: a history that fails now (a server stopped during the
+    // run, a full disk) holds all of it or none, and the figures go to a file (exit 1).
+    let stored = crate::commands::history::record(&store, db, &done.doc, &done.sheet);
     let text = sheet::render_text(&done.sheet);
     if args.json.as_deref() == Some("-") {
         eprint!("{text}");
@@ -271,9 +218,7 @@ pub fn command(
     }
     // Not stored is a failure of the run whatever else happened (exit 1): the line names the
     // file that holds the figures.
-    if let Some(e) = not_stored {
-        return Err(e);
-    }
+    stored?;
     eprintln!(
         "costlab run: stored as run {} ({})",
         done.doc.run.id,

@@ -67,7 +67,6 @@ both!(
     a_failed_write_leaves_nothing,
     saving_a_present_run_again_is_skipped,
     database_passwords_are_never_stored,
-    a_run_stored_in_part_is_completed_by_its_whole_document,
 );
 
 fn a_document_round_trips_through_the_database(kind: Kind) {
@@ -288,32 +287,6 @@ fn saving_a_present_run_again_is_skipped(kind: Kind) {
     assert_eq!(store.runs().unwrap()[0].figures, doc.results.len());
 }
 
-fn a_run_stored_in_part_is_completed_by_its_whole_document(kind: Kind) {
-    let f = fresh(kind);
-    let store = Store::open(&f.target).unwrap();
-    let doc = common::fixture();
-    let sheet = common::fixture_sheet(&doc);
-    // What `costlab run` leaves when its history fails after the first lab: the run begun,
-    // part of its figures, never closed.
-    store.begin_run(&doc.run, &doc.machine).unwrap();
-    store
-        .add_lab(&doc.run.id, &sheet[0], &doc.results[..2], &[])
-        .unwrap();
-    // Importing the whole document (the results file the run fell back to) completes it.
-    assert!(store.save_doc_if_new(&doc, &sheet).unwrap());
-    let runs = store.runs().unwrap();
-    assert_eq!(runs.len(), 1);
-    assert!(runs[0].complete);
-    assert_eq!(runs[0].figures, doc.results.len());
-    assert_eq!(store.load_sheet(&doc.run.id).unwrap().len(), sheet.len());
-    // A whole run is never replaced; replace_run rewrites one in a single transaction.
-    assert!(!store.save_doc_if_new(&doc, &sheet).unwrap());
-    store.replace_run(&doc, &sheet[..1]).unwrap();
-    assert_eq!(store.load_sheet(&doc.run.id).unwrap().len(), 1);
-    assert_eq!(store.runs().unwrap()[0].figures, doc.results.len());
-    assert_eq!(store.integrity().unwrap(), "ok");
-}
-
 fn database_passwords_are_never_stored(kind: Kind) {
     let f = fresh(kind);
     let store = Store::open(&f.target).unwrap();
@@ -340,7 +313,13 @@ fn a_lab_run_alone_is_recorded_with_its_sheet() {
     let db = dir.path().join("sub/dir/h.db");
     let doc = common::fixture();
     let store = Store::open(&db).unwrap();
-    costlab::commands::history::record(&store, Some(&db), &doc).unwrap();
+    costlab::commands::history::record(
+        &store,
+        Some(&db),
+        &doc,
+        &costlab::commands::history::sheet_of(&doc),
+    )
+    .unwrap();
     let runs = store.runs().unwrap();
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].id, doc.run.id);
@@ -476,24 +455,16 @@ fn postgres_stopped_during_a_run_keeps_the_figures_in_a_file_and_the_history_sou
     c.start_server();
     let store = Store::open(std::path::Path::new(&url)).unwrap();
     assert_eq!(store.integrity().unwrap(), "ok");
-    // What the server kept of the run is marked incomplete, and every lab stored in it came
-    // with its figures (each lab is one transaction).
-    for r in store.runs().unwrap() {
-        assert_eq!(r.id, doc.run.id);
-        assert!(!r.complete);
-        let stored = store.load_doc(&r.id).unwrap();
-        for lab in store.load_sheet(&r.id).unwrap() {
-            if lab.status == LabStatus::Ran {
-                assert!(
-                    stored.results.iter().any(|x| x.lab == lab.lab),
-                    "{}",
-                    lab.lab
-                );
-            }
-        }
-    }
+    // The run is stored whole or not at all: no run row, no stray rows of its figures.
+    assert!(store.runs().unwrap().is_empty());
+    let stray = store
+        .read_rows("SELECT COUNT(*) FROM results")
+        .unwrap()
+        .first()
+        .map(|r| r[0].int());
+    assert_eq!(stray, Some(0));
     drop(store);
-    // The file completes the run.
+    // The file stores the run once the server is back.
     let out = costlab_bin(&url).arg("import").arg(&file).output().unwrap();
     assert_eq!(
         out.status.code(),

@@ -54,19 +54,18 @@ pub fn sheet_of(doc: &Doc) -> Vec<LabSheet> {
         .collect()
 }
 
-/// Store a lab command's document in one transaction: all of it lands, or none. The history
+/// Store a run's document and cost sheet in one transaction: all of it lands, or none. The history
 /// was opened before measuring (a bad `--db` is bad input, found then); a history that fails
 /// now (a server gone, a full disk) is tried once more on a fresh connection, and failing
 /// again the figures go to a results file named in the error, which exits 1.
-pub fn record(store: &Store, db: Option<&Path>, doc: &Doc) -> Result<()> {
-    let sheets = sheet_of(doc);
-    let first = match store.save_doc(doc, &sheets) {
+pub fn record(store: &Store, db: Option<&Path>, doc: &Doc, sheets: &[LabSheet]) -> Result<()> {
+    let first = match store.save_doc(doc, sheets) {
         Ok(()) => return Ok(()),
         Err(e) => e,
     };
     // Only a connection dropped while idle (a server restart, an idle timeout) is mended by
     // this; a full disk or a stopped server fails again and the first cause is the one shown.
-    if open(db).and_then(|s| s.save_doc(doc, &sheets)).is_ok() {
+    if open(db).and_then(|s| s.save_doc(doc, sheets)).is_ok() {
         return Ok(());
     }
     Err(not_saved(doc, &first))

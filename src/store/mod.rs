@@ -334,34 +334,12 @@ impl Store {
         self.write(|tx| insert_doc(tx, doc, sheets))
     }
 
-    /// Store a whole document in place of whatever part of it is stored (a run whose
-    /// lab-by-lab writes failed part-way), in one transaction: the run ends whole or as it was.
-    pub fn replace_run(&self, doc: &Doc, sheets: &[LabSheet]) -> Result<()> {
-        self.write(|tx| {
-            // ON DELETE CASCADE takes its results, models, notes and labs with it.
-            tx.exec("DELETE FROM runs WHERE id = $1", &[(&doc.run.id).into()])?;
-            insert_doc(tx, doc, sheets)
-        })
-    }
-
     /// Store a whole document unless its run id is already present (import, push): true when
     /// stored, false when skipped. One transaction: a failure leaves no part of the run.
-    ///
-    /// A run stored only in part (marked incomplete, with fewer figures than `doc`: its history
-    /// failed mid-run and the whole run went to a results file) is replaced by the whole one,
-    /// so that importing that file completes the run rather than being skipped.
     pub fn save_doc_if_new(&self, doc: &Doc, sheets: &[LabSheet]) -> Result<bool> {
         self.write(|tx| {
-            match stored_part(tx, &doc.run.id)? {
-                None => {}
-                Some((complete, figures)) => {
-                    let fuller = doc.run.complete || doc.results.len() > figures;
-                    if complete || !fuller {
-                        return Ok(false);
-                    }
-                    // ON DELETE CASCADE takes its results, models, notes and labs with it.
-                    tx.exec("DELETE FROM runs WHERE id = $1", &[(&doc.run.id).into()])?;
-                }
+            if run_exists(tx, &doc.run.id)? {
+                return Ok(false);
             }
             insert_doc(tx, doc, sheets)?;
             Ok(true)
@@ -551,18 +529,6 @@ struct Verdict {
     quality: Option<crate::report::model::Quality>,
     #[serde(default)]
     quality_reasons: Vec<String>,
-}
-
-/// Whether run `id` is stored: its completeness and figure count.
-fn stored_part(tx: &mut dyn Tx, id: &str) -> Result<Option<(bool, usize)>> {
-    let rows = tx.query(
-        "SELECT r.complete, (SELECT COUNT(*) FROM results x WHERE x.run_id = r.id)
-         FROM runs r WHERE r.id = $1",
-        &[id.into()],
-    )?;
-    Ok(rows
-        .first()
-        .map(|r| (r[0].int() != 0, r[1].int().max(0) as usize)))
 }
 
 fn run_exists(tx: &mut dyn Tx, id: &str) -> Result<bool> {
