@@ -60,7 +60,6 @@ macro_rules! both {
 both!(
     a_document_round_trips_through_the_database,
     runs_are_named_by_id_prefix_or_last,
-    a_run_written_lab_by_lab_is_incomplete_until_finished,
     two_writers_at_once_both_land,
     migrations_go_down_and_up_again,
     a_newer_schema_is_refused,
@@ -124,33 +123,6 @@ fn runs_are_named_by_id_prefix_or_last(kind: Kind) {
     assert_eq!(exit_code(&store.resolve("nope").unwrap_err()), 2);
     // LIKE wildcards in a name are not wildcards
     assert!(store.resolve("%").is_err());
-}
-
-fn a_run_written_lab_by_lab_is_incomplete_until_finished(kind: Kind) {
-    let f = fresh(kind);
-    let store = Store::open(&f.target).unwrap();
-    let doc = common::fixture();
-    let mut run = doc.run.clone();
-    run.id = "r1".into();
-    store.begin_run(&run, &doc.machine).unwrap();
-    let mem: Vec<_> = doc
-        .results
-        .iter()
-        .filter(|r| r.lab == "mem")
-        .cloned()
-        .collect();
-    let sheet = common::fixture_sheet(&doc);
-    store.add_lab("r1", &sheet[0], &mem, &[]).unwrap();
-    assert!(!store.runs().unwrap()[0].complete);
-    assert_eq!(store.load_doc("r1").unwrap().results.len(), mem.len());
-    store.add_lab("r1", &sheet[2], &[], &[]).unwrap();
-    store.finish_run("r1", true, &["n".into()]).unwrap();
-    let back = store.load_doc("r1").unwrap();
-    assert!(back.run.complete);
-    assert_eq!(back.notes, vec!["n".to_string()]);
-    let s = store.load_sheet("r1").unwrap();
-    assert_eq!(s.len(), 2);
-    assert!(matches!(s[1].status, LabStatus::Skipped(ref r) if r.contains("one NUMA node")));
 }
 
 fn two_writers_at_once_both_land(kind: Kind) {
