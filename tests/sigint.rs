@@ -78,11 +78,20 @@ fn sigint_during_a_lab_prints_and_stores_the_calls_that_finished() {
         .arg(&db)
         .args(["syscall", "--samples", "20"])
         .env_remove("COSTLAB_DB");
+    // In a process group of its own, so that it can be signalled as `timeout -s INT` does.
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     // The second call starting means the first has finished.
     let ran = common::run_acting(&mut cmd, "costlab: syscall: clock_gettime", |pid| {
-        // SAFETY: kill(2) on the pid of a child we spawned and have not yet reaped.
+        // As `timeout -s INT` delivers it: to the child, then to its process group. One
+        // request arriving twice must not read as Ctrl-C pressed twice (quit at once).
+        // SAFETY: kill(2) on the pid (and group) of a child we spawned and have not reaped.
         assert_eq!(unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) }, 0);
+        assert_eq!(
+            unsafe { libc::kill(-(pid as libc::pid_t), libc::SIGINT) },
+            0
+        );
     });
+    assert!(!ran.stderr.contains("interrupted twice"), "{}", ran.stderr);
     let err = &ran.stderr;
     assert_eq!(ran.status.code(), Some(130), "{err}");
     assert!(ran.stdout.contains("getppid"), "{}", ran.stdout);
