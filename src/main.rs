@@ -174,53 +174,116 @@ fn check_common(common: &Common) -> Result<()> {
     Ok(())
 }
 
+/// What a measuring command needs before it measures: the common options checked, the
+/// machine probed, and the history opened. The history is opened here, not after the run:
+/// an unreachable server, an unknown `scheme://` or an unwritable path is bad input (exit 2,
+/// one line, password masked), found before minutes of measuring and before any file exists.
+fn measuring(common: &Common) -> Result<(store::Store, Ctx)> {
+    let ctx = ctx_for(common)?;
+    let history = store::open(db())?;
+    // Cases an earlier lab in this process finished are not this run's.
+    cancel::take_finished();
+    Ok((history, ctx))
+}
+
+/// A lab's outcome, and whether Ctrl-C cut it short. Interrupted, the lab's error unwound its
+/// loops; the cases that finished before it are in the cancel ledger.
+fn outcome_or_finished(r: Result<Outcome>) -> Result<(Outcome, bool)> {
+    match r {
+        // A lab that stops its loop on Ctrl-C and returns what it has is partial too.
+        Ok(o) => Ok((o, cancel::requested())),
+        Err(e) if cancel::is_interrupt(&e) => Ok((cancel::take_finished(), true)),
+        Err(e) => Err(e),
+    }
+}
+
 /// A lab's own command: check the common options, run, print the lab's tables, write its JSON.
 fn lab_command(
     lab: &dyn labs::Lab,
     common: &Common,
     run: impl FnOnce(&Ctx) -> Result<Outcome>,
 ) -> Result<()> {
-    let ctx = ctx_for(common)?;
-    let outcome = run(&ctx)?;
-    emit(lab.render(&outcome), outcome, common, &ctx.machine)
+    let (history, ctx) = measuring(common)?;
+    let (outcome, interrupted) = outcome_or_finished(run(&ctx))?;
+    let done = Measured {
+        outcome,
+        interrupted,
+    };
+    emit(|o| lab.render(o), done, common, &ctx.machine, &history)
 }
 
-/// Print a lab's outcome and write its JSON. With `--json -` the tables go to stderr so
-/// stdout stays parseable.
-#[allow(dead_code)] // used by the lab commands
-fn emit(rendered: String, outcome: Outcome, common: &Common, machine: &Machine) -> Result<()> {
-    let to_stdout_json = common.json.as_deref() == Some("-");
-    let mut outcome = outcome;
+/// A lab's figures, whole or (after Ctrl-C) those of the cases that finished.
+struct Measured {
+    outcome: Outcome,
+    interrupted: bool,
+}
+
+/// Store a lab's outcome, print it, write its JSON. With `--json -` the tables go to stderr so
+/// stdout stays parseable. The run is stored before its tables are drawn, so nothing that
+/// goes wrong in drawing a partial outcome can lose its figures; its id is printed only once
+/// stored. Interrupted, the run is stored incomplete and the command exits 130.
+fn emit(
+    render: impl FnOnce(&Outcome) -> String,
+    done: Measured,
+    common: &Common,
+    machine: &Machine,
+    history: &store::Store,
+) -> Result<()> {
+    let Measured {
+        mut outcome,
+        interrupted,
+    } = done;
+    if interrupted && outcome.results.is_empty() {
+        eprintln!("costlab: interrupted before any case finished: nothing to store");
+        return Err(anyhow::Error::new(costlab::error::Interrupted));
+    }
+    if interrupted {
+        outcome.notes.push(format!(
+            "interrupted (Ctrl-C): {} figures from the cases that finished; the rest was not measured",
+            outcome.results.len()
+        ));
+    }
     // Rows a lab measured without a Watch are still judged by their spread.
     costlab::measure::quality::judge_rows(&mut outcome.results);
-    let mut text = rendered;
-    text.push_str(&costlab::report::verdict::footnote(&outcome.results));
-    if let Some(t) = costlab::report::table::render_counters(&outcome.results) {
-        text.push_str(&t);
-    }
-    for note in &outcome.notes {
-        text.push_str(&format!("note: {note}\n"));
-    }
-    if to_stdout_json {
-        eprint!("{text}");
-    } else {
-        print!("{text}");
-    }
+    let shown = outcome.clone();
     outcome.notes.extend(restore::restored_notes());
     let run = RunInfo {
         id: time::run_id(),
         started: time::now_rfc3339(),
         costlab: env!("CARGO_PKG_VERSION").to_string(),
         command: command_line(),
-        complete: true,
+        complete: !interrupted,
     };
     let doc = Doc::new(run, serde_json::to_value(machine)?, outcome);
+    let stored = commands::history::record(history, db(), &doc, &commands::history::sheet_of(&doc));
+
+    let mut text = render(&shown);
+    text.push_str(&costlab::report::verdict::footnote(&shown.results));
+    if let Some(t) = costlab::report::table::render_counters(&shown.results) {
+        text.push_str(&t);
+    }
+    for note in &shown.notes {
+        text.push_str(&format!("note: {note}\n"));
+    }
+    let to_stdout_json = common.json.as_deref() == Some("-");
+    if to_stdout_json {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
+    }
     if let Some(dest) = &common.json {
         json::write_doc(dest, &doc)?;
     }
-    commands::history::record(db(), &doc);
+    stored?;
     // The id `compare`, `export` and `report` take; stderr, so stdout stays the tables.
+    if interrupted {
+        eprintln!("costlab: run {} (incomplete: interrupted)", doc.run.id);
+        return Err(anyhow::Error::new(costlab::error::Interrupted));
+    }
     eprintln!("costlab: run {}", doc.run.id);
+    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        eprintln!("costlab: stored in the history at {}", history.describe());
+    }
     strict_check(common.strict, &doc.results)
 }
 
@@ -274,9 +337,13 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::NumaMaps(args) => {
             // numa-maps renders what it read (the processes), not its outcome.
             let common = args.common();
-            let ctx = ctx_for(&common)?;
+            let (history, ctx) = measuring(&common)?;
             let (outcome, rendered) = labs::numa::run_maps(&args, &ctx)?;
-            emit(rendered, outcome, &common, &ctx.machine)
+            let done = Measured {
+                outcome,
+                interrupted: false,
+            };
+            emit(|_| rendered, done, &common, &ctx.machine, &history)
         }
         Command::Syscall(args) => lab_command(&labs::syscall::SyscallLab, &args.common, |ctx| {
             labs::syscall::run(&args, ctx)
@@ -303,13 +370,19 @@ fn dispatch(cli: Cli) -> Result<()> {
             }
             Some(EchoCommand::Load(a)) => {
                 // The loader alone: its own table (no server side to show).
-                let ctx = ctx_for(&a.common)?;
-                let outcome = labs::echo::load_command(&a, &ctx)?;
-                emit(
-                    labs::echo::render_load(&outcome),
+                let (history, ctx) = measuring(&a.common)?;
+                let (outcome, interrupted) =
+                    outcome_or_finished(labs::echo::load_command(&a, &ctx))?;
+                let done = Measured {
                     outcome,
+                    interrupted,
+                };
+                emit(
+                    labs::echo::render_load,
+                    done,
                     &a.common,
                     &ctx.machine,
+                    &history,
                 )
             }
             None => lab_command(&labs::echo::EchoLab, &args.run.common, |ctx| {

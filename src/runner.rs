@@ -1,5 +1,6 @@
-//! `costlab run`: every lab's quick (or full) plan in one go, each lab stored in the history as
-//! it finishes, so a failure or Ctrl-C keeps what is done.
+//! `costlab run`: every lab's quick (or full) plan in one go. A lab that fails or is
+//! interrupted keeps what it finished, and the run is stored whole, in one transaction, at
+//! the end: the history never holds part of a run.
 
 use std::time::Instant;
 
@@ -11,7 +12,6 @@ use crate::machine::restore;
 use crate::measure::cancel;
 use crate::report::sheet::{LabSheet, LabStatus};
 use crate::report::{Doc, Outcome, RunInfo};
-use crate::store::Store;
 
 /// The labs named in `--labs a,b` (in the order `all` runs them), or all of them.
 pub fn select(all: Vec<Box<dyn Lab>>, list: Option<&str>) -> Result<Vec<Box<dyn Lab>>> {
@@ -53,44 +53,9 @@ pub struct Finished {
     pub interrupted: bool,
 }
 
-/// Storing is best effort once the run has begun: a history that fails mid-run must not throw
-/// away the measurements, so it warns once and the run goes on.
-struct History<'a> {
-    store: Option<&'a Store>,
-    warned: bool,
-}
-
-impl History<'_> {
-    fn keep(&mut self, what: &str, r: Result<()>) {
-        if let Err(e) = r {
-            if !self.warned {
-                eprintln!(
-                    "costlab: history: {what}: {} (the run goes on)",
-                    one_line(&e)
-                );
-                self.warned = true;
-            }
-        }
-    }
-}
-
-/// Run `labs` in order. Each lab's figures reach the history as soon as it finishes.
-pub fn run_labs(
-    labs: &[Box<dyn Lab>],
-    ctx: &Ctx,
-    full: bool,
-    run: RunInfo,
-    store: Option<&Store>,
-) -> Result<Finished> {
+/// Run `labs` in order; what each finished (or, interrupted, the cases it finished) is kept.
+pub fn run_labs(labs: &[Box<dyn Lab>], ctx: &Ctx, full: bool, run: RunInfo) -> Result<Finished> {
     let machine = serde_json::to_value(&ctx.machine)?;
-    let mut history = History {
-        store,
-        warned: false,
-    };
-    if let Some(s) = history.store {
-        let r = s.begin_run(&run, &machine);
-        history.keep("recording the run", r);
-    }
     let started = Instant::now();
     let mut all = Outcome::default();
     let mut sheet = Vec::new();
@@ -113,6 +78,7 @@ pub fn run_labs(
                 if full { "full" } else { "quick" }
             );
             let t = Instant::now();
+            cancel::take_finished();
             match lab.run_plan(ctx, full) {
                 Ok(mut o) => {
                     crate::measure::quality::judge_rows(&mut o.results);
@@ -126,10 +92,17 @@ pub fn run_labs(
                     crate::report::verdict::follow(&mut h, &o.results);
                     (LabStatus::Ran, o, h)
                 }
-                Err(e) if e.is::<Interrupted>() || cancel::requested() => {
-                    eprintln!("costlab run: [{}/{total}] {name}: interrupted", i + 1);
+                Err(e) if cancel::is_interrupt(&e) => {
+                    // The cases the lab finished before Ctrl-C are kept, as for a lab alone.
+                    let mut o = cancel::take_finished();
+                    crate::measure::quality::judge_rows(&mut o.results);
+                    eprintln!(
+                        "costlab run: [{}/{total}] {name}: interrupted after {} figures",
+                        i + 1,
+                        o.results.len()
+                    );
                     interrupted = true;
-                    (LabStatus::Interrupted, Outcome::default(), vec![])
+                    (LabStatus::Interrupted, o, vec![])
                 }
                 Err(e) => {
                     let line = one_line(&e);
@@ -147,10 +120,6 @@ pub fn run_labs(
             status,
             headlines,
         };
-        if let Some(s) = history.store {
-            let r = s.add_lab(&run.id, &entry, &outcome.results, &outcome.models);
-            history.keep("storing a lab", r);
-        }
         all.results.extend(outcome.results);
         all.models.extend(outcome.models);
         all.notes
@@ -167,10 +136,6 @@ pub fn run_labs(
     let secs = started.elapsed().as_secs_f64();
     eprintln!("costlab run: {total} labs in {secs:.1} s");
     let complete = !interrupted && !sheet.iter().any(|s| s.status.breaks_run());
-    if let Some(s) = history.store {
-        let r = s.finish_run(&run.id, complete, &all.notes);
-        history.keep("closing the run", r);
-    }
     let mut run = run;
     run.complete = complete;
     Ok(Finished {
@@ -219,7 +184,8 @@ pub fn command(
         command: command_line,
         complete: false,
     };
-    eprintln!("costlab run: run {} ({} labs)", run.id, labs.len());
+    // No id yet: an id is printed once the run is stored ("stored as run ..." at the end).
+    eprintln!("costlab run: {} labs", labs.len());
     // --tune: the safe settings for the length of the run, restored when the guards drop.
     let tuned = if args.tune {
         let (guards, notes) = crate::check::tune()?;
@@ -230,8 +196,11 @@ pub fn command(
     } else {
         None
     };
-    let done = run_labs(&labs, &ctx, full, run, Some(&store))?;
+    let done = run_labs(&labs, &ctx, full, run)?;
     drop(tuned);
+    // The whole run in one transaction: a history that fails now (a server stopped during the
+    // run, a full disk) holds all of it or none, and the figures go to a file (exit 1).
+    let stored = crate::commands::history::record(&store, db, &done.doc, &done.sheet);
     let text = sheet::render_text(&done.sheet);
     if args.json.as_deref() == Some("-") {
         eprint!("{text}");
@@ -247,6 +216,9 @@ pub fn command(
     if let Some(dest) = &args.json {
         json::write_doc(dest, &done.doc)?;
     }
+    // Not stored is a failure of the run whatever else happened (exit 1): the line names the
+    // file that holds the figures.
+    stored?;
     eprintln!(
         "costlab run: stored as run {} ({})",
         done.doc.run.id,

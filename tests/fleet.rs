@@ -69,6 +69,72 @@ fn bad_db_paths_are_named_and_left_alone() {
 }
 
 #[test]
+fn a_history_that_cannot_be_used_is_refused_before_measuring_and_nothing_is_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = dir.path().join("cwd");
+    std::fs::create_dir(&cwd).unwrap();
+    let secret = common::pg::PASSWORD;
+    let run_in_cwd = |db: &str, args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_costlab"))
+            .current_dir(&cwd)
+            .arg("--db")
+            .arg(db)
+            .args(args)
+            .env_remove("COSTLAB_DB")
+            .output()
+            .unwrap()
+    };
+    let unreachable = format!("postgres://u:{secret}@127.0.0.1:1/x");
+    let mysql = format!("mysql://u:{secret}@h/x");
+    let cases: [(&str, &[&str], &[&str]); 4] = [
+        (
+            &unreachable,
+            &["syscall", "--quick"],
+            &["cannot connect", "u:***@"],
+        ),
+        (
+            &mysql,
+            &["syscall", "--quick"],
+            &["no 'mysql' history", "u:***@"],
+        ),
+        (&mysql, &["history"], &["no 'mysql' history"]),
+        (
+            "/proc/costlab-none/h.db",
+            &["syscall", "--quick"],
+            &["/proc/costlab-none"],
+        ),
+    ];
+    for (db, args, needles) in cases {
+        let out = run_in_cwd(db, args);
+        one_line_exit_2(&out, needles);
+        // Nothing measured: no table, no run id.
+        assert!(out.stdout.is_empty(), "{args:?}: measured first");
+    }
+    // push --to an unknown scheme, from a history that holds a run.
+    let from = dir.path().join("from.db");
+    assert_eq!(
+        costlab(&from, &["import", common::FIXTURE]).status.code(),
+        Some(0)
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_costlab"))
+        .current_dir(&cwd)
+        .arg("--db")
+        .arg(&from)
+        .args(["push", "--to", &mysql])
+        .output()
+        .unwrap();
+    one_line_exit_2(&out, &["no 'mysql' history"]);
+    assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+    // import into one: the same check.
+    one_line_exit_2(
+        &run_in_cwd(&mysql, &["import", common::FIXTURE]),
+        &["mysql"],
+    );
+    let created: Vec<_> = std::fs::read_dir(&cwd).unwrap().collect();
+    assert!(created.is_empty(), "created {created:?}");
+}
+
+#[test]
 fn postgres_connection_errors_are_one_line_with_cause_and_fix() {
     let c = common::pg::cluster();
     // Wrong password: the cause and where to fix it; the password itself never shown.

@@ -31,7 +31,9 @@ fn ctrl_c_keeps_what_finished_and_restores_state() {
             act: Act::Never,
         }),
     ];
-    let done = run_labs(&labs, &ctx(), false, run_info("int1"), Some(&store)).unwrap();
+    let done = run_labs(&labs, &ctx(), false, run_info("int1")).unwrap();
+    // `costlab run` stores the run whole once it is done.
+    store.save_doc(&done.doc, &done.sheet).unwrap();
     costlab::measure::cancel::simulate(false);
 
     assert!(done.interrupted);

@@ -28,7 +28,9 @@ fn skipped_and_failed_labs_are_reported_and_the_rest_go_on() {
             act: Act::Give,
         }),
     ];
-    let done = run_labs(&labs, &ctx(), false, run_info("t1"), Some(&store)).unwrap();
+    let done = run_labs(&labs, &ctx(), false, run_info("t1")).unwrap();
+    // `costlab run` stores the run whole once it is done.
+    store.save_doc(&done.doc, &done.sheet).unwrap();
     assert!(!done.interrupted);
     assert!(
         !done.doc.run.complete,
@@ -76,7 +78,7 @@ fn a_run_of_available_labs_is_complete() {
             act: Act::Unavailable("one NUMA node"),
         }),
     ];
-    let done = run_labs(&labs, &ctx(), false, run_info("t2"), None).unwrap();
+    let done = run_labs(&labs, &ctx(), false, run_info("t2")).unwrap();
     assert!(
         done.doc.run.complete,
         "a skipped lab does not make a run incomplete"

@@ -60,7 +60,6 @@ macro_rules! both {
 both!(
     a_document_round_trips_through_the_database,
     runs_are_named_by_id_prefix_or_last,
-    a_run_written_lab_by_lab_is_incomplete_until_finished,
     two_writers_at_once_both_land,
     migrations_go_down_and_up_again,
     a_newer_schema_is_refused,
@@ -124,33 +123,6 @@ fn runs_are_named_by_id_prefix_or_last(kind: Kind) {
     assert_eq!(exit_code(&store.resolve("nope").unwrap_err()), 2);
     // LIKE wildcards in a name are not wildcards
     assert!(store.resolve("%").is_err());
-}
-
-fn a_run_written_lab_by_lab_is_incomplete_until_finished(kind: Kind) {
-    let f = fresh(kind);
-    let store = Store::open(&f.target).unwrap();
-    let doc = common::fixture();
-    let mut run = doc.run.clone();
-    run.id = "r1".into();
-    store.begin_run(&run, &doc.machine).unwrap();
-    let mem: Vec<_> = doc
-        .results
-        .iter()
-        .filter(|r| r.lab == "mem")
-        .cloned()
-        .collect();
-    let sheet = common::fixture_sheet(&doc);
-    store.add_lab("r1", &sheet[0], &mem, &[]).unwrap();
-    assert!(!store.runs().unwrap()[0].complete);
-    assert_eq!(store.load_doc("r1").unwrap().results.len(), mem.len());
-    store.add_lab("r1", &sheet[2], &[], &[]).unwrap();
-    store.finish_run("r1", true, &["n".into()]).unwrap();
-    let back = store.load_doc("r1").unwrap();
-    assert!(back.run.complete);
-    assert_eq!(back.notes, vec!["n".to_string()]);
-    let s = store.load_sheet("r1").unwrap();
-    assert_eq!(s.len(), 2);
-    assert!(matches!(s[1].status, LabStatus::Skipped(ref r) if r.contains("one NUMA node")));
 }
 
 fn two_writers_at_once_both_land(kind: Kind) {
@@ -312,8 +284,14 @@ fn a_lab_run_alone_is_recorded_with_its_sheet() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("sub/dir/h.db");
     let doc = common::fixture();
-    costlab::commands::history::record(Some(&db), &doc);
     let store = Store::open(&db).unwrap();
+    costlab::commands::history::record(
+        &store,
+        Some(&db),
+        &doc,
+        &costlab::commands::history::sheet_of(&doc),
+    )
+    .unwrap();
     let runs = store.runs().unwrap();
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].id, doc.run.id);
@@ -333,6 +311,143 @@ fn a_lab_run_alone_is_recorded_with_its_sheet() {
         ]
     );
     assert!(sheet.iter().all(|s| s.status == LabStatus::Ran));
-    // A history that cannot be written warns and does not fail the lab command.
-    costlab::commands::history::record(Some(std::path::Path::new("/proc/no/such/h.db")), &doc);
+}
+
+fn costlab_bin(db: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_costlab"));
+    c.arg("--db").arg(db).env_remove("COSTLAB_DB");
+    c
+}
+
+/// The results file a run fell back to: a costlab/1 document with figures in it.
+fn fallback_doc(file: &std::path::Path) -> costlab::report::Doc {
+    let text = std::fs::read_to_string(file).unwrap();
+    let doc = costlab::report::Doc::from_json(&text).unwrap();
+    assert_eq!(doc.schema, "costlab/1");
+    assert!(!doc.results.is_empty(), "{text}");
+    doc
+}
+
+/// A tmpfs mounted for one test, unmounted when the test ends however it ends.
+struct Tmpfs(PathBuf);
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// Write zeros until the file system says it is full.
+fn fill(dir: &std::path::Path) {
+    use std::io::Write;
+    let mut f = std::fs::File::create(dir.join("filler")).unwrap();
+    let block = vec![0u8; 64 * 1024];
+    while f.write_all(&block).is_ok() {}
+    // The last partial block too: nothing may be left for SQLite's next page.
+    while f.write_all(&[0u8; 512]).is_ok() {}
+    while f.write_all(&[0u8]).is_ok() {}
+}
+
+#[test]
+fn a_full_disk_under_sqlite_keeps_the_figures_in_a_file_and_the_history_sound() {
+    let name = "a_full_disk_under_sqlite_keeps_the_figures_in_a_file_and_the_history_sound";
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        common::skip::skipped(name, "mounting a small tmpfs needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=4m", "tmpfs"])
+        .arg(&mnt)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        common::skip::skipped(name, "cannot mount a tmpfs here (no CAP_SYS_ADMIN?)");
+        return;
+    }
+    let _unmount = Tmpfs(mnt.clone());
+    let db = mnt.join("h.db");
+    // The history holds one whole run before the disk fills.
+    let out = costlab_bin(&db)
+        .args(["import", common::FIXTURE])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+
+    // The disk fills while the lab measures (after the history was opened and checked).
+    let ran = common::run_acting(
+        costlab_bin(&db).args(["syscall", "--quick"]),
+        "costlab: syscall: ",
+        |_| fill(&mnt),
+    );
+    assert!(ran.stderr.contains("full"), "{}", ran.stderr);
+    let file = common::figures_file_of_unsaved_run(&ran);
+    let doc = fallback_doc(&file);
+    // The tables were still printed: the figures reached the user.
+    assert!(ran.stdout.contains("getppid"), "{}", ran.stdout);
+
+    // Room again: the history is sound, holds no part of the run, and takes the file whole.
+    std::fs::remove_file(mnt.join("filler")).unwrap();
+    let store = Store::open(&db).unwrap();
+    assert_eq!(store.integrity().unwrap(), "ok");
+    assert_eq!(store.runs().unwrap().len(), 1);
+    assert!(!store.has_run(&doc.run.id).unwrap());
+    drop(store);
+    let out = costlab_bin(&db).arg("import").arg(&file).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let store = Store::open(&db).unwrap();
+    let back = store.load_doc(&doc.run.id).unwrap();
+    assert_eq!(back.results.len(), doc.results.len());
+    let _ = std::fs::remove_file(&file);
+}
+
+#[test]
+fn postgres_stopped_during_a_run_keeps_the_figures_in_a_file_and_the_history_sound() {
+    // A cluster of this test's own: it is stopped mid-run.
+    let c = common::pg::own_cluster();
+    let url = c.fresh();
+    let dir = tempfile::tempdir().unwrap();
+    let ran = common::run_acting(
+        costlab_bin(&url)
+            .args(["run", "--labs", "syscall", "--report"])
+            .arg(dir.path().join("report")),
+        "running its quick plan",
+        |_| c.stop_now(),
+    );
+    assert!(!ran.stderr.contains(common::pg::PASSWORD), "{}", ran.stderr);
+    let file = common::figures_file_of_unsaved_run(&ran);
+    let doc = fallback_doc(&file);
+
+    c.start_server();
+    let store = Store::open(std::path::Path::new(&url)).unwrap();
+    assert_eq!(store.integrity().unwrap(), "ok");
+    // The run is stored whole or not at all: no run row, no stray rows of its figures.
+    assert!(store.runs().unwrap().is_empty());
+    let stray = store
+        .read_rows("SELECT COUNT(*) FROM results")
+        .unwrap()
+        .first()
+        .map(|r| r[0].int());
+    assert_eq!(stray, Some(0));
+    drop(store);
+    // The file stores the run once the server is back.
+    let out = costlab_bin(&url).arg("import").arg(&file).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let store = Store::open(std::path::Path::new(&url)).unwrap();
+    let runs = store.runs().unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].complete, doc.run.complete);
+    assert_eq!(runs[0].figures, doc.results.len());
+    let _ = std::fs::remove_file(&file);
 }

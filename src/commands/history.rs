@@ -11,7 +11,7 @@ use crate::labs;
 use crate::report::sheet::{LabSheet, LabStatus};
 use crate::report::{csv, html, markdown, Doc};
 
-use crate::store::{compare, open, open_existing};
+use crate::store::{compare, open, open_existing, Store};
 
 /// The cost sheet of a document whose labs are known here (a lab run alone).
 pub fn sheet_of(doc: &Doc) -> Vec<LabSheet> {
@@ -54,19 +54,52 @@ pub fn sheet_of(doc: &Doc) -> Vec<LabSheet> {
         .collect()
 }
 
-/// Store a lab command's document. History is a by-product of measuring: a failure to store
-/// warns and leaves the command's own result alone.
-pub fn record(db: Option<&Path>, doc: &Doc) {
-    let r = open(db).and_then(|s| s.save_doc(doc, &sheet_of(doc)));
-    match r {
-        // Said only on a terminal: lab commands' stderr in scripts and tests stays as it was.
-        Ok(()) => {
-            if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-                eprintln!("costlab: stored as run {} in the history", doc.run.id);
+/// Store a run's document and cost sheet in one transaction: all of it lands, or none. The history
+/// was opened before measuring (a bad `--db` is bad input, found then); a history that fails
+/// now (a server gone, a full disk) is tried once more on a fresh connection, and failing
+/// again the figures go to a results file named in the error, which exits 1.
+pub fn record(store: &Store, db: Option<&Path>, doc: &Doc, sheets: &[LabSheet]) -> Result<()> {
+    let first = match store.save_doc(doc, sheets) {
+        Ok(()) => return Ok(()),
+        Err(e) => e,
+    };
+    // Only a connection dropped while idle (a server restart, an idle timeout) is mended by
+    // this; a full disk or a stopped server fails again and the first cause is the one shown.
+    if open(db).and_then(|s| s.save_doc(doc, sheets)).is_ok() {
+        return Ok(());
+    }
+    Err(not_saved(doc, &first))
+}
+
+/// The one-line error for a run the history could not take, after writing its figures to a
+/// results file (`costlab import FILE` stores them once the history is back). The file goes to
+/// the temporary directory, not beside the history, whose disk may be what failed.
+pub fn not_saved(doc: &Doc, cause: &anyhow::Error) -> anyhow::Error {
+    let cause = crate::store::redact(&one_line(cause));
+    let name = format!("costlab-run-{}.json", doc.run.id);
+    let mut tried = Vec::new();
+    for dir in [std::env::temp_dir(), PathBuf::from(".")] {
+        let file = dir.join(&name);
+        match crate::report::json::write_doc(&file.display().to_string(), doc) {
+            // Not a usage error: the input was fine, the history failed (exit 1).
+            Ok(()) => {
+                return anyhow::anyhow!(
+                    "history not saved: {cause}; the run's figures are in {} \
+                     (`costlab import` it once the history is back)",
+                    file.display()
+                )
+            }
+            Err(e) => {
+                // A file cut short by a full disk would pass for the run's figures.
+                let _ = std::fs::remove_file(&file);
+                tried.push(format!("{}: {}", file.display(), one_line(&e)));
             }
         }
-        Err(e) => eprintln!("costlab: history not saved: {}", one_line(&e)),
     }
+    anyhow::anyhow!(
+        "history not saved: {cause}; nor could the figures be written ({})",
+        tried.join("; ")
+    )
 }
 
 pub fn history(db: Option<&Path>) -> Result<()> {

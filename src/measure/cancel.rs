@@ -1,13 +1,35 @@
 //! Ctrl-C: the first press asks the run to stop at the next sample boundary (what finished is
 //! kept); the second restores system state and exits at once.
+//!
+//! What finished is kept through one ledger rather than by every lab unwinding its own loops:
+//! a case's figures are entered here where they become final, which is in the two places every
+//! lab closes a case through (`conditions::judged_case`, `Outcome::attach_conditions`); the
+//! `Interrupted` error unwinds the lab as any error does, and the command that ran the lab
+//! takes the ledger (`take_finished`) to print and store those figures as an incomplete run.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use crate::report::{Outcome, ResultRow};
 
 static PRESSES: AtomicUsize = AtomicUsize::new(0);
 
+/// A second SIGINT this soon after the first is the same request delivered twice, not a second
+/// press: `timeout -s INT` signals its child and then its whole process group, and a shell
+/// script's Ctrl-C can reach costlab both directly and through the script. No one presses
+/// Ctrl-C twice within it on purpose.
+const SAME_PRESS: Duration = Duration::from_millis(300);
+
 /// Install the handler once, at start-up.
 pub fn install() {
+    static FIRST: OnceLock<Instant> = OnceLock::new();
+    // ctrlc runs this on its own thread, not in signal context: locks and clocks are fine.
     let _ = ctrlc::set_handler(|| {
+        let first = *FIRST.get_or_init(Instant::now);
+        if PRESSES.load(Ordering::SeqCst) >= 1 && first.elapsed() < SAME_PRESS {
+            return;
+        }
         if PRESSES.fetch_add(1, Ordering::SeqCst) >= 1 {
             crate::machine::restore::restore_all();
             eprintln!("costlab: interrupted twice; system state restored, exiting");
@@ -34,4 +56,47 @@ pub fn check() -> anyhow::Result<()> {
 /// For tests: pretend Ctrl-C was (or was not) pressed.
 pub fn simulate(pressed: bool) {
     PRESSES.store(usize::from(pressed), Ordering::SeqCst);
+}
+
+/// The figures of the cases that have finished since the last `take_finished`.
+static FINISHED: Mutex<Outcome> = Mutex::new(Outcome {
+    results: Vec::new(),
+    models: Vec::new(),
+    notes: Vec::new(),
+});
+
+fn ledger() -> std::sync::MutexGuard<'static, Outcome> {
+    // A panic while holding it ends the process (the panic hook exits), so poison is moot.
+    FINISHED.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A case has finished: keep its figures (and notes) in case the run is interrupted.
+pub fn finished(case: &Outcome) {
+    finished_rows(&case.results);
+    ledger().notes.extend(case.notes.iter().cloned());
+}
+
+/// A case's rows are final. A case measured again (a disturbed attempt re-measured) enters
+/// its figures again: the later replaces the earlier, so each figure is kept once.
+pub fn finished_rows(rows: &[ResultRow]) {
+    let mut l = ledger();
+    for r in rows {
+        let same = |k: &ResultRow| k.lab == r.lab && k.metric == r.metric && k.case == r.case;
+        match l.results.iter_mut().find(|k| same(k)) {
+            Some(kept) => *kept = r.clone(),
+            None => l.results.push(r.clone()),
+        }
+    }
+}
+
+/// The figures of the cases finished since the last call, emptying the ledger. Called before a
+/// lab starts (to forget an earlier lab's cases) and after it was interrupted.
+pub fn take_finished() -> Outcome {
+    std::mem::take(&mut *ledger())
+}
+
+/// Whether `err` (or the state it left) means the user pressed Ctrl-C. A lab can fail with
+/// another error after Ctrl-C (a child program killed by the same SIGINT), so the flag counts.
+pub fn is_interrupt(err: &anyhow::Error) -> bool {
+    requested() || err.chain().any(|e| e.is::<crate::error::Interrupted>())
 }

@@ -225,6 +225,8 @@ pub fn judged_case(
             )
         });
     }
+    // The case is done: its figures survive a Ctrl-C during a later case.
+    super::cancel::finished(&o);
     Ok(o)
 }
 

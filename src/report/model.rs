@@ -169,6 +169,8 @@ impl Outcome {
         // Judged now, so the lab's own tables can mark them.
         let from = from.min(self.results.len());
         crate::measure::quality::judge_rows(&mut self.results[from..]);
+        // The case is closed: its figures survive a Ctrl-C during a later case.
+        crate::measure::cancel::finished_rows(&self.results[from..]);
     }
 
     pub fn extend(&mut self, other: Outcome) {

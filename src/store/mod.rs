@@ -6,9 +6,10 @@
 //! transactions. The schema is the same on both and versioned (`migrate.rs`): a history made by
 //! an older costlab is brought up to date on open, one made by a newer costlab is refused.
 //!
-//! Every write is one transaction, so two costlab processes writing at once both land and a run
-//! cut short leaves whole labs or nothing of them: SQLite takes its write lock up front (WAL,
-//! IMMEDIATE, a busy timeout); PostgreSQL runs each in its own transaction.
+//! Every write is one transaction and a run is written in one, so two costlab processes writing
+//! at once both land and a write cut short (a server stopped, a full disk) leaves nothing of
+//! the run: SQLite takes its write lock up front (WAL, IMMEDIATE, a busy timeout); PostgreSQL
+//! runs each in its own transaction.
 
 pub mod compare;
 pub mod fleet;
@@ -123,6 +124,29 @@ pub fn is_postgres(target: &str) -> bool {
         || (t.contains('=') && !t.contains('/') && t.contains("dbname"))
 }
 
+/// A `--db` that looks like a URL must name a backend costlab has: anything else (`mysql://`,
+/// a typo such as `postgress://`) would otherwise be taken for a SQLite file path and created,
+/// directories and password included, in the working directory.
+fn check_scheme(target: &str) -> Result<()> {
+    let t = target.trim_start();
+    let Some(end) = t.find("://") else {
+        return Ok(());
+    };
+    let scheme = &t[..end];
+    let looks_like_scheme = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    if !looks_like_scheme || is_postgres(t) {
+        return Ok(());
+    }
+    Err(usage(format!(
+        "costlab has no '{scheme}' history ({}): give a SQLite file path or a \
+         postgres://USER@HOST[:PORT]/DB URL",
+        redact(t)
+    )))
+}
+
 /// Open the history for writing (created if missing).
 pub fn open(db: Option<&Path>) -> Result<Store> {
     Store::open(&default_path(db)?)
@@ -215,6 +239,7 @@ impl Store {
 
     fn open_with(target: &Path, create: bool) -> Result<Store> {
         let text = target.to_string_lossy();
+        check_scheme(&text)?;
         let backend: Box<dyn Backend> = if is_postgres(&text) {
             Box::new(postgres::PgBackend::connect(&text)?)
         } else {
@@ -272,40 +297,8 @@ impl Store {
         self.read(sql, &[])
     }
 
-    /// Record a run as started (incomplete until `finish_run`).
-    pub fn begin_run(&self, run: &RunInfo, machine: &Value) -> Result<()> {
-        self.write(|tx| insert_run(tx, run, machine, false))
-    }
-
-    /// Add one lab's figures, models, status and headlines to a run, all or nothing.
-    pub fn add_lab(
-        &self,
-        run_id: &str,
-        sheet: &LabSheet,
-        results: &[ResultRow],
-        models: &[Model],
-    ) -> Result<()> {
-        self.write(|tx| {
-            insert_results(tx, run_id, results)?;
-            insert_models(tx, run_id, models)?;
-            let seq = next_seq(tx, "labs", run_id)?;
-            insert_sheet(tx, run_id, seq, sheet)
-        })
-    }
-
-    /// Close a run: its notes, and whether it is complete.
-    pub fn finish_run(&self, run_id: &str, complete: bool, notes: &[String]) -> Result<()> {
-        self.write(|tx| {
-            insert_notes(tx, run_id, notes)?;
-            tx.exec(
-                "UPDATE runs SET complete = $2 WHERE id = $1",
-                &[run_id.into(), complete.into()],
-            )?;
-            Ok(())
-        })
-    }
-
-    /// Store a whole document at once (a lab run on its own), with its lab's sheet.
+    /// Store a whole run at once, with its cost sheet: the only way a run is written, so the
+    /// history holds each run whole or not at all.
     pub fn save_doc(&self, doc: &Doc, sheets: &[LabSheet]) -> Result<()> {
         self.write(|tx| insert_doc(tx, doc, sheets))
     }

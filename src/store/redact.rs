@@ -1,7 +1,7 @@
 //! A database URL's password never leaves the user's control: every place one could appear
 //! (the stored command line, notes, errors, exports) goes through `redact`.
 
-/// `text` with the password of every PostgreSQL URL (`postgres://user:PASSWORD@host`, a
+/// `text` with the password of every URL (`postgres://user:PASSWORD@host`, any scheme), a
 /// `?password=` parameter) and of libpq key=value strings (`password=...`) replaced by `***`.
 pub fn redact(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -19,12 +19,28 @@ pub fn redact(text: &str) -> String {
     redact_password_params(&out)
 }
 
+/// Where the first `scheme://` starts. Any scheme, not only PostgreSQL's: a mistyped or
+/// unsupported `--db mysql://user:pw@host` is echoed in the error that refuses it, and its
+/// password must not be.
 fn find_scheme(s: &str) -> Option<usize> {
-    let lower = s.to_ascii_lowercase();
-    ["postgresql://", "postgres://"]
-        .iter()
-        .filter_map(|p| lower.find(p))
-        .min()
+    let is_scheme_char = |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.');
+    let b = s.as_bytes();
+    let mut from = 0;
+    while let Some(i) = s[from..].find("://").map(|i| i + from) {
+        let mut start = i;
+        while start > 0 && is_scheme_char(b[start - 1]) {
+            start -= 1;
+        }
+        // RFC 3986: a scheme starts with a letter.
+        while start < i && !b[start].is_ascii_alphabetic() {
+            start += 1;
+        }
+        if start < i {
+            return Some(start);
+        }
+        from = i + 3;
+    }
+    None
 }
 
 /// One URL: the userinfo's password, if any.
@@ -113,5 +129,11 @@ mod tests {
         }
         // A password with '@' in it: the last '@' ends the userinfo.
         assert_eq!(redact("postgres://u:p@ss@h/d"), "postgres://u:***@h/d");
+        // Any scheme: an unsupported --db is echoed in the error that refuses it.
+        assert_eq!(
+            redact("--db mysql://u:secret@h/x: unknown"),
+            "--db mysql://u:***@h/x: unknown"
+        );
+        assert_eq!(redact("9://u:pw@h"), "9://u:pw@h");
     }
 }

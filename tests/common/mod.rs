@@ -78,3 +78,82 @@ pub fn fixture_sheet(doc: &Doc) -> Vec<LabSheet> {
 }
 pub mod fake;
 pub mod pg;
+pub mod skip;
+
+/// What a spawned costlab did: its exit status and its whole stdout and stderr.
+pub struct Ran {
+    pub status: std::process::ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Run `cmd`, and once a line of its stderr contains `marker`, do `act` (stop a server, fill a
+/// disk, send SIGINT) while it goes on; then wait for it to end. Waiting on a line the program
+/// prints, not on a fixed sleep, keeps the test independent of how fast this machine is.
+pub fn run_acting(cmd: &mut std::process::Command, marker: &str, act: impl FnOnce(u32)) -> Ran {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("costlab starts");
+    let mut stdout = child.stdout.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let out_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stdout.read_to_string(&mut s);
+        s
+    });
+    let (tx, rx) = std::sync::mpsc::channel();
+    let marker_owned = marker.to_string();
+    let err_reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains(&marker_owned) {
+                let _ = tx.send(());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    let seen = rx.recv_timeout(std::time::Duration::from_secs(120)).is_ok();
+    if seen {
+        act(child.id());
+    } else {
+        let _ = child.kill();
+    }
+    let status = child.wait().unwrap();
+    let stderr = err_reader.join().unwrap();
+    let stdout = out_reader.join().unwrap();
+    assert!(seen, "costlab never printed '{marker}':\n{stderr}");
+    Ran {
+        status,
+        stdout,
+        stderr,
+    }
+}
+
+/// The results file named in the one line of a run the history could not take (exit 1); no
+/// run id is printed for it, since it is stored nowhere.
+pub fn figures_file_of_unsaved_run(ran: &Ran) -> std::path::PathBuf {
+    let err = &ran.stderr;
+    assert_eq!(ran.status.code(), Some(1), "{err}");
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("history not saved"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        !err.lines()
+            .any(|l| l.starts_with("costlab: run ") || l.starts_with("costlab run: stored as run")),
+        "an id printed for a run stored nowhere: {err}"
+    );
+    let file = lines[0]
+        .split("the run's figures are in ")
+        .nth(1)
+        .and_then(|t| t.split(" (`costlab import").next())
+        .unwrap_or_else(|| panic!("no file named: {err}"));
+    std::path::PathBuf::from(file)
+}

@@ -81,24 +81,9 @@ fn start() -> Cluster {
     );
     // A port number only names the socket file; it is in our own directory.
     let port = 20000 + (std::process::id() % 20000) as u16;
-    let opts = format!(
-        "-k {} -c listen_addresses='' -p {port} -c fsync=off -c max_connections=60",
-        dir.display()
-    );
-    let out = as_owner(&pg_bin("pg_ctl"))
-        .arg("-D")
-        .arg(&data)
-        .args(["-o", &opts, "-w", "-t", "60", "-l"])
-        .arg(dir.join("log"))
-        .arg("start")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "pg_ctl start: {} {}",
-        String::from_utf8_lossy(&out.stderr),
-        std::fs::read_to_string(dir.join("log")).unwrap_or_default()
-    );
+    let cluster = Cluster { dir, port };
+    cluster.start_server();
+    let Cluster { dir, port } = cluster;
     // The watchdog: when this test process is gone, stop the server and remove the directory.
     let stop = format!(
         "while kill -0 {pid} 2>/dev/null; do sleep 0.5; done; {runas} {pg_ctl} -D {data} -m immediate stop >/dev/null 2>&1; rm -rf {dir}",
@@ -120,12 +105,53 @@ fn start() -> Cluster {
     Cluster { dir, port }
 }
 
+/// A cluster of the test's own, apart from the shared one: for a test that stops the server.
+pub fn own_cluster() -> Cluster {
+    start()
+}
+
 pub fn cluster() -> &'static Cluster {
     static C: OnceLock<Cluster> = OnceLock::new();
     C.get_or_init(start)
 }
 
 impl Cluster {
+    fn pg_ctl(&self, args: &[&str]) -> std::process::Output {
+        as_owner(&pg_bin("pg_ctl"))
+            .arg("-D")
+            .arg(self.dir.join("data"))
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// Start the server (again, after `stop_now`).
+    pub fn start_server(&self) {
+        let opts = format!(
+            "-k {} -c listen_addresses='' -p {} -c fsync=off -c max_connections=60",
+            self.dir.display(),
+            self.port
+        );
+        let log = self.dir.join("log").display().to_string();
+        let out = self.pg_ctl(&["-o", &opts, "-w", "-t", "60", "-l", &log, "start"]);
+        assert!(
+            out.status.success(),
+            "pg_ctl start: {} {}",
+            String::from_utf8_lossy(&out.stderr),
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+    }
+
+    /// Stop the server as a crash would: connections cut, no shutdown checkpoint.
+    pub fn stop_now(&self) {
+        let out = self.pg_ctl(&["-m", "immediate", "-w", "stop"]);
+        assert!(
+            out.status.success(),
+            "pg_ctl stop: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// A URL for `db` on this cluster, password in it.
     pub fn url(&self, db: &str) -> String {
         format!(
