@@ -421,7 +421,7 @@ pub struct GcTaxArgs {
     /// Attribution workloads: heap (the vnode heap builder), server (requests over loopback)
     #[arg(long, value_name = "LIST", default_value = "heap,server")]
     pub workload: String,
-    /// Attribution: seconds each profiled process is sampled (default 10; 5 with --quick)
+    /// Attribution: seconds each profiled process is sampled (default 5; 2 with --quick)
     #[arg(long, value_name = "S")]
     pub seconds: Option<f64>,
     /// Attribution: rounds per workload, each a plain, a -B and a layout-shifted process

@@ -529,6 +529,27 @@ impl Tally {
         self.counts.values().sum()
     }
 
+    /// Samples taken in kernel mode.
+    pub fn kernel_samples(&self) -> u64 {
+        self.counts
+            .iter()
+            .filter(|(s, _)| s.mode == Mode::Kernel)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// User-mode (or unknown-mode) samples whose leaf is in a function named `prefix...`.
+    pub fn samples_in(&self, prefix: &str) -> u64 {
+        self.counts
+            .iter()
+            .filter(|(s, _)| {
+                s.mode != Mode::Kernel
+                    && s.leaf.as_ref().is_some_and(|(f, _)| f.starts_with(prefix))
+            })
+            .map(|(_, n)| n)
+            .sum()
+    }
+
     /// The functions the samples' leaves fell in: what must be disassembled.
     pub fn leaf_symbols(&self) -> BTreeSet<String> {
         self.counts
@@ -984,6 +1005,8 @@ TEXT runtime.gcDrain(SB) /r/mgcmark.go
         );
         assert_eq!(map.classify(&t), [4, 0, 3, 2, 0, 5, 7]);
         assert_eq!(t.total(), 21);
+        assert_eq!(t.kernel_samples(), 5);
+        assert_eq!(t.samples_in("main."), 15);
         assert_eq!(
             t.leaf_symbols().into_iter().collect::<Vec<_>>(),
             vec!["main.f"]

@@ -138,8 +138,8 @@ pub fn run_tax(args: &GcTaxArgs, ctx: &Ctx) -> Result<Outcome> {
             )))
         }
         Some(s) => s,
-        None if ctx.quick => 5.0,
-        None => 10.0,
+        None if ctx.quick => 2.0,
+        None => 5.0,
     };
     let procs = reps_of(args.procs, if ctx.quick { 1 } else { 3 })?;
     let reps = reps_of(
