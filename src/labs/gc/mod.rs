@@ -587,12 +587,11 @@ impl Lab for GcLab {
         // The tax lines come from attribution: a share of CPU samples is never negative,
         // and its interval is the sampling error. The figure is the share of all CPU
         // (kernel time included); the reading gives the user-mode share beside it.
-        let verdicts: Vec<&String> = o
+        let verdicts = o
             .models
             .iter()
-            .filter(|m| m.name == tax::CROSS_CHECK_MODEL)
-            .flat_map(|m| &m.verdict)
-            .collect();
+            .find(|m| m.name == tax::CROSS_CHECK_MODEL)
+            .map(|m| &m.params);
         for p in attribution_pooled(o) {
             if !matches!(
                 p.kind.as_str(),
@@ -618,17 +617,13 @@ impl Lab for GcLab {
             let user = p
                 .user_share
                 .map_or(String::new(), |u| format!(", {u:.2}% of user-mode CPU"));
-            let check = if p.kind == "safety" {
-                verdicts
-                    .iter()
-                    .find(|v| v.starts_with(&format!("{}:", p.workload)))
-                    .and_then(|v| v.rsplit(": ").next())
-                    .map_or(String::new(), |v| {
-                        format!("; the -B build's A/B difference {v}")
-                    })
-            } else {
-                String::new()
-            };
+            let check = verdicts
+                .filter(|_| p.kind == "safety")
+                .and_then(|v| v.get(&p.workload))
+                .and_then(|v| v.as_str())
+                .map_or(String::new(), |v| {
+                    format!("; the -B build's A/B difference {v}")
+                });
             out.push(Headline {
                 label: format!("{} share of CPU ({} workload)", p.kind, p.workload),
                 summary: r.summary,

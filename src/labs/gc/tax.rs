@@ -884,6 +884,22 @@ impl CrossCheck {
         }
     }
 
+    /// The verdict in a few words, for the sheet's headline.
+    pub fn short(&self) -> String {
+        let p = self.predicted();
+        match (self.agreement(), self.interval()) {
+            (Agreement::Agrees, _) => "agrees".to_string(),
+            (Agreement::BothBelowNoise, _) => "agrees (both below the A/A noise)".to_string(),
+            (Agreement::Gap, Some((_, hi))) if p > hi => {
+                format!("disagrees: attribution {:.2} points above it", p - hi)
+            }
+            (Agreement::Gap, Some((lo, _))) => {
+                format!("disagrees: attribution {:.2} points below it", lo - p)
+            }
+            _ => "not judged (one round, no A/A control)".to_string(),
+        }
+    }
+
     fn note(&self) -> String {
         format!("attribution cross-check {}", self.verdict())
     }
@@ -903,12 +919,15 @@ impl CrossCheck {
 }
 
 /// The cross-checks as a model: predicted = the safety share attribution says -B removes,
-/// measured = what the -B build saved.
+/// measured = what the -B build saved; params hold each workload's verdict in a few words.
 pub fn cross_check_model(checks: &[CrossCheck]) -> Model {
     Model {
         lab: LAB.to_string(),
         name: CROSS_CHECK_MODEL.to_string(),
-        params: serde_json::Map::new(),
+        params: checks
+            .iter()
+            .map(|c| (c.workload.clone(), serde_json::json!(c.short())))
+            .collect(),
         points: checks
             .iter()
             .filter_map(|c| {
@@ -1124,6 +1143,7 @@ mod tests {
         assert!((lo - 0.4).abs() < 1e-9 && (hi - 1.6).abs() < 1e-9);
         assert_eq!(c.agreement(), Agreement::Agrees);
         assert!(c.verdict().ends_with(": agrees"), "{}", c.verdict());
+        assert_eq!(c.short(), "agrees");
         // The attribution at 10% where -B saves 1 ± 0.6: a gap, named in points.
         let c = cc(10.2, 0.2, &[0.5, 1.0, 1.5], &[0.6, -0.3]);
         assert_eq!(c.agreement(), Agreement::Gap);
