@@ -8,6 +8,7 @@ import (
 	"runtime/metrics"
 	"runtime/pprof"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -34,26 +35,32 @@ type ProfileResult struct {
 	Sampler  string `json:"sampler"`
 	HzAsked  int    `json:"hz_asked"`
 	// Samples and Stacks are pprof's: [count, leaf pc, caller pcs...] per distinct stack.
-	Samples    int64      `json:"samples"`
-	Stacks     [][]uint64 `json:"stacks"`
-	WarmupS    float64    `json:"warmup_s"`
-	WallS      float64    `json:"wall_s"`
-	CPUS       float64    `json:"cpu_s"`
-	Ops        int64      `json:"ops"`
-	GCCPUShare float64    `json:"gc_cpu_share"`
-	GCCycles   uint64     `json:"gc_cycles"`
-	LiveBytes  uint64     `json:"live_bytes"`
-	GOMAXPROCS int        `json:"gomaxprocs"`
-	GoVersion  string     `json:"go_version"`
-	Checksum   uint64     `json:"checksum"`
+	Samples int64      `json:"samples"`
+	Stacks  [][]uint64 `json:"stacks"`
+	WarmupS float64    `json:"warmup_s"`
+	WallS   float64    `json:"wall_s"`
+	CPUS    float64    `json:"cpu_s"`
+	// CPUUserS and CPUSysS split cpu_s by mode (getrusage): the kernel's part is what a
+	// sampler that sees it should find in kernel mode.
+	CPUUserS   float64 `json:"cpu_user_s"`
+	CPUSysS    float64 `json:"cpu_sys_s"`
+	Ops        int64   `json:"ops"`
+	GCCPUShare float64 `json:"gc_cpu_share"`
+	GCCycles   uint64  `json:"gc_cycles"`
+	LiveBytes  uint64  `json:"live_bytes"`
+	GOMAXPROCS int     `json:"gomaxprocs"`
+	GoVersion  string  `json:"go_version"`
+	Checksum   uint64  `json:"checksum"`
 }
 
-func processCPU() float64 {
+// processCPU is the CPU time this process has used so far in user and in kernel mode, in
+// seconds.
+func processCPU() (user, sys float64) {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
+		return 0, 0
 	}
-	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+	return float64(ru.Utime.Nano()) / 1e9, float64(ru.Stime.Nano()) / 1e9
 }
 
 // sampler turns CPU sampling on and off around the measured window.
@@ -183,16 +190,19 @@ func runProfile(o profileOpts) (ProfileResult, error) {
 	runtime.GC()
 	a := ReadSnapshot()
 	res.LiveBytes = a.HeapLive
-	var cpu0 float64
+	var user0, sys0 float64
 	var t0 time.Time
 	var startErr error
 	begin := func() {
 		startErr = s.start()
-		cpu0, t0 = processCPU(), time.Now()
+		user0, sys0 = processCPU()
+		t0 = time.Now()
 	}
 	end := func() {
 		res.WallS = time.Since(t0).Seconds()
-		res.CPUS = processCPU() - cpu0
+		user, sys := processCPU()
+		res.CPUUserS, res.CPUSysS = user-user0, sys-sys0
+		res.CPUS = res.CPUUserS + res.CPUSysS
 	}
 	switch o.workload {
 	case "heap":
@@ -219,15 +229,18 @@ func runProfile(o profileOpts) (ProfileResult, error) {
 		}
 		end()
 	case "server":
+		// Ops are the requests answered inside the window only, so CPU per request compares
+		// builds (the A/B cross-check) without the warm-up in it.
 		idle := func() { time.Sleep(time.Millisecond) }
-		n, sum, err := RunServer(2*o.workers, o.warmup, o.window,
-			func() { untilCycleEnds(idle); begin() },
-			func() { untilCycleEnds(idle); end() })
+		var ops0 int64
+		_, sum, err := RunServer(2*o.workers, o.warmup, o.window,
+			func(n *atomic.Int64) { untilCycleEnds(idle); begin(); ops0 = n.Load() },
+			func(n *atomic.Int64) { untilCycleEnds(idle); end(); res.Ops = n.Load() - ops0 })
 		if err != nil {
 			s.stop()
 			return res, err
 		}
-		res.Ops, res.Checksum = n, sum
+		res.Checksum = sum
 	}
 	if startErr != nil {
 		return res, startErr

@@ -398,9 +398,10 @@ pub struct GcArgs {
 #[derive(Subcommand, Debug)]
 #[allow(clippy::large_enum_variant)] // parsed once
 pub enum GcWhat {
-    /// The language-safety taxes, each the ratio of two builds or variants from one run
+    /// The language taxes: CPU profile attribution (cross-checked by a -B build), and the
+    /// ratio of two builds or variants from one run
     #[command(
-        after_help = "Examples:\n  costlab gc tax\n  costlab gc tax --kind write-barrier --live 512M --samples 7"
+        after_help = "Attribution classes each CPU sample by the instruction it hit: gc, prologue, write-barrier,\nsafety (a check's own compare-and-branch), memory (a check's compare that reads program data,\nand the jump after it: the wait of the load it folds in, never charged to the check), kernel\n(samples in kernel mode) and other; shares are given of all CPU and of user-mode CPU (of=user).\nEach round runs the workload as the plain build, the -gcflags=-B build and the layout-shifted\ntwin, interleaved: the -B build's saving (A/B) is set beside the attributed safety share with\nthe twin's (A/A) noise, and the output says whether they agree.\n\nExamples:\n  costlab gc tax\n  costlab gc tax --method attribution --workload server --procs 3\n  costlab gc tax --method ab,aa --kind write-barrier --live 512M --samples 7"
     )]
     Tax(GcTaxArgs),
     /// Build the Go program (both builds) into the cache and print where; nothing is fetched
@@ -412,17 +413,19 @@ pub enum GcWhat {
 
 #[derive(Args, Debug)]
 pub struct GcTaxArgs {
-    /// How: attribution (CPU profile samples classified by instruction, the headline),
-    /// ab (two builds or variants side by side), aa (the same code moved: ab's noise floor)
+    /// How: attribution (CPU profile samples classified by instruction, the headline, with
+    /// its -B cross-check), ab (two builds or variants side by side), aa (the same code
+    /// moved: ab's noise floor); the --kind benchmarks run only for ab and aa
     #[arg(long, value_name = "LIST", default_value = "attribution,ab,aa")]
     pub method: String,
     /// Attribution workloads: heap (the vnode heap builder), server (requests over loopback)
     #[arg(long, value_name = "LIST", default_value = "heap,server")]
     pub workload: String,
-    /// Attribution: seconds each profiled process is sampled (default 10; 5 with --quick)
+    /// Attribution: seconds each profiled process is sampled (default 5; 2 with --quick)
     #[arg(long, value_name = "S")]
     pub seconds: Option<f64>,
-    /// Attribution: profiled processes per workload (default 3; 1 with --quick)
+    /// Attribution: rounds per workload, each a plain, a -B and a layout-shifted process
+    /// (default 3; 1 with --quick)
     #[arg(long, value_name = "N")]
     pub procs: Option<usize>,
     /// Which A/B and A/A taxes: bounds, prologue, write-barrier

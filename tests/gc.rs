@@ -191,6 +191,23 @@ func leaf(x int) int { return x*7 + 1 }
 //go:noinline
 func caller(x int) int { return leaf(x) + leaf(x+1) }
 
+// R is a record of a chain: the bounds check of r.tags[0] is the first touch of each r.
+type R struct {
+	v    int64
+	tags []string
+	next *R
+}
+
+//go:noinline
+func chain(r *R, n int) int64 {
+	var s int64
+	for i := 0; i < n && r != nil; i++ {
+		s += r.v + int64(len(r.tags[0]))
+		r = r.next
+	}
+	return s
+}
+
 var sink *T
 
 func main() {
@@ -198,13 +215,17 @@ func main() {
 	t := &T{}
 	store(t, &T{n: len(s)})
 	sink = t
-	println(twoChecks(s, 1, 2), div(10, len(s)), caller(len(s)))
+	r := &R{v: 1, tags: []string{"a"}}
+	println(twoChecks(s, 1, 2), div(10, len(s)), caller(len(s)), chain(r, len(s)))
 }
 "#;
 
 #[test]
 fn classification_of_a_probe_program() {
-    use costlab::labs::gc::attrib::{classify_func, parse_objdump, Class, Func};
+    use costlab::labs::gc::attrib::{
+        classify_func, parse_objdump, reads_program_data, Class, ClassMap, Func, Mode, Sample,
+        Tally,
+    };
     if !go_available() {
         skip::skipped_unless_ci("classification_of_a_probe_program", "no Go toolchain");
         return;
@@ -289,6 +310,46 @@ fn classification_of_a_probe_program() {
         .any(|(i, k)| i.args.starts_with("runtime.morestack") && *k == Class::Prologue));
     let (f, c) = of("main.leaf");
     assert_eq!(count_in(&f, &c, Class::Prologue, false), 0);
+    // The chain: the bounds check of r.tags[0] compares the slice's length in the record
+    // (a memory operand) and branches to the panic. A sample on that compare, or on the
+    // jump after it (skid), is the record's cache miss: memory, not safety. A sample on a
+    // register-only bounds check (twoChecks) stays safety.
+    let (f, c) = of("main.chain");
+    let folded = f
+        .insts
+        .iter()
+        .position(|i| {
+            (i.op.starts_with("CMP") || i.op.starts_with("TEST")) && reads_program_data(&i.args)
+        })
+        .unwrap_or_else(|| panic!("no compare reading the record in main.chain: {f:?}"));
+    let jump = &f.insts[folded + 1];
+    assert!(jump.op.starts_with('J') && jump.op != "JMP", "{jump:?}");
+    assert_eq!((c[folded], c[folded + 1]), (Class::Memory, Class::Memory));
+    assert!(f
+        .insts
+        .iter()
+        .zip(&c)
+        .any(|(i, k)| i.args.starts_with("runtime.panicBounds") && *k == Class::Safety));
+    let (g, gc) = of("main.twoChecks");
+    let safe = g
+        .insts
+        .iter()
+        .zip(&gc)
+        .position(|(i, k)| *k == Class::Safety && i.op.starts_with('J'))
+        .unwrap();
+    let map = ClassMap::new(&funcs);
+    let sample = |func: &Func, i: usize| Sample {
+        mode: Mode::User,
+        under_gc: false,
+        leaf: Some((func.name.clone(), func.insts[i].addr - func.insts[0].addr)),
+    };
+    let mut t = Tally::default();
+    t.add(sample(&f, folded + 1), 90);
+    t.add(sample(&f, folded), 10);
+    t.add(sample(&g, safe), 4);
+    let counts = map.classify(&t);
+    assert_eq!(counts[Class::Memory.index()], 100);
+    assert_eq!(counts[Class::Safety.index()], 4);
 }
 
 #[test]
@@ -326,28 +387,75 @@ fn attribution_writes_shares_and_sample_counts() {
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let results = doc["results"].as_array().unwrap();
     for w in ["heap", "server"] {
-        let mut total = 0.0;
-        for kind in ["gc", "prologue", "write-barrier", "safety", "other"] {
-            let find = |metric: &str| {
-                results
-                    .iter()
-                    .find(|r| {
-                        r["metric"] == metric
-                            && r["case"]["method"] == "attribution"
-                            && r["case"]["workload"] == w
-                            && r["case"]["kind"] == kind
-                    })
-                    .unwrap_or_else(|| panic!("no {metric} row for {w} {kind}"))
+        let (mut total, mut user_total) = (0.0, 0.0);
+        for kind in [
+            "gc",
+            "prologue",
+            "write-barrier",
+            "safety",
+            "memory",
+            "kernel",
+            "other",
+        ] {
+            let find = |metric: &str, of: Option<&str>| {
+                results.iter().find(|r| {
+                    r["metric"] == metric
+                        && r["case"]["method"] == "attribution"
+                        && r["case"]["workload"] == w
+                        && r["case"]["kind"] == kind
+                        && r["case"]["of"].as_str() == of
+                })
             };
-            let share = find("cpu_share");
+            let share = find("cpu_share", None)
+                .unwrap_or_else(|| panic!("no cpu_share row for {w} {kind}"));
             assert_eq!(share["unit"], "%");
             let v = share["samples"][0].as_f64().unwrap();
             assert!((0.0..=100.0).contains(&v), "{w} {kind}: {v}");
             total += v;
-            assert_eq!(find("profile_samples")["unit"], "count");
+            match find("cpu_share", Some("user")) {
+                Some(u) => user_total += u["samples"][0].as_f64().unwrap(),
+                None => assert_eq!(kind, "kernel", "no of=user row for {w} {kind}"),
+            }
+            let n = find("profile_samples", None)
+                .unwrap_or_else(|| panic!("no profile_samples row for {w} {kind}"));
+            assert_eq!(n["unit"], "count");
         }
         assert!((total - 100.0).abs() < 1e-6, "{w}: shares sum to {total}");
+        assert!(
+            (user_total - 100.0).abs() < 1e-6,
+            "{w}: user shares sum to {user_total}"
+        );
+        // The cross-check: the -B build's A/B difference and the A/A control, as rows and
+        // as a model point beside the attributed safety share.
+        for method in ["ab", "aa"] {
+            assert!(
+                results.iter().any(|r| r["metric"] == "overhead"
+                    && r["case"]["method"] == method
+                    && r["case"]["workload"] == w
+                    && r["case"]["kind"] == "safety"),
+                "no {method} row for {w}"
+            );
+        }
+        let model = doc["models"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| {
+                m["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("safety checks"))
+            })
+            .expect("no cross-check model");
+        assert!(model["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["case"]["workload"] == w));
     }
+    // Attribution alone runs none of the A/B kinds' benchmarks.
+    assert!(!results
+        .iter()
+        .any(|r| r["case"]["kind"] == "prologue" && r["case"]["method"] != "attribution"));
     // The output names the sampler (perf where it may sample here, pprof otherwise) and
     // the rate each workload got.
     let notes: Vec<&str> = doc["notes"]

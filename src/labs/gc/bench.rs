@@ -23,7 +23,7 @@ pub fn source_dir() -> PathBuf {
 /// The builds of the program: plain; with bounds checks off (-gcflags=-B); and the A/A
 /// twin of plain: the same source with one unused function added ahead of the rest, so
 /// every function of package main moves (its code layout is perturbed, nothing else).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Build {
     Plain,
     NoBounds,
@@ -31,6 +31,15 @@ pub enum Build {
 }
 
 impl Build {
+    /// The build in a few words, for notes.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Build::Plain => "plain",
+            Build::NoBounds => "-gcflags=-B",
+            Build::Shifted => "layout-shifted twin",
+        }
+    }
+
     fn suffix(self) -> &'static str {
         match self {
             Build::Plain => "",
@@ -367,7 +376,16 @@ pub struct ProfileRun {
     pub stacks: Vec<Vec<u64>>,
     pub wall_s: f64,
     #[serde(default)]
+    pub warmup_s: f64,
+    #[serde(default)]
     pub cpu_s: f64,
+    /// cpu_s split by mode (getrusage): what a sampler should find in user and kernel mode.
+    #[serde(default)]
+    pub cpu_user_s: f64,
+    #[serde(default)]
+    pub cpu_sys_s: f64,
+    /// Operations done inside the sampled window (calls of the heap workload, requests
+    /// answered by the server).
     #[serde(default)]
     pub ops: u64,
     #[serde(default)]

@@ -138,8 +138,8 @@ pub fn run_tax(args: &GcTaxArgs, ctx: &Ctx) -> Result<Outcome> {
             )))
         }
         Some(s) => s,
-        None if ctx.quick => 5.0,
-        None => 10.0,
+        None if ctx.quick => 2.0,
+        None => 5.0,
     };
     let procs = reps_of(args.procs, if ctx.quick { 1 } else { 3 })?;
     let reps = reps_of(
@@ -160,6 +160,9 @@ pub fn run_tax(args: &GcTaxArgs, ctx: &Ctx) -> Result<Outcome> {
         reps,
         procs,
         seconds,
+        warmup: tax::WARMUP_S,
+        perf_hz: tax::PERF_HZ,
+        cross_check: true,
         live,
     };
     let mut o = tax::measure(&cfg)?;
@@ -274,7 +277,7 @@ pub fn render(o: &Outcome) -> String {
             }
         }
     }
-    for m in &o.models {
+    for m in o.models.iter().filter(|m| m.name != tax::CROSS_CHECK_MODEL) {
         let rows: Vec<Vec<String>> = m
             .points
             .iter()
@@ -314,7 +317,15 @@ pub fn render(o: &Outcome) -> String {
             let compares = tax::parse_kinds(&kind)
                 .ok()
                 .and_then(|k| k.first().copied());
+            let workload = r.key("workload");
             let what = match (method.as_str(), compares) {
+                // The attribution's cross-check: the workload's user CPU per operation.
+                ("ab", _) if !workload.is_empty() => {
+                    format!("{workload} workload's user CPU per op: saved by the -gcflags=-B build")
+                }
+                ("aa", _) if !workload.is_empty() => format!(
+                    "{workload} workload's user CPU per op: saved by the layout-shifted twin"
+                ),
                 ("aa", Some(tax::Kind::Bounds)) => {
                     "layout-shifted twin / plain build (same source)".to_string()
                 }
@@ -348,33 +359,58 @@ pub fn render(o: &Outcome) -> String {
     out
 }
 
-/// (workload, kind, pooled share %, 95% interval in %, the kind's samples, all samples).
-pub type PooledRow = (String, String, f64, (f64, f64), u64, u64);
+/// One class's pooled share in one workload's attribution.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PooledShare {
+    pub workload: String,
+    pub kind: String,
+    /// Share of all CPU (kernel time included), %, and its 95% interval.
+    pub share: f64,
+    pub interval: (f64, f64),
+    /// Share of user-mode CPU, %; None for the kernel class.
+    pub user_share: Option<f64>,
+    /// The class's samples, all samples.
+    pub samples: u64,
+    pub total: u64,
+}
 
-/// Pooled share (%), its 95% interval, the class's samples and all samples, per
-/// (workload, kind) of the attribution rows, in row order.
-pub fn attribution_pooled(o: &Outcome) -> Vec<PooledRow> {
+/// Per (workload, kind) of the attribution rows, in row order: the pooled share of all CPU
+/// with its 95% interval, and of user-mode CPU.
+pub fn attribution_pooled(o: &Outcome) -> Vec<PooledShare> {
     let rows: Vec<_> = o
         .results
         .iter()
         .filter(|r| r.metric == "profile_samples" && r.key("method") == "attribution")
         .collect();
+    let sum = |w: &str, kind: Option<&str>| -> u64 {
+        rows.iter()
+            .filter(|x| x.key("workload") == w && kind.is_none_or(|k| x.key("kind") == k))
+            .map(|x| x.samples.iter().sum::<f64>())
+            .sum::<f64>() as u64
+    };
     let mut out = Vec::new();
     for r in &rows {
         let w = r.key("workload");
-        let total: f64 = rows
-            .iter()
-            .filter(|x| x.key("workload") == w)
-            .map(|x| x.samples.iter().sum::<f64>())
-            .sum();
-        let k: f64 = r.samples.iter().sum();
-        let (k, total) = (k as u64, total as u64);
-        let share = if total > 0 {
-            100.0 * k as f64 / total as f64
-        } else {
-            0.0
+        let kind = r.key("kind");
+        let total = sum(&w, None);
+        let user_total = total - sum(&w, Some("kernel"));
+        let k = r.samples.iter().sum::<f64>() as u64;
+        let pct = |k: u64, n: u64| {
+            if n > 0 {
+                100.0 * k as f64 / n as f64
+            } else {
+                0.0
+            }
         };
-        out.push((w, r.key("kind"), share, attrib::wilson(k, total), k, total));
+        out.push(PooledShare {
+            share: pct(k, total),
+            interval: attrib::wilson(k, total),
+            user_share: (kind != "kernel").then(|| pct(k, user_total)),
+            samples: k,
+            total,
+            workload: w,
+            kind,
+        });
     }
     out
 }
@@ -386,42 +422,51 @@ fn render_attribution(o: &Outcome) -> String {
     }
     let rows: Vec<Vec<String>> = pooled
         .iter()
-        .map(|(w, kind, share, (lo, hi), k, total)| {
+        .map(|p| {
             let per = o
                 .results
                 .iter()
                 .find(|r| {
                     r.metric == "cpu_share"
                         && r.key("method") == "attribution"
-                        && r.key("workload") == *w
-                        && r.key("kind") == *kind
+                        && r.key("workload") == p.workload
+                        && r.key("kind") == p.kind
+                        && r.key("of").is_empty()
                 })
                 .map_or("—".to_string(), |r| r.summary.show(2));
             vec![
-                w.clone(),
-                kind.clone(),
-                format!("{share:.2}"),
-                format!("{lo:.2}–{hi:.2}"),
-                format!("{k} / {total}"),
+                p.workload.clone(),
+                p.kind.clone(),
+                format!("{:.2}", p.share),
+                format!("{:.2}–{:.2}", p.interval.0, p.interval.1),
+                p.user_share.map_or("—".to_string(), |u| format!("{u:.2}")),
+                format!("{} / {}", p.samples, p.total),
                 per,
             ]
         })
         .collect();
     let mut out = String::from(
-        "\nThe tax by attribution (as Biscuit measured it): CPU profile samples classified by the instruction they hit\n",
+        "\nThe tax by attribution (as Biscuit measured it): CPU profile samples classified by the instruction they hit; a check that folds in a load is not charged the load's miss (memory)\n",
     );
     out.push_str(&table::render(
         &[
             "workload",
             "kind",
-            "CPU %",
+            "% of all CPU",
             "95% interval",
+            "% of user CPU",
             "samples",
             "per process %",
         ],
         &rows,
     ));
     out.push_str("\n  Biscuit (its kernel, 2018): GC about 3%, prologues the largest item, write barriers very little, safety checks 2-3%\n");
+    if let Some(m) = o.models.iter().find(|m| m.name == tax::CROSS_CHECK_MODEL) {
+        out.push_str(&format!("\n{}\n", m.name));
+        for v in &m.verdict {
+            out.push_str(&format!("  {v}\n"));
+        }
+    }
     out
 }
 
@@ -486,13 +531,21 @@ impl Lab for GcLab {
         let live = tax_live(if full { TAX_LIVE } else { QUICK_LIVE });
         // Five pairs even in the quick plan: the bounds tax compares two separately built
         // binaries, and with three pairs its spread here crossed zero (-18% to +81%).
+        // Quick: one short window per workload, the plain build only, at half perf's rate
+        // (1.5 s on two CPUs at 10 kHz is 30,000 samples: a share's sampling error stays
+        // near a tenth of a point, and perf script reads them back in half the time). The
+        // -B cross-check needs rounds of three processes per workload: it runs in the full
+        // plan and in `costlab gc tax`.
         o.extend(tax::measure(&tax::TaxConfig {
             methods: vec![tax::Method::Attribution, tax::Method::Ab, tax::Method::Aa],
             kinds: kinds.to_vec(),
             workloads: tax::WORKLOADS.to_vec(),
             reps: if full { 7 } else { 5 },
             procs: if full { 2 } else { 1 },
-            seconds: if full { 30.0 } else { 10.0 },
+            seconds: if full { 10.0 } else { 1.5 },
+            warmup: if full { tax::WARMUP_S } else { 0.5 },
+            perf_hz: if full { tax::PERF_HZ } else { tax::PERF_HZ / 2 },
+            cross_check: full,
             live: if full { QUICK_LIVE } else { live },
         })?);
         Ok(o)
@@ -532,31 +585,52 @@ impl Lab for GcLab {
             }
         }
         // The tax lines come from attribution: a share of CPU samples is never negative,
-        // and its interval is the sampling error.
-        for (w, kind, share, (lo, hi), k, total) in attribution_pooled(o) {
-            if kind == "other" {
+        // and its interval is the sampling error. The figure is the share of all CPU
+        // (kernel time included); the reading gives the user-mode share beside it.
+        let verdicts = o
+            .models
+            .iter()
+            .find(|m| m.name == tax::CROSS_CHECK_MODEL)
+            .map(|m| &m.params);
+        for p in attribution_pooled(o) {
+            if !matches!(
+                p.kind.as_str(),
+                "gc" | "prologue" | "write-barrier" | "safety"
+            ) {
                 continue;
             }
             let Some(r) = o.results.iter().find(|r| {
                 r.metric == "cpu_share"
                     && r.key("method") == "attribution"
-                    && r.key("workload") == w
-                    && r.key("kind") == kind
+                    && r.key("workload") == p.workload
+                    && r.key("kind") == p.kind
+                    && r.key("of").is_empty()
             }) else {
                 continue;
             };
-            let paper = match kind.as_str() {
+            let paper = match p.kind.as_str() {
                 "gc" => "Biscuit: about 3%",
                 "prologue" => "Biscuit: the largest item",
                 "write-barrier" => "Biscuit: very little",
                 _ => "Biscuit: 2-3%",
             };
+            let user = p
+                .user_share
+                .map_or(String::new(), |u| format!(", {u:.2}% of user-mode CPU"));
+            let check = verdicts
+                .filter(|_| p.kind == "safety")
+                .and_then(|v| v.get(&p.workload))
+                .and_then(|v| v.as_str())
+                .map_or(String::new(), |v| {
+                    format!("; the -B build's A/B difference {v}")
+                });
             out.push(Headline {
-                label: format!("{kind} share of CPU ({w} workload)"),
+                label: format!("{} share of CPU ({} workload)", p.kind, p.workload),
                 summary: r.summary,
-                unit: "%".to_string(),
+                unit: "% of all CPU".to_string(),
                 reading: format!(
-                    "{share:.2}% of {total} CPU profile samples ({k}) fell in {kind} here, 95% interval {lo:.2}-{hi:.2}% ({paper})"
+                    "{:.2}% of all CPU (kernel time included; {} of {} profile samples){user} fell in {} here, 95% interval {:.2}-{:.2}% ({paper}){check}",
+                    p.share, p.samples, p.total, p.kind, p.interval.0, p.interval.1
                 ),
                 ..Default::default()
             });
@@ -594,7 +668,19 @@ mod tests {
             "%",
             vec![-5.0, 1.0, 6.0],
         );
-        tax::push_attribution(&mut o, "heap", &[[30, 5, 2, 3, 60], [32, 4, 2, 2, 60]]);
+        // Per process: gc, prologue, write-barrier, safety, memory, kernel, other.
+        tax::push_attribution(
+            &mut o,
+            "heap",
+            &[[30, 5, 2, 3, 10, 40, 10], [32, 4, 2, 2, 12, 40, 8]],
+        );
+        o.models.push(tax::cross_check_model(&[tax::CrossCheck {
+            workload: "heap".to_string(),
+            checked: 1.2,
+            unchecked: 0.2,
+            ab: vec![0.5, 1.5, 2.5],
+            aa: vec![-0.5, 1.0],
+        }]));
         o
     }
 
@@ -611,13 +697,31 @@ mod tests {
             .collect();
         assert_eq!(taxes.len(), 4);
         assert_eq!(taxes[0].label, "gc share of CPU (heap workload)");
-        // Pooled: 62 of 200 samples.
+        // Pooled: 62 of 200 samples, 80 of them in the kernel: 31% of all CPU, 51.67% of
+        // the 120 in user mode; the reading names both denominators.
         assert!(
-            taxes[0].reading.contains("31.00% of 200"),
+            taxes[0].reading.contains("31.00% of all CPU")
+                && taxes[0].reading.contains("62 of 200")
+                && taxes[0].reading.contains("51.67% of user-mode CPU"),
             "{}",
             taxes[0].reading
         );
+        assert_eq!(taxes[0].unit, "% of all CPU");
         assert!(taxes.iter().all(|x| x.summary.min >= 0.0));
+        // The safety line carries the -B cross-check's verdict; no line for memory, kernel
+        // or other.
+        let safety = taxes
+            .iter()
+            .find(|x| x.label.starts_with("safety"))
+            .unwrap();
+        assert!(
+            safety.reading.ends_with("A/B difference agrees"),
+            "{}",
+            safety.reading
+        );
+        assert!(!h
+            .iter()
+            .any(|x| x.label.starts_with("memory") || x.label.starts_with("kernel")));
         assert!(!h.iter().any(|x| x.label.contains("bounds")));
     }
 
@@ -630,6 +734,14 @@ mod tests {
         assert!(text.contains("within the A/A noise"), "{text}");
         assert!(
             text.contains("write-barrier") && text.contains("62 / 200"),
+            "{text}"
+        );
+        assert!(
+            text.contains("% of user CPU") && text.contains("51.67"),
+            "{text}"
+        );
+        assert!(
+            text.contains(tax::CROSS_CHECK_MODEL) && text.contains("agrees"),
             "{text}"
         );
     }

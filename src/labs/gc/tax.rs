@@ -1,8 +1,12 @@
 //! The language taxes, three ways.
 //!
 //! - `attribution` (the headline, as Biscuit measured it): the share of a running
-//!   workload's CPU profile samples that fall in GC work, prologues, write barriers and
-//!   safety checks (see `attrib`).
+//!   workload's CPU profile samples that fall in GC work, prologues, write barriers,
+//!   safety checks, the loads checks fold in, and the kernel (see `attrib`), of all CPU and
+//!   of user-mode CPU. It is cross-validated in the same run: the workload is also run
+//!   built with -gcflags=-B (the A/B: what removing the bounds checks saves per operation)
+//!   and as its layout-shifted twin (the A/A: what moving the same code changes), processes
+//!   interleaved, and the attributed share is set beside the A/B difference.
 //! - `ab`: each tax the ratio of two builds or variants taken side by side: bounds checks
 //!   (plain build vs -gcflags=-B, processes alternated), the stack-check prologue (a caller
 //!   with and without //go:nosplit in one binary), and the write barrier (pointer stores
@@ -11,9 +15,11 @@
 //!   its layout-shifted twin; two copies of the same checked caller): the noise floor an
 //!   A/B difference must clear.
 
+use std::collections::{BTreeSet, HashMap};
+
 use anyhow::Result;
 
-use super::attrib::{self, Class};
+use super::attrib::{self, Class, ClassMap, Counts, SymTab, Tally};
 use super::bench::{self, BarrierRun, BoundsRun, Build, ProfileRun, PrologueRun};
 use super::LAB;
 use crate::error::usage;
@@ -21,7 +27,7 @@ use crate::measure::conditions::Watch;
 use crate::measure::sizes::{human_size, parse_list};
 use crate::measure::stats::{median, paired_ratios};
 use crate::measure::Summary;
-use crate::report::Outcome;
+use crate::report::{Model, ModelPoint, Outcome};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -114,9 +120,16 @@ pub struct TaxConfig {
     pub workloads: Vec<&'static str>,
     /// A/B and A/A pairs per kind.
     pub reps: usize,
-    /// Attribution: profiled processes per workload, and seconds each.
+    /// Attribution: profiled processes per workload and build, seconds each sampled, and
+    /// seconds each runs unsampled first.
     pub procs: usize,
     pub seconds: f64,
+    pub warmup: f64,
+    /// Attribution: the rate asked of perf (samples per CPU-second).
+    pub perf_hz: u64,
+    /// Attribution: also run the -B build and the layout-shifted twin (the A/B cross-check
+    /// and its A/A control), interleaved with the plain build.
+    pub cross_check: bool,
     /// Live heap of the heap workload and the write-barrier kernel.
     pub live: u64,
 }
@@ -131,7 +144,7 @@ pub const PROFILE_HZ: u64 = 1000;
 /// 1%) get a thousand samples from a few processes of ten seconds.
 pub const PERF_HZ: u64 = 20_000;
 
-/// Seconds the workload runs unsampled before each window.
+/// Seconds the workload runs unsampled before each window, by default.
 pub const WARMUP_S: f64 = 1.0;
 
 /// How the CPU samples are taken.
@@ -156,9 +169,9 @@ impl Sampler {
     }
 }
 
-/// perf when it is on PATH and may sample here (a short probe run), else pprof with the
-/// reason. COSTLAB_GC_SAMPLER=pprof forces the fallback.
-pub fn choose_sampler() -> Sampler {
+/// perf at `hz` (capped by the kernel) when it is on PATH and may sample here (a short
+/// probe run), else pprof with the reason. COSTLAB_GC_SAMPLER=pprof forces the fallback.
+pub fn choose_sampler(hz: u64) -> Sampler {
     if std::env::var("COSTLAB_GC_SAMPLER").is_ok_and(|v| v == "pprof") {
         return Sampler::Pprof {
             why: "COSTLAB_GC_SAMPLER=pprof".to_string(),
@@ -169,7 +182,7 @@ pub fn choose_sampler() -> Sampler {
             why: "perf is not on PATH (apt-get install linux-perf)".to_string(),
         };
     };
-    let hz = crate::measure::perf::rate(PERF_HZ);
+    let hz = crate::measure::perf::rate(hz);
     let dir = std::env::temp_dir().join(format!("costlab-perf-probe-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&dir);
     let out = std::process::Command::new(&perf)
@@ -207,14 +220,13 @@ pub fn choose_sampler() -> Sampler {
 
 /// One profiled process under perf: the program turns sampling on after its warm-up and
 /// off at the window's end through perf's control fifos; the samples are read back with
-/// `perf script` and classified as they stream.
+/// `perf script` (cpumode, period, the user call chain) and tallied as they stream.
 fn perf_process(
     perf: &std::path::Path,
     hz: u64,
     bin: &std::path::Path,
     args: &[String],
-    map: &attrib::ClassMap,
-) -> Result<(ProfileRun, [u64; 5])> {
+) -> Result<(ProfileRun, Tally)> {
     use anyhow::Context;
     use std::io::BufReader;
     use std::process::{Command, Stdio};
@@ -231,6 +243,8 @@ fn perf_process(
             rustix::fs::mkfifoat(rustix::fs::CWD, f, rustix::fs::Mode::from_raw_mode(0o600))
                 .with_context(|| format!("mkfifo {}", f.display()))?;
         }
+        // --user-callchains: the kernel's frames are not needed (a kernel-mode sample is
+        // kernel time whatever it did there, and perf's cpumode says which it was).
         let mut all: Vec<String> = vec![
             "record".into(),
             "-q".into(),
@@ -259,22 +273,27 @@ fn perf_process(
         all.extend(args.iter().cloned());
         let run: ProfileRun = bench::parse(&bench::run(perf, &all, &[])?)?;
         let mut child = Command::new(perf)
-            .args(["script", "-F", "period,ip,sym,symoff", "--no-inline", "-i"])
+            .args([
+                "script",
+                "-F",
+                "misc,period,ip,sym,symoff",
+                "--no-inline",
+                "-i",
+            ])
             .arg(&data)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .context("starting perf script")?;
-        let counts = attrib::attribute_perf(
-            map,
-            BufReader::new(child.stdout.take().context("perf script's output")?),
-        );
+        let tally = attrib::tally_perf(BufReader::new(
+            child.stdout.take().context("perf script's output")?,
+        ));
         let status = child.wait()?;
         if !status.success() {
             anyhow::bail!("perf script -i {} failed ({status})", data.display());
         }
-        Ok((run, counts?))
+        Ok((run, tally?))
     })();
     let _ = std::fs::remove_dir_all(&dir);
     result
@@ -323,7 +342,9 @@ pub fn measure(cfg: &TaxConfig) -> Result<Outcome> {
     }
     let ab = cfg.methods.contains(&Method::Ab);
     let aa = cfg.methods.contains(&Method::Aa);
-    for &k in &cfg.kinds {
+    // The kinds' pairs are the ab and aa methods: attribution alone runs none of them.
+    let kinds: &[Kind] = if ab || aa { &cfg.kinds } else { &[] };
+    for &k in kinds {
         crate::measure::cancel::check()?;
         crate::report::progress::note(&format!("gc tax: {}", k.name()));
         let mark = o.results.len();
@@ -336,7 +357,7 @@ pub fn measure(cfg: &TaxConfig) -> Result<Outcome> {
         }
         o.attach_conditions(mark, w.finish());
     }
-    if aa && cfg.kinds.contains(&Kind::WriteBarrier) {
+    if aa && kinds.contains(&Kind::WriteBarrier) {
         o.notes.push("write-barrier: no A/A pair (its two sides are one binary's two GC states, not two builds); its int-store control is in the note above".to_string());
     }
     for line in resolution(&o) {
@@ -385,80 +406,124 @@ pub fn resolution(o: &Outcome) -> Vec<String> {
     out
 }
 
-/// The tax by attribution: `cfg.procs` profiled processes per workload.
+/// One profiled process: its run and its samples.
+struct Profiled {
+    build: Build,
+    run: ProfileRun,
+    tally: Tally,
+}
+
+/// The tax by attribution: per workload, `cfg.procs` rounds of profiled processes, each
+/// round the plain build and (with the cross-check) the -B build and the layout-shifted
+/// twin, in an order that rotates from round to round.
 fn attribution(o: &mut Outcome, cfg: &TaxConfig) -> Result<()> {
-    let bin = bench::locate(Build::Plain)?;
+    let plain = bench::locate(Build::Plain)?;
     let Some(go) = bench::find_go() else {
         o.notes.push("attribution: skipped: it classifies samples against `go tool objdump`, and `go` is not on PATH".to_string());
         return Ok(());
     };
-    crate::report::progress::note("gc tax: disassembling gcbench (go tool objdump)");
-    let map = attrib::class_map_of(&go, &bin.path)?;
-    let counts = map.counts();
-    o.notes.push(format!(
-        "attribution: gcbench's disassembly has {} instructions: {}",
-        counts.iter().sum::<u64>(),
-        Class::ALL
-            .iter()
-            .zip(counts)
-            .map(|(c, n)| format!("{} {n}", c.name()))
-            .collect::<Vec<_>>()
-            .join(", ")
-    ));
-    let sampler = choose_sampler();
+    let mut builds = vec![(Build::Plain, plain.path)];
+    if cfg.cross_check {
+        match (bench::locate(Build::NoBounds), bench::locate(Build::Shifted)) {
+            (Ok(b), Ok(s)) => {
+                builds.push((Build::NoBounds, b.path));
+                builds.push((Build::Shifted, s.path));
+            }
+            (Err(e), _) | (_, Err(e)) => o.notes.push(format!(
+                "attribution: no A/B cross-check: a build is missing ({e}); `costlab gc build` makes them"
+            )),
+        }
+    }
+    let sampler = choose_sampler(cfg.perf_hz);
     o.notes
         .push(format!("attribution: sampler {}", sampler.describe()));
+    let mut symtabs: HashMap<Build, SymTab> = HashMap::new();
+    let mut checks: Vec<CrossCheck> = Vec::new();
     for &w in &cfg.workloads {
         let mark = o.results.len();
         let watch = Watch::start(&[]);
-        let mut per_proc: Vec<[u64; 5]> = Vec::new();
-        let mut runs: Vec<ProfileRun> = Vec::new();
-        for p in 0..cfg.procs {
-            crate::measure::cancel::check()?;
-            crate::report::progress::note(&format!(
-                "gc tax: profiling the {w} workload, process {}/{} ({} s)",
-                p + 1,
-                cfg.procs,
-                cfg.seconds
-            ));
-            let hz = match &sampler {
-                Sampler::Perf { hz, .. } => *hz,
-                Sampler::Pprof { .. } => PROFILE_HZ,
-            };
-            let mut args = vec![
-                "-live".to_string(),
-                ATTRIB_LIVE.min(cfg.live).to_string(),
-                "-seconds".to_string(),
-                cfg.seconds.to_string(),
-                "-warmup".to_string(),
-                WARMUP_S.to_string(),
-                "-hz".to_string(),
-                hz.to_string(),
-            ];
-            let (run, counts) = match &sampler {
-                Sampler::Perf { perf, hz } => {
-                    args.extend(["profile".to_string(), w.to_string()]);
-                    perf_process(perf, *hz, &bin.path, &args, &map)?
-                }
-                Sampler::Pprof { .. } => {
-                    args.extend([
-                        "-sampler".to_string(),
-                        "pprof".to_string(),
-                        "profile".to_string(),
-                        w.to_string(),
-                    ]);
-                    let run: ProfileRun = bench::parse(&bench::run(&bin.path, &args, &[])?)?;
-                    let c = attrib::attribute(&map, &run.stacks);
-                    (run, c)
-                }
-            };
-            per_proc.push(counts);
-            runs.push(run);
+        let mut procs: Vec<Profiled> = Vec::new();
+        for round in 0..cfg.procs {
+            for k in 0..builds.len() {
+                let (build, path) = &builds[(round + k) % builds.len()];
+                crate::measure::cancel::check()?;
+                crate::report::progress::note(&format!(
+                    "gc tax: profiling the {w} workload, {} build, round {}/{} ({} s)",
+                    build.describe(),
+                    round + 1,
+                    cfg.procs,
+                    cfg.seconds
+                ));
+                let (run, tally) = profile(&sampler, &go, path, *build, w, cfg, &mut symtabs)?;
+                procs.push(Profiled {
+                    build: *build,
+                    run,
+                    tally,
+                });
+            }
         }
+        // Each build's disassembly, of the functions its samples fell in.
+        let mut maps: HashMap<Build, ClassMap> = HashMap::new();
+        for (build, path) in &builds {
+            let syms: BTreeSet<String> = procs
+                .iter()
+                .filter(|p| p.build == *build)
+                .flat_map(|p| p.tally.leaf_symbols())
+                .collect();
+            maps.insert(*build, attrib::class_map_of(&go, path, &syms)?);
+        }
+        let counts: Vec<Counts> = procs
+            .iter()
+            .map(|p| maps[&p.build].classify(&p.tally))
+            .collect();
+        // The attributed shares: the builds with checks (the plain build and its
+        // layout-shifted twin are the same code, placed differently).
+        let checked: Vec<usize> = (0..procs.len())
+            .filter(|&i| procs[i].build != Build::NoBounds)
+            .collect();
+        let per_proc: Vec<Counts> = checked.iter().map(|&i| counts[i]).collect();
         push_attribution(o, w, &per_proc);
-        o.attach_conditions(mark, watch.finish());
+        let runs: Vec<&ProfileRun> = checked.iter().map(|&i| &procs[i].run).collect();
         o.notes
             .extend(attribution_notes(w, &per_proc, &runs, &sampler));
+        let plain_tallies: Vec<&Tally> = procs
+            .iter()
+            .filter(|p| p.build == Build::Plain)
+            .map(|p| &p.tally)
+            .collect();
+        let map = &maps[&Build::Plain];
+        let sites: Vec<String> = [Class::Safety, Class::Memory]
+            .iter()
+            .map(|&c| {
+                let top = map.sites(&plain_tallies, c, 3);
+                let list = if top.is_empty() {
+                    "none".to_string()
+                } else {
+                    top.iter()
+                        .map(|(at, n)| format!("{at} ({n})"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                format!("{}'s: {list}", c.name())
+            })
+            .collect();
+        o.notes.push(format!(
+            "attribution {w}: where samples fell (plain build, instruction and samples): {}; disassembled {} sampled functions",
+            sites.join("; "),
+            map.functions()
+        ));
+        if builds.len() > 1 {
+            let cc = CrossCheck::of(w, &procs, &counts);
+            cc.push_rows(o);
+            checks.push(cc);
+        }
+        o.attach_conditions(mark, watch.finish());
+    }
+    if !checks.is_empty() {
+        o.models.push(cross_check_model(&checks));
+        for cc in &checks {
+            o.notes.push(cc.note());
+        }
     }
     o.notes.push(format!(
         "attribution classes: {}",
@@ -471,17 +536,86 @@ fn attribution(o: &mut Outcome, cfg: &TaxConfig) -> Result<()> {
     Ok(())
 }
 
-/// Rows for one workload: per class, each process's share (%) and sample count.
-pub fn push_attribution(o: &mut Outcome, workload: &str, per_proc: &[[u64; 5]]) {
+/// Run one process of `workload` from `bin` under the sampler; its samples tallied.
+fn profile(
+    sampler: &Sampler,
+    go: &std::path::Path,
+    bin: &std::path::Path,
+    build: Build,
+    workload: &str,
+    cfg: &TaxConfig,
+    symtabs: &mut HashMap<Build, SymTab>,
+) -> Result<(ProfileRun, Tally)> {
+    let hz = match sampler {
+        Sampler::Perf { hz, .. } => *hz,
+        Sampler::Pprof { .. } => PROFILE_HZ,
+    };
+    let mut args = vec![
+        "-live".to_string(),
+        ATTRIB_LIVE.min(cfg.live).to_string(),
+        "-seconds".to_string(),
+        cfg.seconds.to_string(),
+        "-warmup".to_string(),
+        cfg.warmup.to_string(),
+        "-hz".to_string(),
+        hz.to_string(),
+    ];
+    match sampler {
+        Sampler::Perf { perf, hz } => {
+            args.extend(["profile".to_string(), workload.to_string()]);
+            perf_process(perf, *hz, bin, &args)
+        }
+        Sampler::Pprof { .. } => {
+            args.extend([
+                "-sampler".to_string(),
+                "pprof".to_string(),
+                "profile".to_string(),
+                workload.to_string(),
+            ]);
+            let run: ProfileRun = bench::parse(&bench::run(bin, &args, &[])?)?;
+            let syms = match symtabs.entry(build) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(attrib::symtab_of(go, bin)?)
+                }
+            };
+            let tally = attrib::tally_pprof(syms, &run.stacks);
+            Ok((run, tally))
+        }
+    }
+}
+
+/// Rows for one workload: per class, each process's share (%) of all CPU and of user-mode
+/// CPU (`of` = user; kernel has none), and its sample count.
+pub fn push_attribution(o: &mut Outcome, workload: &str, per_proc: &[Counts]) {
     for (i, c) in Class::ALL.iter().enumerate() {
         let case =
             crate::case! {"method" => "attribution", "workload" => workload, "kind" => c.name()};
-        let shares: Vec<f64> = per_proc
-            .iter()
-            .filter(|p| p.iter().sum::<u64>() > 0)
-            .map(|p| 100.0 * p[i] as f64 / p.iter().sum::<u64>() as f64)
-            .collect();
-        o.push(LAB, case.clone(), "cpu_share", "%", shares);
+        let share = |total: fn(&Counts) -> u64| -> Vec<f64> {
+            per_proc
+                .iter()
+                .filter(|p| total(p) > 0)
+                .map(|p| 100.0 * p[i] as f64 / total(p) as f64)
+                .collect()
+        };
+        o.push(
+            LAB,
+            case.clone(),
+            "cpu_share",
+            "%",
+            share(|p| p.iter().sum()),
+        );
+        if *c != Class::Kernel {
+            let mut user = case.clone();
+            user.insert("of".to_string(), serde_json::json!("user"));
+            o.push(
+                LAB,
+                user,
+                "cpu_share",
+                "%",
+                share(|p| p.iter().sum::<u64>() - p[Class::Kernel.index()]),
+            );
+        }
         o.push(
             LAB,
             case,
@@ -495,8 +629,8 @@ pub fn push_attribution(o: &mut Outcome, workload: &str, per_proc: &[[u64; 5]]) 
 /// (class, its samples, all samples, share %, 95% interval in %).
 pub type Pooled = (Class, u64, u64, f64, (f64, f64));
 
-/// The pooled share of each class with its 95% interval, for notes and the table.
-pub fn pooled(per_proc: &[[u64; 5]]) -> Vec<Pooled> {
+/// The pooled share of each class of all CPU, with its 95% interval.
+pub fn pooled(per_proc: &[Counts]) -> Vec<Pooled> {
     let total: u64 = per_proc.iter().flatten().sum();
     Class::ALL
         .iter()
@@ -515,8 +649,8 @@ pub fn pooled(per_proc: &[[u64; 5]]) -> Vec<Pooled> {
 
 fn attribution_notes(
     w: &str,
-    per_proc: &[[u64; 5]],
-    runs: &[ProfileRun],
+    per_proc: &[Counts],
+    runs: &[&ProfileRun],
     sampler: &Sampler,
 ) -> Vec<String> {
     let mut out = Vec::new();
@@ -527,13 +661,25 @@ fn attribution_notes(
         })
         .collect();
     let samples: u64 = per_proc.iter().flatten().sum();
+    let kernel: u64 = per_proc.iter().map(|p| p[Class::Kernel.index()]).sum();
     let cpu: f64 = runs.iter().map(|r| r.cpu_s).sum();
+    let sys: f64 = runs.iter().map(|r| r.cpu_sys_s).sum();
     let wall: f64 = runs.iter().map(|r| r.wall_s).sum();
     out.push(format!(
-        "attribution {w}: pooled over {} processes, {samples} samples: {} (95% binomial intervals)",
+        "attribution {w}: pooled over {} processes (the plain build{}), {samples} samples, shares of all CPU: {} (95% binomial intervals); of user-mode CPU, divide by {:.3} (1 - the kernel's share)",
         runs.len(),
-        shares.join(", ")
+        if runs.len() > 1 { " and its layout-shifted twin" } else { "" },
+        shares.join(", "),
+        if samples > 0 { 1.0 - kernel as f64 / samples as f64 } else { 1.0 }
     ));
+    if cpu > 0.0 && samples > 0 && matches!(sampler, Sampler::Perf { .. }) {
+        out.push(format!(
+            "attribution {w}: kernel mode took {:.1}% of the samples and {:.1}% of the CPU time by getrusage (user {:.2} s, kernel {sys:.2} s): the kernel class is the time spent there, not a guess",
+            100.0 * kernel as f64 / samples as f64,
+            100.0 * sys / cpu,
+            cpu - sys
+        ));
+    }
     if let Some(first) = runs.first() {
         let runtime_gc = median(
             &runs
@@ -544,19 +690,265 @@ fn attribution_notes(
         let limit = match sampler {
             Sampler::Perf { .. } => "perf's software cpu-clock event",
             Sampler::Pprof { .. } => {
-                "pprof: the kernel checks CPU-time timers at its tick, so a thread gets at most HZ"
+                "pprof: the kernel checks CPU-time timers at its tick, so a thread gets at most HZ; kernel time is the samples delivered on a syscall's return"
             }
         };
         out.push(format!(
-            "attribution {w}: sampler {}, rate asked {} Hz per CPU-second, got {:.0} ({samples} samples over {cpu:.1} CPU-s, {wall:.1} s wall, after {WARMUP_S} s unsampled warm-up, from one GC cycle's end to another's; {limit}); the runtime's own GC accounting says {runtime_gc:.1}% ({})",
+            "attribution {w}: sampler {}, rate asked {} Hz per CPU-second, got {:.0} ({samples} samples over {cpu:.1} CPU-s, {wall:.1} s wall, after {} s unsampled warm-up, from one GC cycle's end to another's; {limit}); the runtime's own GC accounting says {runtime_gc:.1}% ({})",
             if matches!(sampler, Sampler::Perf { .. }) { "perf" } else { "pprof" },
             first.hz_asked,
             if cpu > 0.0 { samples as f64 / cpu } else { 0.0 },
+            first.warmup_s,
             first.go_version
         ));
     }
     out
 }
+
+/// The attribution's cross-check for one workload: what the classifier charges to safety
+/// beside what building without bounds checks saves, with the A/A control's noise.
+///
+/// Both sides are taken of user-mode CPU, where the checks run, and the A/B difference is
+/// package main's time per operation: the server's kernel time per request (loopback TCP,
+/// wakeups) and the scheduler's spinning move from process to process by more than the
+/// checks cost, and no build changes them. The -B build removes package main's bounds checks
+/// only (the runtime's are compiled once for both builds, and nil, divide and shift checks
+/// stay), so what attribution predicts it saves is safety's share in the plain build less
+/// its share in the -B build, both classified by their own disassembly.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CrossCheck {
+    pub workload: String,
+    /// Safety's pooled share of user-mode CPU (%) in the builds with checks, and in the
+    /// -B build (what -B leaves).
+    pub checked: f64,
+    pub unchecked: f64,
+    /// Per round, % of the plain build's user-mode CPU per operation that the -B build
+    /// saves in package main (A/B) and that the layout-shifted twin saves there (A/A: the
+    /// same code, moved).
+    pub ab: Vec<f64>,
+    pub aa: Vec<f64>,
+}
+
+/// What a verdict on a cross-check says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Agreement {
+    /// The attributed saving lies within the A/B difference's interval.
+    Agrees,
+    /// Neither the attribution nor the A/B difference clears the A/A noise.
+    BothBelowNoise,
+    /// They disagree by more than the noise.
+    Gap,
+    /// No A/A control and a single round: no interval.
+    Unjudged,
+}
+
+impl CrossCheck {
+    /// From one workload's processes (in run order, `counts` their classes): rounds are
+    /// taken as they ran, one process of each build per round.
+    fn of(workload: &str, procs: &[Profiled], counts: &[Counts]) -> CrossCheck {
+        let safety = |want: &dyn Fn(Build) -> bool| {
+            let (k, n) = procs
+                .iter()
+                .zip(counts)
+                .filter(|(p, _)| want(p.build))
+                .fold((0u64, 0u64), |(k, n), (_, c)| {
+                    let user = c.iter().sum::<u64>() - c[Class::Kernel.index()];
+                    (k + c[Class::Safety.index()], n + user)
+                });
+            if n > 0 {
+                100.0 * k as f64 / n as f64
+            } else {
+                0.0
+            }
+        };
+        // Per process: package main's samples per operation, and all user-mode samples per
+        // operation. -B compiles package main only, so the difference in main's time per
+        // operation is what removing its checks saved, miss included; the runtime, the
+        // scheduler (whose spinning for work moves with the machine's load) and the kernel
+        // are left out of both sides. A sample is a fixed slice of CPU time (perf's
+        // cpu-clock period, pprof's timer), so samples per operation are CPU per operation.
+        let per_op = |b: Build, round: usize| {
+            let p = procs.iter().filter(|p| p.build == b).nth(round)?;
+            let ops = p.run.ops as f64;
+            (ops > 0.0).then(|| {
+                let user = p.tally.total() - p.tally.kernel_samples();
+                (p.tally.samples_in(MAIN) as f64 / ops, user as f64 / ops)
+            })
+        };
+        let rounds = procs.iter().filter(|p| p.build == Build::Plain).count();
+        let (mut ab, mut aa) = (Vec::new(), Vec::new());
+        for r in 0..rounds {
+            let Some((main, user)) = per_op(Build::Plain, r).filter(|&(_, u)| u > 0.0) else {
+                continue;
+            };
+            if let Some((b, _)) = per_op(Build::NoBounds, r) {
+                ab.push(100.0 * (main - b) / user);
+            }
+            if let Some((s, _)) = per_op(Build::Shifted, r) {
+                aa.push(100.0 * (main - s) / user);
+            }
+        }
+        CrossCheck {
+            workload: workload.to_string(),
+            checked: safety(&|b| b != Build::NoBounds),
+            unchecked: safety(&|b| b == Build::NoBounds),
+            ab,
+            aa,
+        }
+    }
+
+    /// What the attribution predicts -B saves: the safety share it removes.
+    pub fn predicted(&self) -> f64 {
+        self.checked - self.unchecked
+    }
+
+    /// The A/B difference: the median over rounds.
+    pub fn measured(&self) -> Option<f64> {
+        (!self.ab.is_empty()).then(|| median(&self.ab))
+    }
+
+    /// How far two processes differ with nothing removed: the larger of the A/A control's
+    /// largest difference and half the A/B rounds' range. None with neither.
+    pub fn noise(&self) -> Option<f64> {
+        let aa = self
+            .aa
+            .iter()
+            .map(|d| d.abs())
+            .fold(None, |m: Option<f64>, d| Some(m.map_or(d, |m| m.max(d))));
+        let spread = (self.ab.len() > 1).then(|| {
+            let lo = self.ab.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = self.ab.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            (hi - lo) / 2.0
+        });
+        match (aa, spread) {
+            (Some(a), Some(s)) => Some(a.max(s)),
+            (a, s) => a.or(s),
+        }
+    }
+
+    /// The A/B difference's interval: its median ± the noise.
+    pub fn interval(&self) -> Option<(f64, f64)> {
+        let (m, n) = (self.measured()?, self.noise()?);
+        Some((m - n, m + n))
+    }
+
+    pub fn agreement(&self) -> Agreement {
+        let (Some(m), Some((lo, hi)), Some(n)) = (self.measured(), self.interval(), self.noise())
+        else {
+            return Agreement::Unjudged;
+        };
+        let p = self.predicted();
+        if (lo..=hi).contains(&p) {
+            Agreement::Agrees
+        } else if m.abs() <= n && p.abs() <= n {
+            Agreement::BothBelowNoise
+        } else {
+            Agreement::Gap
+        }
+    }
+
+    /// One line: the attributed share beside the A/B difference, and the verdict.
+    pub fn verdict(&self) -> String {
+        let p = self.predicted();
+        let head = format!(
+            "{}: attribution charges the checks -B removes {:.2}% of user-mode CPU (safety {:.2}% with checks, {:.2}% left in the -B build)",
+            self.workload, p, self.checked, self.unchecked
+        );
+        let (Some(m), Some((lo, hi)), Some(n)) = (self.measured(), self.interval(), self.noise())
+        else {
+            return format!(
+                "{head}; the -B build's difference is not judged: {} A/B round(s) and no A/A control",
+                self.ab.len()
+            );
+        };
+        let ab = format!(
+            "the -B build saves {m:.2}% of the user-mode CPU per operation in package main (median of {} rounds), interval {lo:.2} to {hi:.2} (± {n:.2}: the A/A control's largest difference and the rounds' half-range)",
+            self.ab.len()
+        );
+        match self.agreement() {
+            Agreement::Agrees => format!("{head}; {ab}: agrees"),
+            Agreement::BothBelowNoise => format!(
+                "{head}; {ab}: agrees (both within ± {n:.2}, below what the A/A control resolves)"
+            ),
+            Agreement::Gap => {
+                let (gap, side) = if p > hi {
+                    (p - hi, "above")
+                } else {
+                    (lo - p, "below")
+                };
+                format!(
+                    "{head}; {ab}: disagrees: the attribution is {gap:.2} points {side} the A/B interval"
+                )
+            }
+            Agreement::Unjudged => format!("{head}; {ab}"),
+        }
+    }
+
+    /// The verdict in a few words, for the sheet's headline.
+    pub fn short(&self) -> String {
+        let p = self.predicted();
+        match (self.agreement(), self.interval()) {
+            (Agreement::Agrees, _) => "agrees".to_string(),
+            (Agreement::BothBelowNoise, _) => "agrees (both below the A/A noise)".to_string(),
+            (Agreement::Gap, Some((_, hi))) if p > hi => {
+                format!("disagrees: attribution {:.2} points above it", p - hi)
+            }
+            (Agreement::Gap, Some((lo, _))) => {
+                format!("disagrees: attribution {:.2} points below it", lo - p)
+            }
+            _ => "not judged (one round, no A/A control)".to_string(),
+        }
+    }
+
+    fn note(&self) -> String {
+        format!("attribution cross-check {}", self.verdict())
+    }
+
+    /// The A/B and A/A rows (method ab and aa, this workload, kind safety).
+    fn push_rows(&self, o: &mut Outcome) {
+        for (m, v) in [(Method::Ab, &self.ab), (Method::Aa, &self.aa)] {
+            o.push(
+                LAB,
+                crate::case! {"method" => m.name(), "workload" => self.workload.as_str(), "kind" => "safety"},
+                "overhead",
+                "%",
+                v.clone(),
+            );
+        }
+    }
+}
+
+/// The cross-checks as a model: predicted = the safety share attribution says -B removes,
+/// measured = what the -B build saved; params hold each workload's verdict in a few words.
+pub fn cross_check_model(checks: &[CrossCheck]) -> Model {
+    Model {
+        lab: LAB.to_string(),
+        name: CROSS_CHECK_MODEL.to_string(),
+        params: checks
+            .iter()
+            .map(|c| (c.workload.clone(), serde_json::json!(c.short())))
+            .collect(),
+        points: checks
+            .iter()
+            .filter_map(|c| {
+                Some(ModelPoint {
+                    case: crate::case! {"method" => "attribution", "workload" => c.workload.as_str(), "kind" => "safety"},
+                    predicted: c.predicted(),
+                    measured: c.measured()?,
+                    unit: "%".to_string(),
+                })
+            })
+            .collect(),
+        verdict: checks.iter().map(CrossCheck::verdict).collect(),
+    }
+}
+
+/// The package -gcflags=-B compiles without bounds checks (symbols' prefix).
+const MAIN: &str = "main.";
+
+/// The cross-check model's name.
+pub const CROSS_CHECK_MODEL: &str =
+    "safety checks: attribution beside the -B build (A/B, A/A control)";
 
 fn show(v: &[f64], prec: usize) -> String {
     Summary::of(v).map_or("—".to_string(), |s| s.show(prec))
@@ -730,6 +1122,121 @@ mod tests {
             vec![Kind::Bounds, Kind::Prologue, Kind::WriteBarrier]
         );
         assert_eq!(exit_code(&parse_kinds("nil").unwrap_err()), 2);
+    }
+
+    fn cc(checked: f64, unchecked: f64, ab: &[f64], aa: &[f64]) -> CrossCheck {
+        CrossCheck {
+            workload: "server".to_string(),
+            checked,
+            unchecked,
+            ab: ab.to_vec(),
+            aa: aa.to_vec(),
+        }
+    }
+
+    #[test]
+    fn cross_check_verdicts() {
+        // Attribution 0.8 within the A/B median 1.0 ± max(|A/A| 0.6, half-range 0.5).
+        let c = cc(1.0, 0.2, &[0.5, 1.0, 1.5], &[0.6, -0.3]);
+        assert_eq!(c.noise(), Some(0.6));
+        let (lo, hi) = c.interval().unwrap();
+        assert!((lo - 0.4).abs() < 1e-9 && (hi - 1.6).abs() < 1e-9);
+        assert_eq!(c.agreement(), Agreement::Agrees);
+        assert!(c.verdict().ends_with(": agrees"), "{}", c.verdict());
+        assert_eq!(c.short(), "agrees");
+        // The attribution at 10% where -B saves 1 ± 0.6: a gap, named in points.
+        let c = cc(10.2, 0.2, &[0.5, 1.0, 1.5], &[0.6, -0.3]);
+        assert_eq!(c.agreement(), Agreement::Gap);
+        assert!(
+            c.verdict()
+                .contains("disagrees: the attribution is 8.40 points above"),
+            "{}",
+            c.verdict()
+        );
+        // Neither clears the A/A noise: they cannot contradict each other.
+        let c = cc(0.3, 0.0, &[-1.5], &[2.0, -1.8]);
+        assert_eq!(c.agreement(), Agreement::Agrees);
+        let c = cc(1.9, 0.0, &[-1.5], &[2.0]);
+        assert_eq!(c.agreement(), Agreement::BothBelowNoise);
+        // One round, no control: no interval, no verdict.
+        let c = cc(1.0, 0.0, &[0.5], &[]);
+        assert_eq!(c.agreement(), Agreement::Unjudged);
+        assert!(c.verdict().contains("not judged"));
+        let m = cross_check_model(&[cc(1.0, 0.2, &[0.5, 1.0, 1.5], &[0.6])]);
+        assert_eq!(m.points.len(), 1);
+        assert!((m.points[0].predicted - 0.8).abs() < 1e-9 && m.points[0].measured == 1.0);
+    }
+
+    #[test]
+    fn cross_check_compares_package_mains_time_per_operation() {
+        use attrib::{Mode, Sample};
+        let proc = |build: Build, main: u64, ops: u64| {
+            let mut tally = Tally::default();
+            let at = |f: &str, mode: Mode| Sample {
+                mode,
+                under_gc: false,
+                leaf: Some((f.to_string(), 0)),
+            };
+            tally.add(at("main.handle", Mode::User), main);
+            tally.add(at("runtime.mallocgc", Mode::User), 6 * ops);
+            tally.add(at("main.handle", Mode::Kernel), ops);
+            let run: ProfileRun = bench::parse(&format!(
+                r#"{{"workload":"server","hz_asked":1000,"samples":0,"wall_s":1,"ops":{ops}}}"#
+            ))
+            .unwrap();
+            Profiled { build, run, tally }
+        };
+        // Round 1 ran plain, -B, shifted; round 2 in the rotated order.
+        let procs = [
+            proc(Build::Plain, 300, 100),
+            proc(Build::NoBounds, 240, 100),
+            proc(Build::Shifted, 297, 100),
+            proc(Build::NoBounds, 480, 200),
+            proc(Build::Shifted, 606, 200),
+            proc(Build::Plain, 600, 200),
+        ];
+        let counts: Vec<Counts> = procs
+            .iter()
+            .map(|p| match p.build {
+                Build::NoBounds => [0, 0, 0, 1, 0, 100, 839],
+                _ => [0, 0, 0, 9, 0, 100, 891],
+            })
+            .collect();
+        let c = CrossCheck::of("server", &procs, &counts);
+        // Plain: 3 main samples and 9 user samples per op; -B: 2.4 main per op.
+        let close = |v: &[f64], want: &[f64]| {
+            v.len() == want.len() && v.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-9)
+        };
+        assert!(close(&c.ab, &[60.0 / 9.0, 60.0 / 9.0]), "{:?}", c.ab);
+        assert!(close(&c.aa, &[3.0 / 9.0, -3.0 / 9.0]), "{:?}", c.aa);
+        // Safety of user-mode samples: 9 of 900 with checks, 1 of 840 with -B.
+        assert!((c.checked - 1.0).abs() < 1e-9 && (c.unchecked - 100.0 / 840.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn attribution_rows_of_all_and_of_user_cpu() {
+        let mut o = Outcome::default();
+        push_attribution(&mut o, "server", &[[0, 0, 0, 1, 9, 40, 50]]);
+        let share = |kind: &str, of: Option<&str>| {
+            o.results
+                .iter()
+                .find(|r| {
+                    r.metric == "cpu_share"
+                        && r.key("kind") == kind
+                        && r.case.get("of").and_then(|v| v.as_str()) == of
+                })
+                .map(|r| r.summary.median)
+        };
+        assert_eq!(share("safety", None), Some(1.0));
+        assert_eq!(share("memory", Some("user")), Some(15.0));
+        assert_eq!(share("kernel", None), Some(40.0));
+        assert_eq!(share("kernel", Some("user")), None);
+        let n = o
+            .results
+            .iter()
+            .filter(|r| r.metric == "profile_samples")
+            .count();
+        assert_eq!(n, attrib::N);
     }
 
     #[test]
