@@ -122,8 +122,7 @@ pub fn run_labs(
                         t.elapsed().as_secs_f64(),
                         o.results.len()
                     );
-                    let mut h = lab.headlines(&o);
-                    crate::report::verdict::follow(&mut h, &o.results);
+                    let h = lab.sheet_lines(&o);
                     (LabStatus::Ran, o, h)
                 }
                 Err(e) if e.is::<Interrupted>() || cancel::requested() => {

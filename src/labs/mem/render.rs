@@ -283,10 +283,12 @@ fn render_latency(out: &Outcome) -> String {
                 .map_or("—".to_string(), human_size);
             let mut cells = vec![level.name().to_string(), cache];
             for k in &kinds {
+                // The mark goes with the figure, as in the curve's grid above.
                 cells.push(of(k).map_or("—".into(), |r| {
                     format!(
-                        "{} @{}",
+                        "{}{} @{}",
                         fmt_summary(&r.summary, 1),
+                        crate::report::verdict::mark(r),
                         format_size(block_of(r))
                     )
                 }));
@@ -310,10 +312,17 @@ fn render_latency(out: &Outcome) -> String {
     }
     if let Some(t) = out.results.iter().find(|r| r.metric == "tlb_cost") {
         text += &format!(
-            "\nTLB cost per access at {}: {} ns (4k minus {})\n",
+            "\nTLB cost per access at {}: {}\n",
             human_size(block_of(t)),
-            fmt_summary(&t.summary, 1),
-            t.key("versus")
+            crate::measure::quality::quote_row(
+                format!(
+                    "{} ns{} (4k minus {})",
+                    fmt_summary(&t.summary, 1),
+                    crate::report::verdict::mark(t),
+                    t.key("versus")
+                ),
+                t
+            )
         );
     }
     text
