@@ -198,6 +198,33 @@ pub fn fold_inputs(
     }
 }
 
+/// The verdict of a figure derived from `inputs` (None when none of them is judged): the
+/// worst of theirs, with one reason per input that is not ok.
+pub fn worst_of(inputs: &[&ResultRow]) -> (Option<Quality>, Vec<String>) {
+    let mut q = inputs.iter().filter_map(|r| r.quality).max();
+    let mut why = Vec::new();
+    fold_inputs(&mut q, &mut why, inputs);
+    (q, why)
+}
+
+/// Open a model's verdict with its inputs' when any is not ok: its terms, fits and
+/// predictions are read from those figures, so it must not be read as clean either.
+pub fn model_inherits(m: &mut crate::report::model::Model, inputs: &[&ResultRow]) {
+    let (q, why) = worst_of(inputs);
+    let Some(q) = q.filter(|q| *q != Quality::Ok) else {
+        return;
+    };
+    let line = format!(
+        "{} {}: read from figures that are not ok, so its terms and predictions must not be read as clean: {}",
+        q.mark(),
+        q.word(),
+        why.join("; ")
+    );
+    if !m.verdict.contains(&line) {
+        m.verdict.insert(0, line);
+    }
+}
+
 /// Give a derived figure (a difference such as tlb_cost, a ratio, a cut, a fitted term) the
 /// worst verdict of its own spread and of the figures it is computed from, naming each input
 /// that is not ok. Its own spread is judged first (as `judge_rows` would), so the verdict set
