@@ -66,7 +66,11 @@ pub trait Lab {
                 vec![
                     crate::report::csv::case_text(&r.case),
                     r.metric.clone(),
-                    table::figure(r.summary.median),
+                    format!(
+                        "{}{}",
+                        table::figure(r.summary.median),
+                        crate::report::verdict::mark(r)
+                    ),
                     crate::report::sheet::spread(&r.summary),
                     r.unit.clone(),
                 ]

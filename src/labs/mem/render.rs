@@ -166,7 +166,7 @@ fn render_scaling(rows: &[&ResultRow]) -> String {
     if curves.is_empty() {
         return String::new();
     }
-    let mad_pct = |name: &str, t: usize| {
+    let row_of = |name: &str, t: usize| {
         rows.iter()
             .find(|r| {
                 threads_of(r) == t
@@ -179,17 +179,21 @@ fn render_scaling(rows: &[&ResultRow]) -> String {
                         r.key("pages")
                     ) == name
             })
-            .map(|r| r.summary.mad / r.summary.median.max(1e-9) * 100.0)
+            .copied()
     };
+    let mad_pct =
+        |r: Option<&ResultRow>| r.map(|r| r.summary.mad / r.summary.median.max(1e-9) * 100.0);
     let mut table_rows = Vec::new();
     for (name, c) in &curves {
         let (t0, b0) = c[0];
         for &(t, b) in c {
+            let r = row_of(name, t);
             table_rows.push(vec![
                 name.clone(),
                 t.to_string(),
-                format!("{b:.2}"),
-                mad_pct(name, t).map_or("—".into(), |m| format!("{m:.1}%")),
+                // The figure's mark, as in the bandwidth grid.
+                format!("{b:.2}{}", r.map_or("", crate::report::verdict::mark)),
+                mad_pct(r).map_or("—".into(), |m| format!("{m:.1}%")),
                 format!("{:.2}x", b / b0.max(1e-9)),
                 format!("{:.2}x", t as f64 / t0 as f64),
                 format!("{:.2}", b / t as f64),
