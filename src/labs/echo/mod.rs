@@ -211,6 +211,7 @@ impl Lab for EchoLab {
                 .results
                 .iter()
                 .filter(|r| r.lab == LAB && r.metric == "throughput")
+                .filter(|r| ["uring", "epoll"].contains(&r.key("engine").as_str()))
                 .filter(|r| r.key("client") == client && num_key(r, "conns") as usize == conns)
                 .filter(|r| small.is_none_or(|b| num_key(r, "size") == b as u64))
                 .collect();
@@ -287,6 +288,7 @@ pub(super) fn headline_at_size(o: &Outcome, client: &str, size: usize) -> Option
         .results
         .iter()
         .filter(|r| r.lab == LAB && r.metric == "throughput")
+        .filter(|r| ["uring", "epoll"].contains(&r.key("engine").as_str()))
         .filter(|r| num_key(r, "size") == size as u64 && r.key("client") == client)
         .filter(|r| num_key(r, "conns") as usize == conns)
         .collect();
