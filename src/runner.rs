@@ -88,8 +88,7 @@ pub fn run_labs(labs: &[Box<dyn Lab>], ctx: &Ctx, full: bool, run: RunInfo) -> R
                         t.elapsed().as_secs_f64(),
                         o.results.len()
                     );
-                    let mut h = lab.headlines(&o);
-                    crate::report::verdict::follow(&mut h, &o.results);
+                    let h = lab.sheet_lines(&o);
                     (LabStatus::Ran, o, h)
                 }
                 Err(e) if cancel::is_interrupt(&e) => {

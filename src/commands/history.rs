@@ -43,7 +43,7 @@ pub fn sheet_of(doc: &Doc) -> Vec<LabSheet> {
             let headlines = all
                 .iter()
                 .find(|l| l.name() == name)
-                .map(|l| l.headlines(&outcome))
+                .map(|l| l.sheet_lines(&outcome))
                 .unwrap_or_default();
             LabSheet {
                 lab: name.to_string(),
@@ -190,7 +190,7 @@ pub fn export(db: Option<&Path>, args: &ExportArgs) -> Result<()> {
     let text = match args.format {
         ExportFormat::Json => serde_json::to_string_pretty(&doc)? + "\n",
         ExportFormat::Csv => csv::render_tidy(&doc, args.samples),
-        ExportFormat::Markdown => markdown::render(&doc, &store.load_sheet(&id)?),
+        ExportFormat::Markdown => markdown::render(&doc, &stored_sheet(&store, &id, &doc)?),
     };
     match &args.output {
         Some(p) => std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?,
@@ -221,8 +221,18 @@ fn load_for_report(db: Option<&Path>, name: &str) -> Result<(Doc, Vec<LabSheet>)
     } else {
         let store = open_existing(db)?;
         let id = store.resolve(name)?;
-        Ok((store.load_doc(&id)?, store.load_sheet(&id)?))
+        let doc = store.load_doc(&id)?;
+        let sheet = stored_sheet(&store, &id, &doc)?;
+        Ok((doc, sheet))
     }
+}
+
+/// A stored run's sheet with every headline judged against the run's figures: a run stored
+/// before headlines carried their verdict is marked as a new one is.
+fn stored_sheet(store: &crate::store::Store, id: &str, doc: &Doc) -> Result<Vec<LabSheet>> {
+    let mut sheet = store.load_sheet(id)?;
+    crate::report::verdict::judge_sheet(&mut sheet, &doc.results);
+    Ok(sheet)
 }
 
 pub fn report(db: Option<&Path>, args: &ReportArgs) -> Result<()> {

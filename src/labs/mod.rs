@@ -44,8 +44,17 @@ pub trait Lab {
     /// Run the lab's plan for `costlab run`: `full = false` is the quick plan, sized so that
     /// all labs together finish within 90 s on a 2-core machine.
     fn run_plan(&self, ctx: &Ctx, full: bool) -> anyhow::Result<Outcome>;
-    /// The lab's lines of the cost sheet, read from its outcome.
+    /// The lab's lines of the cost sheet, read from its outcome. Callers want `sheet_lines`,
+    /// which judges them.
     fn headlines(&self, outcome: &Outcome) -> Vec<Headline>;
+    /// The lab's lines of the cost sheet with their verdicts: the one way a sheet is made
+    /// (`costlab run`, a lab run alone, an import), so every view of a headline shows the same
+    /// mark (`report::verdict::follow`).
+    fn sheet_lines(&self, outcome: &Outcome) -> Vec<Headline> {
+        let mut h = self.headlines(outcome);
+        crate::report::verdict::follow(&mut h, &outcome.results);
+        h
+    }
     /// The lab's tables for the terminal. By default one row per figure and each model's
     /// table, so a new lab prints something readable before it has its own tables.
     fn render(&self, outcome: &Outcome) -> String {
@@ -57,7 +66,11 @@ pub trait Lab {
                 vec![
                     crate::report::csv::case_text(&r.case),
                     r.metric.clone(),
-                    table::figure(r.summary.median),
+                    format!(
+                        "{}{}",
+                        table::figure(r.summary.median),
+                        crate::report::verdict::mark(r)
+                    ),
                     crate::report::sheet::spread(&r.summary),
                     r.unit.clone(),
                 ]

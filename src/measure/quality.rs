@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::conditions::Conditions;
 use super::Summary;
+use crate::report::model::ResultRow;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -150,13 +151,114 @@ pub fn judge(metric: &str, s: &Summary, c: Option<&Conditions>) -> (Quality, Vec
     (Quality::Ok, reasons)
 }
 
-/// Judge every row that has no verdict yet, from its spread and its conditions.
-pub fn judge_rows(rows: &mut [crate::report::model::ResultRow]) {
+/// Judge every row that has no verdict yet, from its spread and its conditions. A row that
+/// already has one (judged with its conditions, or given its inputs' by `inherit`) keeps it.
+pub fn judge_rows(rows: &mut [ResultRow]) {
     for r in rows.iter_mut().filter(|r| r.quality.is_none()) {
         let (q, why) = judge(&r.metric, &r.summary, r.conditions.as_ref());
         r.quality = Some(q);
         r.quality_reasons = why;
     }
+}
+
+/// The reason a derived figure gives for one input that is not ok: which figure, its verdict
+/// and why ("from its input mem op=chase ... latency: disturbed (other processes took ...)").
+pub fn input_reason(input: &ResultRow) -> String {
+    let q = input.quality.unwrap_or(Quality::Ok);
+    if input.quality_reasons.is_empty() {
+        format!("from its input {}: {}", input.name(), q.word())
+    } else {
+        format!(
+            "from its input {}: {} ({})",
+            input.name(),
+            q.word(),
+            input.quality_reasons.join("; ")
+        )
+    }
+}
+
+/// Fold the verdicts of `inputs` into a verdict (`quality`, `reasons`): the worst of it and
+/// theirs, with one reason per input that is not ok, naming it. Idempotent: folding the same
+/// inputs twice adds nothing. Headlines, model verdicts and derived rows all go through here so
+/// that a derived figure says the same thing in every view.
+pub fn fold_inputs(
+    quality: &mut Option<Quality>,
+    reasons: &mut Vec<String>,
+    inputs: &[&ResultRow],
+) {
+    for input in inputs {
+        let Some(q) = input.quality.filter(|q| *q != Quality::Ok) else {
+            continue;
+        };
+        let why = input_reason(input);
+        if !reasons.contains(&why) {
+            reasons.push(why);
+        }
+        *quality = Some(quality.map_or(q, |own| own.max(q)));
+    }
+}
+
+/// The verdict of a figure derived from `inputs` (None when none of them is judged): the
+/// worst of theirs, with one reason per input that is not ok.
+pub fn worst_of(inputs: &[&ResultRow]) -> (Option<Quality>, Vec<String>) {
+    let mut q = inputs.iter().filter_map(|r| r.quality).max();
+    let mut why = Vec::new();
+    fold_inputs(&mut q, &mut why, inputs);
+    (q, why)
+}
+
+/// Open a model's verdict with its inputs' when any is not ok: its terms, fits and
+/// predictions are read from those figures, so it must not be read as clean either.
+pub fn model_inherits(m: &mut crate::report::model::Model, inputs: &[&ResultRow]) {
+    let (q, why) = worst_of(inputs);
+    let Some(q) = q.filter(|q| *q != Quality::Ok) else {
+        return;
+    };
+    let line = format!(
+        "{} {}: read from figures that are not ok, so its terms and predictions must not be read as clean: {}",
+        q.mark(),
+        q.word(),
+        why.join("; ")
+    );
+    if !m.verdict.contains(&line) {
+        m.verdict.insert(0, line);
+    }
+}
+
+/// Give a derived figure (a difference such as tlb_cost, a ratio, a cut, a fitted term) the
+/// worst verdict of its own spread and of the figures it is computed from, naming each input
+/// that is not ok. Its own spread is judged first (as `judge_rows` would), so the verdict set
+/// here is complete and `judge_rows`, which leaves judged rows alone, keeps it.
+///
+/// `let d = out.results.last_mut(); quality::inherit(d, &[&small, &huge]);`
+pub fn inherit(derived: &mut ResultRow, inputs: &[&ResultRow]) {
+    if derived.quality.is_none() {
+        let (q, why) = judge(
+            &derived.metric,
+            &derived.summary,
+            derived.conditions.as_ref(),
+        );
+        derived.quality = Some(q);
+        derived.quality_reasons = why;
+    }
+    fold_inputs(&mut derived.quality, &mut derived.quality_reasons, inputs);
+}
+
+/// A figure quoted in prose, with its verdict when it is not ok: "s = 406 ns" stays as it is
+/// for an ok figure and becomes "s = 406 ns (disturbed: other processes took 48% of CPU 1
+/// during the samples)" otherwise, so no sentence prices from a figure that must not be read as
+/// clean without saying so.
+pub fn quote(text: impl std::fmt::Display, quality: Option<Quality>, reasons: &[String]) -> String {
+    match quality {
+        Some(q) if q != Quality::Ok && reasons.is_empty() => format!("{text} ({})", q.word()),
+        Some(q) if q != Quality::Ok => format!("{text} ({}: {})", q.word(), reasons.join("; ")),
+        _ => text.to_string(),
+    }
+}
+
+/// `quote` for a row's own verdict.
+pub fn quote_row(text: impl std::fmt::Display, r: &ResultRow) -> String {
+    quote(text, r.quality, &r.quality_reasons)
 }
 
 #[cfg(test)]
@@ -230,6 +332,101 @@ mod tests {
         assert_eq!(why, vec!["thp pages asked, 12% of the region was huge"]);
         let c = Conditions::default().pages("2m", Some(1.0));
         assert_eq!(judge("latency", &summ(100.0, 1.0), Some(&c)).0, Quality::Ok);
+    }
+
+    fn chase(pages: &str, q: Quality, why: &str) -> ResultRow {
+        let mut r = ResultRow::new(
+            "mem",
+            crate::case! {"op" => "chase", "pages" => pages, "block" => 268435456u64},
+            "latency",
+            "ns",
+            vec![700.0, 710.0, 720.0],
+        )
+        .unwrap();
+        r.quality = Some(q);
+        if !why.is_empty() {
+            r.quality_reasons = vec![why.to_string()];
+        }
+        r
+    }
+
+    fn tlb(samples: Vec<f64>) -> ResultRow {
+        ResultRow::new(
+            "mem",
+            crate::case! {"op" => "chase", "pages" => "4k", "versus" => "thp"},
+            "tlb_cost",
+            "ns",
+            samples,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_derived_figure_takes_the_worst_verdict_of_its_inputs_and_names_them() {
+        let small = chase(
+            "4k",
+            Quality::Disturbed,
+            "other processes took 97% of CPU 1 during the samples",
+        );
+        let huge = chase(
+            "thp",
+            Quality::Noisy,
+            "MAD is 8.0% of the median, above the 5% that latency allows",
+        );
+        // Its own spread is tight: alone it would be ok.
+        let mut d = tlb(vec![300.0, 301.0, 302.0]);
+        inherit(&mut d, &[&small, &huge]);
+        assert_eq!(d.quality, Some(Quality::Disturbed));
+        assert_eq!(
+            d.quality_reasons,
+            vec![
+                "from its input mem op=chase pages=4k block=268435456 latency: disturbed (other processes took 97% of CPU 1 during the samples)",
+                "from its input mem op=chase pages=thp block=268435456 latency: noisy (MAD is 8.0% of the median, above the 5% that latency allows)",
+            ]
+        );
+        // Folding the same inputs again adds nothing, and judge_rows leaves the verdict alone.
+        inherit(&mut d, &[&small, &huge]);
+        assert_eq!(d.quality_reasons.len(), 2);
+        let mut rows = vec![d.clone()];
+        judge_rows(&mut rows);
+        assert_eq!(rows[0], d);
+    }
+
+    #[test]
+    fn a_derived_figure_keeps_its_own_noise_beside_clean_inputs() {
+        let a = chase("4k", Quality::Ok, "");
+        let b = chase("thp", Quality::Ok, "");
+        let mut d = tlb(vec![10.0, 100.0, 300.0]);
+        inherit(&mut d, &[&a, &b]);
+        assert_eq!(d.quality, Some(Quality::Noisy));
+        assert!(
+            d.quality_reasons[0].starts_with("MAD is"),
+            "{:?}",
+            d.quality_reasons
+        );
+        let mut clean = tlb(vec![300.0, 301.0, 302.0]);
+        inherit(&mut clean, &[&a, &b]);
+        assert_eq!(
+            (clean.quality, clean.quality_reasons),
+            (Some(Quality::Ok), vec![])
+        );
+    }
+
+    #[test]
+    fn prose_quoting_a_figure_that_is_not_ok_says_so() {
+        let s = chase(
+            "4k",
+            Quality::Disturbed,
+            "other processes took 97% of CPU 1 during the samples",
+        );
+        assert_eq!(
+            quote_row("s = 406.4 ns", &s),
+            "s = 406.4 ns (disturbed: other processes took 97% of CPU 1 during the samples)"
+        );
+        assert_eq!(
+            quote_row("s = 40 ns", &chase("4k", Quality::Ok, "")),
+            "s = 40 ns"
+        );
     }
 
     #[test]

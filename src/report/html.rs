@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 
 use super::charts::{self, esc};
 use super::sheet::{figure, spread, LabSheet};
+use super::verdict::{verdict_text, MARKS_LEGEND};
 use super::Doc;
 use crate::store::compare::{Comparison, Verdict};
 
@@ -45,15 +46,20 @@ fn sheet_html(o: &mut String, sheet: &[LabSheet]) {
             any = true;
             let _ = write!(
                 o,
-                "<tr class=\"q-{q}\"><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td class=\"quality\" title=\"{}\">{q}</td><td>{}</td></tr>",
+                "<tr class=\"q-{q}\"><td>{}</td><td>{}</td><td class=\"num\">{}{}</td><td class=\"num\">{}</td><td>{}</td><td class=\"quality\">{}</td><td>{}</td></tr>",
                 esc(&lab.lab),
                 esc(&h.label),
                 figure(h.summary.median),
+                h.quality.map_or("", |q| q.mark()),
                 esc(&spread(&h.summary)),
                 esc(&h.unit),
-                esc(&h.quality_reasons.join("; ")),
+                match h.quality {
+                    // Not judged: a figure stored before costlab judged figures.
+                    None => "not judged".to_string(),
+                    q => esc(&verdict_text(q, &h.quality_reasons)),
+                },
                 esc(&h.reading),
-                q = h.quality.map_or("—", |q| q.word()),
+                q = h.quality.map_or("unjudged", |q| q.word()),
             );
         }
     }
@@ -63,6 +69,17 @@ fn sheet_html(o: &mut String, sheet: &[LabSheet]) {
         );
     }
     o.push_str("</table>");
+    if sheet
+        .iter()
+        .flat_map(|l| &l.headlines)
+        .any(|h| !h.quality.map_or("", |q| q.mark()).is_empty())
+    {
+        let _ = write!(
+            o,
+            "<p class=\"meta\" id=\"marks\">Marks: {}.</p>",
+            esc(MARKS_LEGEND)
+        );
+    }
     let others: Vec<&LabSheet> = sheet
         .iter()
         .filter(|l| l.status.reason().is_some())
@@ -247,12 +264,13 @@ fn quality_html(o: &mut String, doc: &Doc) {
         let q = r.quality.map_or("", |q| q.word());
         let _ = write!(
             o,
-            "<tr class=\"q-{q}\"><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{} {}</td><td class=\"quality\">{q}</td><td>{}</td></tr>",
+            "<tr class=\"q-{q}\"><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{} {}{}</td><td class=\"quality\">{q}</td><td>{}</td></tr>",
             esc(&r.lab),
             esc(&case.join(" ")),
             esc(&r.metric),
             figure(r.summary.median),
             esc(&r.unit),
+            r.quality.map_or("", |q| q.mark()),
             esc(&r.quality_reasons.join("; "))
         );
     }

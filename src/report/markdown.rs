@@ -1,6 +1,8 @@
 //! Markdown export: the run, its cost sheet, its figures per lab, its models and notes.
 
+use crate::measure::quality::Quality;
 use crate::report::sheet::{figure, spread, LabSheet};
+use crate::report::verdict::{verdict_text, MARKS_LEGEND};
 use crate::report::Doc;
 
 fn cell(s: &str) -> String {
@@ -37,7 +39,7 @@ pub fn render(doc: &Doc, sheet: &[LabSheet]) -> String {
                     figure(h.summary.median),
                     spread(&h.summary),
                     h.unit.clone(),
-                    h.quality.map_or("", |q| q.word()).to_string(),
+                    verdict_text(h.quality, &h.quality_reasons),
                     h.reading.clone(),
                 ]);
             }
@@ -49,6 +51,13 @@ pub fn render(doc: &Doc, sheet: &[LabSheet]) -> String {
             ],
             &rows,
         );
+        if sheet
+            .iter()
+            .flat_map(|l| &l.headlines)
+            .any(|h| h.quality.is_some_and(|q| q != Quality::Ok))
+        {
+            out.push_str(&format!("Marks: {MARKS_LEGEND}.\n\n"));
+        }
         for lab in sheet {
             if let Some(r) = lab.status.reason() {
                 out.push_str(&format!(
@@ -80,13 +89,7 @@ pub fn render(doc: &Doc, sheet: &[LabSheet]) -> String {
                     figure(r.summary.median),
                     spread(&r.summary),
                     r.unit.clone(),
-                    match r.quality {
-                        Some(q) if !r.quality_reasons.is_empty() => {
-                            format!("{}: {}", q.word(), r.quality_reasons.join("; "))
-                        }
-                        Some(q) => q.word().to_string(),
-                        None => String::new(),
-                    },
+                    verdict_text(r.quality, &r.quality_reasons),
                 ]
             })
             .collect();

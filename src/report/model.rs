@@ -85,6 +85,20 @@ impl ResultRow {
         want.iter().all(|(k, v)| self.case.get(k) == Some(v))
     }
 
+    /// A short name for the figure in prose and footnotes: lab, case values in the lab's
+    /// order, metric ("mem op=chase pattern=rand pages=4k block=268435456 threads=1 latency").
+    pub fn name(&self) -> String {
+        let case: Vec<String> = self
+            .case
+            .iter()
+            .map(|(k, v)| match v {
+                Value::String(s) => format!("{k}={s}"),
+                other => format!("{k}={other}"),
+            })
+            .collect();
+        format!("{} {} {}", self.lab, case.join(" "), self.metric)
+    }
+
     /// A stable text id for the figure: lab, case in key order, metric.
     pub fn figure_id(&self) -> String {
         let mut keys: Vec<(&String, &Value)> = self.case.iter().collect();
@@ -241,15 +255,21 @@ pub struct Headline {
 }
 
 impl Headline {
-    /// Take the worst verdict of the figures this headline is read from.
+    /// Take the worst verdict of the figures this headline is read from. A headline that is
+    /// one figure shown as it is (one row, the same summary) carries that figure's verdict and
+    /// reasons unchanged; one derived from figures (a ratio, a cut, a difference) names each
+    /// input that is not ok (`measure::quality::fold_inputs`).
     pub fn judged_by(mut self, rows: &[&ResultRow]) -> Self {
-        if let Some(worst) = rows
-            .iter()
-            .filter(|r| r.quality.is_some())
-            .max_by_key(|r| r.quality)
-        {
-            self.quality = worst.quality;
-            self.quality_reasons = worst.quality_reasons.clone();
+        if let [r] = rows {
+            if r.summary == self.summary && self.quality.is_none() {
+                self.quality = r.quality;
+                self.quality_reasons = r.quality_reasons.clone();
+                return self;
+            }
+        }
+        crate::measure::quality::fold_inputs(&mut self.quality, &mut self.quality_reasons, rows);
+        if self.quality.is_none() && rows.iter().any(|r| r.quality.is_some()) {
+            self.quality = Some(Quality::Ok);
         }
         self
     }

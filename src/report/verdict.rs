@@ -5,19 +5,6 @@
 use crate::measure::quality::{Quality, THRESHOLDS_HELP};
 use crate::report::model::ResultRow;
 
-/// A short name for a figure in a footnote: its case values and metric.
-fn figure_name(r: &ResultRow) -> String {
-    let case: Vec<String> = r
-        .case
-        .iter()
-        .map(|(k, v)| match v {
-            serde_json::Value::String(s) => format!("{k}={s}"),
-            other => format!("{k}={other}"),
-        })
-        .collect();
-    format!("{} {} {}", r.lab, case.join(" "), r.metric)
-}
-
 /// One line per figure that is not ok: mark, name, median and the first reason.
 pub fn not_ok_lines(rows: &[ResultRow]) -> Vec<String> {
     rows.iter()
@@ -28,7 +15,7 @@ pub fn not_ok_lines(rows: &[ResultRow]) -> Vec<String> {
                 "{} {}: {} = {} {} ({})",
                 q.mark(),
                 q.word(),
-                figure_name(r),
+                r.name(),
                 crate::measure::units::sig(r.summary.median, 3),
                 r.unit,
                 r.quality_reasons.join("; ")
@@ -62,6 +49,22 @@ pub fn footnote(rows: &[ResultRow]) -> String {
     out.push_str(&format!("  ({THRESHOLDS_HELP})\n"));
     out
 }
+
+/// A verdict in words for a table's quality cell: "" when unjudged, "ok", or the mark, the
+/// word and why ("! disturbed: other processes took 48% of CPU 1 during the samples").
+pub fn verdict_text(q: Option<Quality>, reasons: &[String]) -> String {
+    match q {
+        None => String::new(),
+        Some(Quality::Ok) => Quality::Ok.word().to_string(),
+        Some(q) if reasons.is_empty() => format!("{} {}", q.mark(), q.word()),
+        Some(q) => format!("{} {}: {}", q.mark(), q.word(), reasons.join("; ")),
+    }
+}
+
+/// What the marks mean, said once under any table or chart that shows one.
+pub const MARKS_LEGEND: &str = "! disturbed (something else ran on its CPUs, the host stole \
+time, or the case's condition was not met), ~ noisy (the spread does not support a reading); \
+a figure derived from others takes the worst mark of its inputs and names which";
 
 /// The mark beside a figure in a table ("" for ok or unjudged).
 pub fn mark(r: &ResultRow) -> &'static str {
@@ -125,6 +128,15 @@ pub fn follow(headlines: &mut [crate::report::Headline], rows: &[ResultRow]) {
     }
 }
 
+/// `follow` over a whole sheet, each lab's headlines against that lab's figures: for a sheet
+/// read back from the history, whose headlines may predate their verdicts.
+pub fn judge_sheet(sheet: &mut [crate::report::sheet::LabSheet], rows: &[ResultRow]) {
+    for lab in sheet.iter_mut() {
+        let own: Vec<ResultRow> = rows.iter().filter(|r| r.lab == lab.lab).cloned().collect();
+        follow(&mut lab.headlines, &own);
+    }
+}
+
 /// Headlines whose figure is a difference between two measurements (a tax, a cut, an
 /// overhead): a value at or below zero is no cost, not a negative one.
 fn is_difference(label: &str) -> bool {
@@ -183,9 +195,14 @@ mod tests {
         row.quality_reasons = vec!["other processes took 48% of CPU 1 during the samples".into()];
         let mut hs = vec![h("share ratio", "x", &[7.0, 8.0, 9.0]).judged_by(&[&row])];
         follow(&mut hs, &[]);
-        assert!(hs[0]
-            .reading
-            .starts_with("not read: disturbed (other processes took 48%"));
+        // A ratio is derived: its reason names the input it inherits from.
+        assert!(
+            hs[0].reading.starts_with(
+                "not read: disturbed (from its input share variant=arc-shared threads=2 throughput: disturbed (other processes took 48%"
+            ),
+            "{}",
+            hs[0].reading
+        );
         // Straight from a figure: found by its summary.
         let mut hs = vec![Headline {
             summary: row.summary,

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use crate::error::usage;
-use crate::report::sheet::figure;
+use crate::measure::quality::Quality;
+use crate::report::sheet::{figure, LabSheet};
 
 use super::open_existing;
 use super::{redact, RunRow, Store};
@@ -23,6 +24,27 @@ pub fn lower_is_better(unit: &str, label: &str) -> bool {
     }
 }
 
+/// One headline figure of a machine: its median, unit and verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Figure {
+    pub median: f64,
+    pub unit: String,
+    pub quality: Option<Quality>,
+    pub quality_reasons: Vec<String>,
+}
+
+impl Figure {
+    /// Marked figures (disturbed, noisy) are shown but never named the best: they must not be
+    /// read as clean.
+    fn comparable(&self) -> bool {
+        self.quality.is_none_or(|q| q == Quality::Ok) && self.median.is_finite()
+    }
+
+    fn mark(&self) -> &'static str {
+        self.quality.map_or("", Quality::mark)
+    }
+}
+
 /// One machine: its id, what it is, and its latest run's headlines.
 pub struct MachineColumn {
     pub id: String,
@@ -30,8 +52,8 @@ pub struct MachineColumn {
     pub run: String,
     pub started: String,
     pub runs: usize,
-    /// label -> (median, unit)
-    pub figures: BTreeMap<String, (f64, String)>,
+    /// label -> its figure
+    pub figures: BTreeMap<String, Figure>,
 }
 
 /// The machines side by side: the rows' labels in first-seen order, and the columns.
@@ -47,8 +69,9 @@ impl Grid {
             .machines
             .iter()
             .enumerate()
-            .filter_map(|(i, m)| m.figures.get(label).map(|(v, _)| (i, *v)))
-            .filter(|(_, v)| v.is_finite())
+            .filter_map(|(i, m)| m.figures.get(label).map(|f| (i, f)))
+            .filter(|(_, f)| f.comparable())
+            .map(|(i, f)| (i, f.median))
             .collect();
         if vals.len() < 2 {
             return None;
@@ -107,7 +130,7 @@ pub fn grid(store: &Store, wanted: Option<&[String]>) -> Result<Grid> {
         // Headlines of the machine's latest run of each lab (a lab run alone counts too).
         let mut seen_labs = std::collections::HashSet::new();
         for r in list.iter().rev() {
-            for sheet in store.load_sheet(&r.id)? {
+            for sheet in judged_sheet(store, &r.id)? {
                 if !seen_labs.insert(sheet.lab.clone()) {
                     continue;
                 }
@@ -115,7 +138,12 @@ pub fn grid(store: &Store, wanted: Option<&[String]>) -> Result<Grid> {
                     if !labels.iter().any(|(l, _)| *l == h.label) {
                         labels.push((h.label.clone(), h.unit.clone()));
                     }
-                    figures.entry(h.label).or_insert((h.summary.median, h.unit));
+                    figures.entry(h.label).or_insert(Figure {
+                        median: h.summary.median,
+                        unit: h.unit,
+                        quality: h.quality,
+                        quality_reasons: h.quality_reasons,
+                    });
                 }
             }
         }
@@ -140,8 +168,9 @@ pub fn render(g: &Grid) -> String {
     if g.machines.is_empty() {
         return "the history is empty: run a lab or `costlab run` first\n".to_string();
     }
-    let mut out =
-        String::from("machines in the history (latest run of each lab; * best per row)\n");
+    let mut out = String::from(
+        "machines in the history (latest run of each lab; * best per row among unmarked figures)\n",
+    );
     for m in &g.machines {
         out.push_str(&format!(
             "  {}  {} · {} runs, latest {} ({})\n",
@@ -162,9 +191,12 @@ pub fn render(g: &Grid) -> String {
             let mut row = vec![label.clone(), unit.clone()];
             for (i, m) in g.machines.iter().enumerate() {
                 row.push(match m.figures.get(label) {
-                    Some((v, _)) => {
-                        format!("{}{}", figure(*v), if best == Some(i) { " *" } else { "" })
-                    }
+                    Some(f) => format!(
+                        "{}{}{}",
+                        figure(f.median),
+                        f.mark(),
+                        if best == Some(i) { " *" } else { "" }
+                    ),
                     None => "—".to_string(),
                 });
             }
@@ -174,7 +206,48 @@ pub fn render(g: &Grid) -> String {
     let head: Vec<&str> = head.iter().map(String::as_str).collect();
     out.push_str(&crate::report::table::render(&head, &rows));
     out.push('\n');
+    // The reasons do not fit the grid: one line each under it.
+    let mut marked = Vec::new();
+    for (label, _) in &g.labels {
+        for m in &g.machines {
+            if let Some(f) = m.figures.get(label).filter(|f| !f.mark().is_empty()) {
+                marked.push(format!(
+                    "  {} {label} on {}: {}\n",
+                    f.mark(),
+                    short(&m.id),
+                    crate::measure::quality::quote(
+                        format!("{} {}", figure(f.median), f.unit),
+                        f.quality,
+                        &f.quality_reasons
+                    )
+                ));
+            }
+        }
+    }
+    if !marked.is_empty() {
+        out.push_str(&format!(
+            "marked: {}\n",
+            crate::report::verdict::MARKS_LEGEND
+        ));
+        out.extend(marked);
+    }
     out
+}
+
+/// A stored run's sheet with every headline judged. Runs stored before headlines carried their
+/// verdict get it from the run's stored figures (loaded only then), so `machines`, `report`
+/// and `export` mark an old run's figures as they mark a new one's.
+pub fn judged_sheet(store: &Store, id: &str) -> Result<Vec<LabSheet>> {
+    let mut sheet = store.load_sheet(id)?;
+    if sheet
+        .iter()
+        .flat_map(|l| &l.headlines)
+        .any(|h| h.quality.is_none())
+    {
+        let doc = store.load_doc(id)?;
+        crate::report::verdict::judge_sheet(&mut sheet, &doc.results);
+    }
+    Ok(sheet)
 }
 
 pub fn machines(db: Option<&Path>) -> Result<()> {
@@ -196,13 +269,15 @@ pub fn render_html(g: &Grid, source: &str) -> String {
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>costlab: machines side by side</title>\
          <style>body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse}\
          td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}td:first-child,th:first-child{text-align:left}\
-         td.best{background:#e3f6e3;font-weight:bold}</style></head><body>\n",
+         td.best{background:#e3f6e3;font-weight:bold}td.marked{color:#b00020}</style></head><body>\n",
     );
     h.push_str(&format!(
         "<h1>Machines side by side</h1><p>From {}: each machine's latest run of each lab; \
          the best value per row is marked (lower is better for times and costs, higher for \
-         throughput and ratios).</p>\n<ul>",
-        esc(&redact(source))
+         throughput and ratios), among figures that are not themselves marked: {} (the reason \
+         is the cell's tooltip).</p>\n<ul>",
+        esc(&redact(source)),
+        esc(crate::report::verdict::MARKS_LEGEND)
     ));
     for m in &g.machines {
         h.push_str(&format!(
@@ -232,10 +307,20 @@ pub fn render_html(g: &Grid, source: &str) -> String {
         ));
         for (i, m) in g.machines.iter().enumerate() {
             match m.figures.get(label) {
-                Some((v, _)) if best == Some(i) => {
-                    h.push_str(&format!("<td class=\"best\">{} ★</td>", esc(&figure(*v))))
-                }
-                Some((v, _)) => h.push_str(&format!("<td>{}</td>", esc(&figure(*v)))),
+                Some(f) if best == Some(i) => h.push_str(&format!(
+                    "<td class=\"best\">{} ★</td>",
+                    esc(&figure(f.median))
+                )),
+                Some(f) if !f.mark().is_empty() => h.push_str(&format!(
+                    "<td class=\"marked\" title=\"{}\">{}{}</td>",
+                    esc(&crate::report::verdict::verdict_text(
+                        f.quality,
+                        &f.quality_reasons
+                    )),
+                    esc(&figure(f.median)),
+                    f.mark()
+                )),
+                Some(f) => h.push_str(&format!("<td>{}</td>", esc(&figure(f.median)))),
                 None => h.push_str("<td>—</td>"),
             }
         }

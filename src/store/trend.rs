@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use anyhow::Result;
 use serde::Serialize;
 
+use crate::measure::quality::Quality;
 use crate::report::sheet::figure;
 
 use super::Store;
@@ -151,12 +152,22 @@ fn median(v: &[f64]) -> f64 {
     }
 }
 
-/// One run's value of a figure.
-#[derive(Debug, Clone, Serialize)]
+/// One run's value of a figure, with that run's verdict on it.
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Point {
     pub run: String,
     pub started: String,
     pub median: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quality: Option<Quality>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub quality_reasons: Vec<String>,
+}
+
+impl Point {
+    fn mark(&self) -> &'static str {
+        self.quality.map_or("", Quality::mark)
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -167,6 +178,29 @@ pub struct Change {
     pub after: f64,
     pub change_pct: f64,
     pub p: f64,
+    /// A change is read from the runs on either side of it: it takes their worst verdict and
+    /// names each run that is not ok.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quality: Option<Quality>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub quality_reasons: Vec<String>,
+}
+
+/// The worst verdict of the runs a change compares, and one reason per run not ok.
+fn judge_change(runs: &[Point]) -> (Option<Quality>, Vec<String>) {
+    let q = runs.iter().filter_map(|p| p.quality).max();
+    let mut why = Vec::new();
+    for p in runs
+        .iter()
+        .filter(|p| p.quality.is_some_and(|q| q != Quality::Ok))
+    {
+        why.push(crate::measure::quality::quote(
+            format!("from run {}", p.run),
+            p.quality,
+            &p.quality_reasons,
+        ));
+    }
+    (q, why)
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -191,7 +225,10 @@ pub fn analyse(figure: &str, unit: &str, machine: &str, runs: Vec<Point>) -> Tre
         .map(|(i, c)| {
             let before = median(&x[bounds[i]..bounds[i + 1]]);
             let after = median(&x[bounds[i + 1]..bounds[i + 2]]);
+            let (quality, quality_reasons) = judge_change(&runs[bounds[i]..bounds[i + 2]]);
             Change {
+                quality,
+                quality_reasons,
                 run: runs[c.at].run.clone(),
                 started: runs[c.at].started.clone(),
                 before,
@@ -218,9 +255,18 @@ pub fn analyse(figure: &str, unit: &str, machine: &str, runs: Vec<Point>) -> Tre
 /// (figure, machine) -> (unit, points).
 pub type Series = BTreeMap<(String, String), (String, Vec<Point>)>;
 
+/// The part of a result's stored verdict column a trend reads.
+#[derive(Default, serde::Deserialize)]
+struct StoredVerdict {
+    #[serde(default)]
+    quality: Option<Quality>,
+    #[serde(default)]
+    quality_reasons: Vec<String>,
+}
+
 pub fn series(store: &Store) -> Result<Series> {
     let rows = store.read_rows(
-        "SELECT x.figure_id, r.machine_id, x.unit, r.id, r.started, x.summary
+        "SELECT x.figure_id, r.machine_id, x.unit, r.id, r.started, x.summary, x.verdict
          FROM results x JOIN runs r ON r.id = x.run_id
          ORDER BY r.started, r.id, x.seq",
     )?;
@@ -238,10 +284,13 @@ pub fn series(store: &Store) -> Result<Series> {
         if entry.1.last().is_some_and(|p| p.run == t(3)) {
             continue;
         }
+        let verdict: StoredVerdict = serde_json::from_str(&t(6)).unwrap_or_default();
         entry.1.push(Point {
             run: t(3),
             started: t(4),
             median,
+            quality: verdict.quality,
+            quality_reasons: verdict.quality_reasons,
         });
     }
     Ok(out)
@@ -299,15 +348,37 @@ pub fn render(trends: &[Trend]) -> String {
             ));
         }
         for c in &t.changes {
+            let mark = c.quality.map_or("", Quality::mark);
             out.push_str(&format!(
-                "  change at run {} ({}): median {} -> {} {} ({:+.1}%), p={:.3}\n",
+                "  change at run {} ({}): {}\n",
                 c.run,
                 c.started,
-                figure(c.before),
-                figure(c.after),
-                t.unit,
-                c.change_pct,
-                c.p
+                crate::measure::quality::quote(
+                    format!(
+                        "median {} -> {} {} ({:+.1}%){mark}, p={:.3}",
+                        figure(c.before),
+                        figure(c.after),
+                        t.unit,
+                        c.change_pct,
+                        c.p
+                    ),
+                    c.quality,
+                    &c.quality_reasons
+                )
+            ));
+        }
+        // The sparkline has no room for marks: each run whose figure is not ok, one line.
+        for p in t.runs.iter().filter(|p| !p.mark().is_empty()) {
+            out.push_str(&format!(
+                "  {} run {} ({}): {}\n",
+                p.mark(),
+                p.run,
+                p.started,
+                crate::measure::quality::quote(
+                    format!("{} {}", figure(p.median), t.unit),
+                    p.quality,
+                    &p.quality_reasons
+                )
             ));
         }
     }
@@ -353,13 +424,22 @@ pub fn render_html(trends: &[Trend]) -> String {
             pts.join(" ")
         ));
         for (i, v) in x.iter().enumerate() {
+            let p = &t.runs[i];
             h.push_str(&format!(
                 "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"#2060c0\"><title>{} {}</title></circle>",
                 px(i),
                 py(*v),
-                esc(&t.runs[i].run),
-                figure(*v)
+                esc(&p.run),
+                esc(&crate::measure::quality::quote(figure(*v), p.quality, &p.quality_reasons))
             ));
+            if !p.mark().is_empty() {
+                h.push_str(&format!(
+                    "<text class=\"verdict-mark\" x=\"{:.1}\" y=\"{:.1}\" font-size=\"13\" font-weight=\"bold\" fill=\"#b00020\">{}</text>",
+                    px(i) + 4.0,
+                    py(*v) - 4.0,
+                    p.mark()
+                ));
+            }
         }
         for c in &t.changes {
             if let Some(i) = t.runs.iter().position(|p| p.run == c.run) {
@@ -380,16 +460,30 @@ pub fn render_html(trends: &[Trend]) -> String {
             py(lo) + 4.0,
             figure(lo)
         ));
+        if t.runs.iter().any(|p| !p.mark().is_empty()) {
+            h.push_str(&format!(
+                "<p class=\"marks\">Marked runs: {}.</p>",
+                esc(crate::report::verdict::MARKS_LEGEND)
+            ));
+        }
         for c in &t.changes {
             h.push_str(&format!(
-                "<p>change at run <code>{}</code> ({}): {} → {} {} ({:+.1}%), p={:.3}</p>",
+                "<p>change at run <code>{}</code> ({}): {}</p>",
                 esc(&c.run),
                 esc(&c.started),
-                figure(c.before),
-                figure(c.after),
-                esc(&t.unit),
-                c.change_pct,
-                c.p
+                esc(&crate::measure::quality::quote(
+                    format!(
+                        "{} → {} {} ({:+.1}%){}, p={:.3}",
+                        figure(c.before),
+                        figure(c.after),
+                        t.unit,
+                        c.change_pct,
+                        c.quality.map_or("", Quality::mark),
+                        c.p
+                    ),
+                    c.quality,
+                    &c.quality_reasons
+                ))
             ));
         }
     }
@@ -457,6 +551,7 @@ mod tests {
                     run: format!("r{i:02}"),
                     started: String::new(),
                     median: *v,
+                    ..Default::default()
                 })
                 .collect(),
         );
@@ -499,6 +594,7 @@ mod tests {
                 run: format!("r{i}"),
                 started: format!("2026-01-{:02}T00:00:00Z", i + 1),
                 median: if i < 6 { 10.0 } else { 20.0 },
+                ..Default::default()
             })
             .collect();
         let t = analyse("f", "ns", "m", pts);
@@ -509,5 +605,45 @@ mod tests {
         assert!((c.change_pct - 100.0).abs() < 1e-9);
         assert!(sparkline(&t).contains('|'));
         assert!(render_html(&[t]).contains("class=\"change\""));
+    }
+
+    #[test]
+    fn a_disturbed_run_is_marked_and_the_change_across_it_inherits_its_verdict() {
+        let pts: Vec<Point> = (0..12)
+            .map(|i| Point {
+                run: format!("r{i}"),
+                started: format!("2026-01-{:02}T00:00:00Z", i + 1),
+                median: if i < 6 { 10.0 } else { 20.0 },
+                quality: Some(if i == 7 {
+                    Quality::Disturbed
+                } else {
+                    Quality::Ok
+                }),
+                quality_reasons: if i == 7 {
+                    vec!["other processes took 97% of CPU 1 during the samples".into()]
+                } else {
+                    vec![]
+                },
+            })
+            .collect();
+        let t = analyse("mem DRAM latency", "ns", "m", pts);
+        let c = &t.changes[0];
+        assert_eq!(c.quality, Some(Quality::Disturbed));
+        assert_eq!(
+            c.quality_reasons,
+            vec!["from run r7 (disturbed: other processes took 97% of CPU 1 during the samples)"]
+        );
+        let text = render(std::slice::from_ref(&t));
+        assert!(text.contains("(+100.0%)!, p="), "{text}");
+        assert!(
+            text.contains("  ! run r7 (2026-01-08T00:00:00Z): 20.0 ns (disturbed: other processes took 97% of CPU 1 during the samples)"),
+            "{text}"
+        );
+        let html = render_html(std::slice::from_ref(&t));
+        assert_eq!(html.matches("class=\"verdict-mark\"").count(), 1);
+        assert!(html.contains("Marked runs: ! disturbed"));
+        let json = serde_json::to_value(&t).unwrap();
+        assert_eq!(json["runs"][7]["quality"], "disturbed");
+        assert_eq!(json["changes"][0]["quality"], "disturbed");
     }
 }

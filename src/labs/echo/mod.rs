@@ -128,9 +128,21 @@ pub(super) fn add_model(
     match syscost::measure_terms_at(&SampleSpec::quick(), batches) {
         Ok(terms) => {
             let points: Vec<Observed> = observed.iter().map(|(_, o)| o.clone()).collect();
-            out.models
-                .push(model::build_model_with_cases(&terms, observed));
-            out.models.push(model::build_article_model(&terms, &points));
+            let mut refined = model::build_model_with_cases(&terms, observed);
+            let mut article = model::build_article_model(&terms, &points);
+            // Both models are checked against the server CPU the sweep measured: they are
+            // read from those figures and carry their verdicts.
+            let measured: Vec<&crate::report::ResultRow> = out
+                .results
+                .iter()
+                .filter(|r| {
+                    r.metric == "server_cpu_per_req" && observed.iter().any(|(c, _)| r.matches(c))
+                })
+                .collect();
+            crate::measure::quality::model_inherits(&mut refined, &measured);
+            crate::measure::quality::model_inherits(&mut article, &measured);
+            out.models.push(refined);
+            out.models.push(article);
         }
         Err(e) if crate::measure::cancel::requested() => return Err(e),
         Err(e) => out.notes.push(format!(
@@ -208,16 +220,28 @@ impl Lab for EchoLab {
             if let Some(b) = small {
                 want.insert("size".into(), b.into());
             }
-            out.push(Headline {
-                label: format!(
-                    "echo io_uring/epoll throughput, {conns} conn{}",
-                    if conns == 1 { "" } else { "s" }
-                ),
-                summary: s,
-                unit: "x".into(),
-                reading: reading(s, conns, o.find("batch", &want).map(|r| r.summary.median)),
-                ..Default::default()
-            });
+            // The ratio is read from both engines' throughput at these connections.
+            let sources: Vec<&crate::report::ResultRow> = o
+                .results
+                .iter()
+                .filter(|r| r.lab == LAB && r.metric == "throughput")
+                .filter(|r| ["uring", "epoll"].contains(&r.key("engine").as_str()))
+                .filter(|r| r.key("client") == client && num_key(r, "conns") as usize == conns)
+                .filter(|r| small.is_none_or(|b| num_key(r, "size") == b as u64))
+                .collect();
+            out.push(
+                Headline {
+                    label: format!(
+                        "echo io_uring/epoll throughput, {conns} conn{}",
+                        if conns == 1 { "" } else { "s" }
+                    ),
+                    summary: s,
+                    unit: "x".into(),
+                    reading: reading(s, conns, o.find("batch", &want).map(|r| r.summary.median)),
+                    ..Default::default()
+                }
+                .judged_by(&sources),
+            );
         }
         if let Some(h) = headline_at_size(o, client, 16 * 1024) {
             out.push(h);
@@ -278,6 +302,7 @@ pub(super) fn headline_at_size(o: &Outcome, client: &str, size: usize) -> Option
         .results
         .iter()
         .filter(|r| r.lab == LAB && r.metric == "throughput")
+        .filter(|r| ["uring", "epoll"].contains(&r.key("engine").as_str()))
         .filter(|r| num_key(r, "size") == size as u64 && r.key("client") == client)
         .filter(|r| num_key(r, "conns") as usize == conns)
         .collect();

@@ -110,8 +110,9 @@ pub fn render(o: &Outcome) -> String {
     let mut keys: Vec<(String, u64, u64)> = Vec::new();
     for r in o.results.iter().filter(|r| r.metric == "throughput") {
         let get = |m: &str| {
-            o.find(m, &r.case)
-                .map_or("—".to_string(), |x| format!("{:.1}", x.summary.median))
+            o.find(m, &r.case).map_or("—".to_string(), |x| {
+                format!("{:.1}{}", x.summary.median, crate::report::verdict::mark(x))
+            })
         };
         let conns = num_key(r, "conns");
         let size = num_key(r, "size");
@@ -121,7 +122,7 @@ pub fn render(o: &Outcome) -> String {
             r.key("client"),
             conns.to_string(),
             sizes::format_size(size),
-            r.summary.show(0),
+            format!("{}{}", r.summary.show(0), crate::report::verdict::mark(r)),
             get("p50"),
             get("p99"),
             get("p999"),

@@ -758,13 +758,17 @@ pub(super) fn little_model(rows: &[ResultRow], min_block: u64) -> Option<Model> 
             "the bus carried {gc:.1} GB/s for copy-nt, whose streaming stores wait for no reply: read ({gn:.1} GB/s at {n} threads) below copy-nt is the cores' limit, not the bus's; read reaches copy-nt where the bus fills first (many cores per memory channel)"
         ),
     ];
-    Some(Model {
+    let mut m = Model {
         lab: LAB.into(),
         name: "read per thread = lines in flight x 64 B / latency (Little's law)".into(),
         params,
         points: vec![point],
         verdict,
-    })
+    };
+    // Every term is a measured figure: one thread's and n threads' read, copy-nt, the idle and
+    // the loaded latency and the load's bandwidth.
+    crate::measure::quality::model_inherits(&mut m, &[r1, rn, nt, idle, heavy, heavy_bw]);
+    Some(m)
 }
 
 /// One op's bandwidth by thread count, for the scaling table and its reading.

@@ -407,13 +407,19 @@ pub fn headline(out: &Outcome) -> Option<crate::labs::Headline> {
         .map(|(d, l, b)| (*d, l.summary.median, b.summary.median))
         .collect();
     let (_, heavy, _) = idle_and_heaviest(&out.results, Traffic::Read.name())?;
-    Some(crate::labs::Headline {
-        label: "loaded DRAM latency".into(),
-        summary: heavy.summary,
-        unit: "ns".into(),
-        reading: reading(&flat)?,
-        ..Default::default()
-    })
+    // The reading is the whole curve's (idle against the heaviest load): every latency on it
+    // is an input.
+    let inputs: Vec<&crate::report::ResultRow> = pts.iter().map(|(_, l, _)| *l).collect();
+    Some(
+        crate::labs::Headline {
+            label: "loaded DRAM latency".into(),
+            summary: heavy.summary,
+            unit: "ns".into(),
+            reading: reading(&flat)?,
+            ..Default::default()
+        }
+        .judged_by(&inputs),
+    )
 }
 
 pub fn render(out: &Outcome) -> String {
@@ -429,8 +435,12 @@ pub fn render(out: &Outcome) -> String {
                 vec![
                     d.map_or("idle".into(), |d| d.to_string()),
                     lat.key("load_threads"),
-                    lat.summary.show(1),
-                    bw.summary.show(2),
+                    format!(
+                        "{}{}",
+                        lat.summary.show(1),
+                        crate::report::verdict::mark(lat)
+                    ),
+                    format!("{}{}", bw.summary.show(2), crate::report::verdict::mark(bw)),
                 ]
             })
             .collect();

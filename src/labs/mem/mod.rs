@@ -25,7 +25,7 @@ use crate::cli::{MemArgs, MemCommand};
 use crate::labs::{Ctx, Headline, Lab};
 use crate::machine::pages::mem_available;
 use crate::measure::sizes::human_size;
-use crate::measure::{cpus, Summary};
+use crate::measure::{cpus, quality, Summary};
 use crate::report::{Outcome, ResultRow};
 
 use crate::measure::region::PageKind;
@@ -259,17 +259,20 @@ pub fn headlines(out: &Outcome) -> Vec<Headline> {
                 .get("cache")
                 .and_then(Value::as_u64)
                 .map_or(String::new(), |c| format!(" (cache {})", human_size(c)));
-            h.push(Headline {
-                label: format!("{} latency", l.name()),
-                summary: r.summary,
-                unit: "ns".into(),
-                reading: format!(
-                    "a dependent load hitting {}{cache}: chase over {}",
-                    l.name(),
-                    human_size(block_of(r))
-                ),
-                ..Default::default()
-            });
+            h.push(
+                Headline {
+                    label: format!("{} latency", l.name()),
+                    summary: r.summary,
+                    unit: "ns".into(),
+                    reading: format!(
+                        "a dependent load hitting {}{cache}: chase over {}",
+                        l.name(),
+                        human_size(block_of(r))
+                    ),
+                    ..Default::default()
+                }
+                .judged_by(&[r]),
+            );
         }
     }
     if let Some(r) = level("DRAM", "4k") {
@@ -278,22 +281,25 @@ pub fn headlines(out: &Outcome) -> Vec<Headline> {
             .find_map(|k| level("DRAM", k).map(|x| (k, x)));
         let reading = match huge {
             Some((k, x)) => format!(
-                "random load at {} with 4 KiB pages; {:.0} ns with {k} pages",
+                "random load at {} with 4 KiB pages; {} with {k} pages",
                 human_size(block_of(r)),
-                x.summary.median
+                quality::quote_row(format!("{:.0} ns", x.summary.median), x)
             ),
             None => format!(
                 "random load at {} with 4 KiB pages",
                 human_size(block_of(r))
             ),
         };
-        h.push(Headline {
-            label: "DRAM latency".into(),
-            summary: r.summary,
-            unit: "ns".into(),
-            reading,
-            ..Default::default()
-        });
+        h.push(
+            Headline {
+                label: "DRAM latency".into(),
+                summary: r.summary,
+                unit: "ns".into(),
+                reading,
+                ..Default::default()
+            }
+            .judged_by(&[r]),
+        );
     }
     for op in ["read", "write"] {
         let mut rows: Vec<&ResultRow> = out
@@ -318,36 +324,46 @@ pub fn headlines(out: &Outcome) -> Vec<Headline> {
                         x.key("threads")
                     )
                 });
-            h.push(Headline {
-                label: format!("seq {op} bandwidth"),
-                summary: r.summary,
-                unit: "GB/s".into(),
-                reading: format!(
-                    "1 thread over {} with 4 KiB pages{more}",
-                    human_size(block_of(r))
-                ),
-                ..Default::default()
-            });
+            h.push(
+                Headline {
+                    label: format!("seq {op} bandwidth"),
+                    summary: r.summary,
+                    unit: "GB/s".into(),
+                    reading: format!(
+                        "1 thread over {} with 4 KiB pages{more}",
+                        human_size(block_of(r))
+                    ),
+                    ..Default::default()
+                }
+                .judged_by(&[r]),
+            );
         }
     }
     if let Some(t) = out.results.iter().find(|r| r.metric == "tlb_cost") {
         let hk = t.key("versus");
-        h.push(Headline {
-            label: "TLB cost per access".into(),
-            summary: t.summary,
-            unit: "ns".into(),
-            reading: format!(
-                "page walks: 4k minus {hk} for a random load at {}",
-                human_size(block_of(t))
-            ),
-            ..Default::default()
-        });
         let small = curve_rows(out, "4k")
             .into_iter()
             .find(|r| block_of(r) == block_of(t));
         let huge = curve_rows(out, &hk)
             .into_iter()
             .find(|r| block_of(r) == block_of(t));
+        // The difference of two chases: its own verdict and, whether or not the row inherited
+        // them when it was made, those of the chases it is taken from.
+        let inputs: Vec<&ResultRow> = small.into_iter().chain(huge).collect();
+        h.push(
+            Headline {
+                label: "TLB cost per access".into(),
+                summary: t.summary,
+                unit: "ns".into(),
+                reading: format!(
+                    "page walks: 4k minus {hk} for a random load at {}",
+                    human_size(block_of(t))
+                ),
+                quality: t.quality,
+                quality_reasons: t.quality_reasons.clone(),
+            }
+            .judged_by(&inputs),
+        );
         if let (Some(s), Some(x)) = (small, huge) {
             let cut: Vec<f64> = s
                 .samples
@@ -357,16 +373,19 @@ pub fn headlines(out: &Outcome) -> Vec<Headline> {
                 .map(|(a, b)| (1.0 - b / a) * 100.0)
                 .collect();
             if let Some(sum) = Summary::of(&cut) {
-                h.push(Headline {
-                    label: "huge-page latency cut".into(),
-                    summary: sum,
-                    unit: "%".into(),
-                    reading: format!(
-                        "huge pages ({hk}) cut random DRAM latency by {:.0}% here",
-                        sum.median
-                    ),
-                    ..Default::default()
-                });
+                h.push(
+                    Headline {
+                        label: "huge-page latency cut".into(),
+                        summary: sum,
+                        unit: "%".into(),
+                        reading: format!(
+                            "huge pages ({hk}) cut random DRAM latency by {:.0}% here",
+                            sum.median
+                        ),
+                        ..Default::default()
+                    }
+                    .judged_by(&[s, x]),
+                );
             }
         }
     }

@@ -166,7 +166,7 @@ fn render_scaling(rows: &[&ResultRow]) -> String {
     if curves.is_empty() {
         return String::new();
     }
-    let mad_pct = |name: &str, t: usize| {
+    let row_of = |name: &str, t: usize| {
         rows.iter()
             .find(|r| {
                 threads_of(r) == t
@@ -179,17 +179,21 @@ fn render_scaling(rows: &[&ResultRow]) -> String {
                         r.key("pages")
                     ) == name
             })
-            .map(|r| r.summary.mad / r.summary.median.max(1e-9) * 100.0)
+            .copied()
     };
+    let mad_pct =
+        |r: Option<&ResultRow>| r.map(|r| r.summary.mad / r.summary.median.max(1e-9) * 100.0);
     let mut table_rows = Vec::new();
     for (name, c) in &curves {
         let (t0, b0) = c[0];
         for &(t, b) in c {
+            let r = row_of(name, t);
             table_rows.push(vec![
                 name.clone(),
                 t.to_string(),
-                format!("{b:.2}"),
-                mad_pct(name, t).map_or("—".into(), |m| format!("{m:.1}%")),
+                // The figure's mark, as in the bandwidth grid.
+                format!("{b:.2}{}", r.map_or("", crate::report::verdict::mark)),
+                mad_pct(r).map_or("—".into(), |m| format!("{m:.1}%")),
                 format!("{:.2}x", b / b0.max(1e-9)),
                 format!("{:.2}x", t as f64 / t0 as f64),
                 format!("{:.2}", b / t as f64),
@@ -283,10 +287,12 @@ fn render_latency(out: &Outcome) -> String {
                 .map_or("—".to_string(), human_size);
             let mut cells = vec![level.name().to_string(), cache];
             for k in &kinds {
+                // The mark goes with the figure, as in the curve's grid above.
                 cells.push(of(k).map_or("—".into(), |r| {
                     format!(
-                        "{} @{}",
+                        "{}{} @{}",
                         fmt_summary(&r.summary, 1),
+                        crate::report::verdict::mark(r),
                         format_size(block_of(r))
                     )
                 }));
@@ -310,10 +316,17 @@ fn render_latency(out: &Outcome) -> String {
     }
     if let Some(t) = out.results.iter().find(|r| r.metric == "tlb_cost") {
         text += &format!(
-            "\nTLB cost per access at {}: {} ns (4k minus {})\n",
+            "\nTLB cost per access at {}: {}\n",
             human_size(block_of(t)),
-            fmt_summary(&t.summary, 1),
-            t.key("versus")
+            crate::measure::quality::quote_row(
+                format!(
+                    "{} ns{} (4k minus {})",
+                    fmt_summary(&t.summary, 1),
+                    crate::report::verdict::mark(t),
+                    t.key("versus")
+                ),
+                t
+            )
         );
     }
     text

@@ -387,13 +387,21 @@ fn slit_model(machine: &Machine, out: &Outcome) -> Option<Model> {
     }
     let mut params = serde_json::Map::new();
     params.insert("rule".into(), json!("remote = local x distance / 10"));
-    Some(Model {
+    let mut m = Model {
         lab: LAB.to_string(),
         name: "remote latency from SLIT distance".to_string(),
         params,
         points,
         verdict,
-    })
+    };
+    // Checked against every latency on the matrix, locals included.
+    let inputs: Vec<&crate::report::ResultRow> = out
+        .results
+        .iter()
+        .filter(|r| r.metric == "latency")
+        .collect();
+    crate::measure::quality::model_inherits(&mut m, &inputs);
+    Some(m)
 }
 
 /// The terminal rendering: the matrices, the placements, the model. Empty when nothing was
@@ -548,30 +556,35 @@ fn headlines(outcome: &Outcome) -> Vec<Headline> {
     let local = |i: &str| {
         lat.iter()
             .find(|r| r.key("cpu_node") == i && r.key("mem_node") == i)
-            .map(|r| r.summary)
+            .copied()
     };
     if let Some(worst) = lat
         .iter()
         .filter(|r| r.key("cpu_node") != r.key("mem_node"))
         .max_by(|a, b| a.summary.median.total_cmp(&b.summary.median))
     {
-        if let Some(l) = local(&worst.key("cpu_node")) {
-            out.push(Headline {
-                label: format!(
-                    "remote DRAM latency (node {} -> node {})",
-                    worst.key("cpu_node"),
-                    worst.key("mem_node")
-                ),
-                summary: worst.summary,
-                unit: "ns".to_string(),
-                reading: format!(
-                    "remote memory costs {:.2}x local here ({:.0} ns vs {:.0} ns)",
-                    worst.summary.median / l.median,
-                    worst.summary.median,
-                    l.median
-                ),
-                ..Default::default()
-            });
+        if let Some(local_row) = local(&worst.key("cpu_node")) {
+            let l = local_row.summary;
+            out.push(
+                Headline {
+                    label: format!(
+                        "remote DRAM latency (node {} -> node {})",
+                        worst.key("cpu_node"),
+                        worst.key("mem_node")
+                    ),
+                    summary: worst.summary,
+                    unit: "ns".to_string(),
+                    reading: format!(
+                        "remote memory costs {:.2}x local here ({:.0} ns vs {:.0} ns)",
+                        worst.summary.median / l.median,
+                        worst.summary.median,
+                        l.median
+                    ),
+                    ..Default::default()
+                }
+                // The ratio in the reading is remote over local: both are inputs.
+                .judged_by(&[worst, local_row]),
+            );
         }
     }
     let placed = |p: &str| {
@@ -587,22 +600,26 @@ fn headlines(outcome: &Outcome) -> Vec<Headline> {
             .into_iter()
             .max_by(|a, b| a.summary.median.total_cmp(&b.summary.median))
             .unwrap_or(bind);
-        out.push(Headline {
-            label: format!(
-                "read bandwidth, {} threads, best placement",
-                best.key("threads")
-            ),
-            summary: best.summary,
-            unit: "GB/s".to_string(),
-            reading: format!(
-                "{} wins: bind {:.1}, interleave {:.1}, first-touch by one thread {:.1} GB/s",
-                best.key("policy"),
-                bind.summary.median,
-                inter.summary.median,
-                ft.summary.median
-            ),
-            ..Default::default()
-        });
+        out.push(
+            Headline {
+                label: format!(
+                    "read bandwidth, {} threads, best placement",
+                    best.key("threads")
+                ),
+                summary: best.summary,
+                unit: "GB/s".to_string(),
+                reading: format!(
+                    "{} wins: bind {:.1}, interleave {:.1}, first-touch by one thread {:.1} GB/s",
+                    best.key("policy"),
+                    bind.summary.median,
+                    inter.summary.median,
+                    ft.summary.median
+                ),
+                ..Default::default()
+            }
+            // "wins" compares the three placements: each is an input.
+            .judged_by(&[bind, inter, ft]),
+        );
     }
     out
 }

@@ -650,21 +650,24 @@ pub fn headlines(out: &Outcome) -> Vec<Headline> {
         let Some(s) = Summary::of(&ratios) else {
             continue;
         };
-        h.push(Headline {
-            label: format!("{} {} vs pinned", w.name(), bad.key("placement")),
-            summary: s,
-            unit: "x".into(),
-            reading: format!(
-                "{} {}: {:.2}x the pinned throughput ({} vs {} {})",
-                w.name(),
-                bad.key("placement"),
-                s.median,
-                table::figure(bad.summary.median),
-                table::figure(pinned.summary.median),
-                pinned.unit
-            ),
-            ..Default::default()
-        });
+        h.push(
+            Headline {
+                label: format!("{} {} vs pinned", w.name(), bad.key("placement")),
+                summary: s,
+                unit: "x".into(),
+                reading: format!(
+                    "{} {}: {:.2}x the pinned throughput ({} vs {} {})",
+                    w.name(),
+                    bad.key("placement"),
+                    s.median,
+                    table::figure(bad.summary.median),
+                    table::figure(pinned.summary.median),
+                    pinned.unit
+                ),
+                ..Default::default()
+            }
+            .judged_by(&[bad, pinned]),
+        );
     }
     h
 }

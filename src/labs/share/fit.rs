@@ -58,13 +58,17 @@ pub(super) fn usl_models(v: Variant, rows: &[ResultRow]) -> Vec<Model> {
                     unit: "Mop/s".into(),
                 })
                 .collect();
-            Model {
+            let mut m = Model {
                 lab: LAB.into(),
                 name: format!("USL {} ({})", v.name(), f.shape.label()),
                 params,
                 points: model_points,
                 verdict: usl_verdict(v, &f, &pts),
-            }
+            };
+            // The fit is read from every point of the curve.
+            let inputs: Vec<&ResultRow> = pts.iter().map(|(_, r)| r).collect();
+            crate::measure::quality::model_inherits(&mut m, &inputs);
+            m
         })
         .collect()
 }

@@ -254,13 +254,16 @@ pub fn headlines(outcome: &Outcome) -> Vec<Headline> {
                 r.summary.median, r.threads
             )
         };
-        out.push(Headline {
-            label: format!("{label} (T={})", r.threads),
-            summary: r.summary,
-            unit: "x".into(),
-            reading,
-            ..Default::default()
-        });
+        out.push(
+            Headline {
+                label: format!("{label} (T={})", r.threads),
+                summary: r.summary,
+                unit: "x".into(),
+                reading,
+                ..Default::default()
+            }
+            .judged_by(&[&r.inputs[0], &r.inputs[1]]),
+        );
     }
     if let Some((a, b, row)) = c2c_rows(outcome).into_iter().next() {
         out.push(Headline {
@@ -272,7 +275,8 @@ pub fn headlines(outcome: &Outcome) -> Vec<Headline> {
                 row.summary.median
             ),
             ..Default::default()
-        });
+        }
+        .judged_by(&[row]));
     }
     out
 }

@@ -10,6 +10,8 @@ pub struct Ratio {
     pub worse: Variant,
     pub threads: usize,
     pub summary: Summary,
+    /// The two figures the ratio is taken from: its verdict is the worse of theirs.
+    pub inputs: [ResultRow; 2],
 }
 
 pub(super) fn ratio(outcome: &Outcome, better: Variant, worse: Variant) -> Option<Ratio> {
@@ -25,6 +27,7 @@ pub(super) fn ratio(outcome: &Outcome, better: Variant, worse: Variant) -> Optio
         worse,
         threads: t,
         summary: Summary::of(&ratios)?,
+        inputs: [ra.clone(), rb.clone()],
     })
 }
 
@@ -112,13 +115,23 @@ pub(super) fn render_cases(outcome: &Outcome, variants: &[Variant]) -> String {
     );
     s += "\n";
     for r in ratios(outcome) {
+        // A ratio of figures that are not ok says so, naming them.
+        let (q, why) = crate::measure::quality::worst_of(&[&r.inputs[0], &r.inputs[1]]);
         s += &format!(
-            "at T={}: {} runs {:.2}x the throughput of {} (paired samples, {})\n",
+            "at T={}: {}\n",
             r.threads,
-            r.better.name(),
-            r.summary.median,
-            r.worse.name(),
-            r.summary.show(2)
+            crate::measure::quality::quote(
+                format!(
+                    "{} runs {:.2}x{} the throughput of {} (paired samples, {})",
+                    r.better.name(),
+                    r.summary.median,
+                    q.map_or("", |q| q.mark()),
+                    r.worse.name(),
+                    r.summary.show(2)
+                ),
+                q,
+                &why
+            )
         );
     }
     s += WHY;

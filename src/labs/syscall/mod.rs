@@ -143,18 +143,8 @@ pub fn run_plan(plan: &Plan, ctx: &Ctx) -> Result<Outcome> {
         };
     let m = syscost::measure_all(&plan.spec, &plan.batches, &mut runner)?;
     bar.finish_and_clear();
-    let mut outcome = outcome_from(&m, &ctx.machine.mitigations.detail())?;
+    let mut outcome = outcome_from(&m, &ctx.machine.mitigations.detail(), &judged)?;
     outcome.notes.extend(step_notes);
-    for row in outcome.results.iter_mut() {
-        if let Some(j) = judged
-            .iter()
-            .find(|j| j.case == row.case && j.samples == row.samples)
-        {
-            row.conditions = j.conditions.clone();
-            row.quality = j.quality;
-            row.quality_reasons = j.quality_reasons.clone();
-        }
-    }
     for (keys, r) in &readings {
         for row in outcome.results.iter_mut() {
             if keys
@@ -169,8 +159,10 @@ pub fn run_plan(plan: &Plan, ctx: &Ctx) -> Result<Outcome> {
 }
 
 /// The outcome of a set of measurements: a latency row per call and batch, the "syscall
-/// cost terms" model, and a note when io_uring could not be measured.
-pub fn outcome_from(m: &Measurements, mitigations: &str) -> Result<Outcome> {
+/// cost terms" model, and a note when io_uring could not be measured. Each row takes the
+/// conditions and verdict of its figure in `judged` (the attempts kept), before the model is
+/// built, so the model's terms carry their figures' verdicts.
+pub fn outcome_from(m: &Measurements, mitigations: &str, judged: &[ResultRow]) -> Result<Outcome> {
     let mut o = Outcome::default();
     for f in &m.figures {
         o.push(
@@ -190,11 +182,22 @@ pub fn outcome_from(m: &Measurements, mitigations: &str) -> Result<Outcome> {
             samples.clone(),
         );
     }
+    for row in o.results.iter_mut() {
+        if let Some(j) = judged
+            .iter()
+            .find(|j| j.case == row.case && j.samples == row.samples)
+        {
+            row.conditions = j.conditions.clone();
+            row.quality = j.quality;
+            row.quality_reasons = j.quality_reasons.clone();
+        }
+    }
     if let Some(note) = unaligned_note(m) {
         o.notes.push(note);
     }
     let terms = syscost::terms_from(m)?;
-    o.models.push(terms::model(&terms, m, mitigations));
+    o.models
+        .push(terms::model(&terms, m, mitigations, &o.results));
     if let Some(why) = &m.uring_unsupported {
         o.notes
             .push(format!("io_uring figures unsupported here: {why}"));
@@ -358,31 +361,37 @@ pub fn headlines(o: &Outcome) -> Vec<Headline> {
         .and_then(|m| m.params.get("mitigations"))
         .and_then(|v| v.as_str())
         .unwrap_or("mitigation state unknown");
-    h.push(Headline {
-        label: "syscall s (raw getppid)".into(),
-        summary: s,
-        unit: "ns".into(),
-        reading: format!(
-            "entering and leaving the kernel costs {} here, with {mitig}",
-            human_ns(s.median)
-        ),
-        ..Default::default()
-    });
+    h.push(
+        Headline {
+            label: "syscall s (raw getppid)".into(),
+            summary: s,
+            unit: "ns".into(),
+            reading: format!(
+                "entering and leaving the kernel costs {} here, with {mitig}",
+                human_ns(s.median)
+            ),
+            ..Default::default()
+        }
+        .judged_by(&[s_row]),
+    );
     for (call, what) in [("tcp-send", "send"), ("tcp-recv", "recv")] {
         if let Some(r) = row(o, call, 1) {
             let w: Vec<f64> = r.samples.iter().map(|x| x - s.median).collect();
             if let Some(ws) = Summary::of(&w) {
-                h.push(Headline {
-                    label: format!("w {what} (16 B loopback TCP, beyond s)"),
-                    summary: ws,
-                    unit: "ns".into(),
-                    reading: format!(
-                        "a 16-byte {what} does {} of kernel work beyond the switch, {:.1}x s",
-                        human_ns(ws.median),
-                        ws.median / s.median.max(1e-9)
-                    ),
-                    ..Default::default()
-                });
+                h.push(
+                    Headline {
+                        label: format!("w {what} (16 B loopback TCP, beyond s)"),
+                        summary: ws,
+                        unit: "ns".into(),
+                        reading: format!(
+                            "a 16-byte {what} does {} of kernel work beyond the switch, {:.1}x s",
+                            human_ns(ws.median),
+                            ws.median / s.median.max(1e-9)
+                        ),
+                        ..Default::default()
+                    }
+                    .judged_by(&[r, s_row]),
+                );
             }
         }
     }
@@ -397,45 +406,54 @@ pub fn headlines(o: &Outcome) -> Vec<Headline> {
         nops.iter().max_by_key(by_batch),
     ) {
         let t1 = first.summary;
-        h.push(Headline {
-            label: format!("io_uring t({}) NOP per op", first.key("batch")),
-            summary: t1,
-            unit: "ns".into(),
-            reading: format!(
-                "one NOP per io_uring_enter costs {}, {:.1}x a null syscall",
-                human_ns(t1.median),
-                t1.median / s.median.max(1e-9)
-            ),
-            ..Default::default()
-        });
-        if last.key("batch") != first.key("batch") {
-            let tn = last.summary;
-            h.push(Headline {
-                label: format!("io_uring t({}) NOP per op", last.key("batch")),
-                summary: tn,
+        h.push(
+            Headline {
+                label: format!("io_uring t({}) NOP per op", first.key("batch")),
+                summary: t1,
                 unit: "ns".into(),
                 reading: format!(
+                    "one NOP per io_uring_enter costs {}, {:.1}x a null syscall",
+                    human_ns(t1.median),
+                    t1.median / s.median.max(1e-9)
+                ),
+                ..Default::default()
+            }
+            .judged_by(&[first, s_row]),
+        );
+        if last.key("batch") != first.key("batch") {
+            let tn = last.summary;
+            h.push(
+                Headline {
+                    label: format!("io_uring t({}) NOP per op", last.key("batch")),
+                    summary: tn,
+                    unit: "ns".into(),
+                    reading: format!(
                     "{} NOPs per enter cut the per-op cost to {}, {:.0}x less than one per enter",
                     last.key("batch"),
                     human_ns(tn.median),
                     t1.median / tn.median.max(1e-9)
                 ),
-                ..Default::default()
-            });
+                    ..Default::default()
+                }
+                .judged_by(&[last, first]),
+            );
         }
     }
     if let Some(c) = row(o, "clock_gettime", 1) {
-        h.push(Headline {
-            label: "vDSO clock_gettime".into(),
-            summary: c.summary,
-            unit: "ns".into(),
-            reading: format!(
-                "a vDSO call stays in user space: {}, {:.0}x cheaper than a null syscall",
-                human_ns(c.summary.median),
-                s.median / c.summary.median.max(1e-9)
-            ),
-            ..Default::default()
-        });
+        h.push(
+            Headline {
+                label: "vDSO clock_gettime".into(),
+                summary: c.summary,
+                unit: "ns".into(),
+                reading: format!(
+                    "a vDSO call stays in user space: {}, {:.0}x cheaper than a null syscall",
+                    human_ns(c.summary.median),
+                    s.median / c.summary.median.max(1e-9)
+                ),
+                ..Default::default()
+            }
+            .judged_by(&[c, s_row]),
+        );
     }
     h
 }
@@ -444,6 +462,7 @@ pub fn headlines(o: &Outcome) -> Vec<Headline> {
 mod tests {
     use super::*;
     use crate::error::exit_code;
+    use crate::measure::quality::Quality;
 
     #[test]
     fn batches_parse_and_bad_ones_exit_2() {
@@ -490,13 +509,76 @@ mod tests {
         let note = unaligned_note(&m).unwrap();
         assert!(note.contains("44000 ns against 11000 ns"), "{note}");
         assert!(note.contains("(4.00x)"), "{note}");
-        let o = outcome_from(&m, "mitigations=off").unwrap();
+        let o = outcome_from(&m, "mitigations=off", &[]).unwrap();
         assert!(o.notes.iter().any(|n| n == &note));
     }
 
     #[test]
+    fn a_disturbed_s_is_said_wherever_the_model_and_the_sheet_price_from_it() {
+        let m = fake();
+        let mut judged = outcome_from(&m, "mitigations=off", &[]).unwrap().results;
+        let why = "other processes took 97% of CPU 1 during the samples";
+        for r in judged.iter_mut() {
+            let getppid = r.key("call") == "getppid";
+            r.quality = Some(if getppid {
+                Quality::Disturbed
+            } else {
+                Quality::Ok
+            });
+            r.quality_reasons = if getppid { vec![why.into()] } else { vec![] };
+        }
+        let o = outcome_from(&m, "mitigations=off", &judged).unwrap();
+        let v = &o.models[0].verdict;
+        let getppid = "syscall call=getppid batch=1 latency";
+        // The model opens with what it is read from.
+        assert!(
+            v[0].starts_with("! disturbed: read from figures that are not ok")
+                && v[0].contains(&format!("from its input {getppid}: disturbed ({why})")),
+            "{v:?}"
+        );
+        assert!(
+            v.iter()
+                .any(|l| l == &format!("s = 100.0 ns (disturbed: {why}) with mitigations=off")),
+            "{v:?}"
+        );
+        // E is not read from s; the comparison with s quotes s with its verdict.
+        let enter = v
+            .iter()
+            .find(|l| l.starts_with("an io_uring_enter costs"))
+            .unwrap();
+        assert!(
+            enter.contains(&format!("a null syscall's s = 100 ns (disturbed: {why})")),
+            "{enter}"
+        );
+        // w is derived from s: it names s as the input that disturbs it.
+        let w = v.iter().find(|l| l.starts_with("w_send")).unwrap();
+        assert!(
+            w.contains(&format!(
+                "(disturbed: from its input {getppid}: disturbed ({why}))"
+            )),
+            "{w}"
+        );
+        // The sheet: s is marked, every line read against s inherits and names it; t(16)
+        // against t(1) is read from neither and stays ok.
+        let mut h = headlines(&o);
+        crate::report::verdict::follow(&mut h, &o.results);
+        for line in &h {
+            let against_s = !line.label.starts_with("io_uring t(16)");
+            assert_eq!(
+                line.quality == Some(Quality::Disturbed),
+                against_s,
+                "{}",
+                line.label
+            );
+            assert_eq!(line.reading.starts_with("not read: disturbed"), against_s);
+        }
+        assert_eq!(h[0].quality_reasons, vec![why.to_string()]);
+        assert!(h[1].quality_reasons[0].starts_with(&format!("from its input {getppid}")));
+    }
+
+    #[test]
     fn outcome_model_and_headlines_from_fake_measurements() {
-        let o = outcome_from(&fake(), "mitigations=off").unwrap();
+        let o = outcome_from(&fake(), "mitigations=off", &[]).unwrap();
         assert_eq!(o.results.len(), 16);
         assert!(o
             .results
@@ -536,7 +618,7 @@ mod tests {
         let mut m = fake();
         m.figures.retain(|f| !f.call.starts_with("uring"));
         m.uring_unsupported = Some("io_uring_setup: EPERM".into());
-        let o = outcome_from(&m, "x").unwrap();
+        let o = outcome_from(&m, "x", &[]).unwrap();
         assert!(o.notes[0].contains("EPERM"));
         assert_eq!(
             o.models[0].params["uring_unsupported"],

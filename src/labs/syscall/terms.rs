@@ -4,8 +4,9 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::measure::quality;
 use crate::measure::syscost::{CostTerms, Measurements};
-use crate::report::{Model, ModelPoint};
+use crate::report::{Model, ModelPoint, ResultRow};
 
 /// Least-squares fit of y = a + b / n over (n, y); None with fewer than two distinct n.
 pub fn fit_amortized(points: &[(u32, f64)]) -> Option<(f64, f64)> {
@@ -32,8 +33,30 @@ fn by_batch(v: &[(u32, crate::measure::Summary)]) -> Value {
 
 /// The model: params (the terms), points (io_uring per-op cost by batch, fitted beside
 /// measured), verdicts (the fits in words, E against s).
-pub fn model(terms: &CostTerms, m: &Measurements, mitigations: &str) -> Model {
+///
+/// `rows` are the judged figures the terms come from: a term quoted from a figure (or derived
+/// from figures) that is not ok says so where it is quoted, and the model's first verdict line
+/// names the inputs that are not ok (`measure::quality`).
+pub fn model(terms: &CostTerms, m: &Measurements, mitigations: &str, rows: &[ResultRow]) -> Model {
     let s = terms.s();
+    let of = |call: &str, batch: Option<u32>| -> Vec<&ResultRow> {
+        rows.iter()
+            .filter(|r| {
+                r.key("call") == call
+                    && !r.case.contains_key("size")
+                    && batch.is_none_or(|b| r.key("batch") == b.to_string())
+            })
+            .collect()
+    };
+    let s_rows = of("getppid", Some(1));
+    // A term derived from figures: quoted with their worst verdict, naming them.
+    let say = |text: String, inputs: &[&ResultRow]| -> String {
+        let (q, why) = quality::worst_of(inputs);
+        quality::quote(text, q, &why)
+    };
+    let with_s = |call: &str, batch: Option<u32>| -> Vec<&ResultRow> {
+        s_rows.iter().copied().chain(of(call, batch)).collect()
+    };
     let mut p = Map::new();
     p.insert("s_ns".into(), r1(s));
     p.insert("mitigations".into(), json!(mitigations));
@@ -58,21 +81,39 @@ pub fn model(terms: &CostTerms, m: &Measurements, mitigations: &str) -> Model {
     }
 
     let mut points = Vec::new();
-    let mut verdict = vec![format!("s = {s:.1} ns with {mitigations}")];
+    // s is the getppid figure itself: quoted with its own verdict.
+    let s_text = match s_rows.first() {
+        Some(r) => quality::quote_row(format!("s = {s:.1} ns"), r),
+        None => format!("s = {s:.1} ns"),
+    };
+    let mut verdict = vec![format!("{s_text} with {mitigations}")];
     verdict.push(format!(
-        "w_send = {:.0} ns, w_recv = {:.0} ns: a 16-byte loopback send and recv cost s + w each",
-        terms.w_send_ns.median, terms.w_recv_ns.median
+        "{}: a 16-byte loopback send and recv cost s + w each",
+        say(
+            format!(
+                "w_send = {:.0} ns, w_recv = {:.0} ns",
+                terms.w_send_ns.median, terms.w_recv_ns.median
+            ),
+            &[with_s("tcp-send", Some(1)), of("tcp-recv", Some(1))].concat()
+        )
     ));
     if let Some(w) = &terms.wake_ns {
         p.insert("wake_ns".into(), r1(w.median));
         verdict.push(format!(
-            "waking a peer asleep in recv adds {:.0} ns to a send (tcp-send-wake - tcp-send)",
-            w.median
+            "waking a peer asleep in recv adds {} to a send (tcp-send-wake - tcp-send)",
+            say(
+                format!("{:.0} ns", w.median),
+                &[of("tcp-send-wake", None), of("tcp-send", Some(1))].concat()
+            )
         ));
     }
     if let Some(t) = terms.article_t() {
         verdict.push(format!(
-            "t (article's sense: a recv and a send through io_uring at batch 1, beyond s) = {t:.0} ns"
+            "t (article's sense: a recv and a send through io_uring at batch 1, beyond s) = {}",
+            say(
+                format!("{t:.0} ns"),
+                &[with_s("uring-send", Some(1)), of("uring-recv", Some(1))].concat()
+            )
         ));
     }
     for (call, v) in [
@@ -113,15 +154,25 @@ pub fn model(terms: &CostTerms, m: &Measurements, mitigations: &str) -> Model {
                 meds.len()
             )
         };
+        let fitted = of(call, None);
         verdict.push(format!(
-            "{call}: {a:.0} ns per op + {e:.0} ns per enter / n; worst batch off by {:.0}%: {fits}",
+            "{call}: {}; worst batch off by {:.0}%: {fits}",
+            say(
+                format!("{a:.0} ns per op + {e:.0} ns per enter / n"),
+                &fitted
+            ),
             worst * 100.0
         ));
         if call == "uring-nop" {
             verdict.push(format!(
-                "an io_uring_enter costs {e:.0} ns, {:.1}x a null syscall's s = {s:.0} ns \
+                "an io_uring_enter costs {}, {:.1}x a null syscall's {} \
                  (the switch plus io_uring's own fixed work)",
-                e / s.max(1e-9)
+                say(format!("{e:.0} ns"), &fitted),
+                e / s.max(1e-9),
+                match s_rows.first() {
+                    Some(r) => quality::quote_row(format!("s = {s:.0} ns"), r),
+                    None => format!("s = {s:.0} ns"),
+                }
             ));
         }
     }
@@ -145,23 +196,31 @@ pub fn model(terms: &CostTerms, m: &Measurements, mitigations: &str) -> Model {
             });
         }
         let worst = f.worst_miss();
+        let sized: Vec<&ResultRow> = rows
+            .iter()
+            .filter(|r| r.key("call") == call && r.case.contains_key("size"))
+            .collect();
         verdict.push(format!(
-            "{call} of B bytes: {:.0} ns + {:.3} ns/B x B ({:.1} GB/s of copy and stack), fitted over {} sizes; worst size off by {:.0}%{}",
-            f.fixed_ns,
-            f.per_byte_ns,
+            "{call} of B bytes: {} ({:.1} GB/s of copy and stack), fitted over {} sizes; worst size off by {:.0}%{}",
+            say(
+                format!("{:.0} ns + {:.3} ns/B x B", f.fixed_ns, f.per_byte_ns),
+                &sized
+            ),
             1.0 / f.per_byte_ns.max(1e-9),
             f.points.len(),
             worst * 100.0,
             if worst <= 0.25 { ": holds" } else { ": the cost is not a straight line in B here (caches, segmenting)" }
         ));
     }
-    Model {
+    let mut model = Model {
         lab: "syscall".into(),
         name: "syscall cost terms".into(),
         params: p,
         points,
         verdict,
-    }
+    };
+    quality::model_inherits(&mut model, &rows.iter().collect::<Vec<_>>());
+    model
 }
 
 #[cfg(test)]
@@ -246,21 +305,21 @@ mod tests {
             (4, spread(100.0, 5.0)),
             (16, spread(300.0, 5.0)),
         ];
-        let v = model(&terms_with_nop(kinked.clone()), &m, "x").verdict;
+        let v = model(&terms_with_nop(kinked.clone()), &m, "x", &[]).verdict;
         assert!(v.iter().any(|l| l.contains("does not hold at")), "{v:?}");
         // The same medians with spreads wider than the miss: noise, said so.
         let noisy: Vec<_> = kinked
             .iter()
             .map(|(n, s)| (*n, spread(s.median, 400.0)))
             .collect();
-        let v = model(&terms_with_nop(noisy), &m, "x").verdict;
+        let v = model(&terms_with_nop(noisy), &m, "x", &[]).verdict;
         assert!(v.iter().any(|l| l.contains("too noisy to judge")), "{v:?}");
         // On the line: holds, and E is compared with s.
         let line = [1u32, 4, 16]
             .iter()
             .map(|&n| (n, spread(40.0 + 360.0 / f64::from(n), 1.0)))
             .collect();
-        let model = model(&terms_with_nop(line), &m, "x");
+        let model = model(&terms_with_nop(line), &m, "x", &[]);
         assert!(model.verdict.iter().any(|l| l.contains("holds")));
         assert!(model.verdict.iter().any(|l| l.contains("360 ns, 3.6x")));
         assert_eq!(model.points.len(), 3);

@@ -26,7 +26,7 @@ use crate::labs::{Ctx, Headline, Lab};
 use crate::measure::conditions::Watch;
 use crate::measure::sizes::{human_size, parse_size_list};
 use crate::measure::{cpus, sample_fn, stats, syscost, SampleSpec, Summary};
-use crate::report::{progress, table, Model, ModelPoint, Outcome};
+use crate::report::{progress, table, Model, ModelPoint, Outcome, ResultRow};
 
 use model::{Costs, Method};
 use transfer::{Endpoint, SourceFile};
@@ -314,13 +314,21 @@ pub fn execute(plan: &Plan, ctx: &Ctx) -> Result<Outcome> {
         params.insert(format!("copy_ns_per_byte_{size}"), json!(c));
     }
     let verdict = verdict(&out, &model_points, &copy_cost, call_ns);
-    out.models.push(Model {
+    let mut m = Model {
         lab: LAB.into(),
         name: "sender CPU per GB = bytes copied x copy cost + calls x call cost (s)".into(),
         params,
         points: model_points,
         verdict,
-    });
+    };
+    // Checked against the measured sender CPU of every method and size.
+    let measured: Vec<&ResultRow> = out
+        .results
+        .iter()
+        .filter(|r| r.metric == "sender_cpu_per_gb")
+        .collect();
+    crate::measure::quality::model_inherits(&mut m, &measured);
+    out.models.push(m);
     if plan.links.contains(&Link::Loopback) {
         out.notes.push(
             "loopback: the kernel copies zero-copy sends into the receiver's socket anyway (a local receiver cannot keep the sender's pages), and says so with SO_EE_CODE_ZEROCOPY_COPIED / IORING_NOTIF_USAGE_ZC_COPIED; the loopback receive path runs in softirq on the sending CPU, so part of the receive cost counts as the sender's"
@@ -515,7 +523,9 @@ pub fn headlines(out: &Outcome) -> Vec<Headline> {
                     sf.summary.median
                 ),
                 ..Default::default()
-            });
+            }
+            // The reading is the ratio of the two methods: both are inputs.
+            .judged_by(&[sf, rw]));
         }
     }
     for m in [Method::MsgZerocopy, Method::UringSendZc] {
@@ -532,26 +542,30 @@ pub fn headlines(out: &Outcome) -> Vec<Headline> {
         let Some(s) = Summary::of(&all) else { continue };
         let mut links: Vec<String> = rows.iter().map(|r| r.key("link")).collect();
         links.dedup();
-        h.push(Headline {
-            label: format!("{} sent without a copy", m.name()),
-            summary: s,
-            unit: "fraction".into(),
-            reading: format!(
-                "on {}: the kernel {} ({})",
-                links.join(" and "),
-                if s.max < 0.01 {
-                    "copied every send and said so"
-                } else {
-                    "kept the sender's pages for part of the sends"
-                },
-                if m == Method::MsgZerocopy {
-                    "SO_EE_CODE_ZEROCOPY_COPIED"
-                } else {
-                    "IORING_NOTIF_USAGE_ZC_COPIED"
-                }
-            ),
-            ..Default::default()
-        });
+        h.push(
+            Headline {
+                label: format!("{} sent without a copy", m.name()),
+                summary: s,
+                unit: "fraction".into(),
+                reading: format!(
+                    "on {}: the kernel {} ({})",
+                    links.join(" and "),
+                    if s.max < 0.01 {
+                        "copied every send and said so"
+                    } else {
+                        "kept the sender's pages for part of the sends"
+                    },
+                    if m == Method::MsgZerocopy {
+                        "SO_EE_CODE_ZEROCOPY_COPIED"
+                    } else {
+                        "IORING_NOTIF_USAGE_ZC_COPIED"
+                    }
+                ),
+                ..Default::default()
+            }
+            // Pooled over every link's samples: each link's figure is an input.
+            .judged_by(&rows),
+        );
         let _ = first;
     }
     h

@@ -4,6 +4,8 @@
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
+use crate::measure::quality::Quality;
+
 use super::{esc, num, Chart};
 use crate::report::{Doc, ResultRow};
 
@@ -36,14 +38,18 @@ pub fn chart(doc: &Doc) -> Chart {
         };
         return Chart::skipped(ID, TITLE, why);
     }
-    let cell = |r: &ResultRow| -> Option<(i64, i64, f64)> {
+    // Each cell carries its figure's verdict: a marked cell shows its mark and says why.
+    let cell = |r: &ResultRow| -> Option<(i64, i64, f64, Option<Quality>)> {
         Some((
             num(r.case.get("from"))? as i64,
             num(r.case.get("to"))? as i64,
             r.summary.median,
+            r.quality.filter(|q| *q != Quality::Ok),
         ))
     };
-    let cells: Vec<(i64, i64, f64)> = rows.iter().filter_map(|r| cell(r)).collect();
+    let cells: Vec<(i64, i64, f64, Option<Quality>)> =
+        rows.iter().filter_map(|r| cell(r)).collect();
+    let marked = cells.iter().any(|c| c.3.is_some());
     let cpus: Vec<i64> = cells
         .iter()
         .flat_map(|c| [c.0, c.1])
@@ -68,7 +74,7 @@ pub fn chart(doc: &Doc) -> Chart {
         o,
         r#"<text x="{left}" y="22" font-size="15" font-weight="bold">{TITLE}</text>"#
     );
-    for (from, to, v) in &cells {
+    for (from, to, v, q) in &cells {
         let (Some(i), Some(j)) = (
             cpus.iter().position(|c| c == from),
             cpus.iter().position(|c| c == to),
@@ -80,14 +86,23 @@ pub fn chart(doc: &Doc) -> Chart {
         let y = top + size * i as f64;
         let _ = write!(
             o,
-            r##"<rect x="{x:.1}" y="{y:.1}" width="{size:.1}" height="{size:.1}" fill="{}" stroke="#fff"><title>CPU {from} to CPU {to}: {v:.1} {}</title></rect>"##,
+            r##"<rect x="{x:.1}" y="{y:.1}" width="{size:.1}" height="{size:.1}" fill="{}" stroke="#fff"><title>CPU {from} to CPU {to}: {v:.1} {}{}</title></rect>"##,
             color(t),
-            esc(&unit)
+            esc(&unit),
+            q.map_or(String::new(), |q| format!(" ({})", q.word()))
         );
+        let mark = q.map_or("", Quality::mark);
         if size >= 34.0 {
             let _ = write!(
                 o,
-                r#"<text x="{:.1}" y="{:.1}" font-size="10" text-anchor="middle">{v:.0}</text>"#,
+                r#"<text x="{:.1}" y="{:.1}" font-size="10" text-anchor="middle">{v:.0}{mark}</text>"#,
+                x + size / 2.0,
+                y + size / 2.0 + 3.0
+            );
+        } else if !mark.is_empty() {
+            let _ = write!(
+                o,
+                r##"<text class="verdict-mark" x="{:.1}" y="{:.1}" font-size="10" font-weight="bold" fill="#b00020" text-anchor="middle">{mark}</text>"##,
                 x + size / 2.0,
                 y + size / 2.0 + 3.0
             );
@@ -142,7 +157,12 @@ pub fn chart(doc: &Doc) -> Chart {
         TITLE,
         o,
         format!(
-            "Darker is slower: {lo:.0}–{hi:.0} {unit}. CPUs that share a core or a cache hand a line over fastest."
+            "Darker is slower: {lo:.0}–{hi:.0} {unit}. CPUs that share a core or a cache hand a line over fastest.{}",
+            if marked {
+                " Cells marked ! (disturbed) or ~ (noisy) are not clean; the Quality table says why."
+            } else {
+                ""
+            }
         ),
     )
 }

@@ -35,10 +35,17 @@ pub fn chart(doc: &Doc) -> Chart {
             l.summary.median,
             Some((l.summary.min, l.summary.max)),
         );
-        match series.iter_mut().find(|s| s.name == name) {
-            Some(s) => s.points.push(point),
-            None => series.push(Series::line(name, vec![point])),
-        }
+        let i = match series.iter().position(|s| s.name == name) {
+            Some(i) => i,
+            None => {
+                series.push(Series::line(name, vec![]));
+                series.len() - 1
+            }
+        };
+        series[i].points.push(point);
+        // The point is both figures: it carries the worse mark of the two.
+        series[i].judge(point.0, l);
+        series[i].judge(point.0, bw);
     }
     for s in &mut series {
         s.points.sort_by(|a, b| a.0.total_cmp(&b.0));

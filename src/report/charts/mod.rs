@@ -44,13 +44,20 @@ impl Chart {
         }
     }
 
-    /// A chart drawn from `plot`.
+    /// A chart drawn from `plot`; when a point is marked, the caption says what the mark means.
     pub fn drawn(plot: Plot, caption: impl Into<String>) -> Chart {
+        let mut caption = caption.into();
+        if plot.has_verdicts() {
+            caption.push_str(
+                " Marked points and hatched bars are figures that are not ok (! disturbed, ~ noisy): \
+                 not to be read as clean; the Quality table says why.",
+            );
+        }
         Chart {
             id: plot.id.clone(),
             title: plot.title.clone(),
             svg: Ok(plot.render()),
-            caption: caption.into(),
+            caption,
             details: String::new(),
             plot: Some(plot),
         }
@@ -164,6 +171,7 @@ pub fn series_along(rows: &[&ResultRow], x_key: &str, ignore: &[&str]) -> Vec<Se
         out[i]
             .points
             .push((x, r.summary.median, Some((r.summary.min, r.summary.max))));
+        out[i].judge(x, r);
     }
     for s in &mut out {
         s.points.sort_by(|a, b| a.0.total_cmp(&b.0));

@@ -5,6 +5,8 @@
 use std::fmt::Write;
 
 use super::esc;
+use crate::measure::quality::Quality;
+use crate::report::ResultRow;
 
 pub const W: f64 = 720.0;
 pub const H: f64 = 380.0;
@@ -109,6 +111,9 @@ pub struct Series {
     pub faded: bool,
     /// Listed in the legend (a family of curves may share one entry).
     pub in_legend: bool,
+    /// The points whose figure is not ok, by x, with its verdict: drawn with the figure's mark
+    /// (a bar hatched), so a chart never shows a disturbed figure as a clean one.
+    pub verdicts: Vec<(f64, Quality)>,
 }
 
 impl Series {
@@ -122,7 +127,24 @@ impl Series {
             color: None,
             faded: false,
             in_legend: true,
+            verdicts: Vec::new(),
         }
+    }
+
+    /// Note the verdict of the figure drawn at `x` (nothing to note when it is ok or unjudged).
+    pub fn judge(&mut self, x: f64, r: &ResultRow) {
+        if let Some(q) = r.quality.filter(|q| *q != Quality::Ok) {
+            self.verdicts.push((x, q));
+        }
+    }
+
+    /// The verdict of the point at `x`, when it is not ok.
+    pub fn verdict_at(&self, x: f64) -> Option<Quality> {
+        self.verdicts
+            .iter()
+            .filter(|(vx, _)| *vx == x)
+            .map(|(_, q)| *q)
+            .max()
     }
 
     /// A legend entry with nothing drawn: says what a line style means.
@@ -331,7 +353,29 @@ fn marker(out: &mut String, m: Marker, x: f64, y: f64, color: &str) {
     }
 }
 
+/// The mark of a figure that is not ok, drawn beside its point or above its bar.
+fn verdict_mark(o: &mut String, q: Quality, x: f64, y: f64) {
+    let color = if q == Quality::Disturbed {
+        "#b00020"
+    } else {
+        "#a66300"
+    };
+    let _ = write!(
+        o,
+        r#"<text class="verdict-mark" x="{:.1}" y="{:.1}" font-size="13" font-weight="bold" fill="{color}">{}<title>{}</title></text>"#,
+        x + 5.0,
+        y - 5.0,
+        q.mark(),
+        q.word()
+    );
+}
+
 impl Plot {
+    /// Whether any point drawn is marked (its legend then says what the marks mean).
+    pub fn has_verdicts(&self) -> bool {
+        self.series.iter().any(|s| !s.verdicts.is_empty())
+    }
+
     /// The one x value every point shares, when each series has a single point: there is no
     /// line to draw along x, so the plot is drawn as bars.
     pub fn single_x(&self) -> Option<f64> {
@@ -503,7 +547,13 @@ impl Plot {
                     esc(&s.name)
                 );
             }
-            for (x, y, w) in &pts {
+            let judged: Vec<Option<Quality>> = s
+                .points
+                .iter()
+                .filter(|(x, y, _)| x.is_finite() && y.is_finite())
+                .map(|(x, _, _)| s.verdict_at(*x))
+                .collect();
+            for ((x, y, w), q) in pts.iter().zip(judged) {
                 if let Some((a, b)) = w {
                     if (a - b).abs() > 0.5 {
                         let _ = write!(
@@ -513,6 +563,9 @@ impl Plot {
                     }
                 }
                 marker(&mut o, s.marker, *x, *y, &color);
+                if let Some(q) = q {
+                    verdict_mark(&mut o, q, *x, *y);
+                }
             }
             o.push_str("</g>");
         }
@@ -557,6 +610,14 @@ impl Plot {
         self.frame(&mut o, &x_label);
         let slot = (RIGHT - LEFT) / drawn.len() as f64;
         let width = (slot * 0.7).min(60.0);
+        if self.has_verdicts() {
+            // Hatching over a bar whose figure is not ok.
+            let _ = write!(
+                o,
+                r##"<defs><pattern id="{}-hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><line x1="0" y1="0" x2="0" y2="6" stroke="#fff" stroke-width="2.5"/></pattern></defs>"##,
+                esc(&self.id)
+            );
+        }
         for (k, i) in drawn.iter().enumerate() {
             let s = &self.series[*i];
             let color = self.color(*i);
@@ -580,6 +641,19 @@ impl Plot {
                 },
                 esc(&s.name)
             );
+            let q = s.verdict_at(x);
+            if let Some(q) = q {
+                let _ = write!(
+                    o,
+                    r#"<rect class="bar-{}" x="{:.1}" y="{top:.1}" width="{width:.1}" height="{:.1}" fill="url(#{}-hatch)"><title>{}: {}</title></rect>"#,
+                    q.word(),
+                    cx - width / 2.0,
+                    (BOTTOM - top).max(0.0),
+                    esc(&self.id),
+                    esc(&s.name),
+                    q.word()
+                );
+            }
             if let Some((a, b)) = w {
                 let (a, b) = (my.at(a), my.at(b));
                 if (a - b).abs() > 0.5 {
@@ -591,9 +665,10 @@ impl Plot {
             }
             let _ = write!(
                 o,
-                r#"<text x="{cx:.1}" y="{:.1}" font-size="10" text-anchor="middle">{}</text>"#,
+                r#"<text x="{cx:.1}" y="{:.1}" font-size="10" text-anchor="middle">{}{}</text>"#,
                 top - 4.0,
-                esc(&tick_text(y, self.y.format))
+                esc(&tick_text(y, self.y.format)),
+                q.map_or("", Quality::mark)
             );
             for m in self.marks.iter().filter(|m| m.y == y) {
                 Plot::mark(&mut o, cx, top, &m.label);
@@ -615,7 +690,16 @@ impl Plot {
         let entries: Vec<usize> = (0..self.series.len())
             .filter(|i| self.series[*i].in_legend)
             .collect();
-        let room = H - 8.0 - (TOP + 22.0);
+        // The last line says what the marks mean, when any point carries one.
+        let keyed = self.has_verdicts();
+        if keyed {
+            let _ = write!(
+                o,
+                r##"<text class="legend-verdicts" x="{lx}" y="{:.1}" font-size="10" fill="#b00020">! disturbed, ~ noisy: not clean</text>"##,
+                H - 6.0
+            );
+        }
+        let room = H - 8.0 - (TOP + 22.0) - if keyed { 14.0 } else { 0.0 };
         let pitch = (room / entries.len().max(1) as f64).clamp(9.0, 17.0);
         let font = if pitch < 13.0 { 9.0 } else { 11.0 };
         let max_chars = if font < 11.0 { 34 } else { 28 };
@@ -623,7 +707,7 @@ impl Plot {
             let s = &self.series[*i];
             let color = self.color(*i);
             let y = TOP + 22.0 + pitch * k as f64;
-            if y > H - 4.0 {
+            if y > H - 4.0 - if keyed { 14.0 } else { 0.0 } {
                 let _ = write!(
                     o,
                     r#"<text x="{lx}" y="{y:.1}" font-size="{font}">… {} more</text>"#,
@@ -712,6 +796,52 @@ mod tests {
         let s = p.render();
         assert_eq!(s.matches("<rect class=\"bar\"").count(), 2);
         assert!(s.contains("block (bytes): 256M"));
+        assert!(!s.contains("hatch") && !s.contains("legend-verdicts"));
+    }
+
+    fn judged(q: Quality) -> ResultRow {
+        let mut r = ResultRow::new(
+            "mem",
+            crate::case! {"block" => 1},
+            "latency",
+            "ns",
+            vec![1.0],
+        )
+        .unwrap();
+        r.quality = Some(q);
+        r
+    }
+
+    #[test]
+    fn a_figure_that_is_not_ok_is_marked_on_its_bar_and_its_point() {
+        let x = 256.0 * 1048576.0;
+        let mut disturbed = Series::line("4k", vec![(x, 719.0, Some((700.0, 730.0)))]);
+        disturbed.judge(x, &judged(Quality::Disturbed));
+        let mut clean = Series::line("thp", vec![(x, 406.0, None)]);
+        clean.judge(x, &judged(Quality::Ok));
+        let mut p = Plot {
+            id: "lat".into(),
+            title: "t".into(),
+            x: Axis::new("block (bytes)", Scale::Log(2.0), Format::Bytes),
+            y: Axis::new("latency (ns)", Scale::Linear, Format::Number),
+            series: vec![disturbed, clean],
+            guides: vec![],
+            marks: vec![],
+        };
+        // One x: bars. The disturbed one is hatched and its median label carries the mark.
+        let s = p.render();
+        assert_eq!(s.matches("class=\"bar-disturbed\"").count(), 1);
+        assert!(s.contains("url(#lat-hatch)"));
+        assert!(s.contains(">719!</text>"), "{s}");
+        assert!(s.contains(">406</text>"));
+        assert!(s.contains("! disturbed, ~ noisy: not clean"));
+        // Two x values: a line, with the mark beside the marked point only.
+        p.series[0].points.push((2.0 * x, 800.0, None));
+        p.series[0].judge(2.0 * x, &judged(Quality::Noisy));
+        let s = p.render();
+        assert_eq!(s.matches("class=\"verdict-mark\"").count(), 2);
+        assert!(s.contains(">~<title>noisy</title>"));
+        assert!(s.contains(">!<title>disturbed</title>"));
     }
 
     #[test]
