@@ -10,6 +10,7 @@ use serde_json::Value;
 use crate::case;
 use crate::labs::Ctx;
 use crate::machine::Machine;
+use crate::measure::quality::{self, Quality};
 use crate::measure::sampler::{sample_paired, SAMPLES_PER_SETUP};
 use crate::measure::sizes::{format_size, human_size};
 use crate::measure::{counters, cpus, cycle};
@@ -347,8 +348,9 @@ pub(super) fn analyse_latency(out: &mut Outcome, machine: &Machine) {
                 .map(|(a, b)| a - b)
                 .collect();
             let mappings = diff.len().div_ceil(SAMPLES_PER_SETUP);
-            if let Some(n) = mapping_spread_note(&diff, hk) {
-                out.notes.push(n);
+            let between_mappings = mapping_spread_note(&diff, hk);
+            if let Some(n) = &between_mappings {
+                out.notes.push(n.clone());
             }
             let paired = s.counters.is_none() && h.counters.is_none();
             out.notes.push(format!(
@@ -364,7 +366,22 @@ pub(super) fn analyse_latency(out: &mut Outcome, machine: &Machine) {
                 "ns",
                 diff,
             );
+            // A difference is no better than the chases it is taken from: it takes their
+            // worst verdict and names them; a spread that lies between mappings is said to be
+            // the host's placement, which more samples of one mapping would not narrow.
+            if let Some(t) = out.results.last_mut().filter(|t| t.metric == "tlb_cost") {
+                quality::inherit(t, &[&s, &h]);
+                if t.quality == Some(Quality::Noisy) && between_mappings.is_some() {
+                    t.quality_reasons.push(
+                        "its spread lies between mappings (where the host backed each region), not within one: a rerun redraws it, more samples would not narrow it".into(),
+                    );
+                }
+            }
             let (a, b) = (s.summary.median, h.summary.median);
+            let (qa, qb) = (
+                quality::quote_row(format!("{a:.1}"), &s),
+                quality::quote_row(format!("{b:.1}"), &h),
+            );
             let page = if hk == "1g" { 1u64 << 30 } else { 2 << 20 };
             let entries = format!(
                 "{} takes {} TLB entries with 4 KiB pages but {} with {} pages",
@@ -375,14 +392,14 @@ pub(super) fn analyse_latency(out: &mut Outcome, machine: &Machine) {
             );
             out.notes.push(if a >= b * 1.1 {
                 format!(
-                    "TLB: at {}, 4k pages cost {:.1} ns more per access than {hk} ({a:.1} vs {b:.1} ns, {:.2}x). Cause: page walks. Each 4 KiB page needs its own TLB entry: {entries}; the TLB holds a few thousand, so with 4 KiB pages nearly every random access misses it and walks the page table first",
+                    "TLB: at {}, 4k pages cost {:.1} ns more per access than {hk} ({qa} vs {qb} ns, {:.2}x). Cause: page walks. Each 4 KiB page needs its own TLB entry: {entries}; the TLB holds a few thousand, so with 4 KiB pages nearly every random access misses it and walks the page table first",
                     human_size(size),
                     a - b,
                     a / b,
                 )
             } else {
                 format!(
-                    "TLB: at {}, 4k and {hk} pages differ by only {:.2}x ({a:.1} vs {b:.1} ns): {entries}, so a TLB effect was expected; if {hk} is thp, check the thp note above, and measure a larger --sizes",
+                    "TLB: at {}, 4k and {hk} pages differ by only {:.2}x ({qa} vs {qb} ns): {entries}, so a TLB effect was expected; if {hk} is thp, check the thp note above, and measure a larger --sizes",
                     human_size(size),
                     a / b,
                 )
