@@ -175,7 +175,11 @@ pub fn latency(plan: &LatencyPlan, ctx: &Ctx) -> Result<Outcome> {
 /// narrow and a rerun redraws. `diff` holds the paired differences in round order,
 /// [`SAMPLES_PER_SETUP`] per mapping.
 fn mapping_spread_note(diff: &[f64], hk: &str) -> Option<String> {
-    let rounds: Vec<&[f64]> = diff.chunks(SAMPLES_PER_SETUP).collect();
+    // Only whole rounds: a mapping with one sample cannot tell its backing from a burst.
+    let rounds: Vec<&[f64]> = diff
+        .chunks(SAMPLES_PER_SETUP)
+        .filter(|r| r.len() == SAMPLES_PER_SETUP)
+        .collect();
     if rounds.len() < 2 {
         return None;
     }
@@ -423,5 +427,7 @@ mod tests {
         assert!(mapping_spread_note(&[50.0, 70.0, 52.0, 68.0, 49.0, 71.0], "thp").is_none());
         // One mapping only: nothing to compare.
         assert!(mapping_spread_note(&[60.0, 90.0], "2m").is_none());
+        // A last mapping with one sample is no evidence: a burst looks the same.
+        assert!(mapping_spread_note(&[60.0, 61.0, 59.0, 60.0, 120.0], "thp").is_none());
     }
 }

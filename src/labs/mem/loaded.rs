@@ -287,8 +287,11 @@ pub fn loaded(plan: &LoadedPlan, ctx: &Ctx) -> Result<Outcome> {
         let mut region = Region::new(plan.size, PageKind::Thp)?;
         let start = chase::lay_out(&mut region, &next);
         cpus::pin_current_to(&allowed)?;
+        // Samples of 50 ms at least: a DRAM chase of 10 ms moves by several percent with a
+        // burst on the host.
         let spec = SampleSpec {
             samples: SAMPLES_PER_SETUP.min(total - lat[0].len()),
+            min_sample: ctx.spec.min_sample.max(Duration::from_millis(50)),
             ..ctx.spec.clone()
         };
         for (i, &(traffic, delay)) in points.iter().enumerate() {

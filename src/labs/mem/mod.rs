@@ -146,13 +146,15 @@ pub struct MemLab;
 // The DRAM point is 256 MiB, not 1 GiB: 65536 pages of 4 KiB already miss any TLB, and every
 // figure is now taken over several fresh mappings of it (mapping 1 GiB twice per round cost
 // `costlab run` seconds it does not have).
-const QUICK_SIZES: [u64; 8] = [
+const QUICK_SIZES: [u64; 10] = [
     4 << 10,
     16 << 10,
-    128 << 10,
-    512 << 10,
+    64 << 10,
+    256 << 10,
+    1 << 20,
     2 << 20,
     4 << 20,
+    8 << 20,
     64 << 20,
     256 << 20,
 ];
