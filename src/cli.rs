@@ -58,7 +58,7 @@ pub enum Command {
     Machine(MachineArgs),
     /// Every lab in one go: the machine's cost sheet, an HTML report, and a run in the history
     #[command(
-        after_help = "Examples:\n  costlab run                          quick plans, about 90 s on 2 cores\n  costlab run --labs mem,share --full  two labs, their full plans\n  costlab run --counters --out rep/    with perf counters, the report in rep/"
+        after_help = "Examples:\n  costlab run                          quick plans, about 60 s on 2 cores\n  costlab run --labs mem,share --full  two labs, their full plans\n  costlab run --counters --out rep/    with perf counters, the report in rep/"
     )]
     Run(RunArgs),
     // --- labs: one variant each ---
@@ -637,7 +637,7 @@ pub struct MemGridArgs {
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// Each lab's quick plan (the default; all labs in about 90 s on 2 cores)
+    /// Each lab's quick plan (the default; all labs in about 60 s on 2 cores)
     #[arg(long, conflicts_with = "full")]
     pub quick: bool,
     /// Each lab's full plan (minutes)
