@@ -3,6 +3,9 @@
 
 use crate::measure::conditions::{judged_case, Conditions};
 use std::hint::black_box;
+use std::time::Duration;
+
+use crate::measure::SampleSpec;
 
 use anyhow::Result;
 use serde_json::Value;
@@ -23,6 +26,9 @@ use super::{block_of, check_fits, release, reserve_pools, LAB};
 use super::{chase, plateaus};
 use crate::measure::region::{PageKind, Region};
 
+/// Chase sizes from which on the chase runs in DRAM on any machine costlab expects.
+const BEYOND_CACHES: u64 = 64 << 20;
+
 /// Per page kind: ns per load of each sample, and the worst huge-page fraction of its mappings.
 type Chases = (Vec<Vec<f64>>, Vec<Option<f64>>);
 
@@ -41,8 +47,19 @@ fn measure_chases(
 ) -> Result<Chases> {
     let mut worst_huge: Vec<Option<f64>> = vec![None; kinds.len()];
     let mut thp_noted = false;
+    // Beyond the caches a 10 ms sample is some 30 thousand misses, and a burst on the host
+    // moves it by 10-20% here; samples of 50 ms average that out. The quick plan keeps 10 ms
+    // (`costlab run` has a minute for every lab); its TLB cost is read as noisy when it is.
+    let spec = if !ctx.quick && size >= BEYOND_CACHES {
+        SampleSpec {
+            min_sample: ctx.spec.min_sample.max(Duration::from_millis(50)),
+            ..ctx.spec.clone()
+        }
+    } else {
+        ctx.spec.clone()
+    };
     let samples = sample_paired(
-        &ctx.spec,
+        &spec,
         kinds.len(),
         |k| {
             let mut region = Region::new(size, kinds[k])?;
