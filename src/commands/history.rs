@@ -190,7 +190,9 @@ pub fn export(db: Option<&Path>, args: &ExportArgs) -> Result<()> {
     let text = match args.format {
         ExportFormat::Json => serde_json::to_string_pretty(&doc)? + "\n",
         ExportFormat::Csv => csv::render_tidy(&doc, args.samples),
-        ExportFormat::Markdown => markdown::render(&doc, &stored_sheet(&store, &id, &doc)?),
+        ExportFormat::Markdown => {
+            markdown::render(&doc, &crate::store::fleet::judged_sheet(&store, &id)?)
+        }
     };
     match &args.output {
         Some(p) => std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?,
@@ -222,17 +224,9 @@ fn load_for_report(db: Option<&Path>, name: &str) -> Result<(Doc, Vec<LabSheet>)
         let store = open_existing(db)?;
         let id = store.resolve(name)?;
         let doc = store.load_doc(&id)?;
-        let sheet = stored_sheet(&store, &id, &doc)?;
+        let sheet = crate::store::fleet::judged_sheet(&store, &id)?;
         Ok((doc, sheet))
     }
-}
-
-/// A stored run's sheet with every headline judged against the run's figures: a run stored
-/// before headlines carried their verdict is marked as a new one is.
-fn stored_sheet(store: &crate::store::Store, id: &str, doc: &Doc) -> Result<Vec<LabSheet>> {
-    let mut sheet = store.load_sheet(id)?;
-    crate::report::verdict::judge_sheet(&mut sheet, &doc.results);
-    Ok(sheet)
 }
 
 pub fn report(db: Option<&Path>, args: &ReportArgs) -> Result<()> {

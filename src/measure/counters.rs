@@ -273,6 +273,17 @@ fn scaled(count: u64, enabled: Option<u64>, running: Option<u64>) -> Option<f64>
     }
 }
 
+/// How cases that are sampled side by side (interleaved in time, one window) are grouped:
+/// all together, or each alone when counters are read, since a counter reading belongs to one
+/// case's samples only.
+pub fn side_by_side<T: Clone>(counted: bool, cases: &[T]) -> Vec<Vec<T>> {
+    if counted {
+        cases.iter().map(|c| vec![c.clone()]).collect()
+    } else {
+        vec![cases.to_vec()]
+    }
+}
+
 /// Run `f` with counters open on this process (threads it starts are counted too) when
 /// `enabled`; returns `f`'s value and the readings (None when not enabled).
 pub fn around<T>(

@@ -10,16 +10,7 @@ fn field(s: &str) -> String {
     }
 }
 
-/// The case as "op=read pattern=seq block=1073741824", in the lab's key order.
-pub fn case_text(case: &crate::report::Case) -> String {
-    case.iter()
-        .map(|(k, v)| match v {
-            serde_json::Value::String(s) => format!("{k}={s}"),
-            other => format!("{k}={other}"),
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
+pub use crate::report::model::case_text;
 
 /// Case keys a lab adds to a latency row to say which cache level its plateau is: in CSV
 /// they become columns of that row, not a second copy of it.

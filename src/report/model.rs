@@ -88,30 +88,32 @@ impl ResultRow {
     /// A short name for the figure in prose and footnotes: lab, case values in the lab's
     /// order, metric ("mem op=chase pattern=rand pages=4k block=268435456 threads=1 latency").
     pub fn name(&self) -> String {
-        let case: Vec<String> = self
-            .case
-            .iter()
-            .map(|(k, v)| match v {
-                Value::String(s) => format!("{k}={s}"),
-                other => format!("{k}={other}"),
-            })
-            .collect();
-        format!("{} {} {}", self.lab, case.join(" "), self.metric)
+        format!("{} {} {}", self.lab, case_text(&self.case), self.metric)
     }
 
     /// A stable text id for the figure: lab, case in key order, metric.
     pub fn figure_id(&self) -> String {
         let mut keys: Vec<(&String, &Value)> = self.case.iter().collect();
         keys.sort_by(|a, b| a.0.cmp(b.0));
-        let case: Vec<String> = keys
-            .iter()
-            .map(|(k, v)| match v {
-                Value::String(s) => format!("{k}={s}"),
-                other => format!("{k}={other}"),
-            })
-            .collect();
-        format!("{} {} {}", self.lab, case.join(" "), self.metric)
+        format!("{} {} {}", self.lab, pairs_text(keys), self.metric)
     }
+}
+
+/// The case as "op=read pattern=seq block=1073741824", in the lab's key order.
+pub fn case_text(case: &Case) -> String {
+    pairs_text(case.iter())
+}
+
+/// `key=value` pairs joined by spaces; strings bare, other values as JSON.
+fn pairs_text<'a>(pairs: impl IntoIterator<Item = (&'a String, &'a Value)>) -> String {
+    pairs
+        .into_iter()
+        .map(|(k, v)| match v {
+            Value::String(s) => format!("{k}={s}"),
+            other => format!("{k}={other}"),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// A model's prediction beside the measurement, for one case.

@@ -713,23 +713,31 @@ pub fn class_map_of(go: &Path, bin: &Path, symbols: &BTreeSet<String>) -> Result
         chunks.push(chunk);
     }
     for c in chunks {
-        let out = Command::new(go)
-            .args(["tool", "objdump", "-s", &exact_names(&c)])
-            .arg(bin)
-            .env("GOTOOLCHAIN", "local")
-            .stdin(Stdio::null())
-            .output()
-            .with_context(|| format!("running {} tool objdump", go.display()))?;
-        if !out.status.success() {
-            bail!(
-                "go tool objdump {} failed: {}",
-                bin.display(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        funcs.extend(parse_objdump(&String::from_utf8_lossy(&out.stdout)));
+        let text = go_tool(go, &["objdump", "-s", &exact_names(&c)], bin)?;
+        funcs.extend(parse_objdump(&text));
     }
     Ok(ClassMap::new(&funcs))
+}
+
+/// The output of `go tool TOOL ARGS... BIN` with the local toolchain (nothing fetched).
+fn go_tool(go: &Path, args: &[&str], bin: &Path) -> Result<String> {
+    let tool = args.first().copied().unwrap_or_default();
+    let out = Command::new(go)
+        .arg("tool")
+        .args(args)
+        .arg(bin)
+        .env("GOTOOLCHAIN", "local")
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("running {} tool {tool}", go.display()))?;
+    if !out.status.success() {
+        bail!(
+            "go tool {tool} {} failed: {}",
+            bin.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// A binary's functions by address, from `go tool nm -size -sort address`: to place
@@ -772,21 +780,11 @@ impl SymTab {
 
 /// `go tool nm -size -sort address` of `bin`.
 pub fn symtab_of(go: &Path, bin: &Path) -> Result<SymTab> {
-    let out = Command::new(go)
-        .args(["tool", "nm", "-size", "-sort", "address"])
-        .arg(bin)
-        .env("GOTOOLCHAIN", "local")
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("running {} tool nm", go.display()))?;
-    if !out.status.success() {
-        bail!(
-            "go tool nm {} failed: {}",
-            bin.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(SymTab::parse(&String::from_utf8_lossy(&out.stdout)))
+    Ok(SymTab::parse(&go_tool(
+        go,
+        &["nm", "-size", "-sort", "address"],
+        bin,
+    )?))
 }
 
 /// A tally of pprof's stacks `[count, leaf pc, caller pcs...]`: the leaf is the

@@ -472,14 +472,8 @@ pub fn bandwidth(plan: &BandwidthPlan, ctx: &Ctx) -> Result<Outcome> {
                     .flat_map(|&op| plan.patterns.iter().map(move |&p| (op, p)))
                     .filter(|(op, p)| !op.is_libc() || *p == Pattern::Seq)
                     .collect();
-                // The cases share each mapping (interleaved in time) unless counters are
-                // asked for: a counter reading must belong to one case's samples alone.
-                let groups: Vec<Vec<(Op, Pattern)>> = if ctx.counters {
-                    all.iter().map(|&c| vec![c]).collect()
-                } else {
-                    vec![all]
-                };
-                for cases in groups {
+                // The cases share each mapping (interleaved in time), unless counters are read.
+                for cases in counters::side_by_side(ctx.counters, &all) {
                     let names: Vec<String> =
                         cases.iter().map(|(op, p)| format!("{op} {p}")).collect();
                     bar.set_message(format!(

@@ -125,14 +125,8 @@ pub fn latency(plan: &LatencyPlan, ctx: &Ctx) -> Result<Outcome> {
                     progress::note(&format!("mem latency: building a random cycle over {}", format_size(size)));
                 }
                 let next = cycle::sattolo((size / 64) as usize, size ^ 0x5eed);
-                // The kinds are measured together (paired in time) unless counters are
-                // asked for: a counter reading must belong to one kind's samples alone.
-                let groups: Vec<Vec<PageKind>> = if ctx.counters {
-                    plan.pages.iter().map(|&k| vec![k]).collect()
-                } else {
-                    vec![plan.pages.clone()]
-                };
-                for kinds in groups {
+                // The kinds are paired in time, unless counters are read.
+                for kinds in counters::side_by_side(ctx.counters, &plan.pages) {
                     let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
                     bar.set_message(format!("{} {}", format_size(size), names.join("+")));
                     let mut notes = Vec::new();
