@@ -770,7 +770,7 @@ pub struct ReportArgs {
     #[arg(long, value_name = "RUN", conflicts_with = "machines")]
     pub against: Option<String>,
     /// With --against: the smallest change of a median, in percent, that is called a change
-    #[arg(long, value_name = "PCT", default_value_t = crate::store::compare::MIN_EFFECT_PCT, requires = "against")]
+    #[arg(long, value_name = "PCT", default_value_t = crate::analysis::compare::MIN_EFFECT_PCT, requires = "against")]
     pub min_effect: f64,
 }
 

@@ -4,6 +4,7 @@
 //! Layout (see DESIGN.md): `machine` reads the machine, `measure` is how we measure,
 //! `labs` holds one folder per lab, `report` is the result model and its outputs.
 
+pub mod analysis;
 pub mod check;
 pub mod cli;
 pub mod commands;
@@ -11,6 +12,7 @@ pub mod error;
 pub mod labs;
 pub mod machine;
 pub mod measure;
+pub mod model;
 pub mod report;
 pub mod runner;
 pub mod store;

@@ -24,7 +24,9 @@ fn db() -> Option<&'static std::path::Path> {
 
 fn main() -> ExitCode {
     install_panic_hook();
-    cancel::install();
+    cancel::install(|| {
+        restore::restore_all();
+    });
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return clap_exit(e),
@@ -318,9 +320,9 @@ fn dispatch(cli: Cli) -> Result<()> {
                     std::fs::write(path, serde_json::to_string_pretty(&m)? + "\n").map_err(
                         |e| costlab::error::usage(format!("cannot write --json {path}: {e}")),
                     )?;
-                    print_out(&m.render())
+                    print_out(&costlab::report::machine::render(&m))
                 }
-                None => print_out(&m.render()),
+                None => print_out(&costlab::report::machine::render(&m)),
             }
         }
         Command::Share(args) => match &args.what {
@@ -407,7 +409,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::Check(args) => costlab::check::command(&args),
         Command::Import(args) => commands::fleet::import(db(), &args),
         Command::Push(args) => commands::fleet::push(db(), &args),
-        Command::Machines(_) => store::fleet::machines(db()),
+        Command::Machines(_) => commands::fleet::machines(db()),
         Command::Trend(args) => commands::trend::command(db(), &args),
     }
 }

@@ -10,8 +10,8 @@ use crate::error::{one_line, usage, Interrupted};
 use crate::labs::{Ctx, Lab};
 use crate::machine::restore;
 use crate::measure::cancel;
-use crate::report::sheet::{LabSheet, LabStatus};
-use crate::report::{Doc, Outcome, RunInfo};
+use crate::model::{Doc, Outcome, RunInfo};
+use crate::model::{LabSheet, LabStatus};
 
 /// The labs named in `--labs a,b` (in the order `all` runs them), or all of them.
 pub fn select(all: Vec<Box<dyn Lab>>, list: Option<&str>) -> Result<Vec<Box<dyn Lab>>> {

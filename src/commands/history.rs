@@ -8,10 +8,12 @@ use anyhow::{Context, Result};
 use crate::cli::{CompareArgs, ExportArgs, ExportFormat, ReportArgs};
 use crate::error::{one_line, usage};
 use crate::labs;
-use crate::report::sheet::{LabSheet, LabStatus};
-use crate::report::{csv, html, markdown, Doc};
+use crate::model::Doc;
+use crate::model::{LabSheet, LabStatus};
+use crate::report::{csv, html, markdown};
 
-use crate::store::{compare, open, open_existing, Store};
+use crate::analysis::compare;
+use crate::store::{open, open_existing, Store};
 
 /// The cost sheet of a document whose labs are known here (a lab run alone).
 pub fn sheet_of(doc: &Doc) -> Vec<LabSheet> {
@@ -25,7 +27,7 @@ pub fn sheet_of(doc: &Doc) -> Vec<LabSheet> {
     names
         .into_iter()
         .map(|name| {
-            let outcome = crate::report::Outcome {
+            let outcome = crate::model::Outcome {
                 results: doc
                     .results
                     .iter()
@@ -155,7 +157,7 @@ pub fn compare(db: Option<&Path>, args: &CompareArgs) -> Result<()> {
     let da = store.load_doc(&a)?;
     let db_ = store.load_doc(&b)?;
     let c = compare::compare_with(&da, &db_, args.min_effect);
-    print!("{}", compare::render(&c, &a, &b));
+    print!("{}", crate::report::compare::render(&c, &a, &b));
     let differ = compare::machine_differences(&da.machine, &db_.machine);
     if let Some((ma, mb)) = compare::other_machine(&da.machine, &db_.machine) {
         println!(
@@ -191,7 +193,7 @@ pub fn export(db: Option<&Path>, args: &ExportArgs) -> Result<()> {
         ExportFormat::Json => serde_json::to_string_pretty(&doc)? + "\n",
         ExportFormat::Csv => csv::render_tidy(&doc, args.samples),
         ExportFormat::Markdown => {
-            markdown::render(&doc, &crate::store::fleet::judged_sheet(&store, &id)?)
+            markdown::render(&doc, &crate::commands::fleet::judged_sheet(&store, &id)?)
         }
     };
     match &args.output {
@@ -224,14 +226,14 @@ fn load_for_report(db: Option<&Path>, name: &str) -> Result<(Doc, Vec<LabSheet>)
         let store = open_existing(db)?;
         let id = store.resolve(name)?;
         let doc = store.load_doc(&id)?;
-        let sheet = crate::store::fleet::judged_sheet(&store, &id)?;
+        let sheet = crate::commands::fleet::judged_sheet(&store, &id)?;
         Ok((doc, sheet))
     }
 }
 
 pub fn report(db: Option<&Path>, args: &ReportArgs) -> Result<()> {
     if let Some(list) = &args.machines {
-        return crate::store::fleet::report_machines(db, list, args.out.as_deref());
+        return crate::commands::fleet::report_machines(db, list, args.out.as_deref());
     }
     if let Some(dir) = &args.out {
         crate::report::dest::check_dir("--out", dir)?;

@@ -4,10 +4,12 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
+use crate::analysis::trend::*;
 use crate::cli::TrendArgs;
 use crate::error::usage;
+use crate::report::trend::{render, render_html};
 use crate::store::open_existing;
-use crate::store::trend::*;
+use crate::store::series::series;
 
 pub fn command(db: Option<&Path>, args: &TrendArgs) -> Result<()> {
     let store = open_existing(db)?;

@@ -6,6 +6,7 @@
 //! machine-id). The fingerprint is what may change on the same machine between two runs.
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::sysfs::Root;
@@ -87,6 +88,65 @@ pub fn read_fingerprint(
             .value("sys/class/dmi/id/product_name")
             .unwrap_or_default(),
         hypervisor: hypervisor.map(str::to_string),
+    }
+}
+
+/// The machine's stable id: the one the run recorded (`machine.id`, a hash of
+/// /etc/machine-id, the DMI product and the CPU model), else, for documents from before
+/// costlab recorded one, a hash of the CPU model, CPU count and memory size (marked `~`).
+pub fn machine_id_of(machine: &Value) -> String {
+    if let Some(id) = machine
+        .get("id")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+    {
+        return id.to_string();
+    }
+    let key = format!(
+        "{}|{}|{}",
+        machine
+            .get("cpu_model")
+            .and_then(Value::as_str)
+            .unwrap_or(""),
+        machine
+            .get("cpus_online")
+            .and_then(Value::as_u64)
+            .unwrap_or(0),
+        machine
+            .get("mem_total")
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    );
+    format!("~{}", &hash_hex(key.as_bytes())[..11])
+}
+
+/// "Intel Xeon ... · 2 CPUs · 6.1.0" from the machine JSON, whatever of it is known.
+pub fn machine_summary(machine: &Value) -> String {
+    let mut parts = Vec::new();
+    if let Some(m) = machine
+        .get("cpu_model")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+    {
+        parts.push(m.to_string());
+    }
+    if let Some(n) = machine.get("cpus_online").and_then(Value::as_u64) {
+        parts.push(format!("{n} CPUs"));
+    }
+    if let Some(k) = machine
+        .get("kernel")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+    {
+        parts.push(k.to_string());
+    }
+    if let Some(h) = machine.get("hypervisor").and_then(Value::as_str) {
+        parts.push(format!("VM ({h})"));
+    }
+    if parts.is_empty() {
+        "unknown machine".to_string()
+    } else {
+        parts.join(" · ")
     }
 }
 

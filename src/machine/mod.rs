@@ -12,7 +12,6 @@ pub mod kernel;
 pub mod net;
 pub mod numa;
 pub mod pages;
-pub mod render;
 pub mod restore;
 pub mod security;
 pub mod sysfs;
@@ -21,6 +20,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+pub use identity::machine_summary;
 pub use net::{IrqRow, NetIface};
 pub use numa::NumaNode;
 pub use security::Mitigations;

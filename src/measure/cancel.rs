@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::report::{Outcome, ResultRow};
+use crate::model::{Outcome, ResultRow};
 
 static PRESSES: AtomicUsize = AtomicUsize::new(0);
 
@@ -21,17 +21,19 @@ static PRESSES: AtomicUsize = AtomicUsize::new(0);
 /// Ctrl-C twice within it on purpose.
 const SAME_PRESS: Duration = Duration::from_millis(300);
 
-/// Install the handler once, at start-up.
-pub fn install() {
+/// Install the handler once, at start-up. `on_quit` runs before a second Ctrl-C ends the
+/// process (the binary passes the restore of changed system settings: measure sits below
+/// machine and does not call it itself).
+pub fn install(on_quit: fn()) {
     static FIRST: OnceLock<Instant> = OnceLock::new();
     // ctrlc runs this on its own thread, not in signal context: locks and clocks are fine.
-    let _ = ctrlc::set_handler(|| {
+    let _ = ctrlc::set_handler(move || {
         let first = *FIRST.get_or_init(Instant::now);
         if PRESSES.load(Ordering::SeqCst) >= 1 && first.elapsed() < SAME_PRESS {
             return;
         }
         if PRESSES.fetch_add(1, Ordering::SeqCst) >= 1 {
-            crate::machine::restore::restore_all();
+            on_quit();
             eprintln!("costlab: interrupted twice; system state restored, exiting");
             std::process::exit(130);
         }

@@ -12,64 +12,10 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
 use super::procstat::{self, CpuTimes, ProcSnapshot};
 use super::quality::{self, Quality};
-use crate::report::model::Outcome;
-
-/// The conditions one case's samples were taken under. Every field is optional: a machine
-/// that does not expose a source (no PSI, no cpufreq) leaves it out rather than guessing.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct Conditions {
-    /// The CPUs the case ran on (its threads' affinity).
-    #[serde(default)]
-    pub cpus: Vec<usize>,
-    /// How long the samples took, wall clock, in ms.
-    #[serde(default)]
-    pub wall_ms: f64,
-    /// Per CPU used: the % of that CPU's time that other processes took (busy time on the CPU
-    /// minus this process's share, as a share of the wall time).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub other_cpu_pct: BTreeMap<String, f64>,
-    /// The largest of `other_cpu_pct`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub other_cpu_max_pct: Option<f64>,
-    /// Time the hypervisor stole from the CPUs used, % of their time.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub steal_pct: Option<f64>,
-    /// PSI `some avg10` at the end of the samples (%), by resource (cpu, memory, io).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub psi_some_avg10: BTreeMap<String, f64>,
-    /// Involuntary context switches of this process's threads during the samples.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub involuntary_switches: Option<u64>,
-    /// CPU migrations of this process's threads during the samples.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub migrations: Option<u64>,
-    /// Mean current frequency of the CPUs used (MHz), where cpufreq exposes it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub freq_mhz: Option<f64>,
-    /// Whether boost (turbo) was on, where cpufreq exposes it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub boost: Option<bool>,
-    /// Memory cases: the page size asked for ("4k", "thp", "2m", "1g").
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pages_asked: Option<String>,
-    /// Memory cases: the fraction of the region backed by huge pages (0..1), from smaps.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub huge_fraction: Option<f64>,
-}
-
-impl Conditions {
-    /// Record the page size a memory case asked for and the fraction of its region that the
-    /// kernel backed with huge pages.
-    pub fn pages(mut self, asked: &str, huge_fraction: Option<f64>) -> Self {
-        self.pages_asked = Some(asked.to_string());
-        self.huge_fraction = huge_fraction;
-        self
-    }
-}
+pub use crate::model::conditions::Conditions;
+use crate::model::Outcome;
 
 /// A running record of the conditions around one case. Cheap: a few /proc reads at each end.
 pub struct Watch {
@@ -117,19 +63,23 @@ impl Watch {
 /// CPU time per CPU from /proc/stat, in clock ticks: what a Watch differences.
 pub type PerCpu = BTreeMap<usize, CpuTimes>;
 
-impl Conditions {
-    /// Take the watched fields from `w`, keeping what the lab set itself (page size asked,
-    /// huge fraction).
-    pub fn merged_with(&self, w: &Conditions) -> Conditions {
-        let mut c = w.clone();
-        if self.pages_asked.is_some() {
-            c.pages_asked = self.pages_asked.clone();
-            c.huge_fraction = self.huge_fraction;
+impl Outcome {
+    /// Attach `c` to every row pushed since `from` (a `results.len()` taken before the case's
+    /// samples): `let mark = out.results.len(); let w = Watch::start(&cpus); ...push...;
+    /// out.attach_conditions(mark, w.finish())`.
+    pub fn attach_conditions(&mut self, from: usize, c: Conditions) {
+        for r in self.results.iter_mut().skip(from) {
+            r.conditions = Some(match &r.conditions {
+                Some(own) => own.merged_with(&c),
+                None => c.clone(),
+            });
+            r.quality = None;
         }
-        if !self.cpus.is_empty() && c.cpus.is_empty() {
-            c.cpus = self.cpus.clone();
-        }
-        c
+        // Judged now, so the lab's own tables can mark them.
+        let from = from.min(self.results.len());
+        quality::judge_rows(&mut self.results[from..]);
+        // The case is closed: its figures survive a Ctrl-C during a later case.
+        super::cancel::finished_rows(&self.results[from..]);
     }
 }
 

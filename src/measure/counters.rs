@@ -16,7 +16,7 @@ use std::io;
 use perf_event::events::{Cache, CacheId, CacheOp, CacheResult, Hardware, Software};
 use perf_event::{Builder, Counter};
 
-use crate::report::ResultRow;
+use crate::model::ResultRow;
 
 /// Counter values for one case, and the counters that could not be read with why.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -8,6 +8,7 @@ pub mod counters;
 pub mod cpus;
 pub mod cputime;
 pub mod cycle;
+pub mod hugepool;
 pub mod perf;
 pub mod procstat;
 pub mod quality;

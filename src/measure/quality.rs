@@ -2,38 +2,10 @@
 //! `disturbed` (something else ran on its CPUs, the host stole time, or the condition the case
 //! depends on was not met). Thresholds are stated here, once, and printed by `--help`.
 
-use serde::{Deserialize, Serialize};
-
-use super::conditions::Conditions;
-use super::Summary;
-use crate::report::model::ResultRow;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Quality {
-    Ok,
-    Noisy,
-    Disturbed,
-}
-
-impl Quality {
-    pub fn word(self) -> &'static str {
-        match self {
-            Quality::Ok => "ok",
-            Quality::Noisy => "noisy",
-            Quality::Disturbed => "disturbed",
-        }
-    }
-
-    /// The mark printed beside a figure in tables: nothing for ok.
-    pub fn mark(self) -> &'static str {
-        match self {
-            Quality::Ok => "",
-            Quality::Noisy => "~",
-            Quality::Disturbed => "!",
-        }
-    }
-}
+pub use crate::model::quality::{
+    fold_inputs, input_reason, model_inherits, quote, quote_row, worst_of, Quality,
+};
+use crate::model::{Conditions, ResultRow, Summary};
 
 /// Interference above which a figure is `disturbed`: other processes' share of any CPU the case
 /// used (%).
@@ -161,70 +133,6 @@ pub fn judge_rows(rows: &mut [ResultRow]) {
     }
 }
 
-/// The reason a derived figure gives for one input that is not ok: which figure, its verdict
-/// and why ("from its input mem op=chase ... latency: disturbed (other processes took ...)").
-pub fn input_reason(input: &ResultRow) -> String {
-    let q = input.quality.unwrap_or(Quality::Ok);
-    if input.quality_reasons.is_empty() {
-        format!("from its input {}: {}", input.name(), q.word())
-    } else {
-        format!(
-            "from its input {}: {} ({})",
-            input.name(),
-            q.word(),
-            input.quality_reasons.join("; ")
-        )
-    }
-}
-
-/// Fold the verdicts of `inputs` into a verdict (`quality`, `reasons`): the worst of it and
-/// theirs, with one reason per input that is not ok, naming it. Idempotent: folding the same
-/// inputs twice adds nothing. Headlines, model verdicts and derived rows all go through here so
-/// that a derived figure says the same thing in every view.
-pub fn fold_inputs(
-    quality: &mut Option<Quality>,
-    reasons: &mut Vec<String>,
-    inputs: &[&ResultRow],
-) {
-    for input in inputs {
-        let Some(q) = input.quality.filter(|q| *q != Quality::Ok) else {
-            continue;
-        };
-        let why = input_reason(input);
-        if !reasons.contains(&why) {
-            reasons.push(why);
-        }
-        *quality = Some(quality.map_or(q, |own| own.max(q)));
-    }
-}
-
-/// The verdict of a figure derived from `inputs` (None when none of them is judged): the
-/// worst of theirs, with one reason per input that is not ok.
-pub fn worst_of(inputs: &[&ResultRow]) -> (Option<Quality>, Vec<String>) {
-    let mut q = inputs.iter().filter_map(|r| r.quality).max();
-    let mut why = Vec::new();
-    fold_inputs(&mut q, &mut why, inputs);
-    (q, why)
-}
-
-/// Open a model's verdict with its inputs' when any is not ok: its terms, fits and
-/// predictions are read from those figures, so it must not be read as clean either.
-pub fn model_inherits(m: &mut crate::report::model::Model, inputs: &[&ResultRow]) {
-    let (q, why) = worst_of(inputs);
-    let Some(q) = q.filter(|q| *q != Quality::Ok) else {
-        return;
-    };
-    let line = format!(
-        "{} {}: read from figures that are not ok, so its terms and predictions must not be read as clean: {}",
-        q.mark(),
-        q.word(),
-        why.join("; ")
-    );
-    if !m.verdict.contains(&line) {
-        m.verdict.insert(0, line);
-    }
-}
-
 /// Give a derived figure (a difference such as tlb_cost, a ratio, a cut, a fitted term) the
 /// worst verdict of its own spread and of the figures it is computed from, naming each input
 /// that is not ok. Its own spread is judged first (as `judge_rows` would), so the verdict set
@@ -242,23 +150,6 @@ pub fn inherit(derived: &mut ResultRow, inputs: &[&ResultRow]) {
         derived.quality_reasons = why;
     }
     fold_inputs(&mut derived.quality, &mut derived.quality_reasons, inputs);
-}
-
-/// A figure quoted in prose, with its verdict when it is not ok: "s = 406 ns" stays as it is
-/// for an ok figure and becomes "s = 406 ns (disturbed: other processes took 48% of CPU 1
-/// during the samples)" otherwise, so no sentence prices from a figure that must not be read as
-/// clean without saying so.
-pub fn quote(text: impl std::fmt::Display, quality: Option<Quality>, reasons: &[String]) -> String {
-    match quality {
-        Some(q) if q != Quality::Ok && reasons.is_empty() => format!("{text} ({})", q.word()),
-        Some(q) if q != Quality::Ok => format!("{text} ({}: {})", q.word(), reasons.join("; ")),
-        _ => text.to_string(),
-    }
-}
-
-/// `quote` for a row's own verdict.
-pub fn quote_row(text: impl std::fmt::Display, r: &ResultRow) -> String {
-    quote(text, r.quality, &r.quality_reasons)
 }
 
 #[cfg(test)]

@@ -310,7 +310,7 @@ fn map_error(kind: PageKind, len: u64, err: std::io::Error) -> anyhow::Error {
         (Some(page), Some(libc::ENOMEM)) => usage(format!(
             "{kind} pages: the {} hugepage pool has too few free pages for {size}; {}",
             crate::measure::sizes::human_size(page),
-            crate::machine::pages::fix_hint(page, len.div_ceil(page))
+            super::hugepool::fix_hint(page, len.div_ceil(page))
         )),
         (Some(_), Some(libc::EPERM | libc::EACCES)) => usage(format!(
             "{kind} pages: no permission to map hugetlb pages ({err}); run as root or add your group to /proc/sys/vm/hugetlb_shm_group"

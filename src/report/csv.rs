@@ -1,6 +1,6 @@
 //! CSV export, tidy: one column per case key, one line per figure (or per sample).
 
-use crate::report::Doc;
+use crate::model::Doc;
 
 fn field(s: &str) -> String {
     if s.contains([',', '"', '\n', '\r']) {
@@ -10,7 +10,7 @@ fn field(s: &str) -> String {
     }
 }
 
-pub use crate::report::model::case_text;
+pub use crate::model::case_text;
 
 /// Case keys a lab adds to a latency row to say which cache level its plateau is: in CSV
 /// they become columns of that row, not a second copy of it.
@@ -25,15 +25,15 @@ fn cell(v: &serde_json::Value) -> String {
 }
 
 /// The rows to export, each with its case: plateau copies folded into the row they copy.
-fn tidy_rows(doc: &Doc) -> Vec<(&crate::report::ResultRow, crate::report::Case)> {
-    let base_id = |r: &crate::report::ResultRow| {
+fn tidy_rows(doc: &Doc) -> Vec<(&crate::model::ResultRow, crate::model::Case)> {
+    let base_id = |r: &crate::model::ResultRow| {
         let mut plain = r.clone();
         for k in LEVEL_KEYS {
             plain.case.remove(k);
         }
         plain.figure_id()
     };
-    let mut rows: Vec<(&crate::report::ResultRow, crate::report::Case)> = Vec::new();
+    let mut rows: Vec<(&crate::model::ResultRow, crate::model::Case)> = Vec::new();
     let mut index = std::collections::HashMap::new();
     for r in doc.results.iter().filter(|r| !r.case.contains_key("level")) {
         let id = r.figure_id();
@@ -161,8 +161,8 @@ mod tests {
         assert_eq!(super::field("a,\"b\""), "\"a,\"\"b\"\"\"");
     }
 
-    fn doc() -> crate::report::Doc {
-        let mut o = crate::report::Outcome::default();
+    fn doc() -> crate::model::Doc {
+        let mut o = crate::model::Outcome::default();
         o.push(
             "mem",
             crate::case! {"op" => "chase", "block" => 4096u64},
@@ -189,14 +189,14 @@ mod tests {
             "ns",
             vec![50.0],
         );
-        let run = crate::report::RunInfo {
+        let run = crate::model::RunInfo {
             id: "r1".into(),
             started: "2026-11-22T10:00:00Z".into(),
             costlab: "0".into(),
             command: "costlab".into(),
             complete: true,
         };
-        crate::report::Doc::new(run, serde_json::json!({}), o)
+        crate::model::Doc::new(run, serde_json::json!({}), o)
     }
 
     #[test]

@@ -10,7 +10,7 @@ use super::charts::{self, esc};
 use super::sheet::{figure, spread, LabSheet};
 use super::verdict::{verdict_text, MARKS_LEGEND};
 use super::Doc;
-use crate::store::compare::{Comparison, Verdict};
+use crate::analysis::compare::{Comparison, Verdict};
 
 const STYLE: &str = "
 body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,Helvetica,Arial,sans-serif;margin:0;padding:24px 32px;color:#222;background:#f6f6f4}
@@ -207,7 +207,7 @@ fn changes_html(o: &mut String, a: &Doc, b: &Doc, cmp: &Comparison) {
         esc(&b.run.id),
         sig.len(),
         cmp.changes.len(),
-        crate::store::compare::ALPHA,
+        crate::analysis::compare::ALPHA,
         cmp.min_effect_pct
     );
     if sig.is_empty() {
@@ -239,7 +239,7 @@ fn changes_html(o: &mut String, a: &Doc, b: &Doc, cmp: &Comparison) {
 /// Every figure that is not ok, with why: the page must not let a disturbed figure pass as
 /// clean.
 fn quality_html(o: &mut String, doc: &Doc) {
-    use crate::measure::quality::Quality;
+    use crate::model::Quality;
     let judged = doc.results.iter().filter(|r| r.quality.is_some()).count();
     if judged == 0 {
         return;
@@ -286,7 +286,7 @@ pub fn render(doc: &Doc, sheet: &[LabSheet]) -> String {
 /// effect of `min_effect_pct` percent.
 pub fn render_against(doc: &Doc, sheet: &[LabSheet], b: &Doc, min_effect_pct: f64) -> String {
     // B is the reference: a change is A's median against B's.
-    let cmp = crate::store::compare::compare_with(b, doc, min_effect_pct);
+    let cmp = crate::analysis::compare::compare_with(b, doc, min_effect_pct);
     render_with(doc, sheet, Some((b, &cmp)))
 }
 
@@ -304,7 +304,7 @@ fn render_with(doc: &Doc, sheet: &[LabSheet], against: Option<(&Doc, &Comparison
         esc(&doc.run.started),
         esc(&doc.run.command),
         esc(&doc.run.costlab),
-        esc(&crate::machine::render::machine_summary(&doc.machine))
+        esc(&crate::machine::machine_summary(&doc.machine))
     );
     if !doc.run.complete {
         o.push_str("<div class=\"incomplete\">This run is incomplete: a lab failed or it was interrupted. What finished is shown.</div>");

@@ -1,9 +1,10 @@
 //! Markdown export: the run, its cost sheet, its figures per lab, its models and notes.
 
-use crate::measure::quality::Quality;
-use crate::report::sheet::{figure, spread, LabSheet};
+use crate::model::Doc;
+use crate::model::LabSheet;
+use crate::model::Quality;
+use crate::report::sheet::{figure, spread};
 use crate::report::verdict::{verdict_text, MARKS_LEGEND};
-use crate::report::Doc;
 
 fn cell(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
@@ -25,7 +26,7 @@ pub fn render(doc: &Doc, sheet: &[LabSheet]) -> String {
         "- started: {}\n- command: `{}`\n- machine: {}\n- complete: {}\n\n",
         doc.run.started,
         doc.run.command,
-        crate::machine::render::machine_summary(&doc.machine),
+        crate::machine::machine_summary(&doc.machine),
         if doc.run.complete { "yes" } else { "no" }
     ));
     if !sheet.is_empty() {

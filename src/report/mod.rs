@@ -2,16 +2,21 @@
 //! cost sheet, the HTML report with its charts, progress.
 
 pub mod charts;
+pub mod compare;
 pub mod csv;
 pub mod dest;
+pub mod fleet;
 pub mod html;
 pub mod json;
+pub mod machine;
 pub mod markdown;
-pub mod model;
 pub mod progress;
 pub mod sheet;
 pub mod table;
 pub mod time;
+pub mod trend;
 pub mod verdict;
 
-pub use model::{Case, Doc, Headline, Model, ModelPoint, Outcome, ResultRow, RunInfo};
+/// The result model lives at the bottom (`crate::model`); these paths are kept for its readers.
+pub use crate::model;
+pub use crate::model::{Case, Doc, Headline, Model, ModelPoint, Outcome, ResultRow, RunInfo};

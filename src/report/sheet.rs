@@ -1,55 +1,9 @@
 //! The machine's cost sheet: one line per headline figure of every lab that ran, grouped by
 //! lab, and a line for each lab that was skipped, failed or cut short, saying why.
 
-use serde::{Deserialize, Serialize};
-
 use crate::measure::Summary;
-use crate::report::Headline;
-
-/// What became of a lab in a run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "status", content = "reason", rename_all = "lowercase")]
-pub enum LabStatus {
-    Ran,
-    /// The lab cannot run here; the reason says why and what would let it.
-    Skipped(String),
-    /// The lab stopped with an error (one line); the rest of the run went on.
-    Failed(String),
-    /// Ctrl-C arrived while the lab ran.
-    Interrupted,
-}
-
-impl LabStatus {
-    pub fn word(&self) -> &'static str {
-        match self {
-            LabStatus::Ran => "ran",
-            LabStatus::Skipped(_) => "skipped",
-            LabStatus::Failed(_) => "failed",
-            LabStatus::Interrupted => "interrupted",
-        }
-    }
-
-    pub fn reason(&self) -> Option<&str> {
-        match self {
-            LabStatus::Skipped(r) | LabStatus::Failed(r) => Some(r),
-            LabStatus::Interrupted => Some("interrupted by Ctrl-C"),
-            LabStatus::Ran => None,
-        }
-    }
-
-    /// A run with a failed or interrupted lab is incomplete; a skipped lab is not a failure.
-    pub fn breaks_run(&self) -> bool {
-        matches!(self, LabStatus::Failed(_) | LabStatus::Interrupted)
-    }
-}
-
-/// One lab's part of the sheet.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LabSheet {
-    pub lab: String,
-    pub status: LabStatus,
-    pub headlines: Vec<Headline>,
-}
+use crate::model::Headline;
+pub use crate::model::{LabSheet, LabStatus};
 
 /// A figure with as many digits as it deserves: three significant digits, no exponent.
 pub fn figure(x: f64) -> String {

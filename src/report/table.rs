@@ -74,7 +74,7 @@ pub fn render_at(headers: &[&str], rows: &[Vec<String>], width: Option<u16>) -> 
 
 /// A model as a table: each point's case, predicted beside measured, the error; then the
 /// model's verdict lines. Every lab's model prints the same way.
-pub fn render_model(m: &crate::report::Model) -> String {
+pub fn render_model(m: &crate::model::Model) -> String {
     let rows: Vec<Vec<String>> = m
         .points
         .iter()
@@ -149,8 +149,8 @@ mod width_tests {
 
 /// `--counters`: one row per figure that read them, one column per counter (per iteration
 /// where the lab divided them so; as the lab stored them otherwise). None when no row has any.
-pub fn render_counters(rows: &[crate::report::ResultRow]) -> Option<String> {
-    let with: Vec<&crate::report::ResultRow> = rows
+pub fn render_counters(rows: &[crate::model::ResultRow]) -> Option<String> {
+    let with: Vec<&crate::model::ResultRow> = rows
         .iter()
         .filter(|r| r.counters.as_ref().is_some_and(|c| !c.is_empty()))
         .collect();

@@ -2,8 +2,9 @@
 //! the headline readings that follow the verdict (a gain its spread does not support is not
 //! stated).
 
-use crate::measure::quality::{Quality, THRESHOLDS_HELP};
-use crate::report::model::ResultRow;
+use crate::measure::quality::THRESHOLDS_HELP;
+use crate::model::Quality;
+use crate::model::ResultRow;
 
 /// One line per figure that is not ok: mark, name, median and the first reason.
 pub fn not_ok_lines(rows: &[ResultRow]) -> Vec<String> {
@@ -77,7 +78,7 @@ pub fn mark(r: &ResultRow) -> &'static str {
 /// - a disturbed or noisy headline states no cost or gain: its reading says why not;
 /// - a ratio whose range crosses 1 reads as level;
 /// - a share or tax whose range reaches zero or below reads as below what the machine resolves.
-pub fn follow(headlines: &mut [crate::report::Headline], rows: &[ResultRow]) {
+pub fn follow(headlines: &mut [crate::model::Headline], rows: &[ResultRow]) {
     for h in headlines.iter_mut() {
         if h.quality.is_none() {
             if let Some(r) = rows
@@ -130,7 +131,7 @@ pub fn follow(headlines: &mut [crate::report::Headline], rows: &[ResultRow]) {
 
 /// `follow` over a whole sheet, each lab's headlines against that lab's figures: for a sheet
 /// read back from the history, whose headlines may predate their verdicts.
-pub fn judge_sheet(sheet: &mut [crate::report::sheet::LabSheet], rows: &[ResultRow]) {
+pub fn judge_sheet(sheet: &mut [crate::model::LabSheet], rows: &[ResultRow]) {
     for lab in sheet.iter_mut() {
         let own: Vec<ResultRow> = rows.iter().filter(|r| r.lab == lab.lab).cloned().collect();
         follow(&mut lab.headlines, &own);
@@ -149,7 +150,7 @@ fn is_difference(label: &str) -> bool {
 mod tests {
     use super::*;
     use crate::measure::Summary;
-    use crate::report::Headline;
+    use crate::model::Headline;
 
     fn h(label: &str, unit: &str, samples: &[f64]) -> Headline {
         Headline {

@@ -1,5 +1,6 @@
 //! History: every run, stored in an embedded SQLite file (the default) or a shared PostgreSQL
-//! database (`--db postgres://...`), and the comparison of runs.
+//! database (`--db postgres://...`). It stores and loads; comparing runs is `analysis`, drawing
+//! them is `report`.
 //!
 //! Both backends sit behind one trait (`Backend`, `Tx`): the run logic below is written once,
 //! with `$1`-style parameters, and each backend (`sqlite.rs`, `postgres.rs`) runs it in its own
@@ -11,14 +12,11 @@
 //! the run: SQLite takes its write lock up front (WAL, IMMEDIATE, a busy timeout); PostgreSQL
 //! runs each in its own transaction.
 
-pub mod compare;
-pub mod fleet;
 pub mod migrate;
-pub mod mwu;
 pub mod postgres;
 pub mod redact;
+pub mod series;
 pub mod sqlite;
-pub mod trend;
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
@@ -27,11 +25,10 @@ use anyhow::Result;
 use serde_json::Value;
 
 use crate::error::usage;
-use crate::machine::render::machine_summary;
-use crate::report::sheet::{LabSheet, LabStatus};
-use crate::report::Headline;
-use crate::report::{Doc, Model, ResultRow, RunInfo};
+use crate::machine::machine_summary;
+use crate::model::{Doc, Headline, LabSheet, LabStatus, Model, ResultRow, RunInfo};
 
+pub use crate::machine::identity::machine_id_of as machine_id;
 pub use redact::redact;
 
 /// A value passed to or read from either backend.
@@ -186,38 +183,6 @@ pub struct RunRow {
 /// The history database.
 pub struct Store {
     db: RefCell<Box<dyn Backend>>,
-}
-
-/// The machine's stable id: the one the run recorded (`machine.id`, a hash of
-/// /etc/machine-id, the DMI product and the CPU model), else, for documents from before
-/// costlab recorded one, a hash of the CPU model, CPU count and memory size (marked `~`).
-pub fn machine_id(machine: &Value) -> String {
-    if let Some(id) = machine
-        .get("id")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-    {
-        return id.to_string();
-    }
-    let key = format!(
-        "{}|{}|{}",
-        machine
-            .get("cpu_model")
-            .and_then(Value::as_str)
-            .unwrap_or(""),
-        machine
-            .get("cpus_online")
-            .and_then(Value::as_u64)
-            .unwrap_or(0),
-        machine
-            .get("mem_total")
-            .and_then(Value::as_u64)
-            .unwrap_or(0)
-    );
-    format!(
-        "~{}",
-        &crate::machine::identity::hash_hex(key.as_bytes())[..11]
-    )
 }
 
 fn bad_json(what: &str, e: serde_json::Error) -> anyhow::Error {
@@ -434,7 +399,7 @@ impl Store {
             .map_err(|e| bad_json("model", e))?;
         let notes = self.strings("SELECT text FROM notes WHERE run_id = $1 ORDER BY seq", id)?;
         Ok(Doc {
-            schema: crate::report::model::SCHEMA.to_string(),
+            schema: crate::model::SCHEMA.to_string(),
             run: RunInfo {
                 id: id.to_string(),
                 started: text(&run[0]),
@@ -493,9 +458,9 @@ impl Store {
 #[derive(Default, serde::Serialize, serde::Deserialize)]
 struct Verdict {
     #[serde(default)]
-    conditions: Option<crate::measure::conditions::Conditions>,
+    conditions: Option<crate::model::Conditions>,
     #[serde(default)]
-    quality: Option<crate::report::model::Quality>,
+    quality: Option<crate::model::Quality>,
     #[serde(default)]
     quality_reasons: Vec<String>,
 }

@@ -3,7 +3,7 @@
 
 use super::plot::{Axis, Format, Plot, Scale};
 use super::{lab_ran, plain, series_along, unit_of, Chart, MEM_KEYS};
-use crate::report::Doc;
+use crate::model::Doc;
 
 pub fn charts(doc: &Doc) -> Vec<Chart> {
     ["seq", "rand"]

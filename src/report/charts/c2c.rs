@@ -4,10 +4,10 @@
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
-use crate::measure::quality::Quality;
+use crate::model::Quality;
 
 use super::{esc, num, Chart};
-use crate::report::{Doc, ResultRow};
+use crate::model::{Doc, ResultRow};
 
 const ID: &str = "chart-c2c";
 const TITLE: &str = "Core-to-core latency (one way)";

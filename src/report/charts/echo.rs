@@ -4,7 +4,7 @@
 
 use super::plot::{Axis, Format, Plot, Scale};
 use super::{lab_ran, num, series_along, unit_of, xs_ys, Chart};
-use crate::report::{Doc, ResultRow};
+use crate::model::{Doc, ResultRow};
 
 /// The message sizes the run swept, in bytes, ascending.
 fn sizes(doc: &Doc) -> Vec<f64> {

@@ -4,7 +4,7 @@
 
 use super::plot::{Axis, Format, Marker, Plot, Scale, Series};
 use super::{lab_ran, num, series_along, Chart};
-use crate::report::Doc;
+use crate::model::Doc;
 
 const ID: &str = "chart-gc-headroom";
 const TITLE: &str = "GC overhead vs heap headroom";

@@ -4,7 +4,7 @@ use serde_json::Value;
 
 use super::plot::{Axis, Format, Guide, Plot, Scale};
 use super::{lab_ran, plain, series_along, unit_of, xs_ys, Chart, MEM_KEYS};
-use crate::report::Doc;
+use crate::model::Doc;
 
 const ID: &str = "chart-mem-latency";
 const TITLE: &str = "Memory latency vs working-set size";

@@ -3,7 +3,7 @@
 
 use super::plot::{Axis, Format, Plot, Series};
 use super::{lab_ran, Chart};
-use crate::report::Doc;
+use crate::model::Doc;
 
 const ID: &str = "chart-mem-loaded";
 const TITLE: &str = "Loaded latency vs bandwidth";

@@ -13,7 +13,7 @@ pub mod share;
 
 use serde_json::Value;
 
-use crate::report::{Doc, ResultRow};
+use crate::model::{Doc, ResultRow};
 use plot::{Plot, Series};
 
 /// One chart of the report.

@@ -7,7 +7,7 @@ use super::plot::{Axis, Format, Marker, Plot, Point, Scale, Series, PALETTE};
 use std::fmt::Write;
 
 use super::{esc, num, Chart};
-use crate::report::{Doc, Model, ModelPoint};
+use crate::model::{Doc, Model, ModelPoint};
 
 /// More models than this from one lab are drawn together.
 const PER_LAB: usize = 3;

@@ -5,8 +5,8 @@
 use std::fmt::Write;
 
 use super::esc;
-use crate::measure::quality::Quality;
-use crate::report::ResultRow;
+use crate::model::Quality;
+use crate::model::ResultRow;
 
 pub const W: f64 = 720.0;
 pub const H: f64 = 380.0;

@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::plot::{Axis, Format, Marker, Plot, Series};
 use super::{lab_ran, series_along, unit_of, Chart};
-use crate::report::{Doc, Model};
+use crate::model::{Doc, Model};
 
 const ID: &str = "chart-share-scaling";
 const TITLE: &str = "Shared-line scaling vs threads, with the USL fit";

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::measure::conditions::Conditions;
-pub use crate::measure::quality::Quality;
-use crate::measure::Summary;
+use super::conditions::Conditions;
+use super::quality::{fold_inputs, Quality};
+use super::summary::Summary;
 
 pub const SCHEMA: &str = "costlab/1";
 
@@ -20,7 +20,7 @@ pub type Case = Map<String, Value>;
 macro_rules! case {
     ($($k:expr => $v:expr),* $(,)?) => {{
         #[allow(unused_mut)]
-        let mut m = $crate::report::model::Case::new();
+        let mut m = $crate::model::Case::new();
         $( m.insert($k.to_string(), serde_json::json!($v)); )*
         m
     }};
@@ -171,24 +171,6 @@ impl Outcome {
             .find(|r| r.metric == metric && r.matches(want))
     }
 
-    /// Attach `c` to every row pushed since `from` (a `results.len()` taken before the case's
-    /// samples): `let mark = out.results.len(); let w = Watch::start(&cpus); ...push...;
-    /// out.attach_conditions(mark, w.finish())`.
-    pub fn attach_conditions(&mut self, from: usize, c: Conditions) {
-        for r in self.results.iter_mut().skip(from) {
-            r.conditions = Some(match &r.conditions {
-                Some(own) => own.merged_with(&c),
-                None => c.clone(),
-            });
-            r.quality = None;
-        }
-        // Judged now, so the lab's own tables can mark them.
-        let from = from.min(self.results.len());
-        crate::measure::quality::judge_rows(&mut self.results[from..]);
-        // The case is closed: its figures survive a Ctrl-C during a later case.
-        crate::measure::cancel::finished_rows(&self.results[from..]);
-    }
-
     pub fn extend(&mut self, other: Outcome) {
         self.results.extend(other.results);
         self.models.extend(other.models);
@@ -260,7 +242,7 @@ impl Headline {
     /// Take the worst verdict of the figures this headline is read from. A headline that is
     /// one figure shown as it is (one row, the same summary) carries that figure's verdict and
     /// reasons unchanged; one derived from figures (a ratio, a cut, a difference) names each
-    /// input that is not ok (`measure::quality::fold_inputs`).
+    /// input that is not ok (`model::quality::fold_inputs`).
     pub fn judged_by(mut self, rows: &[&ResultRow]) -> Self {
         if let [r] = rows {
             if r.summary == self.summary && self.quality.is_none() {
@@ -269,7 +251,7 @@ impl Headline {
                 return self;
             }
         }
-        crate::measure::quality::fold_inputs(&mut self.quality, &mut self.quality_reasons, rows);
+        fold_inputs(&mut self.quality, &mut self.quality_reasons, rows);
         if self.quality.is_none() && rows.iter().any(|r| r.quality.is_some()) {
             self.quality = Some(Quality::Ok);
         }

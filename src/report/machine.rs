@@ -1,15 +1,18 @@
-//! The `costlab machine` table.
-
-use serde_json::Value;
+//! The `costlab machine` table: what `machine::Machine` read, drawn for the terminal.
 
 use crate::measure::cpus::format_cpu_list;
 use crate::measure::sizes::human_size;
 
-use super::{kernel, numa, Machine};
+use crate::machine::{kernel, numa, Machine};
+
+/// The machine as the terminal shows it (`costlab machine`).
+pub fn render(m: &Machine) -> String {
+    m.render_text()
+}
 
 impl Machine {
     /// A readable table of the machine.
-    pub fn render(&self) -> String {
+    fn render_text(&self) -> String {
         let mut rows: Vec<Vec<String>> = Vec::new();
         let mut row = |k: &str, v: String| rows.push(vec![k.to_string(), v]);
         let or_dash = |s: &str| {
@@ -167,7 +170,7 @@ impl Machine {
     }
 
     /// "node 1; 4 IRQs, on CPUs 2 (1200), 3 (800); 100% on node 1".
-    fn describe_iface(&self, iface: &super::NetIface) -> String {
+    fn describe_iface(&self, iface: &crate::machine::NetIface) -> String {
         let node = match iface.numa_node {
             Some(n) => format!("node {n}"),
             None => "node unknown".to_string(),
@@ -204,34 +207,5 @@ impl Machine {
             text += &format!("; {}", share.join(", "));
         }
         text
-    }
-}
-/// "Intel Xeon ... · 2 CPUs · 6.1.0" from the machine JSON, whatever of it is known.
-pub fn machine_summary(machine: &Value) -> String {
-    let mut parts = Vec::new();
-    if let Some(m) = machine
-        .get("cpu_model")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-    {
-        parts.push(m.to_string());
-    }
-    if let Some(n) = machine.get("cpus_online").and_then(Value::as_u64) {
-        parts.push(format!("{n} CPUs"));
-    }
-    if let Some(k) = machine
-        .get("kernel")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-    {
-        parts.push(k.to_string());
-    }
-    if let Some(h) = machine.get("hypervisor").and_then(Value::as_str) {
-        parts.push(format!("VM ({h})"));
-    }
-    if parts.is_empty() {
-        "unknown machine".to_string()
-    } else {
-        parts.join(" · ")
     }
 }

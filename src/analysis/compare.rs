@@ -5,8 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::report::sheet::figure;
-use crate::report::{Doc, ResultRow};
+use crate::model::{Doc, ResultRow};
 
 use super::mwu;
 
@@ -51,7 +50,7 @@ impl Verdict {
     }
 }
 
-fn p_text(p: f64) -> String {
+pub fn p_text(p: f64) -> String {
     if p < 0.0001 {
         format!("{p:.1e}")
     } else {
@@ -190,7 +189,7 @@ pub fn compare_with(a: &Doc, b: &Doc, min_effect_pct: f64) -> Comparison {
 
 /// Why a change between these two figures cannot be called: one side disturbed or noisy.
 fn not_clean(a: &ResultRow, b: &ResultRow) -> Option<String> {
-    use crate::measure::quality::Quality;
+    use crate::model::Quality;
     let bad = |r: &ResultRow| r.quality.filter(|q| *q != Quality::Ok);
     match (bad(a), bad(b)) {
         (None, None) => None,
@@ -198,97 +197,6 @@ fn not_clean(a: &ResultRow, b: &ResultRow) -> Option<String> {
         (None, Some(q)) => Some(format!("B is {}", q.word())),
         (Some(qa), Some(qb)) => Some(format!("A is {}, B is {}", qa.word(), qb.word())),
     }
-}
-
-/// The comparison as a table, with a count of what changed.
-pub fn render(c: &Comparison, a_id: &str, b_id: &str) -> String {
-    let mut out = format!(
-        "compare A = {a_id} with B = {b_id} (Mann-Whitney U, two-sided; Benjamini-Hochberg over the {} figures, q < {ALPHA}; changes under {}% not called)\n",
-        c.changes.len(),
-        c.min_effect_pct
-    );
-    if c.changes.is_empty() {
-        out.push_str("no figure is present in both runs\n");
-    } else {
-        let rows: Vec<Vec<String>> = c
-            .changes
-            .iter()
-            .map(|ch| {
-                vec![
-                    ch.figure.clone(),
-                    ch.unit.clone(),
-                    figure(ch.a),
-                    figure(ch.b),
-                    if ch.change_pct.is_finite() {
-                        format!("{:+.1}%", ch.change_pct)
-                    } else {
-                        "—".to_string()
-                    },
-                    figure(ch.u),
-                    p_text(ch.q),
-                    ch.verdict.text(),
-                ]
-            })
-            .collect();
-        out.push_str(&crate::report::table::render(
-            &[
-                "figure", "unit", "A median", "B median", "change", "U", "q (BH)", "verdict",
-            ],
-            &rows,
-        ));
-        out.push('\n');
-        let sig = c
-            .changes
-            .iter()
-            .filter(|ch| matches!(ch.verdict, Verdict::Significant { .. }))
-            .count();
-        let few = c
-            .changes
-            .iter()
-            .filter(|ch| matches!(ch.verdict, Verdict::TooFew { .. }))
-            .count();
-        out.push_str(&format!(
-            "{sig} of {} figures changed significantly",
-            c.changes.len()
-        ));
-        let small = c
-            .changes
-            .iter()
-            .filter(|ch| matches!(ch.verdict, Verdict::Small { .. }))
-            .count();
-        if small > 0 {
-            out.push_str(&format!(
-                "; {small} moved by less than {}% (not called; --min-effect to change)",
-                c.min_effect_pct
-            ));
-        }
-        if few > 0 {
-            out.push_str(&format!(
-                "; {few} had too few samples to tell (take more with --samples)"
-            ));
-        }
-        let unclean = c
-            .changes
-            .iter()
-            .filter(|ch| matches!(ch.verdict, Verdict::NotClean { .. }))
-            .count();
-        if unclean > 0 {
-            out.push_str(&format!(
-                "; {unclean} differ but are not called, since a side was disturbed or noisy (re-measure on a quiet machine)"
-            ));
-        }
-        if sig == 0 && few < c.changes.len() {
-            out.push_str("; no significant change");
-        }
-        out.push('\n');
-    }
-    if c.only_a + c.only_b > 0 {
-        out.push_str(&format!(
-            "{} figures only in A, {} only in B (not compared)\n",
-            c.only_a, c.only_b
-        ));
-    }
-    out
 }
 
 /// What identifies a machine for comparison: facts that stay put between two runs on the same
@@ -352,14 +260,18 @@ const FINGERPRINT: [&str; 8] = [
 
 /// The two runs' machine ids when they differ (None: the same machine, or unknown).
 pub fn other_machine(a: &serde_json::Value, b: &serde_json::Value) -> Option<(String, String)> {
-    let (ia, ib) = (super::machine_id(a), super::machine_id(b));
+    let (ia, ib) = (
+        crate::machine::identity::machine_id_of(a),
+        crate::machine::identity::machine_id_of(b),
+    );
     (ia != ib).then_some((ia, ib))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{Outcome, RunInfo};
+    use crate::model::{Outcome, RunInfo};
+    use crate::report::compare::render;
 
     fn doc(id: &str, samples: Vec<f64>) -> Doc {
         let mut o = Outcome::default();
@@ -431,7 +343,7 @@ mod tests {
     fn a_change_against_a_disturbed_figure_is_not_called() {
         let a = doc("a", vec![10.0, 10.1, 9.9, 10.0, 10.2, 9.8, 10.0]);
         let mut b = doc("b", vec![5.0, 5.1, 4.9, 5.0, 5.2, 4.8, 5.0]);
-        b.results[0].quality = Some(crate::measure::quality::Quality::Disturbed);
+        b.results[0].quality = Some(crate::model::Quality::Disturbed);
         let c = compare(&a, &b);
         assert!(
             matches!(&c.changes[0].verdict, Verdict::NotClean { why, .. } if why == "B is disturbed"),
@@ -445,7 +357,7 @@ mod tests {
         );
         assert!(text.contains("not called: B is disturbed"), "{text}");
         // Both ok: the same samples are called.
-        b.results[0].quality = Some(crate::measure::quality::Quality::Ok);
+        b.results[0].quality = Some(crate::model::Quality::Ok);
         assert!(matches!(
             compare(&a, &b).changes[0].verdict,
             Verdict::Significant { .. }

@@ -1,0 +1,96 @@
+//! `costlab compare` as a table: each figure's A, B, change, p and verdict, and a count of what
+//! changed (the statistics are `analysis::compare`).
+
+use crate::analysis::compare::{p_text, Comparison, Verdict, ALPHA};
+use crate::report::sheet::figure;
+
+/// The comparison as a table, with a count of what changed.
+pub fn render(c: &Comparison, a_id: &str, b_id: &str) -> String {
+    let mut out = format!(
+        "compare A = {a_id} with B = {b_id} (Mann-Whitney U, two-sided; Benjamini-Hochberg over the {} figures, q < {ALPHA}; changes under {}% not called)\n",
+        c.changes.len(),
+        c.min_effect_pct
+    );
+    if c.changes.is_empty() {
+        out.push_str("no figure is present in both runs\n");
+    } else {
+        let rows: Vec<Vec<String>> = c
+            .changes
+            .iter()
+            .map(|ch| {
+                vec![
+                    ch.figure.clone(),
+                    ch.unit.clone(),
+                    figure(ch.a),
+                    figure(ch.b),
+                    if ch.change_pct.is_finite() {
+                        format!("{:+.1}%", ch.change_pct)
+                    } else {
+                        "—".to_string()
+                    },
+                    figure(ch.u),
+                    p_text(ch.q),
+                    ch.verdict.text(),
+                ]
+            })
+            .collect();
+        out.push_str(&crate::report::table::render(
+            &[
+                "figure", "unit", "A median", "B median", "change", "U", "q (BH)", "verdict",
+            ],
+            &rows,
+        ));
+        out.push('\n');
+        let sig = c
+            .changes
+            .iter()
+            .filter(|ch| matches!(ch.verdict, Verdict::Significant { .. }))
+            .count();
+        let few = c
+            .changes
+            .iter()
+            .filter(|ch| matches!(ch.verdict, Verdict::TooFew { .. }))
+            .count();
+        out.push_str(&format!(
+            "{sig} of {} figures changed significantly",
+            c.changes.len()
+        ));
+        let small = c
+            .changes
+            .iter()
+            .filter(|ch| matches!(ch.verdict, Verdict::Small { .. }))
+            .count();
+        if small > 0 {
+            out.push_str(&format!(
+                "; {small} moved by less than {}% (not called; --min-effect to change)",
+                c.min_effect_pct
+            ));
+        }
+        if few > 0 {
+            out.push_str(&format!(
+                "; {few} had too few samples to tell (take more with --samples)"
+            ));
+        }
+        let unclean = c
+            .changes
+            .iter()
+            .filter(|ch| matches!(ch.verdict, Verdict::NotClean { .. }))
+            .count();
+        if unclean > 0 {
+            out.push_str(&format!(
+                "; {unclean} differ but are not called, since a side was disturbed or noisy (re-measure on a quiet machine)"
+            ));
+        }
+        if sig == 0 && few < c.changes.len() {
+            out.push_str("; no significant change");
+        }
+        out.push('\n');
+    }
+    if c.only_a + c.only_b > 0 {
+        out.push_str(&format!(
+            "{} figures only in A, {} only in B (not compared)\n",
+            c.only_a, c.only_b
+        ));
+    }
+    out
+}
