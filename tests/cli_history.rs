@@ -1,21 +1,11 @@
 //! The binary: `run`, `history`, `compare`, `export`, `report`, always on a temporary database.
 
 mod common;
+use common::costlab_db as costlab;
 
-use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 use costlab::store::Store;
-
-fn costlab(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_costlab"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env_remove("COSTLAB_DB")
-        .output()
-        .expect("costlab runs")
-}
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()

@@ -2,6 +2,9 @@
 //! misbehaving clients; the loader counts what it sees and never hangs; exit codes; the
 //! experiment's JSON; serve and load across two network namespaces. No timing is asserted.
 
+mod common;
+use common::costlab;
+
 #[path = "common/skip.rs"]
 mod skip;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -402,14 +405,6 @@ fn uring_loader_resumes_short_sends_of_large_requests() {
         assert_eq!(r.errors.total(), 0, "{engine}: {:?}", r.errors);
         assert!(r.answered > 0, "{engine}");
     }
-}
-
-fn costlab(args: &[&str]) -> std::process::Output {
-    Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run costlab")
 }
 
 #[test]

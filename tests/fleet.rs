@@ -4,24 +4,13 @@
 //! (tests/common/pg.rs).
 
 mod common;
+use common::costlab_db as costlab;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use costlab::report::{Doc, Outcome, RunInfo};
 use costlab::store::Store;
-
-fn costlab(db: impl AsRef<std::ffi::OsStr>, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_costlab"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env_remove("COSTLAB_DB")
-        .env_remove("PGPASSWORD")
-        .env("PGPASSFILE", "/nonexistent/pgpass")
-        .output()
-        .expect("costlab runs")
-}
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()

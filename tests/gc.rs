@@ -1,13 +1,12 @@
 //! The gc lab from the outside: the missing-Go error, bad input, and (where Go is
 //! installed) a tiny real sweep and tax run whose JSON is checked for shape.
 
+mod common;
+use common::command as costlab;
+
 #[path = "common/skip.rs"]
 mod skip;
 use std::process::Command;
-
-fn costlab() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_costlab"))
-}
 
 fn go_available() -> bool {
     Command::new("go")

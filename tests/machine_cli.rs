@@ -1,15 +1,10 @@
 //! `costlab machine` as a user runs it: the table, the JSON, bad input.
 
-use std::process::Command;
+mod common;
+use common::costlab;
+
 
 use serde_json::Value;
-
-fn costlab(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_costlab"))
-        .args(args)
-        .output()
-        .expect("run costlab")
-}
 
 #[test]
 fn json_has_every_fact() {

@@ -1,6 +1,9 @@
 //! The memory lab run as a user runs it: tiny sizes, JSON shape, exit codes, and hugepage
 //! pools that are put back (on success, on error and on Ctrl-C).
 
+mod common;
+use common::costlab;
+
 #[path = "common/skip.rs"]
 mod skip;
 use std::path::Path;
@@ -12,13 +15,6 @@ use serde_json::Value;
 
 /// Tests that touch the real hugepage pools run one at a time.
 static POOLS: Mutex<()> = Mutex::new(());
-
-fn costlab(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_costlab"))
-        .args(args)
-        .output()
-        .expect("running costlab")
-}
 
 fn json_of(out: &Output) -> Value {
     assert!(

@@ -1,6 +1,9 @@
 //! The NUMA lab and numa-maps: fixture parsing, planning on a 4-node fixture, the measuring
 //! path on this machine's node 0, and the binary's one-node behaviour and exit codes.
 
+mod common;
+use common::costlab;
+
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -15,13 +18,6 @@ fn root(name: &str) -> PathBuf {
     [env!("CARGO_MANIFEST_DIR"), "tests", "fixtures", name]
         .iter()
         .collect()
-}
-
-fn costlab(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_costlab"))
-        .args(args)
-        .output()
-        .expect("run costlab")
 }
 
 #[test]

@@ -2,17 +2,13 @@
 //! the summaries of their samples, latency that is the inverse of throughput, USL fits that
 //! go through their points, and one-line exit-2 errors on bad input.
 
+mod common;
+use common::costlab;
+
 #[path = "common/skip.rs"]
 mod skip;
 
-use std::process::{Command, Output};
-
-fn costlab(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_costlab"))
-        .args(args)
-        .output()
-        .expect("running costlab")
-}
+use std::process::Output;
 
 fn cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())

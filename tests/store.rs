@@ -4,6 +4,7 @@
 //! transactions that leave nothing behind, redaction of database passwords.
 
 mod common;
+use common::command_db as costlab_bin;
 
 use std::path::PathBuf;
 
@@ -311,12 +312,6 @@ fn a_lab_run_alone_is_recorded_with_its_sheet() {
         ]
     );
     assert!(sheet.iter().all(|s| s.status == LabStatus::Ran));
-}
-
-fn costlab_bin(db: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
-    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_costlab"));
-    c.arg("--db").arg(db).env_remove("COSTLAB_DB");
-    c
 }
 
 /// The results file a run fell back to: a costlab/1 document with figures in it.

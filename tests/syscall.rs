@@ -1,14 +1,9 @@
 //! `costlab syscall` run as a user runs it: bad input exits 2 with one line, and a tiny run
 //! writes the JSON the contract describes.
 
-use std::process::Command;
+mod common;
+use common::costlab;
 
-fn costlab(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_costlab"))
-        .args(args)
-        .output()
-        .expect("running costlab")
-}
 
 #[test]
 fn bad_batches_exit_2_with_one_line() {

@@ -6,7 +6,7 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use costlab::labs::Lab;
 use costlab::measure::quality::{self, Quality};
@@ -237,13 +237,7 @@ fn markdown_csv_and_html_carry_the_mark_and_the_reason() {
 }
 
 fn costlab(db: &Path, args: &[&str]) -> Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_costlab"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env_remove("COSTLAB_DB")
-        .output()
-        .expect("costlab runs");
+    let out = common::costlab_db(db, args);
     assert_eq!(
         out.status.code(),
         Some(0),

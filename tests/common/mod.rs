@@ -1,5 +1,9 @@
-//! Shared by the integration tests: the fixture document and a cost sheet for it.
+//! Shared by the integration tests, once: running the costlab binary, the fixture document
+//! and a cost sheet for it, fakes, PostgreSQL, skips.
 #![allow(dead_code)]
+
+use std::ffi::OsStr;
+use std::process::{Command, Output, Stdio};
 
 use costlab::labs::Headline;
 use costlab::measure::Summary;
@@ -76,6 +80,37 @@ pub fn fixture_sheet(doc: &Doc) -> Vec<LabSheet> {
         },
     ]
 }
+/// The costlab binary cargo built for these tests.
+pub const BIN: &str = env!("CARGO_BIN_EXE_costlab");
+
+/// costlab, ready for arguments: stdin closed (nothing may wait on a terminal), the history
+/// the test command chose (`COSTLAB_DB`, a throwaway one under `make test`), no PostgreSQL
+/// password from the environment.
+pub fn command() -> Command {
+    let mut c = Command::new(BIN);
+    c.stdin(Stdio::null())
+        .env_remove("PGPASSWORD")
+        .env("PGPASSFILE", "/nonexistent/pgpass");
+    c
+}
+
+/// costlab on the history `db` (a SQLite file or a postgres:// URL), whatever COSTLAB_DB says.
+pub fn command_db(db: impl AsRef<OsStr>) -> Command {
+    let mut c = command();
+    c.arg("--db").arg(db).env_remove("COSTLAB_DB");
+    c
+}
+
+/// `costlab ARGS`, run to its end.
+pub fn costlab(args: &[&str]) -> Output {
+    command().args(args).output().expect("costlab runs")
+}
+
+/// `costlab --db DB ARGS`, run to its end.
+pub fn costlab_db(db: impl AsRef<OsStr>, args: &[&str]) -> Output {
+    command_db(db).args(args).output().expect("costlab runs")
+}
+
 pub mod fake;
 pub mod pg;
 pub mod skip;
