@@ -563,6 +563,28 @@ pub fn command(args: &CheckArgs) -> Result<()> {
         }
         None => print!("{text}"),
     }
+    let warns: Vec<String> = report
+        .findings
+        .iter()
+        .filter(|f| f.level == Level::Warn)
+        .map(|f| {
+            if f.fix.is_empty() {
+                format!("{}: {}", f.item, f.value)
+            } else {
+                format!("{}: {} (fix: {})", f.item, f.value, f.fix)
+            }
+        })
+        .collect();
+    if args.strict && !warns.is_empty() {
+        for w in &warns {
+            eprintln!("costlab: strict: WARN {w}");
+        }
+        return Err(anyhow::Error::new(crate::error::Gate {
+            what: "WARN findings (--strict)",
+            lines: warns,
+            status: 3,
+        }));
+    }
     Ok(())
 }
 

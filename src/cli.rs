@@ -112,11 +112,13 @@ pub enum Command {
     Pin(PinArgs),
     // --- the history ---
     /// The runs in the history: id, date, machine, command, complete or not
-    #[command(after_help = "Examples:\n  costlab history\n  costlab --db team.db history")]
+    #[command(
+        after_help = "Examples:\n  costlab history\n  costlab --db team.db history\n  costlab history --json - | jq -r '.[] | select(.complete) | .id'"
+    )]
     History(HistoryArgs),
     /// Compare two runs figure by figure: the change and whether it is significant
     #[command(
-        after_help = "Examples:\n  costlab compare 20261122T1000 last\n  costlab compare A B --min-effect 10"
+        after_help = "Examples:\n  costlab compare 20261122T1000 last\n  costlab compare A B --min-effect 10\n  costlab compare A last --json - --fail-on regression   for CI: JSON on stdout, exit 4 on a regression\n\nExit status: 0 compared (whatever changed, unless --fail-on); 4 --fail-on and a change\nof that kind was called; 2 bad input, or two runs with no figure in common."
     )]
     Compare(CompareArgs),
     /// Export a run from the history as JSON, CSV or Markdown
@@ -151,7 +153,7 @@ pub enum Command {
     Push(PushArgs),
     /// Every machine in the history, its latest headline figures side by side
     #[command(
-        after_help = "Examples:\n  costlab machines\n  costlab --db postgres://me@db/costlab machines"
+        after_help = "Examples:\n  costlab machines\n  costlab --db postgres://me@db/costlab machines\n  costlab machines --json machines.json"
     )]
     Machines(MachinesArgs),
     /// A figure across runs, with the changes in it found (E-divisive means)
@@ -161,12 +163,16 @@ pub enum Command {
 
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Examples:\n  costlab check\n  costlab check --json -\n  costlab check --tune -- costlab mem latency --sizes 1G --pages 4k,thp"
+    after_help = "Examples:\n  costlab check\n  costlab check --json -\n  costlab check --strict && costlab run    measure only on a quiet machine (exit 3 on a WARN)\n  costlab check --tune -- costlab mem latency --sizes 1G --pages 4k,thp"
 )]
 pub struct CheckArgs {
     /// Write the findings as JSON to FILE, or "-" for stdout
     #[arg(long, value_name = "FILE")]
     pub json: Option<String>,
+    /// Exit 3 when any finding is a WARN (one line each on stderr): gate a benchmark job on a
+    /// quiet machine
+    #[arg(long)]
+    pub strict: bool,
     /// Apply the safe settings (governor performance, boost off, numa_balancing off) for the
     /// length of the command given after `--`, then restore them (needs root)
     #[arg(long)]
@@ -678,7 +684,12 @@ pub struct RunArgs {
 }
 
 #[derive(Args, Debug)]
-pub struct HistoryArgs {}
+pub struct HistoryArgs {
+    /// Write the runs as JSON to FILE, or "-" for stdout (a list of {id, started, machine_id,
+    /// machine, command, figures, complete})
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<String>,
+}
 
 #[derive(Args, Debug)]
 pub struct CompareArgs {
@@ -686,7 +697,7 @@ pub struct CompareArgs {
     pub a: String,
     /// The run after: an id, a unique prefix of one, or "last"
     pub b: String,
-    /// Smallest change, in percent of the median, that is called a change (default 5)
+    /// Smallest change, in percent of the median, that is called a change
     #[arg(
         long,
         value_name = "PCT",
@@ -694,6 +705,23 @@ pub struct CompareArgs {
         allow_hyphen_values = true
     )]
     pub min_effect: f64,
+    /// Write the comparison as JSON to FILE, or "-" for stdout (then the table goes to stderr):
+    /// each figure's A, B, change, p, BH-adjusted p, verdict, and both runs' quality
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<String>,
+    /// Exit 4 when the comparison calls a change of this kind: a regression (a figure got
+    /// worse) or any change. For CI
+    #[arg(long, value_name = "WHAT")]
+    pub fail_on: Option<FailOn>,
+}
+
+/// What `compare --fail-on` gates on.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailOn {
+    /// A called change that made a figure worse (a cost up, a rate down)
+    Regression,
+    /// Any called change, better or worse
+    Change,
 }
 
 #[derive(Args, Debug)]
@@ -714,7 +742,12 @@ pub struct PushArgs {
 }
 
 #[derive(Args, Debug)]
-pub struct MachinesArgs {}
+pub struct MachinesArgs {
+    /// Write the grid as JSON to FILE, or "-" for stdout (each machine's latest headline
+    /// figures with their verdicts)
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<String>,
+}
 
 #[derive(Args, Debug)]
 pub struct TrendArgs {

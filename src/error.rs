@@ -19,12 +19,24 @@ pub struct Interrupted;
 #[error("{} figures are not ok (--strict)", .0.len())]
 pub struct NotOk(pub Vec<String>);
 
+/// `compare --fail-on` (or `check --strict`): the comparison called a change, or the check
+/// found a warning. Each line names one; the exit status is the one given (4 for a change, 3
+/// for a warning), so a CI job can gate on it.
+#[derive(Debug, Error)]
+#[error("{} found ({})", .lines.len(), .what)]
+pub struct Gate {
+    pub what: &'static str,
+    pub lines: Vec<String>,
+    pub status: u8,
+}
+
 /// Build a `UsageError` wrapped in `anyhow::Error`.
 pub fn usage(msg: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(UsageError(msg.into()))
 }
 
-/// Exit status for an error: 2 for bad input, 130 for Ctrl-C, 1 for everything else.
+/// Exit status for an error: 2 for bad input, 130 for Ctrl-C, 3 for `--strict`, a gate's own
+/// (4 for `compare --fail-on`), 1 for everything else.
 pub fn exit_code(err: &anyhow::Error) -> u8 {
     if err.chain().any(|e| e.is::<UsageError>()) {
         2
@@ -32,6 +44,8 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
         130
     } else if err.chain().any(|e| e.is::<NotOk>()) {
         3
+    } else if let Some(g) = err.chain().find_map(|e| e.downcast_ref::<Gate>()) {
+        g.status
     } else {
         1
     }

@@ -401,7 +401,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             labs::pin::run(&args, ctx)
         }),
         Command::Run(args) => runner::command(&args, db(), command_line()),
-        Command::History(_) => commands::history::history(db()),
+        Command::History(args) => commands::history::history(db(), &args),
         Command::Compare(args) => commands::history::compare(db(), &args),
         Command::Export(args) => commands::history::export(db(), &args),
         Command::Report(args) => commands::history::report(db(), &args),
@@ -409,7 +409,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::Check(args) => costlab::check::command(&args),
         Command::Import(args) => commands::fleet::import(db(), &args),
         Command::Push(args) => commands::fleet::push(db(), &args),
-        Command::Machines(_) => commands::fleet::machines(db()),
+        Command::Machines(args) => commands::fleet::machines(db(), &args),
         Command::Trend(args) => commands::trend::command(db(), &args),
     }
 }

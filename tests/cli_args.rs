@@ -1,6 +1,8 @@
 //! The command line at its edges: clap's whole message on a parse error, output paths and
 //! sample counts checked before anything is measured, degenerate input refused or explained.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read};
 use std::net::TcpListener;
 use std::path::Path;
@@ -217,4 +219,32 @@ fn echo_load_takes_the_samples_it_is_asked_for() {
     assert_eq!(tp["samples"].as_array().unwrap().len(), 2, "{tp}");
     // The default client is the same as the experiment's (uring), or its fallback note.
     assert_eq!(tp["case"]["client"], "uring", "{tp}");
+}
+
+/// `check --strict` is a gate for CI: exit 3 exactly when the findings hold a WARN (one line
+/// each on stderr), 0 otherwise. Which it is depends on this machine now; the link between
+/// the findings and the exit status does not.
+#[test]
+fn check_strict_exits_3_exactly_when_a_finding_warns() {
+    let out = common::costlab(&["check", "--strict", "--json", "-"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let warns = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["level"] == "warn")
+        .count();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if warns == 0 {
+        assert_eq!(out.status.code(), Some(0), "{err}");
+    } else {
+        assert_eq!(out.status.code(), Some(3), "{err}");
+        assert_eq!(
+            err.matches("costlab: strict: WARN ").count(),
+            warns,
+            "{err}"
+        );
+    }
+    let plain = common::costlab(&["check", "--json", "-"]);
+    assert_eq!(plain.status.code(), Some(0));
 }

@@ -135,6 +135,95 @@ fn compare_flags_a_real_change_and_not_a_rerun() {
         "{line}"
     );
     assert!(t.contains("25 of 112 figures changed significantly"), "{t}");
+
+    // For CI: the comparison as JSON on stdout (the table on stderr), read with jq, and
+    // --fail-on regression: exit 4 on the real drop, 0 on the rerun.
+    let out = costlab(
+        &db,
+        &[
+            "compare",
+            "20261122T100000Z-000001",
+            "last",
+            "--json",
+            "-",
+            "--fail-on",
+            "regression",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("costlab: fail-on regression: mem block=16384"));
+    let jq = |filter: &str, json: &[u8]| -> String {
+        use std::io::Write;
+        let mut child = Command::new("jq")
+            .args(["-r", filter])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("jq installed by scripts/install-deps.sh");
+        child.stdin.take().unwrap().write_all(json).unwrap();
+        let o = child.wait_with_output().unwrap();
+        assert!(o.status.success(), "jq {filter}");
+        text(&o.stdout).trim().to_string()
+    };
+    assert_eq!(jq(".regressions", &out.stdout), "25");
+    assert_eq!(jq(".figures | length", &out.stdout), "112");
+    let row = jq(
+        r#".figures[] | select(.figure == "mem block=16384 op=read pages=4k pattern=seq threads=1 bandwidth") | [.verdict, .regression, (.change_pct|round), .p, (.p_adjusted < 0.05), .quality_a // "none"] | @tsv"#,
+        &out.stdout,
+    );
+    assert_eq!(
+        row, "significant\ttrue\t-30\t0.007936507936507936\ttrue\tnone",
+        "{row}"
+    );
+    let out = costlab(
+        &db,
+        &[
+            "compare",
+            "20261122T100000Z-000001",
+            "20261122T100100Z",
+            "--fail-on",
+            "regression",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = costlab(
+        &db,
+        &[
+            "compare",
+            "20261122T100000Z-000001",
+            "20261122T100100Z",
+            "--fail-on",
+            "change",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = costlab(
+        &db,
+        &["compare", "20261122T100100Z", "last", "--fail-on", "change"],
+    );
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+
+    // history --json lists the three runs.
+    let out = costlab(&db, &["history", "--json", "-"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        jq("map(.id) | join(\",\")", &out.stdout),
+        "20261122T100000Z-000001,20261122T100100Z-000002,20261122T100200Z-000003"
+    );
+    assert_eq!(jq(".[0].figures", &out.stdout), "112");
+
+    // Two runs with nothing in common: bad input, one line.
+    let mut other = base.clone();
+    other.run.id = "20261122T100300Z-000004".into();
+    for r in &mut other.results {
+        r.lab = format!("{}-elsewhere", r.lab);
+    }
+    Store::open(&db).unwrap().save_doc(&other, &[]).unwrap();
+    let out = costlab(&db, &["compare", "20261122T100000Z-000001", "last"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("have no figure in common"), "{err}");
 }
 
 #[test]

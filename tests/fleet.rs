@@ -385,6 +385,27 @@ fn trend_finds_a_15_percent_step_at_run_20_and_nothing_in_flat_noise() {
             "{said}"
         );
         assert!(said.contains(" *"), "{said}");
+        // The same grid as JSON for CI: both machines, each figure with its verdict, the best
+        // machine per figure.
+        let out = costlab(&db, &["machines", "--json", "-"]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let grid: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let ids: Vec<&str> = grid["machines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].as_str().unwrap())
+            .collect();
+        assert!(ids.iter().any(|i| i.contains("stepmachine")), "{ids:?}");
+        assert!(ids.iter().any(|i| i.contains("flatmachine")), "{ids:?}");
+        let first = &grid["figures"][0];
+        assert!(first["best"].is_string(), "{first}");
+        let label = first["figure"].as_str().unwrap();
+        let fig = &grid["machines"][0]["figures"][label];
+        assert!(
+            fig["median"].is_number() && fig["quality"].is_string(),
+            "{fig}"
+        );
         let rep = dir.path().join("machines");
         let out = costlab(
             &db,

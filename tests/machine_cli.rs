@@ -3,7 +3,6 @@
 mod common;
 use common::costlab;
 
-
 use serde_json::Value;
 
 #[test]

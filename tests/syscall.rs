@@ -4,7 +4,6 @@
 mod common;
 use common::costlab;
 
-
 #[test]
 fn bad_batches_exit_2_with_one_line() {
     for bad in ["0", "1,0", "x", "5000", "1,,4", "2.5"] {

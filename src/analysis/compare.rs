@@ -71,6 +71,107 @@ pub struct Change {
     /// The p value adjusted by Benjamini-Hochberg over every figure compared.
     pub q: f64,
     pub verdict: Verdict,
+    /// Each side's own verdict on the figure (None for runs stored before verdicts).
+    pub quality_a: Option<crate::model::Quality>,
+    pub quality_b: Option<crate::model::Quality>,
+}
+
+impl Change {
+    /// The test called the change: significant after Benjamini-Hochberg, above the minimum
+    /// effect, both sides clean.
+    pub fn called(&self) -> bool {
+        matches!(self.verdict, Verdict::Significant { .. })
+    }
+
+    /// The figure got worse: larger for a cost (ns, us, %, cycles), smaller for a rate.
+    pub fn worse(&self) -> bool {
+        if lower_is_better(&self.unit, &self.figure) {
+            self.b > self.a
+        } else {
+            self.b < self.a
+        }
+    }
+
+    /// A called change that made the figure worse.
+    pub fn regression(&self) -> bool {
+        self.called() && self.worse()
+    }
+
+    /// The raw p value the verdict carries.
+    pub fn p(&self) -> f64 {
+        match &self.verdict {
+            Verdict::Significant { p }
+            | Verdict::NoChange { p }
+            | Verdict::Small { p }
+            | Verdict::NotClean { p, .. } => *p,
+            Verdict::TooFew { min_p } => *min_p,
+        }
+    }
+}
+
+impl Verdict {
+    /// One word for JSON: significant, no-change, too-few, small, not-clean.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Verdict::Significant { .. } => "significant",
+            Verdict::NoChange { .. } => "no-change",
+            Verdict::TooFew { .. } => "too-few",
+            Verdict::Small { .. } => "small",
+            Verdict::NotClean { .. } => "not-clean",
+        }
+    }
+}
+
+/// Whether a smaller figure is the better one, read from its unit and label or figure name.
+pub fn lower_is_better(unit: &str, label: &str) -> bool {
+    let l = label.to_ascii_lowercase();
+    match unit {
+        "ns" | "us" | "µs" | "ms" | "s" | "cycles" => true,
+        "%" => !(l.contains("cut") || l.contains("saving") || l.contains("gain")),
+        _ => false,
+    }
+}
+
+impl Comparison {
+    /// The comparison as JSON for CI (`compare --json`): each figure's A, B, change, p,
+    /// BH-adjusted p, the test's verdict, whether it is a regression, and both sides' quality.
+    pub fn to_json(&self, a_id: &str, b_id: &str) -> serde_json::Value {
+        use serde_json::json;
+        let q = |x: Option<crate::model::Quality>| x.map(|q| q.word());
+        let num = |x: f64| {
+            if x.is_finite() {
+                json!(x)
+            } else {
+                serde_json::Value::Null
+            }
+        };
+        json!({
+            "a": a_id,
+            "b": b_id,
+            "test": "Mann-Whitney U, two-sided; Benjamini-Hochberg",
+            "alpha": ALPHA,
+            "min_effect_pct": self.min_effect_pct,
+            "only_a": self.only_a,
+            "only_b": self.only_b,
+            "called": self.changes.iter().filter(|c| c.called()).count(),
+            "regressions": self.changes.iter().filter(|c| c.regression()).count(),
+            "figures": self.changes.iter().map(|c| json!({
+                "figure": c.figure,
+                "unit": c.unit,
+                "a": c.a,
+                "b": c.b,
+                "change_pct": num(c.change_pct),
+                "p": c.p(),
+                "p_adjusted": c.q,
+                "verdict": c.verdict.word(),
+                "reading": c.verdict.text(),
+                "worse": c.worse(),
+                "regression": c.regression(),
+                "quality_a": q(c.quality_a),
+                "quality_b": q(c.quality_b),
+            })).collect::<Vec<_>>(),
+        })
+    }
 }
 
 /// The comparison of run A (before) with run B (after).
@@ -149,6 +250,8 @@ pub fn compare_with(a: &Doc, b: &Doc, min_effect_pct: f64) -> Comparison {
             u,
             q: 1.0,
             verdict,
+            quality_a: ra.quality,
+            quality_b: rb.quality,
         });
     }
     // Many figures at once: a raw p < 0.05 would call one in twenty unchanged figures

@@ -194,10 +194,24 @@ pub fn judged_sheet(store: &Store, id: &str) -> Result<Vec<LabSheet>> {
     Ok(sheet)
 }
 
-pub fn machines(db: Option<&Path>) -> Result<()> {
+pub fn machines(db: Option<&Path>, args: &crate::cli::MachinesArgs) -> Result<()> {
+    if let Some(dest) = &args.json {
+        crate::report::dest::check_file("--json", dest)?;
+    }
     let store = open_existing(db)?;
-    print!("{}", render(&grid(&store, None)?));
-    Ok(())
+    let g = grid(&store, None)?;
+    match args.json.as_deref() {
+        Some(dest) => {
+            if dest != "-" {
+                print!("{}", render(&g));
+            }
+            crate::report::json::write_value(dest, &crate::report::fleet::to_json(&g))
+        }
+        None => {
+            print!("{}", render(&g));
+            Ok(())
+        }
+    }
 }
 
 pub fn report_machines(db: Option<&Path>, list: &str, out: Option<&Path>) -> Result<()> {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::cli::{CompareArgs, ExportArgs, ExportFormat, ReportArgs};
+use crate::cli::{CompareArgs, ExportArgs, ExportFormat, HistoryArgs, ReportArgs};
 use crate::error::{one_line, usage};
 use crate::labs;
 use crate::model::Doc;
@@ -104,9 +104,29 @@ pub fn not_saved(doc: &Doc, cause: &anyhow::Error) -> anyhow::Error {
     )
 }
 
-pub fn history(db: Option<&Path>) -> Result<()> {
+pub fn history(db: Option<&Path>, args: &HistoryArgs) -> Result<()> {
+    if let Some(dest) = &args.json {
+        crate::report::dest::check_file("--json", dest)?;
+    }
     let store = open_existing(db)?;
     let runs = store.runs()?;
+    if let Some(dest) = &args.json {
+        let list: Vec<serde_json::Value> = runs
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "id": r.id,
+                    "started": r.started,
+                    "machine_id": r.machine_id,
+                    "machine": r.machine_summary,
+                    "command": r.command,
+                    "figures": r.figures,
+                    "complete": r.complete,
+                })
+            })
+            .collect();
+        return crate::report::json::write_value(dest, &serde_json::Value::Array(list));
+    }
     if runs.is_empty() {
         println!("the history is empty: run a lab or `costlab run` first");
         return Ok(());
@@ -145,6 +165,9 @@ pub fn compare(db: Option<&Path>, args: &CompareArgs) -> Result<()> {
             args.min_effect
         )));
     }
+    if let Some(dest) = &args.json {
+        crate::report::dest::check_file("--json", dest)?;
+    }
     let store = open_existing(db)?;
     let a = store.resolve(&args.a)?;
     let b = store.resolve(&args.b)?;
@@ -157,24 +180,84 @@ pub fn compare(db: Option<&Path>, args: &CompareArgs) -> Result<()> {
     let da = store.load_doc(&a)?;
     let db_ = store.load_doc(&b)?;
     let c = compare::compare_with(&da, &db_, args.min_effect);
-    print!("{}", crate::report::compare::render(&c, &a, &b));
+    if c.changes.is_empty() {
+        return Err(usage(format!(
+            "runs {a} and {b} have no figure in common ({} only in A, {} only in B): compare two runs of the same lab and cases",
+            c.only_a, c.only_b
+        )));
+    }
+    // With the JSON on stdout, the table goes to stderr so stdout stays parseable.
+    let json_stdout = args.json.as_deref() == Some("-");
+    let mut text = crate::report::compare::render(&c, &a, &b);
     let differ = compare::machine_differences(&da.machine, &db_.machine);
     if let Some((ma, mb)) = compare::other_machine(&da.machine, &db_.machine) {
-        println!(
-            "note: A ran on machine {ma}, B on machine {mb}{}",
+        text.push_str(&format!(
+            "note: A ran on machine {ma}, B on machine {mb}{}\n",
             if differ.is_empty() {
                 String::new()
             } else {
                 format!("; they differ in: {}", differ.join(", "))
             }
-        );
+        ));
     } else if !differ.is_empty() {
-        println!(
-            "note: the runs' machines differ in: {} (a change may come from there)",
+        text.push_str(&format!(
+            "note: the runs' machines differ in: {} (a change may come from there)\n",
             differ.join(", ")
-        );
+        ));
     }
-    Ok(())
+    if json_stdout {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
+    }
+    if let Some(dest) = &args.json {
+        crate::report::json::write_value(dest, &c.to_json(&a, &b))?;
+    }
+    fail_on(args.fail_on, &c)
+}
+
+/// `--fail-on`: exit 4 with one line per called change of the kind asked for.
+fn fail_on(kind: Option<crate::cli::FailOn>, c: &compare::Comparison) -> Result<()> {
+    use crate::cli::FailOn;
+    let Some(kind) = kind else { return Ok(()) };
+    let hits: Vec<String> = c
+        .changes
+        .iter()
+        .filter(|ch| match kind {
+            FailOn::Regression => ch.regression(),
+            FailOn::Change => ch.called(),
+        })
+        .map(|ch| {
+            format!(
+                "{}: {} -> {} {} ({:+.1}%, {})",
+                ch.figure,
+                crate::report::sheet::figure(ch.a),
+                crate::report::sheet::figure(ch.b),
+                ch.unit,
+                ch.change_pct,
+                ch.verdict.text()
+            )
+        })
+        .collect();
+    if hits.is_empty() {
+        return Ok(());
+    }
+    let what = match kind {
+        FailOn::Regression => "regression",
+        FailOn::Change => "change",
+    };
+    for h in &hits {
+        eprintln!("costlab: fail-on {what}: {h}");
+    }
+    Err(anyhow::Error::new(crate::error::Gate {
+        what: if kind == FailOn::Regression {
+            "regressions (--fail-on regression)"
+        } else {
+            "changes (--fail-on change)"
+        },
+        lines: hits,
+        status: 4,
+    }))
 }
 
 pub fn export(db: Option<&Path>, args: &ExportArgs) -> Result<()> {

@@ -8,15 +8,7 @@ use crate::model::Quality;
 use crate::report::sheet::figure;
 use crate::store::redact;
 
-/// Whether a smaller figure is the better one, read from its unit and label.
-pub fn lower_is_better(unit: &str, label: &str) -> bool {
-    let l = label.to_ascii_lowercase();
-    match unit {
-        "ns" | "us" | "µs" | "ms" | "s" | "cycles" => true,
-        "%" => !(l.contains("cut") || l.contains("saving") || l.contains("gain")),
-        _ => false,
-    }
-}
+pub use crate::analysis::compare::lower_is_better;
 
 /// One headline figure of a machine: its median, unit and verdict.
 #[derive(Debug, Clone, PartialEq)]
@@ -231,4 +223,30 @@ pub fn render_html(g: &Grid, source: &str) -> String {
     }
     h.push_str("</table></body></html>\n");
     h
+}
+
+/// The grid as JSON (`machines --json`): each machine with its latest run and its headline
+/// figures, each with median, unit, verdict and reasons, and which machine is best per figure.
+pub fn to_json(g: &Grid) -> serde_json::Value {
+    use serde_json::json;
+    json!({
+        "figures": g.labels.iter().map(|(label, unit)| json!({
+            "figure": label,
+            "unit": unit,
+            "best": g.best(label, unit).map(|i| g.machines[i].id.clone()),
+        })).collect::<Vec<_>>(),
+        "machines": g.machines.iter().map(|m| json!({
+            "id": m.id,
+            "machine": m.summary,
+            "run": m.run,
+            "started": m.started,
+            "runs": m.runs,
+            "figures": m.figures.iter().map(|(label, f)| (label.clone(), json!({
+                "median": f.median,
+                "unit": f.unit,
+                "quality": f.quality.map(|q| q.word()),
+                "quality_reasons": f.quality_reasons,
+            }))).collect::<serde_json::Map<String, serde_json::Value>>(),
+        })).collect::<Vec<_>>(),
+    })
 }
