@@ -3,10 +3,8 @@
 //! experiment's JSON; serve and load across two network namespaces. No timing is asserted.
 
 mod common;
-use common::costlab;
+use common::{costlab, skip};
 
-#[path = "common/skip.rs"]
-mod skip;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};

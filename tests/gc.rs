@@ -4,8 +4,7 @@
 mod common;
 use common::command as costlab;
 
-#[path = "common/skip.rs"]
-mod skip;
+use common::skip;
 use std::process::Command;
 
 fn go_available() -> bool {

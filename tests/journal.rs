@@ -3,8 +3,8 @@
 //! back and says so in one line. Needs root and a 2 MiB pool in sysfs; says so and passes
 //! without them (it cannot change the setting it tests).
 
-#[path = "common/skip.rs"]
-mod skip;
+mod common;
+use common::skip;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

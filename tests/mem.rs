@@ -4,8 +4,7 @@
 mod common;
 use common::costlab;
 
-#[path = "common/skip.rs"]
-mod skip;
+use common::skip;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;

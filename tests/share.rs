@@ -5,8 +5,7 @@
 mod common;
 use common::costlab;
 
-#[path = "common/skip.rs"]
-mod skip;
+use common::skip;
 
 use std::process::Output;
 
