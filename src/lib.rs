@@ -4,6 +4,8 @@
 //! Layout (see DESIGN.md): `machine` reads the machine, `measure` is how we measure,
 //! `labs` holds one folder per lab, `report` is the result model and its outputs.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 pub mod check;
 pub mod cli;
 pub mod commands;

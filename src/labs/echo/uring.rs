@@ -253,7 +253,8 @@ impl Server {
             1
         };
         let ptr_of = |s: &Slice| {
-            // SAFETY (pointer arithmetic): start < end <= buffer size, inside buffer `bid`.
+            // SAFETY: start < end <= the buffer size, so the offset stays inside buffer `bid`
+            // of the pool's one allocation.
             unsafe { pool.addr(s.bid).add(s.start as usize) }
         };
         let bytes: usize = c

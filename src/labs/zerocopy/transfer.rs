@@ -17,7 +17,7 @@ use io_uring::{opcode, types, IoUring};
 
 use super::completions::{self, Tally, UringZc, IORING_SEND_ZC_REPORT_USAGE};
 use super::model::Method;
-use crate::measure::{cancel, cpus, SampleSpec};
+use crate::measure::{cancel, cpus, cputime, SampleSpec};
 
 /// Zero-copy buffers in flight before the sender waits for a completion.
 const ZC_BUFFERS: usize = 4;
@@ -99,21 +99,21 @@ impl SourceFile {
     }
 }
 
+impl SourceFile {
+    /// The file's bytes, through its mapping.
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: `map` is a read-only mapping of `len` bytes made in `create` and unmapped
+        // only in drop, so it outlives the borrow of self; the file is unlinked and only we
+        // hold it, and it is written before it is mapped, so nothing changes the bytes.
+        unsafe { std::slice::from_raw_parts(self.map, self.len) }
+    }
+}
+
 impl Drop for SourceFile {
     fn drop(&mut self) {
         // SAFETY: unmapping the mapping made in `create`, once.
         unsafe { libc::munmap(self.map as *mut libc::c_void, self.len) };
     }
-}
-
-fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid timespec to write to.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 fn errno() -> std::io::Error {
@@ -244,15 +244,14 @@ impl<'a> Sender<'a> {
         o
     }
 
-    fn write_all(&mut self, mut p: *const u8, mut left: usize, flags: i32) -> Result<()> {
-        while left > 0 {
-            // SAFETY: p..p+left lies in a buffer or mapping that outlives the call.
-            let n = unsafe { libc::send(self.sock, p as *const libc::c_void, left, flags) };
-            self.calls += 1;
+    /// Send all of `buf` with plain sends, counting the calls.
+    fn send_all(sock: RawFd, calls: &mut u64, mut buf: &[u8], flags: i32) -> Result<()> {
+        while !buf.is_empty() {
+            // SAFETY: `buf` is a live slice: send reads at most its length from its start.
+            let n = unsafe { libc::send(sock, buf.as_ptr().cast(), buf.len(), flags) };
+            *calls += 1;
             let n = check(n, "send")?;
-            // SAFETY: n <= left, so p stays inside the same buffer.
-            p = unsafe { p.add(n) };
-            left -= n;
+            buf = &buf[n..];
         }
         Ok(())
     }
@@ -282,14 +281,13 @@ impl<'a> Sender<'a> {
                     }
                     got += n;
                 }
-                let p = self.bufs[0].as_ptr();
-                self.write_all(p, size, 0)
+                Self::send_all(self.sock, &mut self.calls, &self.bufs[0][..size], 0)
             }
             Method::MmapWrite => {
                 let off = self.next_off();
-                // SAFETY: off + size <= the mapping's length (next_off wraps before the end).
-                let p = unsafe { self.file.expect("file").map.add(off) };
-                self.write_all(p, size, 0)
+                // off + size <= the mapping's length: next_off wraps before the end.
+                let bytes = &self.file.expect("file").bytes()[off..off + size];
+                Self::send_all(self.sock, &mut self.calls, bytes, 0)
             }
             Method::Sendfile => {
                 let off = self.next_off();
@@ -352,10 +350,7 @@ impl<'a> Sender<'a> {
                 }
                 Ok(())
             }
-            Method::Send => {
-                let p = self.bufs[0].as_ptr();
-                self.write_all(p, size, 0)
-            }
+            Method::Send => Self::send_all(self.sock, &mut self.calls, &self.bufs[0][..size], 0),
             Method::MsgZerocopy => self.msg_zerocopy(),
             Method::UringSend => self.uring_send(),
             Method::UringSendZc => self.uring_send_zc(),
@@ -413,6 +408,7 @@ impl<'a> Sender<'a> {
         }
         let mut control = [0u8; 256];
         loop {
+            // SAFETY: msghdr is plain pointers and integers, for which all-zero is valid.
             let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
             msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
             msg.msg_controllen = control.len();
@@ -592,7 +588,7 @@ struct Raw {
 fn one_sample(s: &mut Sender, stream: &mut TcpStream, bytes: u64) -> Result<Raw> {
     stream.write_all(&bytes.to_le_bytes())?;
     let (calls0, done0, copied0) = (s.calls, s.tally.completed, s.tally.copied);
-    let c0 = clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID);
+    let c0 = cputime::process_cpu_ns();
     let t0 = Instant::now();
     for _ in 0..bytes / s.size as u64 {
         s.payload()?;
@@ -603,7 +599,7 @@ fn one_sample(s: &mut Sender, stream: &mut TcpStream, bytes: u64) -> Result<Raw>
         .read_exact(&mut ack)
         .context("waiting for the receiver's acknowledgement")?;
     let wall_ns = t0.elapsed().as_nanos() as u64;
-    let c1 = clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID);
+    let c1 = cputime::process_cpu_ns();
     Ok(Raw {
         bytes,
         wall_ns,
@@ -657,7 +653,7 @@ fn receive(listener: TcpListener) -> Result<Vec<u64>> {
         if n == 0 {
             break;
         }
-        let c0 = clock_ns(libc::CLOCK_THREAD_CPUTIME_ID);
+        let c0 = cputime::thread_cpu_ns();
         let mut left = n;
         while left > 0 {
             let want = left.min(buf.len() as u64) as usize;
@@ -667,7 +663,7 @@ fn receive(listener: TcpListener) -> Result<Vec<u64>> {
             }
             left -= k as u64;
         }
-        cpu.push(clock_ns(libc::CLOCK_THREAD_CPUTIME_ID) - c0);
+        cpu.push(cputime::thread_cpu_ns() - c0);
         s.write_all(&[1])?;
     }
     Ok(cpu)
