@@ -1,8 +1,12 @@
 //! costlab: measures what each layer of a Linux machine charges the code that runs on it, and
 //! explains each figure with a model checked against the measurement.
 //!
-//! Layout (see DESIGN.md): `machine` reads the machine, `measure` is how we measure,
-//! `labs` holds one folder per lab, `report` is the result model and its outputs.
+//! The layers, bottom first (ARCHITECTURE.md; `tests/layers.rs` keeps them): `model` (the
+//! result model), `measure` (how we measure), `machine` (reading the machine), `analysis`
+//! (statistics over runs), `store` (the history), `report` (what shows a run), `labs` (one
+//! folder per lab), then the commands (`cli`, `commands`, `runner`, `check`).
+
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod analysis;
 pub mod check;

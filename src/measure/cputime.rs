@@ -1,9 +1,16 @@
 //! CPU time as the kernel counts it, for the labs that judge a sample by how much of it a
-//! thread spent on its CPU (share) or charge a thread's CPU to a request (echo's loader).
+//! thread spent on its CPU (share), charge a thread's CPU to a request (echo's loader) or a
+//! transfer's CPU to its bytes (zerocopy).
 
 /// CPU time of the calling thread so far, ns (CLOCK_THREAD_CPUTIME_ID).
 pub fn thread_cpu_ns() -> u64 {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+/// CPU time of the whole process so far, all threads, ns (CLOCK_PROCESS_CPUTIME_ID).
+pub fn process_cpu_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 

@@ -1,6 +1,8 @@
-//! perf(1) as a sampler of another process: where it is, a `perf record` of a running
-//! process for a fixed time (cpu-clock, a software event, so it works without a PMU), and the
-//! samples per symbol read back from `perf report`.
+//! perf(1) as a sampler: where it is, whether it may sample here, a `perf record` of a
+//! running process for a fixed time (cpu-clock, a software event, so it works without a
+//! PMU) with the samples per symbol read back from `perf report`, and a `perf record` of a
+//! program that turns sampling on and off itself (control fifos) with its samples streamed
+//! back from `perf script`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -120,6 +122,138 @@ fn record_failed(
             .unwrap_or("no message")
             .trim()
     )
+}
+
+/// Whether `perf record` may sample here at `hz`: a probe recording of `true`. The reason
+/// when it may not.
+pub fn probe(perf: &Path, hz: u64) -> std::result::Result<(), String> {
+    let dir = std::env::temp_dir().join(format!("costlab-perf-probe-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let out = Command::new(perf)
+        .args([
+            "record",
+            "-q",
+            "-e",
+            "cpu-clock",
+            "-F",
+            &hz.to_string(),
+            "-o",
+        ])
+        .arg(dir.join("probe.data"))
+        .args(["--", "true"])
+        .stdin(Stdio::null())
+        .output();
+    let _ = std::fs::remove_dir_all(&dir);
+    match out {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(format!(
+            "perf record failed here ({}); see /proc/sys/kernel/perf_event_paranoid",
+            String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("no message")
+                .trim()
+        )),
+        Err(e) => Err(format!("perf did not start ({e})")),
+    }
+}
+
+/// A scratch folder for one recording that its program controls: the control and
+/// acknowledgement fifos (`perf record --control fifo:CTL,ACK`) and the data file. Removed
+/// on drop.
+pub struct Controlled {
+    dir: PathBuf,
+    pub ctl: PathBuf,
+    pub ack: PathBuf,
+    pub data: PathBuf,
+}
+
+impl Controlled {
+    /// A fresh folder under the temp dir, with its two fifos made.
+    pub fn new() -> Result<Controlled> {
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "costlab-perf-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let c = Controlled {
+            ctl: dir.join("ctl"),
+            ack: dir.join("ack"),
+            data: dir.join("perf.data"),
+            dir,
+        };
+        for f in [&c.ctl, &c.ack] {
+            rustix::fs::mkfifoat(rustix::fs::CWD, f, rustix::fs::Mode::from_raw_mode(0o600))
+                .with_context(|| format!("mkfifo {}", f.display()))?;
+        }
+        Ok(c)
+    }
+
+    /// perf's arguments for a recording of the command that follows them: cpu-clock at
+    /// `hz`, frame-pointer user call chains (a kernel-mode sample is kernel time whatever it
+    /// did there, and perf's cpumode says which it was), events off until the program turns
+    /// them on through `ctl` (`-D -1`). Ends with `--`: append the program and its arguments.
+    pub fn record_args(&self, hz: u64) -> Vec<String> {
+        [
+            "record",
+            "-q",
+            "-e",
+            "cpu-clock",
+            "-F",
+            &hz.to_string(),
+            "--call-graph",
+            "fp",
+            "--user-callchains",
+            "--control",
+            &format!("fifo:{},{}", self.ctl.display(), self.ack.display()),
+            "-D",
+            "-1",
+            "-o",
+            &self.data.display().to_string(),
+            "--",
+        ]
+        .map(String::from)
+        .to_vec()
+    }
+
+    /// Stream the recording's samples (`perf script -F misc,period,ip,sym,symoff
+    /// --no-inline`: cpumode, period and the call chain) to `read`, then check perf's exit.
+    pub fn script<T>(
+        &self,
+        perf: &Path,
+        read: impl FnOnce(std::io::BufReader<std::process::ChildStdout>) -> T,
+    ) -> Result<T> {
+        let mut child = Command::new(perf)
+            .args([
+                "script",
+                "-F",
+                "misc,period,ip,sym,symoff",
+                "--no-inline",
+                "-i",
+            ])
+            .arg(&self.data)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting perf script")?;
+        let out = read(std::io::BufReader::new(
+            child.stdout.take().context("perf script's output")?,
+        ));
+        let status = child.wait()?;
+        if !status.success() {
+            anyhow::bail!("perf script -i {} failed ({status})", self.data.display());
+        }
+        Ok(out)
+    }
+}
+
+impl Drop for Controlled {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 /// Samples per symbol in a perf.data file, most first.

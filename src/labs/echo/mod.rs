@@ -12,11 +12,14 @@ pub mod listen;
 pub mod load;
 pub mod model;
 pub mod remote;
+pub mod ring;
 pub mod server;
 pub mod stats;
 pub mod uring;
 pub mod uring_basic;
+mod uring_conn;
 pub mod uring_hot;
+mod uring_pool;
 
 mod commands;
 mod process;

@@ -11,8 +11,8 @@ use anyhow::Result;
 use io_uring::{opcode, types, IoUring};
 
 use super::listen::Stop;
+use super::ring::{build_ring, enter_and_reap, push, ud, ud_parts, ACCEPT, CLOSE, RECV, SEND};
 use super::stats::ServerStats;
-use super::uring::{build_ring, enter_and_reap, push, ud, ud_parts, ACCEPT, CLOSE, RECV, SEND};
 
 const BUF_SIZE: usize = 16 * 1024;
 
@@ -113,7 +113,7 @@ pub fn run(listener: OwnedFd, stop: &Stop, size: u64) -> Result<ServerStats> {
             }
         }
     }
-    super::uring::cancel_accept(&mut ring, ud(ACCEPT, 0, 0));
+    super::ring::cancel_accept(&mut ring, ud(ACCEPT, 0, 0));
     for c in conns.iter().filter(|c| c.live) {
         // SAFETY: fds of live connections were accepted by us and are closed only here.
         unsafe { libc::close(c.fd) };

@@ -24,12 +24,12 @@ use io_uring::{cqueue, opcode, types, IoUring};
 
 use super::features::Features;
 use super::listen::Stop;
-use super::stats::ServerStats;
-use super::uring::{
+use super::ring::{
     arm_accept, build_server_ring, enter_and_reap, on_accept, on_target, push, push_close,
     register_file_table, shut_down, take_slot, ud, ud_parts, Target, ACCEPT, CANCEL, POLL, RECV,
     SEND,
 };
+use super::stats::ServerStats;
 use crate::measure::aligned::AlignedBuf;
 
 /// The shared buffers: few enough that what is written into them stays in cache (eight

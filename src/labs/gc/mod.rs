@@ -9,10 +9,13 @@
 
 pub mod attrib;
 pub mod bench;
+mod crosscheck;
 pub mod java;
 pub mod plan;
+mod sampler;
 pub mod sweep;
 pub mod tax;
+mod tax_options;
 
 use anyhow::Result;
 

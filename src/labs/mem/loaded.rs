@@ -182,7 +182,13 @@ fn load_loop(region: &Region, traffic: Traffic, delay: u64, lines: &AtomicU64, s
 }
 
 /// One point: (latency ns per step, bandwidth GB/s) per sample.
-fn measure_point(
+///
+/// # Safety
+///
+/// `chase_start` must be a start that `chase::lay_out` returned, and the region it laid the
+/// chain out in must stay mapped and unwritten until this returns (the chase thread follows
+/// the chain from there).
+unsafe fn measure_point(
     chase_start: *const usize,
     chase_cpu: usize,
     loads: &[(usize, &Region)],
@@ -211,7 +217,9 @@ fn measure_point(
             let mut run = |steps: u64| -> (Duration, u64) {
                 let l0 = lines.load(Ordering::Relaxed);
                 let t0 = Instant::now();
-                // SAFETY: the chain was laid out in a region that outlives this scope.
+                // SAFETY: `p` is on the chain laid out from `start`, whose region stays
+                // mapped until measure_point returns (its caller's promise), and every
+                // line of the chain holds the address of the next.
                 p = unsafe { chase::chase(p, steps) };
                 black_box(p);
                 (t0.elapsed(), lines.load(Ordering::Relaxed) - l0)
@@ -295,7 +303,9 @@ pub fn loaded(plan: &LoadedPlan, ctx: &Ctx) -> Result<Outcome> {
             ..ctx.spec.clone()
         };
         for (i, &(traffic, delay)) in points.iter().enumerate() {
-            let (l, b) = measure_point(start, chase_cpu, &loads, traffic, delay, &spec)?;
+            // SAFETY: `start` came from lay_out over `region`, which lives (unwritten) until
+            // the end of this iteration of the while loop, past every measure_point.
+            let (l, b) = unsafe { measure_point(start, chase_cpu, &loads, traffic, delay, &spec) }?;
             lat[i].extend(l);
             bw[i].extend(b);
             bar.inc(1);

@@ -10,11 +10,15 @@ mod bandwidth;
 pub mod chase;
 pub mod kernels;
 mod latency;
+mod libc_ref;
 pub mod loaded;
 pub mod plan;
 pub mod plateaus;
 pub mod pools;
+mod readings;
 mod render;
+mod shared;
+mod sweep;
 
 use std::path::Path;
 

@@ -180,6 +180,11 @@ impl BandwidthPlan {
         for &b in &blocks {
             check_block(b, &pages)?;
         }
+        if t.shared && ops.iter().all(|o| o.is_libc()) {
+            return Err(usage(
+                "memcpy and memset are not run on a --shared region (the C library's stores from several threads to the same bytes would be a data race): drop --shared or add another --op".to_string(),
+            ));
+        }
         if ops.iter().all(|o| o.is_libc()) && !patterns.contains(&Pattern::Seq) {
             return Err(usage(
                 "memcpy and memset are sequential only: add --pattern seq".to_string(),
@@ -218,7 +223,8 @@ impl BandwidthPlan {
 
     /// Cases measured: the C library's functions are sequential only.
     pub fn cases(&self) -> usize {
-        let seq = usize::from(self.patterns.contains(&Pattern::Seq));
+        // memcpy and memset run on sequential, unshared regions only.
+        let seq = usize::from(self.patterns.contains(&Pattern::Seq) && !self.shared);
         let per_block: usize = self
             .ops
             .iter()

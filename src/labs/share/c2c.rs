@@ -75,6 +75,7 @@ struct Lines {
 // SAFETY: the mapping is plain memory; the threads that share it only touch it through
 // atomics (`line`), and it outlives them (scoped threads).
 unsafe impl Send for Lines {}
+// SAFETY: as for Send: shared references only reach the mapping through atomics.
 unsafe impl Sync for Lines {}
 
 impl Lines {

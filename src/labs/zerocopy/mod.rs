@@ -11,6 +11,8 @@
 
 pub mod completions;
 pub mod model;
+mod sender;
+mod source;
 pub mod transfer;
 pub mod veth;
 

@@ -20,7 +20,7 @@ use io_uring::{opcode, types, IoUring};
 
 use super::spec::{LoadReport, LoadSpec};
 use super::stream::{run_threads, Clock, Mismatch, Stream};
-use crate::labs::echo::uring::{
+use crate::labs::echo::ring::{
     build_modern_ring, push_sqe, submit_and_wait, ud, ud_parts, RECV, SEND,
 };
 

@@ -13,186 +13,38 @@
 //! serialized (HdrHistogram V2, deflated, hex). The lead merges them: request counts add up,
 //! percentiles are read from the merged histogram (never averaged), and each host's CPU is
 //! kept as its own figure, so a user sees whether the loaders or the server saturate.
+//!
+//! wire.rs holds the report's format and the merge, args.rs the options; this file runs the
+//! hosts over ssh.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
-use hdrhistogram::Histogram;
-use serde::{Deserialize, Serialize};
 
-use super::load::{self, Errors, LoadReport, LoadSpec};
-use crate::cli::EchoRunArgs;
+use super::load::{LoadReport, LoadSpec};
 use crate::error::usage;
 use crate::measure::stats::median;
 use crate::report::{model::Case, Outcome};
 
-/// The costlab version every loader host must run (the wire format below is this version's).
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
-/// The wire format's name, in every loader report.
-pub const FORMAT: &str = "costlab-loader/1";
+mod args;
+mod wire;
+
+use args::shell_word;
+pub use args::{from_args, parse_bind, parse_hosts, share};
+pub use wire::{
+    decode_histogram, encode_histogram, merge, serve_lead, LoaderReport, WireErrors, FORMAT,
+    VERSION,
+};
+
+/// How long a host may take to connect, start costlab and say it is ready.
 /// How long a host may take to connect, start costlab and say it is ready.
 const READY_WITHIN: Duration = Duration::from_secs(30);
 /// How long past the run's own length a host may take to send its report.
 const REPORT_SLACK: Duration = Duration::from_secs(30);
-
-// ---------------------------------------------------------------- the wire format
-
-/// What one loader sends back: one JSON line.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LoaderReport {
-    pub format: String,
-    pub costlab: String,
-    /// Requests completed inside the measuring window.
-    pub requests: u64,
-    /// Requests answered byte-exact over the whole run.
-    pub answered: u64,
-    pub window_ns: u64,
-    /// CPU time of the loader's threads, and how many CPUs they could use.
-    pub cpu_ns: u64,
-    pub cpus: usize,
-    pub errors: WireErrors,
-    pub first_mismatches: Vec<String>,
-    /// The latency histogram (ns): HdrHistogram V2 with deflate, as hex.
-    pub histogram: String,
-}
-
-/// The loader's error counts on the wire (load::Errors, which only serializes).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct WireErrors {
-    pub mismatch: u64,
-    pub reset: u64,
-    pub timeout: u64,
-    pub connect: u64,
-}
-
-impl LoaderReport {
-    pub fn from_load(r: &LoadReport) -> Result<LoaderReport> {
-        Ok(LoaderReport {
-            format: FORMAT.into(),
-            costlab: VERSION.into(),
-            requests: r.requests,
-            answered: r.answered,
-            window_ns: r.window.as_nanos() as u64,
-            cpu_ns: r.cpu_ns,
-            cpus: r.cpus,
-            errors: WireErrors {
-                mismatch: r.errors.mismatch,
-                reset: r.errors.reset,
-                timeout: r.errors.timeout,
-                connect: r.errors.connect,
-            },
-            first_mismatches: r.first_mismatches.clone(),
-            histogram: encode_histogram(&r.latency)?,
-        })
-    }
-
-    /// Back to a LoadReport, the histogram deserialized.
-    pub fn to_load(&self) -> Result<LoadReport> {
-        let mut r = LoadReport::empty(self.cpus);
-        r.requests = self.requests;
-        r.answered = self.answered;
-        r.window = Duration::from_nanos(self.window_ns);
-        r.cpu_ns = self.cpu_ns;
-        // A loader on another host sleeps on its own network's wakeups, not on this
-        // server's loopback sends: not counted.
-        r.sleeps = None;
-        r.errors = Errors {
-            mismatch: self.errors.mismatch,
-            reset: self.errors.reset,
-            timeout: self.errors.timeout,
-            connect: self.errors.connect,
-        };
-        r.first_mismatches = self.first_mismatches.clone();
-        r.latency = decode_histogram(&self.histogram)?;
-        Ok(r)
-    }
-
-    /// Share of the loader's CPUs it kept busy over the window, in %.
-    pub fn cpu_pct(&self) -> f64 {
-        self.cpu_ns as f64 * 100.0 / (self.window_ns.max(1) as f64 * self.cpus.max(1) as f64)
-    }
-}
-
-/// A histogram as HdrHistogram's V2 format (deflated), hex-encoded for a JSON string.
-pub fn encode_histogram(h: &Histogram<u64>) -> Result<String> {
-    let mut bytes = Vec::new();
-    V2DeflateSerializer::new()
-        .serialize(h, &mut bytes)
-        .map_err(|e| anyhow::anyhow!("serializing a latency histogram: {e:?}"))?;
-    let mut text = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        text.push_str(&format!("{b:02x}"));
-    }
-    Ok(text)
-}
-
-/// The inverse of `encode_histogram`.
-pub fn decode_histogram(text: &str) -> Result<Histogram<u64>> {
-    let text = text.trim();
-    anyhow::ensure!(
-        text.len().is_multiple_of(2) && text.bytes().all(|b| b.is_ascii_hexdigit()),
-        "a loader's histogram is not hex"
-    );
-    let bytes: Vec<u8> = (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("checked hex"))
-        .collect();
-    Deserializer::new()
-        .deserialize(&mut bytes.as_slice())
-        .map_err(|e| anyhow::anyhow!("reading a loader's histogram: {e}"))
-}
-
-/// The loaders' reports as one: counts, errors and CPU summed, the histograms merged
-/// (so every percentile is the merged distribution's), the window the longest of theirs.
-pub fn merge(parts: &[LoadReport]) -> Result<LoadReport> {
-    let mut total = LoadReport::empty(parts.iter().map(|p| p.cpus).sum());
-    for p in parts {
-        total.requests += p.requests;
-        total.answered += p.answered;
-        total.cpu_ns += p.cpu_ns;
-        total.errors.add(&p.errors);
-        total.window = total.window.max(p.window);
-        total
-            .latency
-            .add(&p.latency)
-            .map_err(|e| anyhow::anyhow!("merging the loaders' histograms: {e:?}"))?;
-        total
-            .first_mismatches
-            .extend(p.first_mismatches.iter().cloned());
-    }
-    Ok(total)
-}
-
-// ---------------------------------------------------------------- the loader's side
-
-/// `costlab echo load --for-lead`: check the spec, say `ready costlab VERSION`, wait for
-/// `go` on stdin, run, print the report as one JSON line.
-pub fn serve_lead(spec: &LoadSpec) -> Result<()> {
-    spec.check()?;
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "ready costlab {VERSION}")?;
-    out.flush()?;
-    let mut line = String::new();
-    std::io::stdin().lock().read_line(&mut line)?;
-    if line.trim() != "go" {
-        return Err(usage(
-            "--for-lead: the lead closed the connection before saying go; this mode is for `costlab echo --loaders`",
-        ));
-    }
-    let report = load::run(spec)?;
-    let wire = LoaderReport::from_load(&report)?;
-    writeln!(out, "{}", serde_json::to_string(&wire)?)?;
-    out.flush()?;
-    Ok(())
-}
-
-// ---------------------------------------------------------------- the lead's side
 
 /// The loader hosts and how to reach them.
 #[derive(Debug, Clone)]
@@ -225,102 +77,6 @@ struct PointSeen {
     cpus: Vec<usize>,
     /// The merged request count of each run.
     merged: Vec<f64>,
-}
-
-/// Parse `--loaders`: host names as ssh takes them, each once.
-pub fn parse_hosts(text: &str) -> Result<Vec<String>> {
-    let hosts = crate::measure::sizes::parse_list(text, |h| {
-        if h.starts_with('-') || h.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(usage(format!(
-                "--loaders: '{h}' is not a host: give names as ssh takes them (HOST or USER@HOST), comma-separated"
-            )));
-        }
-        Ok(h.to_string())
-    })?;
-    for (i, h) in hosts.iter().enumerate() {
-        if hosts[..i].contains(h) {
-            return Err(usage(format!(
-                "--loaders: '{h}' is listed twice: name each host once (one loader per host)"
-            )));
-        }
-    }
-    Ok(hosts)
-}
-
-/// Check `--addr` for the servers: an IP (port chosen per run) or IP:PORT. With loaders it
-/// must be one other hosts can reach.
-pub fn parse_bind(text: &str, loaders: bool) -> Result<String> {
-    let t = text.trim();
-    let ip: IpAddr = match t.parse::<std::net::SocketAddr>() {
-        Ok(a) => a.ip(),
-        Err(_) => t.parse().map_err(|_| {
-            usage(format!(
-                "bad --addr '{text}': give an IP address of this machine (10.0.0.5), or IP:PORT"
-            ))
-        })?,
-    };
-    if loaders && (ip.is_loopback() || ip.is_unspecified()) {
-        return Err(usage(format!(
-            "--loaders with --addr {t}: the loader hosts cannot reach the servers there; give --addr an address of this machine that they reach (e.g. --addr 10.0.0.5)"
-        )));
-    }
-    Ok(if t.parse::<std::net::SocketAddr>().is_ok() {
-        t.to_string()
-    } else if ip.is_ipv6() {
-        format!("[{ip}]:0")
-    } else {
-        format!("{ip}:0")
-    })
-}
-
-/// The servers' address and the loader hosts from `costlab echo`'s options. With loaders,
-/// connection counts too small to split are left out when the user left `--conns` at its
-/// default (an error when they asked for them), and every host is checked over ssh before
-/// anything is measured.
-pub fn from_args(args: &EchoRunArgs, conns: &mut Vec<usize>) -> Result<(String, Option<Loaders>)> {
-    let Some(list) = &args.loaders else {
-        let addr = parse_bind(args.addr.as_deref().unwrap_or("127.0.0.1"), false)?;
-        return Ok((addr, None));
-    };
-    let hosts = parse_hosts(list)?;
-    let Some(addr) = &args.addr else {
-        return Err(usage(
-            "--loaders needs --addr: an address of this machine that the loader hosts reach, for the servers to listen on (e.g. --addr 10.0.0.5)",
-        ));
-    };
-    let addr = parse_bind(addr, true)?;
-    let loaders = Loaders::new(
-        hosts,
-        &args.ssh,
-        &args.loader_costlab,
-        args.threads,
-        args.loader_reports.as_deref(),
-    )?;
-    if args.conns == DEFAULT_CONNS {
-        conns.retain(|c| *c >= loaders.hosts.len());
-    }
-    loaders.check_conns(conns)?;
-    if conns.is_empty() {
-        return Err(usage(format!(
-            "--loaders: {} hosts need at least as many connections; give --conns",
-            loaders.hosts.len()
-        )));
-    }
-    loaders.check()?;
-    Ok((addr, Some(loaders)))
-}
-
-/// `costlab echo --conns`'s default (cli.rs).
-const DEFAULT_CONNS: &str = "1,16,128,1000";
-
-/// The connections host `i` of `n` opens, of `conns` in all.
-pub fn share(conns: usize, n: usize, i: usize) -> usize {
-    conns / n + usize::from(i < conns % n)
-}
-
-/// Quote a word for the remote shell that ssh hands the command to.
-fn shell_word(w: &str) -> String {
-    format!("'{}'", w.replace('\'', r"'\''"))
 }
 
 impl Loaders {
@@ -822,113 +578,7 @@ impl Loaders {
 mod tests {
     use super::*;
     use crate::error::exit_code;
-
-    fn hist(values: &[u64]) -> Histogram<u64> {
-        let mut h = LoadReport::empty(1).latency;
-        for v in values {
-            h.record(*v).unwrap();
-        }
-        h
-    }
-
-    fn report(requests: u64, cpu_ns: u64, cpus: usize, lat: &[u64]) -> LoadReport {
-        let mut r = LoadReport::empty(cpus);
-        r.requests = requests;
-        r.answered = requests + 1;
-        r.window = Duration::from_millis(500);
-        r.cpu_ns = cpu_ns;
-        r.latency = hist(lat);
-        r
-    }
-
-    #[test]
-    fn a_histogram_survives_serialization_exactly() {
-        let values: Vec<u64> = (1..=5000u64).map(|i| i * 997 % 3_000_000 + 1).collect();
-        let h = hist(&values);
-        let text = encode_histogram(&h).unwrap();
-        assert!(text.bytes().all(|b| b.is_ascii_hexdigit()));
-        let back = decode_histogram(&text).unwrap();
-        assert_eq!(back, h);
-        assert_eq!(back.len(), 5000);
-        for q in [0.5, 0.9, 0.99, 0.999] {
-            assert_eq!(back.value_at_quantile(q), h.value_at_quantile(q));
-        }
-        // An empty histogram too (a loader that answered nothing).
-        let empty = hist(&[]);
-        assert_eq!(
-            decode_histogram(&encode_histogram(&empty).unwrap()).unwrap(),
-            empty
-        );
-        assert!(decode_histogram("zz").is_err());
-        assert!(decode_histogram("1c849314").is_err());
-    }
-
-    #[test]
-    fn a_report_round_trips_through_the_wire() {
-        let mut r = report(1234, 400_000_000, 2, &[1000, 2000, 3000]);
-        r.errors.timeout = 3;
-        r.first_mismatches
-            .push("conn 1 byte 2: expected 00, received 01".into());
-        let wire = LoaderReport::from_load(&r).unwrap();
-        let line = serde_json::to_string(&wire).unwrap();
-        assert!(!line.contains('\n'));
-        let back: LoaderReport = serde_json::from_str(&line).unwrap();
-        assert_eq!(back, wire);
-        let r2 = back.to_load().unwrap();
-        assert_eq!(
-            (r2.requests, r2.answered, r2.cpu_ns, r2.cpus),
-            (1234, 1235, 400_000_000, 2)
-        );
-        assert_eq!(r2.window, r.window);
-        assert_eq!(r2.errors, r.errors);
-        assert_eq!(r2.latency, r.latency);
-        assert_eq!(r2.first_mismatches, r.first_mismatches);
-        // 0.4 s of CPU over 0.5 s on 2 CPUs: 40%.
-        assert!((wire.cpu_pct() - 40.0).abs() < 1e-9);
-    }
-
-    #[test]
-    fn merging_sums_counts_and_reads_percentiles_from_the_merged_histogram() {
-        // Loader a: 99 fast answers (10 us); loader b: 99 slow ones (10 ms), and one of each
-        // the other way, so each alone has a p99 far from the merged one's.
-        let mut fast = vec![10_000u64; 99];
-        fast.push(10_000_000);
-        let mut slow = vec![10_000_000u64; 99];
-        slow.push(10_000);
-        let a = report(100, 100_000_000, 1, &fast);
-        let mut b = report(300, 300_000_000, 2, &slow);
-        b.errors.reset = 2;
-        let m = merge(&[a.clone(), b.clone()]).unwrap();
-        assert_eq!(m.requests, 400);
-        assert_eq!(m.answered, 402);
-        assert_eq!(m.cpu_ns, 400_000_000);
-        assert_eq!(m.cpus, 3);
-        assert_eq!(m.errors.reset, 2);
-        assert_eq!(m.window, Duration::from_millis(500));
-        assert_eq!(m.latency.len(), 200);
-        // The merged histogram is exactly the histogram of all 200 values.
-        let mut all = fast.clone();
-        all.extend(&slow);
-        let direct = hist(&all);
-        assert_eq!(m.latency, direct);
-        for q in [0.5, 0.99, 0.999] {
-            assert_eq!(m.latency.value_at_quantile(q), direct.value_at_quantile(q));
-        }
-        // Merged p50 sits at the fast side's top (100 of 200 values are fast), which no
-        // average of the loaders' p50s gives.
-        let p50 = m.latency.value_at_quantile(0.5);
-        assert!(m.latency.equivalent(p50, 10_000), "{p50}");
-        let avg_p50 = (a.latency.value_at_quantile(0.5) + b.latency.value_at_quantile(0.5)) / 2;
-        assert!(!m.latency.equivalent(avg_p50, p50));
-        // Through the wire and back, the same.
-        let wired: Vec<LoadReport> = [a, b]
-            .iter()
-            .map(|r| LoaderReport::from_load(r).unwrap().to_load().unwrap())
-            .collect();
-        assert_eq!(merge(&wired).unwrap().latency, direct);
-        // Busy share: 0.4 s of CPU over 0.5 s on 3 CPUs.
-        assert!((m.busy() - 0.4 / 1.5).abs() < 1e-9);
-    }
+    use crate::labs::echo::load;
 
     #[test]
     fn connections_split_evenly_and_every_host_gets_one() {
@@ -947,29 +597,6 @@ mod tests {
         assert!(l.check_conns(&[2, 128]).is_ok());
         assert_eq!(exit_code(&l.check_conns(&[1, 128]).unwrap_err()), 2);
         assert_eq!(l.seen_points(), 0);
-    }
-
-    #[test]
-    fn bad_loader_input_is_a_usage_error() {
-        assert_eq!(parse_hosts("a, me@b").unwrap(), ["a", "me@b"]);
-        for bad in ["", "a,,b", "-oProxyCommand=x", "a b", "a,a"] {
-            assert_eq!(exit_code(&parse_hosts(bad).unwrap_err()), 2, "{bad}");
-        }
-        assert_eq!(parse_bind("10.0.0.5", true).unwrap(), "10.0.0.5:0");
-        assert_eq!(parse_bind("10.0.0.5:9000", true).unwrap(), "10.0.0.5:9000");
-        assert_eq!(parse_bind("::1", false).unwrap(), "[::1]:0");
-        assert_eq!(parse_bind("127.0.0.1", false).unwrap(), "127.0.0.1:0");
-        for (bad, loaders) in [("127.0.0.1", true), ("0.0.0.0", true), ("host", false)] {
-            assert_eq!(
-                exit_code(&parse_bind(bad, loaders).unwrap_err()),
-                2,
-                "{bad}"
-            );
-        }
-        assert_eq!(
-            exit_code(&Loaders::new(vec!["a".into()], " ", "costlab", None, None).unwrap_err()),
-            2
-        );
     }
 
     #[test]
