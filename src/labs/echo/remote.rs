@@ -26,8 +26,8 @@ use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer}
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use super::args::EchoRunArgs;
 use super::load::{self, Errors, LoadReport, LoadSpec};
-use crate::cli::EchoRunArgs;
 use crate::error::usage;
 use crate::measure::stats::median;
 use crate::report::{model::Case, Outcome};

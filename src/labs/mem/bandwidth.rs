@@ -7,8 +7,8 @@ use std::path::Path;
 use anyhow::Result;
 use serde_json::Value;
 
+use super::args::MemGridArgs;
 use crate::case;
-use crate::cli::MemGridArgs;
 use crate::labs::Ctx;
 use crate::measure::conditions::Watch;
 use crate::measure::sampler::SAMPLES_PER_SETUP;

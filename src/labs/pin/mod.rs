@@ -11,6 +11,7 @@
 //! comes with the scheduler's counters (CPU migrations, context switches, per second) and
 //! where each thread was seen running (sampled from /proc/.../task/*/stat).
 
+pub mod args;
 pub mod placement;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -25,13 +26,14 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context, Result};
 
 use crate::case;
-use crate::cli::PinArgs;
 use crate::error::usage;
+use crate::labs::args::{command, parsed, Invocation};
 use crate::labs::{Ctx, Headline, Lab};
 use crate::measure::conditions::Watch;
 use crate::measure::counters::Scheduling;
 use crate::measure::{cancel, cpus, cycle, procstat, stats, Summary};
 use crate::report::{progress, table, Outcome};
+use args::PinArgs;
 
 use placement::Placement;
 
@@ -677,6 +679,19 @@ pub struct PinLab;
 impl Lab for PinLab {
     fn name(&self) -> &'static str {
         LAB
+    }
+    fn commands(&self) -> Vec<clap::Command> {
+        vec![command::<PinArgs>(
+            "pin",
+            "Pinned vs free-running vs badly placed threads (two on one CPU, on the IRQ CPU)",
+            "Examples:\n  costlab pin\n  costlab pin --workload memory --placement pinned,free,stacked",
+        )]
+    }
+    fn invoke(&self, _name: &str, m: &clap::ArgMatches) -> Result<Invocation> {
+        let args: PinArgs = parsed(m)?;
+        Ok(Invocation::measure(args.common.clone(), move |ctx| {
+            run(&args, ctx)
+        }))
     }
     fn render(&self, outcome: &Outcome) -> String {
         render(outcome)
