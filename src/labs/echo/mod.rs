@@ -7,6 +7,7 @@
 
 pub mod args;
 pub mod attribute;
+pub mod charts;
 pub mod epoll;
 pub mod features;
 pub mod listen;
@@ -59,27 +60,11 @@ pub use sweep::{sweep, variants, Plan, Variant};
 
 /// Parse a duration: "2" (seconds), "2s", "500ms", "1.5s".
 pub fn parse_duration(text: &str, what: &str) -> Result<Duration> {
-    let t = text.trim();
-    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1.0)
-    } else {
-        (t, 1.0)
-    };
-    let secs = num
-        .trim()
-        .parse::<f64>()
-        .ok()
-        .map(|x| x * scale)
-        .filter(|x| x.is_finite() && *x > 0.0 && *x <= 3600.0)
-        .ok_or_else(|| {
-            usage(format!(
-                "bad {what} '{text}': use a time above zero and at most 1h, like 2s or 500ms"
-            ))
-        })?;
-    Ok(Duration::from_secs_f64(secs))
+    crate::measure::units::parse_duration(text, what, Duration::ZERO, MAX_RUN)
 }
+
+/// The longest run a `--duration` may ask for.
+const MAX_RUN: Duration = Duration::from_secs(3600);
 
 pub(super) fn parse_msg_size(text: &str) -> Result<usize> {
     let b = sizes::parse_size(text)?;
@@ -194,7 +179,7 @@ impl Lab for EchoLab {
         render(outcome)
     }
     fn charts(&self, doc: &crate::report::Doc) -> Vec<crate::report::charts::Chart> {
-        crate::report::charts::echo::charts(doc)
+        charts::charts(doc)
     }
 
     fn unavailable(&self, _ctx: &Ctx) -> Option<String> {

@@ -10,6 +10,7 @@
 pub mod args;
 pub mod attrib;
 pub mod bench;
+pub mod charts;
 pub mod java;
 pub mod plan;
 pub mod sweep;
@@ -510,7 +511,7 @@ impl Lab for GcLab {
         render(outcome)
     }
     fn charts(&self, doc: &crate::report::Doc) -> Vec<crate::report::charts::Chart> {
-        vec![crate::report::charts::gc::chart(doc)]
+        vec![charts::chart(doc)]
     }
 
     fn unavailable(&self, _ctx: &Ctx) -> Option<String> {

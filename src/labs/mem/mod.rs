@@ -8,6 +8,7 @@
 
 pub mod args;
 mod bandwidth;
+pub mod charts;
 pub mod chase;
 pub mod kernels;
 mod latency;
@@ -182,10 +183,7 @@ impl Lab for MemLab {
         render(outcome)
     }
     fn charts(&self, doc: &crate::report::Doc) -> Vec<crate::report::charts::Chart> {
-        let mut v = crate::report::charts::bandwidth::charts(doc);
-        v.push(crate::report::charts::latency::chart(doc));
-        v.push(crate::report::charts::loaded::chart(doc));
-        v
+        charts::charts(doc)
     }
 
     fn unavailable(&self, _ctx: &Ctx) -> Option<String> {

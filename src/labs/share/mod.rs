@@ -8,6 +8,7 @@
 pub mod args;
 pub mod c2c;
 pub mod cases;
+pub mod charts;
 pub mod usl;
 
 mod fit;
@@ -193,10 +194,7 @@ impl Lab for ShareLab {
         render(outcome)
     }
     fn charts(&self, doc: &crate::report::Doc) -> Vec<crate::report::charts::Chart> {
-        vec![
-            crate::report::charts::share::chart(doc),
-            crate::report::charts::c2c::chart(doc),
-        ]
+        charts::charts(doc)
     }
 
     fn unavailable(&self, _ctx: &Ctx) -> Option<String> {

@@ -2,8 +2,9 @@
 
 use serde_json::Value;
 
-use super::plot::{Axis, Format, Guide, Plot, Scale};
-use super::{lab_ran, plain, series_along, unit_of, xs_ys, Chart, MEM_KEYS};
+use super::MEM_KEYS;
+use crate::report::charts::plot::{Axis, Format, Guide, Plot, Scale};
+use crate::report::charts::{lab_ran, plain, series_along, unit_of, xs_ys, Chart};
 use crate::model::Doc;
 
 const ID: &str = "chart-mem-latency";
