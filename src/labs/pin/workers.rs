@@ -37,7 +37,10 @@ pub fn run_workers(
         let mut handles = Vec::new();
         for (i, set) in sets.iter().enumerate() {
             let (stop, done, shared, tids) = (&stop, &done, &shared, &tids);
-            let chain = &chains[i % chains.len().max(1)];
+            // Only the memory workload chases; the plan builds no chains without it.
+            let chain: &[u32] = chains
+                .get(i % chains.len().max(1))
+                .map_or(&[], |c| c.as_slice());
             handles.push(scope.spawn(move || -> Result<()> {
                 pin_to(set, allowed)?;
                 tids.lock().unwrap().push((
