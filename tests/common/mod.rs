@@ -122,25 +122,6 @@ pub struct Ran {
     pub stderr: String,
 }
 
-/// Run costlab with `args` against the history `db` (never the environment's COSTLAB_DB),
-/// stdin closed, re-measuring nothing (COSTLAB_RETRY_BUDGET=0); what it did.
-pub fn costlab(db: &std::path::Path, args: &[&str]) -> Ran {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_costlab"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env_remove("COSTLAB_DB")
-        .env("COSTLAB_RETRY_BUDGET", "0")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("costlab runs");
-    Ran {
-        status: out.status,
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
 /// Run `cmd`, and once a line of its stderr contains `marker`, do `act` (stop a server, fill a
 /// disk, send SIGINT) while it goes on; then wait for it to end. Waiting on a line the program
 /// prints, not on a fixed sleep, keeps the test independent of how fast this machine is.

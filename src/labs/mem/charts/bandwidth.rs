@@ -2,9 +2,9 @@
 //! vary), one chart for sequential and one for random access.
 
 use super::MEM_KEYS;
+use crate::model::Doc;
 use crate::report::charts::plot::{Axis, Format, Plot, Scale};
 use crate::report::charts::{lab_ran, plain, series_along, unit_of, Chart};
-use crate::model::Doc;
 
 pub fn charts(doc: &Doc) -> Vec<Chart> {
     ["seq", "rand"]

@@ -3,9 +3,9 @@
 use serde_json::Value;
 
 use super::MEM_KEYS;
+use crate::model::Doc;
 use crate::report::charts::plot::{Axis, Format, Guide, Plot, Scale};
 use crate::report::charts::{lab_ran, plain, series_along, unit_of, xs_ys, Chart};
-use crate::model::Doc;
 
 const ID: &str = "chart-mem-latency";
 const TITLE: &str = "Memory latency vs working-set size";

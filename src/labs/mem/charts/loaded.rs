@@ -1,9 +1,9 @@
 //! Loaded latency: the chase's latency against the bandwidth the other CPUs drew at the same
 //! time (`costlab mem loaded`), one curve per traffic kind, idle first.
 
+use crate::model::Doc;
 use crate::report::charts::plot::{Axis, Format, Plot, Series};
 use crate::report::charts::{lab_ran, Chart};
-use crate::model::Doc;
 
 const ID: &str = "chart-mem-loaded";
 const TITLE: &str = "Loaded latency vs bandwidth";

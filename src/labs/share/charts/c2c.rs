@@ -6,8 +6,8 @@ use std::fmt::Write;
 
 use crate::model::Quality;
 
-use crate::report::charts::{esc, num, Chart};
 use crate::model::{Doc, ResultRow};
+use crate::report::charts::{esc, num, Chart};
 
 const ID: &str = "chart-c2c";
 const TITLE: &str = "Core-to-core latency (one way)";

@@ -3,9 +3,9 @@
 
 use serde_json::Value;
 
+use crate::model::{Doc, Model};
 use crate::report::charts::plot::{Axis, Format, Marker, Plot, Series};
 use crate::report::charts::{lab_ran, series_along, unit_of, Chart};
-use crate::model::{Doc, Model};
 
 const ID: &str = "chart-share-scaling";
 const TITLE: &str = "Shared-line scaling vs threads, with the USL fit";
