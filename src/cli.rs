@@ -23,32 +23,7 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// Options with the same meaning in every lab that measures.
-#[derive(Args, Debug, Clone, Default)]
-pub struct Common {
-    /// Write results as JSON (costlab/1 schema) to FILE, or "-" for stdout
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<String>,
-    /// Timed samples per figure (1 to 1000)
-    #[arg(long, value_name = "N")]
-    pub samples: Option<usize>,
-    /// Run on these CPUs only (kernel list: 0-3,6); threads and child processes stay inside
-    #[arg(long, value_name = "LIST")]
-    pub cpus: Option<String>,
-    /// Read perf counters around each case (software counters always; hardware where a PMU exists)
-    #[arg(long)]
-    pub counters: bool,
-    /// A smaller plan: fewer sizes, shorter samples
-    #[arg(long)]
-    pub quick: bool,
-    /// Exit 3 if any figure is not ok (disturbed or noisy), one line per figure: for CI
-    #[arg(long)]
-    pub strict: bool,
-    /// Seconds the command may spend re-measuring disturbed or noisy cases (each case is
-    /// measured at most 3 times; 0 = never re-measure)
-    #[arg(long, value_name = "SECS", env = "COSTLAB_RETRY_BUDGET", default_value_t = crate::measure::conditions::DEFAULT_RETRY_BUDGET_S)]
-    pub retry_budget: u64,
-}
+pub use crate::labs::args::{Common, MAX_SAMPLES};
 
 #[derive(Subcommand, Debug)]
 #[allow(clippy::large_enum_variant)] // parsed once; boxing would only add noise
@@ -61,55 +36,7 @@ pub enum Command {
         after_help = "Examples:\n  costlab run                          quick plans, about 60 s on 2 cores\n  costlab run --labs mem,share --full  two labs, their full plans\n  costlab run --counters --out rep/    with perf counters, the report in rep/"
     )]
     Run(RunArgs),
-    // --- labs: one variant each ---
-    /// Memory: bandwidth and latency by block, threads and page size; what a TLB miss costs
-    #[command(
-        after_help = "Examples:\n  costlab mem                                     the study's grid\n  costlab mem bandwidth --sizes 16K,4M,1G --threads 1,2\n  costlab mem latency --sizes 1G --pages 4k,thp,2m"
-    )]
-    Mem(Box<MemArgs>),
-    /// What a syscall costs (s), what send/recv cost in the kernel (w), what io_uring costs per op at batch n (t)
-    #[command(
-        after_help = "Examples:\n  costlab syscall\n  costlab syscall --batches 1,16,256 --samples 15\n  costlab syscall --cpus 1 --counters"
-    )]
-    Syscall(SyscallArgs),
-    /// Is io_uring faster than epoll here? Echo servers, a load generator and the experiment
-    #[command(
-        after_help = "Examples:\n  costlab echo --conns 1,128 --duration 1s\n  costlab echo --loaders lg1,lg2 --addr 10.0.0.5 --conns 128,1000\n                 the load from two hosts over ssh, the servers here on 10.0.0.5\n  costlab echo --loaders me@lg1 --addr 10.0.0.5 --ssh \"ssh -F lab_ssh_config\" --loader-costlab /opt/costlab/bin/costlab\n  costlab echo serve --engine uring --addr 127.0.0.1:9000\n  costlab echo load --target 127.0.0.1:9000 --conns 64 --samples 3"
-    )]
-    Echo(EchoArgs),
-    /// What sharing a written cache line costs: shared Arcs, atomics, false sharing, a mutex;
-    /// how far each scales (USL fit); `share c2c` for core-to-core latency
-    #[command(
-        after_help = "Examples:\n  costlab share\n  costlab share --case arc-shared,arc-per-thread --threads 1,2,4\n  costlab share c2c --cpus 0-3"
-    )]
-    Share(ShareArgs),
-    /// What a garbage collector costs: GC CPU share by heap headroom (GOGC / GOMEMLIMIT), and
-    /// the language-safety taxes (bounds checks, stack-check prologues, write barriers)
-    #[command(
-        after_help = "Examples:\n  costlab gc --headroom 0.5,1,2 --samples 3\n  costlab gc tax --kind bounds,prologue\n  costlab gc build"
-    )]
-    Gc(Box<GcArgs>),
-    /// Local vs remote memory: node x node latency and bandwidth, bind vs interleave vs first-touch
-    #[command(
-        after_help = "Examples:\n  costlab numa\n  costlab numa --nodes 0,1 --size 1G\n  costlab numa --threads 4 --quick"
-    )]
-    Numa(NumaArgs),
-    /// Where a process's memory lives, node by node (from /proc/PID/numa_maps)
-    #[command(
-        after_help = "Examples:\n  costlab numa-maps $(pidof postgres)\n  costlab numa-maps --self\n  costlab numa-maps 1234 --json maps.json"
-    )]
-    NumaMaps(NumaMapsArgs),
-    /// What moving bytes to a socket costs: read+write, mmap, sendfile, splice, send,
-    /// MSG_ZEROCOPY, io_uring SEND and SEND_ZC, by payload size, over loopback and veth
-    #[command(
-        after_help = "Examples:\n  costlab zerocopy\n  costlab zerocopy --methods read-write,sendfile --sizes 64K,1M --link loopback"
-    )]
-    Zerocopy(ZerocopyArgs),
-    /// Pinned vs free-running vs badly placed threads (two on one CPU, on the IRQ CPU)
-    #[command(
-        after_help = "Examples:\n  costlab pin\n  costlab pin --workload memory --placement pinned,free,stacked"
-    )]
-    Pin(PinArgs),
+    // --- the labs' commands come here, from the registry (`command()`) ---
     // --- the history ---
     /// The runs in the history: id, date, machine, command, complete or not
     #[command(
@@ -188,457 +115,11 @@ pub struct CheckArgs {
 #[derive(Args, Debug)]
 pub struct RestoreArgs {}
 
-/// `costlab echo`: the experiment; `costlab echo serve` and `costlab echo load` its parts.
-#[derive(Args, Debug)]
-#[command(args_conflicts_with_subcommands = true)]
-pub struct EchoArgs {
-    #[command(subcommand)]
-    pub command: Option<EchoCommand>,
-    #[command(flatten)]
-    pub run: EchoRunArgs,
-}
-
-#[derive(Subcommand, Debug)]
-pub enum EchoCommand {
-    /// Run one echo server (single-threaded); prints its address first, its counts as JSON on exit
-    #[command(
-        after_help = "Examples:\n  costlab echo serve --engine epoll\n  costlab echo serve --engine uring --addr 127.0.0.1:9000 --cpus 1 --duration 30s"
-    )]
-    Serve(EchoServeArgs),
-    /// Drive an echo server and report throughput, latency, errors and the loader's own CPU
-    #[command(
-        after_help = "Examples:\n  costlab echo load --target 127.0.0.1:9000\n  costlab echo load --target 127.0.0.1:9000 --conns 128 --samples 3\n  costlab echo load --target 127.0.0.1:9000 --rate 50000 --client event"
-    )]
-    Load(EchoLoadArgs),
-}
-
-/// The experiment: each engine in its own pinned process, the loader on the other CPUs.
-#[derive(Args, Debug, Clone)]
-pub struct EchoRunArgs {
-    /// Engines to compare
-    #[arg(long, default_value = "epoll,uring,uring-basic", value_name = "LIST")]
-    pub engine: String,
-    /// Connection counts to sweep
-    #[arg(long, default_value = "1,16,128,1000", value_name = "LIST")]
-    pub conns: String,
-    /// Message sizes to sweep (16,512,4K,16K,64K; up to 64M)
-    #[arg(
-        long = "sizes",
-        alias = "size",
-        default_value = "16",
-        value_name = "LIST"
-    )]
-    pub sizes: String,
-    /// uring techniques: all, or switch some off (-bundle,-inc; names: big, bundle, inc,
-    /// sendmsg, fixed, huge, zc, hot; zc=64K sends zero-copy from 64 KiB; hot=SIZE moves the
-    /// hot path's threshold, 8K by default, and -hot keeps the buffer ring at every size)
-    #[arg(
-        long,
-        default_value = "all",
-        value_name = "LIST",
-        allow_hyphen_values = true
-    )]
-    pub features: String,
-    /// Also run uring with each technique switched off in turn, to show what each is worth
-    #[arg(long)]
-    pub ablate: bool,
-    /// After the timed runs, one more run per point with perf sampling the server: where its
-    /// CPU per request goes (recv copy, send copy, tcp/ip, io_uring, epoll, ...), in ns
-    #[arg(long)]
-    pub attribute: bool,
-    /// Length of each run (2, 2s, 500ms)
-    #[arg(
-        long,
-        default_value = "2s",
-        value_name = "TIME",
-        allow_hyphen_values = true
-    )]
-    pub duration: String,
-    /// Loaders to use: uring (io_uring, the cheapest), event (epoll), blocking, or a list
-    #[arg(long, default_value = "uring", value_name = "LIST")]
-    pub client: String,
-    /// Requests in flight per connection
-    #[arg(long, default_value_t = 1, value_name = "D")]
-    pub depth: usize,
-    /// Loader threads (default: one per loader CPU) [was: --threads]
-    #[arg(long = "loader-threads", alias = "threads", value_name = "T")]
-    pub threads: Option<usize>,
-    /// io_uring servers poll the submission queue from a kernel thread
-    #[arg(long)]
-    pub sqpoll: bool,
-    /// Run the load generator on these hosts over ssh instead of here (HOST or USER@HOST as
-    /// ssh takes them, comma-separated; each needs the same costlab version). Needs --addr.
-    /// --conns is the total at the server, split over the hosts
-    #[arg(long, value_name = "HOSTS")]
-    pub loaders: Option<String>,
-    /// Address the servers listen on: an IP of this machine (port chosen per run) or IP:PORT.
-    /// With --loaders, one the loader hosts reach [default: 127.0.0.1]
-    #[arg(long, value_name = "IP")]
-    pub addr: Option<String>,
-    /// The ssh command for --loaders, words split at spaces (your ssh config, keys and
-    /// known_hosts apply; costlab adds only -o BatchMode=yes -T)
-    #[arg(long, value_name = "CMD", env = "COSTLAB_SSH", default_value = "ssh")]
-    pub ssh: String,
-    /// costlab on the loader hosts: a name on their PATH or a full path
-    #[arg(long, value_name = "PATH", default_value = "costlab")]
-    pub loader_costlab: String,
-    /// Keep each loader's raw report (counts, CPU, serialized HdrHistogram) in DIR, one JSON
-    /// file per host and run
-    #[arg(long, value_name = "DIR")]
-    pub loader_reports: Option<PathBuf>,
-    #[command(flatten)]
-    pub common: Common,
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct EchoServeArgs {
-    /// epoll, uring or uring-basic
-    #[arg(long, default_value = "uring", value_name = "ENGINE")]
-    pub engine: String,
-    /// Address to listen on (port 0: any free port)
-    #[arg(long, default_value = "127.0.0.1:0", value_name = "HOST:PORT")]
-    pub addr: String,
-    /// Pin the server to this CPU (one: the server is single-threaded) [was: --cpu]
-    #[arg(long = "cpus", alias = "cpu", value_name = "CPU")]
-    pub cpu: Option<usize>,
-    /// Stop after this long (otherwise at SIGTERM or SIGINT)
-    #[arg(long, value_name = "TIME")]
-    pub duration: Option<String>,
-    /// The fixed message size B: requests are counted as bytes echoed / B, and the uring
-    /// server takes its hot path when B is at least the `hot` threshold (8K by default)
-    #[arg(long, default_value = "16", value_name = "SIZE")]
-    pub size: String,
-    /// io_uring: poll the submission queue from a kernel thread (SQPOLL)
-    #[arg(long)]
-    pub sqpoll: bool,
-    /// uring techniques: all, or switch some off (-bundle,-inc; names: big, bundle, inc,
-    /// sendmsg, fixed, huge, zc, hot; zc=64K sends zero-copy from 64 KiB; hot=SIZE moves the
-    /// hot path's threshold, 8K by default, and -hot keeps the buffer ring at every size)
-    #[arg(
-        long,
-        default_value = "all",
-        value_name = "LIST",
-        allow_hyphen_values = true
-    )]
-    pub features: String,
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct EchoLoadArgs {
-    /// The server's address
-    #[arg(long, value_name = "HOST:PORT")]
-    pub target: String,
-    /// Connections
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    pub conns: usize,
-    /// Message size (16, 1K, ...)
-    #[arg(
-        long,
-        default_value = "16",
-        value_name = "SIZE",
-        allow_hyphen_values = true
-    )]
-    pub size: String,
-    /// How long to send, per sample (2, 2s, 500ms)
-    #[arg(
-        long,
-        default_value = "2s",
-        value_name = "TIME",
-        allow_hyphen_values = true
-    )]
-    pub duration: String,
-    /// Requests in flight per connection (closed loop)
-    #[arg(long, default_value_t = 1, value_name = "D")]
-    pub depth: usize,
-    /// Loader threads, each owning its share of the connections (default: one per CPU)
-    /// [was: --threads]
-    #[arg(long = "loader-threads", alias = "threads", value_name = "T")]
-    pub threads: Option<usize>,
-    /// Open loop: send R requests per second in all, latency from the intended send time
-    #[arg(long, value_name = "R", allow_hyphen_values = true)]
-    pub rate: Option<f64>,
-    /// uring (io_uring, closed loop only), event (epoll, no thread per connection) or
-    /// blocking (a thread per connection) [default: uring, as in `costlab echo`; event with --rate]
-    #[arg(long, value_name = "KIND")]
-    pub client: Option<String>,
-    /// Speak to a lead (`costlab echo --loaders` runs this over ssh): print "ready", wait for
-    /// "go" on stdin, run once, print counts, CPU and the serialized latency histogram as
-    /// one JSON line
-    #[arg(long)]
-    pub for_lead: bool,
-    #[command(flatten)]
-    pub common: Common,
-}
-
-/// `costlab gc`: the headroom sweep, or `tax` / `build`.
-#[derive(Args, Debug)]
-#[command(args_conflicts_with_subcommands = true)]
-pub struct GcArgs {
-    #[command(subcommand)]
-    pub what: Option<GcWhat>,
-    /// Headrooms h to sweep: free memory as a multiple of the live heap
-    #[arg(
-        long,
-        value_name = "LIST",
-        default_value = "0.25,0.5,1,2,3,4",
-        allow_hyphen_values = true
-    )]
-    pub headroom: String,
-    /// How h is given: gogc (GOGC = 100 h), memlimit (GOGC=off, GOMEMLIMIT = live x (1 + h))
-    #[arg(long, value_name = "LIST", default_value = "gogc")]
-    pub mode: String,
-    /// Runtimes to sweep: go, java-g1, java-parallel, java-zgc, java-shenandoah (Java:
-    /// -Xms = -Xmx = live x (1 + h), one fresh JVM per point; skipped where no JDK)
-    #[arg(long, value_name = "LIST", default_value = "go")]
-    pub runtime: String,
-    /// Live heap of vnode-like objects (default 640M, less when memory is short)
-    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
-    pub live: Option<String>,
-    /// Old spelling of --samples (fresh processes per point; default 3, 2 with --quick)
-    #[arg(long, value_name = "N", hide = true)]
-    pub reps: Option<usize>,
-    #[command(flatten)]
-    pub common: Common,
-}
-
-#[derive(Subcommand, Debug)]
-#[allow(clippy::large_enum_variant)] // parsed once
-pub enum GcWhat {
-    /// The language taxes: CPU profile attribution (cross-checked by a -B build), and the
-    /// ratio of two builds or variants from one run
-    #[command(
-        long_about = "The language taxes: CPU profile attribution (cross-checked by a -B build), and the ratio of two builds or variants from one run.\n\nAttribution classes each CPU sample by the instruction it hit: gc, prologue, write-barrier,\nsafety (a check's own compare-and-branch), memory (a check's compare that reads program data,\nand the jump after it: the wait of the load it folds in, never charged to the check), kernel\n(samples in kernel mode) and other; shares are given of all CPU and of user-mode CPU (of=user).\nEach round runs the workload as the plain build, the -gcflags=-B build and the layout-shifted\ntwin, interleaved: the -B build's saving (A/B) is set beside the attributed safety share with\nthe twin's (A/A) noise, and the output says whether they agree.",
-        after_help = "Examples:\n  costlab gc tax\n  costlab gc tax --method attribution --workload server --procs 3\n  costlab gc tax --method ab,aa --kind write-barrier --live 512M --samples 7"
-    )]
-    Tax(GcTaxArgs),
-    /// Build the Go program (both builds) into the cache and print where; nothing is fetched
-    #[command(
-        after_help = "Examples:\n  costlab gc build\n  COSTLAB_GCBENCH_CACHE=/tmp/gc costlab gc build"
-    )]
-    Build,
-}
-
-#[derive(Args, Debug)]
-pub struct GcTaxArgs {
-    /// How: attribution (CPU profile samples classified by instruction, the headline, with
-    /// its -B cross-check), ab (two builds or variants side by side), aa (the same code
-    /// moved: ab's noise floor); the --kind benchmarks run only for ab and aa
-    #[arg(long, value_name = "LIST", default_value = "attribution,ab,aa")]
-    pub method: String,
-    /// Attribution workloads: heap (the vnode heap builder), server (requests over loopback)
-    #[arg(long, value_name = "LIST", default_value = "heap,server")]
-    pub workload: String,
-    /// Attribution: seconds each profiled process is sampled (default 5; 2 with --quick)
-    #[arg(long, value_name = "S")]
-    pub seconds: Option<f64>,
-    /// Attribution: rounds per workload, each a plain, a -B and a layout-shifted process
-    /// (default 3; 1 with --quick)
-    #[arg(long, value_name = "N")]
-    pub procs: Option<usize>,
-    /// Which A/B and A/A taxes: bounds, prologue, write-barrier
-    #[arg(
-        long,
-        value_name = "LIST",
-        default_value = "bounds,prologue,write-barrier"
-    )]
-    pub kind: String,
-    /// Old spelling of --samples (paired samples per tax; default 5)
-    #[arg(long, value_name = "N", hide = true)]
-    pub reps: Option<usize>,
-    /// Live heap the write-barrier kernel's GC cycles mark (default 256M)
-    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
-    pub live: Option<String>,
-    #[command(flatten)]
-    pub common: Common,
-}
-
-#[derive(Args, Debug)]
-pub struct NumaArgs {
-    #[command(flatten)]
-    pub common: Common,
-    /// Only these NUMA nodes (two or more), like 0,1 or 0-3
-    #[arg(long, value_name = "LIST")]
-    pub nodes: Option<String>,
-    /// Threads of the bandwidth runs (per node for the matrix, in all for the placements)
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
-    pub threads: Option<String>,
-    /// Working set of the latency chase, like 256M or 1G
-    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
-    pub size: Option<String>,
-    /// Allow more threads than CPUs
-    #[arg(long)]
-    pub oversubscribe: bool,
-}
-
-#[derive(Args, Debug)]
-pub struct NumaMapsArgs {
-    /// Process ids to read
-    #[arg(value_name = "PID")]
-    pub pids: Vec<String>,
-    /// Read this costlab process itself (a quick look; its VmRSS is reported beside)
-    #[arg(long = "self")]
-    pub this: bool,
-    /// Write results as JSON (costlab/1 schema) to FILE, or "-" for stdout
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<String>,
-}
-
-impl NumaMapsArgs {
-    /// numa-maps reads a file once: it takes no samples, no counters, no plan, so it offers
-    /// only --json of the common options.
-    pub fn common(&self) -> Common {
-        Common {
-            json: self.json.clone(),
-            ..Common::default()
-        }
-    }
-}
-
 #[derive(Args, Debug)]
 pub struct MachineArgs {
     /// Write the machine description as JSON to FILE, or "-" for stdout
     #[arg(long, value_name = "FILE")]
     pub json: Option<String>,
-}
-
-#[derive(Args, Debug, Clone, Default)]
-pub struct SyscallArgs {
-    /// io_uring batches to measure (ops per enter), a comma list from 1 to 4096
-    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
-    pub batches: Option<String>,
-    #[command(flatten)]
-    pub common: Common,
-}
-
-/// `costlab mem`: with no subcommand, the study's grid (threads x block x seq/rand x pages).
-#[derive(Args, Debug)]
-#[command(args_conflicts_with_subcommands = true)]
-pub struct MemArgs {
-    #[command(subcommand)]
-    pub what: Option<MemCommand>,
-    #[command(flatten)]
-    pub grid: MemGridArgs,
-}
-
-impl MemArgs {
-    /// The common options of whichever command was given.
-    pub fn common(&self) -> &Common {
-        match &self.what {
-            Some(MemCommand::Bandwidth(a)) => &a.common,
-            Some(MemCommand::Latency(a)) => &a.common,
-            Some(MemCommand::Loaded(a)) => &a.common,
-            None => &self.grid.common,
-        }
-    }
-}
-
-#[derive(Subcommand, Debug)]
-pub enum MemCommand {
-    /// Bandwidth (GB/s) by op, pattern, block, threads and page kind
-    #[command(
-        after_help = "Examples:\n  costlab mem bandwidth --sizes 16K,4M,1G\n  costlab mem bandwidth --op read,copy --threads 1,2 --pages 4k,thp"
-    )]
-    Bandwidth(MemBandwidthArgs),
-    /// Latency (ns) of dependent loads over one random cycle, by region size and page kind
-    #[command(
-        after_help = "Examples:\n  costlab mem latency\n  costlab mem latency --sizes 1G --pages 4k,thp,2m --reserve-hugepages"
-    )]
-    Latency(MemLatencyArgs),
-    /// Loaded latency: the chase on one CPU while the others stream memory at increasing rates
-    #[command(
-        after_help = "Examples:\n  costlab mem loaded\n  costlab mem loaded --traffic read --delays 1000,100,0"
-    )]
-    Loaded(MemLoadedArgs),
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct MemLoadedArgs {
-    /// The load's traffic: read, read-write (each line read and written back), or both
-    #[arg(long, default_value = "read,read-write", value_name = "LIST")]
-    pub traffic: String,
-    /// Loop steps (about a cycle each) each load thread waits after every line, heaviest load
-    /// last; the idle point (no load) always comes first [default: 2000,500,100,20,0;
-    /// 300,50,0 with --quick]
-    #[arg(long, value_name = "LIST")]
-    pub delays: Option<String>,
-    /// The chase's region (make it larger than the last-level cache)
-    #[arg(long, default_value = "256M", value_name = "SIZE")]
-    pub size: String,
-    /// Each load thread's region
-    #[arg(long, default_value = "256M", value_name = "SIZE")]
-    pub load_size: String,
-    #[command(flatten)]
-    pub common: Common,
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct MemBandwidthArgs {
-    /// Ops, comma list: read, write, write-nt (streaming stores), copy (regular stores),
-    /// copy-nt (streaming stores); memcpy, memset (the C library's own, the reference). Copies
-    /// count read + write
-    #[arg(long, default_value = "read,write,copy,copy-nt,memcpy,memset")]
-    pub op: String,
-    /// Access patterns: seq, rand (whole random 64-byte lines, 8 in flight)
-    #[arg(long, default_value = "seq")]
-    pub pattern: String,
-    /// Block sizes: the buffer each thread sweeps (binary sizes: 16K,4M,1G) [was: --block]
-    #[arg(
-        long = "sizes",
-        alias = "block",
-        default_value = "1G",
-        value_name = "LIST",
-        allow_hyphen_values = true
-    )]
-    pub block: String,
-    /// Thread counts, comma list
-    #[arg(
-        long,
-        default_value = "1",
-        value_name = "LIST",
-        allow_hyphen_values = true
-    )]
-    pub threads: String,
-    /// Page kinds: 4k, thp, 2m, 1g (2m/1g come from the hugetlb pools)
-    #[arg(long, default_value = "4k")]
-    pub pages: String,
-    /// One region for all threads instead of one per thread
-    #[arg(long)]
-    pub shared: bool,
-    /// Allow more threads than CPUs
-    #[arg(long)]
-    pub oversubscribe: bool,
-    /// Raise the hugetlb pools for the run when short (root); restored on exit and Ctrl-C
-    #[arg(long)]
-    pub reserve_hugepages: bool,
-    #[command(flatten)]
-    pub common: Common,
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct MemLatencyArgs {
-    /// Region sizes to chase over (default 4K to 1G, doubling)
-    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
-    pub sizes: Option<String>,
-    /// Page kinds: 4k, thp, 2m, 1g
-    #[arg(long, default_value = "4k,thp")]
-    pub pages: String,
-    /// Raise the hugetlb pools for the run when short (root); restored on exit and Ctrl-C
-    #[arg(long)]
-    pub reserve_hugepages: bool,
-    #[command(flatten)]
-    pub common: Common,
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct MemGridArgs {
-    /// Page kinds for the grid (default 4k,thp, and 2m when its pool has the pages)
-    #[arg(long)]
-    pub pages: Option<String>,
-    /// Raise the hugetlb pools for the run when short (root); restored on exit and Ctrl-C
-    #[arg(long)]
-    pub reserve_hugepages: bool,
-    #[command(flatten)]
-    pub common: Common,
 }
 
 #[derive(Args, Debug)]
@@ -807,75 +288,6 @@ pub struct ReportArgs {
     pub min_effect: f64,
 }
 
-#[derive(Args, Debug)]
-#[command(args_conflicts_with_subcommands = true)]
-pub struct ShareArgs {
-    #[command(subcommand)]
-    pub what: Option<ShareWhat>,
-    /// Cases to run (comma list): arc-shared, arc-per-thread, atomic-shared, atomic-padded,
-    /// atomic-false-sharing, mutex-shared, read-only-shared [default: all]
-    #[arg(long, value_name = "LIST")]
-    pub case: Option<String>,
-    /// Thread counts to sweep (comma list) [default: 1, 2, 4, ... up to the CPUs this process may use]
-    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
-    pub threads: Option<String>,
-    /// Allow more threads than CPUs (the figures then include the scheduler's time slicing)
-    #[arg(long)]
-    pub oversubscribe: bool,
-    #[command(flatten)]
-    pub common: Common,
-}
-
-#[derive(Subcommand, Debug)]
-pub enum ShareWhat {
-    /// Core-to-core latency: two pinned threads bounce one cache line with compare-and-swap
-    #[command(
-        after_help = "Examples:\n  costlab share c2c                every pair of CPUs\n  costlab share c2c --quick        the first CPU against every other\n  costlab share c2c --cpus 0-3,8"
-    )]
-    C2c(C2cArgs),
-}
-
-#[derive(Args, Debug)]
-pub struct C2cArgs {
-    #[command(flatten)]
-    pub common: Common,
-}
-
-#[derive(Args, Debug, Clone, Default)]
-pub struct ZerocopyArgs {
-    /// Methods (comma list): read-write, mmap-write, sendfile, splice, send, msg-zerocopy,
-    /// uring-send, uring-send-zc [default: all]
-    #[arg(long, value_name = "LIST")]
-    pub methods: Option<String>,
-    /// Payload sizes, one call's bytes [default: 4K,16K,64K,256K,1M,4M; 64K,1M with --quick]
-    #[arg(long, value_name = "LIST")]
-    pub sizes: Option<String>,
-    /// Links: loopback, veth (receiver in a network namespace; root) [default: both, veth
-    /// where it can be made]
-    #[arg(long, value_name = "LIST")]
-    pub link: Option<String>,
-    /// Directory for the file the file methods send from [default: the temp directory]
-    #[arg(long, value_name = "DIR")]
-    pub dir: Option<PathBuf>,
-    #[command(flatten)]
-    pub common: Common,
-}
-
-#[derive(Args, Debug, Clone, Default)]
-pub struct PinArgs {
-    /// Workloads (comma list): memory, sharing, echo [default: all]
-    #[arg(long, value_name = "LIST")]
-    pub workload: Option<String>,
-    /// Placements (comma list): pinned, free, stacked, irq-cpu [default: all]
-    #[arg(long, value_name = "LIST")]
-    pub placement: Option<String>,
-    /// Length of each run (1s, 500ms)
-    #[arg(long, value_name = "TIME")]
-    pub duration: Option<String>,
-    #[command(flatten)]
-    pub common: Common,
-}
-
 /// The text of a parse error as the user sees it: clap's whole message (the cause, the right
 /// spelling or the possible values, the subcommand's usage line), "costlab:" in place of
 /// "error:".
@@ -887,8 +299,76 @@ pub fn clap_message(e: &clap::Error) -> String {
     }
 }
 
-/// The most samples one figure may take: beyond it a run would last hours, not minutes.
-pub const MAX_SAMPLES: usize = 1000;
+/// The whole command line: `Cli`'s own commands and every registered lab's commands
+/// (`Lab::commands`), the labs listed after `run` in the registry's order.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    let own: Vec<String> = cmd
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect();
+    let mut lab_names = Vec::new();
+    for lab in crate::labs::all() {
+        for c in lab.commands() {
+            lab_names.push(c.get_name().to_string());
+            cmd = cmd.subcommand(c);
+        }
+    }
+    // clap lists subcommands in the order they were added; the labs belong between the
+    // commands that run them (machine, run) and those that read what they stored.
+    let split = own
+        .iter()
+        .position(|n| n == "run")
+        .map_or(own.len(), |i| i + 1);
+    let order: Vec<&String> = own[..split]
+        .iter()
+        .chain(&lab_names)
+        .chain(&own[split..])
+        .collect();
+    for (i, name) in order.into_iter().enumerate() {
+        cmd = cmd.mut_subcommand(name, |c| c.display_order(i));
+    }
+    cmd
+}
+
+/// A command line, parsed.
+pub enum Parsed {
+    /// One of `Cli`'s own commands (machine, run, the history, check, restore).
+    Own(Cli),
+    /// A lab's command, for the lab to turn into an `Invocation` (`Lab::invoke`).
+    Lab {
+        /// `--db`, wherever it was given.
+        db: Option<PathBuf>,
+        /// The lab that owns the command.
+        lab: Box<dyn crate::labs::Lab>,
+        /// The command's name (`mem`, `numa-maps`, ...).
+        name: String,
+        /// The command's own matches.
+        matches: clap::ArgMatches,
+    },
+}
+
+/// Parse `argv` (the program's name first) against `command()`.
+pub fn parse_from<I, T>(argv: I) -> Result<Parsed, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    use clap::FromArgMatches;
+    let matches = command().try_get_matches_from(argv)?;
+    if let Some((name, sub)) = matches.subcommand() {
+        if let Some(lab) = crate::labs::owner_of(name) {
+            return Ok(Parsed::Lab {
+                db: matches.get_one::<PathBuf>("db").cloned(),
+                lab,
+                name: name.to_string(),
+                matches: sub.clone(),
+            });
+        }
+    }
+    Cli::from_arg_matches(&matches).map(Parsed::Own)
+}
 
 #[cfg(test)]
 mod tests {
@@ -897,7 +377,9 @@ mod tests {
     fn err(args: &[&str]) -> String {
         let mut argv = vec!["costlab"];
         argv.extend_from_slice(args);
-        let e = Cli::try_parse_from(argv).expect_err("should not parse");
+        let Err(e) = parse_from(argv) else {
+            panic!("should not parse: {args:?}")
+        };
         clap_message(&e)
     }
 
@@ -926,10 +408,13 @@ mod tests {
     fn a_negative_size_reaches_the_size_parser() {
         // '-1' is a value of --sizes (was --block), not an unknown flag: the lab's size
         // parser then says what is wrong with it.
-        let cli = Cli::try_parse_from(["costlab", "mem", "bandwidth", "--block", "-1"]).unwrap();
-        let Command::Mem(m) = cli.command else {
+        use crate::labs::mem::args::{MemArgs, MemCommand};
+        let Ok(Parsed::Lab { matches, .. }) =
+            parse_from(["costlab", "mem", "bandwidth", "--block", "-1"])
+        else {
             panic!()
         };
+        let m: MemArgs = crate::labs::args::parsed(&matches).unwrap();
         let Some(MemCommand::Bandwidth(b)) = &m.what else {
             panic!()
         };
@@ -959,10 +444,11 @@ mod tests {
             &["costlab", "export", "last", "--output", "f"],
             &["costlab", "export", "last", "-o", "f"],
         ] {
-            Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+            if let Err(e) = parse_from(argv) {
+                panic!("{argv:?}: {e}");
+            }
         }
-        use clap::CommandFactory;
-        let mut cmd = Cli::command();
+        let mut cmd = command();
         let help = cmd
             .find_subcommand_mut("mem")
             .unwrap()
@@ -978,8 +464,7 @@ mod tests {
 
     #[test]
     fn every_command_has_examples_and_run_takes_counters() {
-        use clap::CommandFactory;
-        let cmd = Cli::command();
+        let cmd = command();
         let nested = cmd.get_subcommands().flat_map(|c| c.get_subcommands());
         for sub in cmd.get_subcommands().chain(nested) {
             let after = sub
@@ -992,7 +477,26 @@ mod tests {
                 sub.get_name()
             );
         }
-        Cli::try_parse_from(["costlab", "run", "--counters"]).unwrap();
+        assert!(parse_from(["costlab", "run", "--counters"]).is_ok());
+    }
+
+    #[test]
+    fn the_labs_are_listed_after_run_in_the_registry_s_order() {
+        let mut cmd = command();
+        cmd.build();
+        let mut subs: Vec<_> = cmd
+            .get_subcommands()
+            .filter(|c| c.get_name() != "help")
+            .map(|c| (c.get_display_order(), c.get_name().to_string()))
+            .collect();
+        subs.sort();
+        let names: Vec<String> = subs.into_iter().map(|(_, n)| n).collect();
+        let at = |n: &str| names.iter().position(|x| x == n).unwrap();
+        assert_eq!(at("machine"), 0);
+        assert_eq!(at("run"), 1);
+        assert_eq!(at("mem"), 2);
+        assert!(at("pin") < at("history"), "{names:?}");
+        assert!(at("numa") + 1 == at("numa-maps"), "{names:?}");
     }
 
     #[test]
@@ -1002,7 +506,21 @@ mod tests {
             if flag == "--samples" {
                 argv.push("3");
             }
-            assert!(Cli::try_parse_from(argv).is_err(), "{flag}");
+            assert!(parse_from(argv).is_err(), "{flag}");
+        }
+    }
+
+    #[test]
+    fn db_is_read_before_or_after_a_lab_s_command() {
+        for argv in [
+            &["costlab", "--db", "x.db", "syscall"][..],
+            &["costlab", "syscall", "--db", "x.db"],
+        ] {
+            let Ok(Parsed::Lab { db, name, .. }) = parse_from(argv) else {
+                panic!("{argv:?}")
+            };
+            assert_eq!(name, "syscall");
+            assert_eq!(db, Some(PathBuf::from("x.db")), "{argv:?}");
         }
     }
 }

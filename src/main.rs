@@ -5,11 +5,9 @@ use std::process::ExitCode;
 use std::sync::OnceLock;
 
 use anyhow::Result;
-use clap::Parser;
-
-use costlab::cli::{Cli, Command, Common, EchoCommand, ShareWhat};
+use costlab::cli::{Command, Common, Parsed};
 use costlab::error::{exit_code, one_line};
-use costlab::labs::{self, Ctx};
+use costlab::labs::{self, Ctx, Invocation};
 use costlab::machine::{restore, Machine};
 use costlab::measure::{cancel, SampleSpec};
 use costlab::report::{json, time, Doc, Outcome, RunInfo};
@@ -27,14 +25,18 @@ fn main() -> ExitCode {
     cancel::install(|| {
         restore::restore_all();
     });
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    let parsed = match costlab::cli::parse_from(std::env::args_os()) {
+        Ok(p) => p,
         Err(e) => return clap_exit(e),
     };
-    let _ = DB.set(cli.db.clone());
+    let _ = DB.set(match &parsed {
+        Parsed::Own(cli) => cli.db.clone(),
+        Parsed::Lab { db, .. } => db.clone(),
+    });
     // A costlab killed mid-change (SIGKILL) left settings changed: put them back first.
     let recovered = restore::journal::recover_stale();
-    let explicit = matches!(cli.command, Command::Restore(_));
+    let explicit =
+        matches!(&parsed, Parsed::Own(cli) if matches!(cli.command, Command::Restore(_)));
     if !explicit {
         for note in &recovered {
             eprintln!("costlab: {note}");
@@ -43,7 +45,7 @@ fn main() -> ExitCode {
     let result = if explicit {
         restore_command(&recovered)
     } else {
-        dispatch(cli)
+        dispatch(parsed)
     };
     let restored = restore::restore_all();
     for note in restored {
@@ -199,19 +201,24 @@ fn outcome_or_finished(r: Result<Outcome>) -> Result<(Outcome, bool)> {
     }
 }
 
-/// A lab's own command: check the common options, run, print the lab's tables, write its JSON.
-fn lab_command(
-    lab: &dyn labs::Lab,
-    common: &Common,
-    run: impl FnOnce(&Ctx) -> Result<Outcome>,
-) -> Result<()> {
-    let (history, ctx) = measuring(common)?;
+/// A lab's own command: check the common options, run, print the lab's tables (or those the
+/// command draws itself), write its JSON.
+fn lab_command(lab: &dyn labs::Lab, m: labs::args::Measure) -> Result<()> {
+    let labs::args::Measure {
+        common,
+        run,
+        render,
+    } = m;
+    let (history, ctx) = measuring(&common)?;
     let (outcome, interrupted) = outcome_or_finished(run(&ctx))?;
     let done = Measured {
         outcome,
         interrupted,
     };
-    emit(|o| lab.render(o), done, common, &ctx.machine, &history)
+    match render {
+        Some(render) => emit(render, done, &common, &ctx.machine, &history),
+        None => emit(|o| lab.render(o), done, &common, &ctx.machine, &history),
+    }
 }
 
 /// A lab's figures, whole or (after Ctrl-C) those of the cases that finished.
@@ -310,7 +317,19 @@ fn print_out(text: &str) -> Result<()> {
     }
 }
 
-fn dispatch(cli: Cli) -> Result<()> {
+/// Run the command: a lab's through the registry (`Lab::invoke`), the others here.
+fn dispatch(parsed: Parsed) -> Result<()> {
+    let cli = match parsed {
+        Parsed::Lab {
+            lab, name, matches, ..
+        } => {
+            return match lab.invoke(&name, &matches)? {
+                Invocation::Measure(m) => lab_command(lab.as_ref(), m),
+                Invocation::Done => Ok(()),
+            }
+        }
+        Parsed::Own(cli) => cli,
+    };
     match cli.command {
         Command::Machine(args) => {
             let m = Machine::probe();
@@ -325,81 +344,6 @@ fn dispatch(cli: Cli) -> Result<()> {
                 None => print_out(&costlab::report::machine::render(&m)),
             }
         }
-        Command::Share(args) => match &args.what {
-            Some(ShareWhat::C2c(c2c)) => lab_command(&labs::share::ShareLab, &c2c.common, |ctx| {
-                labs::share::run_c2c(c2c, ctx)
-            }),
-            None => lab_command(&labs::share::ShareLab, &args.common, |ctx| {
-                labs::share::run(&args, ctx)
-            }),
-        },
-        Command::Numa(args) => lab_command(&labs::numa::NumaLab, &args.common, |ctx| {
-            labs::numa::run(&args, ctx)
-        }),
-        Command::NumaMaps(args) => {
-            // numa-maps renders what it read (the processes), not its outcome.
-            let common = args.common();
-            let (history, ctx) = measuring(&common)?;
-            let (outcome, rendered) = labs::numa::run_maps(&args, &ctx)?;
-            let done = Measured {
-                outcome,
-                interrupted: false,
-            };
-            emit(|_| rendered, done, &common, &ctx.machine, &history)
-        }
-        Command::Syscall(args) => lab_command(&labs::syscall::SyscallLab, &args.common, |ctx| {
-            labs::syscall::run(&args, ctx)
-        }),
-        Command::Gc(args) => {
-            use costlab::cli::GcWhat;
-            use costlab::labs::gc;
-            match &args.what {
-                None => lab_command(&gc::GcLab, &args.common, |ctx| gc::run(&args, ctx)),
-                Some(GcWhat::Tax(tax)) => {
-                    lab_command(&gc::GcLab, &tax.common, |ctx| gc::run_tax(tax, ctx))
-                }
-                Some(GcWhat::Build) => {
-                    print!("{}", gc::build_all()?);
-                    Ok(())
-                }
-            }
-        }
-        Command::Echo(args) => match args.command {
-            Some(EchoCommand::Serve(a)) => labs::echo::serve_command(&a),
-            // A loader host driven by `costlab echo --loaders` over ssh.
-            Some(EchoCommand::Load(a)) if a.for_lead => {
-                labs::echo::remote::serve_lead(&labs::echo::load_spec(&a)?)
-            }
-            Some(EchoCommand::Load(a)) => {
-                // The loader alone: its own table (no server side to show).
-                let (history, ctx) = measuring(&a.common)?;
-                let (outcome, interrupted) =
-                    outcome_or_finished(labs::echo::load_command(&a, &ctx))?;
-                let done = Measured {
-                    outcome,
-                    interrupted,
-                };
-                emit(
-                    labs::echo::render_load,
-                    done,
-                    &a.common,
-                    &ctx.machine,
-                    &history,
-                )
-            }
-            None => lab_command(&labs::echo::EchoLab, &args.run.common, |ctx| {
-                labs::echo::run(&args.run, ctx)
-            }),
-        },
-        Command::Mem(args) => lab_command(&labs::mem::MemLab, args.common(), |ctx| {
-            labs::mem::run(&args, ctx)
-        }),
-        Command::Zerocopy(args) => lab_command(&labs::zerocopy::ZerocopyLab, &args.common, |ctx| {
-            labs::zerocopy::run(&args, ctx)
-        }),
-        Command::Pin(args) => lab_command(&labs::pin::PinLab, &args.common, |ctx| {
-            labs::pin::run(&args, ctx)
-        }),
         Command::Run(args) => runner::command(&args, db(), command_line()),
         Command::History(args) => commands::history::history(db(), &args),
         Command::Compare(args) => commands::history::compare(db(), &args),

@@ -210,7 +210,8 @@ pub fn command(
         .report
         .clone()
         .unwrap_or_else(|| crate::commands::history::default_report_dir(&done.doc.run.id));
-    let page = html::write_report(&dir, &done.doc, &done.sheet)?;
+    let charts = crate::labs::charts(&done.doc);
+    let page = html::write_report(&dir, &done.doc, &done.sheet, charts)?;
     eprintln!("costlab run: report {}", page.display());
     if let Some(dest) = &args.json {
         json::write_doc(dest, &done.doc)?;

@@ -84,6 +84,7 @@ fn the_fixture_report_renders_in_headless_chromium() {
         &dir.path().join("report"),
         &doc,
         &common::fixture_sheet(&doc),
+        costlab::labs::charts(&doc),
     )
     .unwrap();
     let html = std::fs::read_to_string(&page).unwrap();

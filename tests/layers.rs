@@ -101,8 +101,11 @@ pub fn edges(src: &Path) -> Vec<Edge> {
                         (m == "labs")
                             .then(|| rest.split("::").next().unwrap_or("").to_string())
                             .filter(|l| {
+                                // A lab is a folder; labs/args.rs and labs/mod.rs are what
+                                // every lab shares (the `Lab` trait, the common options).
                                 !l.is_empty()
                                     && l.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+                                    && src.join("labs").join(l).is_dir()
                             }),
                     ),
                     None => (to.clone(), None),

@@ -3,12 +3,18 @@
 
 mod common;
 
-use costlab::report::{csv, html, markdown};
+use costlab::labs;
+use costlab::report::{csv, html, markdown, Doc};
+
+/// The report page of `doc` with no cost sheet, the labs' charts drawn as the runner draws them.
+fn page_of(doc: &Doc) -> String {
+    html::render(doc, &[], labs::charts(doc))
+}
 
 #[test]
 fn fixture_report_draws_every_chart_with_axes_and_legend() {
     let doc = common::fixture();
-    let page = html::render(&doc, &common::fixture_sheet(&doc));
+    let page = html::render(&doc, &common::fixture_sheet(&doc), labs::charts(&doc));
     for id in common::CHART_IDS {
         let at = page
             .find(&format!("<svg id=\"{id}\""))
@@ -40,7 +46,7 @@ fn fixture_report_draws_every_chart_with_axes_and_legend() {
 #[test]
 fn report_is_self_contained() {
     let doc = common::fixture();
-    let page = html::render(&doc, &common::fixture_sheet(&doc));
+    let page = html::render(&doc, &common::fixture_sheet(&doc), labs::charts(&doc));
     let lower = page.to_lowercase();
     for banned in ["<script", "<link", "@import", "src=", "<img", "<iframe"] {
         assert!(!lower.contains(banned), "report contains {banned}");
@@ -60,7 +66,7 @@ fn charts_of_labs_that_did_not_run_are_a_line_of_text() {
     doc.results
         .retain(|r| r.lab != "gc" && r.lab != "share c2c" && r.lab != "echo");
     doc.models.clear();
-    let page = html::render(&doc, &[]);
+    let page = html::render(&doc, &[], labs::charts(&doc));
     assert!(!page.contains("<svg id=\"chart-gc-headroom\""));
     assert!(page.contains("id=\"chart-gc-headroom-skipped\">Not drawn: the gc lab did not run."));
     assert!(page.contains("id=\"chart-echo-p99-skipped\""));
@@ -75,7 +81,7 @@ fn charts_of_labs_that_did_not_run_are_a_line_of_text() {
 fn incomplete_runs_say_so() {
     let mut doc = common::fixture();
     doc.run.complete = false;
-    assert!(html::render(&doc, &[]).contains("This run is incomplete"));
+    assert!(html::render(&doc, &[], labs::charts(&doc)).contains("This run is incomplete"));
 }
 
 #[test]
@@ -83,7 +89,7 @@ fn write_report_writes_the_page_and_the_doc() {
     let doc = common::fixture();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("nested/report");
-    let page = html::write_report(&out, &doc, &[]).unwrap();
+    let page = html::write_report(&out, &doc, &[], labs::charts(&doc)).unwrap();
     assert_eq!(page, out.join("index.html"));
     let back = std::fs::read_to_string(out.join("results.json")).unwrap();
     let back = costlab::report::Doc::from_json(&back).unwrap();
@@ -168,20 +174,20 @@ fn one_block_is_a_bar_chart_one_bar_per_series() {
         .filter(|r| r.lab == "mem" && r.metric == "bandwidth" && r.key("pattern") == "seq")
         .count();
     assert!(series >= 2);
-    let page = html::render(&doc, &[]);
+    let page = html::render(&doc, &[], labs::charts(&doc));
     let svg = svg_of(&page, "chart-mem-bandwidth-seq");
     assert!(svg.contains("data-kind=\"bar\""), "not a bar chart");
     assert_eq!(svg.matches("<rect class=\"bar\"").count(), series);
     assert!(!svg.contains("<polyline"));
     assert!(svg.contains("block size (bytes): 1G"));
     // The full fixture (five blocks) stays a line chart.
-    let full = html::render(&common::fixture(), &[]);
+    let full = page_of(&common::fixture());
     assert!(svg_of(&full, "chart-mem-bandwidth-seq").contains("data-kind=\"line\""));
 }
 
 #[test]
 fn share_chart_has_whole_thread_ticks_and_a_full_legend() {
-    let page = html::render(&common::fixture(), &[]);
+    let page = page_of(&common::fixture());
     let svg = svg_of(&page, "chart-share-scaling");
     let ticks = texts(svg, "xtick");
     assert!(!ticks.is_empty());
@@ -214,7 +220,7 @@ fn models_are_one_table_with_three_significant_digits() {
     for p in &mut m.points {
         p.predicted = p.measured;
     }
-    let page = html::render(&doc, &[]);
+    let page = html::render(&doc, &[], labs::charts(&doc));
     let table = &page[page
         .find("<table id=\"model-params\"")
         .expect("params table")..];
@@ -245,7 +251,7 @@ fn against_overlays_the_second_run_and_rings_changes() {
         }
         r.summary = costlab::measure::Summary::of(&r.samples).unwrap();
     }
-    let page = html::render_against(&a, &[], &b, 5.0);
+    let page = html::render_against(&a, &[], labs::charts(&a), (&b, labs::charts(&b)), 5.0);
     assert!(page.contains("id=\"against\""));
     assert!(page.contains("id=\"changes\""));
     for id in common::CHART_IDS {
@@ -260,7 +266,7 @@ fn against_overlays_the_second_run_and_rings_changes() {
     assert!(bw.contains(" (B)</text>") && bw.contains("opacity=\"0.5\""));
     assert!(bw.contains("class=\"mark\"") && bw.contains("+100%"));
     // The same run against itself: nothing to ring.
-    let same = html::render_against(&b, &[], &b, 5.0);
+    let same = html::render_against(&b, &[], labs::charts(&b), (&b, labs::charts(&b)), 5.0);
     assert!(!same.contains("class=\"mark\""));
 }
 
@@ -278,7 +284,7 @@ fn echo_with_several_sizes_draws_size_charts() {
         })
         .collect();
     doc.results.extend(extra);
-    let page = html::render(&doc, &[]);
+    let page = html::render(&doc, &[], labs::charts(&doc));
     let svg = svg_of(&page, "chart-echo-size-throughput");
     assert!(svg.contains("message size (bytes)"));
     assert!(svg.contains(">16K</text>"));
@@ -290,7 +296,7 @@ fn echo_with_several_sizes_draws_size_charts() {
     let conns = svg_of(&page, "chart-echo-throughput");
     assert!(!conns.contains("16384"));
     // One size: no size chart at all.
-    assert!(!html::render(&common::fixture(), &[]).contains("chart-echo-size"));
+    assert!(!page_of(&common::fixture()).contains("chart-echo-size"));
 }
 
 #[test]
@@ -306,8 +312,8 @@ fn counters_show_in_the_report() {
         .into_iter()
         .collect(),
     );
-    let page = html::render(&doc, &[]);
+    let page = html::render(&doc, &[], labs::charts(&doc));
     assert!(page.contains("<table id=\"counters\"") && page.contains("page-faults"));
     assert!(page.contains("instructions: no hardware PMU in this VM"));
-    assert!(!html::render(&common::fixture(), &[]).contains("id=\"counters\""));
+    assert!(!page_of(&common::fixture()).contains("id=\"counters\""));
 }

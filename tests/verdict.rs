@@ -208,7 +208,7 @@ fn markdown_csv_and_html_carry_the_mark_and_the_reason() {
     );
     assert!(!tlb.contains(",ok,"), "{tlb}");
 
-    let page = html::render(&d, &s);
+    let page = html::render(&d, &s, costlab::labs::charts(&d));
     let sheet_html = &page[page.find("id=\"cost-sheet\"").unwrap()..];
     let sheet_html = &sheet_html[..sheet_html.find("</table>").unwrap()];
     let dram = sheet_html

@@ -331,9 +331,17 @@ pub fn report(db: Option<&Path>, args: &ReportArgs) -> Result<()> {
                     crate::error::one_line(&e)
                 ))
             })?;
-            html::render_against(&doc, &sheet, &other, args.min_effect)
+            let charts = labs::charts(&doc);
+            let other_charts = labs::charts(&other);
+            html::render_against(
+                &doc,
+                &sheet,
+                charts,
+                (&other, other_charts),
+                args.min_effect,
+            )
         }
-        None => html::render(&doc, &sheet),
+        None => html::render(&doc, &sheet, labs::charts(&doc)),
     };
     let dir = args
         .out

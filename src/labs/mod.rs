@@ -1,8 +1,13 @@
-//! The labs. Each is a folder with its cases, kernels and model; each takes its arguments and
-//! a `Ctx` and returns an `Outcome` (figures, models, notes), plus a terminal rendering of it.
-//! A lab knows nothing of other labs.
+//! The labs. Each is a folder with its command line (`args.rs`), cases, kernels, model,
+//! tables and charts; each takes its arguments and a `Ctx` and returns an `Outcome` (figures,
+//! models, notes). A lab knows nothing of other labs. Adding a lab is a folder with a `Lab`
+//! implementation and one line in `all()`: the binary parses and dispatches its command, and
+//! `costlab run` and the report take it, through this registry.
 
+pub mod args;
 pub mod echo;
+#[cfg(test)]
+pub mod example;
 pub mod gc;
 pub mod mem;
 pub mod numa;
@@ -33,12 +38,25 @@ use crate::report::Outcome;
 /// Headlines are results: they live with the result model; re-exported here for the labs.
 pub use crate::report::Headline;
 
+pub use args::{Common, Invocation};
+
 /// What `costlab run`, the lab's own command and the report need of a lab. Each lab folder has
-/// one implementation; `all()` lists them, so adding a lab is a folder, one line there, and
-/// its CLI arguments.
+/// one implementation; `all()` lists them, so adding a lab is a folder and one line there.
 pub trait Lab {
     /// The lab's name, as in the JSON's "lab" field ("mem", "syscall", ...).
     fn name(&self) -> &'static str;
+    /// The lab's own top-level commands, as `costlab --help` lists them: usually one
+    /// (`costlab mem`), numa has two (`numa`, `numa-maps`). Build each with
+    /// `args::command::<TheLabsArgs>(name, about, examples)`, the examples starting with
+    /// "Examples:". The binary adds them to its command line after `run`, in `all()`'s order.
+    fn commands(&self) -> Vec<clap::Command>;
+    /// Turn the lab's command `name` (one of `commands()`), parsed into `matches`, into what
+    /// the binary does: `args::parsed::<TheLabsArgs>(matches)?`, then either
+    /// `Invocation::measure(common, move |ctx| run(&args, ctx))` (the binary checks the
+    /// common options, stores, prints, writes `--json`, handles Ctrl-C and `--strict`) or,
+    /// having run the command itself (a server, a build), `Invocation::Done`. Bad arguments
+    /// found here are `error::usage` errors (exit 2).
+    fn invoke(&self, name: &str, matches: &clap::ArgMatches) -> anyhow::Result<Invocation>;
     /// Why the lab cannot run on this machine (no Go toolchain, one NUMA node, ...), or None.
     fn unavailable(&self, ctx: &Ctx) -> Option<String>;
     /// Run the lab's plan for `costlab run`: `full = false` is the quick plan, sized so that
@@ -89,7 +107,8 @@ pub trait Lab {
     }
 }
 
-/// Every lab that `costlab run` runs, in the order it runs them.
+/// Every lab that `costlab run` runs, in the order it runs them (and `costlab --help` lists
+/// their commands). A new lab is one line here.
 pub fn all() -> Vec<Box<dyn Lab>> {
     vec![
         Box::new(mem::MemLab),
@@ -100,5 +119,20 @@ pub fn all() -> Vec<Box<dyn Lab>> {
         Box::new(numa::NumaLab),
         Box::new(zerocopy::ZerocopyLab),
         Box::new(pin::PinLab),
+        #[cfg(test)]
+        Box::new(example::ExampleLab),
     ]
+}
+
+/// The lab that owns the top-level command `name` (`numa-maps` is numa's), if any.
+pub fn owner_of(name: &str) -> Option<Box<dyn Lab>> {
+    all()
+        .into_iter()
+        .find(|lab| lab.commands().iter().any(|c| c.get_name() == name))
+}
+
+/// Every lab's charts of `doc` for the HTML report, in the registry's order: what the report's
+/// callers hand `report::html` (the report draws only the models' charts itself).
+pub fn charts(doc: &crate::report::Doc) -> Vec<crate::report::charts::Chart> {
+    all().iter().flat_map(|lab| lab.charts(doc)).collect()
 }

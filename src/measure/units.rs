@@ -36,6 +36,54 @@ pub fn human_rate(per_s: f64) -> String {
     }
 }
 
+/// A time on the command line: "2" or "2s" (seconds, fractions allowed), "500ms". `what` names
+/// the option in the error; the time must be above zero and within `min..=max` (exit 2,
+/// naming the range, otherwise).
+pub fn parse_duration(
+    text: &str,
+    what: &str,
+    min: std::time::Duration,
+    max: std::time::Duration,
+) -> anyhow::Result<std::time::Duration> {
+    let t = text.trim();
+    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else {
+        (t, 1.0)
+    };
+    let range = if min.is_zero() {
+        format!("above zero and at most {}", duration_text(max))
+    } else {
+        format!("from {} to {}", duration_text(min), duration_text(max))
+    };
+    num.trim()
+        .parse::<f64>()
+        .ok()
+        .map(|x| x * scale)
+        .filter(|x| *x > 0.0)
+        .and_then(|x| std::time::Duration::try_from_secs_f64(x).ok())
+        .filter(|d| (min..=max).contains(d))
+        .ok_or_else(|| {
+            crate::error::usage(format!(
+                "bad {what} '{text}': use a time {range}, like 2s or 500ms"
+            ))
+        })
+}
+
+/// A limit as the user writes it: "1h", "600s", "50ms".
+fn duration_text(d: std::time::Duration) -> String {
+    let ms = d.as_millis();
+    if ms > 0 && ms.is_multiple_of(3_600_000) {
+        format!("{}h", ms / 3_600_000)
+    } else if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,5 +118,37 @@ mod sig_tests {
         assert_eq!(super::sig(0.003412, 3), "0.00341");
         assert_eq!(super::sig(28.63, 3), "28.6");
         assert_eq!(super::sig(-1.5, 2), "-1.5");
+    }
+
+    #[test]
+    fn durations_parse_within_the_caller_s_limits() {
+        use super::parse_duration;
+        use std::time::Duration;
+        let (lo, hi) = (Duration::from_millis(50), Duration::from_secs(600));
+        assert_eq!(
+            parse_duration("1.5", "--duration", lo, hi).unwrap(),
+            Duration::from_millis(1500)
+        );
+        assert_eq!(
+            parse_duration("50ms", "--duration", lo, hi).unwrap(),
+            Duration::from_millis(50)
+        );
+        let e = parse_duration("10ms", "--duration", lo, hi).unwrap_err();
+        assert_eq!(crate::error::exit_code(&e), 2);
+        assert_eq!(
+            e.to_string(),
+            "bad --duration '10ms': use a time from 50ms to 600s, like 2s or 500ms"
+        );
+        for huge in ["1e30", "inf", "NaN"] {
+            assert!(
+                parse_duration(huge, "--duration", lo, hi).is_err(),
+                "{huge}"
+            );
+        }
+        let e = parse_duration("x", "--duration", Duration::ZERO, Duration::from_secs(3600));
+        assert_eq!(
+            e.unwrap_err().to_string(),
+            "bad --duration 'x': use a time above zero and at most 1h, like 2s or 500ms"
+        );
     }
 }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use super::charts::{self, esc};
+use super::charts::{self, esc, Chart};
 use super::sheet::{figure, spread, LabSheet};
 use super::verdict::{verdict_text, MARKS_LEGEND};
 use super::Doc;
@@ -277,20 +277,33 @@ fn quality_html(o: &mut String, doc: &Doc) {
     o.push_str("</table></details>");
 }
 
-/// The whole page.
-pub fn render(doc: &Doc, sheet: &[LabSheet]) -> String {
-    render_with(doc, sheet, None)
+/// The whole page. `lab_charts` are the labs' charts of `doc` (`labs::charts`): the report
+/// draws them where they belong, and the models' charts itself.
+pub fn render(doc: &Doc, sheet: &[LabSheet], lab_charts: Vec<Chart>) -> String {
+    render_with(doc, sheet, lab_charts, None)
 }
 
 /// The page of run `doc` with run `b` overlaid in every chart; changes called with a minimum
-/// effect of `min_effect_pct` percent.
-pub fn render_against(doc: &Doc, sheet: &[LabSheet], b: &Doc, min_effect_pct: f64) -> String {
+/// effect of `min_effect_pct` percent. Each run comes with its labs' charts, as for `render`.
+pub fn render_against(
+    doc: &Doc,
+    sheet: &[LabSheet],
+    lab_charts: Vec<Chart>,
+    b: (&Doc, Vec<Chart>),
+    min_effect_pct: f64,
+) -> String {
+    let (b, b_charts) = b;
     // B is the reference: a change is A's median against B's.
     let cmp = crate::analysis::compare::compare_with(b, doc, min_effect_pct);
-    render_with(doc, sheet, Some((b, &cmp)))
+    render_with(doc, sheet, lab_charts, Some((b, b_charts, &cmp)))
 }
 
-fn render_with(doc: &Doc, sheet: &[LabSheet], against: Option<(&Doc, &Comparison)>) -> String {
+fn render_with(
+    doc: &Doc,
+    sheet: &[LabSheet],
+    lab_charts: Vec<Chart>,
+    against: Option<(&Doc, Vec<Chart>, &Comparison)>,
+) -> String {
     let mut o = String::new();
     let _ = write!(
         o,
@@ -313,7 +326,7 @@ fn render_with(doc: &Doc, sheet: &[LabSheet], against: Option<(&Doc, &Comparison
     sheet_html(&mut o, sheet);
     quality_html(&mut o, doc);
     let charts = match against {
-        Some((b, cmp)) => {
+        Some((b, b_charts, cmp)) => {
             changes_html(&mut o, doc, b, cmp);
             let by_figure: std::collections::HashMap<String, f64> = doc
                 .results
@@ -330,9 +343,9 @@ fn render_with(doc: &Doc, sheet: &[LabSheet], against: Option<(&Doc, &Comparison
                         .map(|m| (*m, format!("{:+.0}%", c.change_pct)))
                 })
                 .collect();
-            charts::all_against(doc, b, &changed)
+            charts::all_against((doc, lab_charts), (b, b_charts), &changed)
         }
-        None => charts::all(doc),
+        None => charts::all(doc, lab_charts),
     };
     o.push_str("<h2>Charts</h2><div class=\"charts\">");
     for c in charts {
@@ -378,8 +391,14 @@ fn render_with(doc: &Doc, sheet: &[LabSheet], against: Option<(&Doc, &Comparison
 }
 
 /// Write `index.html` and `results.json` into `dir` (created if needed); returns the page.
-pub fn write_report(dir: &Path, doc: &Doc, sheet: &[LabSheet]) -> Result<PathBuf> {
-    write_page(dir, doc, &render(doc, sheet))
+/// `lab_charts` as for `render`.
+pub fn write_report(
+    dir: &Path,
+    doc: &Doc,
+    sheet: &[LabSheet],
+    lab_charts: Vec<Chart>,
+) -> Result<PathBuf> {
+    write_page(dir, doc, &render(doc, sheet, lab_charts))
 }
 
 /// Write a page already rendered (`render_against`) and the run's `results.json`.

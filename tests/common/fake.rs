@@ -1,7 +1,7 @@
 //! Fake labs for the runner's tests: they stand in for the real labs (which land on other
 //! branches) through the same `Lab` trait. Their figures are made up; nothing here measures.
 
-use costlab::labs::{Ctx, Headline, Lab};
+use costlab::labs::{Ctx, Headline, Invocation, Lab};
 use costlab::report::Outcome;
 
 pub enum Act {
@@ -26,6 +26,13 @@ pub struct Fake {
 impl Lab for Fake {
     fn name(&self) -> &'static str {
         self.name
+    }
+    /// A fake has no command of its own: only the runner runs it.
+    fn commands(&self) -> Vec<clap::Command> {
+        Vec::new()
+    }
+    fn invoke(&self, name: &str, _m: &clap::ArgMatches) -> anyhow::Result<Invocation> {
+        Err(anyhow::anyhow!("{name}: a fake lab has no command"))
     }
     fn unavailable(&self, _ctx: &Ctx) -> Option<String> {
         match self.act {

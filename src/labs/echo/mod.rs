@@ -5,7 +5,9 @@
 //! loader runs in this process on the other CPUs. Repetitions are interleaved (all engines
 //! at one point, then the next repetition) so engine ratios pair samples taken side by side.
 
+pub mod args;
 pub mod attribute;
+pub mod charts;
 pub mod epoll;
 pub mod features;
 pub mod listen;
@@ -39,11 +41,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use crate::case;
-use crate::cli::{EchoLoadArgs, EchoRunArgs, EchoServeArgs};
 use crate::error::usage;
+use crate::labs::args::{command, parsed, Invocation};
 use crate::labs::{Ctx, Headline, Lab};
 use crate::measure::{cancel, cpus, sizes, stats::paired_ratios, syscost, SampleSpec, Summary};
 use crate::report::{model::Case, progress, table, Outcome};
+use args::{EchoArgs, EchoCommand, EchoLoadArgs, EchoRunArgs, EchoServeArgs};
 use features::Features;
 use load::{ClientKind, Errors, LoadReport, LoadSpec};
 use model::Observed;
@@ -60,27 +63,11 @@ pub use sweep::{sweep, variants, Plan, Variant};
 
 /// Parse a duration: "2" (seconds), "2s", "500ms", "1.5s".
 pub fn parse_duration(text: &str, what: &str) -> Result<Duration> {
-    let t = text.trim();
-    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1.0)
-    } else {
-        (t, 1.0)
-    };
-    let secs = num
-        .trim()
-        .parse::<f64>()
-        .ok()
-        .map(|x| x * scale)
-        .filter(|x| x.is_finite() && *x > 0.0 && *x <= 3600.0)
-        .ok_or_else(|| {
-            usage(format!(
-                "bad {what} '{text}': use a time above zero and at most 1h, like 2s or 500ms"
-            ))
-        })?;
-    Ok(Duration::from_secs_f64(secs))
+    crate::measure::units::parse_duration(text, what, Duration::ZERO, MAX_RUN)
 }
+
+/// The longest run a `--duration` may ask for.
+const MAX_RUN: Duration = Duration::from_secs(3600);
 
 pub(super) fn parse_msg_size(text: &str) -> Result<usize> {
     let b = sizes::parse_size(text)?;
@@ -163,11 +150,39 @@ impl Lab for EchoLab {
     fn name(&self) -> &'static str {
         LAB
     }
+    fn commands(&self) -> Vec<clap::Command> {
+        vec![command::<EchoArgs>(
+            "echo",
+            "Is io_uring faster than epoll here? Echo servers, a load generator and the experiment",
+            "Examples:\n  costlab echo --conns 1,128 --duration 1s\n  costlab echo --loaders lg1,lg2 --addr 10.0.0.5 --conns 128,1000\n                 the load from two hosts over ssh, the servers here on 10.0.0.5\n  costlab echo --loaders me@lg1 --addr 10.0.0.5 --ssh \"ssh -F lab_ssh_config\" --loader-costlab /opt/costlab/bin/costlab\n  costlab echo serve --engine uring --addr 127.0.0.1:9000\n  costlab echo load --target 127.0.0.1:9000 --conns 64 --samples 3",
+        )]
+    }
+    fn invoke(&self, _name: &str, m: &clap::ArgMatches) -> Result<Invocation> {
+        let args: EchoArgs = parsed(m)?;
+        Ok(match args.command {
+            Some(EchoCommand::Serve(a)) => {
+                serve_command(&a)?;
+                Invocation::Done
+            }
+            // A loader host driven by `costlab echo --loaders` over ssh.
+            Some(EchoCommand::Load(a)) if a.for_lead => {
+                remote::serve_lead(&load_spec(&a)?)?;
+                Invocation::Done
+            }
+            // The loader alone: its own table (no server side to show).
+            Some(EchoCommand::Load(a)) => Invocation::measure_rendered(
+                a.common.clone(),
+                move |ctx| load_command(&a, ctx),
+                render_load,
+            ),
+            None => Invocation::measure(args.run.common.clone(), move |ctx| run(&args.run, ctx)),
+        })
+    }
     fn render(&self, outcome: &Outcome) -> String {
         render(outcome)
     }
     fn charts(&self, doc: &crate::report::Doc) -> Vec<crate::report::charts::Chart> {
-        crate::report::charts::echo::charts(doc)
+        charts::charts(doc)
     }
 
     fn unavailable(&self, _ctx: &Ctx) -> Option<String> {

@@ -7,8 +7,10 @@
 //! - `costlab gc tax`: bounds checks, stack-check prologues and write barriers, each a ratio
 //!   of two builds or variants from one run.
 
+pub mod args;
 pub mod attrib;
 pub mod bench;
+pub mod charts;
 mod crosscheck;
 pub mod java;
 pub mod plan;
@@ -19,11 +21,12 @@ mod tax_options;
 
 use anyhow::Result;
 
-use crate::cli::{GcArgs, GcTaxArgs};
 use crate::error::usage;
+use crate::labs::args::{command, parsed, Invocation};
 use crate::labs::{Ctx, Headline, Lab};
 use crate::measure::sizes::parse_size;
 use crate::report::{table, Outcome};
+use args::{GcArgs, GcTaxArgs, GcWhat};
 use plan::Mode;
 
 pub const LAB: &str = "gc";
@@ -487,11 +490,31 @@ impl Lab for GcLab {
     fn name(&self) -> &'static str {
         LAB
     }
+    fn commands(&self) -> Vec<clap::Command> {
+        vec![command::<GcArgs>(
+            "gc",
+            "What a garbage collector costs: GC CPU share by heap headroom (GOGC / GOMEMLIMIT), and the language-safety taxes (bounds checks, stack-check prologues, write barriers)",
+            "Examples:\n  costlab gc --headroom 0.5,1,2 --samples 3\n  costlab gc tax --kind bounds,prologue\n  costlab gc build",
+        )]
+    }
+    fn invoke(&self, _name: &str, m: &clap::ArgMatches) -> Result<Invocation> {
+        let args: GcArgs = parsed(m)?;
+        Ok(match args.what {
+            None => Invocation::measure(args.common.clone(), move |ctx| run(&args, ctx)),
+            Some(GcWhat::Tax(tax)) => {
+                Invocation::measure(tax.common.clone(), move |ctx| run_tax(&tax, ctx))
+            }
+            Some(GcWhat::Build) => {
+                print!("{}", build_all()?);
+                Invocation::Done
+            }
+        })
+    }
     fn render(&self, outcome: &Outcome) -> String {
         render(outcome)
     }
     fn charts(&self, doc: &crate::report::Doc) -> Vec<crate::report::charts::Chart> {
-        vec![crate::report::charts::gc::chart(doc)]
+        vec![charts::chart(doc)]
     }
 
     fn unavailable(&self, _ctx: &Ctx) -> Option<String> {

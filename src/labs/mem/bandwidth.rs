@@ -6,8 +6,8 @@
 use anyhow::Result;
 use serde_json::Value;
 
+use super::args::MemGridArgs;
 use crate::case;
-use crate::cli::MemGridArgs;
 use crate::labs::Ctx;
 use crate::measure::conditions::Watch;
 use crate::measure::region::PageKind;

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
+use super::args::MemLoadedArgs;
 use super::chase;
 use crate::case;
-use crate::cli::MemLoadedArgs;
 use crate::error::usage;
 use crate::labs::Ctx;
 use crate::measure::conditions::Watch;

@@ -6,7 +6,9 @@
 //! here `rand` draws one index per whole 64-byte line from 8 independent lanes, and latency is
 //! a chase of dependent loads, so the page size shows.
 
+pub mod args;
 mod bandwidth;
+pub mod charts;
 pub mod chase;
 pub mod kernels;
 mod latency;
@@ -25,12 +27,13 @@ use std::path::Path;
 use anyhow::Result;
 use serde_json::Value;
 
-use crate::cli::{MemArgs, MemCommand};
+use crate::labs::args::{command, parsed, Invocation};
 use crate::labs::{Ctx, Headline, Lab};
 use crate::machine::pages::mem_available;
 use crate::measure::sizes::human_size;
 use crate::measure::{cpus, quality, Summary};
 use crate::report::{Outcome, ResultRow};
+use args::{MemArgs, MemCommand};
 
 use crate::measure::region::PageKind;
 use plan::{BandwidthPlan, BandwidthText, LatencyPlan, Op, Pattern};
@@ -167,14 +170,24 @@ impl Lab for MemLab {
     fn name(&self) -> &'static str {
         LAB
     }
+    fn commands(&self) -> Vec<clap::Command> {
+        vec![command::<MemArgs>(
+            "mem",
+            "Memory: bandwidth and latency by block, threads and page size; what a TLB miss costs",
+            "Examples:\n  costlab mem                                     the study's grid\n  costlab mem bandwidth --sizes 16K,4M,1G --threads 1,2\n  costlab mem latency --sizes 1G --pages 4k,thp,2m",
+        )]
+    }
+    fn invoke(&self, _name: &str, m: &clap::ArgMatches) -> Result<Invocation> {
+        let args: MemArgs = parsed(m)?;
+        Ok(Invocation::measure(args.common().clone(), move |ctx| {
+            run(&args, ctx)
+        }))
+    }
     fn render(&self, outcome: &Outcome) -> String {
         render(outcome)
     }
     fn charts(&self, doc: &crate::report::Doc) -> Vec<crate::report::charts::Chart> {
-        let mut v = crate::report::charts::bandwidth::charts(doc);
-        v.push(crate::report::charts::latency::chart(doc));
-        v.push(crate::report::charts::loaded::chart(doc));
-        v
+        charts::charts(doc)
     }
 
     fn unavailable(&self, _ctx: &Ctx) -> Option<String> {

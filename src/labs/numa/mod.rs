@@ -5,6 +5,7 @@
 //! program that fills its buffers serially gets). `numa-maps` (maps.rs) shows where a running
 //! process's memory is.
 
+pub mod args;
 pub mod kernels;
 pub mod maps;
 pub mod plan;
@@ -15,14 +16,15 @@ use std::collections::BTreeMap;
 use anyhow::Result;
 use serde_json::json;
 
-use crate::cli::{NumaArgs, NumaMapsArgs};
 use crate::error::usage;
+use crate::labs::args::{command, parsed, Invocation};
 use crate::labs::{Ctx, Headline, Lab};
 use crate::machine::{numa, Machine};
 use crate::measure::counters::{self, Readings};
 use crate::measure::cpus::{allowed_cpus, parse_cpu_list, Pinned};
 use crate::measure::{sizes, team, SampleSpec};
 use crate::report::{progress, Model, ModelPoint, Outcome};
+use args::{NumaArgs, NumaMapsArgs};
 
 use crate::measure::region::PageKind;
 use plan::{Plan, Request};
@@ -522,6 +524,42 @@ pub struct NumaLab;
 impl Lab for NumaLab {
     fn name(&self) -> &'static str {
         LAB
+    }
+    fn commands(&self) -> Vec<clap::Command> {
+        vec![
+            command::<NumaArgs>(
+                "numa",
+                "Local vs remote memory: node x node latency and bandwidth, bind vs interleave vs first-touch",
+                "Examples:\n  costlab numa\n  costlab numa --nodes 0,1 --size 1G\n  costlab numa --threads 4 --quick",
+            ),
+            command::<NumaMapsArgs>(
+                "numa-maps",
+                "Where a process's memory lives, node by node (from /proc/PID/numa_maps)",
+                "Examples:\n  costlab numa-maps $(pidof postgres)\n  costlab numa-maps --self\n  costlab numa-maps 1234 --json maps.json",
+            ),
+        ]
+    }
+    fn invoke(&self, name: &str, m: &clap::ArgMatches) -> Result<Invocation> {
+        if name == "numa-maps" {
+            // numa-maps renders what it read (the processes), not its outcome: the reading
+            // hands its tables to the rendering.
+            let args: NumaMapsArgs = parsed(m)?;
+            let text = std::rc::Rc::new(std::cell::RefCell::new(String::new()));
+            let kept = text.clone();
+            return Ok(Invocation::measure_rendered(
+                args.common(),
+                move |ctx| {
+                    let (outcome, rendered) = run_maps(&args, ctx)?;
+                    *kept.borrow_mut() = rendered;
+                    Ok(outcome)
+                },
+                move |_| text.take(),
+            ));
+        }
+        let args: NumaArgs = parsed(m)?;
+        Ok(Invocation::measure(args.common.clone(), move |ctx| {
+            run(&args, ctx)
+        }))
     }
     fn render(&self, outcome: &Outcome) -> String {
         render(outcome)

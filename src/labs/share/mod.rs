@@ -5,8 +5,10 @@
 //! Scalability Law to each curve; `costlab share c2c` measures the one-way latency of a line
 //! moving between two cores, the unit every shared write pays.
 
+pub mod args;
 pub mod c2c;
 pub mod cases;
+pub mod charts;
 pub mod usl;
 
 mod fit;
@@ -21,13 +23,14 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use serde_json::{json, Map, Value};
 
-use crate::cli::{C2cArgs, ShareArgs};
 use crate::error::usage;
+use crate::labs::args::{command, parsed, Invocation};
 use crate::labs::{Ctx, Headline, Lab};
 use crate::measure::conditions::{judged_case, Watch};
 use crate::measure::cputime::thread_cpu_ns;
 use crate::measure::{counters, cpus, stats, team, SampleSpec, Summary};
 use crate::report::{progress, table, Model, ModelPoint, Outcome, ResultRow};
+use args::{C2cArgs, ShareArgs, ShareWhat};
 use cases::{Bench, Variant};
 
 use fit::*;
@@ -171,14 +174,27 @@ impl Lab for ShareLab {
     fn name(&self) -> &'static str {
         LAB
     }
+    fn commands(&self) -> Vec<clap::Command> {
+        vec![command::<ShareArgs>(
+            "share",
+            "What sharing a written cache line costs: shared Arcs, atomics, false sharing, a mutex; how far each scales (USL fit); `share c2c` for core-to-core latency",
+            "Examples:\n  costlab share\n  costlab share --case arc-shared,arc-per-thread --threads 1,2,4\n  costlab share c2c --cpus 0-3",
+        )]
+    }
+    fn invoke(&self, _name: &str, m: &clap::ArgMatches) -> Result<Invocation> {
+        let args: ShareArgs = parsed(m)?;
+        Ok(match args.what {
+            Some(ShareWhat::C2c(c2c)) => {
+                Invocation::measure(c2c.common.clone(), move |ctx| run_c2c(&c2c, ctx))
+            }
+            None => Invocation::measure(args.common.clone(), move |ctx| run(&args, ctx)),
+        })
+    }
     fn render(&self, outcome: &Outcome) -> String {
         render(outcome)
     }
     fn charts(&self, doc: &crate::report::Doc) -> Vec<crate::report::charts::Chart> {
-        vec![
-            crate::report::charts::share::chart(doc),
-            crate::report::charts::c2c::chart(doc),
-        ]
+        charts::charts(doc)
     }
 
     fn unavailable(&self, _ctx: &Ctx) -> Option<String> {

@@ -3,6 +3,7 @@
 //! (the echo lab prices its servers with the same terms); this folder turns them into
 //! figures, the "syscall cost terms" model, a table and the cost-sheet headlines.
 
+pub mod args;
 pub mod terms;
 
 use crate::measure::conditions::judged_case;
@@ -11,14 +12,15 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use crate::cli::SyscallArgs;
 use crate::error::usage;
+use crate::labs::args::{command, parsed, Invocation};
 use crate::labs::{Ctx, Headline, Lab};
 use crate::measure::counters::{self, Readings};
 use crate::measure::syscost::{self, CallFigure, Measurements, DEFAULT_BATCHES, MAX_BATCH};
 use crate::measure::units::human_ns;
 use crate::measure::{SampleSpec, Summary};
 use crate::report::{progress, table, Outcome};
+use args::SyscallArgs;
 
 pub const LAB: &str = "syscall";
 
@@ -312,6 +314,19 @@ pub struct SyscallLab;
 impl Lab for SyscallLab {
     fn name(&self) -> &'static str {
         LAB
+    }
+    fn commands(&self) -> Vec<clap::Command> {
+        vec![command::<SyscallArgs>(
+            "syscall",
+            "What a syscall costs (s), what send/recv cost in the kernel (w), what io_uring costs per op at batch n (t)",
+            "Examples:\n  costlab syscall\n  costlab syscall --batches 1,16,256 --samples 15\n  costlab syscall --cpus 1 --counters",
+        )]
+    }
+    fn invoke(&self, _name: &str, m: &clap::ArgMatches) -> Result<Invocation> {
+        let args: SyscallArgs = parsed(m)?;
+        Ok(Invocation::measure(args.common.clone(), move |ctx| {
+            run(&args, ctx)
+        }))
     }
     fn render(&self, outcome: &Outcome) -> String {
         render(outcome)

@@ -9,6 +9,7 @@
 //! size from which each zero-copy method costs less sender CPU than its copying twin is read
 //! from the measurements.
 
+pub mod args;
 pub mod completions;
 pub mod model;
 mod sender;
@@ -22,13 +23,14 @@ use anyhow::Result;
 use serde_json::json;
 
 use crate::case;
-use crate::cli::ZerocopyArgs;
 use crate::error::usage;
+use crate::labs::args::{command, parsed, Invocation};
 use crate::labs::{Ctx, Headline, Lab};
 use crate::measure::conditions::Watch;
 use crate::measure::sizes::{human_size, parse_size_list};
 use crate::measure::{cpus, sample_fn, stats, syscost, SampleSpec, Summary};
 use crate::report::{progress, table, Model, ModelPoint, Outcome, ResultRow};
+use args::ZerocopyArgs;
 
 use model::{Costs, Method};
 use transfer::{Endpoint, SourceFile};
@@ -578,6 +580,19 @@ pub struct ZerocopyLab;
 impl Lab for ZerocopyLab {
     fn name(&self) -> &'static str {
         LAB
+    }
+    fn commands(&self) -> Vec<clap::Command> {
+        vec![command::<ZerocopyArgs>(
+            "zerocopy",
+            "What moving bytes to a socket costs: read+write, mmap, sendfile, splice, send, MSG_ZEROCOPY, io_uring SEND and SEND_ZC, by payload size, over loopback and veth",
+            "Examples:\n  costlab zerocopy\n  costlab zerocopy --methods read-write,sendfile --sizes 64K,1M --link loopback",
+        )]
+    }
+    fn invoke(&self, _name: &str, m: &clap::ArgMatches) -> Result<Invocation> {
+        let args: ZerocopyArgs = parsed(m)?;
+        Ok(Invocation::measure(args.common.clone(), move |ctx| {
+            run(&args, ctx)
+        }))
     }
     fn render(&self, outcome: &Outcome) -> String {
         render(outcome)

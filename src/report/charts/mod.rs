@@ -1,15 +1,10 @@
-//! The report's charts, one module per kind. Each reads the run's document and gives either
-//! an inline <svg> (with an id, axes with units and a legend) or the reason it is left out.
+//! The report's charts: the plotter (`plot`), the models' charts (`models`), and what every
+//! chart is made of. A lab draws its own charts (`Lab::charts`, in its folder) from these
+//! pieces; the report's caller hands them in. Each chart is either an inline <svg> (with an
+//! id, axes with units and a legend) or the reason it is left out.
 
-pub mod bandwidth;
-pub mod c2c;
-pub mod echo;
-pub mod gc;
-pub mod latency;
-pub mod loaded;
 pub mod models;
 pub mod plot;
-pub mod share;
 
 use serde_json::Value;
 
@@ -73,12 +68,10 @@ impl Chart {
     }
 }
 
-/// Every chart of the report, in the order they appear.
-pub fn all(doc: &Doc) -> Vec<Chart> {
-    let mut v: Vec<Chart> = crate::labs::all()
-        .iter()
-        .flat_map(|lab| lab.charts(doc))
-        .collect();
+/// Every chart of the report, in the order they appear: the labs' charts of `doc` as the
+/// caller drew them (`labs::charts`), then the models'.
+pub fn all(doc: &Doc, lab_charts: Vec<Chart>) -> Vec<Chart> {
+    let mut v = lab_charts;
     v.extend(models::charts(doc));
     v
 }
@@ -185,9 +178,6 @@ pub fn plain(r: &ResultRow, keys: &[&str]) -> bool {
     r.case.keys().all(|k| keys.contains(&k.as_str()))
 }
 
-/// The mem lab's case keys (DESIGN.md).
-pub const MEM_KEYS: [&str; 5] = ["op", "pattern", "pages", "block", "threads"];
-
 /// The unit of the first row, for an axis label.
 /// Every x and every y the series plot, for the axes' ranges.
 pub fn xs_ys(series: &[Series]) -> (Vec<f64>, Vec<f64>) {
@@ -203,10 +193,17 @@ pub fn unit_of(rows: &[&ResultRow]) -> String {
 }
 
 /// Every chart of run `a`, with run `b` drawn over it (dashed, lighter) where both have the
-/// chart, and the figures `changed` (A's median, label) ringed.
-pub fn all_against(a: &Doc, b: &Doc, changed: &[(f64, String)]) -> Vec<Chart> {
-    let bs = all(b);
-    all(a)
+/// chart, and the figures `changed` (A's median, label) ringed. Each run comes with its labs'
+/// charts, as for `all`.
+pub fn all_against(
+    a: (&Doc, Vec<Chart>),
+    b: (&Doc, Vec<Chart>),
+    changed: &[(f64, String)],
+) -> Vec<Chart> {
+    let (a, a_labs) = a;
+    let (b, b_labs) = b;
+    let bs = all(b, b_labs);
+    all(a, a_labs)
         .into_iter()
         .map(|mut c| {
             let other = bs

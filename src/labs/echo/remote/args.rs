@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use anyhow::Result;
 
 use super::Loaders;
-use crate::cli::EchoRunArgs;
+use crate::labs::echo::args::EchoRunArgs;
 use crate::error::usage;
 
 /// Parse `--loaders`: host names as ssh takes them, each once.

@@ -3,9 +3,9 @@
 
 use serde_json::Value;
 
-use super::plot::{Axis, Format, Marker, Plot, Series};
-use super::{lab_ran, series_along, unit_of, Chart};
 use crate::model::{Doc, Model};
+use crate::report::charts::plot::{Axis, Format, Marker, Plot, Series};
+use crate::report::charts::{lab_ran, series_along, unit_of, Chart};
 
 const ID: &str = "chart-share-scaling";
 const TITLE: &str = "Shared-line scaling vs threads, with the USL fit";
@@ -78,7 +78,11 @@ pub fn chart(doc: &Doc) -> Chart {
             series[..measured]
                 .iter()
                 .position(|s| s.name == *v)
-                .map(|i| super::plot::PALETTE[i % super::plot::PALETTE.len()].to_string())
+                .map(|i| {
+                    crate::report::charts::plot::PALETTE
+                        [i % crate::report::charts::plot::PALETTE.len()]
+                    .to_string()
+                })
         });
         let steps = 60;
         let pts = (0..=steps)

@@ -6,8 +6,8 @@ use std::fmt::Write;
 
 use crate::model::Quality;
 
-use super::{esc, num, Chart};
 use crate::model::{Doc, ResultRow};
+use crate::report::charts::{esc, num, Chart};
 
 const ID: &str = "chart-c2c";
 const TITLE: &str = "Core-to-core latency (one way)";
@@ -56,7 +56,8 @@ pub fn chart(doc: &Doc) -> Chart {
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    let (lo, hi) = super::plot::min_max(&cells.iter().map(|c| c.2).collect::<Vec<_>>());
+    let (lo, hi) =
+        crate::report::charts::plot::min_max(&cells.iter().map(|c| c.2).collect::<Vec<_>>());
     let unit = rows[0].unit.clone();
     let n = cpus.len().max(1) as f64;
     let (left, top) = (80.0, 50.0);

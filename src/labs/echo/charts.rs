@@ -2,9 +2,9 @@
 //! several message sizes, throughput and server CPU per request against size, one line per
 //! engine at each connection count.
 
-use super::plot::{Axis, Format, Plot, Scale};
-use super::{lab_ran, num, series_along, unit_of, xs_ys, Chart};
 use crate::model::{Doc, ResultRow};
+use crate::report::charts::plot::{Axis, Format, Plot, Scale};
+use crate::report::charts::{lab_ran, num, series_along, unit_of, xs_ys, Chart};
 
 /// The message sizes the run swept, in bytes, ascending.
 fn sizes(doc: &Doc) -> Vec<f64> {

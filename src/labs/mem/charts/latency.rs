@@ -2,9 +2,10 @@
 
 use serde_json::Value;
 
-use super::plot::{Axis, Format, Guide, Plot, Scale};
-use super::{lab_ran, plain, series_along, unit_of, xs_ys, Chart, MEM_KEYS};
+use super::MEM_KEYS;
 use crate::model::Doc;
+use crate::report::charts::plot::{Axis, Format, Guide, Plot, Scale};
+use crate::report::charts::{lab_ran, plain, series_along, unit_of, xs_ys, Chart};
 
 const ID: &str = "chart-mem-latency";
 const TITLE: &str = "Memory latency vs working-set size";

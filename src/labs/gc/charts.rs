@@ -2,9 +2,9 @@
 //! (go, java-g1, java-parallel, java-zgc, java-shenandoah), with the 10% line and the two
 //! points the Biscuit paper reports for Go (34% at 0.5x headroom, 9% at 2x).
 
-use super::plot::{Axis, Format, Marker, Plot, Scale, Series};
-use super::{lab_ran, num, series_along, Chart};
 use crate::model::Doc;
+use crate::report::charts::plot::{Axis, Format, Marker, Plot, Scale, Series};
+use crate::report::charts::{lab_ran, num, series_along, Chart};
 
 const ID: &str = "chart-gc-headroom";
 const TITLE: &str = "GC overhead vs heap headroom";

@@ -1,9 +1,10 @@
 //! Memory bandwidth against block size, one line per page backing (and op, threads where they
 //! vary), one chart for sequential and one for random access.
 
-use super::plot::{Axis, Format, Plot, Scale};
-use super::{lab_ran, plain, series_along, unit_of, Chart, MEM_KEYS};
+use super::MEM_KEYS;
 use crate::model::Doc;
+use crate::report::charts::plot::{Axis, Format, Plot, Scale};
+use crate::report::charts::{lab_ran, plain, series_along, unit_of, Chart};
 
 pub fn charts(doc: &Doc) -> Vec<Chart> {
     ["seq", "rand"]

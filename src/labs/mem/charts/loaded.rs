@@ -1,9 +1,9 @@
 //! Loaded latency: the chase's latency against the bandwidth the other CPUs drew at the same
 //! time (`costlab mem loaded`), one curve per traffic kind, idle first.
 
-use super::plot::{Axis, Format, Plot, Series};
-use super::{lab_ran, Chart};
 use crate::model::Doc;
+use crate::report::charts::plot::{Axis, Format, Plot, Series};
+use crate::report::charts::{lab_ran, Chart};
 
 const ID: &str = "chart-mem-loaded";
 const TITLE: &str = "Loaded latency vs bandwidth";
@@ -56,7 +56,7 @@ pub fn chart(doc: &Doc) -> Chart {
         .collect();
     let mut x = Axis::new(
         "load bandwidth (GB/s)",
-        super::plot::Scale::Linear,
+        crate::report::charts::plot::Scale::Linear,
         Format::Number,
     );
     x.zero = true;

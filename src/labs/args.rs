@@ -1,0 +1,110 @@
+//! What every lab's command shares: the options with one meaning in every lab (`Common`), and
+//! how a lab's command, once parsed, tells the binary what to do (`Invocation`).
+
+use anyhow::Result;
+use clap::Args;
+
+use crate::labs::Ctx;
+use crate::report::Outcome;
+
+/// Options with the same meaning in every lab that measures.
+#[derive(Args, Debug, Clone, Default)]
+pub struct Common {
+    /// Write results as JSON (costlab/1 schema) to FILE, or "-" for stdout
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<String>,
+    /// Timed samples per figure (1 to 1000)
+    #[arg(long, value_name = "N")]
+    pub samples: Option<usize>,
+    /// Run on these CPUs only (kernel list: 0-3,6); threads and child processes stay inside
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+    /// Read perf counters around each case (software counters always; hardware where a PMU exists)
+    #[arg(long)]
+    pub counters: bool,
+    /// A smaller plan: fewer sizes, shorter samples
+    #[arg(long)]
+    pub quick: bool,
+    /// Exit 3 if any figure is not ok (disturbed or noisy), one line per figure: for CI
+    #[arg(long)]
+    pub strict: bool,
+    /// Seconds the command may spend re-measuring disturbed or noisy cases (each case is
+    /// measured at most 3 times; 0 = never re-measure)
+    #[arg(long, value_name = "SECS", env = "COSTLAB_RETRY_BUDGET", default_value_t = crate::measure::conditions::DEFAULT_RETRY_BUDGET_S)]
+    pub retry_budget: u64,
+}
+
+/// The most samples one figure may take: beyond it a run would last hours, not minutes.
+pub const MAX_SAMPLES: usize = 1000;
+
+/// A lab's top-level command as `costlab --help` lists it: its name, its one-line `about`,
+/// its examples (`after_help`, starting "Examples:"), and the arguments of `A`.
+pub fn command<A: Args>(
+    name: &'static str,
+    about: &'static str,
+    after_help: &'static str,
+) -> clap::Command {
+    // As clap's derive does for a subcommand variant: the arguments first, then the
+    // variant's own texts, so a doc comment on `A` never replaces them.
+    A::augment_args(clap::Command::new(name))
+        .about(about)
+        .long_about(None)
+        .after_help(after_help)
+}
+
+/// The parsed arguments of `A` from its command's matches. The matches come from the command
+/// `A` built, so this fails only on a bug; it still fails as bad input, never a panic.
+pub fn parsed<A: clap::FromArgMatches>(m: &clap::ArgMatches) -> Result<A> {
+    A::from_arg_matches(m).map_err(|e| crate::error::usage(e.to_string().trim().to_string()))
+}
+
+/// What the binary does with a lab's parsed command (`Lab::invoke`).
+pub enum Invocation {
+    /// Measure: the binary checks the common options, probes the machine, opens the history,
+    /// runs `run`, then stores the outcome, prints its tables and writes its JSON (Ctrl-C,
+    /// `--strict` and the exit codes are the binary's). A lab never touches the history.
+    Measure(Measure),
+    /// The lab ran the command itself and has nothing to store (a server, a build, the loader
+    /// a lead drives over ssh).
+    Done,
+}
+
+/// A lab's measurement, run once with the context the binary made.
+pub type Run = Box<dyn FnOnce(&Ctx) -> Result<Outcome>>;
+
+/// A command's own terminal tables for an outcome.
+pub type Render = Box<dyn FnOnce(&Outcome) -> String>;
+
+/// The measuring half of an `Invocation`.
+pub struct Measure {
+    /// The command's common options (`--json`, `--samples`, `--cpus`, `--strict`, ...).
+    pub common: Common,
+    /// The measurement, given the context the binary made from `common`.
+    pub run: Run,
+    /// The terminal tables of the outcome; `None`: the lab's `Lab::render`.
+    pub render: Option<Render>,
+}
+
+impl Invocation {
+    /// Measure with `run`, drawn by the lab's own `render`.
+    pub fn measure(common: Common, run: impl FnOnce(&Ctx) -> Result<Outcome> + 'static) -> Self {
+        Invocation::Measure(Measure {
+            common,
+            run: Box::new(run),
+            render: None,
+        })
+    }
+
+    /// Measure with `run`, drawn by `render` (a subcommand with tables of its own).
+    pub fn measure_rendered(
+        common: Common,
+        run: impl FnOnce(&Ctx) -> Result<Outcome> + 'static,
+        render: impl FnOnce(&Outcome) -> String + 'static,
+    ) -> Self {
+        Invocation::Measure(Measure {
+            common,
+            run: Box::new(run),
+            render: Some(Box::new(render)),
+        })
+    }
+}

@@ -1,0 +1,128 @@
+//! `costlab pin` from the command line: bad input exits 2 with one line, and a short run's
+//! JSON rows carry the documented case keys (workload, placement) and metrics.
+
+mod common;
+
+use common::{command_db, Ran};
+
+/// `costlab --db DB ARGS` to its end, re-measuring nothing (the figures are not judged here).
+fn costlab(db: &std::path::Path, args: &[&str]) -> Ran {
+    let out = command_db(db)
+        .env("COSTLAB_RETRY_BUDGET", "0")
+        .args(args)
+        .output()
+        .expect("costlab runs");
+    Ran {
+        status: out.status,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// The one line of a bad input's stderr, after checking the exit status is 2.
+fn refused(args: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let ran = costlab(&dir.path().join("h.db"), args);
+    let err = ran.stderr.trim_end().to_string();
+    assert_eq!(ran.status.code(), Some(2), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    assert!(err.starts_with("costlab: "), "{err}");
+    err
+}
+
+#[test]
+fn bad_workloads_placements_and_durations_exit_2_with_one_line() {
+    for (args, want) in [
+        (
+            &["pin", "--workload", "disk"][..],
+            "unknown workload 'disk': use memory, sharing, echo",
+        ),
+        (
+            &["pin", "--placement", "pinned,nowhere"],
+            "unknown placement 'nowhere'",
+        ),
+        (&["pin", "--placement", ""], "--placement is empty"),
+        (&["pin", "--workload", "memory,,echo"], "an item is empty"),
+        (
+            &["pin", "--duration", "10ms"],
+            "use a time from 50ms to 600s",
+        ),
+        (&["pin", "--duration", "soon"], "bad --duration 'soon'"),
+        (&["pin", "--samples", "0"], "--samples 0"),
+    ] {
+        let err = refused(args);
+        assert!(err.contains(want), "{args:?}: want {want}: {err}");
+    }
+}
+
+#[test]
+fn an_unknown_option_gets_clap_s_whole_message_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let ran = costlab(&dir.path().join("h.db"), &["pin", "--bogus"]);
+    assert_eq!(ran.status.code(), Some(2), "{}", ran.stderr);
+    assert!(
+        ran.stderr
+            .starts_with("costlab: unexpected argument '--bogus'")
+            && ran.stderr.contains("Usage: costlab pin [OPTIONS]"),
+        "{}",
+        ran.stderr
+    );
+}
+
+#[test]
+fn a_short_run_writes_rows_by_workload_and_placement() {
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("skipped: pin needs two CPUs");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ran = costlab(
+        &dir.path().join("h.db"),
+        &[
+            "pin",
+            "--workload",
+            "sharing,echo",
+            "--placement",
+            "pinned,stacked",
+            "--duration",
+            "200ms",
+            "--samples",
+            "2",
+            "--json",
+            "-",
+        ],
+    );
+    assert_eq!(ran.status.code(), Some(0), "{}", ran.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&ran.stdout).expect("stdout is the JSON");
+    assert_eq!(doc["schema"], "costlab/1");
+    let rows = doc["results"].as_array().unwrap();
+    for want_w in ["sharing", "echo"] {
+        for want_p in ["pinned", "stacked"] {
+            let r = rows
+                .iter()
+                .find(|r| {
+                    r["metric"] == "throughput"
+                        && r["case"]["workload"] == want_w
+                        && r["case"]["placement"] == want_p
+                })
+                .unwrap_or_else(|| panic!("no throughput of {want_w} {want_p}: {rows:?}"));
+            assert!(r["summary"]["median"].as_f64().unwrap() > 0.0, "{r}");
+            assert_eq!(r["summary"]["n"], 2, "{r}");
+        }
+    }
+    for r in rows {
+        assert_eq!(r["lab"], "pin");
+        let metric = r["metric"].as_str().unwrap();
+        assert!(
+            ["throughput", "migrations", "context_switches"].contains(&metric),
+            "{metric}"
+        );
+        let unit = r["unit"].as_str().unwrap();
+        match metric {
+            "throughput" => assert!(["Mop/s", "req/s"].contains(&unit), "{unit}"),
+            _ => assert_eq!(unit, "per s"),
+        }
+    }
+    // The tables went to stderr, stdout is the JSON alone.
+    assert!(ran.stderr.contains("placement"), "{}", ran.stderr);
+}

@@ -1,0 +1,83 @@
+//! `costlab zerocopy` from the command line: bad input exits 2 with one line, and a tiny run's
+//! JSON rows carry the documented case keys (method, size, link).
+
+mod common;
+
+use common::{command_db, Ran};
+
+/// `costlab --db DB ARGS` to its end, re-measuring nothing (the figures are not judged here).
+fn costlab(db: &std::path::Path, args: &[&str]) -> Ran {
+    let out = command_db(db)
+        .env("COSTLAB_RETRY_BUDGET", "0")
+        .args(args)
+        .output()
+        .expect("costlab runs");
+    Ran {
+        status: out.status,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn bad_methods_sizes_and_links_exit_2_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    for (args, want) in [
+        (
+            &["zerocopy", "--methods", "carrier-pigeon"][..],
+            "unknown method 'carrier-pigeon' in --methods",
+        ),
+        (&["zerocopy", "--sizes", "128M"], "out of range"),
+        (&["zerocopy", "--link", "wifi"], "unknown link 'wifi'"),
+        (&["zerocopy", "--samples", "1001"], "at most 1000"),
+    ] {
+        let ran = costlab(&db, args);
+        let err = ran.stderr.trim_end();
+        assert_eq!(ran.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: want {want}: {err}");
+    }
+}
+
+#[test]
+fn a_tiny_run_writes_rows_by_method_size_and_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let ran = costlab(
+        &dir.path().join("h.db"),
+        &[
+            "zerocopy",
+            "--methods",
+            "read-write,send",
+            "--sizes",
+            "64K",
+            "--link",
+            "loopback",
+            "--samples",
+            "2",
+            "--quick",
+            "--json",
+            "-",
+        ],
+    );
+    assert_eq!(ran.status.code(), Some(0), "{}", ran.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&ran.stdout).expect("stdout is the JSON");
+    let rows = doc["results"].as_array().unwrap();
+    assert!(!rows.is_empty());
+    for method in ["read-write", "send"] {
+        assert!(
+            rows.iter()
+                .any(|r| r["metric"] == "throughput" && r["case"]["method"] == method),
+            "no throughput of {method}: {rows:?}"
+        );
+    }
+    for r in rows {
+        assert_eq!(r["lab"], "zerocopy");
+        let case = r["case"].as_object().unwrap();
+        for key in ["method", "size", "link"] {
+            assert!(case.contains_key(key), "{key} missing: {r}");
+        }
+        assert_eq!(case["size"], 65536, "{r}");
+        assert_eq!(case["link"], "loopback", "{r}");
+    }
+}
