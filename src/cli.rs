@@ -110,6 +110,18 @@ pub enum Command {
         after_help = "Examples:\n  costlab pin\n  costlab pin --workload memory --placement pinned,free,stacked"
     )]
     Pin(PinArgs),
+    /// The unit costs price multiplies by: page faults, switches, futex calls, thread and
+    /// process starts, pipe and file reads, open, stat
+    #[command(
+        after_help = "Examples:\n  costlab cost\n  costlab cost --terms fault-4k,fault-thp --samples 15"
+    )]
+    Cost(crate::labs::cost::CostArgs),
+    /// What a program costs here: its syscalls, faults and switches counted in the kernel,
+    /// priced at the unit costs measured on this machine, checked against its system time
+    #[command(
+        after_help = "Examples:\n  costlab price -- tar czf /tmp/x.tgz /usr/share/doc\n  costlab price --runs 3 --json price.json -- dd if=/dev/zero of=/dev/null bs=512 count=2M\n  costlab price --pid 1234 --duration 5s"
+    )]
+    Price(crate::labs::price::PriceArgs),
     // --- the history ---
     /// The runs in the history: id, date, machine, command, complete or not
     #[command(after_help = "Examples:\n  costlab history\n  costlab --db team.db history")]

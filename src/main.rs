@@ -398,6 +398,13 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::Pin(args) => lab_command(&labs::pin::PinLab, &args.common, |ctx| {
             labs::pin::run(&args, ctx)
         }),
+        Command::Cost(args) => lab_command(&labs::cost::CostLab, &args.common, |ctx| {
+            labs::cost::run(&args, ctx)
+        }),
+        Command::Price(args) => lab_command(&labs::price::PriceLab, &args.common, |ctx| {
+            labs::price::run(&args, ctx, db())
+        })
+        .map(|()| labs::price::exit_as_program()),
         Command::Run(args) => runner::command(&args, db(), command_line()),
         Command::History(_) => commands::history::history(db()),
         Command::Compare(args) => commands::history::compare(db(), &args),

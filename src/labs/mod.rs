@@ -2,11 +2,13 @@
 //! a `Ctx` and returns an `Outcome` (figures, models, notes), plus a terminal rendering of it.
 //! A lab knows nothing of other labs.
 
+pub mod cost;
 pub mod echo;
 pub mod gc;
 pub mod mem;
 pub mod numa;
 pub mod pin;
+pub mod price;
 pub mod share;
 pub mod syscall;
 pub mod zerocopy;
@@ -94,6 +96,7 @@ pub fn all() -> Vec<Box<dyn Lab>> {
     vec![
         Box::new(mem::MemLab),
         Box::new(syscall::SyscallLab),
+        Box::new(cost::CostLab),
         Box::new(echo::EchoLab),
         Box::new(share::ShareLab),
         Box::new(gc::GcLab),
