@@ -283,6 +283,7 @@ impl Cgroup {
         let dir = root
             .join(own.trim_start_matches('/'))
             .join(format!("costlab-price-{}", std::process::id()));
+        sweep_stale(dir.parent().unwrap_or(&root));
         std::fs::create_dir(&dir).map_err(|e| {
             usage(format!(
                 "cannot create the cgroup {} ({e}): costlab price needs root and a writable cgroup v2 tree",
@@ -290,6 +291,27 @@ impl Cgroup {
             ))
         })?;
         Ok(Cgroup { dir })
+    }
+}
+
+/// Remove the empty cgroups of costlab processes that no longer run (killed with SIGKILL
+/// before they could remove their own). One that still holds processes stays.
+fn sweep_stale(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("costlab-price-"))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if restore::journal::start_time(pid).is_none() {
+            let _ = std::fs::remove_dir(e.path());
+        }
     }
 }
 
@@ -310,17 +332,30 @@ pub struct Tracer {
 impl Tracer {
     /// Start bpftrace on `script` and wait until every probe is attached.
     pub fn start(script: &str) -> Result<Tracer> {
-        let mut child = Command::new(which("bpftrace").ok_or_else(|| {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = Command::new(which("bpftrace").ok_or_else(|| {
             usage("costlab price needs bpftrace: install it (apt-get install bpftrace)")
-        })?)
-        .args(["-f", "json", "-e", script])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // bpftrace raises its own memlock limit and warns when it cannot; it need not.
-        .env("BPFTRACE_STRLEN", "16")
-        .spawn()
-        .context("starting bpftrace")?;
+        })?);
+        // SAFETY: prctl and setpgid are async-signal-safe and touch only the child itself.
+        unsafe {
+            cmd.pre_exec(|| {
+                // A costlab killed with SIGKILL must not leave its tracer running.
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                // Its own process group: a Ctrl-C at the terminal goes to the program, and the
+                // tracer stops when costlab has waited for it, not before.
+                libc::setpgid(0, 0);
+                Ok(())
+            });
+        }
+        let mut child = cmd
+            .args(["-f", "json", "-e", script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // bpftrace raises its own memlock limit and warns when it cannot; it need not.
+            .env("BPFTRACE_STRLEN", "16")
+            .spawn()
+            .context("starting bpftrace")?;
         let out = child.stdout.take().expect("piped");
         let err = child.stderr.take().expect("piped");
         let (tx, lines) = mpsc::channel();

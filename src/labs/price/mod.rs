@@ -80,7 +80,8 @@ pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
             PROGRAM_EXIT.store(c.exit_status, Ordering::Relaxed);
             let path = count::program(&args.command)?;
             let mut runs = Vec::new();
-            if !args.once {
+            // Ctrl-C reached the program too: price what it did until then, from its own run.
+            if !args.once && !crate::measure::cancel::requested() {
                 for _ in 0..args.runs {
                     crate::measure::cancel::check()?;
                     runs.push(count::run_program(&path, &args.command, None, Stdio3::Null)?.0);
@@ -108,7 +109,12 @@ pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
         .into_iter()
         .filter(|u| !units.contains_key(*u))
         .collect();
-    if !missing.is_empty() {
+    if !missing.is_empty() && crate::measure::cancel::requested() {
+        o.notes.push(format!(
+            "interrupted: {} not measured, events needing them are not priced",
+            missing.join(", ")
+        ));
+    } else if !missing.is_empty() {
         let (measured, rows, note) = measure_units(&missing, ctx)?;
         o.results.extend(rows);
         o.notes.push(note);
