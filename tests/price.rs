@@ -395,3 +395,137 @@ fn the_programs_exit_status_and_output_pass_through() {
     let h = costlab(&["history"], &db);
     assert!(String::from_utf8_lossy(&h.stdout).contains("costlab price"));
 }
+
+/// strace -c -f's calls column: {syscall: calls}.
+fn strace_counts(exe: &Path, args: &[&str], dir: &Path) -> Result<BTreeMap<String, f64>, String> {
+    let out_file = dir.join("strace.txt");
+    let st = Command::new("strace")
+        .args(["-c", "-f", "-o"])
+        .arg(&out_file)
+        .arg(exe)
+        .args(args)
+        .output()
+        .map_err(|e| format!("no strace: {e}"))?;
+    if !st.status.success() {
+        return Err(format!(
+            "strace failed: {}",
+            String::from_utf8_lossy(&st.stderr)
+        ));
+    }
+    let text = std::fs::read_to_string(&out_file).map_err(|e| e.to_string())?;
+    // Rows: % time, seconds, usecs/call, calls, [errors,] syscall.
+    Ok(text
+        .lines()
+        .skip(2)
+        .filter(|l| !l.starts_with('-'))
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let name = *f.last()?;
+            if name == "total" || f.len() < 5 {
+                return None;
+            }
+            Some((name.to_string(), f[3].parse::<f64>().ok()?))
+        })
+        .collect())
+}
+
+#[test]
+fn the_counts_agree_with_strace_for_every_syscall_it_lists() {
+    let name = "the_counts_agree_with_strace_for_every_syscall_it_lists";
+    if let Some(why) = count::unavailable() {
+        return skip::skipped_unless_ci(name, &why);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = match build_events(dir.path()) {
+        Ok(e) => e,
+        Err(why) => return skip::skipped(name, &why),
+    };
+    let theirs = match strace_counts(&exe, &["fork", "5"], dir.path()) {
+        Ok(c) => c,
+        Err(why) => return skip::skipped_unless_ci(name, &why),
+    };
+    let db = dir.path().join("h.db");
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let ours = counted(&db, &exe, "fork", 5);
+    assert!(theirs.get("clone") == Some(&5.0), "{theirs:?}");
+    for (call, n) in &theirs {
+        assert_eq!(
+            ours.get(&("syscall".to_string(), call.clone())),
+            Some(n),
+            "{call}: strace counted {n}; ours {ours:?}"
+        );
+    }
+    // strace -c leaves out the calls that never return; costlab counts them.
+    assert_eq!(
+        ours.get(&("syscall".into(), "exit_group".into())),
+        Some(&6.0)
+    );
+}
+
+#[test]
+fn a_costlab_killed_while_counting_leaves_tracefs_for_the_next_command_to_unmount() {
+    let name = "a_costlab_killed_while_counting_leaves_tracefs_for_the_next_command_to_unmount";
+    if let Some(why) = count::unavailable() {
+        return skip::skipped_unless_ci(name, &why);
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let mounted = || {
+        std::fs::read_to_string("/proc/mounts")
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.split_whitespace().nth(2) == Some("tracefs"))
+    };
+    if mounted() {
+        return skip::skipped(
+            name,
+            "tracefs is mounted already (by someone else): costlab would not mount it, so there is no mount to leave",
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_costlab"))
+        .args(["price", "--once", "--", "sleep", "30"])
+        .env("COSTLAB_DB", &db)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while !mounted() && t0.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(mounted(), "costlab price never mounted tracefs");
+    let pid = child.id();
+    child.kill().unwrap(); // SIGKILL: no guard runs
+    child.wait().unwrap();
+    assert!(
+        mounted(),
+        "a SIGKILL runs no guard: tracefs stays until the next command"
+    );
+    let out = costlab(&["history"], &db);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!mounted(), "the next costlab command unmounts it: {err}");
+    assert!(
+        err.contains("tracefs at /sys/kernel/tracing: unmounted (left mounted by costlab pid"),
+        "{err}"
+    );
+    // Its program (sleep) was left running in the killed run's cgroup: end it by its pid.
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let own = own
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .unwrap_or("/");
+    if let Some(root) = count::mount_point(&mounts, "cgroup2") {
+        let cg = root
+            .join(own.trim_start_matches('/'))
+            .join(format!("costlab-price-{pid}"));
+        let procs = std::fs::read_to_string(cg.join("cgroup.procs")).unwrap_or_default();
+        for p in procs.lines().filter_map(|p| p.trim().parse::<i32>().ok()) {
+            // SAFETY: a plain kill(2) of the test's own orphaned program, by its pid.
+            unsafe { libc::kill(p, libc::SIGKILL) };
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let _ = std::fs::remove_dir(&cg);
+    }
+}
