@@ -91,7 +91,12 @@ pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
         }
     };
     o.notes.extend(counts.notes.iter().cloned());
-    let times: Vec<Times> = if untraced.is_empty() {
+    let times: Vec<Times> = if args.pid.is_some() {
+        o.notes.push(
+            "times: the process's CPU time while it was counted (/proc/PID/stat, clock ticks), tracing included".into(),
+        );
+        vec![counts.times]
+    } else if untraced.is_empty() {
         o.notes.push(
             "times from the traced run: its system time includes the tracing's own cost".into(),
         );
