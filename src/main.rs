@@ -265,7 +265,9 @@ fn emit(
     for note in &shown.notes {
         text.push_str(&format!("note: {note}\n"));
     }
-    let to_stdout_json = common.json.as_deref() == Some("-");
+    // `costlab price -- CMD`: stdout is the priced program's, so the tables go to stderr.
+    let to_stdout_json = common.json.as_deref() == Some("-")
+        || shown.results.iter().any(|r| r.lab == labs::price::LAB);
     if to_stdout_json {
         eprint!("{text}");
     } else {
