@@ -102,10 +102,12 @@ pub fn render(o: &Outcome) -> String {
             ]
         })
         .collect();
-    table::render(
+    let mut out = table::render(
         &["term", "size", "metric", "ns", "spread", "n", "what it is"],
         &rows,
-    )
+    );
+    out.push('\n');
+    out
 }
 
 /// The lab in `costlab run`.

@@ -112,6 +112,11 @@ pub fn syscall_pricing(name: &str) -> Option<Pricing> {
             "the call only: the thread or process it starts is priced in class spawn",
         ),
         "execve" | "execveat" => by("exec", 1.0, "fork+exec minus fork+exit"),
+        "munmap" => by(
+            "munmap",
+            1.0,
+            "a munmap of 16 touched pages, no other CPU to flush",
+        ),
         _ => by("s", 1.0, "priced at s only"),
     }
 }

@@ -131,3 +131,66 @@ pub fn file(spec: &SampleSpec) -> Result<Vec<f64>> {
         Ok(touch(m.addr, len, PAGE, false))
     })
 }
+
+/// Pages each `munmap` term unmaps, touched first so each has a TLB entry to flush.
+pub const MUNMAP_PAGES: usize = 16;
+
+/// munmap of `MUNMAP_PAGES` touched pages, per call; with `shootdown`, while a thread of this
+/// process spins on another CPU, so the kernel must flush that CPU's TLB by IPI too.
+pub fn munmap(spec: &SampleSpec, shootdown: bool) -> Result<Vec<f64>> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let cpus = crate::measure::cpus::allowed_cpus();
+    let (mine, theirs) = match cpus.as_slice() {
+        [] => bail!("no CPU allowed"),
+        [.., a, b] => (*b, Some(*a)),
+        [only] if !shootdown => (*only, None),
+        _ => bail!("a TLB shootdown needs a second CPU; this process may use one"),
+    };
+    let _pin = crate::measure::cpus::Pinned::to(mine)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let partner = match (shootdown, theirs) {
+        (true, Some(cpu)) => {
+            let stop = stop.clone();
+            Some(std::thread::spawn(move || {
+                let _ = crate::measure::cpus::Pinned::to(cpu);
+                while !stop.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            }))
+        }
+        _ => None,
+    };
+    let len = MUNMAP_PAGES * PAGE;
+    let calls = 200;
+    let round = || -> Result<f64> {
+        let mut ns = 0.0;
+        for _ in 0..calls {
+            let m = Mapping::new(
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+            )?;
+            touch(m.addr, len, PAGE, true);
+            let t0 = Instant::now();
+            drop(m);
+            ns += t0.elapsed().as_nanos() as f64;
+        }
+        Ok(ns / calls as f64)
+    };
+    let result = (|| {
+        round()?;
+        let mut out = Vec::with_capacity(spec.samples);
+        for _ in 0..spec.samples {
+            cancel::check()?;
+            out.push(round()?);
+        }
+        Ok(out)
+    })();
+    stop.store(true, Ordering::Relaxed);
+    if let Some(p) = partner {
+        let _ = p.join();
+    }
+    result
+}

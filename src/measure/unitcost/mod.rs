@@ -14,7 +14,7 @@ use anyhow::Result;
 use super::SampleSpec;
 
 /// Every term, in the order they are measured and shown (the `term` case key's values).
-pub const TERMS: [&str; 14] = [
+pub const TERMS: [&str; 16] = [
     "fault-4k",
     "fault-thp",
     "fault-file",
@@ -25,6 +25,8 @@ pub const TERMS: [&str; 14] = [
     "thread-spawn",
     "fork-exit",
     "fork-exec",
+    "munmap",
+    "munmap-shootdown",
     "pipe-rw",
     "file-read",
     "openat-close",
@@ -57,6 +59,8 @@ pub fn reading(term: &str) -> &'static str {
         "thread-spawn" => "a thread created and joined (its stack's mmap and munmap included)",
         "fork-exit" => "fork, the child's _exit, the parent's wait",
         "fork-exec" => "fork, exec of /bin/true, its run and exit, the parent's wait",
+        "munmap" => "munmap of 16 touched 4 KiB pages, per call (this CPU's TLB flushed)",
+        "munmap-shootdown" => "munmap of 16 touched pages while a thread of the process runs on another CPU: the flush there by IPI included, per call",
         "pipe-rw" => "a write then a read of `size` bytes through a pipe, per pair",
         "file-read" => "a pread of `size` bytes of a cached file",
         "openat-close" => "open and close of a file",
@@ -92,6 +96,8 @@ pub fn measure(term: &str, spec: &SampleSpec) -> Result<Vec<TermFigure>> {
         "thread-spawn" => one(sched::thread_spawn(spec)?),
         "fork-exit" => one(sched::fork_exit(spec)?),
         "fork-exec" => one(sched::fork_exec(spec)?),
+        "munmap" => one(faults::munmap(spec, false)?),
+        "munmap-shootdown" => one(faults::munmap(spec, true)?),
         "pipe-rw" => sized(t, spec, files::pipe_rw)?,
         "file-read" => sized(t, spec, files::file_read)?,
         "openat-close" => one(files::openat_close(spec)?),
