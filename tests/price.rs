@@ -43,6 +43,29 @@ fn syscall_ids_are_named_from_the_headers_of_a_fixture_tree() {
 }
 
 #[test]
+fn mounts_and_off_cpu_time_are_read_as_written() {
+    let mounts = "tmpfs /sys/fs/cgroup tmpfs rw 0 0\ncgroup /sys/fs/cgroup/cpu cgroup rw,cpu 0 0\ncgroup2 /sys/fs/cgroup/unified cgroup2 rw 0 0\n";
+    assert_eq!(
+        count::mount_point(mounts, "cgroup2"),
+        Some(PathBuf::from("/sys/fs/cgroup/unified"))
+    );
+    assert_eq!(count::mount_point(mounts, "tracefs"), None);
+    let t = Times {
+        user_ns: 1.0,
+        sys_ns: 2.0,
+        wall_ns: 10.0,
+    };
+    assert_eq!(t.off_cpu_ns(), Some(7.0));
+    // Threads side by side: more CPU than wall time, no off-CPU time to speak of.
+    let busy = Times {
+        user_ns: 8.0,
+        sys_ns: 4.0,
+        wall_ns: 10.0,
+    };
+    assert_eq!(busy.off_cpu_ns(), None);
+}
+
+#[test]
 fn the_script_has_the_probes_the_tracefs_tree_has() {
     let tracefs = Path::new(FIXTURES).join("tracefs");
     let s = count::script(&Filter::Cgroup(PathBuf::from("/cg/x")), &tracefs);
@@ -225,6 +248,9 @@ fn bad_input_exits_2_with_one_line_and_stores_nothing() {
     let out = costlab(&["price", "--pid", "1", "--duration", "0s"], &db);
     let err = one_line_exit_2(&out, "--duration 0s");
     assert!(err.contains("--duration"), "{err}");
+    let out = costlab(&["price", "--terms", "no-such-run", "--", "true"], &db);
+    let err = one_line_exit_2(&out, "--terms no-such-run");
+    assert!(err.contains("no run 'no-such-run'"), "{err}");
     let out = costlab(&["history"], &db);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(!text.contains("price"), "nothing stored: {text}");

@@ -20,6 +20,10 @@ pub struct PriceArgs {
     /// untraced runs
     #[arg(long)]
     pub once: bool,
+    /// Take the unit costs from this stored run (an id, a unique prefix of one, or `last`)
+    /// instead of the newest ok figures of this machine
+    #[arg(long, value_name = "RUN")]
+    pub terms: Option<String>,
     #[command(flatten)]
     pub common: Common,
     /// The command to count and price, after `--`

@@ -109,7 +109,13 @@ pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
         untraced
     };
 
-    let mut units = units_from_history(db, ctx)?;
+    let mut units = units_from_history(db, ctx, args.terms.as_deref())?;
+    if let Some(run) = &args.terms {
+        o.notes.push(format!(
+            "unit costs from run {run} only ({} of them); the others measured here now",
+            units.len()
+        ));
+    }
     let missing: Vec<&'static str> = pricing::needed(&counts)
         .into_iter()
         .filter(|u| !units.contains_key(*u))
@@ -165,16 +171,21 @@ pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
     Ok(o)
 }
 
-/// The unit costs in the history: for each term, the newest ok figure of this machine's runs.
-fn units_from_history(db: Option<&Path>, ctx: &Ctx) -> Result<Units> {
+/// The unit costs in the history: for each term, the newest ok figure of this machine's runs,
+/// or (`--terms RUN`) the ok figures of that one run.
+fn units_from_history(db: Option<&Path>, ctx: &Ctx, only: Option<&str>) -> Result<Units> {
     let store = crate::store::open(db)?;
     let me = crate::store::machine_id(&serde_json::to_value(&ctx.machine)?);
     let mut units = Units::new();
     let mut runs = store.runs()?;
     runs.reverse();
+    let only = only.map(|r| store.resolve(r)).transpose()?;
     for run in runs
         .iter()
-        .filter(|r| r.machine_id == me)
+        .filter(|r| match &only {
+            Some(id) => &r.id == id,
+            None => r.machine_id == me,
+        })
         .take(HISTORY_DEPTH)
     {
         let doc = store.load_doc(&run.id)?;
