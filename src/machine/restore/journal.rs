@@ -330,6 +330,23 @@ mod tests {
     }
 
     #[test]
+    fn a_journal_from_before_mounts_reads_its_changes_as_settings() {
+        let old = r#"{"pid": 7, "start": 1, "command": "costlab mem", "changes": [
+            {"id": 1, "path": "/x", "old": "0", "new": "512", "what": "2m hugepage pool"}]}"#;
+        let j: Journal = serde_json::from_str(old).unwrap();
+        assert!(!j.changes[0].mount);
+        // A setting's entry is written as before: no `mount` key.
+        assert!(!serde_json::to_string(&j).unwrap().contains("mount"));
+        let m = Entry {
+            mount: true,
+            ..j.changes[0].clone()
+        };
+        assert!(serde_json::to_string(&m)
+            .unwrap()
+            .contains("\"mount\":true"));
+    }
+
+    #[test]
     fn a_reused_pid_does_not_make_a_journal_live() {
         let d = tempfile::tempdir().unwrap();
         let setting = d.path().join("s");
