@@ -150,6 +150,7 @@ fn ctx_for(common: &Common) -> Result<Ctx> {
         counters: common.counters,
         quick: common.quick,
         reserve_hugepages: false,
+        history: db().map(std::path::Path::to_path_buf),
     })
 }
 
@@ -208,23 +209,32 @@ fn lab_command(lab: &dyn labs::Lab, m: labs::args::Measure) -> Result<()> {
         common,
         run,
         render,
+        stdout_is_the_programs,
+        then,
     } = m;
     let (history, ctx) = measuring(&common)?;
     let (outcome, interrupted) = outcome_or_finished(run(&ctx))?;
     let done = Measured {
         outcome,
         interrupted,
+        to_stderr: stdout_is_the_programs,
     };
     match render {
         Some(render) => emit(render, done, &common, &ctx.machine, &history),
         None => emit(|o| lab.render(o), done, &common, &ctx.machine, &history),
+    }?;
+    if let Some(then) = then {
+        then();
     }
+    Ok(())
 }
 
 /// A lab's figures, whole or (after Ctrl-C) those of the cases that finished.
 struct Measured {
     outcome: Outcome,
     interrupted: bool,
+    /// The tables go to stderr (stdout is a priced program's).
+    to_stderr: bool,
 }
 
 /// Store a lab's outcome, print it, write its JSON. With `--json -` the tables go to stderr so
@@ -241,6 +251,7 @@ fn emit(
     let Measured {
         mut outcome,
         interrupted,
+        to_stderr,
     } = done;
     if interrupted && outcome.results.is_empty() {
         eprintln!("costlab: interrupted before any case finished: nothing to store");
@@ -274,7 +285,7 @@ fn emit(
     for note in &shown.notes {
         text.push_str(&format!("note: {note}\n"));
     }
-    let to_stdout_json = common.json.as_deref() == Some("-");
+    let to_stdout_json = common.json.as_deref() == Some("-") || to_stderr;
     if to_stdout_json {
         eprint!("{text}");
     } else {

@@ -151,7 +151,11 @@ pub fn command(
     command_line: String,
 ) -> Result<()> {
     use crate::report::{html, json, sheet, time};
-    let labs = select(crate::labs::all(), args.labs.as_deref())?;
+    let in_run = crate::labs::all()
+        .into_iter()
+        .filter(|l| l.in_run())
+        .collect();
+    let labs = select(in_run, args.labs.as_deref())?;
     // Open the history before measuring: a bad --db is bad input, found before the minutes
     // of measuring rather than after.
     let store = crate::store::open(db)?;
@@ -175,6 +179,7 @@ pub fn command(
         counters: args.counters,
         quick: !full,
         reserve_hugepages: args.reserve_hugepages,
+        history: db.map(std::path::Path::to_path_buf),
     };
     let run = RunInfo {
         id: time::run_id(),

@@ -83,6 +83,10 @@ pub struct Measure {
     pub run: Run,
     /// The terminal tables of the outcome; `None`: the lab's `Lab::render`.
     pub render: Option<Render>,
+    /// Stdout belongs to a program the lab ran (price): the lab's tables go to stderr.
+    pub stdout_is_the_programs: bool,
+    /// What to do once the run is stored and shown (price exits with its program's status).
+    pub then: Option<Box<dyn FnOnce()>>,
 }
 
 impl Invocation {
@@ -92,6 +96,8 @@ impl Invocation {
             common,
             run: Box::new(run),
             render: None,
+            stdout_is_the_programs: false,
+            then: None,
         })
     }
 
@@ -105,6 +111,18 @@ impl Invocation {
             common,
             run: Box::new(run),
             render: Some(Box::new(render)),
+            stdout_is_the_programs: false,
+            then: None,
         })
+    }
+
+    /// A lab that runs the user's program: its tables go to stderr (stdout is the program's)
+    /// and `then` runs once the run is stored and shown.
+    pub fn program(mut self, then: impl FnOnce() + 'static) -> Self {
+        if let Invocation::Measure(m) = &mut self {
+            m.stdout_is_the_programs = true;
+            m.then = Some(Box::new(then));
+        }
+        self
     }
 }

@@ -5,6 +5,7 @@
 //! `costlab run` and the report take it, through this registry.
 
 pub mod args;
+pub mod cost;
 pub mod echo;
 #[cfg(test)]
 pub mod example;
@@ -12,6 +13,7 @@ pub mod gc;
 pub mod mem;
 pub mod numa;
 pub mod pin;
+pub mod price;
 pub mod share;
 pub mod syscall;
 pub mod zerocopy;
@@ -31,6 +33,9 @@ pub struct Ctx {
     /// `costlab run --reserve-hugepages`: a lab may raise a hugepage pool for its run (through
     /// `machine::restore`, so it is given back). Lab commands have their own flag.
     pub reserve_hugepages: bool,
+    /// The history this command stores into (`--db`; None: the default one). A lab reads it
+    /// only for figures it builds on (price's unit costs), never to store.
+    pub history: Option<std::path::PathBuf>,
 }
 
 use crate::report::Outcome;
@@ -100,6 +105,11 @@ pub trait Lab {
         }
         out
     }
+    /// Whether `costlab run` runs the lab's plan. A lab that needs the user's input (price:
+    /// a program to price) answers false and is reached only through its own command.
+    fn in_run(&self) -> bool {
+        true
+    }
     /// The lab's charts in the HTML report (each a drawing or the reason it is left out);
     /// the models' charts are drawn for every lab alike.
     fn charts(&self, _doc: &crate::report::Doc) -> Vec<crate::report::charts::Chart> {
@@ -113,12 +123,14 @@ pub fn all() -> Vec<Box<dyn Lab>> {
     vec![
         Box::new(mem::MemLab),
         Box::new(syscall::SyscallLab),
+        Box::new(cost::CostLab),
         Box::new(echo::EchoLab),
         Box::new(share::ShareLab),
         Box::new(gc::GcLab),
         Box::new(numa::NumaLab),
         Box::new(zerocopy::ZerocopyLab),
         Box::new(pin::PinLab),
+        Box::new(price::PriceLab),
         #[cfg(test)]
         Box::new(example::ExampleLab),
     ]

@@ -17,6 +17,7 @@ pub mod sampler;
 pub mod sizes;
 pub mod stats;
 pub mod syscost;
+pub mod unitcost;
 pub mod units;
 
 pub use sampler::{sample_fn, team, team_window, Sample, SampleSpec, Timeline, WindowSample};

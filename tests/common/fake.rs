@@ -95,6 +95,7 @@ pub fn ctx() -> Ctx {
         counters: false,
         quick: true,
         reserve_hugepages: false,
+        history: None,
     }
 }
 

@@ -94,6 +94,7 @@ mod tests {
             counters: false,
             quick: true,
             reserve_hugepages: false,
+            history: None,
         }
     }
 

@@ -520,6 +520,7 @@ mod plan_tests {
             counters: false,
             quick: true,
             reserve_hugepages: false,
+            history: None,
         };
         let t0 = std::time::Instant::now();
         let out = MemLab.run_plan(&ctx, false).unwrap();

@@ -41,6 +41,7 @@ fn the_quick_plan_gives_every_headline() {
         counters: false,
         quick: true,
         reserve_hugepages: false,
+        history: None,
     };
     let t0 = std::time::Instant::now();
     let o = ShareLab.run_plan(&ctx, false).unwrap();

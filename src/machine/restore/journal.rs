@@ -22,6 +22,10 @@ pub struct Entry {
     pub old: String,
     pub new: String,
     pub what: String,
+    /// A mount made for the run: restoring it is unmounting `path` (journals written before
+    /// mounts existed read as false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mount: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -121,18 +125,35 @@ fn own_journal(path: &Path) -> Journal {
 
 /// Record a change before it is made.
 pub fn record(id: u64, path: &Path, old: &str, new: &str, what: &str) -> Result<()> {
-    let _l = LOCAL.lock().unwrap_or_else(|p| p.into_inner());
-    let d = dir();
-    let _lock = lock(&d)?;
-    let p = own_path(&d);
-    let mut j = own_journal(&p);
-    j.changes.push(Entry {
+    append(Entry {
         id,
         path: path.to_path_buf(),
         old: old.to_string(),
         new: new.to_string(),
         what: what.to_string(),
-    });
+        mount: false,
+    })
+}
+
+/// Record a mount of `fstype` at `path` before it is made.
+pub fn record_mount(id: u64, path: &Path, fstype: &str, what: &str) -> Result<()> {
+    append(Entry {
+        id,
+        path: path.to_path_buf(),
+        old: "unmounted".into(),
+        new: format!("{fstype} mounted"),
+        what: what.to_string(),
+        mount: true,
+    })
+}
+
+fn append(e: Entry) -> Result<()> {
+    let _l = LOCAL.lock().unwrap_or_else(|p| p.into_inner());
+    let d = dir();
+    let _lock = lock(&d)?;
+    let p = own_path(&d);
+    let mut j = own_journal(&p);
+    j.changes.push(e);
     store(&p, &j)
 }
 
@@ -205,6 +226,23 @@ pub fn recover_in(d: &Path) -> Vec<String> {
                 ));
                 continue;
             }
+            if c.mount {
+                // A live costlab reading the same mount keeps its own entry: only a mount no
+                // live process holds is undone.
+                notes.push(match super::unmount(&c.path) {
+                    Ok(()) => format!(
+                        "{}: unmounted (left mounted by costlab pid {}, which no longer runs)",
+                        c.what, j.pid
+                    ),
+                    Err(e) => format!(
+                        "{}: could NOT unmount {}: {e}; run as root: umount {}",
+                        c.what,
+                        c.path.display(),
+                        c.path.display()
+                    ),
+                });
+                continue;
+            }
             notes.push(match std::fs::write(&c.path, &c.old) {
                 Ok(()) => format!(
                     "{}: restored to {} (left at {} by costlab pid {}, which no longer runs)",
@@ -265,6 +303,7 @@ mod tests {
             old: old.into(),
             new: new.into(),
             what: "2m hugepage pool".into(),
+            mount: false,
         }
     }
 
@@ -288,6 +327,23 @@ mod tests {
             "{notes:?}"
         );
         assert!(recover_in(d.path()).is_empty());
+    }
+
+    #[test]
+    fn a_journal_from_before_mounts_reads_its_changes_as_settings() {
+        let old = r#"{"pid": 7, "start": 1, "command": "costlab mem", "changes": [
+            {"id": 1, "path": "/x", "old": "0", "new": "512", "what": "2m hugepage pool"}]}"#;
+        let j: Journal = serde_json::from_str(old).unwrap();
+        assert!(!j.changes[0].mount);
+        // A setting's entry is written as before: no `mount` key.
+        assert!(!serde_json::to_string(&j).unwrap().contains("mount"));
+        let m = Entry {
+            mount: true,
+            ..j.changes[0].clone()
+        };
+        assert!(serde_json::to_string(&m)
+            .unwrap()
+            .contains("\"mount\":true"));
     }
 
     #[test]

@@ -19,6 +19,8 @@ struct Change {
     path: PathBuf,
     old: String,
     what: String,
+    /// A mount made for the run (undone by unmounting `path`), not a value written.
+    mount: bool,
 }
 
 static CHANGES: Mutex<Vec<Change>> = Mutex::new(Vec::new());
@@ -66,6 +68,7 @@ pub fn change_setting(path: &Path, value: &str, what: &str) -> Result<SettingGua
         path: path.to_path_buf(),
         old,
         what: what.to_string(),
+        mount: false,
     });
     if let Err(e) = std::fs::write(path, value) {
         CHANGES.lock().unwrap().retain(|c| c.id != id);
@@ -73,6 +76,53 @@ pub fn change_setting(path: &Path, value: &str, what: &str) -> Result<SettingGua
         return Err(e).with_context(|| format!("writing {value} to {}", path.display()));
     }
     Ok(SettingGuard { id })
+}
+
+/// Mount a file system of `fstype` at `path` for the run (tracefs for `costlab price`); it is
+/// unmounted when the guard drops, and after a SIGKILL by the next costlab command: the
+/// journal records the mount before it is made.
+pub fn mount_for_run(path: &Path, fstype: &str, what: &str) -> Result<SettingGuard> {
+    use std::os::unix::ffi::OsStrExt;
+    let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    journal::record_mount(id, path, fstype, what)
+        .with_context(|| "writing the restore journal before mounting".to_string())?;
+    CHANGES.lock().unwrap().push(Change {
+        id,
+        path: path.to_path_buf(),
+        old: "unmounted".into(),
+        what: what.to_string(),
+        mount: true,
+    });
+    let target = std::ffi::CString::new(path.as_os_str().as_bytes())?;
+    let fs = std::ffi::CString::new(fstype)?;
+    // SAFETY: NUL-terminated strings that outlive the call; no mount data.
+    let rc = unsafe {
+        libc::mount(
+            fs.as_ptr(),
+            target.as_ptr(),
+            fs.as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        CHANGES.lock().unwrap().retain(|c| c.id != id);
+        journal::forget(id);
+        return Err(e).with_context(|| format!("mounting {fstype} at {}", path.display()));
+    }
+    Ok(SettingGuard { id })
+}
+
+/// Unmount what `mount_for_run` mounted (lazily: a reader still inside lets go later).
+pub(crate) fn unmount(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let target = std::ffi::CString::new(path.as_os_str().as_bytes())?;
+    // SAFETY: a NUL-terminated path that outlives the call.
+    if unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 fn restore_one(id: u64) -> Option<String> {
@@ -88,6 +138,24 @@ fn write_back(mut c: Change) -> String {
     // A stale journal of a killed costlab may have handed us its older value to restore.
     if let Some(old) = journal::old_value(c.id) {
         c.old = old;
+    }
+    if c.mount {
+        let result = unmount(&c.path);
+        journal::forget(c.id);
+        let note = match result {
+            Ok(()) => format!("{}: unmounted", c.what),
+            Err(e) => format!(
+                "{}: could NOT unmount {}: {e}; run: umount {}",
+                c.what,
+                c.path.display(),
+                c.path.display()
+            ),
+        };
+        RESTORED
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(note.clone());
+        return note;
     }
     let result = std::fs::write(&c.path, &c.old);
     journal::forget(c.id);

@@ -6,8 +6,8 @@ use std::net::IpAddr;
 use anyhow::Result;
 
 use super::Loaders;
-use crate::labs::echo::args::EchoRunArgs;
 use crate::error::usage;
+use crate::labs::echo::args::EchoRunArgs;
 
 /// Parse `--loaders`: host names as ssh takes them, each once.
 pub fn parse_hosts(text: &str) -> Result<Vec<String>> {

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# What counting every syscall costs a syscall-bound program (issue 26's must-show): dd of 2M
+# 512-byte blocks from /dev/zero to /dev/null (4M syscalls) alone, under perf stat's one
+# raw_syscalls counter (the kernel's per-syscall tracing floor), under one perf counter per
+# syscalls:sys_enter_* tracepoint, under strace -c -f, and under costlab price. Interleaved,
+# ROUNDS rounds (5 by default); prints each one's median wall time and its ratio to alone.
+#
+# Each traced figure is the traced command's own wall time, without the tool's set-up: perf
+# stat's "seconds time elapsed", costlab price's traced-run wall_time from its JSON (fork to
+# exit; bpftrace compiles and attaches before that). dd alone and strace are timed around the
+# command (strace reports no elapsed time of its own). Run as root on a quiet machine: never beside a build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=${COSTLAB:-target/release/costlab}
+ROUNDS=${ROUNDS:-5}
+COUNT=${COUNT:-2M}
+DD=(dd if=/dev/zero of=/dev/null bs=512 "count=$COUNT" status=none)
+
+for tool in perf strace bpftrace jq; do
+    command -v "$tool" >/dev/null || { echo "price-overhead: needs $tool (scripts/install-deps.sh)" >&2; exit 2; }
+done
+[ "$(id -u)" -eq 0 ] || { echo "price-overhead: run as root (perf tracepoints, bpftrace)" >&2; exit 2; }
+
+# perf's tracepoints need tracefs; mount it for the script if it is not, unmount after.
+if ! grep -q " tracefs " /proc/mounts; then
+    mount -t tracefs nodev /sys/kernel/tracing
+    trap 'umount /sys/kernel/tracing' EXIT
+fi
+
+# The unit costs into a throwaway history once, so the timed runs only count and price.
+DB=$(mktemp -d)/h.db
+export COSTLAB_DB=$DB COSTLAB_RETRY_BUDGET=0
+"$B" price --once --quick -- "${DD[@]}" >/dev/null 2>&1
+
+now() { date +%s.%N; }
+timed() { # timed COMMAND...: wall seconds of the command, its output dropped
+    local t0 t1
+    t0=$(now)
+    "$@" >/dev/null 2>&1
+    t1=$(now)
+    echo "$t1 - $t0" | bc -l
+}
+perf_wall() { # perf stat's own "seconds time elapsed" (the command's run, not perf's set-up)
+    perf stat "$@" -- "${DD[@]}" 2>&1 >/dev/null | awk '/seconds time elapsed/ {print $1}'
+}
+costlab_wall() { # the traced run's own wall time, s
+    "$B" price --once --json - -- "${DD[@]}" 2>/dev/null |
+        jq '.results[] | select(.lab == "price" and .case.class == "program" and .metric == "wall_time") | .summary.median / 1e9'
+}
+
+declare -A T
+names=(alone perf-raw perf-all strace costlab)
+for r in $(seq "$ROUNDS"); do
+    T[alone]+="$(timed "${DD[@]}") "
+    T[perf-raw]+="$(perf_wall -e raw_syscalls:sys_enter) "
+    T[perf-all]+="$(perf_wall -e 'syscalls:sys_enter_*') "
+    T[strace]+="$(timed strace -c -f -o /dev/null "${DD[@]}") "
+    T[costlab]+="$(costlab_wall) "
+    echo "price-overhead: round $r of $ROUNDS done" >&2
+done
+
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
+alone=$(echo "${T[alone]}" | median)
+printf "%-10s %10s %8s   %s\n" "how" "median s" "ratio" "samples (s)"
+for n in "${names[@]}"; do
+    m=$(echo "${T[$n]}" | median)
+    printf "%-10s %10.3f %7.2fx   %s\n" "$n" "$m" "$(echo "$m / $alone" | bc -l)" "${T[$n]}"
+done
+floor=$(echo "${T[perf-raw]}" | median)
+cl=$(echo "${T[costlab]}" | median)
+printf "costlab price against the one-counter floor: %.2fx (issue 26 asks at most 1.15x)\n" "$(echo "$cl / $floor" | bc -l)"

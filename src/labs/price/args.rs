@@ -1,0 +1,32 @@
+//! `costlab price`'s arguments.
+
+use clap::Args;
+
+use crate::labs::args::Common;
+
+/// `costlab price [--pid PID --duration D | -- CMD ARGS...]`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct PriceArgs {
+    /// Count a running process (its threads, not its children) instead of a command
+    #[arg(long, value_name = "PID", conflicts_with = "command")]
+    pub pid: Option<u32>,
+    /// How long to count a --pid (1s, 500ms)
+    #[arg(long, value_name = "D", default_value = "5s", requires = "pid")]
+    pub duration: String,
+    /// Untraced runs of the command whose system time the price is checked against
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub runs: usize,
+    /// Check against the traced run's own times (tracing included in them) instead of
+    /// untraced runs
+    #[arg(long)]
+    pub once: bool,
+    /// Take the unit costs from this stored run (an id, a unique prefix of one, or `last`)
+    /// instead of the newest ok figures of this machine
+    #[arg(long, value_name = "RUN")]
+    pub terms: Option<String>,
+    #[command(flatten)]
+    pub common: Common,
+    /// The command to count and price, after `--`
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}

@@ -1,0 +1,559 @@
+//! `costlab price -- CMD`: what a program costs on this machine, priced in the units costlab
+//! measures. It counts the program's events in the kernel (`count`), prices each class at
+//! the unit cost measured here (`price`: the newest ok figures in the history, or measured
+//! first), and sets the priced kernel time against the system time of an untraced run.
+
+pub mod args;
+pub mod count;
+pub mod pricing;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use serde_json::json;
+
+use crate::error::usage;
+use crate::labs::{Ctx, Headline, Lab};
+use crate::measure::quality::{self, Quality};
+use crate::measure::units::human_ns;
+use crate::measure::{unitcost, Summary};
+use crate::report::{table, Model, Outcome, ResultRow};
+
+pub use args::PriceArgs;
+use count::{Stdio3, Times};
+use pricing::{Priced, Unit, Units};
+
+pub const LAB: &str = "price";
+
+/// The priced program's exit status, for costlab to exit with.
+static PROGRAM_EXIT: AtomicI32 = AtomicI32::new(0);
+
+/// The exit status of the program `price` ran (0 when none ran).
+pub fn program_exit() -> i32 {
+    PROGRAM_EXIT.load(Ordering::Relaxed)
+}
+
+/// How many of the newest runs the unit costs are looked for in.
+const HISTORY_DEPTH: usize = 200;
+
+fn parse_duration(text: &str) -> Result<Duration> {
+    let t = text.trim();
+    let (num, scale) = match (t.strip_suffix("ms"), t.strip_suffix('s')) {
+        (Some(n), _) => (n, 1e-3),
+        (None, Some(n)) => (n, 1.0),
+        _ => (t, 1.0),
+    };
+    num.trim()
+        .parse::<f64>()
+        .ok()
+        .map(|x| x * scale)
+        .filter(|x| x.is_finite() && *x > 0.0 && *x <= 3600.0)
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| {
+            usage(format!(
+                "bad --duration '{text}': use a time above zero and at most 1h, like 5s or 500ms"
+            ))
+        })
+}
+
+/// `costlab price`: count, look up or measure the unit costs, price, check.
+pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
+    if args.runs == 0 && !args.once {
+        return Err(usage(
+            "--runs 0: give at least 1 untraced run, or --once to use the traced run's times",
+        ));
+    }
+    let mut o = Outcome::default();
+    let (counts, cmdline, untraced) = match (args.pid, args.command.is_empty()) {
+        (Some(pid), _) => {
+            let d = parse_duration(&args.duration)?;
+            let c = count::count_pid(pid, d)?;
+            (c, format!("--pid {pid}"), Vec::new())
+        }
+        (None, true) => return Err(usage(
+            "no command to price: give one after --, like costlab price -- ls -l (or --pid PID)",
+        )),
+        (None, false) => {
+            let c = count::count_command(&args.command)?;
+            PROGRAM_EXIT.store(c.exit_status, Ordering::Relaxed);
+            let path = count::program(&args.command)?;
+            let mut runs = Vec::new();
+            // Ctrl-C reached the program too: price what it did until then, from its own run.
+            if !args.once && !crate::measure::cancel::requested() {
+                for _ in 0..args.runs {
+                    crate::measure::cancel::check()?;
+                    runs.push(count::run_program(&path, &args.command, None, Stdio3::Null)?.0);
+                }
+            }
+            (c, crate::store::redact(&args.command.join(" ")), runs)
+        }
+    };
+    o.notes.extend(counts.notes.iter().cloned());
+    let times: Vec<Times> = if args.pid.is_some() {
+        o.notes.push(
+            "times: the process's CPU time while it was counted (/proc/PID/stat, clock ticks), tracing included".into(),
+        );
+        vec![counts.times]
+    } else if untraced.is_empty() {
+        o.notes.push(
+            "times from the traced run: its system time includes the tracing's own cost".into(),
+        );
+        vec![counts.times]
+    } else {
+        o.notes.push(format!(
+            "times from {} untraced run(s) of the same command after the traced one (their stdin, stdout and stderr were /dev/null)",
+            untraced.len()
+        ));
+        untraced
+    };
+
+    let mut units = units_from_history(db, ctx, args.terms.as_deref())?;
+    if let Some(run) = &args.terms {
+        o.notes.push(format!(
+            "unit costs from run {run} only ({} of them); the others measured here now",
+            units.len()
+        ));
+    }
+    let missing: Vec<&'static str> = pricing::needed(&counts)
+        .into_iter()
+        .filter(|u| !units.contains_key(*u))
+        .collect();
+    if !missing.is_empty() && crate::measure::cancel::requested() {
+        o.notes.push(format!(
+            "interrupted: {} not measured, events needing them are not priced",
+            missing.join(", ")
+        ));
+    } else if !missing.is_empty() {
+        let (measured, rows, note) = measure_units(&missing, ctx)?;
+        o.results.extend(rows);
+        o.notes.push(note);
+        units.extend(measured);
+    }
+    pricing::derive(&mut units);
+    let priced = pricing::price(&counts, &units);
+    let cpu = Summary::of(
+        &times
+            .iter()
+            .map(|t| t.user_ns + t.sys_ns)
+            .collect::<Vec<_>>(),
+    );
+    push_price_rows(&mut o, &priced, &cmdline, cpu.map(|c| c.median));
+    let what_ifs: Vec<pricing::WhatIf> = [
+        pricing::thp_what_if(&counts, &units),
+        pricing::uring_what_if(&counts, &units),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let model = check(&mut o, &priced, &times, &cmdline, &what_ifs);
+    for w in &what_ifs {
+        let (q, why) = quality::worst_of(&w.rows.iter().collect::<Vec<_>>());
+        for (metric, unit, samples) in [
+            ("saved", "ns", w.saved.clone()),
+            ("after", "events", vec![w.after as f64]),
+        ] {
+            if let Some(mut r) = ResultRow::new(
+                LAB,
+                crate::case! {"what" => w.what, "from" => w.from, "command" => cmdline},
+                metric,
+                unit,
+                samples,
+            ) {
+                r.quality = q.or(Some(Quality::Ok));
+                r.quality_reasons = why.clone();
+                o.results.push(r);
+            }
+        }
+    }
+    o.models.push(model);
+    Ok(o)
+}
+
+/// The unit costs in the history: for each term, the newest ok figure of this machine's runs,
+/// or (`--terms RUN`) the ok figures of that one run.
+fn units_from_history(db: Option<&Path>, ctx: &Ctx, only: Option<&str>) -> Result<Units> {
+    let store = crate::store::open(db)?;
+    let me = crate::store::machine_id(&serde_json::to_value(&ctx.machine)?);
+    let mut units = Units::new();
+    let mut runs = store.runs()?;
+    runs.reverse();
+    let only = only.map(|r| store.resolve(r)).transpose()?;
+    for run in runs
+        .iter()
+        .filter(|r| match &only {
+            Some(id) => &r.id == id,
+            None => r.machine_id == me,
+        })
+        .take(HISTORY_DEPTH)
+    {
+        let doc = store.load_doc(&run.id)?;
+        for row in &doc.results {
+            if !matches!(row.quality, None | Some(Quality::Ok)) {
+                continue;
+            }
+            if let Some(key) = unit_key(row) {
+                units
+                    .entry(key)
+                    .or_insert_with(|| Unit::of_row(row, &run.id));
+            }
+        }
+        if unitcost::TERMS.iter().all(|t| units.contains_key(*t)) && units.contains_key("s") {
+            break;
+        }
+    }
+    Ok(units)
+}
+
+/// The unit a stored figure gives, if any: a cost term (at its smallest size; its per-byte
+/// part as "TERM/byte"), s, t(N), the echo lab's io_uring batch.
+fn unit_key(row: &ResultRow) -> Option<String> {
+    match (row.lab.as_str(), row.metric.as_str()) {
+        ("cost", "latency") => {
+            let size = row.case.get("size").and_then(|v| v.as_u64());
+            (size.is_none() || size == Some(unitcost::SIZES[0])).then(|| row.key("term"))
+        }
+        ("cost", "per_byte") => Some(format!("{}/byte", row.key("term"))),
+        ("syscall", "latency") if row.key("batch") == "1" && row.key("call") == "getppid" => {
+            Some("s".into())
+        }
+        ("syscall", "latency") if row.key("call") == "uring-nop" => {
+            Some(format!("t({})", row.key("batch")))
+        }
+        ("echo", "batch") if row.key("engine") == "uring" => Some("echo-batch".into()),
+        _ => None,
+    }
+}
+
+/// Measure the units the history lacks: cost terms, and s as the syscall lab measures it.
+/// Returns the units, their rows (lab cost and syscall, stored with this run) and a note.
+fn measure_units(missing: &[&str], ctx: &Ctx) -> Result<(Units, Vec<ResultRow>, String)> {
+    let t0 = Instant::now();
+    let bar = crate::report::progress::bar(missing.len() as u64, "cost terms");
+    let mut rows = Vec::new();
+    let mut unsupported = Vec::new();
+    for &term in missing {
+        bar.set_message(term.to_string());
+        if term == "s" {
+            let samples = crate::measure::syscost::null_syscall(&ctx.spec)?;
+            rows.extend(ResultRow::new(
+                "syscall",
+                crate::case! {"call" => "getppid", "batch" => 1u32},
+                "latency",
+                "ns",
+                samples,
+            ));
+        } else {
+            match unitcost::measure(term, &ctx.spec) {
+                Ok(figs) => rows.extend(figs.into_iter().filter_map(cost_row)),
+                Err(e) if crate::measure::cancel::is_interrupt(&e) => return Err(e),
+                Err(e) => unsupported.push(format!("{term}: {}", crate::error::one_line(&e))),
+            }
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    quality::judge_rows(&mut rows);
+    let mut units = Units::new();
+    for r in &rows {
+        if let Some(k) = unit_key(r) {
+            units.insert(k, Unit::of_row(r, "this run"));
+        }
+    }
+    let mut note = format!(
+        "the history had no ok figure for {}: measured first, in {:.1} s",
+        missing.join(", "),
+        t0.elapsed().as_secs_f64()
+    );
+    if !unsupported.is_empty() {
+        note.push_str(&format!(
+            "; not measurable here: {}",
+            unsupported.join("; ")
+        ));
+    }
+    Ok((units, rows, note))
+}
+
+/// A cost lab row of a measured term.
+pub fn cost_row(f: unitcost::TermFigure) -> Option<ResultRow> {
+    let mut case = crate::case! {"term" => f.term};
+    if let Some(size) = f.size {
+        case.insert("size".into(), json!(size));
+    }
+    ResultRow::new("cost", case, f.metric, "ns", f.samples)
+}
+
+/// Rows class/event/count/unit_cost/priced/share for each priced event.
+fn push_price_rows(o: &mut Outcome, priced: &[Priced], cmd: &str, cpu_ns: Option<f64>) {
+    for p in priced {
+        let case = crate::case! {"class" => p.class, "event" => p.event, "command" => cmd};
+        let (q, why) = p
+            .unit
+            .as_ref()
+            .map(|u| quality::worst_of(&u.rows.iter().collect::<Vec<_>>()))
+            .unwrap_or((None, Vec::new()));
+        let mut push = |metric: &str, unit: &str, samples: Vec<f64>, derived: bool| {
+            if let Some(mut r) = ResultRow::new(LAB, case.clone(), metric, unit, samples) {
+                r.quality = if derived {
+                    q.or(Some(Quality::Ok))
+                } else {
+                    Some(Quality::Ok)
+                };
+                if derived {
+                    r.quality_reasons = why.clone();
+                }
+                o.results.push(r);
+            }
+        };
+        push("count", "events", vec![p.count as f64], false);
+        if let Some(u) = &p.unit {
+            push("unit_cost", "ns", u.samples.clone(), true);
+            push("priced", "ns", p.priced_samples(), true);
+            if let Some(cpu) = cpu_ns.filter(|c| *c > 0.0) {
+                let share = p.priced_samples().iter().map(|x| 100.0 * x / cpu).collect();
+                push("share", "%", share, true);
+            }
+        }
+    }
+}
+
+/// The program's rows (times, priced kernel time, explained %) and the model that reads them.
+fn check(
+    o: &mut Outcome,
+    priced: &[Priced],
+    times: &[Times],
+    cmd: &str,
+    what_ifs: &[pricing::WhatIf],
+) -> Model {
+    let case = crate::case! {"class" => "program", "event" => "total", "command" => cmd};
+    let used: Vec<&ResultRow> = priced
+        .iter()
+        .filter_map(|p| p.unit.as_ref())
+        .flat_map(|u| u.rows.iter())
+        .collect();
+    let (q, why) = quality::worst_of(&used);
+    let mut push = |metric: &str, samples: Vec<f64>, derived: bool| {
+        if let Some(mut r) = ResultRow::new(
+            LAB,
+            case.clone(),
+            metric,
+            if metric == "explained" { "%" } else { "ns" },
+            samples,
+        ) {
+            r.quality = if derived {
+                q.or(Some(Quality::Ok))
+            } else {
+                Some(Quality::Ok)
+            };
+            if derived {
+                r.quality_reasons = why.clone();
+            }
+            o.results.push(r);
+        }
+    };
+    let col = |f: fn(&Times) -> f64| times.iter().map(f).collect::<Vec<f64>>();
+    push("user_time", col(|t| t.user_ns), false);
+    push("sys_time", col(|t| t.sys_ns), false);
+    push("wall_time", col(|t| t.wall_ns), false);
+    let off: Vec<f64> = times.iter().filter_map(Times::off_cpu_ns).collect();
+    push("off_cpu_time", off, false);
+    let total = pricing::total(priced);
+    push("priced_kernel", vec![total.0, total.1, total.2], true);
+    let sys = pricing::sys_summary(times);
+    let explained = sys.as_ref().and_then(|s| pricing::explained(total, s));
+    if let Some(e) = explained {
+        push("explained", vec![e.0, e.1, e.2], true);
+    }
+
+    let med = |v: Vec<f64>| Summary::of(&v).map_or(0.0, |s| s.median);
+    let (user, sysm, wall) = (
+        med(col(|t| t.user_ns)),
+        med(col(|t| t.sys_ns)),
+        med(col(|t| t.wall_ns)),
+    );
+    let mut verdict = vec![format!(
+        "the program ran {} of wall time, {} on CPU, {} of it in the kernel",
+        human_ns(wall),
+        human_ns(user + sysm),
+        human_ns(sysm)
+    )];
+    let priced_text = quality::quote(
+        format!(
+            "the counted events at their unit costs here price {} of kernel time ({}–{})",
+            human_ns(total.1),
+            human_ns(total.0),
+            human_ns(total.2)
+        ),
+        q,
+        &[],
+    );
+    verdict.push(priced_text);
+    if !why.is_empty() {
+        verdict.push(format!(
+            "{} of the unit costs it uses are not ok: the footnote names them",
+            why.len()
+        ));
+    }
+    match explained {
+        Some((lo, mid, hi)) if mid <= 100.0 => {
+            verdict.push(format!(
+                "that explains {mid:.0}% ({lo:.0}–{hi:.0}%) of its system time; the other {} is kernel work no term prices",
+                human_ns((sysm - total.1).max(0.0))
+            ));
+        }
+        Some((lo, mid, hi)) => verdict.push(format!(
+            "the price is above the measured system time: {mid:.0}% ({lo:.0}–{hi:.0}%); a unit cost here is higher than what this program's events cost (warm caches, batched work) — a finding, not a rounding"
+        )),
+        None => verdict.push("no system time was measured: nothing to check the price against".into()),
+    }
+    let at_s: u64 = priced
+        .iter()
+        .filter(|p| p.how == "priced at s only")
+        .map(|p| p.count)
+        .sum();
+    if at_s > 0 {
+        verdict.push(format!(
+            "{at_s} syscalls have no term of their own: priced at s only"
+        ));
+    }
+    for w in what_ifs {
+        verdict.push(format!("what if: {}", w.text));
+    }
+    let mut params = serde_json::Map::new();
+    params.insert("priced_kernel_ns".into(), json!(total.1.round()));
+    params.insert("sys_time_ns".into(), json!(sysm.round()));
+    if let Some((_, mid, _)) = explained {
+        params.insert("explained_pct".into(), json!((mid * 10.0).round() / 10.0));
+    }
+    Model {
+        lab: LAB.into(),
+        name: format!("price of {cmd}"),
+        params,
+        points: Vec::new(),
+        verdict,
+    }
+}
+
+/// The table: class, event, count, unit cost, priced (bounds), share; then the check.
+pub fn render(o: &Outcome) -> String {
+    let ours: Vec<&ResultRow> = o.results.iter().filter(|r| r.lab == LAB).collect();
+    let get = |class: &str, event: &str, metric: &str| {
+        ours.iter()
+            .find(|r| r.key("class") == class && r.key("event") == event && r.metric == metric)
+            .copied()
+    };
+    let mut keys: Vec<(String, String)> = Vec::new();
+    for r in &ours {
+        let k = (r.key("class"), r.key("event"));
+        if r.metric == "count" && !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    // Most priced first; unpriced after, by count.
+    let priced_of =
+        |k: &(String, String)| get(&k.0, &k.1, "priced").map_or(-1.0, |r| r.summary.median);
+    keys.sort_by(|a, b| priced_of(b).total_cmp(&priced_of(a)));
+    let rows: Vec<Vec<String>> = keys
+        .iter()
+        .map(|(c, e)| {
+            let count = get(c, e, "count").map_or(0.0, |r| r.summary.median);
+            let unit = get(c, e, "unit_cost");
+            let priced = get(c, e, "priced");
+            let share = get(c, e, "share");
+            vec![
+                c.clone(),
+                e.clone(),
+                format!("{count:.0}"),
+                unit.map_or("—".into(), |u| {
+                    format!(
+                        "{}{}",
+                        table::figure(u.summary.median),
+                        crate::report::verdict::mark(u)
+                    )
+                }),
+                priced.map_or("not priced".into(), |p| {
+                    format!(
+                        "{} ({}–{})",
+                        human_ns(p.summary.median),
+                        human_ns(p.summary.min),
+                        human_ns(p.summary.max)
+                    )
+                }),
+                share.map_or("—".into(), |s| format!("{:.1}%", s.summary.median)),
+            ]
+        })
+        .collect();
+    let mut out = table::render(
+        &[
+            "class",
+            "event",
+            "count",
+            "unit ns",
+            "priced",
+            "share of CPU",
+        ],
+        &rows,
+    );
+    out.push('\n');
+    for m in o.models.iter().filter(|m| m.lab == LAB) {
+        for v in &m.verdict {
+            out += &format!("{v}\n");
+        }
+    }
+    out
+}
+
+/// `costlab price` as a lab: its rendering (it needs a command, so `costlab run` has no plan
+/// for it).
+pub struct PriceLab;
+
+impl Lab for PriceLab {
+    fn name(&self) -> &'static str {
+        LAB
+    }
+    fn commands(&self) -> Vec<clap::Command> {
+        vec![crate::labs::args::command::<PriceArgs>(
+            "price",
+            "What a program costs here: its syscalls, faults and switches counted in the kernel, priced at the unit costs measured on this machine, checked against its system time",
+            "Examples:\n  costlab price -- tar czf /tmp/x.tgz /usr/share/doc\n  costlab price --runs 3 --json price.json -- dd if=/dev/zero of=/dev/null bs=512 count=2M\n  costlab price --pid 1234 --duration 5s",
+        )]
+    }
+    fn invoke(&self, _name: &str, m: &clap::ArgMatches) -> Result<crate::labs::Invocation> {
+        let args: PriceArgs = crate::labs::args::parsed(m)?;
+        Ok(
+            crate::labs::Invocation::measure(args.common.clone(), move |ctx| {
+                run(&args, ctx, ctx.history.as_deref())
+            })
+            .program(exit_as_program),
+        )
+    }
+    /// Price needs a program: it is reached through `costlab price`, never `costlab run`.
+    fn in_run(&self) -> bool {
+        false
+    }
+    fn unavailable(&self, _ctx: &Ctx) -> Option<String> {
+        Some("costlab price needs a command: costlab price -- CMD".into())
+    }
+    fn run_plan(&self, _ctx: &Ctx, _full: bool) -> Result<Outcome> {
+        Err(usage("costlab price needs a command: costlab price -- CMD"))
+    }
+    fn headlines(&self, _o: &Outcome) -> Vec<Headline> {
+        Vec::new()
+    }
+    fn render(&self, o: &Outcome) -> String {
+        render(o)
+    }
+}
+
+/// After the run is stored and shown: exit with the priced program's status, as the program
+/// would have (settings restored first, their notes said).
+pub fn exit_as_program() {
+    let code = program_exit();
+    if code != 0 {
+        for note in crate::machine::restore::restore_all() {
+            eprintln!("costlab: {note}");
+        }
+        std::process::exit(code);
+    }
+}

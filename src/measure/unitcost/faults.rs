@@ -1,0 +1,196 @@
+//! Page faults timed at first touch: anonymous 4 KiB and THP, and file-backed on cached pages.
+//! Each sample maps a fresh region, touches it, and divides the time by the minor faults the
+//! kernel counted for this thread, so fault-around and THP fallbacks are not guessed.
+
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+
+use crate::measure::{cancel, SampleSpec};
+
+const HUGE: usize = 2 << 20;
+const PAGE: usize = 4096;
+
+/// Minor faults this thread has taken so far.
+fn minflt() -> i64 {
+    // SAFETY: getrusage writes the whole struct we hand it and reads nothing else.
+    unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_THREAD, &mut ru);
+        ru.ru_minflt
+    }
+}
+
+/// An anonymous private mapping, unmapped on drop.
+struct Mapping {
+    addr: *mut u8,
+    len: usize,
+}
+
+impl Mapping {
+    fn new(len: usize, prot: i32, flags: i32, fd: i32) -> Result<Mapping> {
+        // SAFETY: a fresh mapping chosen by the kernel; nothing else refers to it.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, fd, 0) };
+        if p == libc::MAP_FAILED {
+            bail!("mmap of {len} bytes: {}", std::io::Error::last_os_error());
+        }
+        Ok(Mapping {
+            addr: p.cast(),
+            len,
+        })
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly the mapping this owns.
+        unsafe { libc::munmap(self.addr.cast(), self.len) };
+    }
+}
+
+/// Touch every `step` bytes of `len` from `base` (a write, or a read for a shared file
+/// mapping); (ns, minor faults taken).
+fn touch(base: *mut u8, len: usize, step: usize, write: bool) -> (f64, i64) {
+    let f0 = minflt();
+    let t0 = Instant::now();
+    let mut sum = 0u8;
+    for off in (0..len).step_by(step) {
+        // SAFETY: off < len and base..base+len is mapped readable (and writable when write).
+        unsafe {
+            if write {
+                std::ptr::write_volatile(base.add(off), 1);
+            } else {
+                sum = sum.wrapping_add(std::ptr::read_volatile(base.add(off)));
+            }
+        }
+    }
+    std::hint::black_box(sum);
+    (t0.elapsed().as_nanos() as f64, minflt() - f0)
+}
+
+/// Take a warm-up round then `spec.samples` rounds of `round`, each (ns, faults); ns per fault.
+fn rounds(spec: &SampleSpec, mut round: impl FnMut() -> Result<(f64, i64)>) -> Result<Vec<f64>> {
+    round()?;
+    let mut out = Vec::with_capacity(spec.samples);
+    for _ in 0..spec.samples {
+        cancel::check()?;
+        let (ns, faults) = round()?;
+        if faults <= 0 {
+            bail!("the kernel counted no faults for a first touch");
+        }
+        out.push(ns / faults as f64);
+    }
+    Ok(out)
+}
+
+/// Anonymous first-touch faults: 4 KiB pages (THP refused with MADV_NOHUGEPAGE), or 2 MiB
+/// THP faults (MADV_HUGEPAGE on an aligned region); an error when THP faults fell back.
+pub fn anon(spec: &SampleSpec, thp: bool) -> Result<Vec<f64>> {
+    let len = if thp { 64 << 20 } else { 16 << 20 };
+    let step = if thp { HUGE } else { PAGE };
+    rounds(spec, || {
+        let m = Mapping::new(
+            len + HUGE,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+        )?;
+        let base = ((m.addr as usize).div_ceil(HUGE) * HUGE) as *mut u8;
+        let advice = if thp {
+            libc::MADV_HUGEPAGE
+        } else {
+            libc::MADV_NOHUGEPAGE
+        };
+        // SAFETY: advice on a range inside the mapping this owns.
+        if unsafe { libc::madvise(base.cast(), len, advice) } != 0 {
+            bail!("madvise: {}", std::io::Error::last_os_error());
+        }
+        let (ns, faults) = touch(base, len, step, true);
+        let wanted = (len / step) as i64;
+        if thp && faults > 2 * wanted {
+            bail!("THP faults fell back to 4 KiB pages ({faults} faults for {wanted} huge pages): THP is off or no huge page was free");
+        }
+        Ok((ns, faults))
+    })
+}
+
+/// Read faults on a shared mapping of a file whose pages are all in the page cache.
+pub fn file(spec: &SampleSpec) -> Result<Vec<f64>> {
+    use std::io::{Read, Write};
+    use std::os::fd::AsRawFd;
+    let len = 16 << 20;
+    let mut f =
+        super::files::scratch_file().context("creating a temporary file for file faults")?;
+    f.write_all(&vec![7u8; len]).context("writing the file")?;
+    // Read it back so every page is cached.
+    let mut sink = Vec::with_capacity(len);
+    std::io::Seek::rewind(&mut f)?;
+    f.read_to_end(&mut sink)?;
+    rounds(spec, || {
+        let m = Mapping::new(len, libc::PROT_READ, libc::MAP_SHARED, f.as_raw_fd())?;
+        Ok(touch(m.addr, len, PAGE, false))
+    })
+}
+
+/// Pages each `munmap` term unmaps, touched first so each has a TLB entry to flush.
+pub const MUNMAP_PAGES: usize = 16;
+
+/// munmap of `MUNMAP_PAGES` touched pages, per call; with `shootdown`, while a thread of this
+/// process spins on another CPU, so the kernel must flush that CPU's TLB by IPI too.
+pub fn munmap(spec: &SampleSpec, shootdown: bool) -> Result<Vec<f64>> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let cpus = crate::measure::cpus::allowed_cpus();
+    let (mine, theirs) = match cpus.as_slice() {
+        [] => bail!("no CPU allowed"),
+        [.., a, b] => (*b, Some(*a)),
+        [only] if !shootdown => (*only, None),
+        _ => bail!("a TLB shootdown needs a second CPU; this process may use one"),
+    };
+    let _pin = crate::measure::cpus::Pinned::to(mine)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let partner = match (shootdown, theirs) {
+        (true, Some(cpu)) => {
+            let stop = stop.clone();
+            Some(std::thread::spawn(move || {
+                let _ = crate::measure::cpus::Pinned::to(cpu);
+                while !stop.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            }))
+        }
+        _ => None,
+    };
+    let len = MUNMAP_PAGES * PAGE;
+    let calls = 200;
+    let round = || -> Result<f64> {
+        let mut ns = 0.0;
+        for _ in 0..calls {
+            let m = Mapping::new(
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+            )?;
+            touch(m.addr, len, PAGE, true);
+            let t0 = Instant::now();
+            drop(m);
+            ns += t0.elapsed().as_nanos() as f64;
+        }
+        Ok(ns / calls as f64)
+    };
+    let result = (|| {
+        round()?;
+        let mut out = Vec::with_capacity(spec.samples);
+        for _ in 0..spec.samples {
+            cancel::check()?;
+            out.push(round()?);
+        }
+        Ok(out)
+    })();
+    stop.store(true, Ordering::Relaxed);
+    if let Some(p) = partner {
+        let _ = p.join();
+    }
+    result
+}

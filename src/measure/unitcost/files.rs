@@ -1,0 +1,126 @@
+//! File and pipe terms: a pipe write+read pair, a pread of a cached file, open+close, stat.
+
+use std::hint::black_box;
+
+use anyhow::{bail, Context, Result};
+
+use crate::measure::{sample_fn, SampleSpec};
+
+/// A file in the temporary directory that is gone from it already (unlinked once open).
+pub(super) fn scratch_file() -> Result<std::fs::File> {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = std::env::temp_dir().join(format!("costlab-unitcost-{}-{n}", std::process::id()));
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    let _ = std::fs::remove_file(&path);
+    Ok(f)
+}
+
+/// Time `op` per call; the first failure ends the sampling with its error.
+fn per_call(spec: &SampleSpec, mut op: impl FnMut() -> Result<()>) -> Result<Vec<f64>> {
+    let mut failed = None;
+    let samples = sample_fn(spec, |n| {
+        for _ in 0..n {
+            if failed.is_some() {
+                return std::thread::sleep(spec.min_sample);
+            }
+            if let Err(e) = black_box(op()) {
+                failed = Some(e);
+            }
+        }
+    })?;
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(samples.iter().map(|s| s.ns_per_iter()).collect()),
+    }
+}
+
+/// A write of `size` bytes into a pipe and the read that takes them out, per pair.
+pub fn pipe_rw(spec: &SampleSpec, size: usize) -> Result<Vec<f64>> {
+    let (r, w) = rustix::pipe::pipe().context("pipe")?;
+    // A pipe holds 64 KiB by default; make room for the largest size in one write.
+    let _ = rustix::pipe::fcntl_setpipe_size(&w, size.max(4096) * 2);
+    let out = vec![1u8; size];
+    let mut inn = vec![0u8; size];
+    per_call(spec, || {
+        let n = rustix::io::write(&w, &out).context("pipe write")?;
+        let mut got = 0;
+        while got < n {
+            got += rustix::io::read(&r, &mut inn[got..n]).context("pipe read")?;
+        }
+        Ok(())
+    })
+}
+
+/// A pread of `size` bytes at offset 0 of a file whose pages are cached.
+pub fn file_read(spec: &SampleSpec, size: usize) -> Result<Vec<f64>> {
+    use std::io::Write;
+    let mut f = scratch_file()?;
+    f.write_all(&vec![3u8; size]).context("writing the file")?;
+    let mut buf = vec![0u8; size];
+    per_call(spec, || {
+        let n = rustix::io::pread(&f, &mut buf, 0).context("pread")?;
+        if n != size {
+            bail!("pread returned {n} of {size} bytes");
+        }
+        Ok(())
+    })
+}
+
+/// A file that stays for the length of a measurement (open and stat need a path).
+struct NamedScratch(std::path::PathBuf);
+
+impl NamedScratch {
+    fn new() -> Result<NamedScratch> {
+        let p = std::env::temp_dir().join(format!("costlab-unitcost-{}.path", std::process::id()));
+        std::fs::write(&p, b"x").with_context(|| format!("creating {}", p.display()))?;
+        Ok(NamedScratch(p))
+    }
+    fn c_path(&self) -> std::ffi::CString {
+        use std::os::unix::ffi::OsStrExt;
+        std::ffi::CString::new(self.0.as_os_str().as_bytes()).expect("a temp path has no NUL")
+    }
+}
+
+impl Drop for NamedScratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// openat then close of an existing file.
+pub fn openat_close(spec: &SampleSpec) -> Result<Vec<f64>> {
+    let file = NamedScratch::new()?;
+    let path = file.c_path();
+    per_call(spec, || {
+        // SAFETY: a NUL-terminated path; the fd returned is closed at once.
+        let fd = unsafe { libc::openat(libc::AT_FDCWD, path.as_ptr(), libc::O_RDONLY) };
+        if fd < 0 {
+            bail!("openat: {}", std::io::Error::last_os_error());
+        }
+        // SAFETY: closing the fd just opened, owned by nothing else.
+        unsafe { libc::close(fd) };
+        Ok(())
+    })
+}
+
+/// newfstatat of an existing file's path (what glibc's stat calls).
+pub fn stat(spec: &SampleSpec) -> Result<Vec<f64>> {
+    let file = NamedScratch::new()?;
+    let path = file.c_path();
+    // SAFETY: an all-zero stat is a valid out buffer.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    per_call(spec, || {
+        // SAFETY: a NUL-terminated path and a valid out buffer.
+        let rc = unsafe { libc::fstatat(libc::AT_FDCWD, path.as_ptr(), &mut st, 0) };
+        if rc != 0 {
+            bail!("stat: {}", std::io::Error::last_os_error());
+        }
+        Ok(())
+    })
+}
