@@ -1,9 +1,8 @@
 //! `costlab zerocopy` from the command line: bad input exits 2 with one line, and a tiny run's
 //! JSON rows carry the documented case keys (method, size, link).
 
-mod common;
 
-use common::{command_db, Ran};
+use crate::common::{command_db, Ran};
 
 /// `costlab --db DB ARGS` to its end, re-measuring nothing (the figures are not judged here).
 fn costlab(db: &std::path::Path, args: &[&str]) -> Ran {

@@ -3,9 +3,9 @@
 //! each must equal the file in tests/fixtures/golden/, written by costlab before the result
 //! model moved to src/model. A change to any of these formats is a change to what users parse:
 //! make it on purpose, then write the files anew with `COSTLAB_BLESS=1 cargo test --release
-//! --test golden` and say why in the commit.
+//! --test it golden::` and say why in the commit.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -1,7 +1,7 @@
 //! The report opened in headless Chromium: a screenshot that is not blank, with the charts'
 //! colours on it, and every chart's <svg> in the page. Fails (does not skip) without chromium.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -3,8 +3,7 @@
 //! makes N getppid calls, touches M pages, hands a token K times or forks F times. Counting
 //! needs root and bpftrace: those tests say why they skip without them. None asserts a time.
 
-#[path = "common/skip.rs"]
-mod skip;
+use crate::common::skip;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,10 +1,10 @@
 //! Many machines, one history, through the binary: bad `--db` input, PostgreSQL connection
 //! errors, import and push (idempotent), machines side by side, trend with change points, two
 //! `costlab run` at once into one PostgreSQL. The PostgreSQL is a throwaway cluster
-//! (tests/common/pg.rs).
+//! (tests/it/common/pg.rs).
 
-mod common;
-use common::costlab_db as costlab;
+use crate::common;
+use crate::common::costlab_db as costlab;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

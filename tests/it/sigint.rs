@@ -6,7 +6,7 @@
 //! Ctrl-C sent to a lab on its own (`costlab syscall`): the calls that finished are printed and
 //! stored as an incomplete run, exit 130.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

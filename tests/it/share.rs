@@ -2,10 +2,9 @@
 //! the summaries of their samples, latency that is the inverse of throughput, USL fits that
 //! go through their points, and one-line exit-2 errors on bad input.
 
-mod common;
-use common::costlab;
+use crate::common::costlab;
 
-use common::skip;
+use crate::common::skip;
 
 use std::process::Output;
 

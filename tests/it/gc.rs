@@ -1,10 +1,9 @@
 //! The gc lab from the outside: the missing-Go error, bad input, and (where Go is
 //! installed) a tiny real sweep and tax run whose JSON is checked for shape.
 
-mod common;
-use common::command as costlab;
+use crate::common::command as costlab;
 
-use common::skip;
+use crate::common::skip;
 use std::process::Command;
 
 fn go_available() -> bool {

@@ -3,7 +3,7 @@
 //! `machines`, `trend`). Each view must show the figure's mark and, where it has room, why.
 //! Nothing here measures: the figures are made up and no assertion reads a timing.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Output;

@@ -1,7 +1,6 @@
 //! `costlab machine` as a user runs it: the table, the JSON, bad input.
 
-mod common;
-use common::costlab;
+use crate::common::costlab;
 
 use serde_json::Value;
 

@@ -248,7 +248,7 @@ fn no_import_runs_up_a_layer_and_no_lab_reaches_into_another() {
     let bad = violations(&edges);
     assert!(
         bad.is_empty(),
-        "{} layering violation(s) (the layers are LAYERS in tests/layers.rs and ARCHITECTURE.md):\n{}",
+        "{} layering violation(s) (the layers are LAYERS in tests/it/layers.rs and ARCHITECTURE.md):\n{}",
         bad.len(),
         bad.join("\n")
     );
@@ -296,7 +296,7 @@ fn the_checker_catches_an_upward_import_a_lab_to_lab_import_and_a_circle() {
     assert_eq!(bad.len(), 3, "{text}");
 }
 
-/// `cargo test --test layers -- --nocapture print_the_graph`: the folder graph with counts.
+/// `cargo test --release --test it -- layers::print_the_graph --nocapture`: the folder graph with counts.
 #[test]
 fn print_the_graph() {
     let edges = edges(&src());

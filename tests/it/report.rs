@@ -1,7 +1,7 @@
 //! Report generation from the fixture results.json: every chart drawn with its id, axes and
 //! legend; the page self-contained; charts of labs that did not run replaced by a line.
 
-mod common;
+use crate::common;
 
 use costlab::labs;
 use costlab::report::{csv, html, markdown, Doc};

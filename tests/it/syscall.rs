@@ -1,8 +1,7 @@
 //! `costlab syscall` run as a user runs it: bad input exits 2 with one line, and a tiny run
 //! writes the JSON the contract describes.
 
-mod common;
-use common::costlab;
+use crate::common::costlab;
 
 #[test]
 fn bad_batches_exit_2_with_one_line() {

@@ -3,8 +3,7 @@
 //! back and says so in one line. Needs root and a 2 MiB pool in sysfs; says so and passes
 //! without them (it cannot change the setting it tests).
 
-mod common;
-use common::skip;
+use crate::common::skip;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -1,10 +1,10 @@
 //! The history store, the same suite on both backends: an embedded SQLite file and a throwaway
-//! PostgreSQL cluster (tests/common/pg.rs). Round trip, naming runs, incremental writes,
+//! PostgreSQL cluster (tests/it/common/pg.rs). Round trip, naming runs, incremental writes,
 //! concurrent writers, migrations both ways, a newer schema refused, idempotent saves,
 //! transactions that leave nothing behind, redaction of database passwords.
 
-mod common;
-use common::command_db as costlab_bin;
+use crate::common;
+use crate::common::command_db as costlab_bin;
 
 use std::path::PathBuf;
 

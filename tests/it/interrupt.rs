@@ -2,9 +2,8 @@
 //! is stored incomplete, restores the setting it changed and leaves the database sound.
 //! One test in its own binary: the Ctrl-C flag is process-wide.
 
-mod common;
 
-use common::fake::{ctx, run_info, Act, Fake};
+use crate::common::fake::{ctx, run_info, Act, Fake};
 use costlab::labs::Lab;
 use costlab::report::sheet::LabStatus;
 use costlab::runner::run_labs;
@@ -12,6 +11,7 @@ use costlab::store::Store;
 
 #[test]
 fn ctrl_c_keeps_what_finished_and_restores_state() {
+    let _serial = crate::common::fake::serial();
     let dir = tempfile::tempdir().unwrap();
     let setting = dir.path().join("nr_hugepages");
     std::fs::write(&setting, "0\n").unwrap();

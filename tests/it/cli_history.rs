@@ -1,7 +1,7 @@
 //! The binary: `run`, `history`, `compare`, `export`, `report`, always on a temporary database.
 
-mod common;
-use common::costlab_db as costlab;
+use crate::common;
+use crate::common::costlab_db as costlab;
 
 use std::process::Command;
 

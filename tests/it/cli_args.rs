@@ -1,7 +1,7 @@
 //! The command line at its edges: clap's whole message on a parse error, output paths and
 //! sample counts checked before anything is measured, degenerate input refused or explained.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::TcpListener;

@@ -1,10 +1,9 @@
 //! The memory lab run as a user runs it: tiny sizes, JSON shape, exit codes, and hugepage
 //! pools that are put back (on success, on error and on Ctrl-C).
 
-mod common;
-use common::costlab;
+use crate::common::costlab;
 
-use common::skip;
+use crate::common::skip;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;

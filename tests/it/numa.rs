@@ -1,8 +1,7 @@
 //! The NUMA lab and numa-maps: fixture parsing, planning on a 4-node fixture, the measuring
 //! path on this machine's node 0, and the binary's one-node behaviour and exit codes.
 
-mod common;
-use common::costlab;
+use crate::common::costlab;
 
 use std::path::PathBuf;
 use std::process::Command;

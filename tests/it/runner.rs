@@ -1,9 +1,8 @@
 //! `costlab run`'s orchestration with fake labs: skipped and failed labs are reported and the
 //! rest go on; every lab reaches the history.
 
-mod common;
 
-use common::fake::{ctx, run_info, Act, Fake};
+use crate::common::fake::{ctx, run_info, Act, Fake};
 use costlab::error::exit_code;
 use costlab::labs::Lab;
 use costlab::report::sheet::LabStatus;
@@ -12,6 +11,7 @@ use costlab::store::Store;
 
 #[test]
 fn skipped_and_failed_labs_are_reported_and_the_rest_go_on() {
+    let _serial = crate::common::fake::serial();
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("h.db")).unwrap();
     let labs: Vec<Box<dyn Lab>> = vec![
@@ -68,6 +68,7 @@ fn skipped_and_failed_labs_are_reported_and_the_rest_go_on() {
 
 #[test]
 fn a_run_of_available_labs_is_complete() {
+    let _serial = crate::common::fake::serial();
     let labs: Vec<Box<dyn Lab>> = vec![
         Box::new(Fake {
             name: "syscall",
@@ -87,6 +88,7 @@ fn a_run_of_available_labs_is_complete() {
 
 #[test]
 fn labs_are_selected_by_name_and_unknown_names_are_bad_input() {
+    let _serial = crate::common::fake::serial();
     let all = || -> Vec<Box<dyn Lab>> {
         vec![
             Box::new(Fake {

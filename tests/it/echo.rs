@@ -2,8 +2,7 @@
 //! misbehaving clients; the loader counts what it sees and never hangs; exit codes; the
 //! experiment's JSON; serve and load across two network namespaces. No timing is asserted.
 
-mod common;
-use common::{costlab, skip};
+use crate::common::{costlab, skip};
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};

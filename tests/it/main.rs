@@ -1,0 +1,33 @@
+//! costlab's integration tests, one binary: one module per area, `common` the helpers they
+//! share (spawning costlab, the fixture, fakes, PostgreSQL, skips). One binary links once; the
+//! twenty-odd it replaces each linked the whole crate. Run one area with
+//! `cargo test --release --test it mem::`.
+
+mod common;
+
+mod browser;
+mod cli_args;
+mod cli_history;
+mod echo;
+mod fleet;
+mod gc;
+mod golden;
+mod interrupt;
+mod journal;
+mod layers;
+mod machine_cli;
+mod machine_fixtures;
+mod mem;
+mod numa;
+mod pin;
+mod price;
+mod remote_loaders;
+mod report;
+mod runner;
+mod share;
+mod sigint;
+mod store;
+mod syscall;
+mod two_node;
+mod verdict;
+mod zerocopy;
