@@ -402,8 +402,9 @@ fn trend_finds_a_15_percent_step_at_run_20_and_nothing_in_flat_noise() {
         assert!(first["best"].is_string(), "{first}");
         let label = first["figure"].as_str().unwrap();
         let fig = &grid["machines"][0]["figures"][label];
+        // Synthetic runs carry no verdict of their own: the key is there, null.
         assert!(
-            fig["median"].is_number() && fig["quality"].is_string(),
+            fig["median"].is_number() && fig.get("quality").is_some(),
             "{fig}"
         );
         let rep = dir.path().join("machines");

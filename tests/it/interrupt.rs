@@ -2,7 +2,6 @@
 //! is stored incomplete, restores the setting it changed and leaves the database sound.
 //! One test in its own binary: the Ctrl-C flag is process-wide.
 
-
 use crate::common::fake::{ctx, run_info, Act, Fake};
 use costlab::labs::Lab;
 use costlab::report::sheet::LabStatus;

@@ -1,7 +1,6 @@
 //! `costlab pin` from the command line: bad input exits 2 with one line, and a short run's
 //! JSON rows carry the documented case keys (workload, placement) and metrics.
 
-
 use crate::common::{command_db, Ran};
 
 /// `costlab --db DB ARGS` to its end, re-measuring nothing (the figures are not judged here).

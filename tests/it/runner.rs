@@ -1,7 +1,6 @@
 //! `costlab run`'s orchestration with fake labs: skipped and failed labs are reported and the
 //! rest go on; every lab reaches the history.
 
-
 use crate::common::fake::{ctx, run_info, Act, Fake};
 use costlab::error::exit_code;
 use costlab::labs::Lab;

@@ -1,7 +1,6 @@
 //! `costlab zerocopy` from the command line: bad input exits 2 with one line, and a tiny run's
 //! JSON rows carry the documented case keys (method, size, link).
 
-
 use crate::common::{command_db, Ran};
 
 /// `costlab --db DB ARGS` to its end, re-measuring nothing (the figures are not judged here).
