@@ -347,7 +347,24 @@ fn render_with(
         }
         None => charts::all(doc, lab_charts),
     };
-    o.push_str("<h2>Charts</h2><div class=\"charts\">");
+    // A lab that did not run gets no card per chart: it is named once, at the end.
+    let mut not_run: Vec<String> = Vec::new();
+    let charts: Vec<Chart> = charts
+        .into_iter()
+        .filter(|c| match &c.not_run {
+            Some(lab) => {
+                if !not_run.contains(lab) {
+                    not_run.push(lab.clone());
+                }
+                false
+            }
+            None => true,
+        })
+        .collect();
+    if !charts.is_empty() {
+        o.push_str("<h2>Charts</h2><div class=\"charts\">");
+    }
+    let drew_charts = !charts.is_empty();
     for c in charts {
         match &c.svg {
             Ok(svg) => {
@@ -376,7 +393,9 @@ fn render_with(
             }
         }
     }
-    o.push_str("</div>");
+    if drew_charts {
+        o.push_str("</div>");
+    }
     models_html(&mut o, doc);
     counters_html(&mut o, doc);
     if !doc.notes.is_empty() {
@@ -385,6 +404,13 @@ fn render_with(
             let _ = write!(o, "<li>{}</li>", esc(n));
         }
         o.push_str("</ul>");
+    }
+    if !not_run.is_empty() {
+        let _ = write!(
+            o,
+            "<p class=\"skipped\" id=\"not-run\">Not run: {}.</p>",
+            esc(&not_run.join(", "))
+        );
     }
     o.push_str("<p class=\"meta\">The figures are medians of the samples; the full samples are in results.json beside this file.</p></body></html>\n");
     o

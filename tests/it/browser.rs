@@ -127,3 +127,48 @@ fn the_fixture_report_renders_in_headless_chromium() {
         "chart lines missing: {blue} blue, {red} red pixels"
     );
 }
+
+/// The report of a run of one lab, as `costlab syscall --quick` leaves it: no card for the
+/// labs that did not run (one line names them), and the page still renders, not blank.
+#[test]
+fn a_one_lab_report_renders_without_cards_for_labs_that_did_not_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut doc = common::fixture();
+    doc.results.retain(|r| r.lab == "syscall");
+    doc.models.retain(|m| m.lab == "syscall");
+    let page = costlab::report::html::write_report(
+        &dir.path().join("report"),
+        &doc,
+        &[],
+        costlab::labs::charts(&doc),
+    )
+    .unwrap();
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        !html.contains("Not drawn"),
+        "cards for labs that did not run"
+    );
+    assert!(html.contains("id=\"not-run\">Not run: mem, echo, share, gc.</p>"));
+    let png = dir.path().join("shot.png");
+    screenshot(&page, &png, &dir.path().join("profile"));
+    if let Ok(keep) = std::env::var("COSTLAB_KEEP_ONE_LAB_SCREENSHOT") {
+        let _ = std::fs::copy(&png, keep);
+    }
+    let (w, h, px) = pixels(&png);
+    assert_eq!((w, h), (1600, 2600));
+    let lum: Vec<f64> = px
+        .iter()
+        .map(|p| 0.299 * f64::from(p[0]) + 0.587 * f64::from(p[1]) + 0.114 * f64::from(p[2]))
+        .collect();
+    let mean = lum.iter().sum::<f64>() / lum.len() as f64;
+    let var = lum.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / lum.len() as f64;
+    assert!(
+        var > 20.0,
+        "screenshot looks blank (luminance variance {var:.1})"
+    );
+    let dark = lum.iter().filter(|l| **l < 128.0).count();
+    assert!(
+        dark > 2_000,
+        "too little text on the page ({dark} dark pixels)"
+    );
+}

@@ -1,5 +1,6 @@
 //! Report generation from the fixture results.json: every chart drawn with its id, axes and
-//! legend; the page self-contained; charts of labs that did not run replaced by a line.
+//! legend; the page self-contained; labs that did not run named in one line, not cards;
+//! captions and legends that say only what is drawn.
 
 use crate::common;
 
@@ -61,20 +62,110 @@ fn report_is_self_contained() {
 }
 
 #[test]
-fn charts_of_labs_that_did_not_run_are_a_line_of_text() {
+fn labs_that_did_not_run_are_one_line_at_the_end_not_cards() {
     let mut doc = common::fixture();
     doc.results
         .retain(|r| r.lab != "gc" && r.lab != "share c2c" && r.lab != "echo");
     doc.models.clear();
     let page = html::render(&doc, &[], labs::charts(&doc));
     assert!(!page.contains("<svg id=\"chart-gc-headroom\""));
-    assert!(page.contains("id=\"chart-gc-headroom-skipped\">Not drawn: the gc lab did not run."));
-    assert!(page.contains("id=\"chart-echo-p99-skipped\""));
-    assert!(page.contains("id=\"chart-c2c-skipped\""));
-    assert!(page.contains("id=\"chart-models-skipped\""));
+    assert!(
+        !page.contains("did not run"),
+        "a card for a lab that did not run"
+    );
+    assert!(!page.contains("id=\"chart-gc-headroom-skipped\""));
+    assert!(!page.contains("id=\"chart-echo-p99-skipped\""));
+    assert!(page.contains("id=\"not-run\">Not run: echo, gc.</p>"));
+    // share ran (its scaling rows) without the core-to-core sweep: that card says why.
+    assert!(page.contains("id=\"chart-c2c-skipped\">Not drawn: the share lab ran without"));
+    // no model, no models chart
+    assert!(!page.contains("chart-models"));
     assert!(page.contains("<svg id=\"chart-mem-latency\""));
     // no headline: the sheet says so
     assert!(page.contains("no lab gave a headline figure"));
+}
+
+/// The fixture cut to one lab, as `costlab syscall --quick` leaves a run.
+pub fn one_lab(lab: &str) -> Doc {
+    let mut doc = common::fixture();
+    doc.results.retain(|r| r.lab == lab);
+    doc.models.retain(|m| m.lab == lab);
+    assert!(!doc.results.is_empty(), "the fixture has no {lab} rows");
+    doc
+}
+
+#[test]
+fn a_one_lab_report_shows_only_what_ran() {
+    let doc = one_lab("syscall");
+    let page = html::render(&doc, &[], labs::charts(&doc));
+    assert!(
+        !page.contains("Not drawn"),
+        "cards for labs that did not run"
+    );
+    assert!(!page.contains("did not run"));
+    let line = "id=\"not-run\">Not run: mem, echo, share, gc.</p>";
+    assert_eq!(page.matches("id=\"not-run\"").count(), 1);
+    assert!(page.contains(line), "no one line of labs not run");
+    // At the end: after every chart and table, before the closing note.
+    let at = page.find(line).unwrap();
+    assert!(!page[at..].contains("<figure") && !page[at..].contains("<table"));
+}
+
+#[test]
+fn the_full_report_has_no_not_run_line_and_its_captions_match_the_marks() {
+    let doc = common::fixture();
+    let page = html::render(&doc, &common::fixture_sheet(&doc), labs::charts(&doc));
+    assert!(!page.contains("id=\"not-run\""));
+    // The latency chart draws its cache lines and says so.
+    let lat = &page[page.find("<svg id=\"chart-mem-latency\"").unwrap()..];
+    let (svg, rest) = lat.split_at(lat.find("</svg>").unwrap());
+    assert!(
+        svg.contains("stroke-dasharray=\"4 3\""),
+        "no dashed cache line"
+    );
+    let caption = &rest[..rest.find("</figcaption>").unwrap()];
+    assert!(caption.contains("Dashed lines mark the cache sizes"));
+    // Line charts key their series with lines; no square swatch where no bar is drawn.
+    for id in common::CHART_IDS {
+        let at = page.find(&format!("<svg id=\"{id}\"")).unwrap();
+        let svg = &page[at..at + page[at..].find("</svg>").unwrap()];
+        let bars = svg.contains("<rect class=\"bar\"");
+        assert_eq!(
+            svg.contains("legend-swatch"),
+            bars,
+            "{id}: legend keys do not match the marks"
+        );
+    }
+}
+
+#[test]
+fn a_single_size_latency_chart_is_bars_without_cache_lines_in_its_caption() {
+    let mut doc = one_lab("mem");
+    let keep = doc
+        .results
+        .iter()
+        .find(|r| r.metric == "latency" && r.key("op") == "chase")
+        .map(|r| r.key("block"))
+        .expect("a chase row");
+    doc.results
+        .retain(|r| !(r.metric == "latency" && r.key("op") == "chase") || r.key("block") == keep);
+    let page = html::render(&doc, &[], labs::charts(&doc));
+    let lat = &page[page.find("<svg id=\"chart-mem-latency\"").unwrap()..];
+    let (svg, rest) = lat.split_at(lat.find("</svg>").unwrap());
+    assert!(
+        svg.contains("<rect class=\"bar\""),
+        "one size is drawn as bars"
+    );
+    assert!(!svg.contains("stroke-dasharray=\"4 3\""));
+    let caption = &rest[..rest.find("</figcaption>").unwrap()];
+    assert!(
+        !caption.contains("Dashed"),
+        "the caption names lines not drawn: {caption}"
+    );
+    // The bars' legend has square swatches, not line-and-dot keys.
+    let legend = &svg[svg.find(">legend<").unwrap()..];
+    assert!(legend.contains("legend-swatch"));
+    assert!(!legend.contains("<line") && !legend.contains("<circle"));
 }
 
 #[test]

@@ -49,7 +49,7 @@ pub fn charts(doc: &Doc) -> Vec<Chart> {
 
 fn by_size(doc: &Doc, metric: &str, id: &str, title: &str, what: &str) -> Chart {
     if !lab_ran(doc, "echo") {
-        return Chart::skipped(id, title, "the echo lab did not run");
+        return Chart::not_run(id, title, "echo");
     }
     let rows: Vec<_> = doc
         .results
@@ -107,7 +107,7 @@ fn by_conns(doc: &Doc) -> Vec<Chart> {
 
 fn one(doc: &Doc, metric: &str, id: &str, title: &str, what: &str) -> Chart {
     if !lab_ran(doc, "echo") {
-        return Chart::skipped(id, title, "the echo lab did not run");
+        return Chart::not_run(id, title, "echo");
     }
     // Several sizes: against connections, the smallest size alone (the size charts show the
     // rest), so no line mixes sizes.

@@ -14,7 +14,7 @@ pub const PAPER_POINTS: [(f64, f64); 2] = [(0.5, 34.0), (2.0, 9.0)];
 
 pub fn chart(doc: &Doc) -> Chart {
     if !lab_ran(doc, "gc") {
-        return Chart::skipped(ID, TITLE, "the gc lab did not run");
+        return Chart::not_run(ID, TITLE, "gc");
     }
     let rows: Vec<_> = doc
         .results

@@ -25,6 +25,9 @@ pub struct Chart {
     pub details: String,
     /// The plot the SVG was drawn from, so `report --against` can overlay a second run.
     pub plot: Option<Plot>,
+    /// Set when the chart is left out because its lab did not run: the report names such
+    /// labs once, in one line, instead of a card per chart.
+    pub not_run: Option<String>,
 }
 
 impl Chart {
@@ -36,6 +39,15 @@ impl Chart {
             caption: String::new(),
             details: String::new(),
             plot: None,
+            not_run: None,
+        }
+    }
+
+    /// A chart left out because `lab` did not run in this run (no card: one line names it).
+    pub fn not_run(id: &str, title: &str, lab: &str) -> Chart {
+        Chart {
+            not_run: Some(lab.to_string()),
+            ..Chart::skipped(id, title, format!("the {lab} lab did not run"))
         }
     }
 
@@ -55,6 +67,7 @@ impl Chart {
             caption,
             details: String::new(),
             plot: Some(plot),
+            not_run: None,
         }
     }
 

@@ -573,7 +573,7 @@ impl Plot {
             Plot::mark(&mut o, mx.at(m.x), my.at(m.y), &m.label);
         }
         o.push_str("</g>");
-        self.legend(&mut o);
+        self.legend(&mut o, false);
         o.push_str("</svg>");
         o
     }
@@ -674,13 +674,15 @@ impl Plot {
                 Plot::mark(&mut o, cx, top, &m.label);
             }
         }
-        self.legend(&mut o);
+        self.legend(&mut o, true);
         o.push_str("</svg>");
         o
     }
 
     /// The legend right of the frame; rows shrink to fit every entry rather than cut one.
-    fn legend(&self, o: &mut String) {
+    /// Its keys match the marks: a square swatch for bars, the line and marker otherwise (a
+    /// bar chart draws no lines, so an entry that only explains a line style is left out).
+    fn legend(&self, o: &mut String, bars: bool) {
         let lx = RIGHT + 16.0;
         let _ = write!(
             o,
@@ -689,6 +691,7 @@ impl Plot {
         );
         let entries: Vec<usize> = (0..self.series.len())
             .filter(|i| self.series[*i].in_legend)
+            .filter(|i| !bars || !self.series[*i].points.is_empty())
             .collect();
         // The last line says what the marks mean, when any point carries one.
         let keyed = self.has_verdicts();
@@ -717,7 +720,24 @@ impl Plot {
             }
             let fade = if s.faded { r#" opacity="0.5""# } else { "" };
             let _ = write!(o, "<g{fade}>");
-            if s.line || s.points.is_empty() {
+            if bars {
+                let _ = write!(
+                    o,
+                    r#"<rect class="legend-swatch" x="{:.1}" y="{:.1}" width="12" height="12" fill="{color}"{}{}/>"#,
+                    lx + 5.0,
+                    y - 10.0,
+                    if s.faded {
+                        r#" fill-opacity="0.45""#
+                    } else {
+                        ""
+                    },
+                    if s.dashed {
+                        r##" stroke="#333" stroke-dasharray="4 3""##
+                    } else {
+                        ""
+                    }
+                );
+            } else if s.line || s.points.is_empty() {
                 let _ = write!(
                     o,
                     r#"<line x1="{lx}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{color}" stroke-width="2"{}/>"#,
@@ -731,7 +751,9 @@ impl Plot {
                     }
                 );
             }
-            marker(o, s.marker, lx + 11.0, y - 4.0, &color);
+            if !bars {
+                marker(o, s.marker, lx + 11.0, y - 4.0, &color);
+            }
             o.push_str("</g>");
             let mut name = s.name.clone();
             if name.chars().count() > max_chars {
@@ -795,6 +817,10 @@ mod tests {
         assert_eq!(p.single_x(), Some(256.0 * 1048576.0));
         let s = p.render();
         assert_eq!(s.matches("<rect class=\"bar\"").count(), 2);
+        // The legend keys are square swatches like the bars, not lines with dots.
+        let legend = &s[s.find(">legend<").unwrap()..];
+        assert_eq!(legend.matches("class=\"legend-swatch\"").count(), 2);
+        assert!(!legend.contains("<line") && !legend.contains("<circle"));
         assert!(s.contains("block (bytes): 256M"));
         assert!(!s.contains("hatch") && !s.contains("legend-verdicts"));
     }

@@ -22,7 +22,7 @@ fn one(doc: &Doc, pattern: &str) -> Chart {
     };
     let title = format!("Memory bandwidth vs block size, {word} access");
     if !lab_ran(doc, "mem") {
-        return Chart::skipped(&id, &title, "the mem lab did not run");
+        return Chart::not_run(&id, &title, "mem");
     }
     let rows: Vec<_> = doc
         .results

@@ -66,7 +66,7 @@ fn plateau_guides(doc: &Doc) -> Vec<Guide> {
 
 pub fn chart(doc: &Doc) -> Chart {
     if !lab_ran(doc, "mem") {
-        return Chart::skipped(ID, TITLE, "the mem lab did not run");
+        return Chart::not_run(ID, TITLE, "mem");
     }
     let rows: Vec<_> = doc
         .results
@@ -81,8 +81,10 @@ pub fn chart(doc: &Doc) -> Chart {
     let series = series_along(&rows, "block", &["op"]);
     let (xs, ys) = xs_ys(&series);
     let mut guides = cache_guides(&doc.machine);
+    let mut from = "the kernel reports";
     if guides.is_empty() {
         guides = plateau_guides(doc);
+        from = "the mem lab found";
     }
     let mut x = Axis::auto("working-set size (bytes)", &xs, 4.0, Format::Bytes);
     if guides.is_empty() && matches!(x.scale, Scale::Linear) {
@@ -102,5 +104,15 @@ pub fn chart(doc: &Doc) -> Chart {
         guides,
         marks: vec![],
     };
-    Chart::drawn(plot, "Each access depends on the one before, so this is the full load-to-use latency. Dashed lines mark the cache sizes the kernel reports; latency steps up past each.")
+    // The caption says only what the chart draws: the dashed lines when there are sizes to mark.
+    let mut caption =
+        "Each access depends on the one before, so this is the full load-to-use latency."
+            .to_string();
+    // One size is drawn as bars, which mark no cache sizes.
+    if !plot.guides.is_empty() && plot.single_x().is_none() {
+        caption.push_str(&format!(
+            " Dashed lines mark the cache sizes {from}; latency steps up past each."
+        ));
+    }
+    Chart::drawn(plot, caption)
 }

@@ -10,7 +10,7 @@ const TITLE: &str = "Loaded latency vs bandwidth";
 
 pub fn chart(doc: &Doc) -> Chart {
     if !lab_ran(doc, "mem") {
-        return Chart::skipped(ID, TITLE, "the mem lab did not run");
+        return Chart::not_run(ID, TITLE, "mem");
     }
     let lat: Vec<_> = doc
         .results

@@ -31,12 +31,14 @@ fn color(t: f64) -> String {
 pub fn chart(doc: &Doc) -> Chart {
     let rows: Vec<&ResultRow> = doc.results.iter().filter(|r| is_c2c(r)).collect();
     if rows.is_empty() {
-        let why = if doc.results.iter().any(|r| r.lab.starts_with("share")) {
-            "the share lab ran without its core-to-core sweep"
-        } else {
-            "the share lab (c2c) did not run"
-        };
-        return Chart::skipped(ID, TITLE, why);
+        if !doc.results.iter().any(|r| r.lab.starts_with("share")) {
+            return Chart::not_run(ID, TITLE, "share");
+        }
+        return Chart::skipped(
+            ID,
+            TITLE,
+            "the share lab ran without its core-to-core sweep",
+        );
     }
     // Each cell carries its figure's verdict: a marked cell shows its mark and says why.
     let cell = |r: &ResultRow| -> Option<(i64, i64, f64, Option<Quality>)> {

@@ -40,7 +40,7 @@ fn variant_of(m: &Model) -> Option<String> {
 
 pub fn chart(doc: &Doc) -> Chart {
     if !lab_ran(doc, "share") {
-        return Chart::skipped(ID, TITLE, "the share lab did not run");
+        return Chart::not_run(ID, TITLE, "share");
     }
     let rows: Vec<_> = doc
         .results
