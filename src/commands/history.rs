@@ -305,6 +305,11 @@ fn load_for_report(db: Option<&Path>, name: &str) -> Result<(Doc, Vec<LabSheet>)
         })?;
         let sheet = sheet_of(&doc);
         Ok((doc, sheet))
+    } else if name.contains('/') || name.ends_with(".json") {
+        // A path that is not there: say so, rather than look it up as a run id.
+        Err(usage(format!(
+            "no such file: {name}; give a results.json that exists, or a run id from `costlab history` or last"
+        )))
     } else {
         let store = open_existing(db)?;
         let id = store.resolve(name)?;

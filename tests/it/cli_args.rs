@@ -248,3 +248,103 @@ fn check_strict_exits_3_exactly_when_a_finding_warns() {
     let plain = common::costlab(&["check", "--json", "-"]);
     assert_eq!(plain.status.code(), Some(0));
 }
+
+/// `costlab ARGS` on a throwaway history must refuse with exit 2 and exactly one line on
+/// stderr naming `words`, within a few seconds and with no table on stdout (nothing measured).
+fn refused_before_running(args: &[&str], words: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let t = Instant::now();
+    let out = costlab_db(&dir.path().join("h.db"), args);
+    let took = t.elapsed();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    for w in words {
+        assert!(err.contains(w), "{args:?}: no '{w}' in {err}");
+    }
+    assert!(
+        out.stdout.is_empty(),
+        "{args:?} printed {}",
+        text(&out.stdout)
+    );
+    assert!(
+        took < Duration::from_secs(5),
+        "{args:?} took {took:?}: something ran before the refusal"
+    );
+    err
+}
+
+#[test]
+fn echo_arguments_are_checked_before_anything_runs() {
+    refused_before_running(
+        &["echo", "--depth", "0", "--quick"],
+        &["--depth 0", "use 1 to 4096"],
+    );
+    refused_before_running(&["echo", "--depth", "5000", "--quick"], &["--depth 5000"]);
+    // The flag as typed and its value, not another flag's name.
+    let err = refused_before_running(
+        &["echo", "--sizes", "128M", "--quick"],
+        &["--sizes 128M", "64M"],
+    );
+    assert!(!err.contains("--size "), "{err}");
+    refused_before_running(
+        &["echo", "--sizes", "16,128M", "--quick"],
+        &["--sizes 16,128M", "(128M)"],
+    );
+}
+
+#[test]
+fn a_name_that_does_not_resolve_is_not_a_malformed_address() {
+    // .invalid never resolves (RFC 2606).
+    let err = refused_before_running(
+        &["echo", "load", "--target", "nohost.invalid:80"],
+        &["nohost.invalid", "did not resolve", "DNS"],
+    );
+    assert!(!err.contains("use HOST:PORT"), "{err}");
+    let err = refused_before_running(
+        &["echo", "load", "--target", "nohost"],
+        &["--target 'nohost'", "use HOST:PORT"],
+    );
+    assert!(!err.contains("resolve"), "{err}");
+}
+
+#[test]
+fn report_of_a_missing_file_says_no_such_file() {
+    for path in ["/nonexistent.json", "nothere.json", "no/such/dir"] {
+        let err = refused_before_running(&["report", path], &["no such file", path]);
+        assert!(!err.contains("no history"), "{err}");
+    }
+    // A name that is not a path is still looked up in the history.
+    refused_before_running(&["report", "nosuchrun"], &["no history at"]);
+}
+
+#[test]
+fn numa_maps_names_the_real_cause() {
+    // A process that is gone.
+    let err = refused_before_running(&["numa-maps", "2000000000"], &["no process 2000000000"]);
+    assert!(!err.contains("permission"), "{err}");
+    // PID 1: readable (a table), or refused with the path and the kernel's reason; never
+    // advice to run as root to a process that is root already.
+    let root = unsafe { libc::geteuid() } == 0;
+    match std::fs::read("/proc/1/numa_maps") {
+        Ok(_) => {}
+        Err(e) => {
+            let path = "/proc/1/numa_maps";
+            let err = match e.kind() {
+                std::io::ErrorKind::PermissionDenied if root => {
+                    refused_before_running(&["numa-maps", "1"], &[path, "EACCES", "even to root"])
+                }
+                std::io::ErrorKind::PermissionDenied => {
+                    refused_before_running(&["numa-maps", "1"], &[path, "EACCES"])
+                }
+                std::io::ErrorKind::NotFound => {
+                    refused_before_running(&["numa-maps", "1"], &[path, "CONFIG_NUMA"])
+                }
+                _ => refused_before_running(&["numa-maps", "1"], &[path]),
+            };
+            if root {
+                assert!(!err.contains("or as root"), "{err}");
+            }
+        }
+    }
+}

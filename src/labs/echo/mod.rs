@@ -69,21 +69,46 @@ pub fn parse_duration(text: &str, what: &str) -> Result<Duration> {
 /// The longest run a `--duration` may ask for.
 const MAX_RUN: Duration = Duration::from_secs(3600);
 
+/// `--size B`: one message size, 1 byte to 64M.
 pub(super) fn parse_msg_size(text: &str) -> Result<usize> {
-    let b = sizes::parse_size(text)?;
+    msg_size("--size", text, text)
+}
+
+/// One message size of the flag `flag` whose whole value was `whole`; the message names both.
+fn msg_size(flag: &str, whole: &str, text: &str) -> Result<usize> {
+    let b = sizes::parse_size(text).map_err(|_| bad_msg_size(flag, whole, text))?;
     if b == 0 || b > 64 << 20 {
-        return Err(usage(format!(
-            "--size {text}: use a message size from 1 byte up to 64M"
-        )));
+        return Err(bad_msg_size(flag, whole, text));
     }
     Ok(b as usize)
 }
 
+fn bad_msg_size(flag: &str, whole: &str, text: &str) -> anyhow::Error {
+    let item = if whole.trim() == text.trim() {
+        String::new()
+    } else {
+        format!(" ({text})")
+    };
+    usage(format!(
+        "{flag} {whole}{item}: use message sizes from 1 byte up to 64M, like 16,4K,64K"
+    ))
+}
+
 /// `--sizes 16,512,4K,16K,64K`: message sizes, each 1 B to 64M, in the order given.
 pub(super) fn parse_msg_sizes(text: &str) -> Result<Vec<usize>> {
-    let mut v = sizes::parse_list(text, parse_msg_size)?;
+    let mut v = sizes::parse_list(text, |item| msg_size("--sizes", text, item))?;
     v.dedup();
     Ok(v)
+}
+
+/// `--depth D`: requests in flight per connection, 1 to 4096 (checked before anything runs).
+pub(super) fn check_depth(depth: usize) -> Result<()> {
+    if depth == 0 || depth > 4096 {
+        return Err(usage(format!(
+            "--depth {depth}: use 1 to 4096 requests in flight per connection"
+        )));
+    }
+    Ok(())
 }
 
 /// `costlab echo`: the sweep, its figures and (at merge) the cost model.

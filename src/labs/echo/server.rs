@@ -91,21 +91,36 @@ pub fn serve(opts: &ServeOpts, on_bound: impl FnOnce(SocketAddr)) -> Result<Serv
     Ok(stats)
 }
 
-/// Parse "127.0.0.1:7000", "[::1]:0"; a bad address is a usage error.
+/// Parse "127.0.0.1:7000", "[::1]:0" or "host:7000"; a bad address is a usage error, and a
+/// host name that does not resolve is told apart from a malformed HOST:PORT.
 pub fn parse_addr(text: &str, what: &str) -> Result<SocketAddr> {
     use std::net::ToSocketAddrs;
-    if let Ok(a) = text.trim().parse::<SocketAddr>() {
+    let t = text.trim();
+    if let Ok(a) = t.parse::<SocketAddr>() {
         return Ok(a);
     }
-    text.trim()
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut it| it.next())
-        .ok_or_else(|| {
+    let malformed = || {
+        usage(format!(
+            "bad {what} '{text}': use HOST:PORT, like 127.0.0.1:7000"
+        ))
+    };
+    let Some((host, port)) = t.rsplit_once(':') else {
+        return Err(malformed());
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() || port.parse::<u16>().is_err() {
+        return Err(malformed());
+    }
+    match t.to_socket_addrs() {
+        Ok(mut it) => it.next().ok_or_else(|| {
             usage(format!(
-                "bad {what} '{text}': use HOST:PORT, like 127.0.0.1:7000"
+                "{what} {text}: the name {host} resolved to no address; check the host name or use an IP address"
             ))
-        })
+        }),
+        Err(e) => Err(usage(format!(
+            "{what} {text}: the name {host} did not resolve (DNS: {e}); check the host name or use an IP address"
+        ))),
+    }
 }
 
 #[cfg(test)]

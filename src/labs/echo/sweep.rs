@@ -64,6 +64,7 @@ impl Plan {
             (clients, note) = default_clients();
         }
         let engines = Engine::parse_list(&args.engine)?;
+        super::check_depth(args.depth)?;
         if args.threads == Some(0) {
             return Err(usage("--threads 0: the loader needs at least one thread"));
         }

@@ -212,6 +212,34 @@ impl ProcessMemory {
     }
 }
 
+/// Why /proc/PID/numa_maps could not be read, from the error the kernel gave: the process
+/// is gone, the kernel has no NUMA support (no numa_maps file), or it refused the read (with
+/// the path, and, for root, the rule that refused it rather than advice to become root).
+fn read_error(
+    e: &std::io::Error,
+    path: &Path,
+    pid: u32,
+    still_there: bool,
+    root: bool,
+) -> anyhow::Error {
+    let path = path.display();
+    match e.kind() {
+        _ if !still_there || e.raw_os_error() == Some(libc::ESRCH) => usage(format!(
+            "no process {pid}: it exited; check the PID (ps -e lists running processes)"
+        )),
+        std::io::ErrorKind::NotFound => usage(format!(
+            "cannot read {path}: the kernel has no numa_maps (built without NUMA support, CONFIG_NUMA)"
+        )),
+        std::io::ErrorKind::PermissionDenied if root => usage(format!(
+            "cannot read {path}: the kernel refused it even to root (EACCES: the ptrace access check; a container or sandbox that hides this process, or Yama/LSM policy); run costlab where process {pid} lives"
+        )),
+        std::io::ErrorKind::PermissionDenied => usage(format!(
+            "cannot read {path}: permission denied (EACCES); run as the process's owner or as root"
+        )),
+        _ => usage(format!("cannot read {path}: {e}")),
+    }
+}
+
 /// Read /proc/PID/numa_maps and status under `root`. A PID that does not exist or cannot be
 /// read is bad input (exit 2).
 pub fn read_process(root: &Path, pid: u32) -> anyhow::Result<ProcessMemory> {
@@ -224,22 +252,13 @@ pub fn read_process(root: &Path, pid: u32) -> anyhow::Result<ProcessMemory> {
     }
     let maps_path = dir.join("numa_maps");
     let bytes = std::fs::read(&maps_path).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::PermissionDenied {
-            usage(format!(
-                "cannot read {}: permission denied; run as the process's owner or as root",
-                maps_path.display()
-            ))
-        } else if e.kind() == std::io::ErrorKind::NotFound {
-            usage(format!(
-                "cannot read {}: no such file (process {pid} exited, or the kernel was built without NUMA)",
-                maps_path.display()
-            ))
-        } else {
-            usage(format!(
-                "cannot read {}: {e}; check the PID",
-                maps_path.display()
-            ))
-        }
+        read_error(
+            &e,
+            &maps_path,
+            pid,
+            dir.exists(),
+            rustix::process::geteuid().is_root(),
+        )
     })?;
     let maps = parse_numa_maps(&String::from_utf8_lossy(&bytes));
     // Read status right after numa_maps so RSS is taken at (nearly) the same moment.
@@ -374,6 +393,36 @@ pub fn render(procs: &[ProcessMemory]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_read_error_names_the_real_cause() {
+        use crate::error::{exit_code, one_line};
+        use std::io::{Error, ErrorKind};
+        let path = Path::new("/proc/7/numa_maps");
+        let said = |e: Error, there: bool, root: bool| {
+            let err = read_error(&e, path, 7, there, root);
+            assert_eq!(exit_code(&err), 2);
+            one_line(&err)
+        };
+        assert!(said(Error::from(ErrorKind::NotFound), false, true).contains("no process 7"));
+        assert!(said(Error::from_raw_os_error(libc::ESRCH), true, false).contains("no process 7"));
+        let no_numa = said(Error::from(ErrorKind::NotFound), true, false);
+        assert!(no_numa.contains("CONFIG_NUMA") && no_numa.contains("/proc/7/numa_maps"));
+        let as_root = said(Error::from_raw_os_error(libc::EACCES), true, true);
+        assert!(as_root.contains("EACCES") && !as_root.contains("or as root"));
+        let as_user = said(Error::from_raw_os_error(libc::EACCES), true, false);
+        assert!(as_user.contains("run as the process's owner or as root"));
+    }
+
+    #[test]
+    fn a_process_without_numa_maps_means_a_kernel_without_numa() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("proc/42")).unwrap();
+        let err = read_process(dir.path(), 42).unwrap_err();
+        assert!(crate::error::one_line(&err).contains("CONFIG_NUMA"));
+        let err = read_process(dir.path(), 43).unwrap_err();
+        assert!(crate::error::one_line(&err).contains("no process 43"));
+    }
     use proptest::prelude::*;
 
     #[test]

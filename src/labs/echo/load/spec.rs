@@ -78,11 +78,7 @@ impl LoadSpec {
                 self.size
             )));
         }
-        if self.depth == 0 || self.depth > 4096 {
-            return Err(usage(
-                "--depth: use 1 to 4096 requests in flight per connection",
-            ));
-        }
+        crate::labs::echo::check_depth(self.depth)?;
         if self.threads == 0 {
             return Err(usage("--threads 0: the loader needs at least one thread"));
         }
