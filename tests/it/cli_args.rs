@@ -281,6 +281,10 @@ fn echo_arguments_are_checked_before_anything_runs() {
         &["--depth 0", "use 1 to 4096"],
     );
     refused_before_running(&["echo", "--depth", "5000", "--quick"], &["--depth 5000"]);
+    refused_before_running(
+        &["echo", "--client", "blocking", "--depth", "4", "--quick"],
+        &["--depth 4", "blocking"],
+    );
     // The flag as typed and its value, not another flag's name.
     let err = refused_before_running(
         &["echo", "--sizes", "128M", "--quick"],

@@ -65,6 +65,12 @@ impl Plan {
         }
         let engines = Engine::parse_list(&args.engine)?;
         super::check_depth(args.depth)?;
+        if args.depth > 1 && clients.contains(&ClientKind::Blocking) {
+            return Err(usage(format!(
+                "--depth {}: --client blocking sends one request at a time per connection; drop --depth or blocking from --client",
+                args.depth
+            )));
+        }
         if args.threads == Some(0) {
             return Err(usage("--threads 0: the loader needs at least one thread"));
         }
