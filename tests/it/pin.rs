@@ -1,21 +1,7 @@
 //! `costlab pin` from the command line: bad input exits 2 with one line, and a short run's
 //! JSON rows carry the documented case keys (workload, placement) and metrics.
 
-use crate::common::{command_db, Ran};
-
-/// `costlab --db DB ARGS` to its end, re-measuring nothing (the figures are not judged here).
-fn costlab(db: &std::path::Path, args: &[&str]) -> Ran {
-    let out = command_db(db)
-        .env("COSTLAB_RETRY_BUDGET", "0")
-        .args(args)
-        .output()
-        .expect("costlab runs");
-    Ran {
-        status: out.status,
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
+use crate::common::ran_db as costlab;
 
 /// The one line of a bad input's stderr, after checking the exit status is 2.
 fn refused(args: &[&str]) -> String {

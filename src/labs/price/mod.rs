@@ -38,26 +38,6 @@ pub fn program_exit() -> i32 {
 /// How many of the newest runs the unit costs are looked for in.
 const HISTORY_DEPTH: usize = 200;
 
-fn parse_duration(text: &str) -> Result<Duration> {
-    let t = text.trim();
-    let (num, scale) = match (t.strip_suffix("ms"), t.strip_suffix('s')) {
-        (Some(n), _) => (n, 1e-3),
-        (None, Some(n)) => (n, 1.0),
-        _ => (t, 1.0),
-    };
-    num.trim()
-        .parse::<f64>()
-        .ok()
-        .map(|x| x * scale)
-        .filter(|x| x.is_finite() && *x > 0.0 && *x <= 3600.0)
-        .map(Duration::from_secs_f64)
-        .ok_or_else(|| {
-            usage(format!(
-                "bad --duration '{text}': use a time above zero and at most 1h, like 5s or 500ms"
-            ))
-        })
-}
-
 /// `costlab price`: count, look up or measure the unit costs, price, check.
 pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
     if args.runs == 0 && !args.once {
@@ -68,7 +48,12 @@ pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
     let mut o = Outcome::default();
     let (counts, cmdline, untraced) = match (args.pid, args.command.is_empty()) {
         (Some(pid), _) => {
-            let d = parse_duration(&args.duration)?;
+            let d = crate::measure::units::parse_duration(
+                &args.duration,
+                "--duration",
+                Duration::ZERO,
+                Duration::from_secs(3600),
+            )?;
             let c = count::count_pid(pid, d)?;
             (c, format!("--pid {pid}"), Vec::new())
         }

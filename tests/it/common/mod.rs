@@ -122,6 +122,21 @@ pub struct Ran {
     pub stderr: String,
 }
 
+/// `costlab --db DB ARGS` to its end, its output as text, re-measuring nothing (the figures
+/// are not judged by the tests that use it).
+pub fn ran_db(db: &std::path::Path, args: &[&str]) -> Ran {
+    let out = command_db(db)
+        .env("COSTLAB_RETRY_BUDGET", "0")
+        .args(args)
+        .output()
+        .expect("costlab runs");
+    Ran {
+        status: out.status,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
 /// Run `cmd`, and once a line of its stderr contains `marker`, do `act` (stop a server, fill a
 /// disk, send SIGINT) while it goes on; then wait for it to end. Waiting on a line the program
 /// prints, not on a fixed sleep, keeps the test independent of how fast this machine is.
