@@ -4,6 +4,7 @@
 //! first), and sets the priced kernel time against the system time of an untraced run.
 
 pub mod args;
+pub mod bpf;
 pub mod count;
 pub mod pricing;
 
