@@ -304,16 +304,17 @@ fn counted(db: &Path, exe: &Path, mode: &str, n: u64) -> BTreeMap<(String, Strin
         .unwrap()
         .iter()
         .filter(|r| r["lab"] == "price" && r["metric"] == "count")
-        .map(|r| {
-            (
-                (
-                    r["case"]["class"].as_str().unwrap().to_string(),
-                    r["case"]["event"].as_str().unwrap().to_string(),
-                ),
-                r["summary"]["median"].as_f64().unwrap(),
-            )
+        .fold(BTreeMap::new(), |mut m, r| {
+            // `read:dev` and `read:file` are reads: the kinds of fd share out one count.
+            let event = r["case"]["event"].as_str().unwrap();
+            let event = event.split_once(':').map_or(event, |(b, _)| b);
+            *m.entry((
+                r["case"]["class"].as_str().unwrap().to_string(),
+                event.to_string(),
+            ))
+            .or_insert(0.0) += r["summary"]["median"].as_f64().unwrap();
+            m
         })
-        .collect()
 }
 
 /// The count of `mode N` beyond the baseline `mode 0`.
@@ -565,4 +566,38 @@ fn a_costlab_killed_while_counting_leaves_tracefs_for_the_next_command_to_unmoun
         std::thread::sleep(std::time::Duration::from_millis(200));
         let _ = std::fs::remove_dir(&cg);
     }
+}
+
+#[test]
+fn reads_and_writes_are_priced_by_the_kind_of_fd_they_went_to() {
+    let units = fixture_units();
+    let mut counts = fixture_counts();
+    counts.syscalls.remove("read");
+    counts.syscalls.insert("read:dev".into(), 30);
+    counts.syscalls.insert("read:file".into(), 10);
+    counts.rchar = 400;
+    let rows = pricing::price(&counts, &units);
+    let find = |c: &str, e: &str| rows.iter().find(|r| r.class == c && r.event == e).unwrap();
+    // A character device's read is priced at s (100 ns), said so; a cached file's at its term.
+    let dev = find("syscall", "read:dev");
+    assert!(dev.how.contains("character device"), "{}", dev.how);
+    assert_eq!(dev.priced().unwrap().median, 3_000.0);
+    assert_eq!(
+        find("syscall", "read:file").priced().unwrap().median,
+        2_000.0
+    );
+    // Bytes read through the device are its own work: only the file's quarter is priced.
+    let bytes = find("bytes", "read");
+    assert_eq!(bytes.count, 100);
+    assert!(bytes.how.contains("30 of 40 calls"), "{}", bytes.how);
+    assert_eq!(
+        pricing::syscall_pricing("write:pipe").unwrap().unit,
+        "pipe-rw"
+    );
+    assert_eq!(pricing::syscall_pricing("write:pipe").unwrap().factor, 0.5);
+    assert_eq!(
+        pricing::syscall_pricing("openat:other").unwrap().unit,
+        "openat-close"
+    );
+    assert_eq!(pricing::base_name("pread64:file"), "pread64");
 }

@@ -39,6 +39,9 @@ const PROG_RAW_TRACEPOINT: u32 = 17;
 const HELPER_MAP_LOOKUP: i32 = 1;
 const HELPER_PID_TGID: i32 = 14;
 const HELPER_CGROUP_ID: i32 = 80;
+const HELPER_PROBE_READ_KERNEL: i32 = 113;
+/// Where `di` (a syscall's first argument) sits in x86-64's struct pt_regs.
+const PT_REGS_DI: i32 = 112;
 
 /// One BPF instruction: opcode, dst and src registers, offset, immediate.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -72,8 +75,21 @@ impl Insn {
     }
 }
 
-/// The counting program for `whose`, with the array map's fd in its lookup.
-pub fn program(whose: Whose, map_fd: i32) -> Vec<Insn> {
+/// The read/write family whose calls are also counted by fd (x86-64 numbers): read, write,
+/// pread64, pwrite64, readv, writev. What an fd points at decides what its calls cost.
+pub const FD_CALLS: [u32; 6] = [0, 1, 17, 18, 19, 20];
+/// Fds counted one by one; a call on a higher fd is counted in the last slot.
+pub const FDS: u32 = 64;
+/// Slots of the by-fd array: (syscall number 0..=20) x fd.
+pub const FD_SLOTS: u32 = 21 * FDS;
+/// One call in this many (of each syscall number, on each CPU, the first included) is
+/// counted by fd: the by-fd counts are a sample that shares out the exact totals.
+pub const SAMPLE: u32 = 16;
+
+/// The counting program for `whose`, with the arrays' fds in its lookups: `map_fd` counts by
+/// syscall number; `fd_map_fd`, where given (x86-64: its pt_regs layout is known here), also
+/// counts the read/write family by (number, fd).
+pub fn program(whose: Whose, map_fd: i32, fd_map_fd: Option<i32>) -> Vec<Insn> {
     let mut p = vec![Insn::new(0xbf, 6, 1, 0, 0)]; // r6 = r1 (the tracepoint's arguments)
                                                    // `exit` is patched below into a jump to the last two instructions.
     let mut exits = Vec::new();
@@ -95,6 +111,50 @@ pub fn program(whose: Whose, map_fd: i32) -> Vec<Insn> {
     p.push(Insn::new(0x79, 1, 6, 8, 0)); // r1 = args[1], the syscall number
     exits.push(p.len());
     p.push(Insn::new(0x35, 1, 0, 0, SLOTS as i32)); // if r1 >= SLOTS goto exit (-1 too)
+    p.push(Insn::new(0xbf, 7, 1, 0, 0)); // r7 = the number, kept across calls
+    add_one(&mut p, &mut exits, map_fd);
+    if let Some(fd_map) = fd_map_fd {
+        // One call in SAMPLE of each number on each CPU goes on (r1 holds the count before
+        // this call): reading the fd costs a helper call, which every call would pay.
+        p.push(Insn::new(0x57, 1, 0, 0, (SAMPLE - 1) as i32)); // r1 &= SAMPLE - 1
+        exits.push(p.len());
+        p.push(Insn::new(0x55, 1, 0, 0, 0)); // if r1 != 0 goto exit
+                                             // Only read, write (0, 1) and pread64..writev (17..=20) go on.
+        exits.push(p.len());
+        p.push(Insn::new(0x25, 7, 0, 0, 20)); // if r7 > 20 goto exit
+        let to_fd = p.len();
+        p.push(Insn::new(0x35, 7, 0, 0, 17)); // if r7 >= 17 goto by_fd
+        exits.push(p.len());
+        p.push(Insn::new(0x25, 7, 0, 0, 1)); // if r7 > 1 goto exit
+        let by_fd = p.len();
+        p[to_fd].off = (by_fd - to_fd - 1) as i16;
+        p.push(Insn::new(0xbf, 1, 10, 0, 0)); // r1 = fp
+        p.push(Insn::new(0x07, 1, 0, 0, -16)); // r1 -= 16: where the fd goes
+        p.push(Insn::new(0xb7, 2, 0, 0, 8)); // r2 = 8 bytes
+        p.push(Insn::new(0x79, 3, 6, 0, 0)); // r3 = args[0], the task's pt_regs
+        p.push(Insn::new(0x07, 3, 0, 0, PT_REGS_DI)); // r3 = &regs->di, the first argument
+        p.push(Insn::new(0x85, 0, 0, 0, HELPER_PROBE_READ_KERNEL));
+        exits.push(p.len());
+        p.push(Insn::new(0x55, 0, 0, 0, 0)); // if r0 != 0 goto exit
+        p.push(Insn::new(0x79, 1, 10, -16, 0)); // r1 = the fd
+        p.push(Insn::new(0xb5, 1, 0, 1, (FDS - 2) as i32)); // if r1 <= FDS - 2 skip one
+        p.push(Insn::new(0xb7, 1, 0, 0, (FDS - 1) as i32)); // r1 = the last slot
+        p.push(Insn::new(0xbf, 2, 7, 0, 0)); // r2 = the number
+        p.push(Insn::new(0x67, 2, 0, 0, FDS.trailing_zeros() as i32)); // r2 *= FDS
+        p.push(Insn::new(0x0f, 1, 2, 0, 0)); // r1 += r2
+        add_one(&mut p, &mut exits, fd_map);
+    }
+    let exit = p.len();
+    p.push(Insn::new(0xb7, 0, 0, 0, 0)); // exit: r0 = 0
+    p.push(Insn::new(0x95, 0, 0, 0, 0)); // return
+    for at in exits {
+        p[at].off = (exit - at - 1) as i16;
+    }
+    p
+}
+
+/// Add one to slot r1 of the array `map_fd` (this CPU's copy); r1 is then the count before.
+fn add_one(p: &mut Vec<Insn>, exits: &mut Vec<usize>, map_fd: i32) {
     p.push(Insn::new(0x63, 10, 1, -4, 0)); // *(u32 *)(fp - 4) = r1
     p.push(Insn::new(0xbf, 2, 10, 0, 0)); // r2 = fp
     p.push(Insn::new(0x07, 2, 0, 0, -4)); // r2 -= 4: the key's address
@@ -104,15 +164,9 @@ pub fn program(whose: Whose, map_fd: i32) -> Vec<Insn> {
     exits.push(p.len());
     p.push(Insn::new(0x15, 0, 0, 0, 0)); // if r0 == NULL goto exit
     p.push(Insn::new(0xb7, 1, 0, 0, 1)); // r1 = 1
-                                         // lock *(u64 *)(r0 + 0) += r1: atomic, as a syscall tracepoint may be preempted.
-    p.push(Insn::new(0xdb, 0, 1, 0, 0));
-    let exit = p.len();
-    p.push(Insn::new(0xb7, 0, 0, 0, 0)); // exit: r0 = 0
-    p.push(Insn::new(0x95, 0, 0, 0, 0)); // return
-    for at in exits {
-        p[at].off = (exit - at - 1) as i16;
-    }
-    p
+                                         // r1 = atomic_fetch_add((u64 *)(r0 + 0), r1): atomic, as a syscall tracepoint may be
+                                         // preempted (BPF_ADD | BPF_FETCH, kernel 5.12 and later).
+    p.push(Insn::new(0xdb, 0, 1, 0, 0x01));
 }
 
 /// The bpf(2) attribute block: 128 zeroed bytes with fields written at their offsets.
@@ -175,6 +229,7 @@ pub fn possible_cpus(list: &str) -> usize {
 /// The syscall counter while attached; detached when dropped.
 pub struct SyscallCounter {
     map: OwnedFd,
+    by_fd: Option<OwnedFd>,
     _prog: OwnedFd,
     _link: OwnedFd,
     cpus: usize,
@@ -191,18 +246,31 @@ impl SyscallCounter {
                 "cannot count syscalls in the kernel: {what} failed ({e}); costlab price needs root and a kernel with BPF raw tracepoints (4.17 or later, CONFIG_BPF_SYSCALL)"
             ))
         };
-        let map = Attr::new()
-            .u32(0, MAP_PERCPU_ARRAY)
-            .u32(4, 4)
-            .u32(8, 8)
-            .u32(12, SLOTS)
-            .call(BPF_MAP_CREATE)
-            .map_err(|e| fail("creating the BPF array", e))?;
-        let map = owned(map);
-        let insns: Vec<u8> = program(whose, map.as_raw_fd())
-            .iter()
-            .flat_map(|i| i.bytes())
-            .collect();
+        let array = |slots: u32| {
+            Attr::new()
+                .u32(0, MAP_PERCPU_ARRAY)
+                .u32(4, 4)
+                .u32(8, 8)
+                .u32(12, slots)
+                .call(BPF_MAP_CREATE)
+                .map(owned)
+                .map_err(|e| fail("creating a BPF array", e))
+        };
+        let map = array(SLOTS)?;
+        // The by-fd counts read the first argument from pt_regs, whose layout is x86-64's.
+        let by_fd = if cfg!(target_arch = "x86_64") {
+            Some(array(FD_SLOTS)?)
+        } else {
+            None
+        };
+        let insns: Vec<u8> = program(
+            whose,
+            map.as_raw_fd(),
+            by_fd.as_ref().map(|m| m.as_raw_fd()),
+        )
+        .iter()
+        .flat_map(|i| i.bytes())
+        .collect();
         let license = b"GPL\0";
         let mut log = vec![0u8; 64 * 1024];
         let prog = Attr::new()
@@ -237,6 +305,7 @@ impl SyscallCounter {
             .map_err(|e| fail("attaching to the sys_enter raw tracepoint", e))?;
         Ok(SyscallCounter {
             map,
+            by_fd,
             _prog: prog,
             _link: owned(link),
             cpus,
@@ -246,21 +315,44 @@ impl SyscallCounter {
     /// Counts so far by syscall number (the slots summed over CPUs), zeros left out.
     pub fn read(&self) -> Result<BTreeMap<u32, u64>> {
         let mut out = BTreeMap::new();
-        let mut values = vec![0u64; self.cpus];
         for id in 0..SLOTS {
-            let key = id;
-            Attr::new()
-                .u32(0, self.map.as_raw_fd() as u32)
-                .u64(8, &key as *const u32 as u64)
-                .u64(16, values.as_mut_ptr() as u64)
-                .call(BPF_MAP_LOOKUP_ELEM)
-                .map_err(|e| anyhow::anyhow!("reading the syscall counts: {e}"))?;
-            let n: u64 = values.iter().sum();
+            let n = self.slot(&self.map, id)?;
             if n > 0 {
                 out.insert(id, n);
             }
         }
         Ok(out)
+    }
+
+    /// The read/write family's sampled counts (one call in `SAMPLE`) by (syscall number, fd),
+    /// zeros left out; fd `FDS - 1` holds every fd from there up. Empty where the by-fd
+    /// counts are not kept.
+    pub fn read_by_fd(&self) -> Result<BTreeMap<(u32, u32), u64>> {
+        let mut out = BTreeMap::new();
+        let Some(map) = &self.by_fd else {
+            return Ok(out);
+        };
+        for id in FD_CALLS {
+            for fd in 0..FDS {
+                let n = self.slot(map, id * FDS + fd)?;
+                if n > 0 {
+                    out.insert((id, fd), n);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// One slot of a per-CPU array, summed over CPUs.
+    fn slot(&self, map: &OwnedFd, key: u32) -> Result<u64> {
+        let mut values = vec![0u64; self.cpus];
+        Attr::new()
+            .u32(0, map.as_raw_fd() as u32)
+            .u64(8, &key as *const u32 as u64)
+            .u64(16, values.as_mut_ptr() as u64)
+            .call(BPF_MAP_LOOKUP_ELEM)
+            .map_err(|e| anyhow::anyhow!("reading the syscall counts: {e}"))?;
+        Ok(values.iter().sum())
     }
 }
 
@@ -280,23 +372,57 @@ mod tests {
     #[test]
     fn every_exit_jump_lands_on_the_return() {
         for whose in [Whose::Cgroup(0x1_0000_002a), Whose::Process(4242)] {
-            let p = program(whose, 7);
-            let exit = p.len() - 2;
-            assert_eq!(p[exit], Insn::new(0xb7, 0, 0, 0, 0));
-            assert_eq!(p[exit + 1].code, 0x95);
-            let jumps: Vec<usize> = (0..p.len())
-                .filter(|&i| matches!(p[i].code, 0x5d | 0x55 | 0x35 | 0x15))
-                .collect();
-            assert_eq!(jumps.len(), 3);
-            for j in jumps {
-                assert_eq!(j + 1 + p[j].off as usize, exit, "jump at {j}");
+            for by_fd in [None, Some(8)] {
+                let p = program(whose, 7, by_fd);
+                let exit = p.len() - 2;
+                assert_eq!(p[exit], Insn::new(0xb7, 0, 0, 0, 0));
+                assert_eq!(p[exit + 1].code, 0x95);
+                // Conditional jumps (class JMP, not a call or an exit) all land inside.
+                let jumps: Vec<usize> = (0..p.len())
+                    .filter(|&i| p[i].code & 0x07 == 0x05 && !matches!(p[i].code, 0x85 | 0x95))
+                    .collect();
+                assert!(jumps.len() >= 3);
+                for j in &jumps {
+                    let to = j + 1 + p[*j].off as usize;
+                    assert!(
+                        to <= exit,
+                        "jump at {j} lands at {to}, past the exit {exit}"
+                    );
+                }
+                // To the exit: the cgroup/process test, the number's bound, each lookup's
+                // NULL test and, by fd, the sample test, the two range tests and the failed read.
+                let to_exit = jumps
+                    .iter()
+                    .filter(|&&j| j + 1 + p[j].off as usize == exit)
+                    .count();
+                assert_eq!(to_exit, if by_fd.is_some() { 8 } else { 3 });
             }
         }
     }
 
     #[test]
+    fn the_by_fd_part_reads_the_first_argument_and_indexes_by_number_and_fd() {
+        let p = program(Whose::Process(1), 7, Some(8));
+        let read = p
+            .iter()
+            .position(|i| i.code == 0x85 && i.imm == HELPER_PROBE_READ_KERNEL)
+            .unwrap();
+        assert_eq!(p[read - 1], Insn::new(0x07, 3, 0, 0, PT_REGS_DI));
+        assert!(
+            p.iter().any(|i| *i == Insn::new(0x67, 2, 0, 0, 6)),
+            "x64 by shift"
+        );
+        let maps: Vec<i32> = p
+            .iter()
+            .filter(|i| i.code == 0x18 && i.src == 1)
+            .map(|i| i.imm)
+            .collect();
+        assert_eq!(maps, vec![7, 8]);
+    }
+
+    #[test]
     fn wide_immediates_are_split_in_two_halves() {
-        let p = program(Whose::Cgroup(0x1234_5678_9abc_def0), 9);
+        let p = program(Whose::Cgroup(0x1234_5678_9abc_def0), 9, None);
         assert_eq!(p[2].code, 0x18);
         assert_eq!(p[2].imm as u32, 0x9abc_def0);
         assert_eq!(p[3].imm as u32, 0x1234_5678);

@@ -86,8 +86,41 @@ fn by(unit: &'static str, factor: f64, how: &'static str) -> Option<Pricing> {
     Some(Pricing { unit, factor, how })
 }
 
-/// The term a syscall is priced at. A syscall with no term of its own is priced at s.
+/// The read/write family's names.
+const READS: [&str; 5] = ["read", "pread64", "readv", "preadv", "preadv2"];
+const WRITES: [&str; 5] = ["write", "pwrite64", "writev", "pwritev", "pwritev2"];
+
+/// A syscall's name without the kind of fd its calls went to (`read:dev` is a `read`).
+pub fn base_name(name: &str) -> &str {
+    name.split_once(':').map_or(name, |(b, _)| b)
+}
+
+/// The term a syscall is priced at. A syscall with no term of its own is priced at s. The
+/// read/write family's calls counted by the kind of fd they went to (`read:dev`, `write:pipe`)
+/// are priced at that kind's term.
 pub fn syscall_pricing(name: &str) -> Option<Pricing> {
+    if let Some((base, kind)) = name.split_once(':') {
+        let read = READS.contains(&base);
+        return match kind {
+            "file" if read => by(
+                "file-read",
+                1.0,
+                "a cached file's read: its fixed part (a pread); its bytes are priced apart",
+            ),
+            "pipe" => by(
+                "pipe-rw",
+                0.5,
+                "on a pipe: half a pipe write+read pair's fixed part; its bytes are priced apart",
+            ),
+            "dev" => by(
+                "s",
+                1.0,
+                "on a character device (/dev/null, /dev/zero, a tty): priced at s only; what the device does is not measured here",
+            ),
+            "socket" => by("s", 1.0, "on a socket: priced at s only"),
+            _ => syscall_pricing(base),
+        };
+    }
     match name {
         "futex" => by(
             "futex-wake",
@@ -253,10 +286,11 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
             how: p.map_or("no term prices it", |p| p.how).into(),
         });
     }
-    for (event, bytes, unit, factor, how) in [
+    for (event, bytes, family, unit, factor, how) in [
         (
             "read",
             counts.rchar,
+            &READS,
             "file-read/byte",
             1.0,
             "bytes read (rchar) at a cached file read's per-byte cost",
@@ -264,11 +298,25 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
         (
             "written",
             counts.wchar,
+            &WRITES,
             "pipe-rw/byte",
             0.5,
             "bytes written (wchar) at half a pipe write+read's per-byte cost",
         ),
     ] {
+        // Bytes through character devices are the device's own work, not priced: the bytes
+        // are shared out by the calls' count, as rchar and wchar are not kept per fd.
+        let (dev, all) = family_calls(counts, family);
+        let bytes = if dev > 0 && all > 0 {
+            (bytes as f64 * (all - dev) as f64 / all as f64).round() as u64
+        } else {
+            bytes
+        };
+        let how = if dev > 0 {
+            format!("{how}; the share of the {dev} of {all} calls on character devices left out")
+        } else {
+            how.to_string()
+        };
         if bytes == 0 {
             continue;
         }
@@ -277,10 +325,21 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
             event: event.into(),
             count: bytes,
             unit: units.get(unit).map(|u| u.scaled(factor)),
-            how: how.into(),
+            how,
         });
     }
     rows
+}
+
+/// (calls on character devices, all calls) of a read or write family.
+fn family_calls(counts: &Counts, family: &[&str]) -> (u64, u64) {
+    counts
+        .syscalls
+        .iter()
+        .filter(|(n, _)| family.contains(&base_name(n)))
+        .fold((0, 0), |(d, a), (n, &c)| {
+            (d + if n.ends_with(":dev") { c } else { 0 }, a + c)
+        })
 }
 
 /// The priced total: (min, median, max) ns, the sums of every row's bounds.
@@ -359,7 +418,13 @@ pub const BATCHABLE: [&str; 14] = [
 pub fn uring_what_if(counts: &Counts, units: &Units) -> Option<WhatIf> {
     let c: u64 = BATCHABLE
         .iter()
-        .filter_map(|n| counts.syscalls.get(*n))
+        .flat_map(|b| {
+            counts
+                .syscalls
+                .iter()
+                .filter(move |(n, _)| base_name(n) == *b)
+                .map(|(_, c)| *c)
+        })
         .sum();
     if c == 0 {
         return None;
