@@ -7,6 +7,7 @@ pub mod args;
 pub mod bpf;
 pub mod count;
 pub mod pricing;
+pub mod tracecost;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -38,6 +39,9 @@ pub fn program_exit() -> i32 {
 
 /// How many of the newest runs the unit costs are looked for in.
 const HISTORY_DEPTH: usize = 200;
+
+/// Pairs of getppid loops (counted, not) that measure the counting's cost per syscall.
+const TRACING_PAIRS: usize = 7;
 
 /// `costlab price`: count, look up or measure the unit costs, price, check.
 pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
@@ -77,16 +81,34 @@ pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
         }
     };
     o.notes.extend(counts.notes.iter().cloned());
-    let times: Vec<Times> = if args.pid.is_some() {
-        o.notes.push(
-            "times: the process's CPU time while it was counted (/proc/PID/stat, clock ticks), tracing included".into(),
-        );
-        vec![counts.times]
-    } else if untraced.is_empty() {
-        o.notes.push(
-            "times from the traced run: its system time includes the tracing's own cost".into(),
-        );
-        vec![counts.times]
+    let times: Vec<Times> = if untraced.is_empty() {
+        // The traced run's own times: take the counting's cost out of its system time.
+        let whose = if args.pid.is_some() {
+            "the process's CPU time while it was counted (/proc/PID/stat, clock ticks)"
+        } else {
+            "the traced run"
+        };
+        let cost = tracecost::per_syscall(TRACING_PAIRS)?;
+        o.results.extend(ResultRow::new(
+            LAB,
+            crate::case! {"class" => "tracing", "event" => "per-syscall", "command" => cmdline.as_str()},
+            "latency",
+            "ns",
+            cost.clone(),
+        ));
+        match Summary::of(&cost) {
+            Some(c) => {
+                let (t, taken) = tracecost::untraced(&counts, &c);
+                o.notes.push(format!(
+                    "times from {whose}, less the counting's own cost: {} syscalls x {} each (the counter's cost per getppid, measured here now) = {} taken out of its system time",
+                    tracecost::syscalls(&counts),
+                    crate::measure::units::human_ns(c.median),
+                    crate::measure::units::human_ns(taken)
+                ));
+                vec![t]
+            }
+            None => vec![counts.times],
+        }
     } else {
         o.notes.push(format!(
             "times from {} untraced run(s) of the same command after the traced one (their stdin, stdout and stderr were /dev/null)",
