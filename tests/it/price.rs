@@ -570,7 +570,11 @@ fn a_costlab_killed_while_counting_leaves_tracefs_for_the_next_command_to_unmoun
 
 #[test]
 fn reads_and_writes_are_priced_by_the_kind_of_fd_they_went_to() {
-    let units = fixture_units();
+    let mut units = fixture_units();
+    units.insert(
+        "read-devzero".into(),
+        unit("read-devzero", &[150.0, 150.0, 150.0]),
+    );
     let mut counts = fixture_counts();
     counts.syscalls.remove("read");
     counts.syscalls.insert("read:dev".into(), 30);
@@ -578,10 +582,10 @@ fn reads_and_writes_are_priced_by_the_kind_of_fd_they_went_to() {
     counts.rchar = 400;
     let rows = pricing::price(&counts, &units);
     let find = |c: &str, e: &str| rows.iter().find(|r| r.class == c && r.event == e).unwrap();
-    // A character device's read is priced at s (100 ns), said so; a cached file's at its term.
+    // A character device's read is priced at /dev/zero's, said so; a cached file's at its term.
     let dev = find("syscall", "read:dev");
     assert!(dev.how.contains("character device"), "{}", dev.how);
-    assert_eq!(dev.priced().unwrap().median, 3_000.0);
+    assert_eq!(dev.priced().unwrap().median, 4_500.0);
     assert_eq!(
         find("syscall", "read:file").priced().unwrap().median,
         2_000.0
@@ -600,4 +604,13 @@ fn reads_and_writes_are_priced_by_the_kind_of_fd_they_went_to() {
         "openat-close"
     );
     assert_eq!(pricing::base_name("pread64:file"), "pread64");
+    // Sockets: at the syscall lab's loopback TCP send and recv.
+    assert_eq!(
+        pricing::syscall_pricing("write:socket").unwrap().unit,
+        "tcp-send"
+    );
+    assert_eq!(
+        pricing::syscall_pricing("recvfrom").unwrap().unit,
+        "tcp-recv"
+    );
 }

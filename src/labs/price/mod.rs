@@ -226,6 +226,13 @@ fn unit_key(row: &ResultRow) -> Option<String> {
         ("syscall", "latency") if row.key("batch") == "1" && row.key("call") == "getppid" => {
             Some("s".into())
         }
+        ("syscall", "latency")
+            if row.key("batch") == "1"
+                && !row.case.contains_key("size")
+                && pricing::SYSCALL_TERMS.contains(&row.key("call").as_str()) =>
+        {
+            Some(row.key("call"))
+        }
         ("syscall", "latency") if row.key("call") == "uring-nop" => {
             Some(format!("t({})", row.key("batch")))
         }
@@ -252,6 +259,35 @@ fn measure_units(missing: &[&str], ctx: &Ctx) -> Result<(Units, Vec<ResultRow>, 
                 "ns",
                 samples,
             ));
+        } else if rows
+            .iter()
+            .any(|r: &ResultRow| r.lab == "syscall" && r.key("call") == term)
+        {
+            // Measured beside another term (tcp-recv with tcp-send).
+        } else if pricing::SYSCALL_TERMS.contains(&term) {
+            // As the syscall lab measures them: tcp-send and tcp-recv come as a pair.
+            use crate::measure::syscost;
+            let got = match term {
+                "read-devzero" => syscost::read_devzero(&ctx.spec).map(|s| vec![(term, s)]),
+                "write-devnull" => syscost::write_devnull(&ctx.spec).map(|s| vec![(term, s)]),
+                _ => syscost::tcp_send_recv(&ctx.spec)
+                    .map(|(send, recv)| vec![("tcp-send", send), ("tcp-recv", recv)]),
+            };
+            match got {
+                Ok(figs) => {
+                    for (call, samples) in figs {
+                        rows.extend(ResultRow::new(
+                            "syscall",
+                            crate::case! {"call" => call, "batch" => 1u32},
+                            "latency",
+                            "ns",
+                            samples,
+                        ));
+                    }
+                }
+                Err(e) if crate::measure::cancel::is_interrupt(&e) => return Err(e),
+                Err(e) => unsupported.push(format!("{term}: {}", crate::error::one_line(&e))),
+            }
         } else {
             match unitcost::measure(term, &ctx.spec) {
                 Ok(figs) => rows.extend(figs.into_iter().filter_map(cost_row)),

@@ -86,6 +86,9 @@ fn by(unit: &'static str, factor: f64, how: &'static str) -> Option<Pricing> {
     Some(Pricing { unit, factor, how })
 }
 
+/// Terms the syscall lab measures (its `call`s at batch 1, 16 B) that price calls here.
+pub const SYSCALL_TERMS: [&str; 4] = ["read-devzero", "write-devnull", "tcp-send", "tcp-recv"];
+
 /// The read/write family's names.
 const READS: [&str; 5] = ["read", "pread64", "readv", "preadv", "preadv2"];
 const WRITES: [&str; 5] = ["write", "pwrite64", "writev", "pwritev", "pwritev2"];
@@ -112,12 +115,17 @@ pub fn syscall_pricing(name: &str) -> Option<Pricing> {
                 0.5,
                 "on a pipe: half a pipe write+read pair's fixed part; its bytes are priced apart",
             ),
-            "dev" => by(
-                "s",
+            "dev" if read => by(
+                "read-devzero",
                 1.0,
-                "on a character device (/dev/null, /dev/zero, a tty): priced at s only; what the device does is not measured here",
+                "on a character device: priced at a 1-byte read of /dev/zero (the syscall lab's); what another device does is not measured here",
             ),
-            "socket" => by("s", 1.0, "on a socket: priced at s only"),
+            "dev" => by(
+                "write-devnull",
+                1.0,
+                "on a character device: priced at a write to /dev/null (the syscall lab's); what another device does is not measured here",
+            ),
+            "socket" => syscall_pricing(if read { "recvfrom" } else { "sendto" }),
             _ => syscall_pricing(base),
         };
     }
@@ -138,6 +146,16 @@ pub fn syscall_pricing(name: &str) -> Option<Pricing> {
             "pipe-rw",
             0.5,
             "half a pipe write+read pair's fixed part; its bytes are priced apart",
+        ),
+        "sendto" | "sendmsg" | "send" => by(
+            "tcp-send",
+            1.0,
+            "a loopback TCP send of 16 B (the syscall lab's), its delivery to the peer included",
+        ),
+        "recvfrom" | "recvmsg" | "recv" => by(
+            "tcp-recv",
+            1.0,
+            "a TCP recv of 16 B that finds data (the syscall lab's); one that finds none costs less",
         ),
         "clone" | "clone3" | "fork" | "vfork" => by(
             "none",
@@ -230,6 +248,7 @@ pub fn needed(counts: &Counts) -> Vec<&'static str> {
             "none" | "s" => &[],
             other => match crate::measure::unitcost::TERMS
                 .iter()
+                .chain(SYSCALL_TERMS.iter())
                 .find(|t| **t == other)
             {
                 Some(t) => std::slice::from_ref(t),
