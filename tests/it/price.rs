@@ -614,3 +614,42 @@ fn reads_and_writes_are_priced_by_the_kind_of_fd_they_went_to() {
         "tcp-recv"
     );
 }
+
+#[test]
+fn io_uring_submissions_are_priced_at_the_nearest_measured_batch() {
+    let mut units = fixture_units();
+    for (b, send, recv) in [
+        (1, 4000.0, 3000.0),
+        (4, 3000.0, 2000.0),
+        (16, 2600.0, 1800.0),
+    ] {
+        units.insert(format!("uring-send({b})"), unit("uring-send", &[send]));
+        units.insert(format!("uring-recv({b})"), unit("uring-recv", &[recv]));
+    }
+    let mut counts = fixture_counts();
+    counts.syscalls.insert("io_uring_enter".into(), 10);
+    counts
+        .events
+        .insert(("uring_submit".into(), "submit".into()), 50);
+    let rows = pricing::price(&counts, &units);
+    let sub = rows
+        .iter()
+        .find(|r| r.class == "uring_submit" && r.event == "submit")
+        .unwrap();
+    // 5 submissions per enter: batch 4 is nearest; (3000 + 2000) / 2 - s / 4 per op.
+    assert!(sub.how.contains("batch 4"), "{}", sub.how);
+    let s_median = units["s"].summary().unwrap().median;
+    let per_op = sub.priced().unwrap().median / 50.0;
+    assert!(
+        (per_op - (2500.0 - s_median / 4.0)).abs() < 1e-6,
+        "{per_op}"
+    );
+    // Without the syscall lab's io_uring figures: counted, not priced, and it says how to.
+    let bare = pricing::price(&counts, &fixture_units());
+    let sub = bare.iter().find(|r| r.class == "uring_submit").unwrap();
+    assert!(
+        sub.unit.is_none() && sub.how.contains("costlab syscall"),
+        "{}",
+        sub.how
+    );
+}

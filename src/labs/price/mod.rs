@@ -207,7 +207,12 @@ fn units_from_history(db: Option<&Path>, ctx: &Ctx, only: Option<&str>) -> Resul
                     .or_insert_with(|| Unit::of_row(row, &run.id));
             }
         }
-        if unitcost::TERMS.iter().all(|t| units.contains_key(*t)) && units.contains_key("s") {
+        let have = |t: &&str| units.contains_key(*t);
+        if unitcost::TERMS.iter().all(have)
+            && pricing::SYSCALL_TERMS.iter().all(have)
+            && units.contains_key("s")
+            && units.keys().any(|k| k.starts_with("uring-send("))
+        {
             break;
         }
     }
@@ -232,6 +237,12 @@ fn unit_key(row: &ResultRow) -> Option<String> {
                 && pricing::SYSCALL_TERMS.contains(&row.key("call").as_str()) =>
         {
             Some(row.key("call"))
+        }
+        ("syscall", "latency")
+            if matches!(row.key("call").as_str(), "uring-send" | "uring-recv")
+                && !row.case.contains_key("size") =>
+        {
+            Some(format!("{}({})", row.key("call"), row.key("batch")))
         }
         ("syscall", "latency") if row.key("call") == "uring-nop" => {
             Some(format!("t({})", row.key("batch")))

@@ -296,6 +296,10 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
         });
     }
     for ((class, event), &n) in &counts.events {
+        if (class.as_str(), event.as_str()) == ("uring_submit", "submit") {
+            rows.push(uring_submissions(counts, n, units));
+            continue;
+        }
         let p = event_pricing(class, event);
         rows.push(Priced {
             class: class.clone(),
@@ -348,6 +352,72 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
         });
     }
     rows
+}
+
+/// io_uring submissions priced at the syscall lab's 16-byte send and recv through io_uring,
+/// per op, at the measured batch nearest the program's own (submissions per
+/// `io_uring_enter`), without the switch (s / n), which the enters price as syscalls.
+fn uring_submissions(counts: &Counts, n: u64, units: &Units) -> Priced {
+    let enters = counts
+        .syscalls
+        .iter()
+        .filter(|(k, _)| base_name(k) == "io_uring_enter")
+        .map(|(_, c)| *c)
+        .sum::<u64>()
+        .max(1);
+    let achieved = n as f64 / enters as f64;
+    let measured = units.iter().filter_map(|(k, u)| {
+        let b: f64 = k
+            .strip_prefix("uring-send(")?
+            .strip_suffix(')')?
+            .parse()
+            .ok()?;
+        Some((b, u, units.get(&format!("uring-recv({b})"))?))
+    });
+    let nearest = measured.min_by(|a, b| (a.0 - achieved).abs().total_cmp(&(b.0 - achieved).abs()));
+    let (unit, how) = match (nearest, units.get("s")) {
+        (Some((b, send, recv)), Some(sys)) => {
+            // One sample per sample of the longest of the three, each read round-robin.
+            let n = send
+                .samples
+                .len()
+                .max(recv.samples.len())
+                .max(sys.samples.len());
+            let at = |v: &[f64], i: usize| v[i % v.len().max(1)];
+            let samples = (0..n)
+                .map(|i| {
+                    let (x, r, s) = (
+                        at(&send.samples, i),
+                        at(&recv.samples, i),
+                        at(&sys.samples, i),
+                    );
+                    ((x + r) / 2.0 - s / b).max(0.0)
+                })
+                .collect();
+            (
+                Some(Unit {
+                    samples,
+                    rows: [send.rows.clone(), recv.rows.clone(), sys.rows.clone()].concat(),
+                    from: format!("{} and {}", send.from, recv.from),
+                }),
+                format!(
+                    "an op through io_uring at batch {b} (the syscall lab's 16-B send and recv, less s/{b}: the enters are priced as syscalls); this program's batch is {achieved:.1}"
+                ),
+            )
+        }
+        _ => (
+            None,
+            "no term prices it: run `costlab syscall` to measure io_uring's send and recv"
+                .to_string(),
+        ),
+    };
+    Priced {
+        class: "uring_submit".into(),
+        event: "submit".into(),
+        count: n,
+        unit,
+        how,
+    }
 }
 
 /// (calls on character devices, all calls) of a read or write family.
