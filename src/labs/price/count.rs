@@ -440,11 +440,18 @@ pub fn program(argv: &[String]) -> Result<PathBuf> {
     })
 }
 
-/// How a run's stdio is set: passed through, or quiet (untraced re-runs).
+/// How a run's stdio is set: passed through, quiet (untraced re-runs), or quiet with a Go
+/// runtime's GC trace asked for and its stderr kept at `gctrace_path()`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Stdio3 {
     Inherit,
     Null,
+    GcTrace,
+}
+
+/// Where a `Stdio3::GcTrace` run's stderr goes (the caller reads and removes it).
+pub fn gctrace_path() -> PathBuf {
+    std::env::temp_dir().join(format!("costlab-gctrace-{}", std::process::id()))
 }
 
 /// Run `argv` (its program resolved to `path`) to its end, in `cgroup` when given (joined
@@ -460,10 +467,25 @@ pub fn run_program(
     use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(path);
     cmd.args(&argv[1..]).arg0(&argv[0]);
-    if stdio == Stdio3::Null {
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+    match stdio {
+        Stdio3::Inherit => {}
+        Stdio3::Null => {
+            cmd.stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+        }
+        Stdio3::GcTrace => {
+            let err =
+                std::fs::File::create(gctrace_path()).context("creating the GC trace file")?;
+            let godebug = match std::env::var("GODEBUG") {
+                Ok(v) if !v.is_empty() => format!("{v},gctrace=1"),
+                _ => "gctrace=1".to_string(),
+            };
+            cmd.stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(err)
+                .env("GODEBUG", godebug);
+        }
     }
     let procs = match cgroup {
         Some(dir) => Some(

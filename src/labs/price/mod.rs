@@ -6,6 +6,7 @@
 pub mod args;
 pub mod bpf;
 pub mod count;
+pub mod gowhatif;
 pub mod pricing;
 pub mod tracecost;
 
@@ -51,6 +52,8 @@ pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
         ));
     }
     let mut o = Outcome::default();
+    // A Go program's GC share from its runtime (Some(None): Go, but no GC cycle ran).
+    let mut go_gc: Option<Option<f64>> = None;
     let (counts, cmdline, untraced) = match (args.pid, args.command.is_empty()) {
         (Some(pid), _) => {
             let d = crate::measure::units::parse_duration(
@@ -72,9 +75,22 @@ pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
             let mut runs = Vec::new();
             // Ctrl-C reached the program too: price what it did until then, from its own run.
             if !args.once && !crate::measure::cancel::requested() {
-                for _ in 0..args.runs {
+                let go = gowhatif::is_go_program(&path);
+                for i in 0..args.runs {
                     crate::measure::cancel::check()?;
-                    runs.push(count::run_program(&path, &args.command, None, Stdio3::Null)?.0);
+                    // A Go program's first untraced run also prints its runtime's GC trace.
+                    let stdio = if go && i == 0 {
+                        Stdio3::GcTrace
+                    } else {
+                        Stdio3::Null
+                    };
+                    runs.push(count::run_program(&path, &args.command, None, stdio)?.0);
+                    if stdio == Stdio3::GcTrace {
+                        let at = count::gctrace_path();
+                        let text = std::fs::read_to_string(&at).unwrap_or_default();
+                        let _ = std::fs::remove_file(&at);
+                        go_gc = Some(gowhatif::gctrace_share(&text));
+                    }
                 }
             }
             (c, crate::store::redact(&args.command.join(" ")), runs)
@@ -148,9 +164,23 @@ pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
             .collect::<Vec<_>>(),
     );
     push_price_rows(&mut o, &priced, &cmdline, cpu.map(|c| c.median));
+    let go_what_if = match (go_gc, cpu.as_ref()) {
+        (Some(Some(share)), Some(cpu)) => {
+            let gogc = gowhatif::gogc(std::env::var("GOGC").ok().as_deref());
+            gogc.and_then(|g| gowhatif::go_what_if(share, g, cpu, &units))
+        }
+        (Some(None), _) => {
+            o.notes.push(
+                "a Go program, but its runtime reported no GC cycle: nothing to say of GOGC".into(),
+            );
+            None
+        }
+        _ => None,
+    };
     let what_ifs: Vec<pricing::WhatIf> = [
         pricing::thp_what_if(&counts, &units),
         pricing::uring_what_if(&counts, &units),
+        go_what_if,
     ]
     .into_iter()
     .flatten()
@@ -212,6 +242,7 @@ fn units_from_history(db: Option<&Path>, ctx: &Ctx, only: Option<&str>) -> Resul
             && pricing::SYSCALL_TERMS.iter().all(have)
             && units.contains_key("s")
             && units.keys().any(|k| k.starts_with("uring-send("))
+            && units.keys().any(|k| k.starts_with("gc-share("))
         {
             break;
         }
@@ -248,6 +279,13 @@ fn unit_key(row: &ResultRow) -> Option<String> {
             Some(format!("t({})", row.key("batch")))
         }
         ("echo", "batch") if row.key("engine") == "uring" => Some("echo-batch".into()),
+        ("gc", "gc_cpu_share")
+            if row.key("runtime") == "go"
+                && row.key("mode") == "gogc"
+                && !row.case.contains_key("of") =>
+        {
+            Some(format!("gc-share({})", row.key("headroom")))
+        }
         _ => None,
     }
 }
