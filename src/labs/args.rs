@@ -14,7 +14,7 @@ pub struct Common {
     #[arg(long, value_name = "FILE")]
     pub json: Option<String>,
     /// Timed samples per figure (1 to 1000)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = samples)]
     pub samples: Option<usize>,
     /// Run on these CPUs only (kernel list: 0-3,6); threads and child processes stay inside
     #[arg(long, value_name = "LIST")]
@@ -30,12 +30,31 @@ pub struct Common {
     pub strict: bool,
     /// Seconds the command may spend re-measuring disturbed or noisy cases (each case is
     /// measured at most 3 times; 0 = never re-measure)
-    #[arg(long, value_name = "SECS", env = "COSTLAB_RETRY_BUDGET", default_value_t = crate::measure::conditions::DEFAULT_RETRY_BUDGET_S)]
+    #[arg(long, value_name = "SECS", env = "COSTLAB_RETRY_BUDGET", default_value_t = crate::measure::conditions::DEFAULT_RETRY_BUDGET_S, allow_hyphen_values = true, value_parser = crate::cli::whole::<u64, 0, {u64::MAX}>)]
     pub retry_budget: u64,
 }
 
 /// The most samples one figure may take: beyond it a run would last hours, not minutes.
 pub const MAX_SAMPLES: usize = 1000;
+
+/// `--samples N`: a whole number; its range (1 to `MAX_SAMPLES`) is checked before the run
+/// with a message of its own for 0 and for too many.
+fn samples(text: &str) -> Result<usize, crate::cli::BadNumber> {
+    text.trim()
+        .parse()
+        .map_err(|_| crate::cli::BadNumber(format!("use a whole number from 1 to {MAX_SAMPLES}")))
+}
+
+/// The one value of a flag whose command takes one (`echo load --sizes 16K`): a comma list
+/// is refused, naming the flag, the value and why.
+pub fn one<'a>(flag: &str, text: &'a str, why: &str) -> Result<&'a str> {
+    if text.contains(',') {
+        return Err(crate::error::usage(format!(
+            "{flag} {text}: {why}; give one value"
+        )));
+    }
+    Ok(text)
+}
 
 /// A lab's top-level command as `costlab --help` lists it: its name, its one-line `about`,
 /// its examples (`after_help`, starting "Examples:"), and the arguments of `A`.

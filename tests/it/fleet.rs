@@ -363,7 +363,7 @@ fn trend_finds_a_15_percent_step_at_run_20_and_nothing_in_flat_noise() {
                 "getppid",
                 "--machine",
                 "step",
-                "--html",
+                "--out",
                 page.to_str().unwrap(),
             ],
         );
@@ -414,7 +414,7 @@ fn trend_finds_a_15_percent_step_at_run_20_and_nothing_in_flat_noise() {
                 "report",
                 "--machines",
                 "step,flat",
-                "--out",
+                "--out-dir",
                 rep.to_str().unwrap(),
             ],
         );

@@ -71,7 +71,7 @@ fn bandwidth_json_has_every_case_with_its_units() {
     let out = costlab(&[
         "mem",
         "bandwidth",
-        "--op",
+        "--case",
         "read,write,write-nt,copy",
         "--pattern",
         "seq,rand",
@@ -118,7 +118,7 @@ fn reference_cases_run_beside_the_kernels_and_name_their_kernel() {
     let out = costlab(&[
         "mem",
         "bandwidth",
-        "--op",
+        "--case",
         "copy,copy-nt,memcpy,memset,write",
         "--pattern",
         "seq,rand",
@@ -160,7 +160,7 @@ fn two_threads_and_a_shared_region() {
     let out = costlab(&[
         "mem",
         "bandwidth",
-        "--op",
+        "--case",
         "read,write",
         "--block",
         "8K",
@@ -248,7 +248,7 @@ fn latency_json_has_the_curve_and_tables_print() {
 #[test]
 fn bad_input_exits_2_with_one_line() {
     let cases: &[&[&str]] = &[
-        &["mem", "bandwidth", "--op", "fly"],
+        &["mem", "bandwidth", "--case", "fly"],
         &["mem", "bandwidth", "--pattern", "zigzag"],
         &["mem", "bandwidth", "--pages", "3m"],
         &["mem", "bandwidth", "--block", "0"],
@@ -262,7 +262,7 @@ fn bad_input_exits_2_with_one_line() {
             "1G",
             "--pages",
             "1g,4k",
-            "--op",
+            "--case",
             "read",
             "--threads",
             "999",
@@ -317,7 +317,7 @@ fn a_short_pool_names_the_command_and_reserving_puts_it_back() {
     let out = costlab(&[
         "mem",
         "bandwidth",
-        "--op",
+        "--case",
         "read",
         "--block",
         &block,
@@ -377,7 +377,7 @@ fn a_short_pool_names_the_command_and_reserving_puts_it_back() {
         let out = costlab(&[
             "mem",
             "bandwidth",
-            "--op",
+            "--case",
             "read",
             "--block",
             "1G",

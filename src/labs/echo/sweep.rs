@@ -72,7 +72,9 @@ impl Plan {
             )));
         }
         if args.threads == Some(0) {
-            return Err(usage("--threads 0: the loader needs at least one thread"));
+            return Err(usage(
+                "--loader-threads 0: the loader needs at least one thread",
+            ));
         }
         if args.sqpoll && !engines.contains(&Engine::Uring) {
             return Err(usage(

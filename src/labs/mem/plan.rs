@@ -50,7 +50,7 @@ impl Op {
         let t = text.trim().to_ascii_lowercase();
         Op::ALL.into_iter().find(|o| o.name() == t).ok_or_else(|| {
             usage(format!(
-                "unknown op '{text}': use read, write, write-nt, copy, copy-nt, memcpy or memset (comma list: --op read,copy)"
+                "unknown op '{text}': use read, write, write-nt, copy, copy-nt, memcpy or memset (comma list: --case read,copy)"
             ))
         })
     }
@@ -182,7 +182,7 @@ impl BandwidthPlan {
         }
         if t.shared && ops.iter().all(|o| o.is_libc()) {
             return Err(usage(
-                "memcpy and memset are not run on a --shared region (the C library's stores from several threads to the same bytes would be a data race): drop --shared or add another --op".to_string(),
+                "memcpy and memset are not run on a --shared region (the C library's stores from several threads to the same bytes would be a data race): drop --shared or add another op to --case".to_string(),
             ));
         }
         if ops.iter().all(|o| o.is_libc()) && !patterns.contains(&Pattern::Seq) {
