@@ -52,7 +52,7 @@ fn parse_errors_keep_clap_s_whole_message_and_exit_2() {
         }
     }
     // A negative size is a bad size, not an unknown flag.
-    let out = costlab_db(&db, &["mem", "bandwidth", "--block", "-1"]);
+    let out = costlab_db(&db, &["mem", "bandwidth", "--sizes", "-1"]);
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
     assert!(

@@ -53,7 +53,7 @@ fn run_writes_sheet_report_and_history_and_two_runs_at_once_both_land() {
         Command::new(env!("CARGO_BIN_EXE_costlab"))
             .arg("--db")
             .arg(&db)
-            .args(["run", "--retry-budget", "0", "--report"])
+            .args(["run", "--retry-budget", "0", "--out-dir"])
             .arg(dir.path().join(name))
             .args(["--json"])
             .arg(dir.path().join(format!("{name}.json")))

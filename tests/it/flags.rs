@@ -304,8 +304,15 @@ fn the_readme_and_help_examples_parse() {
             .unwrap();
         let words: Vec<String> = shell_words(cut)
             .into_iter()
-            // Placeholders (`<run-a>`, `$BASELINE`) are left out.
-            .filter(|w| !w.starts_with('$') && !w.starts_with('<') && *w != "...")
+            .filter(|w| w != "...")
+            // A placeholder (`<run-a>`, `$BASELINE`) stands for a word the reader fills in.
+            .map(|w| {
+                if w.starts_with('$') || w.starts_with('<') {
+                    "X".to_string()
+                } else {
+                    w
+                }
+            })
             .collect();
         let argv = words;
         if let Err(e) = costlab::cli::parse_from(&argv) {

@@ -437,7 +437,13 @@ fn two_runs_at_once_into_one_postgres_both_land_complete() {
         .map(|i| {
             Command::new(env!("CARGO_BIN_EXE_costlab"))
                 .args([
-                    "--db", &url, "run", "--quick", "--labs", "syscall", "--report",
+                    "--db",
+                    &url,
+                    "run",
+                    "--quick",
+                    "--labs",
+                    "syscall",
+                    "--out-dir",
                 ])
                 .arg(dir.path().join(format!("rep{i}")))
                 .env_remove("COSTLAB_DB")

@@ -244,14 +244,14 @@ impl BandwidthPlan {
 pub fn check_block(block: u64, pages: &[PageKind]) -> Result<()> {
     if block < MIN_SIZE {
         return Err(usage(format!(
-            "--block {}: below 4K; a block must be at least one 4 KiB page",
+            "--sizes {}: below 4K; a block must be at least one 4 KiB page",
             format_size(block)
         )));
     }
     for &k in pages {
         if !block.is_multiple_of(k.granule()) {
             return Err(usage(format!(
-                "--block {}: not a multiple of the {} page size ({}); use a multiple like {}",
+                "--sizes {}: not a multiple of the {} page size ({}); use a multiple like {}",
                 format_size(block),
                 k,
                 format_size(k.granule()),
