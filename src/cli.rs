@@ -156,7 +156,7 @@ pub struct RunArgs {
         env = "COSTLAB_RETRY_BUDGET",
         default_value_t = 60,
         allow_hyphen_values = true,
-        value_parser = whole::<u64, 0, {u64::MAX}>
+        value_parser = crate::labs::args::whole::<u64, 0, {u64::MAX}>
     )]
     pub retry_budget: u64,
     /// Apply `costlab check`'s safe settings (governor performance, boost off, numa_balancing
@@ -431,51 +431,12 @@ where
     Some(format!("costlab: {}; {spelling}", said.join(", ")))
 }
 
-/// A count given on the command line (`--samples N`, `--depth D`, ...): clap takes hyphen
-/// values for these so that `--samples -3` reaches here and gets costlab's own one-line
-/// message instead of "unexpected argument '-3'".
-#[derive(Debug)]
-pub struct BadNumber(pub String);
-
-impl std::fmt::Display for BadNumber {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for BadNumber {}
-
-/// clap's value parser for a whole number from `LO` to `HI`: anything else (a negative
-/// number, a fraction, a word) is refused with the range.
-pub fn whole<T: TryFrom<u64>, const LO: u64, const HI: u64>(text: &str) -> Result<T, BadNumber> {
-    let bad = || {
-        BadNumber(if HI == u64::MAX {
-            format!("use a whole number from {LO} up")
-        } else {
-            format!("use a whole number from {LO} to {HI}")
-        })
-    };
-    let n: u64 = text.trim().parse().map_err(|_| bad())?;
-    if n < LO || n > HI {
-        return Err(bad());
-    }
-    T::try_from(n).map_err(|_| bad())
-}
-
-/// A number in seconds or a count that may have a fraction (`--seconds 1.5`), above zero.
-pub fn positive(text: &str) -> Result<f64, BadNumber> {
-    match text.trim().parse::<f64>() {
-        Ok(x) if x > 0.0 && x.is_finite() => Ok(x),
-        _ => Err(BadNumber("use a number above zero".into())),
-    }
-}
-
 /// The one line for a value costlab's own parser refused: "--samples -3: use a whole number
 /// from 1 to 1000", the flag and the value as typed.
 fn bad_number_line(e: &clap::Error) -> Option<String> {
     use clap::error::{ContextKind, ContextValue};
     use std::error::Error as _;
-    let why = e.source()?.downcast_ref::<BadNumber>()?;
+    let why = e.source()?.downcast_ref::<crate::labs::args::BadNumber>()?;
     let arg = match e.get(ContextKind::InvalidArg)? {
         ContextValue::String(s) => s.clone(),
         _ => return None,

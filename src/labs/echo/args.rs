@@ -80,10 +80,10 @@ pub struct EchoRunArgs {
     #[arg(long, default_value = "uring", value_name = "LIST")]
     pub client: String,
     /// Requests in flight per connection
-    #[arg(long, default_value_t = 1, value_name = "D", allow_hyphen_values = true, value_parser = crate::cli::whole::<usize, 0, {u64::MAX}>)]
+    #[arg(long, default_value_t = 1, value_name = "D", allow_hyphen_values = true, value_parser = crate::labs::args::whole::<usize, 0, {u64::MAX}>)]
     pub depth: usize,
     /// Loader threads [default: one per loader CPU]
-    #[arg(long = "loader-threads", value_name = "T", allow_hyphen_values = true, value_parser = crate::cli::whole::<usize, 0, {u64::MAX}>)]
+    #[arg(long = "loader-threads", value_name = "T", allow_hyphen_values = true, value_parser = crate::labs::args::whole::<usize, 0, {u64::MAX}>)]
     pub threads: Option<usize>,
     /// io_uring servers poll the submission queue from a kernel thread
     #[arg(long)]
@@ -121,7 +121,7 @@ pub struct EchoServeArgs {
     #[arg(long, default_value = "127.0.0.1:0", value_name = "HOST:PORT")]
     pub addr: String,
     /// Pin the server to this CPU (one: the server is single-threaded)
-    #[arg(long = "cpus", value_name = "CPU", allow_hyphen_values = true, value_parser = crate::cli::whole::<usize, 0, {u64::MAX}>)]
+    #[arg(long = "cpus", value_name = "CPU", allow_hyphen_values = true, value_parser = crate::labs::args::whole::<usize, 0, {u64::MAX}>)]
     pub cpu: Option<usize>,
     /// Stop after this long (otherwise at SIGTERM or SIGINT)
     #[arg(long, value_name = "TIME")]
@@ -156,7 +156,7 @@ pub struct EchoLoadArgs {
     #[arg(long, value_name = "HOST:PORT")]
     pub target: String,
     /// Connections
-    #[arg(long, default_value_t = 1, value_name = "N", allow_hyphen_values = true, value_parser = crate::cli::whole::<usize, 0, {u64::MAX}>)]
+    #[arg(long, default_value_t = 1, value_name = "N", allow_hyphen_values = true, value_parser = crate::labs::args::whole::<usize, 0, {u64::MAX}>)]
     pub conns: usize,
     /// Message size (one: 16, 1K, ...)
     #[arg(
@@ -175,10 +175,10 @@ pub struct EchoLoadArgs {
     )]
     pub duration: String,
     /// Requests in flight per connection (closed loop)
-    #[arg(long, default_value_t = 1, value_name = "D", allow_hyphen_values = true, value_parser = crate::cli::whole::<usize, 0, {u64::MAX}>)]
+    #[arg(long, default_value_t = 1, value_name = "D", allow_hyphen_values = true, value_parser = crate::labs::args::whole::<usize, 0, {u64::MAX}>)]
     pub depth: usize,
     /// Loader threads, each owning its share of the connections [default: one per CPU]
-    #[arg(long = "loader-threads", value_name = "T", allow_hyphen_values = true, value_parser = crate::cli::whole::<usize, 0, {u64::MAX}>)]
+    #[arg(long = "loader-threads", value_name = "T", allow_hyphen_values = true, value_parser = crate::labs::args::whole::<usize, 0, {u64::MAX}>)]
     pub threads: Option<usize>,
     /// Open loop: send R requests per second in all, latency from the intended send time
     #[arg(long, value_name = "R", allow_hyphen_values = true)]
