@@ -9,7 +9,7 @@ COSTLAB=target/release/costlab
 run() {
     "$COSTLAB" mem latency --sizes 1G --pages 4k,thp --json - 2>/dev/null |
         jq -r '.results[] | select(.metric=="latency" and .case.level==null) | "latency chase \(.case.pages) 1G ns \(.summary.median)"'
-    "$COSTLAB" mem bandwidth --op read,write --block 1G --pages 4k --json - 2>/dev/null |
+    "$COSTLAB" mem bandwidth --case read,write --sizes 1G --pages 4k --json - 2>/dev/null |
         jq -r '.results[] | "seq \(.case.op) \(.case.pages) 1G GB/s \(.summary.median)"'
 }
 a=$(run)

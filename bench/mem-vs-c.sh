@@ -18,8 +18,8 @@ THREADS=("$@")
 [ ${#THREADS[@]} -gt 0 ] || THREADS=(1 "$(nproc)")
 for t in "${THREADS[@]}"; do
     echo "== ${t} thread(s), ${BLOCK} MiB block per thread"
-    "$COSTLAB" mem bandwidth --op read,write,copy,copy-nt,memcpy,memset --pattern seq \
-        --block "${BLOCK}M" --threads "$t" --json - 2>/dev/null |
+    "$COSTLAB" mem bandwidth --case read,write,copy,copy-nt,memcpy,memset --pattern seq \
+        --sizes "${BLOCK}M" --threads "$t" --json - 2>/dev/null |
         jq -r '.results[] | "costlab \(.case.op) [\(.case.isa) \(.case.store)] \(.summary.median) ±\(.summary.mad) GB/s"'
     for op in read write copy memcpy memset; do
         # 7 samples of 1 s each; median.

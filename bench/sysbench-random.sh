@@ -35,7 +35,7 @@ echo "$OLD" > "$NR"
 lat=$("$COSTLAB" mem latency --sizes "$SIZE" --pages 4k,2m --reserve-hugepages --json - 2>/dev/null)
 c4k=$(echo "$lat" | jq -r '[.results[] | select(.metric=="latency" and .case.pages=="4k" and .case.level==null)][0].summary.median')
 c2m=$(echo "$lat" | jq -r '[.results[] | select(.metric=="latency" and .case.pages=="2m" and .case.level==null)][0].summary.median')
-bw=$("$COSTLAB" mem bandwidth --op read --pattern rand --block "$SIZE" --pages 4k,2m --reserve-hugepages --json - 2>/dev/null)
+bw=$("$COSTLAB" mem bandwidth --case read --pattern rand --sizes "$SIZE" --pages 4k,2m --reserve-hugepages --json - 2>/dev/null)
 b4k=$(echo "$bw" | jq -r '.results[] | select(.case.pages=="4k") | .summary.median')
 b2m=$(echo "$bw" | jq -r '.results[] | select(.case.pages=="2m") | .summary.median')
 

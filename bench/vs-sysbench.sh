@@ -19,7 +19,7 @@ sysbench_gbs() {
 }
 
 costlab_gbs() {
-    "$COSTLAB" mem bandwidth --op "$1" --pattern seq --block 1G --threads 1 --pages 4k --json - 2>/dev/null |
+    "$COSTLAB" mem bandwidth --case "$1" --pattern seq --sizes 1G --threads 1 --pages 4k --json - 2>/dev/null |
         jq -r '.results[0].summary.median' | awk '{printf "%.2f", $1}'
 }
 
@@ -39,4 +39,4 @@ for op in read write; do
 done
 # For context: stores that skip the read-for-ownership (sysbench has no such mode).
 printf '%-10s costlab GB/s: %s\n' write-nt "$(costlab_gbs write-nt)"
-echo "costlab: $("$COSTLAB" mem bandwidth --op read --block 16K --pages 4k --quick --json - 2>/dev/null | jq -r '.notes[0]')"
+echo "costlab: $("$COSTLAB" mem bandwidth --case read --sizes 16K --pages 4k --quick --json - 2>/dev/null | jq -r '.notes[0]')"

@@ -348,7 +348,7 @@ pub fn inspect(root: &Root, window: Duration, need_bytes: u64) -> Report {
             if ok {
                 ""
             } else {
-                "free memory, or pass smaller --block / --sizes / --live"
+                "free memory, or pass smaller --sizes / --live"
             },
         ));
     }

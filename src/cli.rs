@@ -33,7 +33,7 @@ pub enum Command {
     Machine(MachineArgs),
     /// Every lab in one go: the machine's cost sheet, an HTML report, and a run in the history
     #[command(
-        after_help = "Examples:\n  costlab run                          quick plans, about 60 s on 2 cores\n  costlab run --labs mem,share --full  two labs, their full plans\n  costlab run --counters --out rep/    with perf counters, the report in rep/"
+        after_help = "Examples:\n  costlab run                          quick plans, about 60 s on 2 cores\n  costlab run --labs mem,share --full  two labs, their full plans\n  costlab run --counters --out-dir rep/  with perf counters, the report in rep/"
     )]
     Run(RunArgs),
     // --- the labs' commands come here, from the registry (`command()`) ---
@@ -50,12 +50,12 @@ pub enum Command {
     Compare(CompareArgs),
     /// Export a run from the history as JSON, CSV or Markdown
     #[command(
-        after_help = "Examples:\n  costlab export last --format csv --out run.csv\n  costlab export last --format csv --samples    one row per sample\n  costlab export 20261122T1000 --format markdown"
+        after_help = "Examples:\n  costlab export last --format csv --out run.csv\n  costlab export last --format csv --raw-samples    one row per sample\n  costlab export 20261122T1000 --format markdown"
     )]
     Export(ExportArgs),
     /// Write the HTML report of a stored run or of a results.json
     #[command(
-        after_help = "Examples:\n  costlab report last\n  costlab report results.json --out rep/\n  costlab report 20261122T1000\n  costlab report last --against 20261122T1000   two runs in every chart"
+        after_help = "Examples:\n  costlab report last\n  costlab report results.json --out-dir rep/\n  costlab report 20261122T1000\n  costlab report last --against 20261122T1000   two runs in every chart"
     )]
     Report(ReportArgs),
     // --- the machine as a place to measure ---
@@ -84,7 +84,9 @@ pub enum Command {
     )]
     Machines(MachinesArgs),
     /// A figure across runs, with the changes in it found (E-divisive means)
-    #[command(after_help = "Examples:\n  costlab trend\n  costlab trend getppid --json -")]
+    #[command(
+        after_help = "Examples:\n  costlab trend\n  costlab trend getppid --json -\n  costlab trend --out trend.html"
+    )]
     Trend(TrendArgs),
 }
 
@@ -133,9 +135,9 @@ pub struct RunArgs {
     /// Only these labs, a comma list (mem,syscall,echo,share,gc,numa,zerocopy,pin)
     #[arg(long, value_name = "LIST")]
     pub labs: Option<String>,
-    /// Write index.html and results.json here [default: ./costlab-report/<run-id>/]
-    /// [was: --report]
-    #[arg(long = "out", alias = "report", value_name = "DIR")]
+    /// Write index.html and results.json in this directory [default:
+    /// ./costlab-report/<run-id>/]
+    #[arg(long = "out-dir", value_name = "DIR")]
     pub report: Option<PathBuf>,
     /// Let labs reserve a hugepage pool for the run (restored afterwards; needs root)
     #[arg(long)]
@@ -152,7 +154,9 @@ pub struct RunArgs {
         long,
         value_name = "SECS",
         env = "COSTLAB_RETRY_BUDGET",
-        default_value_t = 60
+        default_value_t = 60,
+        allow_hyphen_values = true,
+        value_parser = crate::labs::args::whole::<u64, 0, {u64::MAX}>
     )]
     pub retry_budget: u64,
     /// Apply `costlab check`'s safe settings (governor performance, boost off, numa_balancing
@@ -242,7 +246,7 @@ pub struct TrendArgs {
     #[arg(long, value_name = "FILE")]
     pub json: Option<String>,
     /// Write an HTML page with a chart per figure to FILE
-    #[arg(long, value_name = "FILE")]
+    #[arg(long = "out", value_name = "FILE")]
     pub html: Option<PathBuf>,
 }
 
@@ -257,13 +261,14 @@ pub enum ExportFormat {
 pub struct ExportArgs {
     /// The run: an id, a unique prefix of one, or "last"
     pub run: String,
+    /// What to write: the run as JSON (costlab/1), CSV (one row per figure) or a Markdown table
     #[arg(long, value_enum, default_value = "json")]
     pub format: ExportFormat,
-    /// Write to FILE instead of stdout [was: --output]
-    #[arg(long = "out", short = 'o', alias = "output", value_name = "FILE")]
+    /// Write to FILE instead of stdout
+    #[arg(long = "out", short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// CSV: one row per sample instead of one per figure
-    #[arg(long)]
+    #[arg(long = "raw-samples")]
     pub samples: bool,
 }
 
@@ -276,8 +281,9 @@ pub struct ReportArgs {
     /// of them, as `costlab machines` shows; "all" for every one)
     #[arg(long, value_name = "LIST", conflicts_with = "source")]
     pub machines: Option<String>,
-    /// Directory for index.html and results.json [default: ./costlab-report/<run-id>/]
-    #[arg(long, value_name = "DIR")]
+    /// Write index.html and results.json in this directory [default:
+    /// ./costlab-report/<run-id>/]
+    #[arg(long = "out-dir", value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Overlay a second run (id, unique prefix, "last" or a results.json) in every chart,
     /// dashed and lighter, and ring the figures that changed significantly
@@ -288,10 +294,168 @@ pub struct ReportArgs {
     pub min_effect: f64,
 }
 
+/// An old spelling of a flag: on the command `path` (words after `costlab`), `--old` still
+/// parses as the argument `id` (whose long name is the new spelling), hidden from `--help`,
+/// and warns once per process (`old_spelling_warning`).
+pub struct OldSpelling {
+    pub path: &'static str,
+    pub id: &'static str,
+    pub old: &'static str,
+    /// The new spelling, where the old one is a hidden argument of its own (gc's `--reps`,
+    /// read beside `--samples`) rather than an alias.
+    pub own: Option<&'static str>,
+}
+
+const fn old(path: &'static str, id: &'static str, old: &'static str) -> OldSpelling {
+    OldSpelling {
+        path,
+        id,
+        old,
+        own: None,
+    }
+}
+
+const fn own(path: &'static str, old: &'static str, new: &'static str) -> OldSpelling {
+    OldSpelling {
+        path,
+        id: old,
+        old,
+        own: Some(new),
+    }
+}
+
+/// Every old spelling, in one place: `command()` adds each as a hidden alias of its argument,
+/// `old_spelling_warning` names the new spelling. One meaning, one visible spelling: sizes
+/// `--sizes`, threads `--threads`, the case selector `--case`, a count of samples `--samples`,
+/// an output file `--out`, an output directory `--out-dir`.
+pub const OLD_SPELLINGS: &[OldSpelling] = &[
+    old("mem bandwidth", "block", "block"),
+    old("mem bandwidth", "op", "op"),
+    old("mem loaded", "size", "size"),
+    old("echo", "engine", "engine"),
+    old("echo", "sizes", "size"),
+    old("echo", "threads", "threads"),
+    old("echo serve", "engine", "engine"),
+    old("echo serve", "size", "size"),
+    old("echo serve", "cpu", "cpu"),
+    old("echo load", "size", "size"),
+    old("echo load", "threads", "threads"),
+    old("numa", "size", "size"),
+    old("zerocopy", "methods", "methods"),
+    old("pin", "workload", "workload"),
+    own("gc", "reps", "samples"),
+    own("gc tax", "reps", "samples"),
+    old("run", "report", "out"),
+    old("run", "report", "report"),
+    old("report", "out", "out"),
+    old("export", "output", "output"),
+    old("export", "samples", "samples"),
+    old("trend", "html", "html"),
+];
+
+/// Add the old spellings that belong to `cmd` (whose path is `path`) and its subcommands.
+fn add_old_spellings(mut cmd: clap::Command, path: &str) -> clap::Command {
+    for o in OLD_SPELLINGS
+        .iter()
+        .filter(|o| o.path == path && o.own.is_none())
+    {
+        cmd = cmd.mut_arg(o.id, |a| a.alias(o.old));
+    }
+    let subs: Vec<String> = cmd
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect();
+    for name in subs {
+        let sub_path = if path.is_empty() {
+            name.clone()
+        } else {
+            format!("{path} {name}")
+        };
+        cmd = cmd.mut_subcommand(&name, |c| add_old_spellings(c, &sub_path));
+    }
+    cmd
+}
+
+/// The one warning line for the old spellings `argv` used (`None`: none), naming each new
+/// spelling: "costlab: --engine is now --case; the old spelling will go". Only the words
+/// before a `--` are flags; a value that merely looks like an old flag is not one.
+pub fn old_spelling_warning<I, T>(argv: I) -> Option<String>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let argv: Vec<std::ffi::OsString> = argv.into_iter().map(Into::into).collect();
+    let cmd = command();
+    let matches = cmd.clone().try_get_matches_from(&argv).ok()?;
+    // The command path that ran, and its clap command (to name each new spelling).
+    let mut path = Vec::new();
+    let mut at = &cmd;
+    let mut m = &matches;
+    while let Some((name, sub)) = m.subcommand() {
+        path.push(name.to_string());
+        at = at.find_subcommand(name)?;
+        m = sub;
+    }
+    let path = path.join(" ");
+    let words: Vec<String> = argv
+        .iter()
+        .skip(1)
+        .map(|w| w.to_string_lossy().into_owned())
+        .take_while(|w| w != "--")
+        .collect();
+    let mut said = Vec::new();
+    for o in OLD_SPELLINGS.iter().filter(|o| o.path == path) {
+        let flag = format!("--{}", o.old);
+        let used = words
+            .iter()
+            .any(|w| *w == flag || w.starts_with(&format!("{flag}=")));
+        let new = match o.own {
+            Some(new) => new,
+            None => at
+                .get_arguments()
+                .find(|a| a.get_id() == o.id)
+                .and_then(|a| a.get_long())?,
+        };
+        if used && new != o.old {
+            said.push(format!("{flag} is now --{new}"));
+        }
+    }
+    if said.is_empty() {
+        return None;
+    }
+    let spelling = if said.len() == 1 {
+        "the old spelling will go"
+    } else {
+        "the old spellings will go"
+    };
+    Some(format!("costlab: {}; {spelling}", said.join(", ")))
+}
+
+/// The one line for a value costlab's own parser refused: "--samples -3: use a whole number
+/// from 1 to 1000", the flag and the value as typed.
+fn bad_number_line(e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue};
+    use std::error::Error as _;
+    let why = e.source()?.downcast_ref::<crate::labs::args::BadNumber>()?;
+    let arg = match e.get(ContextKind::InvalidArg)? {
+        ContextValue::String(s) => s.clone(),
+        _ => return None,
+    };
+    let value = match e.get(ContextKind::InvalidValue)? {
+        ContextValue::String(s) => s.clone(),
+        _ => return None,
+    };
+    let flag = arg.split(' ').next().unwrap_or(&arg);
+    Some(format!("costlab: {flag} {value}: {why}\n"))
+}
+
 /// The text of a parse error as the user sees it: clap's whole message (the cause, the right
 /// spelling or the possible values, the subcommand's usage line), "costlab:" in place of
 /// "error:".
 pub fn clap_message(e: &clap::Error) -> String {
+    if let Some(line) = bad_number_line(e) {
+        return line;
+    }
     let text = e.render().to_string();
     match text.strip_prefix("error: ") {
         Some(rest) => format!("costlab: {rest}"),
@@ -329,7 +493,7 @@ pub fn command() -> clap::Command {
     for (i, name) in order.into_iter().enumerate() {
         cmd = cmd.mut_subcommand(name, |c| c.display_order(i));
     }
-    cmd
+    add_old_spellings(cmd, "")
 }
 
 /// A command line, parsed.
@@ -443,6 +607,20 @@ mod tests {
             &["costlab", "run", "--report", "d"],
             &["costlab", "export", "last", "--output", "f"],
             &["costlab", "export", "last", "-o", "f"],
+            &["costlab", "export", "last", "--samples"],
+            &["costlab", "mem", "bandwidth", "--op", "read"],
+            &["costlab", "mem", "loaded", "--size", "64M"],
+            &["costlab", "echo", "--engine", "epoll", "--size", "16"],
+            &[
+                "costlab", "echo", "serve", "--engine", "epoll", "--size", "16",
+            ],
+            &["costlab", "echo", "load", "--target", "x:1", "--size", "16"],
+            &["costlab", "numa", "--size", "64M"],
+            &["costlab", "zerocopy", "--methods", "send"],
+            &["costlab", "pin", "--workload", "memory"],
+            &["costlab", "run", "--out", "d"],
+            &["costlab", "report", "last", "--out", "d"],
+            &["costlab", "trend", "--html", "t.html"],
         ] {
             if let Err(e) = parse_from(argv) {
                 panic!("{argv:?}: {e}");
@@ -460,6 +638,79 @@ mod tests {
             help.contains("--sizes") && !help.contains("--block "),
             "{help}"
         );
+    }
+
+    #[test]
+    fn an_old_spelling_warns_once_naming_the_new_one() {
+        let w = |args: &[&str]| {
+            let mut argv = vec!["costlab"];
+            argv.extend_from_slice(args);
+            old_spelling_warning(argv)
+        };
+        assert_eq!(
+            w(&["echo", "--engine", "epoll"]).as_deref(),
+            Some("costlab: --engine is now --case; the old spelling will go")
+        );
+        let two = w(&["echo", "--engine=epoll", "--size", "16"]).unwrap();
+        assert_eq!(two.lines().count(), 1, "{two}");
+        assert!(
+            two.contains("--engine is now --case") && two.contains("--size is now --sizes"),
+            "{two}"
+        );
+        assert_eq!(w(&["echo", "--case", "epoll"]), None);
+        assert_eq!(w(&["export", "last", "--raw-samples"]), None);
+        assert!(w(&["export", "last", "--samples"])
+            .unwrap()
+            .contains("--samples is now --raw-samples"));
+        // After `--` the words are a program's, not costlab's.
+        assert_eq!(w(&["check", "--", "prog", "--engine"]), None);
+    }
+
+    #[test]
+    fn every_old_spelling_names_an_argument_of_its_command() {
+        // mut_arg panics on an unknown id: building the tree checks the table.
+        let mut cmd = command();
+        cmd.build();
+        for o in OLD_SPELLINGS {
+            let mut at = &cmd;
+            for word in o.path.split(' ') {
+                at = at
+                    .find_subcommand(word)
+                    .unwrap_or_else(|| panic!("{}", o.path));
+            }
+            let arg = at.get_arguments().find(|a| a.get_id() == o.id).unwrap();
+            if o.own.is_some() {
+                assert!(
+                    arg.is_hide_set() && arg.get_long() == Some(o.old),
+                    "{}",
+                    o.old
+                );
+                continue;
+            }
+            assert!(
+                arg.get_all_aliases().unwrap_or_default().contains(&o.old),
+                "{} --{}",
+                o.path,
+                o.old
+            );
+            assert!(
+                arg.get_visible_aliases().unwrap_or_default().is_empty(),
+                "{} --{}",
+                o.path,
+                o.old
+            );
+        }
+    }
+
+    #[test]
+    fn a_negative_count_gets_costlab_s_own_line() {
+        assert_eq!(
+            err(&["syscall", "--samples", "-3"]),
+            "costlab: --samples -3: use a whole number from 1 to 1000\n"
+        );
+        let m = err(&["echo", "load", "--target", "x:1", "--conns", "-2"]);
+        assert_eq!(m, "costlab: --conns -2: use a whole number from 0 up\n");
+        assert!(err(&["gc", "tax", "--seconds", "-1"]).starts_with("costlab: --seconds -1: "));
     }
 
     #[test]

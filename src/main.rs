@@ -29,6 +29,10 @@ fn main() -> ExitCode {
         Ok(p) => p,
         Err(e) => return clap_exit(e),
     };
+    // An old spelling (`--engine`, `--size`, ...) still works; one line says the new one.
+    if let Some(w) = costlab::cli::old_spelling_warning(std::env::args_os()) {
+        eprintln!("{w}");
+    }
     let _ = DB.set(match &parsed {
         Parsed::Own(cli) => cli.db.clone(),
         Parsed::Lab { db, .. } => db.clone(),

@@ -161,7 +161,7 @@ pub fn command(
     let store = crate::store::open(db)?;
     // Output paths too: a report that cannot be written is found now, not after the run.
     if let Some(dir) = &args.report {
-        crate::report::dest::check_dir("--out", dir)?;
+        crate::report::dest::check_dir("--out-dir", dir)?;
     }
     if let Some(dest) = &args.json {
         crate::report::dest::check_file("--json", dest)?;

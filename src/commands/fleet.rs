@@ -232,7 +232,7 @@ pub fn report_machines(db: Option<&Path>, list: &str, out: Option<&Path>) -> Res
         .unwrap_or_else(|| PathBuf::from("costlab-report").join("machines"));
     std::fs::create_dir_all(&dir).map_err(|e| {
         usage(format!(
-            "cannot create {}: {e}; pass --out DIR",
+            "cannot create {}: {e}; pass --out-dir DIR",
             dir.display()
         ))
     })?;

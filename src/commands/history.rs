@@ -263,7 +263,7 @@ fn fail_on(kind: Option<crate::cli::FailOn>, c: &compare::Comparison) -> Result<
 pub fn export(db: Option<&Path>, args: &ExportArgs) -> Result<()> {
     if args.samples && args.format != ExportFormat::Csv {
         return Err(usage(
-            "--samples gives one CSV row per sample: use it with --format csv",
+            "--raw-samples gives one CSV row per sample: use it with --format csv",
         ));
     }
     if let Some(p) = &args.output {
@@ -324,7 +324,7 @@ pub fn report(db: Option<&Path>, args: &ReportArgs) -> Result<()> {
         return crate::commands::fleet::report_machines(db, list, args.out.as_deref());
     }
     if let Some(dir) = &args.out {
-        crate::report::dest::check_dir("--out", dir)?;
+        crate::report::dest::check_dir("--out-dir", dir)?;
     }
     let name = args.source.as_deref().unwrap_or("last");
     let (doc, sheet) = load_for_report(db, name)?;

@@ -14,7 +14,7 @@ pub struct Common {
     #[arg(long, value_name = "FILE")]
     pub json: Option<String>,
     /// Timed samples per figure (1 to 1000)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = samples)]
     pub samples: Option<usize>,
     /// Run on these CPUs only (kernel list: 0-3,6); threads and child processes stay inside
     #[arg(long, value_name = "LIST")]
@@ -30,12 +30,31 @@ pub struct Common {
     pub strict: bool,
     /// Seconds the command may spend re-measuring disturbed or noisy cases (each case is
     /// measured at most 3 times; 0 = never re-measure)
-    #[arg(long, value_name = "SECS", env = "COSTLAB_RETRY_BUDGET", default_value_t = crate::measure::conditions::DEFAULT_RETRY_BUDGET_S)]
+    #[arg(long, value_name = "SECS", env = "COSTLAB_RETRY_BUDGET", default_value_t = crate::measure::conditions::DEFAULT_RETRY_BUDGET_S, allow_hyphen_values = true, value_parser = whole::<u64, 0, {u64::MAX}>)]
     pub retry_budget: u64,
 }
 
 /// The most samples one figure may take: beyond it a run would last hours, not minutes.
 pub const MAX_SAMPLES: usize = 1000;
+
+/// `--samples N`: a whole number; its range (1 to `MAX_SAMPLES`) is checked before the run
+/// with a message of its own for 0 and for too many.
+fn samples(text: &str) -> Result<usize, BadNumber> {
+    text.trim()
+        .parse()
+        .map_err(|_| BadNumber(format!("use a whole number from 1 to {MAX_SAMPLES}")))
+}
+
+/// The one value of a flag whose command takes one (`echo load --sizes 16K`): a comma list
+/// is refused, naming the flag, the value and why.
+pub fn one<'a>(flag: &str, text: &'a str, why: &str) -> Result<&'a str> {
+    if text.contains(',') {
+        return Err(crate::error::usage(format!(
+            "{flag} {text}: {why}; give one value"
+        )));
+    }
+    Ok(text)
+}
 
 /// A lab's top-level command as `costlab --help` lists it: its name, its one-line `about`,
 /// its examples (`after_help`, starting "Examples:"), and the arguments of `A`.
@@ -124,5 +143,44 @@ impl Invocation {
             m.then = Some(Box::new(then));
         }
         self
+    }
+}
+
+/// A count given on the command line (`--samples N`, `--depth D`, ...): clap takes hyphen
+/// values for these so that `--samples -3` reaches here and gets costlab's own one-line
+/// message instead of "unexpected argument '-3'".
+#[derive(Debug)]
+pub struct BadNumber(pub String);
+
+impl std::fmt::Display for BadNumber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadNumber {}
+
+/// clap's value parser for a whole number from `LO` to `HI`: anything else (a negative
+/// number, a fraction, a word) is refused with the range.
+pub fn whole<T: TryFrom<u64>, const LO: u64, const HI: u64>(text: &str) -> Result<T, BadNumber> {
+    let bad = || {
+        BadNumber(if HI == u64::MAX {
+            format!("use a whole number from {LO} up")
+        } else {
+            format!("use a whole number from {LO} to {HI}")
+        })
+    };
+    let n: u64 = text.trim().parse().map_err(|_| bad())?;
+    if n < LO || n > HI {
+        return Err(bad());
+    }
+    T::try_from(n).map_err(|_| bad())
+}
+
+/// A number in seconds or a count that may have a fraction (`--seconds 1.5`), above zero.
+pub fn positive(text: &str) -> Result<f64, BadNumber> {
+    match text.trim().parse::<f64>() {
+        Ok(x) if x > 0.0 && x.is_finite() => Ok(x),
+        _ => Err(BadNumber("use a number above zero".into())),
     }
 }

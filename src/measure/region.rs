@@ -320,7 +320,7 @@ fn map_error(kind: PageKind, len: u64, err: std::io::Error) -> anyhow::Error {
             crate::measure::sizes::human_size(page)
         )),
         _ => usage(format!(
-            "cannot map {size} of {kind} pages: {err}; use a smaller --block/--sizes or fewer --threads"
+            "cannot map {size} of {kind} pages: {err}; use smaller --sizes or fewer --threads"
         )),
     }
 }

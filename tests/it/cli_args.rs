@@ -52,7 +52,7 @@ fn parse_errors_keep_clap_s_whole_message_and_exit_2() {
         }
     }
     // A negative size is a bad size, not an unknown flag.
-    let out = costlab_db(&db, &["mem", "bandwidth", "--block", "-1"]);
+    let out = costlab_db(&db, &["mem", "bandwidth", "--sizes", "-1"]);
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
     assert!(
@@ -71,7 +71,7 @@ fn unwritable_outputs_and_absurd_samples_exit_2_before_measuring() {
             &["syscall", "--json", "/proc/nope.json"],
             "--json /proc/nope.json",
         ),
-        (&["run", "--out", "/proc/x"], "--out /proc/x"),
+        (&["run", "--out-dir", "/proc/x"], "--out-dir /proc/x"),
         (
             &["run", "--json", "/proc/nope.json"],
             "--json /proc/nope.json",
@@ -80,7 +80,10 @@ fn unwritable_outputs_and_absurd_samples_exit_2_before_measuring() {
             &["export", "last", "--out", "/proc/nope/x.csv"],
             "--out /proc/nope/x.csv",
         ),
-        (&["report", "last", "--out", "/proc/x"], "--out /proc/x"),
+        (
+            &["report", "last", "--out-dir", "/proc/x"],
+            "--out-dir /proc/x",
+        ),
         (&["syscall", "--samples", "0"], "--samples 0"),
         (
             &["mem", "latency", "--samples", "100000000"],
@@ -180,7 +183,7 @@ fn echo_load_takes_the_samples_it_is_asked_for() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("h.db");
     let mut server = Command::new(env!("CARGO_BIN_EXE_costlab"))
-        .args(["echo", "serve", "--engine", "epoll", "--duration", "30s"])
+        .args(["echo", "serve", "--case", "epoll", "--duration", "30s"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

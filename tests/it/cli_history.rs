@@ -53,7 +53,7 @@ fn run_writes_sheet_report_and_history_and_two_runs_at_once_both_land() {
         Command::new(env!("CARGO_BIN_EXE_costlab"))
             .arg("--db")
             .arg(&db)
-            .args(["run", "--retry-budget", "0", "--report"])
+            .args(["run", "--retry-budget", "0", "--out-dir"])
             .arg(dir.path().join(name))
             .args(["--json"])
             .arg(dir.path().join(format!("{name}.json")))
@@ -249,7 +249,7 @@ fn export_and_report_a_stored_run() {
         text(&out.stdout).lines().count(),
         doc.results.len() - plateaus + 1
     );
-    let out = costlab(&db, &["export", "last", "--format", "csv", "--samples"]);
+    let out = costlab(&db, &["export", "last", "--format", "csv", "--raw-samples"]);
     let samples: usize = doc
         .results
         .iter()
@@ -275,7 +275,7 @@ fn export_and_report_a_stored_run() {
         .contains("| syscall | syscall s (getppid) |"));
 
     let rep = dir.path().join("rep");
-    let out = costlab(&db, &["report", "last", "--out", rep.to_str().unwrap()]);
+    let out = costlab(&db, &["report", "last", "--out-dir", rep.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(std::fs::read_to_string(rep.join("index.html"))
         .unwrap()
@@ -283,7 +283,12 @@ fn export_and_report_a_stored_run() {
     let rep2 = dir.path().join("rep2");
     let out = costlab(
         &db,
-        &["report", common::FIXTURE, "--out", rep2.to_str().unwrap()],
+        &[
+            "report",
+            common::FIXTURE,
+            "--out-dir",
+            rep2.to_str().unwrap(),
+        ],
     );
     assert_eq!(out.status.code(), Some(0));
     assert!(rep2.join("index.html").is_file());

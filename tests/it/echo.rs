@@ -45,8 +45,8 @@ impl Server {
     }
 
     fn start_extra(mut cmd: Command, engine: &str, addr: &str, extra: &[&str]) -> Server {
-        cmd.args(["echo", "serve", "--engine", engine, "--addr", addr])
-            .args(["--duration", "60s", "--size", "16"])
+        cmd.args(["echo", "serve", "--case", engine, "--addr", addr])
+            .args(["--duration", "60s", "--sizes", "16"])
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -409,14 +409,14 @@ fn bad_input_exits_2_with_one_line() {
     let cases: &[&[&str]] = &[
         &["echo", "--conns", "0"],
         &["echo", "--conns", "1,,2"],
-        &["echo", "--engine", "kqueue"],
+        &["echo", "--case", "kqueue"],
         &["echo", "--duration", "0s"],
-        &["echo", "--size", "0"],
+        &["echo", "--sizes", "0"],
         &["echo", "--client", "fast"],
-        &["echo", "serve", "--engine", "select"],
+        &["echo", "serve", "--case", "select"],
         &["echo", "serve", "--addr", "nowhere"],
-        &["echo", "serve", "--engine", "epoll", "--sqpoll"],
-        &["echo", "serve", "--cpu", "4096"],
+        &["echo", "serve", "--case", "epoll", "--sqpoll"],
+        &["echo", "serve", "--cpus", "4096"],
         &[
             "echo",
             "load",
@@ -470,11 +470,11 @@ fn serve_prints_its_address_then_its_counts() {
         let out = costlab(&[
             "echo",
             "serve",
-            "--engine",
+            "--case",
             engine,
             "--duration",
             "300ms",
-            "--size",
+            "--sizes",
             "8",
         ]);
         assert!(out.status.success(), "{engine}");
@@ -562,7 +562,7 @@ fn attribution_splits_each_points_cpu_into_parts() {
     }
     let out = costlab(&[
         "echo",
-        "--engine",
+        "--case",
         "epoll,uring",
         "--conns",
         "2",

@@ -363,7 +363,7 @@ fn trend_finds_a_15_percent_step_at_run_20_and_nothing_in_flat_noise() {
                 "getppid",
                 "--machine",
                 "step",
-                "--html",
+                "--out",
                 page.to_str().unwrap(),
             ],
         );
@@ -414,7 +414,7 @@ fn trend_finds_a_15_percent_step_at_run_20_and_nothing_in_flat_noise() {
                 "report",
                 "--machines",
                 "step,flat",
-                "--out",
+                "--out-dir",
                 rep.to_str().unwrap(),
             ],
         );
@@ -437,7 +437,13 @@ fn two_runs_at_once_into_one_postgres_both_land_complete() {
         .map(|i| {
             Command::new(env!("CARGO_BIN_EXE_costlab"))
                 .args([
-                    "--db", &url, "run", "--quick", "--labs", "syscall", "--report",
+                    "--db",
+                    &url,
+                    "run",
+                    "--quick",
+                    "--labs",
+                    "syscall",
+                    "--out-dir",
                 ])
                 .arg(dir.path().join(format!("rep{i}")))
                 .env_remove("COSTLAB_DB")

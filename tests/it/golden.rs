@@ -24,7 +24,7 @@ fn the_fixture_run_exports_byte_for_byte_as_before() {
     let cases: [(&str, &[&str]); 4] = [
         ("export.json", &["--format", "json"]),
         ("export.csv", &["--format", "csv"]),
-        ("export-samples.csv", &["--format", "csv", "--samples"]),
+        ("export-samples.csv", &["--format", "csv", "--raw-samples"]),
         ("export.md", &["--format", "markdown"]),
     ];
     let bless = std::env::var_os("COSTLAB_BLESS").is_some();

@@ -9,6 +9,7 @@ mod browser;
 mod cli_args;
 mod cli_history;
 mod echo;
+mod flags;
 mod fleet;
 mod gc;
 mod golden;

@@ -313,7 +313,7 @@ fn one_node_says_so_in_one_line() {
 #[test]
 fn bad_input_exits_2_with_one_line() {
     for args in [
-        &["numa", "--size", "0"][..],
+        &["numa", "--sizes", "0"][..],
         &["numa", "--threads", "x"],
         &["numa", "--nodes", "a-b"],
         &["numa-maps", "4000000000"],

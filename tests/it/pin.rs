@@ -18,7 +18,7 @@ fn refused(args: &[&str]) -> String {
 fn bad_workloads_placements_and_durations_exit_2_with_one_line() {
     for (args, want) in [
         (
-            &["pin", "--workload", "disk"][..],
+            &["pin", "--case", "disk"][..],
             "unknown workload 'disk': use memory, sharing, echo",
         ),
         (
@@ -26,7 +26,7 @@ fn bad_workloads_placements_and_durations_exit_2_with_one_line() {
             "unknown placement 'nowhere'",
         ),
         (&["pin", "--placement", ""], "--placement is empty"),
-        (&["pin", "--workload", "memory,,echo"], "an item is empty"),
+        (&["pin", "--case", "memory,,echo"], "an item is empty"),
         (
             &["pin", "--duration", "10ms"],
             "use a time from 50ms to 600s",
@@ -64,7 +64,7 @@ fn a_short_run_writes_rows_by_workload_and_placement() {
         &dir.path().join("h.db"),
         &[
             "pin",
-            "--workload",
+            "--case",
             "sharing,echo",
             "--placement",
             "pinned,stacked",

@@ -22,7 +22,7 @@ fn sigint_during_a_lab_keeps_the_run_incomplete_and_the_db_sound() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_costlab"))
         .arg("--db")
         .arg(&db)
-        .args(["run", "--report"])
+        .args(["run", "--out-dir"])
         .arg(dir.path().join("report"))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

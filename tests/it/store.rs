@@ -410,7 +410,7 @@ fn postgres_stopped_during_a_run_keeps_the_figures_in_a_file_and_the_history_sou
     let dir = tempfile::tempdir().unwrap();
     let ran = common::run_acting(
         costlab_bin(&url)
-            .args(["run", "--labs", "syscall", "--report"])
+            .args(["run", "--labs", "syscall", "--out-dir"])
             .arg(dir.path().join("report")),
         "running its quick plan",
         |_| c.stop_now(),

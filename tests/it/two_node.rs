@@ -83,7 +83,7 @@ fn script() -> String {
     format!(
         "set -x; echo 0 > /proc/sys/kernel/numa_balancing; export COSTLAB_DB=/tmp/costlab-two-node.db; \
          echo '==machine'; {BIN} machine --json -; \
-         echo '==numa'; {BIN} numa --quick --samples 2 --size 16M --json - 2>/dev/null; \
+         echo '==numa'; {BIN} numa --quick --samples 2 --sizes 16M --json - 2>/dev/null; \
          echo '==bind'; numactl --membind=1 --cpunodebind=1 {BIN} numa-maps --self --json - 2>/dev/null; \
          echo '==interleave'; numactl --interleave=0,1 {BIN} numa-maps --self --json - 2>/dev/null; \
          echo '==balancing'; cat /proc/sys/kernel/numa_balancing; echo '==end'"

@@ -284,7 +284,7 @@ fn the_history_views_mark_every_figure_of_a_disturbed_run() {
     }
 
     let out = dir.path().join("report");
-    costlab(&db, &["report", "last", "--out", out.to_str().unwrap()]);
+    costlab(&db, &["report", "last", "--out-dir", out.to_str().unwrap()]);
     let page = std::fs::read_to_string(out.join("index.html")).unwrap();
     let sheet_html = &page[page.find("id=\"cost-sheet\"").unwrap()..];
     let sheet_html = &sheet_html[..sheet_html.find("</table>").unwrap()];

@@ -9,8 +9,8 @@ fn bad_methods_sizes_and_links_exit_2_with_one_line() {
     let db = dir.path().join("h.db");
     for (args, want) in [
         (
-            &["zerocopy", "--methods", "carrier-pigeon"][..],
-            "unknown method 'carrier-pigeon' in --methods",
+            &["zerocopy", "--case", "carrier-pigeon"][..],
+            "unknown method 'carrier-pigeon' in --case",
         ),
         (&["zerocopy", "--sizes", "128M"], "out of range"),
         (&["zerocopy", "--link", "wifi"], "unknown link 'wifi'"),
@@ -31,7 +31,7 @@ fn a_tiny_run_writes_rows_by_method_size_and_link() {
         &dir.path().join("h.db"),
         &[
             "zerocopy",
-            "--methods",
+            "--case",
             "read-write,send",
             "--sizes",
             "64K",

@@ -20,7 +20,7 @@ pub struct EchoArgs {
 pub enum EchoCommand {
     /// Run one echo server (single-threaded); prints its address first, its counts as JSON on exit
     #[command(
-        after_help = "Examples:\n  costlab echo serve --engine epoll\n  costlab echo serve --engine uring --addr 127.0.0.1:9000 --cpus 1 --duration 30s"
+        after_help = "Examples:\n  costlab echo serve --case epoll\n  costlab echo serve --case uring --addr 127.0.0.1:9000 --cpus 1 --duration 30s"
     )]
     Serve(EchoServeArgs),
     /// Drive an echo server and report throughput, latency, errors and the loader's own CPU
@@ -33,8 +33,12 @@ pub enum EchoCommand {
 /// The experiment: each engine in its own pinned process, the loader on the other CPUs.
 #[derive(Args, Debug, Clone)]
 pub struct EchoRunArgs {
-    /// Engines to compare
-    #[arg(long, default_value = "epoll,uring,uring-basic", value_name = "LIST")]
+    /// Cases: the engines to compare (epoll, uring, uring-basic)
+    #[arg(
+        long = "case",
+        default_value = "epoll,uring,uring-basic",
+        value_name = "LIST"
+    )]
     pub engine: String,
     /// Connection counts to sweep
     #[arg(long, default_value = "1,16,128,1000", value_name = "LIST")]
@@ -42,9 +46,9 @@ pub struct EchoRunArgs {
     /// Message sizes to sweep (16,512,4K,16K,64K; up to 64M)
     #[arg(
         long = "sizes",
-        alias = "size",
         default_value = "16",
-        value_name = "LIST"
+        value_name = "LIST",
+        allow_hyphen_values = true
     )]
     pub sizes: String,
     /// uring techniques: all, or switch some off (-bundle,-inc; names: big, bundle, inc,
@@ -76,10 +80,10 @@ pub struct EchoRunArgs {
     #[arg(long, default_value = "uring", value_name = "LIST")]
     pub client: String,
     /// Requests in flight per connection
-    #[arg(long, default_value_t = 1, value_name = "D")]
+    #[arg(long, default_value_t = 1, value_name = "D", allow_hyphen_values = true, value_parser = crate::labs::args::whole::<usize, 0, {u64::MAX}>)]
     pub depth: usize,
-    /// Loader threads (default: one per loader CPU) [was: --threads]
-    #[arg(long = "loader-threads", alias = "threads", value_name = "T")]
+    /// Loader threads [default: one per loader CPU]
+    #[arg(long = "loader-threads", value_name = "T", allow_hyphen_values = true, value_parser = crate::labs::args::whole::<usize, 0, {u64::MAX}>)]
     pub threads: Option<usize>,
     /// io_uring servers poll the submission queue from a kernel thread
     #[arg(long)]
@@ -110,21 +114,26 @@ pub struct EchoRunArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct EchoServeArgs {
-    /// epoll, uring or uring-basic
-    #[arg(long, default_value = "uring", value_name = "ENGINE")]
+    /// The case: the engine to serve with, epoll, uring or uring-basic (one)
+    #[arg(long = "case", default_value = "uring", value_name = "LIST")]
     pub engine: String,
     /// Address to listen on (port 0: any free port)
     #[arg(long, default_value = "127.0.0.1:0", value_name = "HOST:PORT")]
     pub addr: String,
-    /// Pin the server to this CPU (one: the server is single-threaded) [was: --cpu]
-    #[arg(long = "cpus", alias = "cpu", value_name = "CPU")]
+    /// Pin the server to this CPU (one: the server is single-threaded)
+    #[arg(long = "cpus", value_name = "CPU", allow_hyphen_values = true, value_parser = crate::labs::args::whole::<usize, 0, {u64::MAX}>)]
     pub cpu: Option<usize>,
     /// Stop after this long (otherwise at SIGTERM or SIGINT)
     #[arg(long, value_name = "TIME")]
     pub duration: Option<String>,
-    /// The fixed message size B: requests are counted as bytes echoed / B, and the uring
-    /// server takes its hot path when B is at least the `hot` threshold (8K by default)
-    #[arg(long, default_value = "16", value_name = "SIZE")]
+    /// The fixed message size B (one): requests are counted as bytes echoed / B, and the
+    /// uring server takes its hot path when B is at least the `hot` threshold (8K by default)
+    #[arg(
+        long = "sizes",
+        default_value = "16",
+        value_name = "LIST",
+        allow_hyphen_values = true
+    )]
     pub size: String,
     /// io_uring: poll the submission queue from a kernel thread (SQPOLL)
     #[arg(long)]
@@ -147,13 +156,13 @@ pub struct EchoLoadArgs {
     #[arg(long, value_name = "HOST:PORT")]
     pub target: String,
     /// Connections
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    #[arg(long, default_value_t = 1, value_name = "N", allow_hyphen_values = true, value_parser = crate::labs::args::whole::<usize, 0, {u64::MAX}>)]
     pub conns: usize,
-    /// Message size (16, 1K, ...)
+    /// Message size (one: 16, 1K, ...)
     #[arg(
-        long,
+        long = "sizes",
         default_value = "16",
-        value_name = "SIZE",
+        value_name = "LIST",
         allow_hyphen_values = true
     )]
     pub size: String,
@@ -166,11 +175,10 @@ pub struct EchoLoadArgs {
     )]
     pub duration: String,
     /// Requests in flight per connection (closed loop)
-    #[arg(long, default_value_t = 1, value_name = "D")]
+    #[arg(long, default_value_t = 1, value_name = "D", allow_hyphen_values = true, value_parser = crate::labs::args::whole::<usize, 0, {u64::MAX}>)]
     pub depth: usize,
-    /// Loader threads, each owning its share of the connections (default: one per CPU)
-    /// [was: --threads]
-    #[arg(long = "loader-threads", alias = "threads", value_name = "T")]
+    /// Loader threads, each owning its share of the connections [default: one per CPU]
+    #[arg(long = "loader-threads", value_name = "T", allow_hyphen_values = true, value_parser = crate::labs::args::whole::<usize, 0, {u64::MAX}>)]
     pub threads: Option<usize>,
     /// Open loop: send R requests per second in all, latency from the intended send time
     #[arg(long, value_name = "R", allow_hyphen_values = true)]

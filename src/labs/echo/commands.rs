@@ -6,7 +6,11 @@ use super::*;
 /// `costlab echo serve`: the address as the first line, the counts as one JSON line at exit.
 pub fn serve_command(args: &EchoServeArgs) -> Result<()> {
     let opts = ServeOpts {
-        engine: Engine::parse(&args.engine)?,
+        engine: Engine::parse(crate::labs::args::one(
+            "--case",
+            &args.engine,
+            "one server runs one engine",
+        )?)?,
         addr: server::parse_addr(&args.addr, "--addr")?,
         cpu: args.cpu,
         duration: args
@@ -19,10 +23,10 @@ pub fn serve_command(args: &EchoServeArgs) -> Result<()> {
         features: Features::parse(&args.features)?,
     };
     if opts.sqpoll && opts.engine != Engine::Uring {
-        return Err(usage("--sqpoll applies to --engine uring only"));
+        return Err(usage("--sqpoll applies to --case uring only"));
     }
     if opts.features != Features::default() && opts.engine != Engine::Uring {
-        return Err(usage("--features applies to --engine uring only"));
+        return Err(usage("--features applies to --case uring only"));
     }
     let stats = server::serve(&opts, |addr| {
         let mut out = std::io::stdout().lock();
@@ -72,7 +76,9 @@ pub fn load_spec(args: &EchoLoadArgs) -> Result<LoadSpec> {
         cpus,
     };
     if args.threads == Some(0) {
-        return Err(usage("--threads 0: the loader needs at least one thread"));
+        return Err(usage(
+            "--loader-threads 0: the loader needs at least one thread",
+        ));
     }
     Ok(spec)
 }

@@ -33,7 +33,7 @@ pub struct Features {
     /// SEND_ZC for a send of at least this many bytes; None: never (the default: on loopback
     /// the receiver copies anyway, so zero copy only adds the notification).
     pub zc: Option<usize>,
-    /// The hot path for messages of at least this many bytes (the server's `--size`): no
+    /// The hot path for messages of at least this many bytes (the server's `--sizes`): no
     /// provided-buffer ring; each connection has a multishot poll, and a readable one is
     /// received into one of a few shared buffers, which its echo frees at once, so the
     /// kernel copies into memory that stays in cache. The ring cycles through far more

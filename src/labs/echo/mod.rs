@@ -69,9 +69,14 @@ pub fn parse_duration(text: &str, what: &str) -> Result<Duration> {
 /// The longest run a `--duration` may ask for.
 const MAX_RUN: Duration = Duration::from_secs(3600);
 
-/// `--size B`: one message size, 1 byte to 64M.
+/// `--sizes B` of `echo serve` and `echo load`: one message size, 1 byte to 64M.
 pub(super) fn parse_msg_size(text: &str) -> Result<usize> {
-    msg_size("--size", text, text)
+    let text = crate::labs::args::one(
+        "--sizes",
+        text,
+        "one server or loader uses one message size",
+    )?;
+    msg_size("--sizes", text, text)
 }
 
 /// One message size of the flag `flag` whose whole value was `whole`; the message names both.
@@ -179,7 +184,7 @@ impl Lab for EchoLab {
         vec![command::<EchoArgs>(
             "echo",
             "Is io_uring faster than epoll here? Echo servers, a load generator and the experiment",
-            "Examples:\n  costlab echo --conns 1,128 --duration 1s\n  costlab echo --loaders lg1,lg2 --addr 10.0.0.5 --conns 128,1000\n                 the load from two hosts over ssh, the servers here on 10.0.0.5\n  costlab echo --loaders me@lg1 --addr 10.0.0.5 --ssh \"ssh -F lab_ssh_config\" --loader-costlab /opt/costlab/bin/costlab\n  costlab echo serve --engine uring --addr 127.0.0.1:9000\n  costlab echo load --target 127.0.0.1:9000 --conns 64 --samples 3",
+            "Examples:\n  costlab echo --conns 1,128 --duration 1s\n  costlab echo --loaders lg1,lg2 --addr 10.0.0.5 --conns 128,1000\n                 the load from two hosts over ssh, the servers here on 10.0.0.5\n  costlab echo --loaders me@lg1 --addr 10.0.0.5 --ssh \"ssh -F lab_ssh_config\" --loader-costlab /opt/costlab/bin/costlab\n  costlab echo serve --case uring --addr 127.0.0.1:9000\n  costlab echo load --target 127.0.0.1:9000 --conns 64 --samples 3",
         )]
     }
     fn invoke(&self, _name: &str, m: &clap::ArgMatches) -> Result<Invocation> {

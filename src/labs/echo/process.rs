@@ -51,8 +51,8 @@ impl ServerProcess {
         let engine = v.engine;
         let exe = std::env::current_exe().context("finding costlab's own executable")?;
         let mut cmd = Command::new(exe);
-        cmd.args(["echo", "serve", "--engine", engine.name(), "--addr", addr])
-            .args(["--cpu", &cpu.to_string(), "--size", &size.to_string()])
+        cmd.args(["echo", "serve", "--case", engine.name(), "--addr", addr])
+            .args(["--cpus", &cpu.to_string(), "--sizes", &size.to_string()])
             .args(["--duration", &format!("{}ms", limit.as_millis())])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -58,7 +58,7 @@ pub(super) fn build_ring(attempts: &[Setup]) -> Result<(IoUring, &'static str)> 
 pub(super) fn unavailable(e: std::io::Error) -> anyhow::Error {
     match e.raw_os_error() {
         Some(libc::EPERM) | Some(libc::ENOSYS) => usage(format!(
-            "io_uring is not available here ({e}); it may be disabled by sysctl kernel.io_uring_disabled or a seccomp profile; use --engine epoll"
+            "io_uring is not available here ({e}); it may be disabled by sysctl kernel.io_uring_disabled or a seccomp profile; use --case epoll"
         )),
         _ => anyhow::Error::new(e).context("setting up io_uring"),
     }

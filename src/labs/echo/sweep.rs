@@ -72,17 +72,19 @@ impl Plan {
             )));
         }
         if args.threads == Some(0) {
-            return Err(usage("--threads 0: the loader needs at least one thread"));
+            return Err(usage(
+                "--loader-threads 0: the loader needs at least one thread",
+            ));
         }
         if args.sqpoll && !engines.contains(&Engine::Uring) {
             return Err(usage(
-                "--sqpoll applies to the uring engine, which is not in --engine",
+                "--sqpoll applies to the uring engine, which is not in --case",
             ));
         }
         let features = Features::parse(&args.features)?;
         if (args.ablate || features != Features::default()) && !engines.contains(&Engine::Uring) {
             return Err(usage(
-                "--features and --ablate apply to the uring engine, which is not in --engine",
+                "--features and --ablate apply to the uring engine, which is not in --case",
             ));
         }
         let attribute = match args.attribute {

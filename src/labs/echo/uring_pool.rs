@@ -133,7 +133,7 @@ impl BufPool {
         }
         attempt(0).map_err(|e| match e.raw_os_error() {
             Some(libc::EINVAL) => usage(
-                "this kernel has no provided-buffer rings (Linux 5.19+); use --engine uring-basic or epoll",
+                "this kernel has no provided-buffer rings (Linux 5.19+); use --case uring-basic or epoll",
             ),
             _ => anyhow::Error::new(e).context("registering the provided-buffer ring"),
         })?;

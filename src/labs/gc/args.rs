@@ -29,7 +29,7 @@ pub struct GcArgs {
     #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
     pub live: Option<String>,
     /// Old spelling of --samples (fresh processes per point; default 3, 2 with --quick)
-    #[arg(long, value_name = "N", hide = true)]
+    #[arg(long, value_name = "N", hide = true, allow_hyphen_values = true, value_parser = crate::labs::args::whole::<usize, 0, {u64::MAX}>)]
     pub reps: Option<usize>,
     #[command(flatten)]
     pub common: Common,
@@ -63,11 +63,11 @@ pub struct GcTaxArgs {
     #[arg(long, value_name = "LIST", default_value = "heap,server")]
     pub workload: String,
     /// Attribution: seconds each profiled process is sampled (default 5; 2 with --quick)
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", allow_hyphen_values = true, value_parser = crate::labs::args::positive)]
     pub seconds: Option<f64>,
     /// Attribution: rounds per workload, each a plain, a -B and a layout-shifted process
     /// (default 3; 1 with --quick)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = crate::labs::args::whole::<usize, 0, {u64::MAX}>)]
     pub procs: Option<usize>,
     /// Which A/B and A/A taxes: bounds, prologue, write-barrier
     #[arg(
@@ -77,7 +77,7 @@ pub struct GcTaxArgs {
     )]
     pub kind: String,
     /// Old spelling of --samples (paired samples per tax; default 5)
-    #[arg(long, value_name = "N", hide = true)]
+    #[arg(long, value_name = "N", hide = true, allow_hyphen_values = true, value_parser = crate::labs::args::whole::<usize, 0, {u64::MAX}>)]
     pub reps: Option<usize>,
     /// Live heap the write-barrier kernel's GC cycles mark (default 256M)
     #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]

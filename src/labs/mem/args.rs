@@ -31,7 +31,7 @@ impl MemArgs {
 pub enum MemCommand {
     /// Bandwidth (GB/s) by op, pattern, block, threads and page kind
     #[command(
-        after_help = "Examples:\n  costlab mem bandwidth --sizes 16K,4M,1G\n  costlab mem bandwidth --op read,copy --threads 1,2 --pages 4k,thp"
+        after_help = "Examples:\n  costlab mem bandwidth --sizes 16K,4M,1G\n  costlab mem bandwidth --case read,copy --threads 1,2 --pages 4k,thp"
     )]
     Bandwidth(MemBandwidthArgs),
     /// Latency (ns) of dependent loads over one random cycle, by region size and page kind
@@ -56,8 +56,13 @@ pub struct MemLoadedArgs {
     /// 300,50,0 with --quick]
     #[arg(long, value_name = "LIST")]
     pub delays: Option<String>,
-    /// The chase's region (make it larger than the last-level cache)
-    #[arg(long, default_value = "256M", value_name = "SIZE")]
+    /// The chase's region, one size (make it larger than the last-level cache)
+    #[arg(
+        long = "sizes",
+        default_value = "256M",
+        value_name = "LIST",
+        allow_hyphen_values = true
+    )]
     pub size: String,
     /// Each load thread's region
     #[arg(long, default_value = "256M", value_name = "SIZE")]
@@ -68,18 +73,21 @@ pub struct MemLoadedArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct MemBandwidthArgs {
-    /// Ops, comma list: read, write, write-nt (streaming stores), copy (regular stores),
+    /// Cases: the ops, a comma list: read, write, write-nt (streaming stores), copy (regular stores),
     /// copy-nt (streaming stores); memcpy, memset (the C library's own, the reference). Copies
     /// count read + write
-    #[arg(long, default_value = "read,write,copy,copy-nt,memcpy,memset")]
+    #[arg(
+        long = "case",
+        default_value = "read,write,copy,copy-nt,memcpy,memset",
+        value_name = "LIST"
+    )]
     pub op: String,
     /// Access patterns: seq, rand (whole random 64-byte lines, 8 in flight)
     #[arg(long, default_value = "seq")]
     pub pattern: String,
-    /// Block sizes: the buffer each thread sweeps (binary sizes: 16K,4M,1G) [was: --block]
+    /// Block sizes: the buffer each thread sweeps (binary sizes: 16K,4M,1G)
     #[arg(
         long = "sizes",
-        alias = "block",
         default_value = "1G",
         value_name = "LIST",
         allow_hyphen_values = true

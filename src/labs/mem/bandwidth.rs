@@ -53,7 +53,7 @@ fn fit_block(block: u64, regions: u64, granule: u64, avail: u64) -> Option<u64> 
 fn block_that_fits(asked: u64, nregions: u64, kind: PageKind, avail: u64) -> Result<u64> {
     fit_block(asked, nregions, kind.granule(), avail).ok_or_else(|| {
         crate::error::usage(format!(
-            "{nregions} x --block {} needs {} of memory but only {} is available (a block is shrunk for many threads, never below one that fits alone); use a smaller --block or fewer threads",
+            "{nregions} x --sizes {} needs {} of memory but only {} is available (a block is shrunk for many threads, never below one that fits alone); use smaller --sizes or fewer threads",
             format_size(asked),
             human_size(nregions.saturating_mul(asked)),
             human_size(avail)
@@ -114,7 +114,7 @@ pub fn bandwidth(plan: &BandwidthPlan, ctx: &Ctx) -> Result<Outcome> {
                 };
                 if block != asked {
                     out.notes.push(format!(
-                        "{threads} threads: {nregions} x --block {} would need {} but {} is available; each block is shrunk to {} for this thread count so nothing swaps (case key block_asked keeps {})",
+                        "{threads} threads: {nregions} x --sizes {} would need {} but {} is available; each block is shrunk to {} for this thread count so nothing swaps (case key block_asked keeps {})",
                         format_size(asked),
                         human_size(nregions * asked),
                         human_size(avail.unwrap_or(0)),

@@ -129,11 +129,15 @@ impl LoadedPlan {
                 v
             }
         };
-        let size = parse_size(&a.size)?;
+        let size = parse_size(crate::labs::args::one(
+            "--sizes",
+            &a.size,
+            "the loaded chase runs over one region",
+        )?)?;
         let load_size = parse_size(&a.load_size)?;
         if size < (1 << 20) || load_size < (1 << 20) {
             return Err(usage(
-                "--size and --load-size must be at least 1M (and should exceed the last-level cache)",
+                "--sizes and --load-size must be at least 1M (and should exceed the last-level cache)",
             ));
         }
         Ok(LoadedPlan {

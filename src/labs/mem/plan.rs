@@ -50,7 +50,7 @@ impl Op {
         let t = text.trim().to_ascii_lowercase();
         Op::ALL.into_iter().find(|o| o.name() == t).ok_or_else(|| {
             usage(format!(
-                "unknown op '{text}': use read, write, write-nt, copy, copy-nt, memcpy or memset (comma list: --op read,copy)"
+                "unknown op '{text}': use read, write, write-nt, copy, copy-nt, memcpy or memset (comma list: --case read,copy)"
             ))
         })
     }
@@ -182,7 +182,7 @@ impl BandwidthPlan {
         }
         if t.shared && ops.iter().all(|o| o.is_libc()) {
             return Err(usage(
-                "memcpy and memset are not run on a --shared region (the C library's stores from several threads to the same bytes would be a data race): drop --shared or add another --op".to_string(),
+                "memcpy and memset are not run on a --shared region (the C library's stores from several threads to the same bytes would be a data race): drop --shared or add another op to --case".to_string(),
             ));
         }
         if ops.iter().all(|o| o.is_libc()) && !patterns.contains(&Pattern::Seq) {
@@ -244,14 +244,14 @@ impl BandwidthPlan {
 pub fn check_block(block: u64, pages: &[PageKind]) -> Result<()> {
     if block < MIN_SIZE {
         return Err(usage(format!(
-            "--block {}: below 4K; a block must be at least one 4 KiB page",
+            "--sizes {}: below 4K; a block must be at least one 4 KiB page",
             format_size(block)
         )));
     }
     for &k in pages {
         if !block.is_multiple_of(k.granule()) {
             return Err(usage(format!(
-                "--block {}: not a multiple of the {} page size ({}); use a multiple like {}",
+                "--sizes {}: not a multiple of the {} page size ({}); use a multiple like {}",
                 format_size(block),
                 k,
                 format_size(k.granule()),

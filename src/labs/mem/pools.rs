@@ -96,7 +96,8 @@ pub fn ensure(
                 "free memory is too fragmented for {size} pages; reserve them at boot (kernel command line: hugepagesz=1G hugepages={needed}) or use --pages 2m"
             )
         } else {
-            "free memory is too fragmented or too small; free some memory or use a smaller --block/--sizes".to_string()
+            "free memory is too fragmented or too small; free some memory or use smaller --sizes"
+                .to_string()
         };
         return Err(usage(format!(
             "{kind} pages: asked the kernel for {short} more {size} pages but it found only {got}; {why}"

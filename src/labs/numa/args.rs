@@ -11,11 +11,12 @@ pub struct NumaArgs {
     /// Only these NUMA nodes (two or more), like 0,1 or 0-3
     #[arg(long, value_name = "LIST")]
     pub nodes: Option<String>,
-    /// Threads of the bandwidth runs (per node for the matrix, in all for the placements)
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    /// Threads of the bandwidth runs, one count (per node for the matrix, in all for the
+    /// placements)
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     pub threads: Option<String>,
-    /// Working set of the latency chase, like 256M or 1G
-    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
+    /// Working set of the latency chase, one size like 256M or 1G
+    #[arg(long = "sizes", value_name = "LIST", allow_hyphen_values = true)]
     pub size: Option<String>,
     /// Allow more threads than CPUs
     #[arg(long)]

@@ -48,14 +48,25 @@ fn request_from(args: &NumaArgs, ctx: &Ctx) -> Result<Request> {
         None => None,
     };
     let threads = match &args.threads {
-        Some(t) => Some(t.trim().parse::<usize>().map_err(|_| {
-            usage(format!(
-                "bad --threads '{t}': expected a whole number like 8"
-            ))
-        })?),
+        Some(t) => Some(
+            crate::labs::args::one("--threads", t, "numa runs one thread count per placement")?
+                .trim()
+                .parse::<usize>()
+                .map_err(|_| {
+                    usage(format!(
+                        "bad --threads '{t}': expected a whole number like 8"
+                    ))
+                })?,
+        ),
         None => None,
     };
-    let size = args.size.as_deref().map(sizes::parse_size).transpose()?;
+    let size = args
+        .size
+        .as_deref()
+        .map(|s| crate::labs::args::one("--sizes", s, "the numa chase takes one working set"))
+        .transpose()?
+        .map(sizes::parse_size)
+        .transpose()?;
     Ok(Request {
         nodes,
         threads,
@@ -530,7 +541,7 @@ impl Lab for NumaLab {
             command::<NumaArgs>(
                 "numa",
                 "Local vs remote memory: node x node latency and bandwidth, bind vs interleave vs first-touch",
-                "Examples:\n  costlab numa\n  costlab numa --nodes 0,1 --size 1G\n  costlab numa --threads 4 --quick",
+                "Examples:\n  costlab numa\n  costlab numa --nodes 0,1 --sizes 1G\n  costlab numa --threads 4 --quick",
             ),
             command::<NumaMapsArgs>(
                 "numa-maps",

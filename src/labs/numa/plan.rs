@@ -116,13 +116,13 @@ pub fn plan(machine: &Machine, allowed: &[usize], req: &Request) -> anyhow::Resu
         .unwrap_or(if req.quick { 64 << 20 } else { 256 << 20 });
     if latency_bytes < 1 << 20 {
         return Err(usage(format!(
-            "--size {}: the chase needs at least 1M to leave the caches; use 64M or more",
+            "--sizes {}: the chase needs at least 1M to leave the caches; use 64M or more",
             format_size(latency_bytes)
         )));
     }
     if latency_bytes > 64 << 30 {
         return Err(usage(format!(
-            "--size {}: the chase stops at 64G (far past any cache); use 1G or less",
+            "--sizes {}: the chase stops at 64G (far past any cache); use 1G or less",
             format_size(latency_bytes)
         )));
     }
@@ -154,7 +154,7 @@ pub fn plan(machine: &Machine, allowed: &[usize], req: &Request) -> anyhow::Resu
         if let Some(n) = machine.node(*id) {
             if n.mem_free > 0 && largest > n.mem_free / 2 {
                 return Err(usage(format!(
-                    "node {id} has {} free; a run needs {} there (half its free memory at most): lower --size or --threads",
+                    "node {id} has {} free; a run needs {} there (half its free memory at most): lower --sizes or --threads",
                     human_size(n.mem_free),
                     human_size(largest)
                 )));

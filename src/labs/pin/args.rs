@@ -6,8 +6,8 @@ use crate::labs::args::Common;
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct PinArgs {
-    /// Workloads (comma list): memory, sharing, echo [default: all]
-    #[arg(long, value_name = "LIST")]
+    /// Cases: the workloads (comma list): memory, sharing, echo [default: all]
+    #[arg(long = "case", value_name = "LIST")]
     pub workload: Option<String>,
     /// Placements (comma list): pinned, free, stacked, irq-cpu [default: all]
     #[arg(long, value_name = "LIST")]

@@ -17,20 +17,13 @@ use crate::measure::counters::Scheduling;
 fn start_server(cpu: Option<usize>, len: Duration) -> Result<(Child, String)> {
     let exe = std::env::current_exe().context("finding the costlab binary")?;
     let mut cmd = Command::new(exe);
-    cmd.args([
-        "echo",
-        "serve",
-        "--engine",
-        "epoll",
-        "--addr",
-        "127.0.0.1:0",
-    ])
-    .args([
-        "--duration",
-        &format!("{}ms", (len + Duration::from_secs(5)).as_millis()),
-    ])
-    .stdout(Stdio::piped())
-    .stderr(Stdio::null());
+    cmd.args(["echo", "serve", "--case", "epoll", "--addr", "127.0.0.1:0"])
+        .args([
+            "--duration",
+            &format!("{}ms", (len + Duration::from_secs(5)).as_millis()),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
     if let Some(c) = cpu {
         cmd.args(["--cpu", &c.to_string()]);
     }

@@ -174,7 +174,7 @@ impl Lab for PinLab {
         vec![command::<PinArgs>(
             "pin",
             "Pinned vs free-running vs badly placed threads (two on one CPU, on the IRQ CPU)",
-            "Examples:\n  costlab pin\n  costlab pin --workload memory --placement pinned,free,stacked",
+            "Examples:\n  costlab pin\n  costlab pin --case memory --placement pinned,free,stacked",
         )]
     }
     fn invoke(&self, _name: &str, m: &clap::ArgMatches) -> Result<Invocation> {

@@ -62,7 +62,7 @@ impl Plan {
     pub fn parse(args: &PinArgs, quick: bool) -> Result<Plan> {
         let workloads = match &args.workload {
             None => WORKLOADS.to_vec(),
-            Some(t) => choices(t, "workload", "memory, sharing, echo", |s| {
+            Some(t) => choices(t, "--case", "workload", "memory, sharing, echo", |s| {
                 WORKLOADS.into_iter().find(|w| w.name() == s)
             })?,
         };
@@ -70,6 +70,7 @@ impl Plan {
             None => placement::ALL.to_vec(),
             Some(t) => choices(
                 t,
+                "--placement",
                 "placement",
                 "pinned, free, stacked, irq-cpu",
                 Placement::parse,
@@ -109,15 +110,16 @@ impl Plan {
     }
 }
 
-/// `--workload memory,echo`: names from `names`, in the order given.
+/// `--case memory,echo`: names from `names`, in the order given.
 fn choices<T>(
     text: &str,
+    flag: &str,
     what: &str,
     names: &str,
     parse: impl Fn(&str) -> Option<T>,
 ) -> Result<Vec<T>> {
     if text.trim().is_empty() {
-        return Err(usage(format!("--{what} is empty: give {names}")));
+        return Err(usage(format!("{flag} is empty: give {names}")));
     }
     parse_list(text, |s| {
         parse(s).ok_or_else(|| usage(format!("unknown {what} '{s}': use {names}")))

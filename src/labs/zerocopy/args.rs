@@ -8,12 +8,12 @@ use crate::labs::args::Common;
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct ZerocopyArgs {
-    /// Methods (comma list): read-write, mmap-write, sendfile, splice, send, msg-zerocopy,
+    /// Cases: the methods (comma list): read-write, mmap-write, sendfile, splice, send, msg-zerocopy,
     /// uring-send, uring-send-zc [default: all]
-    #[arg(long, value_name = "LIST")]
+    #[arg(long = "case", value_name = "LIST")]
     pub methods: Option<String>,
     /// Payload sizes, one call's bytes [default: 4K,16K,64K,256K,1M,4M; 64K,1M with --quick]
-    #[arg(long, value_name = "LIST")]
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     pub sizes: Option<String>,
     /// Links: loopback, veth (receiver in a network namespace; root) [default: both, veth
     /// where it can be made]

@@ -79,7 +79,7 @@ impl Plan {
                 .map(|s| {
                     Method::parse(s).ok_or_else(|| {
                         usage(format!(
-                            "unknown method '{s}' in --methods: use {}",
+                            "unknown method '{s}' in --case: use {}",
                             model::ALL.map(Method::name).join(", ")
                         ))
                     })
@@ -88,7 +88,7 @@ impl Plan {
         };
         if methods.is_empty() {
             return Err(usage(
-                "--methods is empty: give a comma list such as sendfile,send",
+                "--case is empty: give a comma list such as sendfile,send",
             ));
         }
         let sizes = match &args.sizes {
@@ -585,7 +585,7 @@ impl Lab for ZerocopyLab {
         vec![command::<ZerocopyArgs>(
             "zerocopy",
             "What moving bytes to a socket costs: read+write, mmap, sendfile, splice, send, MSG_ZEROCOPY, io_uring SEND and SEND_ZC, by payload size, over loopback and veth",
-            "Examples:\n  costlab zerocopy\n  costlab zerocopy --methods read-write,sendfile --sizes 64K,1M --link loopback",
+            "Examples:\n  costlab zerocopy\n  costlab zerocopy --case read-write,sendfile --sizes 64K,1M --link loopback",
         )]
     }
     fn invoke(&self, _name: &str, m: &clap::ArgMatches) -> Result<Invocation> {

@@ -241,7 +241,7 @@ impl Loaders {
         w.push(spec.target.to_string());
         w.push("--conns".into());
         w.push(share(spec.conns, self.hosts.len(), i).to_string());
-        w.push("--size".into());
+        w.push("--sizes".into());
         w.push(spec.size.to_string());
         w.push("--duration".into());
         w.push(format!("{}ms", spec.duration.as_millis().max(1)));
@@ -626,8 +626,9 @@ mod tests {
         assert_eq!(w[0], "/opt/cost lab");
         let joined = w.join(" ");
         assert!(
-            joined
-                .contains("--for-lead --target 10.0.0.5:7000 --conns 3 --size 16 --duration 300ms"),
+            joined.contains(
+                "--for-lead --target 10.0.0.5:7000 --conns 3 --sizes 16 --duration 300ms"
+            ),
             "{joined}"
         );
         assert!(

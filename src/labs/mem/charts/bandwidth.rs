@@ -61,7 +61,7 @@ fn one(doc: &Doc, pattern: &str) -> Chart {
     };
     if plot.single_x().is_some() {
         // One block: a line chart would stack every series on one tick.
-        return Chart::drawn(plot, "One block size in this run, so one bar per series: the median, with min–max whiskers. `costlab mem bandwidth --block 16K,4M,1G` sweeps the sizes.");
+        return Chart::drawn(plot, "One block size in this run, so one bar per series: the median, with min–max whiskers. `costlab mem bandwidth --sizes 16K,4M,1G` sweeps the sizes.");
     }
     Chart::drawn(plot, "Median of the samples with min–max whiskers. Where a line drops, the block has left a cache level; page backings differ once TLB reach runs out.")
 }
