@@ -21,7 +21,7 @@ export COSTLAB_DB=${COSTLAB_DB:-$W/h.db} COSTLAB_RETRY_BUDGET=0
 # The syscall lab's terms (s, the TCP and io_uring send and recv) for the price to use.
 "$B" syscall --quick >/dev/null 2>&1
 # The echo lab's model and measured server CPU per request, the same cases.
-"$B" echo --engine epoll,uring --sizes 16,16K --conns "$CONNS" --duration 2s --samples 3 \
+"$B" echo --case epoll,uring --sizes 16,16K --conns "$CONNS" --duration 2s --samples 3 \
     --json "$W/echo.json" >/dev/null 2>&1
 model() { # model ENGINE SIZE: "predicted measured" ns per request
     jq -r --arg e "$1" --argjson s "$2" --argjson c "$CONNS" '
@@ -40,11 +40,11 @@ for engine in epoll uring; do
                 (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break
                 sleep 0.05
             done
-            "$B" echo load --target 127.0.0.1:$port --size "$size" --conns "$CONNS" \
+            "$B" echo load --target 127.0.0.1:$port --sizes "$size" --conns "$CONNS" \
                 --duration "${SECS}s" --samples 1 --cpus 1 >/dev/null 2>&1 || true
         ) &
         loader=$!
-        "$B" price --once --json "$W/p.json" -- "$B" echo serve --engine "$engine" --size "$size" \
+        "$B" price --once --json "$W/p.json" -- "$B" echo serve --case "$engine" --sizes "$size" \
             --addr 127.0.0.1:$port --cpus 0 --duration "$((SECS + 3))s" >"$W/srv.out" 2>/dev/null
         wait "$loader"
         req=$(grep '^{' "$W/srv.out" | tail -1 | jq '.requests')
