@@ -1,10 +1,12 @@
 //! `costlab price`'s arguments.
 
+use std::path::PathBuf;
+
 use clap::Args;
 
 use crate::labs::args::Common;
 
-/// `costlab price [--pid PID --duration D | -- CMD ARGS...]`.
+/// `costlab price [--pid PID --duration D | --from FILE | -- CMD ARGS...]`.
 #[derive(Args, Debug, Clone, Default)]
 pub struct PriceArgs {
     /// Count a running process (its threads, not its children) instead of a command
@@ -24,6 +26,18 @@ pub struct PriceArgs {
     /// instead of the newest ok figures of this machine
     #[arg(long, value_name = "RUN")]
     pub terms: Option<String>,
+    /// Write what was counted (the command, this machine, its times, every event and its
+    /// count) to FILE, to price it later or elsewhere with --from
+    #[arg(long, value_name = "FILE", conflicts_with = "from")]
+    pub save_counts: Option<PathBuf>,
+    /// Price the counts saved in FILE (by --save-counts) instead of running anything: no
+    /// root, no tracer
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["command", "pid"])]
+    pub from: Option<PathBuf>,
+    /// Price the same counts with another machine's stored unit costs too (a machine id or a
+    /// unique part of one, as `costlab machines` lists them) and show both side by side
+    #[arg(long, value_name = "MACHINE")]
+    pub on: Option<String>,
     #[command(flatten)]
     pub common: Common,
     /// The command to count and price, after `--`

@@ -5,9 +5,12 @@
 
 pub mod args;
 pub mod bpf;
+pub mod charts;
 pub mod count;
+pub mod fleet;
 pub mod gowhatif;
 pub mod pricing;
+pub mod saved;
 pub mod tracecost;
 
 use std::path::Path;
@@ -38,9 +41,6 @@ pub fn program_exit() -> i32 {
     PROGRAM_EXIT.load(Ordering::Relaxed)
 }
 
-/// How many of the newest runs the unit costs are looked for in.
-const HISTORY_DEPTH: usize = 200;
-
 /// Pairs of getppid loops (counted, not) that measure the counting's cost per syscall.
 const TRACING_PAIRS: usize = 7;
 
@@ -51,11 +51,39 @@ pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
             "--runs 0: give at least 1 untraced run, or --once to use the traced run's times",
         ));
     }
+    // Bad input is found before anything runs: the machine --on names, the --from file, the
+    // --save-counts path.
+    let on = match &args.on {
+        Some(name) => Some(fleet::resolve(&crate::store::open(db)?, name, unit_key)?),
+        None => None,
+    };
+    if let Some(p) = &args.save_counts {
+        check_writable(p)?;
+    }
+    let from = args
+        .from
+        .as_deref()
+        .map(saved::SavedCounts::read)
+        .transpose()?;
     let mut o = Outcome::default();
     // A Go program's GC share from its runtime (Some(None): Go, but no GC cycle ran).
     let mut go_gc: Option<Option<f64>> = None;
-    let (counts, cmdline, untraced) = match (args.pid, args.command.is_empty()) {
-        (Some(pid), _) => {
+    let (counts, cmdline, untraced) = match (&from, args.pid, args.command.is_empty()) {
+        (Some(s), _, _) => {
+            o.notes.push(format!(
+                "counts from {} ({}counted on {}), nothing run here",
+                args.from.as_deref().unwrap_or(Path::new("")).display(),
+                if s.complete { "" } else { "cut short when " },
+                crate::machine::machine_summary(&s.machine)
+            ));
+            let runs = if args.once {
+                Vec::new()
+            } else {
+                s.untraced_times()
+            };
+            (s.counts(), s.command.clone(), runs)
+        }
+        (None, Some(pid), _) => {
             let d = crate::measure::units::parse_duration(
                 &args.duration,
                 "--duration",
@@ -65,10 +93,10 @@ pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
             let c = count::count_pid(pid, d)?;
             (c, format!("--pid {pid}"), Vec::new())
         }
-        (None, true) => return Err(usage(
-            "no command to price: give one after --, like costlab price -- ls -l (or --pid PID)",
+        (None, None, true) => return Err(usage(
+            "no command to price: give one after --, like costlab price -- ls -l (or --pid PID, or --from FILE)",
         )),
-        (None, false) => {
+        (None, None, false) => {
             let c = count::count_command(&args.command)?;
             PROGRAM_EXIT.store(c.exit_status, Ordering::Relaxed);
             let path = count::program(&args.command)?;
@@ -96,8 +124,28 @@ pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
             (c, crate::store::redact(&args.command.join(" ")), runs)
         }
     };
+    if let Some(p) = &args.save_counts {
+        saved::SavedCounts::of(
+            &counts,
+            &cmdline,
+            serde_json::to_value(&ctx.machine)?,
+            &untraced,
+            !crate::measure::cancel::requested(),
+        )
+        .write(p)?;
+        o.notes.push(format!(
+            "counts saved to {} (price them with --from)",
+            p.display()
+        ));
+    }
     o.notes.extend(counts.notes.iter().cloned());
-    let times: Vec<Times> = if untraced.is_empty() {
+    let times: Vec<Times> = if untraced.is_empty() && from.is_some() {
+        // Counted elsewhere: the counting's cost there is not known here, so none is taken out.
+        o.notes.push(
+            "times from the traced run as saved: its system time includes the counting's own cost there".into(),
+        );
+        vec![counts.times]
+    } else if untraced.is_empty() {
         // The traced run's own times: take the counting's cost out of its system time.
         let whose = if args.pid.is_some() {
             "the process's CPU time while it was counted (/proc/PID/stat, clock ticks)"
@@ -185,7 +233,12 @@ pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
     .into_iter()
     .flatten()
     .collect();
-    let model = check(&mut o, &priced, &times, &cmdline, &what_ifs);
+    let mut model = check(&mut o, &priced, &times, &cmdline, &what_ifs);
+    if let Some(m) = &on {
+        price_on(
+            &mut o, &mut model, m, db, &counts, &priced, &units, &cmdline,
+        )?;
+    }
     for w in &what_ifs {
         let (q, why) = quality::worst_of(&w.rows.iter().collect::<Vec<_>>());
         for (metric, unit, samples) in [
@@ -214,40 +267,117 @@ pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
 fn units_from_history(db: Option<&Path>, ctx: &Ctx, only: Option<&str>) -> Result<Units> {
     let store = crate::store::open(db)?;
     let me = crate::store::machine_id(&serde_json::to_value(&ctx.machine)?);
-    let mut units = Units::new();
-    let mut runs = store.runs()?;
-    runs.reverse();
     let only = only.map(|r| store.resolve(r)).transpose()?;
-    for run in runs
-        .iter()
-        .filter(|r| match &only {
-            Some(id) => &r.id == id,
-            None => r.machine_id == me,
-        })
-        .take(HISTORY_DEPTH)
-    {
-        let doc = store.load_doc(&run.id)?;
-        for row in &doc.results {
-            if !matches!(row.quality, None | Some(Quality::Ok)) {
-                continue;
+    fleet::units_of(&store, &me, only.as_deref(), unit_key, has_every_term)
+}
+
+/// Whether `units` holds every term, the syscall lab's terms, s and an io_uring send: no
+/// older run need be read.
+fn has_every_term(units: &Units) -> bool {
+    let have = |t: &&str| units.contains_key(*t);
+    unitcost::TERMS.iter().all(have)
+        && pricing::SYSCALL_TERMS.iter().all(have)
+        && units.contains_key("s")
+        && units.keys().any(|k| k.starts_with("uring-send("))
+        && units.keys().any(|k| k.starts_with("gc-share("))
+}
+
+/// `--on`: the same counts priced at `machine`'s stored unit costs, as rows with the case key
+/// `on`, and the line that says how the two prices differ.
+#[allow(clippy::too_many_arguments)]
+fn price_on(
+    o: &mut Outcome,
+    model: &mut Model,
+    machine: &fleet::Machine,
+    db: Option<&Path>,
+    counts: &count::Counts,
+    here: &[Priced],
+    units_here: &Units,
+    cmd: &str,
+) -> Result<()> {
+    let store = crate::store::open(db)?;
+    let mut there_units = fleet::units_of(&store, &machine.id, None, unit_key, has_every_term)?;
+    pricing::derive(&mut there_units);
+    let there = pricing::price(counts, &there_units);
+    for p in &there {
+        let Some(u) = &p.unit else { continue };
+        let case = crate::case! {"class" => p.class, "event" => p.event, "command" => cmd, "on" => machine.id};
+        let (q, why) = quality::worst_of(&u.rows.iter().collect::<Vec<_>>());
+        for (metric, samples) in [
+            ("unit_cost", u.samples.clone()),
+            ("priced", p.priced_samples()),
+        ] {
+            if let Some(mut r) = ResultRow::new(LAB, case.clone(), metric, "ns", samples) {
+                r.quality = q.or(Some(Quality::Ok));
+                r.quality_reasons = why.clone();
+                o.results.push(r);
             }
-            if let Some(key) = unit_key(row) {
-                units
-                    .entry(key)
-                    .or_insert_with(|| Unit::of_row(row, &run.id));
-            }
-        }
-        let have = |t: &&str| units.contains_key(*t);
-        if unitcost::TERMS.iter().all(have)
-            && pricing::SYSCALL_TERMS.iter().all(have)
-            && units.contains_key("s")
-            && units.keys().any(|k| k.starts_with("uring-send("))
-            && units.keys().any(|k| k.starts_with("gc-share("))
-        {
-            break;
         }
     }
-    Ok(units)
+    let total = pricing::total(&there);
+    let used: Vec<&ResultRow> = there
+        .iter()
+        .filter_map(|p| p.unit.as_ref())
+        .flat_map(|u| u.rows.iter())
+        .collect();
+    let (q, why) = quality::worst_of(&used);
+    if let Some(mut r) = ResultRow::new(
+        LAB,
+        crate::case! {"class" => "program", "event" => "total", "command" => cmd, "on" => machine.id},
+        "priced_kernel",
+        "ns",
+        vec![total.0, total.1, total.2],
+    ) {
+        r.quality = q.or(Some(Quality::Ok));
+        r.quality_reasons = why;
+        o.results.push(r);
+    }
+    o.notes.push(format!(
+        "--on {}: {}; its unit costs are the newest ok figures of its runs in the history",
+        machine.id, machine.summary
+    ));
+    model
+        .params
+        .insert("on_machine".into(), json!(machine.id.clone()));
+    model
+        .params
+        .insert("on_priced_kernel_ns".into(), json!(total.1.round()));
+    match fleet::compare_line(&machine.id, here, &there, units_here, &there_units) {
+        Some((ratio, line)) => {
+            model
+                .params
+                .insert("on_ratio".into(), json!((ratio * 100.0).round() / 100.0));
+            model.verdict.push(line);
+        }
+        None => model.verdict.push(format!(
+            "on {}: nothing is priced here to set it against",
+            machine.id
+        )),
+    }
+    Ok(())
+}
+
+/// `--save-counts FILE` must be writable before counting starts: its folder exists and it is
+/// not a folder itself.
+fn check_writable(p: &Path) -> Result<()> {
+    let dir = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(usage(format!(
+            "--save-counts {}: no folder {}; give a path in an existing folder",
+            p.display(),
+            dir.display()
+        )));
+    }
+    if p.is_dir() {
+        return Err(usage(format!(
+            "--save-counts {} is a folder; give a file path",
+            p.display()
+        )));
+    }
+    Ok(())
 }
 
 /// The unit a stored figure gives, if any: a cost term (at its smallest size; its per-byte
@@ -528,14 +658,27 @@ fn check(
     }
 }
 
-/// The table: class, event, count, unit cost, priced (bounds), share; then the check.
+/// The table: class, event, count, unit cost, priced (bounds), share; with `--on`, that
+/// machine's unit cost and price beside them; then the check.
 pub fn render(o: &Outcome) -> String {
     let ours: Vec<&ResultRow> = o.results.iter().filter(|r| r.lab == LAB).collect();
-    let get = |class: &str, event: &str, metric: &str| {
+    let on: Option<String> = ours.iter().find_map(|r| {
+        r.case
+            .get("on")
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+    });
+    let find = |class: &str, event: &str, metric: &str, there: bool| {
         ours.iter()
-            .find(|r| r.key("class") == class && r.key("event") == event && r.metric == metric)
+            .find(|r| {
+                r.key("class") == class
+                    && r.key("event") == event
+                    && r.metric == metric
+                    && r.case.contains_key("on") == there
+            })
             .copied()
     };
+    let get = |class: &str, event: &str, metric: &str| find(class, event, metric, false);
     let mut keys: Vec<(String, String)> = Vec::new();
     for r in &ours {
         let k = (r.key("class"), r.key("event"));
@@ -547,47 +690,56 @@ pub fn render(o: &Outcome) -> String {
     let priced_of =
         |k: &(String, String)| get(&k.0, &k.1, "priced").map_or(-1.0, |r| r.summary.median);
     keys.sort_by(|a, b| priced_of(b).total_cmp(&priced_of(a)));
+    let unit_text = |u: Option<&ResultRow>| {
+        u.map_or("—".into(), |u| {
+            format!(
+                "{}{}",
+                table::figure(u.summary.median),
+                crate::report::verdict::mark(u)
+            )
+        })
+    };
+    let priced_text = |p: Option<&ResultRow>| {
+        p.map_or("not priced".into(), |p| {
+            format!(
+                "{} ({}–{})",
+                human_ns(p.summary.median),
+                human_ns(p.summary.min),
+                human_ns(p.summary.max)
+            )
+        })
+    };
     let rows: Vec<Vec<String>> = keys
         .iter()
         .map(|(c, e)| {
             let count = get(c, e, "count").map_or(0.0, |r| r.summary.median);
-            let unit = get(c, e, "unit_cost");
-            let priced = get(c, e, "priced");
             let share = get(c, e, "share");
-            vec![
+            let mut row = vec![
                 c.clone(),
                 e.clone(),
                 format!("{count:.0}"),
-                unit.map_or("—".into(), |u| {
-                    format!(
-                        "{}{}",
-                        table::figure(u.summary.median),
-                        crate::report::verdict::mark(u)
-                    )
-                }),
-                priced.map_or("not priced".into(), |p| {
-                    format!(
-                        "{} ({}–{})",
-                        human_ns(p.summary.median),
-                        human_ns(p.summary.min),
-                        human_ns(p.summary.max)
-                    )
-                }),
-                share.map_or("—".into(), |s| format!("{:.1}%", s.summary.median)),
-            ]
+                unit_text(get(c, e, "unit_cost")),
+                priced_text(get(c, e, "priced")),
+            ];
+            if on.is_some() {
+                row.push(unit_text(find(c, e, "unit_cost", true)));
+                row.push(priced_text(find(c, e, "priced", true)));
+            }
+            row.push(share.map_or("—".into(), |s| format!("{:.1}%", s.summary.median)));
+            row
         })
         .collect();
-    let mut out = table::render(
-        &[
-            "class",
-            "event",
-            "count",
-            "unit ns",
-            "priced",
-            "share of CPU",
-        ],
-        &rows,
-    );
+    let mut head: Vec<String> = ["class", "event", "count", "unit ns", "priced"]
+        .map(String::from)
+        .to_vec();
+    if let Some(m) = &on {
+        let short: String = m.chars().take(8).collect();
+        head.push(format!("unit ns on {short}"));
+        head.push(format!("priced on {short}"));
+    }
+    head.push("share of CPU".into());
+    let head: Vec<&str> = head.iter().map(String::as_str).collect();
+    let mut out = table::render(&head, &rows);
     out.push('\n');
     for m in o.models.iter().filter(|m| m.lab == LAB) {
         for v in &m.verdict {
@@ -636,6 +788,9 @@ impl Lab for PriceLab {
     }
     fn render(&self, o: &Outcome) -> String {
         render(o)
+    }
+    fn charts(&self, doc: &crate::report::Doc) -> Vec<crate::report::charts::Chart> {
+        charts::charts(doc)
     }
 }
 

@@ -201,6 +201,8 @@ pub struct Priced {
     pub count: u64,
     /// The unit used (scaled by the factor), None where no term prices the event.
     pub unit: Option<Unit>,
+    /// The unit's name ("s", "fault-4k", "file-read/byte"), "" where no term prices it.
+    pub unit_name: String,
     pub how: String,
 }
 
@@ -292,6 +294,7 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
             event: name.clone(),
             count: n,
             unit: unit_for(&p),
+            unit_name: p.unit.into(),
             how: p.how.into(),
         });
     }
@@ -306,6 +309,7 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
             event: event.clone(),
             count: n,
             unit: p.as_ref().and_then(unit_for),
+            unit_name: p.as_ref().map_or("", |p| p.unit).into(),
             how: p.map_or("no term prices it", |p| p.how).into(),
         });
     }
@@ -348,6 +352,7 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
             event: event.into(),
             count: bytes,
             unit: units.get(unit).map(|u| u.scaled(factor)),
+            unit_name: unit.into(),
             how,
         });
     }
@@ -416,6 +421,7 @@ fn uring_submissions(counts: &Counts, n: u64, units: &Units) -> Priced {
         event: "submit".into(),
         count: n,
         unit,
+        unit_name: "uring-op".into(),
         how,
     }
 }
