@@ -197,7 +197,14 @@ mod tests {
             ],
             ..Default::default()
         };
-        let doc = Doc::new(RunInfo::default(), serde_json::Value::Null, o);
+        let run = RunInfo {
+            id: "t".into(),
+            started: String::new(),
+            costlab: String::new(),
+            command: String::new(),
+            complete: true,
+        };
+        let doc = Doc::new(run, serde_json::Value::Null, o);
         let p = pieces(&doc, "x");
         let names: Vec<&str> = p.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(
