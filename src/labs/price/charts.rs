@@ -124,12 +124,17 @@ fn chart(id: &str, command: &str, pieces: &[Piece]) -> Chart {
         let color = color_of(&p.name, i);
         let _ = write!(
             s,
-            r#"<rect x="{x:.1}" y="{top}" width="{pw:.1}" height="{bar_h}" fill="{color}"><title>{}: {}</title></rect>"#,
+            r#"<rect x="{x:.1}" y="{top}" width="{pw:.1}" height="{bar_h}" fill="{color}" stroke="white" stroke-width="1"><title>{}: {}</title></rect>"#,
             esc(&p.name),
             human_ns(p.ns)
         );
         x += pw;
     }
+    let _ = write!(
+        s,
+        r##"<rect x="{left}" y="{top}" width="{:.1}" height="{bar_h}" fill="none" stroke="#757575"/>"##,
+        right - left
+    );
     // The axis: 0 and the whole CPU time, in its unit.
     let axis_y = top + bar_h + 14.0;
     let _ = write!(

@@ -26,7 +26,16 @@ pub fn charts(doc: &Doc) -> Vec<Chart> {
     let mut out = Vec::new();
     let mut i = 0;
     for lab in labs {
-        let of: Vec<&Model> = doc.models.iter().filter(|m| m.lab == lab).collect();
+        // A model with no points (price's check) has nothing to draw: its verdict lines are
+        // in the report's models section, not a card saying there is no chart.
+        let of: Vec<&Model> = doc
+            .models
+            .iter()
+            .filter(|m| m.lab == lab && !m.points.is_empty())
+            .collect();
+        if of.is_empty() {
+            continue;
+        }
         if of.len() > PER_LAB {
             out.push(together(i, lab, &of));
             i += 1;
