@@ -805,6 +805,31 @@ fn counts_from_a_file_are_priced_here_and_on_a_second_stored_machine_in_postgres
     check_from_and_on(&url);
 }
 
+/// `--once` with `--from`: the saved traced run's times, as saved (the counting's cost on the
+/// machine that counted is not known here, so nothing is taken out), and nothing measured.
+#[test]
+fn once_from_a_file_uses_the_saved_traced_times_as_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db").display().to_string();
+    fleet_history(&db);
+    let (doc, err) = priced_doc(
+        &db,
+        &[
+            "price",
+            "--once",
+            "--from",
+            &fixture("counts.json"),
+            "--terms",
+            RUN_A,
+        ],
+    );
+    let rows = price_rows(&doc);
+    assert_eq!(median(&rows, "program", "total", "sys_time", ""), 3.0e6);
+    assert_eq!(median(&rows, "program", "total", "user_time", ""), 1.5e6);
+    assert!(err.contains("times from the traced run as saved"), "{err}");
+    assert!(!rows.keys().any(|k| k.0 == "tracing"), "{rows:?}");
+}
+
 #[test]
 fn two_prices_of_one_command_compare_class_by_class() {
     let dir = tempfile::tempdir().unwrap();
