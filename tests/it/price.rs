@@ -760,6 +760,12 @@ fn check_from_and_on(db: &str) -> serde_json::Value {
         274_000.0
     );
     assert_eq!(median(&rows, "fault", "minor", "priced", ""), 1_024_000.0);
+    // A send at the syscall lab's loopback TCP send, on either machine.
+    assert_eq!(median(&rows, "syscall", "sendto", "unit_cost", ""), 1500.0);
+    assert_eq!(
+        median(&rows, "syscall", "sendto", "unit_cost", MACHINE_B),
+        1950.0
+    );
     assert_eq!(
         median(&rows, "fault", "minor", "priced", MACHINE_B),
         1_331_200.0
