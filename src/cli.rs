@@ -351,6 +351,7 @@ pub const OLD_SPELLINGS: &[OldSpelling] = &[
     old("export", "output", "output"),
     old("export", "samples", "samples"),
     old("trend", "html", "html"),
+    old("price", "terms", "terms"),
 ];
 
 /// Add the old spellings that belong to `cmd` (whose path is `path`) and its subcommands.

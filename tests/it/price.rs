@@ -249,11 +249,14 @@ fn bad_input_exits_2_with_one_line_and_stores_nothing() {
     assert!(err.contains("no command to price"), "{err}");
     let out = costlab(&["price", "--runs", "0", "--", "true"], &db);
     one_line_exit_2(&out, "--runs 0");
+    let out = costlab(&["price", "--runs", "-1", "--", "true"], &db);
+    let err = one_line_exit_2(&out, "--runs -1");
+    assert!(err.contains("--runs -1"), "{err}");
     let out = costlab(&["price", "--pid", "1", "--duration", "0s"], &db);
     let err = one_line_exit_2(&out, "--duration 0s");
     assert!(err.contains("--duration"), "{err}");
-    let out = costlab(&["price", "--terms", "no-such-run", "--", "true"], &db);
-    let err = one_line_exit_2(&out, "--terms no-such-run");
+    let out = costlab(&["price", "--terms-run", "no-such-run", "--", "true"], &db);
+    let err = one_line_exit_2(&out, "--terms-run no-such-run");
     assert!(err.contains("no run 'no-such-run'"), "{err}");
     let out = costlab(&["history"], &db);
     let text = String::from_utf8_lossy(&out.stdout);
@@ -741,7 +744,7 @@ fn check_from_and_on(db: &str) -> serde_json::Value {
             "price",
             "--from",
             &fixture("counts.json"),
-            "--terms",
+            "--terms-run",
             RUN_A,
             "--on",
             "f1b7",
@@ -825,7 +828,7 @@ fn once_from_a_file_uses_the_saved_traced_times_as_they_are() {
             "--once",
             "--from",
             &fixture("counts.json"),
-            "--terms",
+            "--terms-run",
             RUN_A,
         ],
     );
@@ -843,7 +846,13 @@ fn two_prices_of_one_command_compare_class_by_class() {
     fleet_history(&db);
     let (a, _) = priced_doc(
         &db,
-        &["price", "--from", &fixture("counts.json"), "--terms", RUN_A],
+        &[
+            "price",
+            "--from",
+            &fixture("counts.json"),
+            "--terms-run",
+            RUN_A,
+        ],
     );
     // The same command counted again with 3x the getppid calls and fewer faults.
     let mut saved: serde_json::Value =
@@ -863,7 +872,7 @@ fn two_prices_of_one_command_compare_class_by_class() {
             "price",
             "--from",
             second.to_str().unwrap(),
-            "--terms",
+            "--terms-run",
             RUN_A,
         ],
     );
@@ -909,7 +918,13 @@ fn a_price_has_its_chart_in_the_report_and_its_rows_in_csv_and_markdown() {
     fleet_history(&db);
     priced_doc(
         &db,
-        &["price", "--from", &fixture("counts.json"), "--terms", RUN_A],
+        &[
+            "price",
+            "--from",
+            &fixture("counts.json"),
+            "--terms-run",
+            RUN_A,
+        ],
     );
     let out_dir = dir.path().join("report");
     let out =
@@ -983,7 +998,7 @@ fn strict_passes_a_price_read_from_ok_terms_only() {
             "--strict",
             "--from",
             &fixture("counts.json"),
-            "--terms",
+            "--terms-run",
             RUN_A,
             "--on",
             MACHINE_B,
@@ -1096,7 +1111,7 @@ fn saved_counts_price_the_same_as_the_run_that_counted_them() {
         &db,
         &[
             "price",
-            "--terms",
+            "--terms-run",
             RUN_A,
             "--save-counts",
             saved.to_str().unwrap(),
@@ -1118,7 +1133,13 @@ fn saved_counts_price_the_same_as_the_run_that_counted_them() {
         .any(|e| e["class"] == "syscall" && e["event"] == "getppid" && e["count"] == 200));
     let (again, _) = priced_doc(
         &db,
-        &["price", "--terms", RUN_A, "--from", saved.to_str().unwrap()],
+        &[
+            "price",
+            "--terms-run",
+            RUN_A,
+            "--from",
+            saved.to_str().unwrap(),
+        ],
     );
     let (a, b) = (price_rows(&direct), price_rows(&again));
     assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());

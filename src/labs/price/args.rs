@@ -15,16 +15,16 @@ pub struct PriceArgs {
     /// How long to count a --pid (1s, 500ms)
     #[arg(long, value_name = "D", default_value = "5s", requires = "pid")]
     pub duration: String,
-    /// Untraced runs of the command whose system time the price is checked against
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    /// Untraced runs of the command whose system time the price is checked against (1 to 1000)
+    #[arg(long, value_name = "N", default_value_t = 1, allow_hyphen_values = true, value_parser = crate::labs::args::whole::<usize, 0, 1000>)]
     pub runs: usize,
-    /// Check against the traced run's own times (tracing included in them) instead of
-    /// untraced runs
+    /// Check against the traced run's own times, less the counting's cost per syscall
+    /// (measured here now), instead of untraced runs
     #[arg(long)]
     pub once: bool,
     /// Take the unit costs from this stored run (an id, a unique prefix of one, or `last`)
     /// instead of the newest ok figures of this machine
-    #[arg(long, value_name = "RUN")]
+    #[arg(long = "terms-run", value_name = "RUN")]
     pub terms: Option<String>,
     /// Write what was counted (the command, this machine, its times, every event and its
     /// count) to FILE, to price it later or elsewhere with --from

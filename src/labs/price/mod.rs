@@ -263,7 +263,7 @@ pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
 }
 
 /// The unit costs in the history: for each term, the newest ok figure of this machine's runs,
-/// or (`--terms RUN`) the ok figures of that one run.
+/// or (`--terms-run RUN`) the ok figures of that one run.
 fn units_from_history(db: Option<&Path>, ctx: &Ctx, only: Option<&str>) -> Result<Units> {
     let store = crate::store::open(db)?;
     let me = crate::store::machine_id(&serde_json::to_value(&ctx.machine)?);
