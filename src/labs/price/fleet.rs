@@ -43,15 +43,30 @@ pub fn units_of(
         .take(HISTORY_DEPTH)
     {
         let doc = store.load_doc(&run.id)?;
+        // The echo lab's io_uring batch is the best one its newest run found (the largest:
+        // the load that filled the rings most), not whichever row came first.
+        let mut best_batch: Option<&crate::report::ResultRow> = None;
         for row in &doc.results {
             if !matches!(row.quality, None | Some(Quality::Ok)) {
                 continue;
             }
             if let Some(key) = unit_key(row) {
+                if key == "echo-batch" {
+                    let m = |r: &crate::report::ResultRow| r.summary.median;
+                    if best_batch.is_none_or(|b| m(row) > m(b)) {
+                        best_batch = Some(row);
+                    }
+                    continue;
+                }
                 units
                     .entry(key)
                     .or_insert_with(|| Unit::of_row(row, &run.id));
             }
+        }
+        if let Some(row) = best_batch {
+            units
+                .entry("echo-batch".into())
+                .or_insert_with(|| Unit::of_row(row, &run.id));
         }
         if enough(&units) {
             break;

@@ -280,6 +280,8 @@ fn has_every_term(units: &Units) -> bool {
         && units.contains_key("s")
         && units.keys().any(|k| k.starts_with("uring-send("))
         && units.keys().any(|k| k.starts_with("gc-share("))
+        && units.keys().any(|k| k.starts_with("t("))
+        && units.contains_key("echo-batch")
 }
 
 /// `--on`: the same counts priced at `machine`'s stored unit costs, as rows with the case key
