@@ -90,24 +90,11 @@ pub const SAMPLE: u32 = 16;
 /// syscall number; `fd_map_fd`, where given (x86-64: its pt_regs layout is known here), also
 /// counts the read/write family by (number, fd).
 pub fn program(whose: Whose, map_fd: i32, fd_map_fd: Option<i32>) -> Vec<Insn> {
-    let mut p = vec![Insn::new(0xbf, 6, 1, 0, 0)]; // r6 = r1 (the tracepoint's arguments)
-                                                   // `exit` is patched below into a jump to the last two instructions.
+    // r6 = r1, the tracepoint's arguments. Each jump to `exit` is patched at the end into a
+    // jump to the last two instructions.
+    let mut p = vec![Insn::new(0xbf, 6, 1, 0, 0)];
     let mut exits = Vec::new();
-    match whose {
-        Whose::Cgroup(id) => {
-            p.push(Insn::new(0x85, 0, 0, 0, HELPER_CGROUP_ID)); // r0 = current cgroup id
-            p.push(Insn::new(0x18, 1, 0, 0, id as u32 as i32)); // r1 = id (two halves)
-            p.push(Insn::new(0x00, 0, 0, 0, (id >> 32) as u32 as i32));
-            exits.push(p.len());
-            p.push(Insn::new(0x5d, 0, 1, 0, 0)); // if r0 != r1 goto exit
-        }
-        Whose::Process(tgid) => {
-            p.push(Insn::new(0x85, 0, 0, 0, HELPER_PID_TGID)); // r0 = tgid << 32 | pid
-            p.push(Insn::new(0x77, 0, 0, 0, 32)); // r0 >>= 32
-            exits.push(p.len());
-            p.push(Insn::new(0x55, 0, 0, 0, tgid as i32)); // if r0 != tgid goto exit
-        }
-    }
+    filter(&mut p, &mut exits, whose);
     p.push(Insn::new(0x79, 1, 6, 8, 0)); // r1 = args[1], the syscall number
     exits.push(p.len());
     p.push(Insn::new(0x35, 1, 0, 0, SLOTS as i32)); // if r1 >= SLOTS goto exit (-1 too)
@@ -151,6 +138,25 @@ pub fn program(whose: Whose, map_fd: i32, fd_map_fd: Option<i32>) -> Vec<Insn> {
         p[at].off = (exit - at - 1) as i16;
     }
     p
+}
+
+/// Jump to the exit unless the current task is `whose`'s (r0-r5 clobbered).
+fn filter(p: &mut Vec<Insn>, exits: &mut Vec<usize>, whose: Whose) {
+    match whose {
+        Whose::Cgroup(id) => {
+            p.push(Insn::new(0x85, 0, 0, 0, HELPER_CGROUP_ID)); // r0 = current cgroup id
+            p.push(Insn::new(0x18, 1, 0, 0, id as u32 as i32)); // r1 = id (two halves)
+            p.push(Insn::new(0x00, 0, 0, 0, (id >> 32) as u32 as i32));
+            exits.push(p.len());
+            p.push(Insn::new(0x5d, 0, 1, 0, 0)); // if r0 != r1 goto exit
+        }
+        Whose::Process(tgid) => {
+            p.push(Insn::new(0x85, 0, 0, 0, HELPER_PID_TGID)); // r0 = tgid << 32 | pid
+            p.push(Insn::new(0x77, 0, 0, 0, 32)); // r0 >>= 32
+            exits.push(p.len());
+            p.push(Insn::new(0x55, 0, 0, 0, tgid as i32)); // if r0 != tgid goto exit
+        }
+    }
 }
 
 /// Add one to slot r1 of the array `map_fd` (this CPU's copy); r1 is then the count before.
@@ -226,6 +232,115 @@ pub fn possible_cpus(list: &str) -> usize {
         .max(1)
 }
 
+fn fail(what: &str, e: std::io::Error) -> anyhow::Error {
+    usage(format!(
+        "cannot count in the kernel: {what} failed ({e}); costlab price needs root and a kernel with BPF raw tracepoints (4.17 or later, CONFIG_BPF_SYSCALL)"
+    ))
+}
+
+/// A per-CPU array of `slots` u64 counters.
+fn array(slots: u32) -> Result<OwnedFd> {
+    Attr::new()
+        .u32(0, MAP_PERCPU_ARRAY)
+        .u32(4, 4)
+        .u32(8, 8)
+        .u32(12, slots)
+        .call(BPF_MAP_CREATE)
+        .map(owned)
+        .map_err(|e| fail("creating a BPF array", e))
+}
+
+/// Load `insns` as a raw tracepoint program and attach it to `tracepoint`: (program, link).
+fn load_and_attach(insns: &[Insn], tracepoint: &str) -> Result<(OwnedFd, OwnedFd)> {
+    let code: Vec<u8> = insns.iter().flat_map(|i| i.bytes()).collect();
+    let license = b"GPL\0";
+    let mut log = vec![0u8; 64 * 1024];
+    let prog = Attr::new()
+        .u32(0, PROG_RAW_TRACEPOINT)
+        .u32(4, insns.len() as u32)
+        .u64(8, code.as_ptr() as u64)
+        .u64(16, license.as_ptr() as u64)
+        .u32(24, 1)
+        .u32(28, log.len() as u32)
+        .u64(32, log.as_mut_ptr() as u64)
+        .call(BPF_PROG_LOAD);
+    let prog = match prog {
+        Ok(fd) => owned(fd),
+        Err(e) => {
+            let text = String::from_utf8_lossy(&log);
+            let last = text
+                .trim_end_matches('\0')
+                .lines()
+                .rfind(|l| !l.trim().is_empty())
+                .unwrap_or("")
+                .to_string();
+            bail!(usage(format!(
+                "cannot count in the kernel: the verifier refused the counting program for {tracepoint} ({e}: {last}); costlab price needs root and BPF raw tracepoints"
+            )));
+        }
+    };
+    let name = std::ffi::CString::new(tracepoint).expect("no NUL in a tracepoint name");
+    let link = Attr::new()
+        .u64(0, name.as_ptr() as u64)
+        .u32(8, prog.as_raw_fd() as u32)
+        .call(BPF_RAW_TRACEPOINT_OPEN)
+        .map_err(|e| fail(&format!("attaching to the {tracepoint} raw tracepoint"), e))?;
+    Ok((prog, owned(link)))
+}
+
+/// The program that counts a tracepoint's hits by `whose` in slot 0 of `map_fd`.
+pub fn event_program(whose: Whose, map_fd: i32) -> Vec<Insn> {
+    let mut p = Vec::new();
+    let mut exits = Vec::new();
+    filter(&mut p, &mut exits, whose);
+    p.push(Insn::new(0xb7, 1, 0, 0, 0)); // r1 = slot 0
+    add_one(&mut p, &mut exits, map_fd);
+    let exit = p.len();
+    p.push(Insn::new(0xb7, 0, 0, 0, 0)); // exit: r0 = 0
+    p.push(Insn::new(0x95, 0, 0, 0, 0)); // return
+    for at in exits {
+        p[at].off = (exit - at - 1) as i16;
+    }
+    p
+}
+
+/// Hits of one raw tracepoint by the counted tasks, while attached (io_uring submissions:
+/// a counter here costs a fraction of the bpftrace probe each submission would pay).
+pub struct EventCounter {
+    map: OwnedFd,
+    _prog: OwnedFd,
+    _link: OwnedFd,
+    cpus: usize,
+}
+
+impl EventCounter {
+    pub fn attach(whose: Whose, tracepoint: &str) -> Result<EventCounter> {
+        let map = array(1)?;
+        let (prog, link) = load_and_attach(&event_program(whose, map.as_raw_fd()), tracepoint)?;
+        Ok(EventCounter {
+            map,
+            _prog: prog,
+            _link: link,
+            cpus: possible_cpus(
+                &std::fs::read_to_string("/sys/devices/system/cpu/possible").unwrap_or_default(),
+            ),
+        })
+    }
+
+    /// Hits so far, summed over CPUs.
+    pub fn read(&self) -> Result<u64> {
+        let mut values = vec![0u64; self.cpus];
+        let key = 0u32;
+        Attr::new()
+            .u32(0, self.map.as_raw_fd() as u32)
+            .u64(8, &key as *const u32 as u64)
+            .u64(16, values.as_mut_ptr() as u64)
+            .call(BPF_MAP_LOOKUP_ELEM)
+            .map_err(|e| anyhow::anyhow!("reading an event count: {e}"))?;
+        Ok(values.iter().sum())
+    }
+}
+
 /// The syscall counter while attached; detached when dropped.
 pub struct SyscallCounter {
     map: OwnedFd,
@@ -241,21 +356,6 @@ impl SyscallCounter {
         let cpus = possible_cpus(
             &std::fs::read_to_string("/sys/devices/system/cpu/possible").unwrap_or_default(),
         );
-        let fail = |what: &str, e: std::io::Error| {
-            usage(format!(
-                "cannot count syscalls in the kernel: {what} failed ({e}); costlab price needs root and a kernel with BPF raw tracepoints (4.17 or later, CONFIG_BPF_SYSCALL)"
-            ))
-        };
-        let array = |slots: u32| {
-            Attr::new()
-                .u32(0, MAP_PERCPU_ARRAY)
-                .u32(4, 4)
-                .u32(8, 8)
-                .u32(12, slots)
-                .call(BPF_MAP_CREATE)
-                .map(owned)
-                .map_err(|e| fail("creating a BPF array", e))
-        };
         let map = array(SLOTS)?;
         // The by-fd counts read the first argument from pt_regs, whose layout is x86-64's.
         let by_fd = if cfg!(target_arch = "x86_64") {
@@ -263,51 +363,17 @@ impl SyscallCounter {
         } else {
             None
         };
-        let insns: Vec<u8> = program(
+        let insns = program(
             whose,
             map.as_raw_fd(),
             by_fd.as_ref().map(|m| m.as_raw_fd()),
-        )
-        .iter()
-        .flat_map(|i| i.bytes())
-        .collect();
-        let license = b"GPL\0";
-        let mut log = vec![0u8; 64 * 1024];
-        let prog = Attr::new()
-            .u32(0, PROG_RAW_TRACEPOINT)
-            .u32(4, (insns.len() / 8) as u32)
-            .u64(8, insns.as_ptr() as u64)
-            .u64(16, license.as_ptr() as u64)
-            .u32(24, 1)
-            .u32(28, log.len() as u32)
-            .u64(32, log.as_mut_ptr() as u64)
-            .call(BPF_PROG_LOAD);
-        let prog = match prog {
-            Ok(fd) => owned(fd),
-            Err(e) => {
-                let text = String::from_utf8_lossy(&log);
-                let last = text
-                    .trim_end_matches('\0')
-                    .lines()
-                    .rfind(|l| !l.trim().is_empty())
-                    .unwrap_or("")
-                    .to_string();
-                bail!(usage(format!(
-                    "cannot count syscalls in the kernel: the verifier refused the counting program ({e}: {last}); costlab price needs root and BPF raw tracepoints"
-                )));
-            }
-        };
-        let name = b"sys_enter\0";
-        let link = Attr::new()
-            .u64(0, name.as_ptr() as u64)
-            .u32(8, prog.as_raw_fd() as u32)
-            .call(BPF_RAW_TRACEPOINT_OPEN)
-            .map_err(|e| fail("attaching to the sys_enter raw tracepoint", e))?;
+        );
+        let (prog, link) = load_and_attach(&insns, "sys_enter")?;
         Ok(SyscallCounter {
             map,
             by_fd,
             _prog: prog,
-            _link: owned(link),
+            _link: link,
             cpus,
         })
     }
@@ -436,6 +502,19 @@ mod tests {
             Insn::new(0x07, 2, 0, 0, -4).bytes(),
             [0x07, 0x02, 0, 0, 0xfc, 0xff, 0xff, 0xff]
         );
+    }
+
+    #[test]
+    fn the_event_program_filters_then_counts_in_slot_zero() {
+        let p = event_program(Whose::Process(7), 3);
+        assert_eq!(p[0].imm, HELPER_PID_TGID);
+        assert!(p.contains(&Insn::new(0xb7, 1, 0, 0, 0)));
+        let exit = p.len() - 2;
+        for (j, i) in p.iter().enumerate() {
+            if matches!(i.code, 0x55 | 0x15) {
+                assert_eq!(j + 1 + i.off as usize, exit);
+            }
+        }
     }
 
     #[test]
