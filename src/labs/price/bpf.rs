@@ -321,23 +321,13 @@ impl EventCounter {
             map,
             _prog: prog,
             _link: link,
-            cpus: possible_cpus(
-                &std::fs::read_to_string("/sys/devices/system/cpu/possible").unwrap_or_default(),
-            ),
+            cpus: machine_cpus(),
         })
     }
 
     /// Hits so far, summed over CPUs.
     pub fn read(&self) -> Result<u64> {
-        let mut values = vec![0u64; self.cpus];
-        let key = 0u32;
-        Attr::new()
-            .u32(0, self.map.as_raw_fd() as u32)
-            .u64(8, &key as *const u32 as u64)
-            .u64(16, values.as_mut_ptr() as u64)
-            .call(BPF_MAP_LOOKUP_ELEM)
-            .map_err(|e| anyhow::anyhow!("reading an event count: {e}"))?;
-        Ok(values.iter().sum())
+        read_slot(&self.map, 0, self.cpus)
     }
 }
 
@@ -353,9 +343,7 @@ pub struct SyscallCounter {
 impl SyscallCounter {
     /// Create the array, load the program and attach it to `sys_enter`.
     pub fn attach(whose: Whose) -> Result<SyscallCounter> {
-        let cpus = possible_cpus(
-            &std::fs::read_to_string("/sys/devices/system/cpu/possible").unwrap_or_default(),
-        );
+        let cpus = machine_cpus();
         let map = array(SLOTS)?;
         // The by-fd counts read the first argument from pt_regs, whose layout is x86-64's.
         let by_fd = if cfg!(target_arch = "x86_64") {
@@ -409,17 +397,26 @@ impl SyscallCounter {
         Ok(out)
     }
 
-    /// One slot of a per-CPU array, summed over CPUs.
     fn slot(&self, map: &OwnedFd, key: u32) -> Result<u64> {
-        let mut values = vec![0u64; self.cpus];
-        Attr::new()
-            .u32(0, map.as_raw_fd() as u32)
-            .u64(8, &key as *const u32 as u64)
-            .u64(16, values.as_mut_ptr() as u64)
-            .call(BPF_MAP_LOOKUP_ELEM)
-            .map_err(|e| anyhow::anyhow!("reading the syscall counts: {e}"))?;
-        Ok(values.iter().sum())
+        read_slot(map, key, self.cpus)
     }
+}
+
+/// The CPUs this machine may ever have (a per-CPU array holds one value for each).
+fn machine_cpus() -> usize {
+    possible_cpus(&std::fs::read_to_string("/sys/devices/system/cpu/possible").unwrap_or_default())
+}
+
+/// Slot `key` of the per-CPU array `map` (`cpus` values), summed over CPUs.
+fn read_slot(map: &OwnedFd, key: u32, cpus: usize) -> Result<u64> {
+    let mut values = vec![0u64; cpus];
+    Attr::new()
+        .u32(0, map.as_raw_fd() as u32)
+        .u64(8, &key as *const u32 as u64)
+        .u64(16, values.as_mut_ptr() as u64)
+        .call(BPF_MAP_LOOKUP_ELEM)
+        .map_err(|e| anyhow::anyhow!("reading a BPF counter: {e}"))?;
+    Ok(values.iter().sum())
 }
 
 /// A cgroup v2 directory's id as the kernel's `bpf_get_current_cgroup_id` gives it: the

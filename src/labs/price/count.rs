@@ -189,6 +189,9 @@ fn add_submissions(events: &mut BTreeMap<(String, String), u64>, c: Option<bpf::
     }
 }
 
+/// Events other than syscalls, by (class, event).
+pub type Events = BTreeMap<(String, String), u64>;
+
 /// Syscall counts by id, and other events by (class, event).
 pub type Maps = (BTreeMap<u32, u64>, BTreeMap<(String, String), u64>);
 
@@ -754,6 +757,42 @@ pub fn named(ids: &BTreeMap<u32, u64>, names: &BTreeMap<u32, String>) -> BTreeMa
     out
 }
 
+/// Every counter of one run, attached: bpftrace for the rarer events, the BPF syscall and
+/// io_uring counters, the watch on the fds.
+struct Counting {
+    tracer: Tracer,
+    syscalls: SyscallCounter,
+    submissions: Option<bpf::EventCounter>,
+    watch: FdWatch,
+}
+
+impl Counting {
+    fn start(tracefs: &Path, filter: Filter, whose: Whose, procs: Procs) -> Result<Counting> {
+        let tracer = Tracer::start(&script(&filter, tracefs))?;
+        Ok(Counting {
+            tracer,
+            syscalls: SyscallCounter::attach(whose)?,
+            submissions: uring_counter(tracefs, whose),
+            watch: FdWatch::start(procs),
+        })
+    }
+
+    /// Stop and read everything: syscalls by name (the read/write family split by fd kind),
+    /// other events by (class, event).
+    fn finish(self) -> Result<(BTreeMap<String, u64>, Events)> {
+        let kinds = self.watch.stop();
+        let ids = self.syscalls.read()?;
+        let by_fd = self.syscalls.read_by_fd()?;
+        drop(self.syscalls);
+        let (_, mut events) = self.tracer.finish()?;
+        add_submissions(&mut events, self.submissions);
+        let names = syscall_names(Path::new("/"));
+        let mut syscalls = named(&ids, &names);
+        split_by_fd_kind(&mut syscalls, &by_fd, &kinds, &names);
+        Ok((syscalls, events))
+    }
+}
+
 /// Count `argv` from its exec to its exit.
 pub fn count_command(argv: &[String]) -> Result<Counts> {
     let path = program(argv)?;
@@ -762,18 +801,14 @@ pub fn count_command(argv: &[String]) -> Result<Counts> {
     }
     let (tracefs, _mounted) = tracefs()?;
     let cg = Cgroup::create()?;
-    let tracer = Tracer::start(&script(&Filter::Cgroup(cg.dir.clone()), &tracefs))?;
-    let whose = Whose::Cgroup(bpf::cgroup_id(&cg.dir)?);
-    let syscalls = SyscallCounter::attach(whose)?;
-    let submissions = uring_counter(&tracefs, whose);
-    let watch = FdWatch::start(Procs::Cgroup(cg.dir.clone()));
+    let counting = Counting::start(
+        &tracefs,
+        Filter::Cgroup(cg.dir.clone()),
+        Whose::Cgroup(bpf::cgroup_id(&cg.dir)?),
+        Procs::Cgroup(cg.dir.clone()),
+    )?;
     let run = run_program(&path, argv, Some(&cg.dir), Stdio3::Inherit);
-    let kinds = watch.stop();
-    let ids = syscalls.read()?;
-    let by_fd = syscalls.read_by_fd()?;
-    drop(syscalls);
-    let (_, mut events) = tracer.finish()?;
-    add_submissions(&mut events, submissions);
+    let (syscalls, events) = counting.finish()?;
     let (times, exit_status, rchar, wchar) = run?;
     let mut notes = vec![
         "counted from the program's execve (itself counted: the cgroup is joined just before it) to its exit, with every thread and child it started".to_string(),
@@ -785,9 +820,6 @@ pub fn count_command(argv: &[String]) -> Result<Counts> {
             "{left} processes the program started still ran when it exited: counted until then"
         ));
     }
-    let names = syscall_names(Path::new("/"));
-    let mut syscalls = named(&ids, &names);
-    split_by_fd_kind(&mut syscalls, &by_fd, &kinds, &names);
     Ok(Counts {
         syscalls,
         events,
@@ -810,10 +842,12 @@ pub fn count_pid(pid: u32, duration: Duration) -> Result<Counts> {
         bail!(usage(why));
     }
     let (tracefs, _mounted) = tracefs()?;
-    let tracer = Tracer::start(&script(&Filter::Pid(pid), &tracefs))?;
-    let syscalls = SyscallCounter::attach(Whose::Process(pid))?;
-    let submissions = uring_counter(&tracefs, Whose::Process(pid));
-    let watch = FdWatch::start(Procs::One(pid));
+    let counting = Counting::start(
+        &tracefs,
+        Filter::Pid(pid),
+        Whose::Process(pid),
+        Procs::One(pid),
+    )?;
     let before = proc_times(pid);
     let t0 = Instant::now();
     let mut gone = false;
@@ -829,15 +863,7 @@ pub fn count_pid(pid: u32, duration: Duration) -> Result<Counts> {
     }
     let after = proc_times(pid);
     let wall = t0.elapsed();
-    let kinds = watch.stop();
-    let ids = syscalls.read()?;
-    let by_fd = syscalls.read_by_fd()?;
-    drop(syscalls);
-    let (_, mut events) = tracer.finish()?;
-    add_submissions(&mut events, submissions);
-    let names = syscall_names(Path::new("/"));
-    let mut syscalls = named(&ids, &names);
-    split_by_fd_kind(&mut syscalls, &by_fd, &kinds, &names);
+    let (syscalls, events) = counting.finish()?;
     let mut notes = vec![format!(
         "counted the threads of process {pid} for {:.1} s (its children are not counted)",
         wall.as_secs_f64()
