@@ -33,13 +33,17 @@ run: build labs
 deps:
 	./scripts/install-deps.sh
 
-# Every test, Rust and Go. Tests store their runs in a throwaway history, never the user's.
+# Every test, Rust and Go, after the checks ARCHITECTURE.md promises (formatting, clippy with
+# warnings denied, which holds `undocumented_unsafe_blocks`). Tests store their runs in a
+# throwaway history, never the user's.
 test: deps
-	COSTLAB_RETRY_BUDGET=0 COSTLAB_DB=$${COSTLAB_DB:-$$(mktemp -d)/test-history.db} $(CARGO) test --release
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
+	COSTLAB_RETRY_BUDGET=0 COSTLAB_DB=$${COSTLAB_DB:-$$(mktemp -d)/test-history.db} $(CARGO) test --workspace --release
 	@if [ -d gcbench ]; then cd gcbench && go test ./...; fi
 
 clippy:
-	$(CARGO) clippy --release --all-targets -- -D warnings
+	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
 
 fmt:
 	$(CARGO) fmt

@@ -9,9 +9,9 @@ use anyhow::Result;
 use serde::Serialize;
 
 use crate::cli::CheckArgs;
-use crate::error::usage;
-use crate::machine::restore::{self, SettingGuard};
-use crate::measure::procstat;
+use costlab_core::error::usage;
+use costlab_core::machine::restore::{self, SettingGuard};
+use costlab_core::measure::procstat;
 
 /// How a finding bears on measuring.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -341,8 +341,8 @@ pub fn inspect(root: &Root, window: Duration, need_bytes: u64) -> Report {
             "memory available",
             format!(
                 "{} available, the planned run needs about {}",
-                crate::measure::sizes::human_size(avail),
-                crate::measure::sizes::human_size(need_bytes)
+                costlab_core::measure::sizes::human_size(avail),
+                costlab_core::measure::sizes::human_size(need_bytes)
             ),
             if ok { Level::Ok } else { Level::Warn },
             if ok {
@@ -385,8 +385,8 @@ fn bracketed(s: &str) -> Option<String> {
 /// SMT sibling CPUs that were busy (over 20%) during the window.
 fn smt_busy_siblings(
     root: &Root,
-    s0: &crate::measure::conditions::PerCpu,
-    s1: &crate::measure::conditions::PerCpu,
+    s0: &costlab_core::measure::procstat::PerCpu,
+    s1: &costlab_core::measure::procstat::PerCpu,
 ) -> Vec<String> {
     let mut out = Vec::new();
     for (cpu, a) in s1 {
@@ -395,7 +395,7 @@ fn smt_busy_siblings(
         )) else {
             continue;
         };
-        let Ok(list) = crate::measure::cpus::parse_cpu_list(&sibs) else {
+        let Ok(list) = costlab_core::measure::cpus::parse_cpu_list(&sibs) else {
             continue;
         };
         if list.len() < 2 {
@@ -432,7 +432,7 @@ pub fn render(r: &Report) -> String {
         "what may disturb figures on this machine (watched for {:.1} s)\n",
         r.window_s
     );
-    out.push_str(&crate::report::table::render(
+    out.push_str(&costlab_history::report::table::render(
         &["item", "", "state", "fix"],
         &rows,
     ));
@@ -518,7 +518,7 @@ pub fn tune() -> Result<(Vec<SettingGuard>, Vec<String>)> {
 /// `costlab check [--json FILE] [--tune -- COMMAND...]`.
 pub fn command(args: &CheckArgs) -> Result<()> {
     let need = match &args.need {
-        Some(t) => crate::measure::sizes::parse_size(t)?,
+        Some(t) => costlab_core::measure::sizes::parse_size(t)?,
         None => 4 << 30,
     };
     if args.tune {
@@ -579,7 +579,7 @@ pub fn command(args: &CheckArgs) -> Result<()> {
         for w in &warns {
             eprintln!("costlab: strict: WARN {w}");
         }
-        return Err(anyhow::Error::new(crate::error::Gate {
+        return Err(anyhow::Error::new(costlab_core::error::Gate {
             what: "WARN findings (--strict)",
             lines: warns,
             status: 3,

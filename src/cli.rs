@@ -23,7 +23,7 @@ pub struct Cli {
     pub command: Command,
 }
 
-pub use crate::labs::args::{Common, MAX_SAMPLES};
+pub use costlab_lab::args::{Common, MAX_SAMPLES};
 
 #[derive(Subcommand, Debug)]
 #[allow(clippy::large_enum_variant)] // parsed once; boxing would only add noise
@@ -156,7 +156,7 @@ pub struct RunArgs {
         env = "COSTLAB_RETRY_BUDGET",
         default_value_t = 60,
         allow_hyphen_values = true,
-        value_parser = crate::labs::args::whole::<u64, 0, {u64::MAX}>
+        value_parser = costlab_lab::args::whole::<u64, 0, {u64::MAX}>
     )]
     pub retry_budget: u64,
     /// Apply `costlab check`'s safe settings (governor performance, boost off, numa_balancing
@@ -290,7 +290,7 @@ pub struct ReportArgs {
     #[arg(long, value_name = "RUN", conflicts_with = "machines")]
     pub against: Option<String>,
     /// With --against: the smallest change of a median, in percent, that is called a change
-    #[arg(long, value_name = "PCT", default_value_t = crate::analysis::compare::MIN_EFFECT_PCT, requires = "against")]
+    #[arg(long, value_name = "PCT", default_value_t = costlab_history::analysis::compare::MIN_EFFECT_PCT, requires = "against")]
     pub min_effect: f64,
 }
 
@@ -437,7 +437,7 @@ where
 fn bad_number_line(e: &clap::Error) -> Option<String> {
     use clap::error::{ContextKind, ContextValue};
     use std::error::Error as _;
-    let why = e.source()?.downcast_ref::<crate::labs::args::BadNumber>()?;
+    let why = e.source()?.downcast_ref::<costlab_lab::args::BadNumber>()?;
     let arg = match e.get(ContextKind::InvalidArg)? {
         ContextValue::String(s) => s.clone(),
         _ => return None,
@@ -474,7 +474,7 @@ pub fn command() -> clap::Command {
         .map(|c| c.get_name().to_string())
         .collect();
     let mut lab_names = Vec::new();
-    for lab in crate::labs::all() {
+    for lab in crate::registry::all() {
         for c in lab.commands() {
             lab_names.push(c.get_name().to_string());
             cmd = cmd.subcommand(c);
@@ -506,7 +506,7 @@ pub enum Parsed {
         /// `--db`, wherever it was given.
         db: Option<PathBuf>,
         /// The lab that owns the command.
-        lab: Box<dyn crate::labs::Lab>,
+        lab: Box<dyn costlab_lab::Lab>,
         /// The command's name (`mem`, `numa-maps`, ...).
         name: String,
         /// The command's own matches.
@@ -523,7 +523,7 @@ where
     use clap::FromArgMatches;
     let matches = command().try_get_matches_from(argv)?;
     if let Some((name, sub)) = matches.subcommand() {
-        if let Some(lab) = crate::labs::owner_of(name) {
+        if let Some(lab) = crate::registry::owner_of(name) {
             return Ok(Parsed::Lab {
                 db: matches.get_one::<PathBuf>("db").cloned(),
                 lab,
@@ -573,18 +573,18 @@ mod tests {
     fn a_negative_size_reaches_the_size_parser() {
         // '-1' is a value of --sizes (was --block), not an unknown flag: the lab's size
         // parser then says what is wrong with it.
-        use crate::labs::mem::args::{MemArgs, MemCommand};
+        use costlab_mem::args::{MemArgs, MemCommand};
         let Ok(Parsed::Lab { matches, .. }) =
             parse_from(["costlab", "mem", "bandwidth", "--block", "-1"])
         else {
             panic!()
         };
-        let m: MemArgs = crate::labs::args::parsed(&matches).unwrap();
+        let m: MemArgs = costlab_lab::args::parsed(&matches).unwrap();
         let Some(MemCommand::Bandwidth(b)) = &m.what else {
             panic!()
         };
         assert_eq!(b.block, "-1");
-        let e = crate::measure::sizes::parse_size_list(&b.block).unwrap_err();
+        let e = costlab_core::measure::sizes::parse_size_list(&b.block).unwrap_err();
         assert!(e.to_string().contains("above zero"), "{e}");
     }
 

@@ -6,12 +6,13 @@ use std::sync::OnceLock;
 
 use anyhow::Result;
 use costlab::cli::{Command, Common, Parsed};
-use costlab::error::{exit_code, one_line};
-use costlab::labs::{self, Ctx, Invocation};
-use costlab::machine::{restore, Machine};
-use costlab::measure::{cancel, SampleSpec};
-use costlab::report::{json, time, Doc, Outcome, RunInfo};
-use costlab::{commands, runner, store};
+use costlab::{commands, runner};
+use costlab_core::error::{exit_code, one_line};
+use costlab_core::machine::{restore, Machine};
+use costlab_core::measure::{cancel, SampleSpec};
+use costlab_history::report::{json, time, Doc, Outcome, RunInfo};
+use costlab_history::store;
+use costlab_lab::{self as labs, Ctx, Invocation};
 
 /// `--db`, for `emit` to store each lab run in the history.
 static DB: OnceLock<Option<PathBuf>> = OnceLock::new();
@@ -145,7 +146,7 @@ fn ctx_for(common: &Common) -> Result<Ctx> {
     } else {
         SampleSpec::default()
     };
-    costlab::measure::conditions::set_retry_budget(std::time::Duration::from_secs(
+    costlab_core::measure::conditions::set_retry_budget(std::time::Duration::from_secs(
         common.retry_budget,
     ));
     Ok(Ctx {
@@ -160,7 +161,7 @@ fn ctx_for(common: &Common) -> Result<Ctx> {
 
 fn check_common(common: &Common) -> Result<()> {
     use costlab::cli::MAX_SAMPLES;
-    use costlab::error::usage;
+    use costlab_core::error::usage;
     match common.samples {
         Some(0) => {
             return Err(usage(
@@ -175,10 +176,10 @@ fn check_common(common: &Common) -> Result<()> {
         _ => {}
     }
     if let Some(dest) = &common.json {
-        costlab::report::dest::check_file("--json", dest)?;
+        costlab_history::report::dest::check_file("--json", dest)?;
     }
     if let Some(list) = &common.cpus {
-        costlab::measure::cpus::restrict_process(list)?;
+        costlab_core::measure::cpus::restrict_process(list)?;
     }
     Ok(())
 }
@@ -259,7 +260,7 @@ fn emit(
     } = done;
     if interrupted && outcome.results.is_empty() {
         eprintln!("costlab: interrupted before any case finished: nothing to store");
-        return Err(anyhow::Error::new(costlab::error::Interrupted));
+        return Err(anyhow::Error::new(costlab_core::error::Interrupted));
     }
     if interrupted {
         outcome.notes.push(format!(
@@ -268,7 +269,7 @@ fn emit(
         ));
     }
     // Rows a lab measured without a Watch are still judged by their spread.
-    costlab::measure::quality::judge_rows(&mut outcome.results);
+    costlab_core::measure::quality::judge_rows(&mut outcome.results);
     let shown = outcome.clone();
     outcome.notes.extend(restore::restored_notes());
     let run = RunInfo {
@@ -279,11 +280,11 @@ fn emit(
         complete: !interrupted,
     };
     let doc = Doc::new(run, serde_json::to_value(machine)?, outcome);
-    let stored = commands::history::record(history, db(), &doc, &commands::history::sheet_of(&doc));
+    let stored = store::record(history, db(), &doc, &costlab::registry::sheet_of(&doc));
 
     let mut text = render(&shown);
-    text.push_str(&costlab::report::verdict::footnote(&shown.results));
-    if let Some(t) = costlab::report::table::render_counters(&shown.results) {
+    text.push_str(&costlab_history::report::verdict::footnote(&shown.results));
+    if let Some(t) = costlab_history::report::table::render_counters(&shown.results) {
         text.push_str(&t);
     }
     for note in &shown.notes {
@@ -302,7 +303,7 @@ fn emit(
     // The id `compare`, `export` and `report` take; stderr, so stdout stays the tables.
     if interrupted {
         eprintln!("costlab: run {} (incomplete: interrupted)", doc.run.id);
-        return Err(anyhow::Error::new(costlab::error::Interrupted));
+        return Err(anyhow::Error::new(costlab_core::error::Interrupted));
     }
     eprintln!("costlab: run {}", doc.run.id);
     if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
@@ -312,15 +313,15 @@ fn emit(
 }
 
 /// `--strict`: every figure that is not ok is an error, one line each, exit 3.
-fn strict_check(strict: bool, rows: &[costlab::report::ResultRow]) -> Result<()> {
-    let lines = costlab::report::verdict::not_ok_lines(rows);
+fn strict_check(strict: bool, rows: &[costlab_history::report::ResultRow]) -> Result<()> {
+    let lines = costlab_history::report::verdict::not_ok_lines(rows);
     if !strict || lines.is_empty() {
         return Ok(());
     }
     for l in &lines {
         eprintln!("costlab: strict: {l}");
     }
-    Err(anyhow::Error::new(costlab::error::NotOk(lines)))
+    Err(anyhow::Error::new(costlab_core::error::NotOk(lines)))
 }
 
 /// Print to stdout; a reader that closed the pipe early (`| head`) is not an error.
@@ -352,11 +353,11 @@ fn dispatch(parsed: Parsed) -> Result<()> {
                 Some("-") => print_out(&(serde_json::to_string_pretty(&m)? + "\n")),
                 Some(path) => {
                     std::fs::write(path, serde_json::to_string_pretty(&m)? + "\n").map_err(
-                        |e| costlab::error::usage(format!("cannot write --json {path}: {e}")),
+                        |e| costlab_core::error::usage(format!("cannot write --json {path}: {e}")),
                     )?;
-                    print_out(&costlab::report::machine::render(&m))
+                    print_out(&costlab_history::report::machine::render(&m))
                 }
-                None => print_out(&costlab::report::machine::render(&m)),
+                None => print_out(&costlab_history::report::machine::render(&m)),
             }
         }
         Command::Run(args) => runner::command(&args, db(), command_line()),
@@ -368,7 +369,7 @@ fn dispatch(parsed: Parsed) -> Result<()> {
         Command::Check(args) => costlab::check::command(&args),
         Command::Import(args) => commands::fleet::import(db(), &args),
         Command::Push(args) => commands::fleet::push(db(), &args),
-        Command::Machines(args) => commands::fleet::machines(db(), &args),
+        Command::Machines(args) => commands::machines::machines(db(), &args),
         Command::Trend(args) => commands::trend::command(db(), &args),
     }
 }

@@ -6,12 +6,12 @@ use std::time::Instant;
 
 use anyhow::Result;
 
-use crate::error::{one_line, usage, Interrupted};
-use crate::labs::{Ctx, Lab};
-use crate::machine::restore;
-use crate::measure::cancel;
-use crate::model::{Doc, Outcome, RunInfo};
-use crate::model::{LabSheet, LabStatus};
+use costlab_core::error::{one_line, usage, Interrupted};
+use costlab_core::machine::restore;
+use costlab_core::measure::cancel;
+use costlab_core::model::{Doc, Outcome, RunInfo};
+use costlab_core::model::{LabSheet, LabStatus};
+use costlab_lab::{Ctx, Lab};
 
 /// The labs named in `--labs a,b` (in the order `all` runs them), or all of them.
 pub fn select(all: Vec<Box<dyn Lab>>, list: Option<&str>) -> Result<Vec<Box<dyn Lab>>> {
@@ -81,7 +81,7 @@ pub fn run_labs(labs: &[Box<dyn Lab>], ctx: &Ctx, full: bool, run: RunInfo) -> R
             cancel::take_finished();
             match lab.run_plan(ctx, full) {
                 Ok(mut o) => {
-                    crate::measure::quality::judge_rows(&mut o.results);
+                    costlab_core::measure::quality::judge_rows(&mut o.results);
                     eprintln!(
                         "costlab run: [{}/{total}] {name}: done in {:.1} s, {} figures",
                         i + 1,
@@ -94,7 +94,7 @@ pub fn run_labs(labs: &[Box<dyn Lab>], ctx: &Ctx, full: bool, run: RunInfo) -> R
                 Err(e) if cancel::is_interrupt(&e) => {
                     // The cases the lab finished before Ctrl-C are kept, as for a lab alone.
                     let mut o = cancel::take_finished();
-                    crate::measure::quality::judge_rows(&mut o.results);
+                    costlab_core::measure::quality::judge_rows(&mut o.results);
                     eprintln!(
                         "costlab run: [{}/{total}] {name}: interrupted after {} figures",
                         i + 1,
@@ -150,31 +150,33 @@ pub fn command(
     db: Option<&std::path::Path>,
     command_line: String,
 ) -> Result<()> {
-    use crate::report::{html, json, sheet, time};
-    let in_run = crate::labs::all()
+    use costlab_history::report::{html, json, sheet, time};
+    let in_run = crate::registry::all()
         .into_iter()
         .filter(|l| l.in_run())
         .collect();
     let labs = select(in_run, args.labs.as_deref())?;
     // Open the history before measuring: a bad --db is bad input, found before the minutes
     // of measuring rather than after.
-    let store = crate::store::open(db)?;
+    let store = costlab_history::store::open(db)?;
     // Output paths too: a report that cannot be written is found now, not after the run.
     if let Some(dir) = &args.report {
-        crate::report::dest::check_dir("--out-dir", dir)?;
+        costlab_history::report::dest::check_dir("--out-dir", dir)?;
     }
     if let Some(dest) = &args.json {
-        crate::report::dest::check_file("--json", dest)?;
+        costlab_history::report::dest::check_file("--json", dest)?;
     }
     let full = args.full;
     let base = if full {
-        crate::measure::SampleSpec::default()
+        costlab_core::measure::SampleSpec::default()
     } else {
-        crate::measure::SampleSpec::quick()
+        costlab_core::measure::SampleSpec::quick()
     };
-    crate::measure::conditions::set_retry_budget(std::time::Duration::from_secs(args.retry_budget));
+    costlab_core::measure::conditions::set_retry_budget(std::time::Duration::from_secs(
+        args.retry_budget,
+    ));
     let ctx = Ctx {
-        machine: crate::machine::Machine::probe(),
+        machine: costlab_core::machine::Machine::probe(),
         spec: base,
         counters: args.counters,
         quick: !full,
@@ -204,7 +206,7 @@ pub fn command(
     drop(tuned);
     // The whole run in one transaction: a history that fails now (a server stopped during the
     // run, a full disk) holds all of it or none, and the figures go to a file (exit 1).
-    let stored = crate::commands::history::record(&store, db, &done.doc, &done.sheet);
+    let stored = costlab_history::store::record(&store, db, &done.doc, &done.sheet);
     let text = sheet::render_text(&done.sheet);
     if args.json.as_deref() == Some("-") {
         eprint!("{text}");
@@ -215,7 +217,7 @@ pub fn command(
         .report
         .clone()
         .unwrap_or_else(|| crate::commands::history::default_report_dir(&done.doc.run.id));
-    let charts = crate::labs::charts(&done.doc);
+    let charts = crate::registry::charts(&done.doc);
     let page = html::write_report(&dir, &done.doc, &done.sheet, charts)?;
     eprintln!("costlab run: report {}", page.display());
     if let Some(dest) = &args.json {
@@ -236,12 +238,12 @@ pub fn command(
     if done.interrupted {
         return Err(anyhow::Error::new(Interrupted));
     }
-    let lines = crate::report::verdict::not_ok_lines(&done.doc.results);
+    let lines = costlab_history::report::verdict::not_ok_lines(&done.doc.results);
     if args.strict && !lines.is_empty() {
         for l in &lines {
             eprintln!("costlab: strict: {l}");
         }
-        return Err(anyhow::Error::new(crate::error::NotOk(lines)));
+        return Err(anyhow::Error::new(costlab_core::error::NotOk(lines)));
     }
     Ok(())
 }

@@ -6,107 +6,18 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use crate::cli::{CompareArgs, ExportArgs, ExportFormat, HistoryArgs, ReportArgs};
-use crate::error::{one_line, usage};
-use crate::labs;
-use crate::model::Doc;
-use crate::model::{LabSheet, LabStatus};
-use crate::report::{csv, html, markdown};
+use crate::registry;
+use costlab_core::error::usage;
+use costlab_core::model::Doc;
+use costlab_core::model::LabSheet;
+use costlab_history::report::{csv, html, markdown};
 
-use crate::analysis::compare;
-use crate::store::{open, open_existing, Store};
-
-/// The cost sheet of a document whose labs are known here (a lab run alone).
-pub fn sheet_of(doc: &Doc) -> Vec<LabSheet> {
-    let mut names: Vec<&str> = Vec::new();
-    for r in &doc.results {
-        if !names.contains(&r.lab.as_str()) {
-            names.push(&r.lab);
-        }
-    }
-    let all = labs::all();
-    names
-        .into_iter()
-        .map(|name| {
-            let outcome = crate::model::Outcome {
-                results: doc
-                    .results
-                    .iter()
-                    .filter(|r| r.lab == name)
-                    .cloned()
-                    .collect(),
-                models: doc
-                    .models
-                    .iter()
-                    .filter(|m| m.lab == name)
-                    .cloned()
-                    .collect(),
-                notes: doc.notes.clone(),
-            };
-            let headlines = all
-                .iter()
-                .find(|l| l.name() == name)
-                .map(|l| l.sheet_lines(&outcome))
-                .unwrap_or_default();
-            LabSheet {
-                lab: name.to_string(),
-                status: LabStatus::Ran,
-                headlines,
-            }
-        })
-        .collect()
-}
-
-/// Store a run's document and cost sheet in one transaction: all of it lands, or none. The history
-/// was opened before measuring (a bad `--db` is bad input, found then); a history that fails
-/// now (a server gone, a full disk) is tried once more on a fresh connection, and failing
-/// again the figures go to a results file named in the error, which exits 1.
-pub fn record(store: &Store, db: Option<&Path>, doc: &Doc, sheets: &[LabSheet]) -> Result<()> {
-    let first = match store.save_doc(doc, sheets) {
-        Ok(()) => return Ok(()),
-        Err(e) => e,
-    };
-    // Only a connection dropped while idle (a server restart, an idle timeout) is mended by
-    // this; a full disk or a stopped server fails again and the first cause is the one shown.
-    if open(db).and_then(|s| s.save_doc(doc, sheets)).is_ok() {
-        return Ok(());
-    }
-    Err(not_saved(doc, &first))
-}
-
-/// The one-line error for a run the history could not take, after writing its figures to a
-/// results file (`costlab import FILE` stores them once the history is back). The file goes to
-/// the temporary directory, not beside the history, whose disk may be what failed.
-pub fn not_saved(doc: &Doc, cause: &anyhow::Error) -> anyhow::Error {
-    let cause = crate::store::redact(&one_line(cause));
-    let name = format!("costlab-run-{}.json", doc.run.id);
-    let mut tried = Vec::new();
-    for dir in [std::env::temp_dir(), PathBuf::from(".")] {
-        let file = dir.join(&name);
-        match crate::report::json::write_doc(&file.display().to_string(), doc) {
-            // Not a usage error: the input was fine, the history failed (exit 1).
-            Ok(()) => {
-                return anyhow::anyhow!(
-                    "history not saved: {cause}; the run's figures are in {} \
-                     (`costlab import` it once the history is back)",
-                    file.display()
-                )
-            }
-            Err(e) => {
-                // A file cut short by a full disk would pass for the run's figures.
-                let _ = std::fs::remove_file(&file);
-                tried.push(format!("{}: {}", file.display(), one_line(&e)));
-            }
-        }
-    }
-    anyhow::anyhow!(
-        "history not saved: {cause}; nor could the figures be written ({})",
-        tried.join("; ")
-    )
-}
+use costlab_history::analysis::compare;
+use costlab_history::store::open_existing;
 
 pub fn history(db: Option<&Path>, args: &HistoryArgs) -> Result<()> {
     if let Some(dest) = &args.json {
-        crate::report::dest::check_file("--json", dest)?;
+        costlab_history::report::dest::check_file("--json", dest)?;
     }
     let store = open_existing(db)?;
     let runs = store.runs()?;
@@ -125,7 +36,7 @@ pub fn history(db: Option<&Path>, args: &HistoryArgs) -> Result<()> {
                 })
             })
             .collect();
-        return crate::report::json::write_value(dest, &serde_json::Value::Array(list));
+        return costlab_history::report::json::write_value(dest, &serde_json::Value::Array(list));
     }
     if runs.is_empty() {
         println!("the history is empty: run a lab or `costlab run` first");
@@ -150,7 +61,7 @@ pub fn history(db: Option<&Path>, args: &HistoryArgs) -> Result<()> {
         .collect();
     println!(
         "{}",
-        crate::report::table::render(
+        costlab_history::report::table::render(
             &["id", "date", "machine", "command", "figures", "state"],
             &rows
         )
@@ -166,7 +77,7 @@ pub fn compare(db: Option<&Path>, args: &CompareArgs) -> Result<()> {
         )));
     }
     if let Some(dest) = &args.json {
-        crate::report::dest::check_file("--json", dest)?;
+        costlab_history::report::dest::check_file("--json", dest)?;
     }
     let store = open_existing(db)?;
     let a = store.resolve(&args.a)?;
@@ -188,7 +99,7 @@ pub fn compare(db: Option<&Path>, args: &CompareArgs) -> Result<()> {
     }
     // With the JSON on stdout, the table goes to stderr so stdout stays parseable.
     let json_stdout = args.json.as_deref() == Some("-");
-    let mut text = crate::report::compare::render(&c, &a, &b);
+    let mut text = costlab_history::report::compare::render(&c, &a, &b);
     let differ = compare::machine_differences(&da.machine, &db_.machine);
     if let Some((ma, mb)) = compare::other_machine(&da.machine, &db_.machine) {
         text.push_str(&format!(
@@ -211,7 +122,7 @@ pub fn compare(db: Option<&Path>, args: &CompareArgs) -> Result<()> {
         print!("{text}");
     }
     if let Some(dest) = &args.json {
-        crate::report::json::write_value(dest, &c.to_json(&a, &b))?;
+        costlab_history::report::json::write_value(dest, &c.to_json(&a, &b))?;
     }
     fail_on(args.fail_on, &c)
 }
@@ -231,8 +142,8 @@ fn fail_on(kind: Option<crate::cli::FailOn>, c: &compare::Comparison) -> Result<
             format!(
                 "{}: {} -> {} {} ({:+.1}%, {})",
                 ch.figure,
-                crate::report::sheet::figure(ch.a),
-                crate::report::sheet::figure(ch.b),
+                costlab_history::report::sheet::figure(ch.a),
+                costlab_history::report::sheet::figure(ch.b),
                 ch.unit,
                 ch.change_pct,
                 ch.verdict.text()
@@ -249,7 +160,7 @@ fn fail_on(kind: Option<crate::cli::FailOn>, c: &compare::Comparison) -> Result<
     for h in &hits {
         eprintln!("costlab: fail-on {what}: {h}");
     }
-    Err(anyhow::Error::new(crate::error::Gate {
+    Err(anyhow::Error::new(costlab_core::error::Gate {
         what: if kind == FailOn::Regression {
             "regressions (--fail-on regression)"
         } else {
@@ -267,7 +178,7 @@ pub fn export(db: Option<&Path>, args: &ExportArgs) -> Result<()> {
         ));
     }
     if let Some(p) = &args.output {
-        crate::report::dest::check_file("--out", &p.display().to_string())?;
+        costlab_history::report::dest::check_file("--out", &p.display().to_string())?;
     }
     let store = open_existing(db)?;
     let id = store.resolve(&args.run)?;
@@ -275,9 +186,10 @@ pub fn export(db: Option<&Path>, args: &ExportArgs) -> Result<()> {
     let text = match args.format {
         ExportFormat::Json => serde_json::to_string_pretty(&doc)? + "\n",
         ExportFormat::Csv => csv::render_tidy(&doc, args.samples),
-        ExportFormat::Markdown => {
-            markdown::render(&doc, &crate::commands::fleet::judged_sheet(&store, &id)?)
-        }
+        ExportFormat::Markdown => markdown::render(
+            &doc,
+            &costlab_history::report::verdict::judged_sheet(&store, &id)?,
+        ),
     };
     match &args.output {
         Some(p) => std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?,
@@ -303,7 +215,7 @@ fn load_for_report(db: Option<&Path>, name: &str) -> Result<(Doc, Vec<LabSheet>)
                 source.display()
             ))
         })?;
-        let sheet = sheet_of(&doc);
+        let sheet = crate::registry::sheet_of(&doc);
         Ok((doc, sheet))
     } else if name.contains('/') || name.ends_with(".json") {
         // A path that is not there: say so, rather than look it up as a run id.
@@ -314,17 +226,17 @@ fn load_for_report(db: Option<&Path>, name: &str) -> Result<(Doc, Vec<LabSheet>)
         let store = open_existing(db)?;
         let id = store.resolve(name)?;
         let doc = store.load_doc(&id)?;
-        let sheet = crate::commands::fleet::judged_sheet(&store, &id)?;
+        let sheet = costlab_history::report::verdict::judged_sheet(&store, &id)?;
         Ok((doc, sheet))
     }
 }
 
 pub fn report(db: Option<&Path>, args: &ReportArgs) -> Result<()> {
     if let Some(list) = &args.machines {
-        return crate::commands::fleet::report_machines(db, list, args.out.as_deref());
+        return crate::commands::machines::report_machines(db, list, args.out.as_deref());
     }
     if let Some(dir) = &args.out {
-        crate::report::dest::check_dir("--out-dir", dir)?;
+        costlab_history::report::dest::check_dir("--out-dir", dir)?;
     }
     let name = args.source.as_deref().unwrap_or("last");
     let (doc, sheet) = load_for_report(db, name)?;
@@ -333,11 +245,11 @@ pub fn report(db: Option<&Path>, args: &ReportArgs) -> Result<()> {
             let (other, _) = load_for_report(db, b).map_err(|e| {
                 usage(format!(
                     "--against {b}: {}; give a run id from `costlab history`, \"last\" or a results.json",
-                    crate::error::one_line(&e)
+                    costlab_core::error::one_line(&e)
                 ))
             })?;
-            let charts = labs::charts(&doc);
-            let other_charts = labs::charts(&other);
+            let charts = registry::charts(&doc);
+            let other_charts = registry::charts(&other);
             html::render_against(
                 &doc,
                 &sheet,
@@ -346,7 +258,7 @@ pub fn report(db: Option<&Path>, args: &ReportArgs) -> Result<()> {
                 args.min_effect,
             )
         }
-        None => html::render(&doc, &sheet, labs::charts(&doc)),
+        None => html::render(&doc, &sheet, registry::charts(&doc)),
     };
     let dir = args
         .out

@@ -4,4 +4,5 @@
 
 pub mod fleet;
 pub mod history;
+pub mod machines;
 pub mod trend;

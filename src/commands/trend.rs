@@ -4,12 +4,12 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use crate::analysis::trend::*;
 use crate::cli::TrendArgs;
-use crate::error::usage;
-use crate::report::trend::{render, render_html};
-use crate::store::open_existing;
-use crate::store::series::series;
+use costlab_core::error::usage;
+use costlab_history::analysis::trend::*;
+use costlab_history::report::trend::{render, render_html};
+use costlab_history::store::open_existing;
+use costlab_history::store::series::series;
 
 pub fn command(db: Option<&Path>, args: &TrendArgs) -> Result<()> {
     let store = open_existing(db)?;

@@ -80,11 +80,11 @@ fn pixels(png: &Path) -> (u32, u32, Vec<[u8; 3]>) {
 fn the_fixture_report_renders_in_headless_chromium() {
     let dir = tempfile::tempdir().unwrap();
     let doc = common::fixture();
-    let page = costlab::report::html::write_report(
+    let page = costlab_history::report::html::write_report(
         &dir.path().join("report"),
         &doc,
         &common::fixture_sheet(&doc),
-        costlab::labs::charts(&doc),
+        costlab::registry::charts(&doc),
     )
     .unwrap();
     let html = std::fs::read_to_string(&page).unwrap();
@@ -136,11 +136,11 @@ fn a_one_lab_report_renders_without_cards_for_labs_that_did_not_run() {
     let mut doc = common::fixture();
     doc.results.retain(|r| r.lab == "syscall");
     doc.models.retain(|m| m.lab == "syscall");
-    let page = costlab::report::html::write_report(
+    let page = costlab_history::report::html::write_report(
         &dir.path().join("report"),
         &doc,
         &[],
-        costlab::labs::charts(&doc),
+        costlab::registry::charts(&doc),
     )
     .unwrap();
     let html = std::fs::read_to_string(&page).unwrap();

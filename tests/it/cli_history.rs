@@ -5,7 +5,7 @@ use crate::common::costlab_db as costlab;
 
 use std::process::Command;
 
-use costlab::store::Store;
+use costlab_history::store::Store;
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
@@ -72,7 +72,7 @@ fn run_writes_sheet_report_and_history_and_two_runs_at_once_both_land() {
         let page = std::fs::read_to_string(dir.path().join(name).join("index.html")).unwrap();
         assert!(page.contains("Cost sheet"));
         let doc = std::fs::read_to_string(dir.path().join(format!("{name}.json"))).unwrap();
-        let doc = costlab::report::Doc::from_json(&doc).unwrap();
+        let doc = costlab_history::report::Doc::from_json(&doc).unwrap();
         assert!(doc.run.command.starts_with("costlab --db"));
         assert!(dir.path().join(name).join("results.json").is_file());
     }
@@ -106,7 +106,7 @@ fn compare_flags_a_real_change_and_not_a_rerun() {
     for r in &mut slower.results {
         if r.lab == "mem" && r.metric == "bandwidth" && r.key("op") != "loaded" {
             r.samples = r.samples.iter().map(|x| x * 0.7).collect();
-            r.summary = costlab::measure::Summary::of(&r.samples).unwrap();
+            r.summary = costlab_core::measure::Summary::of(&r.samples).unwrap();
         }
     }
     let store = Store::open(&db).unwrap();
@@ -237,7 +237,7 @@ fn export_and_report_a_stored_run() {
         .unwrap();
     let out = costlab(&db, &["export", "last", "--format", "json"]);
     assert_eq!(out.status.code(), Some(0));
-    let back = costlab::report::Doc::from_json(&text(&out.stdout)).unwrap();
+    let back = costlab_history::report::Doc::from_json(&text(&out.stdout)).unwrap();
     assert_eq!(back.results.len(), doc.results.len());
     let out = costlab(&db, &["export", "20261122T", "--format", "csv"]);
     let plateaus = doc

@@ -11,8 +11,8 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use costlab::labs::echo::load::{self, fill_request, ClientKind, LoadSpec};
-use costlab::labs::echo::stats::ServerStats;
+use costlab_echo::load::{self, fill_request, ClientKind, LoadSpec};
+use costlab_echo::stats::ServerStats;
 
 const BIN: &str = env!("CARGO_BIN_EXE_costlab");
 const ENGINES: [&str; 3] = ["epoll", "uring", "uring-basic"];

@@ -9,8 +9,8 @@ use crate::common::costlab_db as costlab;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use costlab::report::{Doc, Outcome, RunInfo};
-use costlab::store::Store;
+use costlab_history::report::{Doc, Outcome, RunInfo};
+use costlab_history::store::Store;
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
@@ -273,7 +273,7 @@ fn synthetic(i: usize, level: f64, machine: &str, noise_seed: u64) -> Doc {
     let samples: Vec<f64> = (0..5).map(|_| level * (1.0 + 0.03 * noise())).collect();
     o.push(
         "syscall",
-        costlab::case! {"call" => "getppid", "batch" => 1},
+        costlab_core::case! {"call" => "getppid", "batch" => 1},
         "latency",
         "ns",
         samples,

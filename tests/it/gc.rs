@@ -219,7 +219,7 @@ func main() {
 
 #[test]
 fn classification_of_a_probe_program() {
-    use costlab::labs::gc::attrib::{
+    use costlab_gc::attrib::{
         classify_func, parse_objdump, reads_program_data, Class, ClassMap, Func, Mode, Sample,
         Tally,
     };

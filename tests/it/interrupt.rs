@@ -3,10 +3,10 @@
 //! One test in its own binary: the Ctrl-C flag is process-wide.
 
 use crate::common::fake::{ctx, run_info, Act, Fake};
-use costlab::labs::Lab;
-use costlab::report::sheet::LabStatus;
 use costlab::runner::run_labs;
-use costlab::store::Store;
+use costlab_history::report::sheet::LabStatus;
+use costlab_history::store::Store;
+use costlab_lab::Lab;
 
 #[test]
 fn ctrl_c_keeps_what_finished_and_restores_state() {
@@ -33,7 +33,7 @@ fn ctrl_c_keeps_what_finished_and_restores_state() {
     let done = run_labs(&labs, &ctx(), false, run_info("int1")).unwrap();
     // `costlab run` stores the run whole once it is done.
     store.save_doc(&done.doc, &done.sheet).unwrap();
-    costlab::measure::cancel::simulate(false);
+    costlab_core::measure::cancel::simulate(false);
 
     assert!(done.interrupted);
     assert!(!done.doc.run.complete);

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use costlab::machine::{Cache, HugePool, Machine};
+use costlab_core::machine::{Cache, HugePool, Machine};
 
 fn fixture(name: &str) -> Machine {
     let root: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "fixtures", name]
@@ -137,7 +137,7 @@ fn xeon_two_sockets_four_nodes() {
     assert_eq!(m.net[1].numa_node, None);
     assert!(m.net[1].irqs.is_empty());
 
-    let table = costlab::report::machine::render(&m);
+    let table = costlab_history::report::machine::render(&m);
     assert!(table.contains("NIC eth0"));
     assert!(table.contains("75% on node 1"), "{table}");
     assert!(table.contains("distances 10 11 21 21"));
@@ -193,5 +193,5 @@ fn a_missing_root_gives_an_empty_machine_not_a_panic() {
     assert_eq!(m.cpus_online, 0);
     assert_eq!(m.numa_nodes, 1);
     assert!(m.caches.is_empty() && m.net.is_empty());
-    assert!(costlab::report::machine::render(&m).contains("CPU"));
+    assert!(costlab_history::report::machine::render(&m).contains("CPU"));
 }

@@ -296,7 +296,7 @@ fn read_num(path: &str) -> Option<u64> {
 
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+    rustix::process::geteuid().is_root()
 }
 
 #[test]

@@ -6,11 +6,11 @@ use crate::common::costlab;
 use std::path::PathBuf;
 use std::process::Command;
 
-use costlab::labs::numa::plan::{self, CpuNode, Plan, Request};
-use costlab::labs::numa::{execute, maps};
-use costlab::machine::Machine;
-use costlab::measure::cpus::allowed_cpus;
-use costlab::measure::SampleSpec;
+use costlab_core::machine::Machine;
+use costlab_core::measure::cpus::allowed_cpus;
+use costlab_core::measure::SampleSpec;
+use costlab_numa::plan::{self, CpuNode, Plan, Request};
+use costlab_numa::{execute, maps};
 use serde_json::Value;
 
 fn root(name: &str) -> PathBuf {
@@ -58,7 +58,7 @@ fn numa_maps_of_a_process_with_2m_and_1g_pages() {
     let huge_all = out
         .find(
             "memory",
-            &costlab::case! {"pid" => 4242, "node" => "all", "kind" => "huge"},
+            &costlab_core::case! {"pid" => 4242, "node" => "all", "kind" => "huge"},
         )
         .unwrap();
     assert_eq!(huge_all.unit, "MiB");
@@ -117,7 +117,7 @@ fn planning_on_the_four_node_fixture() {
     assert_eq!(p.policy_cpus, vec![0, 1]);
     assert_eq!(p.notes.len(), 2);
 
-    let code = |r: anyhow::Result<Plan>| costlab::error::exit_code(&r.unwrap_err());
+    let code = |r: anyhow::Result<Plan>| costlab_core::error::exit_code(&r.unwrap_err());
     let req = |f: fn(&mut Request)| {
         let mut r = Request::default();
         f(&mut r);
@@ -221,12 +221,12 @@ fn the_measuring_path_runs_on_node_zero_with_counters() {
         warmup: std::time::Duration::from_millis(2),
     };
     let out = execute(&m, &p, &spec, true).unwrap();
-    println!("{}", costlab::labs::numa::render(&out));
+    println!("{}", costlab_numa::render(&out));
     assert_eq!(out.results.len(), 5, "{:?}", out.results);
     let lat = out
         .find(
             "latency",
-            &costlab::case! {"cpu_node" => 0, "mem_node" => 0, "policy" => "bind"},
+            &costlab_core::case! {"cpu_node" => 0, "mem_node" => 0, "policy" => "bind"},
         )
         .unwrap();
     assert!(lat.summary.median > 0.0 && lat.summary.n == 3);
@@ -234,13 +234,16 @@ fn the_measuring_path_runs_on_node_zero_with_counters() {
         let r = out
             .find(
                 "bandwidth",
-                &costlab::case! {"cpu_node" => "all", "policy" => policy},
+                &costlab_core::case! {"cpu_node" => "all", "policy" => policy},
             )
             .unwrap();
         assert!(r.summary.median > 0.0);
     }
     let ft = out
-        .find("bandwidth", &costlab::case! {"policy" => "first-touch"})
+        .find(
+            "bandwidth",
+            &costlab_core::case! {"policy" => "first-touch"},
+        )
         .unwrap();
     assert_eq!(ft.case["mem_node"], serde_json::json!(0));
     for r in &out.results {
@@ -279,7 +282,7 @@ fn the_measuring_path_runs_on_node_zero_with_counters() {
         }
     }
     assert!(out.models.is_empty(), "no remote pair, no SLIT model");
-    let text = costlab::labs::numa::render(&out);
+    let text = costlab_numa::render(&out);
     assert!(
         text.contains("latency") && text.contains("first-touch") && text.contains("counters [")
     );

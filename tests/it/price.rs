@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 
-use costlab::labs::price::count::{self, Counts, Filter, Times};
-use costlab::labs::price::pricing::{self, Unit, Units};
-use costlab::report::ResultRow;
+use costlab_history::report::ResultRow;
+use costlab_price::count::{self, Counts, Filter, Times};
+use costlab_price::pricing::{self, Unit, Units};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/price");
 
@@ -102,7 +102,7 @@ fn the_tracers_maps_are_read_and_named() {
 fn unit(name: &str, samples: &[f64]) -> Unit {
     let row = ResultRow::new(
         "cost",
-        costlab::case! {"term" => name},
+        costlab_core::case! {"term" => name},
         "latency",
         "ns",
         samples.to_vec(),
@@ -202,7 +202,7 @@ fn counts_times_units_with_the_units_spread_carried_to_the_total() {
     );
     // Against system times of 2.0, 2.5 and 3.0 ms: the price's low end over the slowest run,
     // its high end over the quickest.
-    let sys = costlab::measure::Summary::of(&[2e6, 2.5e6, 3e6]).unwrap();
+    let sys = costlab_core::measure::Summary::of(&[2e6, 2.5e6, 3e6]).unwrap();
     let (lo, mid, hi) = pricing::explained(total, &sys).unwrap();
     assert!((mid - 100.0 * total.1 / 2.5e6).abs() < 1e-9);
     assert!((lo - 100.0 * total.0 / 3e6).abs() < 1e-9);
@@ -216,7 +216,7 @@ fn the_thp_what_if_names_its_figure_and_needs_512_faults() {
     let w = pricing::thp_what_if(&fixture_counts(), &units).unwrap();
     assert_eq!(w.after, 2);
     // 1024 × 1000 - 2 × 60000 at the medians.
-    let s = costlab::measure::Summary::of(&w.saved).unwrap();
+    let s = costlab_core::measure::Summary::of(&w.saved).unwrap();
     assert_eq!(s.median, 1_024_000.0 - 120_000.0);
     assert!(w.from.contains("term=fault-thp"), "{}", w.from);
     let mut few = fixture_counts();

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use costlab::labs::echo::remote::{decode_histogram, LoaderReport};
+use costlab_echo::remote::{decode_histogram, LoaderReport};
 
 const BIN: &str = env!("CARGO_BIN_EXE_costlab");
 

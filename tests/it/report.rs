@@ -4,18 +4,18 @@
 
 use crate::common;
 
-use costlab::labs;
-use costlab::report::{csv, html, markdown, Doc};
+use costlab::registry;
+use costlab_history::report::{csv, html, markdown, Doc};
 
 /// The report page of `doc` with no cost sheet, the labs' charts drawn as the runner draws them.
 fn page_of(doc: &Doc) -> String {
-    html::render(doc, &[], labs::charts(doc))
+    html::render(doc, &[], registry::charts(doc))
 }
 
 #[test]
 fn fixture_report_draws_every_chart_with_axes_and_legend() {
     let doc = common::fixture();
-    let page = html::render(&doc, &common::fixture_sheet(&doc), labs::charts(&doc));
+    let page = html::render(&doc, &common::fixture_sheet(&doc), registry::charts(&doc));
     for id in common::CHART_IDS {
         let at = page
             .find(&format!("<svg id=\"{id}\""))
@@ -47,7 +47,7 @@ fn fixture_report_draws_every_chart_with_axes_and_legend() {
 #[test]
 fn report_is_self_contained() {
     let doc = common::fixture();
-    let page = html::render(&doc, &common::fixture_sheet(&doc), labs::charts(&doc));
+    let page = html::render(&doc, &common::fixture_sheet(&doc), registry::charts(&doc));
     let lower = page.to_lowercase();
     for banned in ["<script", "<link", "@import", "src=", "<img", "<iframe"] {
         assert!(!lower.contains(banned), "report contains {banned}");
@@ -67,7 +67,7 @@ fn labs_that_did_not_run_are_one_line_at_the_end_not_cards() {
     doc.results
         .retain(|r| r.lab != "gc" && r.lab != "share c2c" && r.lab != "echo");
     doc.models.clear();
-    let page = html::render(&doc, &[], labs::charts(&doc));
+    let page = html::render(&doc, &[], registry::charts(&doc));
     assert!(!page.contains("<svg id=\"chart-gc-headroom\""));
     assert!(
         !page.contains("did not run"),
@@ -97,7 +97,7 @@ pub fn one_lab(lab: &str) -> Doc {
 #[test]
 fn a_one_lab_report_shows_only_what_ran() {
     let doc = one_lab("syscall");
-    let page = html::render(&doc, &[], labs::charts(&doc));
+    let page = html::render(&doc, &[], registry::charts(&doc));
     assert!(
         !page.contains("Not drawn"),
         "cards for labs that did not run"
@@ -114,7 +114,7 @@ fn a_one_lab_report_shows_only_what_ran() {
 #[test]
 fn the_full_report_has_no_not_run_line_and_its_captions_match_the_marks() {
     let doc = common::fixture();
-    let page = html::render(&doc, &common::fixture_sheet(&doc), labs::charts(&doc));
+    let page = html::render(&doc, &common::fixture_sheet(&doc), registry::charts(&doc));
     assert!(!page.contains("id=\"not-run\""));
     // The latency chart draws its cache lines and says so.
     let lat = &page[page.find("<svg id=\"chart-mem-latency\"").unwrap()..];
@@ -149,7 +149,7 @@ fn a_single_size_latency_chart_is_bars_without_cache_lines_in_its_caption() {
         .expect("a chase row");
     doc.results
         .retain(|r| !(r.metric == "latency" && r.key("op") == "chase") || r.key("block") == keep);
-    let page = html::render(&doc, &[], labs::charts(&doc));
+    let page = html::render(&doc, &[], registry::charts(&doc));
     let lat = &page[page.find("<svg id=\"chart-mem-latency\"").unwrap()..];
     let (svg, rest) = lat.split_at(lat.find("</svg>").unwrap());
     assert!(
@@ -172,7 +172,7 @@ fn a_single_size_latency_chart_is_bars_without_cache_lines_in_its_caption() {
 fn incomplete_runs_say_so() {
     let mut doc = common::fixture();
     doc.run.complete = false;
-    assert!(html::render(&doc, &[], labs::charts(&doc)).contains("This run is incomplete"));
+    assert!(html::render(&doc, &[], registry::charts(&doc)).contains("This run is incomplete"));
 }
 
 #[test]
@@ -180,10 +180,10 @@ fn write_report_writes_the_page_and_the_doc() {
     let doc = common::fixture();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("nested/report");
-    let page = html::write_report(&out, &doc, &[], labs::charts(&doc)).unwrap();
+    let page = html::write_report(&out, &doc, &[], registry::charts(&doc)).unwrap();
     assert_eq!(page, out.join("index.html"));
     let back = std::fs::read_to_string(out.join("results.json")).unwrap();
-    let back = costlab::report::Doc::from_json(&back).unwrap();
+    let back = costlab_history::report::Doc::from_json(&back).unwrap();
     assert_eq!(back.results.len(), doc.results.len());
     assert_eq!(back.run, doc.run);
 }
@@ -265,7 +265,7 @@ fn one_block_is_a_bar_chart_one_bar_per_series() {
         .filter(|r| r.lab == "mem" && r.metric == "bandwidth" && r.key("pattern") == "seq")
         .count();
     assert!(series >= 2);
-    let page = html::render(&doc, &[], labs::charts(&doc));
+    let page = html::render(&doc, &[], registry::charts(&doc));
     let svg = svg_of(&page, "chart-mem-bandwidth-seq");
     assert!(svg.contains("data-kind=\"bar\""), "not a bar chart");
     assert_eq!(svg.matches("<rect class=\"bar\"").count(), series);
@@ -311,7 +311,7 @@ fn models_are_one_table_with_three_significant_digits() {
     for p in &mut m.points {
         p.predicted = p.measured;
     }
-    let page = html::render(&doc, &[], labs::charts(&doc));
+    let page = html::render(&doc, &[], registry::charts(&doc));
     let table = &page[page
         .find("<table id=\"model-params\"")
         .expect("params table")..];
@@ -340,9 +340,15 @@ fn against_overlays_the_second_run_and_rings_changes() {
         for s in &mut r.samples {
             *s *= 2.0;
         }
-        r.summary = costlab::measure::Summary::of(&r.samples).unwrap();
+        r.summary = costlab_core::measure::Summary::of(&r.samples).unwrap();
     }
-    let page = html::render_against(&a, &[], labs::charts(&a), (&b, labs::charts(&b)), 5.0);
+    let page = html::render_against(
+        &a,
+        &[],
+        registry::charts(&a),
+        (&b, registry::charts(&b)),
+        5.0,
+    );
     assert!(page.contains("id=\"against\""));
     assert!(page.contains("id=\"changes\""));
     for id in common::CHART_IDS {
@@ -357,7 +363,13 @@ fn against_overlays_the_second_run_and_rings_changes() {
     assert!(bw.contains(" (B)</text>") && bw.contains("opacity=\"0.5\""));
     assert!(bw.contains("class=\"mark\"") && bw.contains("+100%"));
     // The same run against itself: nothing to ring.
-    let same = html::render_against(&b, &[], labs::charts(&b), (&b, labs::charts(&b)), 5.0);
+    let same = html::render_against(
+        &b,
+        &[],
+        registry::charts(&b),
+        (&b, registry::charts(&b)),
+        5.0,
+    );
     assert!(!same.contains("class=\"mark\""));
 }
 
@@ -375,7 +387,7 @@ fn echo_with_several_sizes_draws_size_charts() {
         })
         .collect();
     doc.results.extend(extra);
-    let page = html::render(&doc, &[], labs::charts(&doc));
+    let page = html::render(&doc, &[], registry::charts(&doc));
     let svg = svg_of(&page, "chart-echo-size-throughput");
     assert!(svg.contains("message size (bytes)"));
     assert!(svg.contains(">16K</text>"));
@@ -403,7 +415,7 @@ fn counters_show_in_the_report() {
         .into_iter()
         .collect(),
     );
-    let page = html::render(&doc, &[], labs::charts(&doc));
+    let page = html::render(&doc, &[], registry::charts(&doc));
     assert!(page.contains("<table id=\"counters\"") && page.contains("page-faults"));
     assert!(page.contains("instructions: no hardware PMU in this VM"));
     assert!(!page_of(&common::fixture()).contains("id=\"counters\""));

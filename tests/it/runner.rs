@@ -2,11 +2,11 @@
 //! rest go on; every lab reaches the history.
 
 use crate::common::fake::{ctx, run_info, Act, Fake};
-use costlab::error::exit_code;
-use costlab::labs::Lab;
-use costlab::report::sheet::LabStatus;
 use costlab::runner::{run_labs, select};
-use costlab::store::Store;
+use costlab_core::error::exit_code;
+use costlab_history::report::sheet::LabStatus;
+use costlab_history::store::Store;
+use costlab_lab::Lab;
 
 #[test]
 fn skipped_and_failed_labs_are_reported_and_the_rest_go_on() {
@@ -52,7 +52,7 @@ fn skipped_and_failed_labs_are_reported_and_the_rest_go_on() {
         .notes
         .iter()
         .any(|n| n.starts_with("gc skipped: no Go toolchain")));
-    let text = costlab::report::sheet::render_text(&done.sheet);
+    let text = costlab_history::report::sheet::render_text(&done.sheet);
     assert!(
         text.contains("syscall s") && text.contains("gc skipped") && text.contains("mem failed")
     );

@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use costlab::store::Store;
+use costlab_history::store::Store;
 
 #[test]
 fn sigint_during_a_lab_keeps_the_run_incomplete_and_the_db_sound() {
@@ -87,6 +87,7 @@ fn sigint_during_a_lab_prints_and_stores_the_calls_that_finished() {
         // SAFETY: kill(2) on the pid (and group) of a child we spawned and have not reaped.
         assert_eq!(unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) }, 0);
         assert_eq!(
+            // SAFETY: as above, to the child's own process group.
             unsafe { libc::kill(-(pid as libc::pid_t), libc::SIGINT) },
             0
         );

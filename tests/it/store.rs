@@ -8,11 +8,11 @@ use crate::common::command_db as costlab_bin;
 
 use std::path::PathBuf;
 
-use costlab::error::exit_code;
-use costlab::report::sheet::LabStatus;
-use costlab::store::{migrate, Store};
+use costlab_core::error::exit_code;
+use costlab_history::report::sheet::LabStatus;
+use costlab_history::store::{migrate, Store};
 
-fn with_id(mut doc: costlab::report::Doc, id: &str) -> costlab::report::Doc {
+fn with_id(mut doc: costlab_history::report::Doc, id: &str) -> costlab_history::report::Doc {
     doc.run.id = id.to_string();
     doc
 }
@@ -212,7 +212,7 @@ fn a_newer_schema_is_refused(kind: Kind) {
         .err()
         .expect("a newer schema is refused");
     assert_eq!(exit_code(&e), 2);
-    let line = costlab::error::one_line(&e);
+    let line = costlab_core::error::one_line(&e);
     assert!(line.contains("newer than this costlab"), "{line}");
     assert!(line.contains("upgrade costlab"), "{line}");
     assert!(!line.contains(common::pg::PASSWORD), "{line}");
@@ -286,13 +286,8 @@ fn a_lab_run_alone_is_recorded_with_its_sheet() {
     let db = dir.path().join("sub/dir/h.db");
     let doc = common::fixture();
     let store = Store::open(&db).unwrap();
-    costlab::commands::history::record(
-        &store,
-        Some(&db),
-        &doc,
-        &costlab::commands::history::sheet_of(&doc),
-    )
-    .unwrap();
+    costlab_history::store::record(&store, Some(&db), &doc, &costlab::registry::sheet_of(&doc))
+        .unwrap();
     let runs = store.runs().unwrap();
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].id, doc.run.id);
@@ -315,9 +310,9 @@ fn a_lab_run_alone_is_recorded_with_its_sheet() {
 }
 
 /// The results file a run fell back to: a costlab/1 document with figures in it.
-fn fallback_doc(file: &std::path::Path) -> costlab::report::Doc {
+fn fallback_doc(file: &std::path::Path) -> costlab_history::report::Doc {
     let text = std::fs::read_to_string(file).unwrap();
-    let doc = costlab::report::Doc::from_json(&text).unwrap();
+    let doc = costlab_history::report::Doc::from_json(&text).unwrap();
     assert_eq!(doc.schema, "costlab/1");
     assert!(!doc.results.is_empty(), "{text}");
     doc
@@ -350,7 +345,7 @@ fn fill(dir: &std::path::Path) {
 fn a_full_disk_under_sqlite_keeps_the_figures_in_a_file_and_the_history_sound() {
     let name = "a_full_disk_under_sqlite_keeps_the_figures_in_a_file_and_the_history_sound";
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !rustix::process::geteuid().is_root() {
         common::skip::skipped(name, "mounting a small tmpfs needs root");
         return;
     }

@@ -8,17 +8,17 @@ use crate::common;
 use std::path::Path;
 use std::process::Output;
 
-use costlab::labs::Lab;
-use costlab::measure::quality::{self, Quality};
-use costlab::report::sheet::{LabSheet, LabStatus};
-use costlab::report::{csv, html, markdown, Doc, Outcome, ResultRow, RunInfo};
+use costlab_core::measure::quality::{self, Quality};
+use costlab_history::report::sheet::{LabSheet, LabStatus};
+use costlab_history::report::{csv, html, markdown, Doc, Outcome, ResultRow, RunInfo};
+use costlab_lab::Lab;
 
 const DISTURBED: &str = "other processes took 97% of CPU 1 during the samples";
 const NOISY: &str = "MAD is 8.0% of the median, above the 5% that latency allows";
 const BLOCK: u64 = 256 << 20;
 
 fn chase(pages: &str, level: Option<&str>, samples: Vec<f64>) -> ResultRow {
-    let mut case = costlab::case! {"op" => "chase", "pattern" => "rand", "pages" => pages, "block" => BLOCK, "threads" => 1};
+    let mut case = costlab_core::case! {"op" => "chase", "pattern" => "rand", "pages" => pages, "block" => BLOCK, "threads" => 1};
     if let Some(l) = level {
         case.insert("level".into(), l.into());
         case.insert("plateau_from".into(), (64u64 << 20).into());
@@ -55,7 +55,7 @@ fn disturbed_outcome() -> Outcome {
         .collect();
     let mut tlb = ResultRow::new(
         "mem",
-        costlab::case! {"op" => "chase", "pattern" => "rand", "pages" => "4k", "block" => BLOCK, "threads" => 1, "versus" => "thp"},
+        costlab_core::case! {"op" => "chase", "pattern" => "rand", "pages" => "4k", "block" => BLOCK, "threads" => 1, "versus" => "thp"},
         "tlb_cost",
         "ns",
         diff,
@@ -88,7 +88,7 @@ fn doc(id: &str, started: &str, outcome: Outcome) -> Doc {
 }
 
 fn mem_lab() -> Box<dyn Lab> {
-    costlab::labs::all()
+    costlab::registry::all()
         .into_iter()
         .find(|l| l.name() == "mem")
         .unwrap()
@@ -149,7 +149,7 @@ fn every_headline_of_the_sheet_carries_its_mark_tlb_cost_included() {
     assert_eq!(line("DRAM latency").quality_reasons, vec![DISTURBED]);
     assert!(line("huge-page latency cut").quality_reasons[0].starts_with("from its input mem"));
 
-    let text = costlab::report::sheet::render_text(&s);
+    let text = costlab_history::report::sheet::render_text(&s);
     assert!(text.contains("719 ns!"), "{text}");
     assert!(text.contains("line(s) marked: ! disturbed"), "{text}");
 }
@@ -208,7 +208,7 @@ fn markdown_csv_and_html_carry_the_mark_and_the_reason() {
     );
     assert!(!tlb.contains(",ok,"), "{tlb}");
 
-    let page = html::render(&d, &s, costlab::labs::charts(&d));
+    let page = html::render(&d, &s, costlab::registry::charts(&d));
     let sheet_html = &page[page.find("id=\"cost-sheet\"").unwrap()..];
     let sheet_html = &sheet_html[..sheet_html.find("</table>").unwrap()];
     let dram = sheet_html

@@ -1,8 +1,8 @@
 //! Fake labs for the runner's tests: they stand in for the real labs (which land on other
 //! branches) through the same `Lab` trait. Their figures are made up; nothing here measures.
 
-use costlab::labs::{Ctx, Headline, Invocation, Lab};
-use costlab::report::Outcome;
+use costlab_history::report::Outcome;
+use costlab_lab::{Ctx, Headline, Invocation, Lab};
 
 pub enum Act {
     /// Give two made-up rows.
@@ -46,14 +46,14 @@ impl Lab for Fake {
                 let mut o = Outcome::default();
                 o.push(
                     self.name,
-                    costlab::case! {"call" => "getppid"},
+                    costlab_core::case! {"call" => "getppid"},
                     "latency",
                     "ns",
                     vec![50.0, 52.0, 51.0],
                 );
                 o.push(
                     self.name,
-                    costlab::case! {"call" => "uring-nop", "batch" => 8},
+                    costlab_core::case! {"call" => "uring-nop", "batch" => 8},
                     "latency",
                     "ns",
                     vec![90.0, 91.0],
@@ -63,10 +63,10 @@ impl Lab for Fake {
             }
             Act::Fail(msg) => Err(anyhow::anyhow!("{msg}")),
             Act::ChangeThenInterrupt(path) => {
-                let g = costlab::machine::restore::change_setting(path, "512", "fake pool")?;
+                let g = costlab_core::machine::restore::change_setting(path, "512", "fake pool")?;
                 std::mem::forget(g);
-                costlab::measure::cancel::simulate(true);
-                costlab::measure::cancel::check()?;
+                costlab_core::measure::cancel::simulate(true);
+                costlab_core::measure::cancel::check()?;
                 unreachable!("check() fails once Ctrl-C is pressed")
             }
             Act::Unavailable(_) => unreachable!("an unavailable lab is not run"),
@@ -90,8 +90,8 @@ impl Lab for Fake {
 
 pub fn ctx() -> Ctx {
     Ctx {
-        machine: costlab::machine::Machine::probe(),
-        spec: costlab::measure::SampleSpec::quick(),
+        machine: costlab_core::machine::Machine::probe(),
+        spec: costlab_core::measure::SampleSpec::quick(),
         counters: false,
         quick: true,
         reserve_hugepages: false,
@@ -99,10 +99,10 @@ pub fn ctx() -> Ctx {
     }
 }
 
-pub fn run_info(id: &str) -> costlab::report::RunInfo {
-    costlab::report::RunInfo {
+pub fn run_info(id: &str) -> costlab_history::report::RunInfo {
+    costlab_history::report::RunInfo {
         id: id.into(),
-        started: costlab::report::time::now_rfc3339(),
+        started: costlab_history::report::time::now_rfc3339(),
         costlab: "0.1.0".into(),
         command: "costlab run (test)".into(),
         complete: false,

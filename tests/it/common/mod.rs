@@ -5,10 +5,10 @@
 use std::ffi::OsStr;
 use std::process::{Command, Output, Stdio};
 
-use costlab::labs::Headline;
-use costlab::measure::Summary;
-use costlab::report::sheet::{LabSheet, LabStatus};
-use costlab::report::Doc;
+use costlab_core::measure::Summary;
+use costlab_history::report::sheet::{LabSheet, LabStatus};
+use costlab_history::report::Doc;
+use costlab_lab::Headline;
 
 pub const FIXTURE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),

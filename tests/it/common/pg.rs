@@ -35,7 +35,7 @@ fn pg_bin(name: &str) -> PathBuf {
 
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+    rustix::process::geteuid().is_root()
 }
 
 /// `cmd` as the unprivileged user that owns the cluster.

@@ -1,0 +1,194 @@
+//! The cost lab: the unit costs `costlab price` multiplies counts by (a page fault, a context
+//! switch, a futex call, a thread or process start, a pipe or file read, an open, a stat), each
+//! a figure with samples, spread and verdict. The kernels live in `measure::unitcost`.
+
+pub mod args;
+
+use anyhow::Result;
+use serde_json::json;
+
+use costlab_core::error::usage;
+use costlab_core::measure::conditions::judged_case;
+use costlab_core::measure::unitcost::{self, TermFigure, TERMS};
+use costlab_core::measure::units::human_ns;
+use costlab_history::report::{progress, table, Outcome, ResultRow};
+use costlab_lab::{Ctx, Headline, Lab};
+
+pub use args::CostArgs;
+
+pub const LAB: &str = "cost";
+
+/// Parse `--terms`: a comma list of term names.
+pub fn parse_terms(text: &str) -> Result<Vec<&'static str>> {
+    let mut v = Vec::new();
+    for item in text.split(',').map(str::trim) {
+        let t = TERMS.iter().find(|t| **t == item).ok_or_else(|| {
+            usage(format!(
+                "unknown term '{item}': choose from {}",
+                TERMS.join(", ")
+            ))
+        })?;
+        if !v.contains(t) {
+            v.push(*t);
+        }
+    }
+    Ok(v)
+}
+
+/// `costlab cost`.
+pub fn run(args: &CostArgs, ctx: &Ctx) -> Result<Outcome> {
+    let terms = match &args.terms {
+        Some(t) => parse_terms(t)?,
+        None => TERMS.to_vec(),
+    };
+    measure(&terms, ctx)
+}
+
+fn row_of(f: &TermFigure) -> Option<ResultRow> {
+    let mut case = costlab_core::case! {"term" => f.term};
+    if let Some(size) = f.size {
+        case.insert("size".into(), json!(size));
+    }
+    ResultRow::new(LAB, case, f.metric, "ns", f.samples.clone())
+}
+
+/// Measure `terms`, each judged with its conditions; a term this machine cannot give is a note.
+pub fn measure(terms: &[&'static str], ctx: &Ctx) -> Result<Outcome> {
+    let bar = progress::bar(terms.len() as u64, LAB);
+    let cpus = costlab_core::measure::cpus::allowed_cpus();
+    let mut o = Outcome::default();
+    for &term in terms {
+        bar.set_message(term.to_string());
+        let mut why = None;
+        let case = judged_case(&format!("cost {term}"), &cpus, || {
+            let mut out = Outcome::default();
+            match unitcost::measure(term, &ctx.spec) {
+                Ok(figs) => out.results.extend(figs.iter().filter_map(row_of)),
+                Err(e) if costlab_core::measure::cancel::is_interrupt(&e) => return Err(e),
+                Err(e) => why = Some(costlab_core::error::one_line(&e)),
+            }
+            Ok(out)
+        })?;
+        if let Some(w) = why {
+            o.notes.push(format!("{term}: not measured here: {w}"));
+        }
+        o.extend(case);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok(o)
+}
+
+/// One row per figure, with what it means.
+pub fn render(o: &Outcome) -> String {
+    let rows: Vec<Vec<String>> = o
+        .results
+        .iter()
+        .filter(|r| r.lab == LAB)
+        .map(|r| {
+            let size = r.case.get("size").and_then(|v| v.as_u64());
+            vec![
+                r.key("term"),
+                size.map_or("—".into(), costlab_core::measure::sizes::format_size),
+                r.metric.clone(),
+                format!(
+                    "{}{}",
+                    table::figure(r.summary.median),
+                    costlab_history::report::verdict::mark(r)
+                ),
+                costlab_history::report::sheet::spread(&r.summary),
+                r.summary.n.to_string(),
+                unitcost::reading(&r.key("term")).to_string(),
+            ]
+        })
+        .collect();
+    let mut out = table::render(
+        &["term", "size", "metric", "ns", "spread", "n", "what it is"],
+        &rows,
+    );
+    out.push('\n');
+    out
+}
+
+/// The lab in `costlab run`.
+pub struct CostLab;
+
+impl Lab for CostLab {
+    fn name(&self) -> &'static str {
+        LAB
+    }
+    fn commands(&self) -> Vec<clap::Command> {
+        vec![costlab_lab::args::command::<CostArgs>(
+            "cost",
+            "The unit costs price multiplies by: page faults, switches, futex calls, thread and process starts, pipe and file reads, open, stat",
+            "Examples:\n  costlab cost\n  costlab cost --terms fault-4k,fault-thp --samples 15",
+        )]
+    }
+    fn invoke(&self, _name: &str, m: &clap::ArgMatches) -> Result<costlab_lab::Invocation> {
+        let args: CostArgs = costlab_lab::args::parsed(m)?;
+        Ok(costlab_lab::Invocation::measure(
+            args.common.clone(),
+            move |ctx| run(&args, ctx),
+        ))
+    }
+    fn unavailable(&self, _ctx: &Ctx) -> Option<String> {
+        None
+    }
+    fn run_plan(&self, ctx: &Ctx, _full: bool) -> Result<Outcome> {
+        measure(&TERMS, ctx)
+    }
+    fn headlines(&self, o: &Outcome) -> Vec<Headline> {
+        let mut h = Vec::new();
+        for (term, label) in [
+            ("fault-4k", "page fault, 4 KiB first touch"),
+            ("fault-thp", "page fault, 2 MiB THP first touch"),
+            (
+                "switch-same-cpu",
+                "context switch (futex hand-off, one CPU)",
+            ),
+            ("fork-exit", "fork + exit + wait"),
+        ] {
+            let Some(r) = o
+                .results
+                .iter()
+                .find(|r| r.lab == LAB && r.key("term") == term && r.metric == "latency")
+            else {
+                continue;
+            };
+            h.push(
+                Headline {
+                    label: label.into(),
+                    summary: r.summary,
+                    unit: "ns".into(),
+                    reading: format!(
+                        "{}: {}",
+                        unitcost::reading(term),
+                        human_ns(r.summary.median)
+                    ),
+                    ..Default::default()
+                }
+                .judged_by(&[r]),
+            );
+        }
+        h
+    }
+    fn render(&self, o: &Outcome) -> String {
+        render(o)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terms_parse_and_unknown_ones_exit_2() {
+        assert_eq!(
+            parse_terms("stat, fault-4k,stat").unwrap(),
+            vec!["stat", "fault-4k"]
+        );
+        let e = parse_terms("stat,nope").unwrap_err();
+        assert_eq!(costlab_core::error::exit_code(&e), 2);
+        assert!(e.to_string().contains("unknown term 'nope'"));
+    }
+}

@@ -1,0 +1,46 @@
+//! `costlab price`'s arguments.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use costlab_lab::args::Common;
+
+/// `costlab price [--pid PID --duration D | --from FILE | -- CMD ARGS...]`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct PriceArgs {
+    /// Count a running process (its threads, not its children) instead of a command
+    #[arg(long, value_name = "PID", conflicts_with = "command")]
+    pub pid: Option<u32>,
+    /// How long to count a --pid (1s, 500ms)
+    #[arg(long, value_name = "D", default_value = "5s", requires = "pid")]
+    pub duration: String,
+    /// Untraced runs of the command whose system time the price is checked against (1 to 1000)
+    #[arg(long, value_name = "N", default_value_t = 1, allow_hyphen_values = true, value_parser = costlab_lab::args::whole::<usize, 0, 1000>)]
+    pub runs: usize,
+    /// Check against the traced run's own times, less the counting's cost per syscall
+    /// (measured here now), instead of untraced runs
+    #[arg(long)]
+    pub once: bool,
+    /// Take the unit costs from this stored run (an id, a unique prefix of one, or `last`)
+    /// instead of the newest ok figures of this machine
+    #[arg(long = "terms-run", value_name = "RUN")]
+    pub terms: Option<String>,
+    /// Write what was counted (the command, this machine, its times, every event and its
+    /// count) to FILE, to price it later or elsewhere with --from
+    #[arg(long, value_name = "FILE", conflicts_with = "from")]
+    pub save_counts: Option<PathBuf>,
+    /// Price the counts saved in FILE (by --save-counts) instead of running anything: no
+    /// root, no tracer
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["command", "pid"])]
+    pub from: Option<PathBuf>,
+    /// Price the same counts with another machine's stored unit costs too (a machine id or a
+    /// unique part of one, as `costlab machines` lists them) and show both side by side
+    #[arg(long, value_name = "MACHINE")]
+    pub on: Option<String>,
+    #[command(flatten)]
+    pub common: Common,
+    /// The command to count and price, after `--`
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}

@@ -1,0 +1,564 @@
+//! The price: each counted event class times its unit cost measured here, the unit's spread
+//! carried into an interval on the total, and the total of the kernel's share set against the
+//! program's measured system time.
+
+use std::collections::BTreeMap;
+
+use costlab_core::measure::Summary;
+use costlab_history::report::ResultRow;
+
+use super::count::{Counts, Times};
+
+/// A unit cost: its samples (ns per event) and the figures it is read from.
+#[derive(Debug, Clone)]
+pub struct Unit {
+    pub samples: Vec<f64>,
+    /// The stored or just-measured figures it comes from (for the verdict and the "from").
+    pub rows: Vec<ResultRow>,
+    /// Where it comes from, in words: "run 2026...: cost term=fault-4k latency".
+    pub from: String,
+}
+
+impl Unit {
+    pub fn summary(&self) -> Option<Summary> {
+        Summary::of(&self.samples)
+    }
+
+    /// A unit read from one figure.
+    pub fn of_row(row: &ResultRow, run: &str) -> Unit {
+        Unit {
+            samples: row.samples.clone(),
+            rows: vec![row.clone()],
+            from: format!("run {run}: {}", row.name()),
+        }
+    }
+
+    /// `self - others`, sample by sample (the k-th sample of each, cycling a shorter one),
+    /// never below zero: a term with the calls it contains taken out.
+    pub fn minus(&self, others: &[&Unit]) -> Unit {
+        let samples = self
+            .samples
+            .iter()
+            .enumerate()
+            .map(|(i, x)| {
+                let sub: f64 = others
+                    .iter()
+                    .map(|o| o.samples[i % o.samples.len().max(1)])
+                    .sum();
+                (x - sub).max(0.0)
+            })
+            .collect();
+        let mut rows = self.rows.clone();
+        let mut from = self.from.clone();
+        for o in others {
+            rows.extend(o.rows.iter().cloned());
+            from.push_str(&format!(" minus {}", o.from));
+        }
+        Unit {
+            samples,
+            rows,
+            from,
+        }
+    }
+
+    pub fn scaled(&self, k: f64) -> Unit {
+        Unit {
+            samples: self.samples.iter().map(|x| x * k).collect(),
+            rows: self.rows.clone(),
+            from: self.from.clone(),
+        }
+    }
+}
+
+/// Unit costs by name: the `cost` terms ("fault-4k", "pipe-rw", "pipe-rw/byte" for a
+/// per-byte part), "s" (the syscall lab's getppid), "t(N)" (its io_uring NOP per op at N).
+pub type Units = BTreeMap<String, Unit>;
+
+/// How one counted event is priced: the unit's name, a factor, and a word on it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pricing {
+    pub unit: &'static str,
+    pub factor: f64,
+    pub how: &'static str,
+}
+
+fn by(unit: &'static str, factor: f64, how: &'static str) -> Option<Pricing> {
+    Some(Pricing { unit, factor, how })
+}
+
+/// Terms the syscall lab measures (its `call`s at batch 1, 16 B) that price calls here.
+pub const SYSCALL_TERMS: [&str; 4] = ["read-devzero", "write-devnull", "tcp-send", "tcp-recv"];
+
+/// The read/write family's names.
+const READS: [&str; 5] = ["read", "pread64", "readv", "preadv", "preadv2"];
+const WRITES: [&str; 5] = ["write", "pwrite64", "writev", "pwritev", "pwritev2"];
+
+/// A syscall's name without the kind of fd its calls went to (`read:dev` is a `read`).
+pub fn base_name(name: &str) -> &str {
+    name.split_once(':').map_or(name, |(b, _)| b)
+}
+
+/// The term a syscall is priced at. A syscall with no term of its own is priced at s. The
+/// read/write family's calls counted by the kind of fd they went to (`read:dev`, `write:pipe`)
+/// are priced at that kind's term.
+pub fn syscall_pricing(name: &str) -> Option<Pricing> {
+    if let Some((base, kind)) = name.split_once(':') {
+        let read = READS.contains(&base);
+        return match kind {
+            "file" if read => by(
+                "file-read",
+                1.0,
+                "a cached file's read: its fixed part (a pread); its bytes are priced apart",
+            ),
+            "pipe" => by(
+                "pipe-rw",
+                0.5,
+                "on a pipe: half a pipe write+read pair's fixed part; its bytes are priced apart",
+            ),
+            "dev" if read => by(
+                "read-devzero",
+                1.0,
+                "on a character device: priced at a 1-byte read of /dev/zero (the syscall lab's); what another device does is not measured here",
+            ),
+            "dev" => by(
+                "write-devnull",
+                1.0,
+                "on a character device: priced at a write to /dev/null (the syscall lab's); what another device does is not measured here",
+            ),
+            "socket" => syscall_pricing(if read { "recvfrom" } else { "sendto" }),
+            _ => syscall_pricing(base),
+        };
+    }
+    match name {
+        "futex" => by(
+            "futex-wake",
+            1.0,
+            "a futex call that does not sleep (a sleep is priced as a switch)",
+        ),
+        "open" | "openat" | "openat2" | "creat" => by("openat-close", 1.0, "an open and its close"),
+        "stat" | "lstat" | "newfstatat" | "statx" => by("stat", 1.0, "a path lookup and stat"),
+        "read" | "pread64" | "readv" | "preadv" | "preadv2" => by(
+            "file-read",
+            1.0,
+            "a read's fixed part (a cached file's pread); its bytes are priced apart",
+        ),
+        "write" | "pwrite64" | "writev" | "pwritev" | "pwritev2" => by(
+            "pipe-rw",
+            0.5,
+            "half a pipe write+read pair's fixed part; its bytes are priced apart",
+        ),
+        "sendto" | "sendmsg" | "send" => by(
+            "tcp-send",
+            1.0,
+            "a loopback TCP send of 16 B (the syscall lab's), its delivery to the peer included",
+        ),
+        "recvfrom" | "recvmsg" | "recv" => by(
+            "tcp-recv",
+            1.0,
+            "a TCP recv of 16 B that finds data (the syscall lab's); one that finds none costs less",
+        ),
+        "clone" | "clone3" | "fork" | "vfork" => by(
+            "none",
+            0.0,
+            "the call only: the thread or process it starts is priced in class spawn",
+        ),
+        // fork-exec times /bin/true's whole run (its loader's user time, its own calls and
+        // faults, which the priced program's counts hold apart): no clean term for exec alone.
+        "execve" | "execveat" => by("s", 1.0, "priced at s only"),
+        "munmap" => by(
+            "munmap",
+            1.0,
+            "a munmap of 16 touched pages, no other CPU to flush",
+        ),
+        _ => by("s", 1.0, "priced at s only"),
+    }
+}
+
+/// The term an event of another class is priced at; None where no term prices it.
+pub fn event_pricing(class: &str, event: &str) -> Option<Pricing> {
+    match (class, event) {
+        ("fault", "minor") => by(
+            "fault-4k",
+            1.0,
+            "an anonymous 4 KiB first touch (file-backed and COW faults priced alike)",
+        ),
+        ("switch", _) => by(
+            "switch",
+            1.0,
+            "a same-CPU hand-off minus its futex wake and wait",
+        ),
+        ("spawn", "thread") => by("thread-spawn", 1.0, "a thread created and joined"),
+        ("spawn", "process") => by("fork-exit", 1.0, "fork, exit and wait"),
+        _ => None,
+    }
+}
+
+/// One priced row.
+#[derive(Debug, Clone)]
+pub struct Priced {
+    pub class: String,
+    pub event: String,
+    pub count: u64,
+    /// The unit used (scaled by the factor), None where no term prices the event.
+    pub unit: Option<Unit>,
+    /// The unit's name ("s", "fault-4k", "file-read/byte"), "" where no term prices it.
+    pub unit_name: String,
+    pub how: String,
+}
+
+impl Priced {
+    /// ns, one per unit sample: count × unit.
+    pub fn priced_samples(&self) -> Vec<f64> {
+        self.unit
+            .as_ref()
+            .map(|u| u.samples.iter().map(|x| x * self.count as f64).collect())
+            .unwrap_or_default()
+    }
+
+    pub fn priced(&self) -> Option<Summary> {
+        Summary::of(&self.priced_samples())
+    }
+}
+
+/// Units derived from the measured ones: "switch" (a hand-off without its futex calls), and
+/// "none" for a call whose work another row prices.
+pub fn derive(units: &mut Units) {
+    if let (Some(h), Some(w), Some(e)) = (
+        units.get("switch-same-cpu"),
+        units.get("futex-wake"),
+        units.get("futex-wait-eagain"),
+    ) {
+        let d = h.minus(&[w, e]);
+        units.insert("switch".into(), d);
+    }
+    units.insert(
+        "none".into(),
+        Unit {
+            samples: vec![0.0],
+            rows: Vec::new(),
+            from: "not priced on its own".into(),
+        },
+    );
+}
+
+/// The unit names a set of counts needs (before derivation: the measured terms).
+pub fn needed(counts: &Counts) -> Vec<&'static str> {
+    let mut v: Vec<&'static str> = vec!["s"];
+    let mut add = |u: &'static str| {
+        let measured: &[&'static str] = match u {
+            "switch" => &["switch-same-cpu", "futex-wake", "futex-wait-eagain"],
+            "none" | "s" => &[],
+            other => match costlab_core::measure::unitcost::TERMS
+                .iter()
+                .chain(SYSCALL_TERMS.iter())
+                .find(|t| **t == other)
+            {
+                Some(t) => std::slice::from_ref(t),
+                None => &[],
+            },
+        };
+        for m in measured {
+            if !v.contains(m) {
+                v.push(m);
+            }
+        }
+    };
+    for name in counts.syscalls.keys() {
+        if let Some(p) = syscall_pricing(name) {
+            add(p.unit);
+        }
+    }
+    for (class, event) in counts.events.keys() {
+        if let Some(p) = event_pricing(class, event) {
+            add(p.unit);
+        }
+    }
+    if counts
+        .events
+        .keys()
+        .any(|(c, e)| c == "fault" && e == "minor")
+    {
+        add("fault-thp");
+    }
+    v
+}
+
+/// Price every count at its unit. Bytes are priced as rows of class `bytes`.
+pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
+    let mut rows = Vec::new();
+    let unit_for = |p: &Pricing| units.get(p.unit).map(|u| u.scaled(p.factor));
+    for (name, &n) in &counts.syscalls {
+        let p = syscall_pricing(name).expect("every syscall has a pricing");
+        rows.push(Priced {
+            class: "syscall".into(),
+            event: name.clone(),
+            count: n,
+            unit: unit_for(&p),
+            unit_name: p.unit.into(),
+            how: p.how.into(),
+        });
+    }
+    for ((class, event), &n) in &counts.events {
+        if (class.as_str(), event.as_str()) == ("uring_submit", "submit") {
+            rows.push(uring_submissions(counts, n, units));
+            continue;
+        }
+        let p = event_pricing(class, event);
+        rows.push(Priced {
+            class: class.clone(),
+            event: event.clone(),
+            count: n,
+            unit: p.as_ref().and_then(unit_for),
+            unit_name: p.as_ref().map_or("", |p| p.unit).into(),
+            how: p.map_or("no term prices it", |p| p.how).into(),
+        });
+    }
+    for (event, bytes, family, unit, factor, how) in [
+        (
+            "read",
+            counts.rchar,
+            &READS,
+            "file-read/byte",
+            1.0,
+            "bytes read (rchar) at a cached file read's per-byte cost",
+        ),
+        (
+            "written",
+            counts.wchar,
+            &WRITES,
+            "pipe-rw/byte",
+            0.5,
+            "bytes written (wchar) at half a pipe write+read's per-byte cost",
+        ),
+    ] {
+        // Bytes through character devices are the device's own work, not priced: the bytes
+        // are shared out by the calls' count, as rchar and wchar are not kept per fd.
+        let (dev, all) = family_calls(counts, family);
+        let bytes = if dev > 0 && all > 0 {
+            (bytes as f64 * (all - dev) as f64 / all as f64).round() as u64
+        } else {
+            bytes
+        };
+        let how = if dev > 0 {
+            format!("{how}; the share of the {dev} of {all} calls on character devices left out")
+        } else {
+            how.to_string()
+        };
+        if bytes == 0 {
+            continue;
+        }
+        rows.push(Priced {
+            class: "bytes".into(),
+            event: event.into(),
+            count: bytes,
+            unit: units.get(unit).map(|u| u.scaled(factor)),
+            unit_name: unit.into(),
+            how,
+        });
+    }
+    rows
+}
+
+/// io_uring submissions priced at the syscall lab's 16-byte send and recv through io_uring,
+/// per op, at the measured batch nearest the program's own (submissions per
+/// `io_uring_enter`), without the switch (s / n), which the enters price as syscalls.
+fn uring_submissions(counts: &Counts, n: u64, units: &Units) -> Priced {
+    let enters = counts
+        .syscalls
+        .iter()
+        .filter(|(k, _)| base_name(k) == "io_uring_enter")
+        .map(|(_, c)| *c)
+        .sum::<u64>()
+        .max(1);
+    let achieved = n as f64 / enters as f64;
+    let measured = units.iter().filter_map(|(k, u)| {
+        let b: f64 = k
+            .strip_prefix("uring-send(")?
+            .strip_suffix(')')?
+            .parse()
+            .ok()?;
+        Some((b, u, units.get(&format!("uring-recv({b})"))?))
+    });
+    let nearest = measured.min_by(|a, b| (a.0 - achieved).abs().total_cmp(&(b.0 - achieved).abs()));
+    let (unit, how) = match (nearest, units.get("s")) {
+        (Some((b, send, recv)), Some(sys)) => {
+            // One sample per sample of the longest of the three, each read round-robin.
+            let n = send
+                .samples
+                .len()
+                .max(recv.samples.len())
+                .max(sys.samples.len());
+            let at = |v: &[f64], i: usize| v[i % v.len().max(1)];
+            let samples = (0..n)
+                .map(|i| {
+                    let (x, r, s) = (
+                        at(&send.samples, i),
+                        at(&recv.samples, i),
+                        at(&sys.samples, i),
+                    );
+                    ((x + r) / 2.0 - s / b).max(0.0)
+                })
+                .collect();
+            (
+                Some(Unit {
+                    samples,
+                    rows: [send.rows.clone(), recv.rows.clone(), sys.rows.clone()].concat(),
+                    from: format!("{} and {}", send.from, recv.from),
+                }),
+                format!(
+                    "an op through io_uring at batch {b} (the syscall lab's 16-B send and recv, less s/{b}: the enters are priced as syscalls); this program's batch is {achieved:.1}"
+                ),
+            )
+        }
+        _ => (
+            None,
+            "no term prices it: run `costlab syscall` to measure io_uring's send and recv"
+                .to_string(),
+        ),
+    };
+    Priced {
+        class: "uring_submit".into(),
+        event: "submit".into(),
+        count: n,
+        unit,
+        unit_name: "uring-op".into(),
+        how,
+    }
+}
+
+/// (calls on character devices, all calls) of a read or write family.
+fn family_calls(counts: &Counts, family: &[&str]) -> (u64, u64) {
+    counts
+        .syscalls
+        .iter()
+        .filter(|(n, _)| family.contains(&base_name(n)))
+        .fold((0, 0), |(d, a), (n, &c)| {
+            (d + if n.ends_with(":dev") { c } else { 0 }, a + c)
+        })
+}
+
+/// The priced total: (min, median, max) ns, the sums of every row's bounds.
+pub fn total(rows: &[Priced]) -> (f64, f64, f64) {
+    rows.iter()
+        .filter_map(|r| r.priced())
+        .fold((0.0, 0.0, 0.0), |(a, b, c), s| {
+            (a + s.min, b + s.median, c + s.max)
+        })
+}
+
+/// The share of the measured system time the price explains, %: (low, mid, high), the
+/// price's bounds over the system time's (its slowest run bounds the low end).
+pub fn explained(total: (f64, f64, f64), sys: &Summary) -> Option<(f64, f64, f64)> {
+    if sys.min <= 0.0 {
+        return None;
+    }
+    Some((
+        100.0 * total.0 / sys.max,
+        100.0 * total.1 / sys.median,
+        100.0 * total.2 / sys.min,
+    ))
+}
+
+/// A what-if: what it is, the figure it uses, ns saved (bounds) and the count it assumes.
+#[derive(Debug, Clone)]
+pub struct WhatIf {
+    pub what: &'static str,
+    pub from: String,
+    pub saved: Vec<f64>,
+    pub after: u64,
+    pub text: String,
+    pub rows: Vec<ResultRow>,
+}
+
+/// Faults with THP: the minor fault count / 512 at the THP fault's cost, against the count
+/// at the 4 KiB fault's. Nothing under 512 faults, or without both figures.
+pub fn thp_what_if(counts: &Counts, units: &Units) -> Option<WhatIf> {
+    let f = *counts
+        .events
+        .get(&("fault".to_string(), "minor".to_string()))?;
+    if f < 512 {
+        return None;
+    }
+    let (small, huge) = (units.get("fault-4k")?, units.get("fault-thp")?);
+    let after = f.div_ceil(512);
+    let saved: Vec<f64> = small
+        .samples
+        .iter()
+        .enumerate()
+        .map(|(i, x)| f as f64 * x - after as f64 * huge.samples[i % huge.samples.len()])
+        .collect();
+    let s = Summary::of(&saved)?;
+    Some(WhatIf {
+        what: "thp",
+        from: huge.from.clone(),
+        after,
+        text: format!(
+            "with THP the {f} faults would be ~{after}: about {} less kernel time (from {})",
+            costlab_core::measure::units::human_ns(s.median),
+            huge.from
+        ),
+        saved,
+        rows: [small.rows.clone(), huge.rows.clone()].concat(),
+    })
+}
+
+/// The syscalls io_uring could batch.
+pub const BATCHABLE: [&str; 14] = [
+    "read", "write", "pread64", "pwrite64", "readv", "writev", "sendto", "recvfrom", "sendmsg",
+    "recvmsg", "accept", "accept4", "send", "recv",
+];
+
+/// Syscalls io_uring could batch, at the echo lab's best batch n: count × (s - t(n)). Needs
+/// s, the echo lab's batch ("echo-batch") and t at a measured batch nearest it.
+pub fn uring_what_if(counts: &Counts, units: &Units) -> Option<WhatIf> {
+    let c: u64 = BATCHABLE
+        .iter()
+        .flat_map(|b| {
+            counts
+                .syscalls
+                .iter()
+                .filter(move |(n, _)| base_name(n) == *b)
+                .map(|(_, c)| *c)
+        })
+        .sum();
+    if c == 0 {
+        return None;
+    }
+    let s = units.get("s")?;
+    let batch = units.get("echo-batch")?.summary()?.median;
+    let (n, t) = units
+        .iter()
+        .filter_map(|(k, u)| {
+            let n: f64 = k.strip_prefix("t(")?.strip_suffix(')')?.parse().ok()?;
+            Some((n, u))
+        })
+        .min_by(|a, b| (a.0 - batch).abs().total_cmp(&(b.0 - batch).abs()))?;
+    let saved: Vec<f64> = s
+        .samples
+        .iter()
+        .enumerate()
+        .map(|(i, x)| c as f64 * (x - t.samples[i % t.samples.len()]))
+        .collect();
+    let m = Summary::of(&saved)?;
+    if m.median <= 0.0 {
+        return None;
+    }
+    Some(WhatIf {
+        what: "uring-batch",
+        from: t.from.clone(),
+        after: c,
+        text: format!(
+            "{c} read/write/send/recv calls through io_uring at batch {n} (the echo lab's) would cost about {} less (s - t({n}), from {} and {})",
+            costlab_core::measure::units::human_ns(m.median),
+            s.from,
+            t.from
+        ),
+        saved,
+        rows: [s.rows.clone(), t.rows.clone()].concat(),
+    })
+}
+
+/// The times the price is checked against: the untraced runs', or the traced run's.
+pub fn sys_summary(runs: &[Times]) -> Option<Summary> {
+    Summary::of(&runs.iter().map(|t| t.sys_ns).collect::<Vec<_>>())
+}

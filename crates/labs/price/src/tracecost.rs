@@ -1,0 +1,79 @@
+//! What counting adds to each syscall of the counted program, measured here now: getppid in a
+//! loop with the counter attached to this process, paired with the loop without it. `--once`
+//! and `--pid` check the price against the traced run's own system time, which holds that
+//! cost; it is taken out (syscalls counted × this cost), and the note says so.
+
+use std::time::Instant;
+
+use anyhow::Result;
+
+use super::bpf::{SyscallCounter, Whose};
+use super::count::{Counts, Times};
+use costlab_core::model::Summary;
+
+/// Calls per timed loop.
+const CALLS: u32 = 100_000;
+
+/// ns the counter adds to one syscall of a counted process: one sample per pair of loops.
+pub fn per_syscall(pairs: usize) -> Result<Vec<f64>> {
+    let me = std::process::id();
+    let loop_ns = || {
+        let t = Instant::now();
+        for _ in 0..CALLS {
+            // SAFETY: getppid takes no arguments and cannot fail.
+            unsafe {
+                libc::syscall(libc::SYS_getppid);
+            }
+        }
+        t.elapsed().as_nanos() as f64 / CALLS as f64
+    };
+    loop_ns(); // warm
+    let mut out = Vec::with_capacity(pairs);
+    for _ in 0..pairs {
+        costlab_core::measure::cancel::check()?;
+        let plain = loop_ns();
+        let counter = SyscallCounter::attach(Whose::Process(me))?;
+        let traced = loop_ns();
+        drop(counter);
+        out.push((traced - plain).max(0.0));
+    }
+    Ok(out)
+}
+
+/// The counted syscalls of a run (every name, every kind of fd).
+pub fn syscalls(counts: &Counts) -> u64 {
+    counts.syscalls.values().sum()
+}
+
+/// The traced run's times with the counting's cost per syscall taken out of its system time
+/// (never below zero), and what was taken, ns.
+pub fn untraced(counts: &Counts, cost: &Summary) -> (Times, f64) {
+    let taken = (syscalls(counts) as f64 * cost.median).min(counts.times.sys_ns);
+    let mut t = counts.times;
+    t.sys_ns -= taken;
+    (t, taken)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tracing_cost_comes_out_of_the_system_time_and_no_further() {
+        let mut c = Counts::default();
+        c.syscalls.insert("getppid".into(), 1000);
+        c.syscalls.insert("read:dev".into(), 1000);
+        c.times = Times {
+            user_ns: 5e5,
+            sys_ns: 1e6,
+            wall_ns: 2e6,
+        };
+        let cost = Summary::of(&[100.0, 120.0, 140.0]).unwrap();
+        let (t, taken) = untraced(&c, &cost);
+        assert_eq!(taken, 240_000.0);
+        assert_eq!(t.sys_ns, 760_000.0);
+        assert_eq!(t.user_ns, 5e5);
+        let dear = Summary::of(&[1e6]).unwrap();
+        assert_eq!(untraced(&c, &dear).0.sys_ns, 0.0);
+    }
+}
