@@ -250,20 +250,13 @@ pub struct TrendArgs {
     pub html: Option<PathBuf>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ExportFormat {
-    Json,
-    Csv,
-    Markdown,
-}
-
 #[derive(Args, Debug)]
 pub struct ExportArgs {
     /// The run: an id, a unique prefix of one, or "last"
     pub run: String,
     /// What to write: the run as JSON (costlab/1), CSV (one row per figure) or a Markdown table
-    #[arg(long, value_enum, default_value = "json")]
-    pub format: ExportFormat,
+    #[arg(long, default_value = "json", value_parser = clap::builder::PossibleValuesParser::new(costlab_history::report::export::names()))]
+    pub format: String,
     /// Write to FILE instead of stdout
     #[arg(long = "out", short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,

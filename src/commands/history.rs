@@ -5,12 +5,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::cli::{CompareArgs, ExportArgs, ExportFormat, HistoryArgs, ReportArgs};
+use crate::cli::{CompareArgs, ExportArgs, HistoryArgs, ReportArgs};
 use crate::registry;
 use costlab_core::error::usage;
 use costlab_core::model::Doc;
 use costlab_core::model::LabSheet;
-use costlab_history::report::{csv, html, markdown};
+use costlab_history::report::{export, html};
 
 use costlab_history::analysis::compare;
 use costlab_history::store::open_existing;
@@ -172,7 +172,15 @@ fn fail_on(kind: Option<crate::cli::FailOn>, c: &compare::Comparison) -> Result<
 }
 
 pub fn export(db: Option<&Path>, args: &ExportArgs) -> Result<()> {
-    if args.samples && args.format != ExportFormat::Csv {
+    // The command line offers only the names `export::names()` gives.
+    let format = export::by_name(&args.format).ok_or_else(|| {
+        usage(format!(
+            "--format {}: use one of {}",
+            args.format,
+            export::names().join(", ")
+        ))
+    })?;
+    if args.samples && !format.has_sample_rows() {
         return Err(usage(
             "--raw-samples gives one CSV row per sample: use it with --format csv",
         ));
@@ -183,14 +191,12 @@ pub fn export(db: Option<&Path>, args: &ExportArgs) -> Result<()> {
     let store = open_existing(db)?;
     let id = store.resolve(&args.run)?;
     let doc = store.load_doc(&id)?;
-    let text = match args.format {
-        ExportFormat::Json => serde_json::to_string_pretty(&doc)? + "\n",
-        ExportFormat::Csv => csv::render_tidy(&doc, args.samples),
-        ExportFormat::Markdown => markdown::render(
-            &doc,
-            &costlab_history::report::verdict::judged_sheet(&store, &id)?,
-        ),
-    };
+    let sheet = costlab_history::report::verdict::judged_sheet(&store, &id)?;
+    let text = format.export(&export::Run {
+        doc: &doc,
+        sheet: &sheet,
+        raw_samples: args.samples,
+    })?;
     match &args.output {
         Some(p) => std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?,
         None => print!("{text}"),

@@ -5,7 +5,8 @@
 use crate::common;
 
 use costlab::registry;
-use costlab_history::report::{csv, html, markdown, Doc};
+use costlab_history::report::export::{csv, markdown};
+use costlab_history::report::{html, Doc};
 
 /// The report page of `doc` with no cost sheet, the labs' charts drawn as the runner draws them.
 fn page_of(doc: &Doc) -> String {

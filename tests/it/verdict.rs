@@ -5,12 +5,10 @@
 
 use crate::common;
 
-use std::path::Path;
-use std::process::Output;
-
 use costlab_core::measure::quality::{self, Quality};
+use costlab_history::report::export::{csv, markdown};
 use costlab_history::report::sheet::{LabSheet, LabStatus};
-use costlab_history::report::{csv, html, markdown, Doc, Outcome, ResultRow, RunInfo};
+use costlab_history::report::{html, Doc, Outcome, ResultRow, RunInfo};
 use costlab_lab::Lab;
 
 const DISTURBED: &str = "other processes took 97% of CPU 1 during the samples";
@@ -236,17 +234,6 @@ fn markdown_csv_and_html_carry_the_mark_and_the_reason() {
     assert!(chart.contains("! disturbed, ~ noisy: not clean"));
 }
 
-fn costlab(db: &Path, args: &[&str]) -> Output {
-    let out = common::costlab_db(db, args);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
 /// The stored path: `import` (which builds the sheet as a lab command's history does), then
 /// `report`, `export --format markdown`, `machines` and `trend` from the history.
 #[test]
@@ -271,10 +258,12 @@ fn the_history_views_mark_every_figure_of_a_disturbed_run() {
     }
     let mut args = vec!["import"];
     args.extend(files.iter().map(String::as_str));
-    costlab(&db, &args);
+    common::costlab_ok(&db, &args);
 
-    let md = String::from_utf8(costlab(&db, &["export", "last", "--format", "markdown"]).stdout)
-        .unwrap();
+    let md = String::from_utf8(
+        common::costlab_ok(&db, &["export", "last", "--format", "markdown"]).stdout,
+    )
+    .unwrap();
     for label in ["DRAM latency", "TLB cost per access"] {
         let line = md
             .lines()
@@ -284,7 +273,7 @@ fn the_history_views_mark_every_figure_of_a_disturbed_run() {
     }
 
     let out = dir.path().join("report");
-    costlab(&db, &["report", "last", "--out-dir", out.to_str().unwrap()]);
+    common::costlab_ok(&db, &["report", "last", "--out-dir", out.to_str().unwrap()]);
     let page = std::fs::read_to_string(out.join("index.html")).unwrap();
     let sheet_html = &page[page.find("id=\"cost-sheet\"").unwrap()..];
     let sheet_html = &sheet_html[..sheet_html.find("</table>").unwrap()];
@@ -294,7 +283,7 @@ fn the_history_views_mark_every_figure_of_a_disturbed_run() {
     );
     assert!(!sheet_html.contains("not judged"));
 
-    let machines = String::from_utf8(costlab(&db, &["machines"]).stdout).unwrap();
+    let machines = String::from_utf8(common::costlab_ok(&db, &["machines"]).stdout).unwrap();
     for label in ["DRAM latency", "TLB cost per access"] {
         let line = machines
             .lines()
@@ -308,7 +297,7 @@ fn the_history_views_mark_every_figure_of_a_disturbed_run() {
     );
 
     let trend = String::from_utf8(
-        costlab(
+        common::costlab_ok(
             &db,
             &[
                 "trend",

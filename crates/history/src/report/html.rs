@@ -158,7 +158,7 @@ fn counters_html(o: &mut String, doc: &Doc) {
             o,
             "<tr><td>{}</td><td>{}</td><td>{}</td>",
             esc(&r.lab),
-            esc(&super::csv::case_text(&r.case)),
+            esc(&costlab_core::model::case_text(&r.case)),
             esc(&r.metric)
         );
         for n in &names {

@@ -3,13 +3,12 @@
 
 pub mod charts;
 pub mod compare;
-pub mod csv;
 pub mod dest;
+pub mod export;
 pub mod fleet;
 pub mod html;
 pub mod json;
 pub mod machine;
-pub mod markdown;
 pub mod progress;
 pub mod sheet;
 pub mod table;

@@ -352,7 +352,7 @@ fn details(o: &mut String, m: &Model) {
         let _ = write!(
             o,
             "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td class=\"num\">{:+.1}%</td></tr>",
-            esc(&crate::report::csv::case_text(&p.case)),
+            esc(&costlab_core::model::case_text(&p.case)),
             sig3(p.predicted),
             sig3(p.measured),
             esc(&p.unit),

@@ -1,6 +1,24 @@
 //! CSV export, tidy: one column per case key, one line per figure (or per sample).
 
+use anyhow::Result;
+
 use costlab_core::model::Doc;
+
+use super::{Exporter, Run};
+
+pub struct Csv;
+
+impl Exporter for Csv {
+    fn name(&self) -> &'static str {
+        "csv"
+    }
+    fn has_sample_rows(&self) -> bool {
+        true
+    }
+    fn export(&self, run: &Run) -> Result<String> {
+        Ok(render_tidy(run.doc, run.raw_samples))
+    }
+}
 
 fn field(s: &str) -> String {
     if s.contains([',', '"', '\n', '\r']) {
@@ -9,8 +27,6 @@ fn field(s: &str) -> String {
         s.to_string()
     }
 }
-
-pub use costlab_core::model::case_text;
 
 /// Case keys a lab adds to a latency row to say which cache level its plateau is: in CSV
 /// they become columns of that row, not a second copy of it.

@@ -6,6 +6,19 @@ use costlab_core::model::Doc;
 use costlab_core::model::LabSheet;
 use costlab_core::model::Quality;
 
+use super::{Exporter, Run};
+
+pub struct Markdown;
+
+impl Exporter for Markdown {
+    fn name(&self) -> &'static str {
+        "markdown"
+    }
+    fn export(&self, run: &Run) -> anyhow::Result<String> {
+        Ok(render(run.doc, run.sheet))
+    }
+}
+
 fn cell(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
 }
@@ -85,7 +98,7 @@ pub fn render(doc: &Doc, sheet: &[LabSheet]) -> String {
             .filter(|r| r.lab == lab)
             .map(|r| {
                 vec![
-                    super::csv::case_text(&r.case),
+                    costlab_core::model::case_text(&r.case),
                     r.metric.clone(),
                     figure(r.summary.median),
                     spread(&r.summary),
@@ -109,7 +122,7 @@ pub fn render(doc: &Doc, sheet: &[LabSheet]) -> String {
                 .iter()
                 .map(|p| {
                     vec![
-                        super::csv::case_text(&p.case),
+                        costlab_core::model::case_text(&p.case),
                         figure(p.predicted),
                         figure(p.measured),
                         p.unit.clone(),

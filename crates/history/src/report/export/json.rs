@@ -1,0 +1,16 @@
+//! JSON export: the run as costlab/1, exactly as `--json` writes it (DESIGN.md's contract).
+
+use anyhow::Result;
+
+use super::{Exporter, Run};
+
+pub struct Json;
+
+impl Exporter for Json {
+    fn name(&self) -> &'static str {
+        "json"
+    }
+    fn export(&self, run: &Run) -> Result<String> {
+        Ok(serde_json::to_string_pretty(run.doc)? + "\n")
+    }
+}
