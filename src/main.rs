@@ -1,25 +1,19 @@
 //! Parse, dispatch, print. No measuring happens here.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::OnceLock;
 
 use anyhow::Result;
 use costlab::cli::{Command, Common, Parsed};
 use costlab::{commands, runner};
+use costlab_core::error::ProgramExit;
 use costlab_core::error::{exit_code, one_line};
 use costlab_core::machine::{restore, Machine};
 use costlab_core::measure::{cancel, SampleSpec};
 use costlab_history::report::{json, time, Doc, Outcome, RunInfo};
 use costlab_history::store;
-use costlab_lab::{self as labs, Ctx, Invocation};
-
-/// `--db`, for `emit` to store each lab run in the history.
-static DB: OnceLock<Option<PathBuf>> = OnceLock::new();
-
-fn db() -> Option<&'static std::path::Path> {
-    DB.get().and_then(|p| p.as_deref())
-}
+use costlab_lab::args::Measure;
+use costlab_lab::{Ctx, Invocation, Lab};
 
 fn main() -> ExitCode {
     install_panic_hook();
@@ -34,10 +28,11 @@ fn main() -> ExitCode {
     if let Some(w) = costlab::cli::old_spelling_warning(std::env::args_os()) {
         eprintln!("{w}");
     }
-    let _ = DB.set(match &parsed {
+    // `--db`: the history every command stores into or reads, handed down explicitly.
+    let db: Option<PathBuf> = match &parsed {
         Parsed::Own(cli) => cli.db.clone(),
         Parsed::Lab { db, .. } => db.clone(),
-    });
+    };
     // A costlab killed mid-change (SIGKILL) left settings changed: put them back first.
     let recovered = restore::journal::recover_stale();
     let explicit =
@@ -50,7 +45,7 @@ fn main() -> ExitCode {
     let result = if explicit {
         restore_command(&recovered)
     } else {
-        dispatch(parsed)
+        dispatch(parsed, db.as_deref())
     };
     let restored = restore::restore_all();
     for note in restored {
@@ -58,6 +53,8 @@ fn main() -> ExitCode {
     }
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The priced program said what it had to say; its status is all costlab adds.
+        Err(e) if e.is::<ProgramExit>() => ExitCode::from(exit_code(&e)),
         Err(e) => {
             eprintln!("costlab: {}", one_line(&e));
             ExitCode::from(exit_code(&e))
@@ -139,7 +136,7 @@ fn command_line() -> String {
 
 /// The lab's context, after checking what can be checked before measuring: `--samples`
 /// in range, `--json` writable, `--cpus` allowed (the process then runs on those CPUs only).
-fn ctx_for(common: &Common) -> Result<Ctx> {
+fn ctx_for(common: &Common, db: Option<&Path>) -> Result<Ctx> {
     check_common(common)?;
     let base = if common.quick {
         SampleSpec::quick()
@@ -155,7 +152,8 @@ fn ctx_for(common: &Common) -> Result<Ctx> {
         counters: common.counters,
         quick: common.quick,
         reserve_hugepages: false,
-        history: db().map(std::path::Path::to_path_buf),
+        history: db.map(Path::to_path_buf),
+        program_exit: Default::default(),
     })
 }
 
@@ -188,9 +186,9 @@ fn check_common(common: &Common) -> Result<()> {
 /// machine probed, and the history opened. The history is opened here, not after the run:
 /// an unreachable server, an unknown `scheme://` or an unwritable path is bad input (exit 2,
 /// one line, password masked), found before minutes of measuring and before any file exists.
-fn measuring(common: &Common) -> Result<(store::Store, Ctx)> {
-    let ctx = ctx_for(common)?;
-    let history = store::open(db())?;
+fn measuring(common: &Common, db: Option<&Path>) -> Result<(store::Store, Ctx)> {
+    let ctx = ctx_for(common, db)?;
+    let history = store::open(db)?;
     // Cases an earlier lab in this process finished are not this run's.
     cancel::take_finished();
     Ok((history, ctx))
@@ -209,29 +207,43 @@ fn outcome_or_finished(r: Result<Outcome>) -> Result<(Outcome, bool)> {
 
 /// A lab's own command: check the common options, run, print the lab's tables (or those the
 /// command draws itself), write its JSON.
-fn lab_command(lab: &dyn labs::Lab, m: labs::args::Measure) -> Result<()> {
-    let labs::args::Measure {
+fn lab_command(lab: &dyn Lab, m: Measure, db: Option<&Path>) -> Result<()> {
+    let Measure {
         common,
         run,
         render,
         stdout_is_the_programs,
-        then,
     } = m;
-    let (history, ctx) = measuring(&common)?;
+    let (history, ctx) = measuring(&common, db)?;
     let (outcome, interrupted) = outcome_or_finished(run(&ctx))?;
     let done = Measured {
         outcome,
         interrupted,
         to_stderr: stdout_is_the_programs,
     };
+    let to = Stored {
+        history: &history,
+        db,
+    };
     match render {
-        Some(render) => emit(render, done, &common, &ctx.machine, &history),
-        None => emit(|o| lab.render(o), done, &common, &ctx.machine, &history),
+        Some(render) => emit(render, done, &common, &ctx.machine, to),
+        None => emit(|o| lab.render(o), done, &common, &ctx.machine, to),
     }?;
-    if let Some(then) = then {
-        then();
+    // A priced program's status is costlab's, once its run is stored and shown.
+    match ctx.program_exit.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => Ok(()),
+        code => Err(anyhow::Error::new(ProgramExit(
+            u8::try_from(code).unwrap_or(1),
+        ))),
     }
-    Ok(())
+}
+
+/// Where a lab's run is stored: the history opened before measuring, and `--db` to open it
+/// afresh should it fail on the write (`store::record`).
+#[derive(Clone, Copy)]
+struct Stored<'a> {
+    history: &'a store::Store,
+    db: Option<&'a Path>,
 }
 
 /// A lab's figures, whole or (after Ctrl-C) those of the cases that finished.
@@ -251,8 +263,9 @@ fn emit(
     done: Measured,
     common: &Common,
     machine: &Machine,
-    history: &store::Store,
+    to: Stored,
 ) -> Result<()> {
+    let Stored { history, db } = to;
     let Measured {
         mut outcome,
         interrupted,
@@ -280,7 +293,7 @@ fn emit(
         complete: !interrupted,
     };
     let doc = Doc::new(run, serde_json::to_value(machine)?, outcome);
-    let stored = store::record(history, db(), &doc, &costlab::registry::sheet_of(&doc));
+    let stored = store::record(history, db, &doc, &costlab::registry::sheet_of(&doc));
 
     let mut text = render(&shown);
     text.push_str(&costlab_history::report::verdict::footnote(&shown.results));
@@ -334,13 +347,13 @@ fn print_out(text: &str) -> Result<()> {
 }
 
 /// Run the command: a lab's through the registry (`Lab::invoke`), the others here.
-fn dispatch(parsed: Parsed) -> Result<()> {
+fn dispatch(parsed: Parsed, db: Option<&Path>) -> Result<()> {
     let cli = match parsed {
         Parsed::Lab {
             lab, name, matches, ..
         } => {
             return match lab.invoke(&name, &matches)? {
-                Invocation::Measure(m) => lab_command(lab.as_ref(), m),
+                Invocation::Measure(m) => lab_command(lab.as_ref(), m, db),
                 Invocation::Done => Ok(()),
             }
         }
@@ -360,16 +373,16 @@ fn dispatch(parsed: Parsed) -> Result<()> {
                 None => print_out(&costlab_history::report::machine::render(&m)),
             }
         }
-        Command::Run(args) => runner::command(&args, db(), command_line()),
-        Command::History(args) => commands::history::history(db(), &args),
-        Command::Compare(args) => commands::history::compare(db(), &args),
-        Command::Export(args) => commands::history::export(db(), &args),
-        Command::Report(args) => commands::history::report(db(), &args),
+        Command::Run(args) => runner::command(&args, db, command_line()),
+        Command::History(args) => commands::history::history(db, &args),
+        Command::Compare(args) => commands::history::compare(db, &args),
+        Command::Export(args) => commands::history::export(db, &args),
+        Command::Report(args) => commands::history::report(db, &args),
         Command::Restore(_) => Ok(()),
         Command::Check(args) => costlab::check::command(&args),
-        Command::Import(args) => commands::fleet::import(db(), &args),
-        Command::Push(args) => commands::fleet::push(db(), &args),
-        Command::Machines(args) => commands::machines::machines(db(), &args),
-        Command::Trend(args) => commands::trend::command(db(), &args),
+        Command::Import(args) => commands::fleet::import(db, &args),
+        Command::Push(args) => commands::fleet::push(db, &args),
+        Command::Machines(args) => commands::machines::machines(db, &args),
+        Command::Trend(args) => commands::trend::command(db, &args),
     }
 }

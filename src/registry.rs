@@ -93,6 +93,7 @@ mod tests {
             quick: true,
             reserve_hugepages: false,
             history: None,
+            program_exit: Default::default(),
         }
     }
 

@@ -182,6 +182,7 @@ pub fn command(
         quick: !full,
         reserve_hugepages: args.reserve_hugepages,
         history: db.map(std::path::Path::to_path_buf),
+        program_exit: Default::default(),
     };
     let run = RunInfo {
         id: time::run_id(),

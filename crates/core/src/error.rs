@@ -30,6 +30,12 @@ pub struct Gate {
     pub status: u8,
 }
 
+/// A program costlab ran for the user (`costlab price -- CMD`) exited with this status, and so
+/// does costlab, once the run is stored and shown: nothing more is printed.
+#[derive(Debug, Error)]
+#[error("the program exited with status {0}")]
+pub struct ProgramExit(pub u8);
+
 /// Build a `UsageError` wrapped in `anyhow::Error`.
 pub fn usage(msg: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(UsageError(msg.into()))
@@ -46,6 +52,8 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
         3
     } else if let Some(g) = err.chain().find_map(|e| e.downcast_ref::<Gate>()) {
         g.status
+    } else if let Some(p) = err.chain().find_map(|e| e.downcast_ref::<ProgramExit>()) {
+        p.0
     } else {
         1
     }

@@ -102,10 +102,9 @@ pub struct Measure {
     pub run: Run,
     /// The terminal tables of the outcome; `None`: the lab's `Lab::render`.
     pub render: Option<Render>,
-    /// Stdout belongs to a program the lab ran (price): the lab's tables go to stderr.
+    /// Stdout belongs to a program the lab ran (price): the lab's tables go to stderr, and
+    /// the command exits with the program's status (`Ctx::program_exit`).
     pub stdout_is_the_programs: bool,
-    /// What to do once the run is stored and shown (price exits with its program's status).
-    pub then: Option<Box<dyn FnOnce()>>,
 }
 
 impl Invocation {
@@ -116,7 +115,6 @@ impl Invocation {
             run: Box::new(run),
             render: None,
             stdout_is_the_programs: false,
-            then: None,
         })
     }
 
@@ -131,16 +129,14 @@ impl Invocation {
             run: Box::new(run),
             render: Some(Box::new(render)),
             stdout_is_the_programs: false,
-            then: None,
         })
     }
 
     /// A lab that runs the user's program: its tables go to stderr (stdout is the program's)
-    /// and `then` runs once the run is stored and shown.
-    pub fn program(mut self, then: impl FnOnce() + 'static) -> Self {
+    /// and the command exits with the program's status (`Ctx::program_exit`).
+    pub fn program(mut self) -> Self {
         if let Invocation::Measure(m) = &mut self {
             m.stdout_is_the_programs = true;
-            m.then = Some(Box::new(then));
         }
         self
     }

@@ -23,6 +23,9 @@ pub struct Ctx {
     /// The history this command stores into (`--db`; None: the default one). A lab reads it
     /// only for figures it builds on (price's unit costs), never to store.
     pub history: Option<std::path::PathBuf>,
+    /// A lab that runs the user's program (price) puts its exit status here; the binary exits
+    /// with it once the run is stored and shown, as the program would have.
+    pub program_exit: std::sync::atomic::AtomicI32,
 }
 
 use costlab_history::report::Outcome;
@@ -49,8 +52,11 @@ pub trait Lab {
     /// having run the command itself (a server, a build), `Invocation::Done`. Bad arguments
     /// found here are `error::usage` errors (exit 2).
     fn invoke(&self, name: &str, matches: &clap::ArgMatches) -> anyhow::Result<Invocation>;
-    /// Why the lab cannot run on this machine (no Go toolchain, one NUMA node, ...), or None.
-    fn unavailable(&self, ctx: &Ctx) -> Option<String>;
+    /// Why the lab cannot run on this machine (no Go toolchain, one NUMA node, ...), or None:
+    /// by default it runs everywhere.
+    fn unavailable(&self, _ctx: &Ctx) -> Option<String> {
+        None
+    }
     /// Run the lab's plan for `costlab run`: `full = false` is the quick plan, sized so that
     /// all labs together finish within 90 s on a 2-core machine.
     fn run_plan(&self, ctx: &Ctx, full: bool) -> anyhow::Result<Outcome>;
@@ -74,13 +80,9 @@ pub trait Lab {
             .iter()
             .map(|r| {
                 vec![
-                    costlab_history::report::csv::case_text(&r.case),
+                    costlab_core::model::case_text(&r.case),
                     r.metric.clone(),
-                    format!(
-                        "{}{}",
-                        table::figure(r.summary.median),
-                        costlab_history::report::verdict::mark(r)
-                    ),
+                    table::median_marked(r),
                     costlab_history::report::sheet::spread(&r.summary),
                     r.unit.clone(),
                 ]

@@ -96,6 +96,7 @@ pub fn ctx() -> Ctx {
         quick: true,
         reserve_hugepages: false,
         history: None,
+        program_exit: Default::default(),
     }
 }
 

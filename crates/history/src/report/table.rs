@@ -112,6 +112,16 @@ pub fn render_model(m: &costlab_core::model::Model) -> String {
 }
 
 /// A figure with as many decimals as its size deserves: 12345, 12.3, 0.123.
+/// A figure's median as tables show it, with its verdict's mark ("412~"): the cell every lab's
+/// table uses for a median.
+pub fn median_marked(r: &costlab_core::model::ResultRow) -> String {
+    format!(
+        "{}{}",
+        figure(r.summary.median),
+        crate::report::verdict::mark(r)
+    )
+}
+
 pub fn figure(x: f64) -> String {
     let a = x.abs();
     if a >= 100.0 {
@@ -171,7 +181,7 @@ pub fn render_counters(rows: &[costlab_core::model::ResultRow]) -> Option<String
             let c = r.counters.as_ref().expect("filtered");
             let mut row = vec![format!(
                 "{} {}",
-                crate::report::csv::case_text(&r.case),
+                costlab_core::model::case_text(&r.case),
                 r.metric
             )];
             row.extend(

@@ -91,11 +91,7 @@ pub fn render(o: &Outcome) -> String {
                 r.key("term"),
                 size.map_or("—".into(), costlab_core::measure::sizes::format_size),
                 r.metric.clone(),
-                format!(
-                    "{}{}",
-                    table::figure(r.summary.median),
-                    costlab_history::report::verdict::mark(r)
-                ),
+                table::median_marked(r),
                 costlab_history::report::sheet::spread(&r.summary),
                 r.summary.n.to_string(),
                 unitcost::reading(&r.key("term")).to_string(),
@@ -130,9 +126,6 @@ impl Lab for CostLab {
             args.common.clone(),
             move |ctx| run(&args, ctx),
         ))
-    }
-    fn unavailable(&self, _ctx: &Ctx) -> Option<String> {
-        None
     }
     fn run_plan(&self, ctx: &Ctx, _full: bool) -> Result<Outcome> {
         measure(&TERMS, ctx)

@@ -62,9 +62,6 @@ impl Lab for ExampleLab {
             run(&args, ctx)
         }))
     }
-    fn unavailable(&self, _ctx: &Ctx) -> Option<String> {
-        None
-    }
     fn run_plan(&self, ctx: &Ctx, _full: bool) -> Result<Outcome> {
         run(
             &ExampleArgs {

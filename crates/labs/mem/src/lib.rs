@@ -196,10 +196,6 @@ impl Lab for MemLab {
         charts::charts(doc)
     }
 
-    fn unavailable(&self, _ctx: &Ctx) -> Option<String> {
-        None
-    }
-
     fn run_plan(&self, ctx: &Ctx, full: bool) -> Result<Outcome> {
         let sizes = if full {
             plan::default_sizes()
@@ -527,6 +523,7 @@ mod plan_tests {
             quick: true,
             reserve_hugepages: false,
             history: None,
+            program_exit: Default::default(),
         };
         let t0 = std::time::Instant::now();
         let out = MemLab.run_plan(&ctx, false).unwrap();

@@ -14,7 +14,6 @@ pub mod saved;
 pub mod tracecost;
 
 use std::path::Path;
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
@@ -32,14 +31,6 @@ use count::{Stdio3, Times};
 use pricing::{Priced, Unit, Units};
 
 pub const LAB: &str = "price";
-
-/// The priced program's exit status, for costlab to exit with.
-static PROGRAM_EXIT: AtomicI32 = AtomicI32::new(0);
-
-/// The exit status of the program `price` ran (0 when none ran).
-pub fn program_exit() -> i32 {
-    PROGRAM_EXIT.load(Ordering::Relaxed)
-}
 
 /// Pairs of getppid loops (counted, not) that measure the counting's cost per syscall.
 const TRACING_PAIRS: usize = 7;
@@ -102,7 +93,8 @@ pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
         )),
         (None, None, false) => {
             let c = count::count_command(&args.command)?;
-            PROGRAM_EXIT.store(c.exit_status, Ordering::Relaxed);
+            ctx.program_exit
+                .store(c.exit_status, std::sync::atomic::Ordering::Relaxed);
             let path = count::program(&args.command)?;
             let mut runs = Vec::new();
             // Ctrl-C reached the program too: price what it did until then, from its own run.
@@ -700,15 +692,7 @@ pub fn render(o: &Outcome) -> String {
     let priced_of =
         |k: &(String, String)| get(&k.0, &k.1, "priced").map_or(-1.0, |r| r.summary.median);
     keys.sort_by(|a, b| priced_of(b).total_cmp(&priced_of(a)));
-    let unit_text = |u: Option<&ResultRow>| {
-        u.map_or("—".into(), |u| {
-            format!(
-                "{}{}",
-                table::figure(u.summary.median),
-                costlab_history::report::verdict::mark(u)
-            )
-        })
-    };
+    let unit_text = |u: Option<&ResultRow>| u.map_or("—".into(), table::median_marked);
     let priced_text = |p: Option<&ResultRow>| {
         p.map_or("not priced".into(), |p| {
             format!(
@@ -780,7 +764,7 @@ impl Lab for PriceLab {
             costlab_lab::Invocation::measure(args.common.clone(), move |ctx| {
                 run(&args, ctx, ctx.history.as_deref())
             })
-            .program(exit_as_program),
+            .program(),
         )
     }
     /// Price needs a program: it is reached through `costlab price`, never `costlab run`.
@@ -804,17 +788,5 @@ impl Lab for PriceLab {
         doc: &costlab_history::report::Doc,
     ) -> Vec<costlab_history::report::charts::Chart> {
         charts::charts(doc)
-    }
-}
-
-/// After the run is stored and shown: exit with the priced program's status, as the program
-/// would have (settings restored first, their notes said).
-pub fn exit_as_program() {
-    let code = program_exit();
-    if code != 0 {
-        for note in costlab_core::machine::restore::restore_all() {
-            eprintln!("costlab: {note}");
-        }
-        std::process::exit(code);
     }
 }

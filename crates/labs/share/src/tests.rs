@@ -42,6 +42,7 @@ fn the_quick_plan_gives_every_headline() {
         quick: true,
         reserve_hugepages: false,
         history: None,
+        program_exit: Default::default(),
     };
     let t0 = std::time::Instant::now();
     let o = ShareLab.run_plan(&ctx, false).unwrap();

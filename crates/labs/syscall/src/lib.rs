@@ -336,10 +336,8 @@ impl Lab for SyscallLab {
         render(outcome)
     }
 
-    fn unavailable(&self, _ctx: &Ctx) -> Option<String> {
-        // Every machine has syscalls; io_uring's absence is reported inside the outcome.
-        None
-    }
+    // `unavailable`: never. Every machine has syscalls; io_uring's absence is reported inside
+    // the outcome.
 
     fn run_plan(&self, ctx: &Ctx, full: bool) -> Result<Outcome> {
         let plan = if full {

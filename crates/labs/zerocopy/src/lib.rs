@@ -598,10 +598,6 @@ impl Lab for ZerocopyLab {
         render(outcome)
     }
 
-    fn unavailable(&self, _ctx: &Ctx) -> Option<String> {
-        None
-    }
-
     fn run_plan(&self, ctx: &Ctx, full: bool) -> Result<Outcome> {
         let plan = Plan {
             methods: model::ALL.to_vec(),
