@@ -5,20 +5,8 @@ use crate::common;
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::TcpListener;
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn costlab_db(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_costlab"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env_remove("COSTLAB_DB")
-        .stdin(Stdio::null())
-        .output()
-        .expect("costlab runs")
-}
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
@@ -43,7 +31,7 @@ fn parse_errors_keep_clap_s_whole_message_and_exit_2() {
         ),
     ];
     for (args, wants) in cases {
-        let out = costlab_db(&db, args);
+        let out = common::costlab_db(&db, args);
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.starts_with("costlab: "), "{err}");
@@ -52,7 +40,7 @@ fn parse_errors_keep_clap_s_whole_message_and_exit_2() {
         }
     }
     // A negative size is a bad size, not an unknown flag.
-    let out = costlab_db(&db, &["mem", "bandwidth", "--sizes", "-1"]);
+    let out = common::costlab_db(&db, &["mem", "bandwidth", "--sizes", "-1"]);
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
     assert!(
@@ -93,7 +81,7 @@ fn unwritable_outputs_and_absurd_samples_exit_2_before_measuring() {
     ];
     for (args, want) in cases {
         let t0 = Instant::now();
-        let out = costlab_db(&db, args);
+        let out = common::costlab_db(&db, args);
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
@@ -107,7 +95,7 @@ fn unwritable_outputs_and_absurd_samples_exit_2_before_measuring() {
 fn a_lab_run_names_its_run_id_and_compare_refuses_a_run_against_itself() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("h.db");
-    let out = costlab_db(&db, &["numa-maps", "--self"]);
+    let out = common::costlab_db(&db, &["numa-maps", "--self"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let err = text(&out.stderr);
     let id = err
@@ -116,14 +104,14 @@ fn a_lab_run_names_its_run_id_and_compare_refuses_a_run_against_itself() {
         .unwrap_or_else(|| panic!("no run id: {err}"))
         .trim()
         .to_string();
-    let out = costlab_db(&db, &["export", &id, "--format", "json"]);
+    let out = common::costlab_db(&db, &["export", &id, "--format", "json"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let out = costlab_db(&db, &["compare", "last", &id]);
+    let out = common::costlab_db(&db, &["compare", "last", &id]);
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
     assert!(err.contains("same run"), "{err}");
     // numa-maps takes no samples: it refuses the options it would ignore.
-    let out = costlab_db(&db, &["numa-maps", "--self", "--samples", "3"]);
+    let out = common::costlab_db(&db, &["numa-maps", "--self", "--samples", "3"]);
     assert_eq!(out.status.code(), Some(2));
 }
 
@@ -155,7 +143,7 @@ fn a_server_that_never_answers_is_named_not_measured() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("h.db");
     let (addr, _h) = silent_server();
-    let out = costlab_db(
+    let out = common::costlab_db(
         &db,
         &[
             "echo",
@@ -193,7 +181,7 @@ fn echo_load_takes_the_samples_it_is_asked_for() {
         .read_line(&mut line)
         .unwrap();
     let json = dir.path().join("load.json");
-    let out = costlab_db(
+    let out = common::costlab_db(
         &db,
         &[
             "echo",
@@ -257,7 +245,7 @@ fn check_strict_exits_3_exactly_when_a_finding_warns() {
 fn refused_before_running(args: &[&str], words: &[&str]) -> String {
     let dir = tempfile::tempdir().unwrap();
     let t = Instant::now();
-    let out = costlab_db(&dir.path().join("h.db"), args);
+    let out = common::costlab_db(dir.path().join("h.db"), args);
     let took = t.elapsed();
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");

@@ -50,9 +50,7 @@ fn run_writes_sheet_report_and_history_and_two_runs_at_once_both_land() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("h.db");
     let spawn = |name: &str| {
-        Command::new(env!("CARGO_BIN_EXE_costlab"))
-            .arg("--db")
-            .arg(&db)
+        common::command_db(&db)
             .args(["run", "--retry-budget", "0", "--out-dir"])
             .arg(dir.path().join(name))
             .args(["--json"])

@@ -64,12 +64,9 @@ fn a_history_that_cannot_be_used_is_refused_before_measuring_and_nothing_is_crea
     std::fs::create_dir(&cwd).unwrap();
     let secret = common::pg::PASSWORD;
     let run_in_cwd = |db: &str, args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_costlab"))
+        common::command_db(db)
             .current_dir(&cwd)
-            .arg("--db")
-            .arg(db)
             .args(args)
-            .env_remove("COSTLAB_DB")
             .output()
             .unwrap()
     };

@@ -3,7 +3,7 @@
 //! makes N getppid calls, touches M pages, hands a token K times or forks F times. Counting
 //! needs root and bpftrace: those tests say why they skip without them. None asserts a time.
 
-use crate::common::skip;
+use crate::common::{self, skip};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -18,15 +18,6 @@ const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/pric
 
 /// Runs of `costlab price` one at a time: each may mount and unmount tracefs.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn costlab(args: &[&str], db: &Path) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_costlab"))
-        .args(args)
-        .env("COSTLAB_DB", db)
-        .env("COSTLAB_RETRY_BUDGET", "0")
-        .output()
-        .expect("running costlab")
-}
 
 #[test]
 fn syscall_ids_are_named_from_the_headers_of_a_fixture_tree() {
@@ -238,27 +229,27 @@ fn bad_input_exits_2_with_one_line_and_stores_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("h.db");
     let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let out = costlab(&["price", "--", "no-such-command-costlab"], &db);
+    let out = common::costlab_db(&db, &["price", "--", "no-such-command-costlab"]);
     let err = one_line_exit_2(&out, "no such command");
     assert!(
         err.contains("no such command 'no-such-command-costlab'"),
         "{err}"
     );
-    let out = costlab(&["price"], &db);
+    let out = common::costlab_db(&db, &["price"]);
     let err = one_line_exit_2(&out, "no command");
     assert!(err.contains("no command to price"), "{err}");
-    let out = costlab(&["price", "--runs", "0", "--", "true"], &db);
+    let out = common::costlab_db(&db, &["price", "--runs", "0", "--", "true"]);
     one_line_exit_2(&out, "--runs 0");
-    let out = costlab(&["price", "--runs", "-1", "--", "true"], &db);
+    let out = common::costlab_db(&db, &["price", "--runs", "-1", "--", "true"]);
     let err = one_line_exit_2(&out, "--runs -1");
     assert!(err.contains("--runs -1"), "{err}");
-    let out = costlab(&["price", "--pid", "1", "--duration", "0s"], &db);
+    let out = common::costlab_db(&db, &["price", "--pid", "1", "--duration", "0s"]);
     let err = one_line_exit_2(&out, "--duration 0s");
     assert!(err.contains("--duration"), "{err}");
-    let out = costlab(&["price", "--terms-run", "no-such-run", "--", "true"], &db);
+    let out = common::costlab_db(&db, &["price", "--terms-run", "no-such-run", "--", "true"]);
     let err = one_line_exit_2(&out, "--terms-run no-such-run");
     assert!(err.contains("no run 'no-such-run'"), "{err}");
-    let out = costlab(&["history"], &db);
+    let out = common::costlab_db(&db, &["history"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(!text.contains("price"), "nothing stored: {text}");
 }
@@ -283,7 +274,8 @@ fn build_events(dir: &Path) -> Result<PathBuf, String> {
 
 /// (class, event) -> count of one `costlab price --once` of `events MODE N`.
 fn counted(db: &Path, exe: &Path, mode: &str, n: u64) -> BTreeMap<(String, String), f64> {
-    let out = costlab(
+    let out = common::costlab_db(
+        db,
         &[
             "price",
             "--once",
@@ -297,7 +289,6 @@ fn counted(db: &Path, exe: &Path, mode: &str, n: u64) -> BTreeMap<(String, Strin
             mode,
             &n.to_string(),
         ],
-        db,
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{mode} {n}: {err}");
@@ -403,7 +394,8 @@ fn the_programs_exit_status_and_output_pass_through() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("h.db");
     let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let out = costlab(
+    let out = common::costlab_db(
+        &db,
         &[
             "price",
             "--once",
@@ -415,7 +407,6 @@ fn the_programs_exit_status_and_output_pass_through() {
             "-c",
             "echo to-stdout; echo to-stderr >&2; exit 7",
         ],
-        &db,
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -425,8 +416,12 @@ fn the_programs_exit_status_and_output_pass_through() {
     assert!(stderr.starts_with("to-stderr\n"), "{stderr}");
     assert!(stderr.contains("the counted events"), "{stderr}");
     // Stored like every lab's run.
-    let h = costlab(&["history"], &db);
-    assert!(String::from_utf8_lossy(&h.stdout).contains("costlab price"));
+    let h = common::costlab_db(&db, &["history"]);
+    let listed = String::from_utf8_lossy(&h.stdout);
+    assert!(
+        listed.contains(" price ") && listed.contains("-- sh -c"),
+        "{listed}"
+    );
 }
 
 /// strace -c -f's calls column: {syscall: calls}.

@@ -111,6 +111,19 @@ pub fn costlab_db(db: impl AsRef<OsStr>, args: &[&str]) -> Output {
     command_db(db).args(args).output().expect("costlab runs")
 }
 
+/// `costlab --db DB ARGS`, run to its end, which must succeed: its stderr is the message
+/// otherwise.
+pub fn costlab_ok(db: impl AsRef<OsStr>, args: &[&str]) -> Output {
+    let out = costlab_db(db, args);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 pub mod fake;
 pub mod pg;
 pub mod skip;
