@@ -200,10 +200,6 @@ impl Lab for ShareLab {
         charts::charts(doc)
     }
 
-    fn unavailable(&self, _ctx: &Ctx) -> Option<String> {
-        None
-    }
-
     fn run_plan(&self, ctx: &Ctx, full: bool) -> Result<Outcome> {
         let allowed = cpus::allowed_cpus();
         let (threads, spec) = if full {
