@@ -31,6 +31,17 @@ if ! ls /boot/vmlinuz-* >/dev/null 2>&1; then missing+=(linux-image-amd64); fi
 # package; its binaries live under /usr/lib/postgresql/VERSION/bin, not on PATH.
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
 need runuser util-linux         # the test cluster runs as nobody when the tests run as root
+# A fleet's tools (tests/it/prometheus.rs): a real node_exporter reads the metrics file through
+# its textfile collector and a real Prometheus scrapes it; promtool (in Debian's prometheus
+# package) checks the file and runs contrib/'s alert rules test; systemd-analyze verifies
+# contrib/'s units; bash-completion loads `costlab completions bash`; man renders `costlab man`.
+need prometheus prometheus
+need prometheus-node-exporter prometheus-node-exporter
+need promtool prometheus
+need systemd-analyze systemd
+need man man-db
+need nroff groff-base
+[ -f /usr/share/bash-completion/bash_completion ] || missing+=(bash-completion)
 
 if [ "${#missing[@]}" -gt 0 ]; then
     SUDO=""
@@ -38,6 +49,14 @@ if [ "${#missing[@]}" -gt 0 ]; then
     echo "install-deps: installing ${missing[*]}"
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+    # The tests start their own Prometheus and node_exporter on 127.0.0.1 in temporary
+    # directories. The packages' own services listen on every address (:9090, :9100); where
+    # this script just installed them on a systemd machine, stop and disable them again.
+    for unit in prometheus prometheus-node-exporter; do
+        if [[ " ${missing[*]} " == *" $unit "* ]] && [ -d /run/systemd/system ]; then
+            $SUDO systemctl disable --now "$unit.service" >/dev/null 2>&1 || true
+        fi
+    done
 fi
 
 # virtme-ng (boots the two-node guest) from PyPI into its own venv, not the system Python.
