@@ -48,9 +48,9 @@ pub enum Command {
         after_help = "Examples:\n  costlab compare 20261122T1000 last\n  costlab compare A B --min-effect 10\n  costlab compare A last --json - --fail-on regression   for CI: JSON on stdout, exit 4 on a regression\n\nExit status: 0 compared (whatever changed, unless --fail-on); 4 --fail-on and a change\nof that kind was called; 2 bad input, or two runs with no figure in common."
     )]
     Compare(CompareArgs),
-    /// Export a run from the history as JSON, CSV or Markdown
+    /// Export a run from the history as JSON, CSV, Markdown or Prometheus's text format
     #[command(
-        after_help = "Examples:\n  costlab export last --format csv --out run.csv\n  costlab export last --format csv --raw-samples    one row per sample\n  costlab export 20261122T1000 --format markdown"
+        after_help = "Examples:\n  costlab export last --format csv --out run.csv\n  costlab export last --format csv --raw-samples    one row per sample\n  costlab export 20261122T1000 --format markdown\n  costlab export last --format prometheus --out /var/lib/prometheus/node-exporter/costlab.prom"
     )]
     Export(ExportArgs),
     /// Write the HTML report of a stored run or of a results.json
@@ -254,7 +254,8 @@ pub struct TrendArgs {
 pub struct ExportArgs {
     /// The run: an id, a unique prefix of one, or "last"
     pub run: String,
-    /// What to write: the run as JSON (costlab/1), CSV (one row per figure) or a Markdown table
+    /// What to write: the run as JSON (costlab/1), CSV (one row per figure), a Markdown table,
+    /// or Prometheus's text format (node_exporter's textfile collector; README, "a fleet")
     #[arg(long, default_value = "json", value_parser = clap::builder::PossibleValuesParser::new(costlab_history::report::export::names()))]
     pub format: String,
     /// Write to FILE instead of stdout

@@ -5,6 +5,7 @@
 pub mod csv;
 pub mod json;
 pub mod markdown;
+pub mod prometheus;
 
 use anyhow::Result;
 
@@ -37,6 +38,7 @@ pub fn all() -> Vec<Box<dyn Exporter>> {
         Box::new(json::Json),
         Box::new(csv::Csv),
         Box::new(markdown::Markdown),
+        Box::new(prometheus::Prometheus),
     ]
 }
 
