@@ -166,6 +166,11 @@ pub struct RunArgs {
     /// Read perf counters around each case (software counters always; hardware where a PMU exists)
     #[arg(long)]
     pub counters: bool,
+    /// Also write the run in Prometheus's text format to FILE (written beside it, then renamed
+    /// over it), for node_exporter's textfile collector: e.g.
+    /// /var/lib/prometheus/node-exporter/costlab.prom
+    #[arg(long, value_name = "FILE")]
+    pub metrics_file: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]

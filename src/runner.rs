@@ -166,6 +166,9 @@ pub fn command(
     if let Some(dest) = &args.json {
         costlab_history::report::dest::check_file("--json", dest)?;
     }
+    if let Some(file) = &args.metrics_file {
+        costlab_history::report::prometheus::check_destination(file)?;
+    }
     let full = args.full;
     let base = if full {
         costlab_core::measure::SampleSpec::default()
@@ -223,6 +226,21 @@ pub fn command(
     eprintln!("costlab run: report {}", page.display());
     if let Some(dest) = &args.json {
         json::write_doc(dest, &done.doc)?;
+    }
+    // The metrics of a run the history could not take are still this run's figures: written
+    // all the same, the failure to store reported below.
+    if let Some(file) = &args.metrics_file {
+        let mut judged = done.sheet.clone();
+        if judged
+            .iter()
+            .flat_map(|l| &l.headlines)
+            .any(|h| h.quality.is_none())
+        {
+            costlab_history::report::verdict::judge_sheet(&mut judged, &done.doc.results);
+        }
+        let text = costlab_history::report::prometheus::render(&done.doc, &judged);
+        costlab_history::report::prometheus::write_file(file, &text)?;
+        eprintln!("costlab run: metrics {}", file.display());
     }
     // Not stored is a failure of the run whatever else happened (exit 1): the line names the
     // file that holds the figures.
