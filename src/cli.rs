@@ -88,6 +88,18 @@ pub enum Command {
         after_help = "Examples:\n  costlab trend\n  costlab trend getppid --json -\n  costlab trend --out trend.html"
     )]
     Trend(TrendArgs),
+    // --- the tool itself ---
+    /// Shell completions for bash, zsh or fish (and elvish, powershell), from costlab's own
+    /// command-line definitions
+    #[command(
+        after_help = "Examples:\n  costlab completions bash > /etc/bash_completion.d/costlab\n  costlab completions zsh > \"${fpath[1]}/_costlab\"\n  costlab completions fish > ~/.config/fish/completions/costlab.fish"
+    )]
+    Completions(CompletionsArgs),
+    /// The man page (roff), from costlab's own command-line definitions
+    #[command(
+        after_help = "Examples:\n  costlab man > costlab.1 && man -l costlab.1\n  costlab man --out-dir /usr/local/share/man/man1   a page for every command"
+    )]
+    Man(ManArgs),
 }
 
 #[derive(Args, Debug)]
@@ -171,6 +183,21 @@ pub struct RunArgs {
     /// /var/lib/prometheus/node-exporter/costlab.prom
     #[arg(long, value_name = "FILE")]
     pub metrics_file: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell to complete for
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Args, Debug)]
+pub struct ManArgs {
+    /// Write costlab.1 and a page for every command (costlab-mem.1, ...) in DIR instead of
+    /// costlab.1 on stdout
+    #[arg(long = "out-dir", value_name = "DIR")]
+    pub out_dir: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]

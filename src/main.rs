@@ -384,5 +384,7 @@ fn dispatch(parsed: Parsed, db: Option<&Path>) -> Result<()> {
         Command::Push(args) => commands::fleet::push(db, &args),
         Command::Machines(args) => commands::machines::machines(db, &args),
         Command::Trend(args) => commands::trend::command(db, &args),
+        Command::Completions(args) => commands::shell::completions(&args),
+        Command::Man(args) => commands::shell::man(&args),
     }
 }
