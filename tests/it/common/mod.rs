@@ -1,5 +1,5 @@
 //! Shared by the integration tests, once: running the costlab binary, the fixture document
-//! and a cost sheet for it, fakes, PostgreSQL, skips.
+//! and a cost sheet for it, fakes, PostgreSQL, real servers (daemon), skips.
 #![allow(dead_code)]
 
 use std::ffi::OsStr;
@@ -124,6 +124,7 @@ pub fn costlab_ok(db: impl AsRef<OsStr>, args: &[&str]) -> Output {
     out
 }
 
+pub mod daemon;
 pub mod fake;
 pub mod pg;
 pub mod skip;
