@@ -5,6 +5,7 @@
 //! the units in contrib/. Each needs its Debian package (scripts/install-deps.sh installs them)
 //! and skips, saying which, without it.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -17,19 +18,22 @@ use crate::common::{costlab_db, FIXTURE};
 
 const CONTRIB: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/contrib");
 
-/// A throwaway history holding one run: the fixture, or the results.json that
-/// COSTLAB_PROM_RESULTS names (a real run, to see real figures in the real Prometheus).
-fn history_with_a_run(dir: &Path) -> (PathBuf, Value) {
-    let results = std::env::var("COSTLAB_PROM_RESULTS").unwrap_or_else(|_| FIXTURE.to_string());
+/// A throwaway history holding one run, imported from the results.json `results`.
+fn history_with(dir: &Path, results: &str) -> (PathBuf, Value) {
     let db = dir.join("history.db");
-    let out = costlab_db(&db, &["import", &results]);
+    let out = costlab_db(&db, &["import", results]);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(results).unwrap()).unwrap();
     (db, doc)
+}
+
+/// A throwaway history holding the fixture run.
+fn history_with_a_run(dir: &Path) -> (PathBuf, Value) {
+    history_with(dir, FIXTURE)
 }
 
 /// `costlab export --format prometheus last` of `db`.
@@ -62,15 +66,10 @@ fn value_of(line: &str) -> f64 {
 }
 
 /// The getppid row of the run (the syscall lab's s), as the JSON has it.
-fn getppid_row(doc: &Value) -> &Value {
-    doc["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| {
-            r["lab"] == "syscall" && r["case"]["call"] == "getppid" && r["metric"] == "latency"
-        })
-        .expect("a syscall getppid row in the run")
+fn getppid_row(doc: &Value) -> Option<&Value> {
+    doc["results"].as_array().unwrap().iter().find(|r| {
+        r["lab"] == "syscall" && r["case"]["call"] == "getppid" && r["metric"] == "latency"
+    })
 }
 
 fn close(a: f64, b: f64) -> bool {
@@ -113,7 +112,7 @@ fn export_writes_base_units_help_type_and_the_run_labels() {
     let (db, doc) = history_with_a_run(dir.path());
     let text = exported(&db);
     let machine = machine_id(&db);
-    let row = getppid_row(&doc);
+    let row = getppid_row(&doc).expect("a getppid row in the run");
     let ns = row["summary"]["median"].as_f64().unwrap();
 
     for family in [
@@ -209,7 +208,10 @@ fn metrics_reach_a_real_prometheus_through_node_exporters_textfile_collector() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let (db, doc) = history_with_a_run(dir.path());
+    // The fixture, or a real run's results.json named by COSTLAB_PROM_RESULTS (to see real
+    // figures in the real Prometheus).
+    let results = std::env::var("COSTLAB_PROM_RESULTS").unwrap_or_else(|_| FIXTURE.into());
+    let (db, doc) = history_with(dir.path(), &results);
     let textfiles = dir.path().join("textfile");
     std::fs::create_dir(&textfiles).unwrap();
     let prom_file = textfiles.join("costlab.prom");
@@ -271,7 +273,8 @@ fn metrics_reach_a_real_prometheus_through_node_exporters_textfile_collector() {
         let result = v["data"]["result"].as_array()?;
         (!result.is_empty()).then_some(v)
     };
-    let q = r#"costlab_syscall_latency_seconds{call="getppid",batch="1"}"#;
+    // The run's start time is in every file: once Prometheus has it, it has scraped the file.
+    let q = "costlab_run_start_time_seconds";
     let got = wait_for(Duration::from_secs(90), || query(q));
     exporter.assert_running();
     server.assert_running();
@@ -283,30 +286,104 @@ fn metrics_reach_a_real_prometheus_through_node_exporters_textfile_collector() {
         )
     });
     eprintln!("$ curl 'http://127.0.0.1:{prom_port}/api/v1/query?query={q}'\n{got}");
-    let series = &got["data"]["result"][0];
-    let m = &series["metric"];
-    let value: f64 = series["value"][1].as_str().unwrap().parse().unwrap();
-    let row = getppid_row(&doc);
-    let ns = row["summary"]["median"].as_f64().unwrap();
-    assert!(close(value, ns / 1e9), "{value} s, the run has {ns} ns");
-    assert_eq!(m["call"], "getppid");
-    assert_eq!(m["batch"], "1");
-    assert_eq!(m["machine"], machine_id(&db).as_str());
-    assert_eq!(m["cpu_model"], doc["machine"]["cpu_model"]);
-    let quality = row["quality"].as_str().unwrap_or("unjudged");
-    assert_eq!(m["quality"], quality);
-    assert_eq!(m["job"], "costlab");
+    let machine = machine_id(&db);
 
-    // The cost sheet's syscall s and DRAM latency, which the alert rules read (a run whose
-    // memory plan reached no DRAM plateau, as the fixture's, has no DRAM latency line).
-    let has_dram = exported(&db).contains("figure=\"DRAM latency\"");
-    let mut queries = vec![
-        r#"costlab_syscall_sheet_seconds{figure=~"syscall s .*"}"#,
-        "costlab_run_start_time_seconds",
-    ];
-    if has_dram {
-        queries.insert(1, r#"costlab_mem_sheet_seconds{figure="DRAM latency"}"#);
+    // The syscall lab's s (getppid) and the largest 4k-page chase (the DRAM point), as rows:
+    // each series Prometheus holds has the row's median in seconds and exactly its labels.
+    let rows = doc["results"].as_array().unwrap();
+    let chase = rows
+        .iter()
+        .filter(|r| r["lab"] == "mem" && r["case"]["op"] == "chase" && r["case"]["pages"] == "4k")
+        // Of the rows at the largest block, the measured one (fewest keys), not the plateau
+        // row the lab reads off it.
+        .max_by_key(|r| {
+            let keys = r["case"].as_object().map_or(0, |c| c.len());
+            (
+                r["case"]["block"].as_u64().unwrap_or(0),
+                std::cmp::Reverse(keys),
+            )
+        });
+    let checked: Vec<(&str, &Value)> = [
+        ("costlab_syscall_latency_seconds", getppid_row(&doc)),
+        ("costlab_mem_latency_seconds", chase),
+    ]
+    .into_iter()
+    .filter_map(|(name, row)| Some((name, row?)))
+    .collect();
+    assert!(
+        !checked.is_empty(),
+        "the run has neither a getppid row nor a mem chase"
+    );
+    for (name, row) in checked {
+        let case = row["case"].as_object().unwrap();
+        let selector: Vec<String> = case
+            .iter()
+            .map(|(k, v)| {
+                format!(
+                    "{k}=\"{}\"",
+                    v.as_str().map_or(v.to_string(), str::to_string)
+                )
+            })
+            .collect();
+        let q = format!("{name}{{{}}}", selector.join(","));
+        let got = wait_for(Duration::from_secs(30), || query(&q))
+            .unwrap_or_else(|| panic!("Prometheus has no {q}"));
+        eprintln!("$ curl 'http://127.0.0.1:{prom_port}/api/v1/query?query={q}'\n{got}");
+        let mut want: BTreeMap<String, String> = case
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_str().map_or(v.to_string(), str::to_string)))
+            .collect();
+        want.insert(
+            "quality".into(),
+            row["quality"].as_str().unwrap_or("unjudged").into(),
+        );
+        want.insert("machine".into(), machine.clone());
+        want.insert(
+            "cpu_model".into(),
+            doc["machine"]["cpu_model"].as_str().unwrap().into(),
+        );
+        want.insert("job".into(), "costlab".into());
+        want.insert("instance".into(), format!("127.0.0.1:{exporter_port}"));
+        want.insert("__name__".into(), name.into());
+        // The selector also matches a row with more keys (the chase's plateau row): the one
+        // with exactly the row's labels is the row.
+        let series = got["data"]["result"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| {
+                let have: BTreeMap<String, String> = s["metric"]
+                    .as_object()
+                    .unwrap()
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
+                    .collect();
+                have == want
+            })
+            .unwrap_or_else(|| panic!("no series with exactly {want:?} in {got}"));
+        let value: f64 = series["value"][1].as_str().unwrap().parse().unwrap();
+        let ns = row["summary"]["median"].as_f64().unwrap();
+        assert!(close(value, ns / 1e9), "{value} s, the run has {ns} ns");
     }
+
+    // The cost sheet's syscall s and DRAM latency, which the alert rules read, where the run's
+    // sheet has them (the fixture's memory plan reached no DRAM plateau; a mem-only run has no
+    // s).
+    let text = exported(&db);
+    let queries: Vec<&str> = [
+        (
+            "figure=\"syscall s ",
+            r#"costlab_syscall_sheet_seconds{figure=~"syscall s .*"}"#,
+        ),
+        (
+            "figure=\"DRAM latency\"",
+            r#"costlab_mem_sheet_seconds{figure="DRAM latency"}"#,
+        ),
+    ]
+    .into_iter()
+    .filter(|(line, _)| text.contains(line))
+    .map(|(_, q)| q)
+    .collect();
     for q in queries {
         let got = wait_for(Duration::from_secs(30), || query(q))
             .unwrap_or_else(|| panic!("Prometheus has no {q}"));
