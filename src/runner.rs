@@ -167,7 +167,7 @@ pub fn command(
         costlab_history::report::dest::check_file("--json", dest)?;
     }
     if let Some(file) = &args.metrics_file {
-        costlab_history::report::prometheus::check_destination(file)?;
+        costlab_history::report::export::prometheus::check_destination(file)?;
     }
     let full = args.full;
     let base = if full {
@@ -238,8 +238,8 @@ pub fn command(
         {
             costlab_history::report::verdict::judge_sheet(&mut judged, &done.doc.results);
         }
-        let text = costlab_history::report::prometheus::render(&done.doc, &judged);
-        costlab_history::report::prometheus::write_file(file, &text)?;
+        let text = costlab_history::report::export::prometheus::render(&done.doc, &judged);
+        costlab_history::report::export::prometheus::write_file(file, &text)?;
         eprintln!("costlab run: metrics {}", file.display());
     }
     // Not stored is a failure of the run whatever else happened (exit 1): the line names the
