@@ -1,0 +1,66 @@
+//! The cgroup v2 the priced program joins, so that everything it starts is counted with it;
+//! created under costlab's own cgroup and removed after, with those left by killed runs.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+use super::host::{mount_point, mounts};
+use costlab_core::error::usage;
+use costlab_core::machine::restore;
+
+/// A cgroup v2 directory for the program, under costlab's own cgroup; removed on drop.
+pub struct Cgroup {
+    pub dir: PathBuf,
+}
+
+impl Cgroup {
+    pub fn create() -> Result<Cgroup> {
+        let root = mount_point(&mounts(), "cgroup2")
+            .ok_or_else(|| usage("no cgroup v2 hierarchy is mounted: mount one (mount -t cgroup2 none /sys/fs/cgroup/unified)"))?;
+        let own = std::fs::read_to_string("/proc/self/cgroup")
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("0::").map(str::to_string))
+            .unwrap_or_else(|| "/".into());
+        let dir = root
+            .join(own.trim_start_matches('/'))
+            .join(format!("costlab-price-{}", std::process::id()));
+        sweep_stale(dir.parent().unwrap_or(&root));
+        std::fs::create_dir(&dir).map_err(|e| {
+            usage(format!(
+                "cannot create the cgroup {} ({e}): costlab price needs root and a writable cgroup v2 tree",
+                dir.display()
+            ))
+        })?;
+        Ok(Cgroup { dir })
+    }
+}
+
+/// Remove the empty cgroups of costlab processes that no longer run (killed with SIGKILL
+/// before they could remove their own). One that still holds processes stays.
+fn sweep_stale(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("costlab-price-"))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if restore::journal::start_time(pid).is_none() {
+            let _ = std::fs::remove_dir(e.path());
+        }
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        // Processes the program left running keep the cgroup; their count is said elsewhere.
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}

@@ -1,0 +1,197 @@
+//! What the program's fds point at (files, pipes, sockets, devices), watched over the run, and
+//! the read/write family's counts split by it.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::bpf;
+
+/// What an fd points at, from its /proc/PID/fd link and the file it opens: `file` (a
+/// regular file), `pipe`, `socket`, `dev` (a character device: /dev/null, /dev/zero, a tty),
+/// or `other` (an eventfd, an epoll, a directory...).
+pub fn fd_kind(link: &str, file_type: Option<std::fs::FileType>) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if link.starts_with("pipe:") {
+        return "pipe";
+    }
+    if link.starts_with("socket:") {
+        return "socket";
+    }
+    match file_type {
+        Some(t) if t.is_file() => "file",
+        Some(t) if t.is_fifo() => "pipe",
+        Some(t) if t.is_socket() => "socket",
+        Some(t) if t.is_char_device() => "dev",
+        _ => "other",
+    }
+}
+
+/// The kinds each fd number was seen pointing at, in the program's processes, over the run.
+#[derive(Debug, Default, Clone)]
+pub struct FdKinds {
+    seen: BTreeMap<u32, BTreeMap<&'static str, u32>>,
+}
+
+impl FdKinds {
+    /// Look once at the fds below `bpf::FDS` of each process in `pids`.
+    pub fn sample(&mut self, pids: &[u32]) {
+        for pid in pids {
+            let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+                continue;
+            };
+            for e in dir.flatten() {
+                let Some(fd) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                    continue;
+                };
+                if fd >= bpf::FDS - 1 {
+                    continue;
+                }
+                let link = std::fs::read_link(e.path()).unwrap_or_default();
+                let ty = std::fs::metadata(e.path()).ok().map(|m| m.file_type());
+                self.note(fd, fd_kind(&link.to_string_lossy(), ty));
+            }
+        }
+    }
+
+    pub fn note(&mut self, fd: u32, kind: &'static str) {
+        *self.seen.entry(fd).or_default().entry(kind).or_insert(0) += 1;
+    }
+
+    /// The kind fd `fd` was seen as most often; None if never seen.
+    pub fn kind(&self, fd: u32) -> Option<&'static str> {
+        let kinds = self.seen.get(&fd)?;
+        kinds
+            .iter()
+            .max_by_key(|(k, n)| (**n, std::cmp::Reverse(**k)))
+            .map(|(k, _)| *k)
+    }
+}
+
+/// Split the read/write family's counts by what their fds pointed at: of the `read` calls,
+/// the share whose sampled fds were seen as character devices becomes `read:dev`, and so on;
+/// the share on fds never seen (or above the counted fds) keeps the plain name.
+pub fn split_by_fd_kind(
+    syscalls: &mut BTreeMap<String, u64>,
+    by_fd: &BTreeMap<(u32, u32), u64>,
+    kinds: &FdKinds,
+    names: &BTreeMap<u32, String>,
+) {
+    let mut sampled: BTreeMap<u32, (u64, BTreeMap<&'static str, u64>)> = BTreeMap::new();
+    for (&(id, fd), &n) in by_fd {
+        let e = sampled.entry(id).or_default();
+        e.0 += n;
+        if let Some(kind) = kinds.kind(fd) {
+            *e.1.entry(kind).or_insert(0) += n;
+        }
+    }
+    for (id, (all, by_kind)) in sampled {
+        let Some(name) = names.get(&id) else {
+            continue;
+        };
+        let Some(&total) = syscalls.get(name) else {
+            continue;
+        };
+        let mut left = total;
+        for (kind, n) in by_kind {
+            let share = ((total as f64) * n as f64 / all as f64).round() as u64;
+            let share = share.min(left);
+            left -= share;
+            if share > 0 {
+                *syscalls.entry(format!("{name}:{kind}")).or_insert(0) += share;
+            }
+        }
+        if left == 0 {
+            syscalls.remove(name);
+        } else {
+            syscalls.insert(name.clone(), left);
+        }
+    }
+}
+
+/// Watches the fds of a cgroup's (or a process's) processes every few milliseconds until
+/// stopped; what it saw comes back from `stop`.
+pub struct FdWatch {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    handle: std::thread::JoinHandle<FdKinds>,
+}
+
+impl FdWatch {
+    pub fn start(procs: Procs) -> FdWatch {
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::spawn(move || {
+            let mut kinds = FdKinds::default();
+            loop {
+                let pids = match &procs {
+                    Procs::Cgroup(dir) => std::fs::read_to_string(dir.join("cgroup.procs"))
+                        .unwrap_or_default()
+                        .lines()
+                        .filter_map(|l| l.trim().parse().ok())
+                        .collect(),
+                    Procs::One(pid) => vec![*pid],
+                };
+                kinds.sample(&pids);
+                if flag.load(Ordering::Relaxed) {
+                    return kinds;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        });
+        FdWatch { stop, handle }
+    }
+
+    pub fn stop(self) -> FdKinds {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.handle.join().unwrap_or_default()
+    }
+}
+
+/// Whose fds an `FdWatch` looks at.
+pub enum Procs {
+    Cgroup(PathBuf),
+    One(u32),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fds_are_told_apart_by_their_links_and_types() {
+        let ty = |p: &str| std::fs::metadata(p).ok().map(|m| m.file_type());
+        assert_eq!(fd_kind("pipe:[123]", None), "pipe");
+        assert_eq!(fd_kind("socket:[9]", None), "socket");
+        assert_eq!(fd_kind("/dev/null", ty("/dev/null")), "dev");
+        assert_eq!(fd_kind("/proc/self/exe", ty("/proc/self/exe")), "file");
+        assert_eq!(fd_kind("anon_inode:[eventfd]", None), "other");
+        assert_eq!(fd_kind("/", ty("/")), "other");
+    }
+
+    #[test]
+    fn sampled_fds_share_out_the_exact_totals() {
+        let names: BTreeMap<u32, String> = [(0, "read".into()), (1, "write".into())].into();
+        let mut kinds = FdKinds::default();
+        kinds.note(0, "dev");
+        kinds.note(1, "pipe");
+        kinds.note(1, "pipe");
+        kinds.note(1, "file"); // seen once as a file, twice as a pipe: a pipe
+        let mut syscalls: BTreeMap<String, u64> = [
+            ("read".into(), 1000),
+            ("write".into(), 999),
+            ("openat".into(), 3),
+        ]
+        .into();
+        // Samples: reads 3 on fd 0 (dev), 1 on fd 7 (never seen); writes 4 on fd 1.
+        let by_fd: BTreeMap<(u32, u32), u64> = [((0, 0), 3), ((0, 7), 1), ((1, 1), 4)].into();
+        split_by_fd_kind(&mut syscalls, &by_fd, &kinds, &names);
+        assert_eq!(syscalls.get("read:dev"), Some(&750));
+        assert_eq!(syscalls.get("read"), Some(&250));
+        assert_eq!(syscalls.get("write:pipe"), Some(&999));
+        assert_eq!(syscalls.get("write"), None);
+        assert_eq!(syscalls.get("openat"), Some(&3));
+        let total: u64 = syscalls.values().sum();
+        assert_eq!(total, 2002, "no call is lost or made up");
+    }
+}

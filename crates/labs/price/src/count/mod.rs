@@ -1,0 +1,218 @@
+//! Counting what a program does, in the kernel: every syscall by id, faults, context switches,
+//! migrations, thread and process starts, io_uring submissions, for the program and everything
+//! it starts, from its exec to its exit (or for a while, for a running PID).
+//!
+//! Syscalls are counted by costlab's own BPF program on the raw `sys_enter` tracepoint
+//! (`bpf`: a per-CPU array indexed by syscall id, at about the cost of one perf counter), the
+//! rarer events by Debian's `bpftrace` (software events and scheduler tracepoints added to a
+//! map), each filtered to a cgroup v2 that the program joins just before it execs. Syscall
+//! ids are named from the kernel headers.
+//!
+//! This module is the counting itself: every counter attached for one run and read at its end,
+//! for a command or for a running PID. Its files hold the parts: `syscalls` (names),
+//! `bpftrace` (the script and the tracer), `host` (what the host must have), `cgroup`,
+//! `program` (running it) and `fdwatch` (what the fds point at).
+
+mod bpftrace;
+mod cgroup;
+mod fdwatch;
+mod host;
+mod program;
+mod syscalls;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+
+use super::bpf::{self, SyscallCounter, Whose};
+use costlab_core::error::usage;
+
+pub use bpftrace::{parse_maps, script, Events, Filter, Maps, Tracer};
+pub use cgroup::Cgroup;
+pub use fdwatch::{fd_kind, split_by_fd_kind, FdKinds, FdWatch, Procs};
+pub use host::{mount_point, tracefs, unavailable, which};
+pub use program::{gctrace_path, program, run_program, Stdio3, Times};
+pub use syscalls::{named, parse_unistd, syscall_names, traced_syscalls};
+
+/// Everything counted of one run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Counts {
+    /// Syscalls by name (an id the headers do not name is `syscall_<id>`).
+    pub syscalls: BTreeMap<String, u64>,
+    /// Other events by (class, event): ("fault", "minor"), ("switch", "voluntary"), ...
+    pub events: BTreeMap<(String, String), u64>,
+    pub times: Times,
+    /// Bytes read and written through syscalls (/proc/PID/io rchar, wchar of the tree).
+    pub rchar: u64,
+    pub wchar: u64,
+    /// The program's exit status as a shell gives it (128 + signal when killed).
+    pub exit_status: i32,
+    pub notes: Vec<String>,
+}
+
+/// A counter of io_uring submissions where the kernel has the tracepoint, None elsewhere.
+fn uring_counter(tracefs: &Path, whose: Whose) -> Option<bpf::EventCounter> {
+    if !tracefs.join("events/io_uring/io_uring_submit_req").is_dir() {
+        return None;
+    }
+    bpf::EventCounter::attach(whose, "io_uring_submit_req").ok()
+}
+
+/// Add the submissions counted (if any) to `events`.
+fn add_submissions(events: &mut BTreeMap<(String, String), u64>, c: Option<bpf::EventCounter>) {
+    if let Some(n) = c.and_then(|c| c.read().ok()).filter(|n| *n > 0) {
+        *events
+            .entry(("uring_submit".into(), "submit".into()))
+            .or_insert(0) += n;
+    }
+}
+
+/// Every counter of one run, attached: bpftrace for the rarer events, the BPF syscall and
+/// io_uring counters, the watch on the fds.
+struct Counting {
+    tracer: Tracer,
+    syscalls: SyscallCounter,
+    submissions: Option<bpf::EventCounter>,
+    watch: FdWatch,
+}
+
+impl Counting {
+    fn start(tracefs: &Path, filter: Filter, whose: Whose, procs: Procs) -> Result<Counting> {
+        let tracer = Tracer::start(&script(&filter, tracefs))?;
+        Ok(Counting {
+            tracer,
+            syscalls: SyscallCounter::attach(whose)?,
+            submissions: uring_counter(tracefs, whose),
+            watch: FdWatch::start(procs),
+        })
+    }
+
+    /// Stop and read everything: syscalls by name (the read/write family split by fd kind),
+    /// other events by (class, event).
+    fn finish(self) -> Result<(BTreeMap<String, u64>, Events)> {
+        let kinds = self.watch.stop();
+        let ids = self.syscalls.read()?;
+        let by_fd = self.syscalls.read_by_fd()?;
+        drop(self.syscalls);
+        let (_, mut events) = self.tracer.finish()?;
+        add_submissions(&mut events, self.submissions);
+        let names = syscall_names(Path::new("/"));
+        let mut syscalls = named(&ids, &names);
+        split_by_fd_kind(&mut syscalls, &by_fd, &kinds, &names);
+        Ok((syscalls, events))
+    }
+}
+
+/// Count `argv` from its exec to its exit.
+pub fn count_command(argv: &[String]) -> Result<Counts> {
+    let path = program(argv)?;
+    if let Some(why) = unavailable() {
+        bail!(usage(why));
+    }
+    let (tracefs, _mounted) = tracefs()?;
+    let cg = Cgroup::create()?;
+    let counting = Counting::start(
+        &tracefs,
+        Filter::Cgroup(cg.dir.clone()),
+        Whose::Cgroup(bpf::cgroup_id(&cg.dir)?),
+        Procs::Cgroup(cg.dir.clone()),
+    )?;
+    let run = run_program(&path, argv, Some(&cg.dir), Stdio3::Inherit);
+    let (syscalls, events) = counting.finish()?;
+    let (times, exit_status, rchar, wchar) = run?;
+    let mut notes = vec![
+        "counted from the program's execve (itself counted: the cgroup is joined just before it) to its exit, with every thread and child it started".to_string(),
+    ];
+    let left = std::fs::read_to_string(cg.dir.join("cgroup.procs")).unwrap_or_default();
+    let left = left.lines().count();
+    if left > 0 {
+        notes.push(format!(
+            "{left} processes the program started still ran when it exited: counted until then"
+        ));
+    }
+    Ok(Counts {
+        syscalls,
+        events,
+        times,
+        rchar,
+        wchar,
+        exit_status,
+        notes,
+    })
+}
+
+/// Count a running process's threads for `duration`.
+pub fn count_pid(pid: u32, duration: Duration) -> Result<Counts> {
+    if !Path::new(&format!("/proc/{pid}")).exists() {
+        bail!(usage(format!(
+            "no process {pid}: give the PID of a running process"
+        )));
+    }
+    if let Some(why) = unavailable() {
+        bail!(usage(why));
+    }
+    let (tracefs, _mounted) = tracefs()?;
+    let counting = Counting::start(
+        &tracefs,
+        Filter::Pid(pid),
+        Whose::Process(pid),
+        Procs::One(pid),
+    )?;
+    let before = proc_times(pid);
+    let t0 = Instant::now();
+    let mut gone = false;
+    while t0.elapsed() < duration {
+        if costlab_core::measure::cancel::requested() {
+            break;
+        }
+        if costlab_core::machine::restore::journal::start_time(pid).is_none() {
+            gone = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let after = proc_times(pid);
+    let wall = t0.elapsed();
+    let (syscalls, events) = counting.finish()?;
+    let mut notes = vec![format!(
+        "counted the threads of process {pid} for {:.1} s (its children are not counted)",
+        wall.as_secs_f64()
+    )];
+    if gone {
+        notes.push(format!(
+            "process {pid} exited during counting: counted until then"
+        ));
+    }
+    let (u0, s0) = before.unwrap_or_default();
+    let (u1, s1) = after.unwrap_or((u0, s0));
+    Ok(Counts {
+        syscalls,
+        events,
+        times: Times {
+            user_ns: u1 - u0,
+            sys_ns: s1 - s0,
+            wall_ns: wall.as_nanos() as f64,
+        },
+        rchar: 0,
+        wchar: 0,
+        exit_status: 0,
+        notes,
+    })
+}
+
+/// (user, system) CPU ns of a process so far, from /proc/PID/stat.
+fn proc_times(pid: u32) -> Option<(f64, f64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &text[text.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // rest starts at field 3; utime and stime are fields 14 and 15.
+    let hz = costlab_core::measure::procstat::ticks_per_second().max(1) as f64;
+    let tick = |i: usize| {
+        f.get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .map(|t| t / hz * 1e9)
+    };
+    Some((tick(11)?, tick(12)?))
+}
