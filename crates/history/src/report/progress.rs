@@ -2,7 +2,8 @@
 
 use std::io::IsTerminal;
 
-use indicatif::{ProgressBar, ProgressStyle};
+pub use indicatif::ProgressBar;
+use indicatif::ProgressStyle;
 
 /// A progress bar over `total` steps; hidden when stderr is not a terminal.
 pub fn bar(total: u64, label: &str) -> ProgressBar {
