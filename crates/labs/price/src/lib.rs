@@ -3,6 +3,7 @@
 //! the unit cost measured here (`price`: the newest ok figures in the history, or measured
 //! first), and sets the priced kernel time against the system time of an untraced run.
 
+mod argcheck;
 pub mod args;
 pub mod bpf;
 pub mod charts;
@@ -10,11 +11,15 @@ pub mod count;
 pub mod fleet;
 pub mod gowhatif;
 pub mod pricing;
+mod render;
+mod rows;
 pub mod saved;
+mod source;
+mod times;
 pub mod tracecost;
+mod units;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use serde_json::json;
@@ -22,13 +27,16 @@ use serde_json::json;
 use costlab_core::error::usage;
 use costlab_core::measure::quality::{self, Quality};
 use costlab_core::measure::units::human_ns;
-use costlab_core::measure::{unitcost, Summary};
-use costlab_history::report::{table, Model, Outcome, ResultRow};
+use costlab_core::measure::Summary;
+use costlab_history::report::{Model, Outcome, ResultRow};
 use costlab_lab::{Ctx, Headline, Lab};
 
 pub use args::PriceArgs;
-use count::{Stdio3, Times};
-use pricing::{Priced, Unit, Units};
+use count::Times;
+use pricing::{Priced, Units};
+pub use render::render;
+pub use units::cost_row;
+use units::{has_every_term, unit_key};
 
 pub const LAB: &str = "price";
 
@@ -37,11 +45,7 @@ const TRACING_PAIRS: usize = 7;
 
 /// `costlab price`: count, look up or measure the unit costs, price, check.
 pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
-    if args.runs == 0 && !args.once {
-        return Err(usage(
-            "--runs 0: give at least 1 untraced run, or --once to use the traced run's times",
-        ));
-    }
+    argcheck::check_runs(args)?;
     // Bad input is found before anything runs: the machine --on names, the --from file, the
     // --save-counts path.
     let on = match &args.on {
@@ -53,7 +57,7 @@ pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
         None => None,
     };
     if let Some(p) = &args.save_counts {
-        check_writable(p)?;
+        argcheck::check_writable(p)?;
     }
     let from = args
         .from
@@ -61,157 +65,62 @@ pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
         .map(saved::SavedCounts::read)
         .transpose()?;
     let mut o = Outcome::default();
-    // A Go program's GC share from its runtime (Some(None): Go, but no GC cycle ran).
-    let mut go_gc: Option<Option<f64>> = None;
-    let (counts, cmdline, untraced) = match (&from, args.pid, args.command.is_empty()) {
-        (Some(s), _, _) => {
-            o.notes.push(format!(
-                "counts from {} ({}counted on {}), nothing run here",
-                args.from.as_deref().unwrap_or(Path::new("")).display(),
-                if s.complete { "" } else { "cut short when " },
-                costlab_core::machine::machine_summary(&s.machine)
-            ));
-            let runs = if args.once {
-                Vec::new()
-            } else {
-                s.untraced_times()
-            };
-            (s.counts(), s.command.clone(), runs)
-        }
-        (None, Some(pid), _) => {
-            let d = costlab_core::measure::units::parse_duration(
-                &args.duration,
-                "--duration",
-                Duration::ZERO,
-                Duration::from_secs(3600),
-            )?;
-            let c = count::count_pid(pid, d)?;
-            (c, format!("--pid {pid}"), Vec::new())
-        }
-        (None, None, true) => return Err(usage(
-            "no command to price: give one after --, like costlab price -- ls -l (or --pid PID, or --from FILE)",
-        )),
-        (None, None, false) => {
-            let c = count::count_command(&args.command)?;
-            ctx.program_exit
-                .store(c.exit_status, std::sync::atomic::Ordering::Relaxed);
-            let path = count::program(&args.command)?;
-            let mut runs = Vec::new();
-            // Ctrl-C reached the program too: price what it did until then, from its own run.
-            if !args.once && !costlab_core::measure::cancel::requested() {
-                let go = gowhatif::is_go_program(&path);
-                for i in 0..args.runs {
-                    costlab_core::measure::cancel::check()?;
-                    // A Go program's first untraced run also prints its runtime's GC trace.
-                    let stdio = if go && i == 0 {
-                        Stdio3::GcTrace
-                    } else {
-                        Stdio3::Null
-                    };
-                    runs.push(count::run_program(&path, &args.command, None, stdio)?.0);
-                    if stdio == Stdio3::GcTrace {
-                        let at = count::gctrace_path();
-                        let text = std::fs::read_to_string(&at).unwrap_or_default();
-                        let _ = std::fs::remove_file(&at);
-                        go_gc = Some(gowhatif::gctrace_share(&text));
-                    }
-                }
-            }
-            (c, costlab_history::store::redact(&args.command.join(" ")), runs)
-        }
-    };
+    let counted = source::count(args, ctx, from.as_ref(), &mut o)?;
     if let Some(p) = &args.save_counts {
-        saved::SavedCounts::of(
-            &counts,
-            &cmdline,
-            serde_json::to_value(&ctx.machine)?,
-            &untraced,
-            !costlab_core::measure::cancel::requested(),
-        )
-        .write(p)?;
-        o.notes.push(format!(
-            "counts saved to {} (price them with --from)",
-            p.display()
-        ));
+        save_counts(p, &counted, ctx, &mut o)?;
     }
+    let (counts, cmdline) = (&counted.counts, counted.cmdline.as_str());
     o.notes.extend(counts.notes.iter().cloned());
-    let times: Vec<Times> = if untraced.is_empty() && from.is_some() {
-        // Counted elsewhere: the counting's cost there is not known here, so none is taken out.
-        o.notes.push(
-            "times from the traced run as saved: its system time includes the counting's own cost there".into(),
-        );
-        vec![counts.times]
-    } else if untraced.is_empty() {
-        // The traced run's own times: take the counting's cost out of its system time.
-        let whose = if args.pid.is_some() {
-            "the process's CPU time while it was counted (/proc/PID/stat, clock ticks)"
-        } else {
-            "the traced run"
-        };
-        let cost = tracecost::per_syscall(TRACING_PAIRS)?;
-        o.results.extend(ResultRow::new(
-            LAB,
-            costlab_core::case! {"class" => "tracing", "event" => "per-syscall", "command" => cmdline.as_str()},
-            "latency",
-            "ns",
-            cost.clone(),
-        ));
-        match Summary::of(&cost) {
-            Some(c) => {
-                let (t, taken) = tracecost::untraced(&counts, &c);
-                o.notes.push(format!(
-                    "times from {whose}, less the counting's own cost: {} syscalls x {} each (the counter's cost per getppid, measured here now) = {} taken out of its system time",
-                    tracecost::syscalls(&counts),
-                    costlab_core::measure::units::human_ns(c.median),
-                    costlab_core::measure::units::human_ns(taken)
-                ));
-                vec![t]
-            }
-            None => vec![counts.times],
-        }
-    } else {
-        o.notes.push(format!(
-            "times from {} untraced run(s) of the same command after the traced one (their stdin, stdout and stderr were /dev/null)",
-            untraced.len()
-        ));
-        untraced
-    };
-
-    let mut units = units_from_history(db, ctx, args.terms.as_deref())?;
-    if let Some(run) = &args.terms {
-        o.notes.push(format!(
-            "unit costs from run {run} only ({} of them); the others measured here now",
-            units.len()
-        ));
-    }
-    let missing: Vec<&'static str> = pricing::needed(&counts)
-        .into_iter()
-        .filter(|u| !units.contains_key(*u))
-        .collect();
-    if !missing.is_empty() && costlab_core::measure::cancel::requested() {
-        o.notes.push(format!(
-            "interrupted: {} not measured, events needing them are not priced",
-            missing.join(", ")
-        ));
-    } else if !missing.is_empty() {
-        let (measured, rows, note) = measure_units(&missing, ctx)?;
-        o.results.extend(rows);
-        o.notes.push(note);
-        units.extend(measured);
-    }
-    pricing::derive(&mut units);
-    let priced = pricing::price(&counts, &units);
+    let times = times::times_for(args, from.is_some(), &counted, &mut o)?;
+    let units = units::units_for(db, ctx, args, counts, &mut o)?;
+    let priced = pricing::price(counts, &units);
     let cpu = Summary::of(
         &times
             .iter()
             .map(|t| t.user_ns + t.sys_ns)
             .collect::<Vec<_>>(),
     );
-    push_price_rows(&mut o, &priced, &cmdline, cpu.map(|c| c.median));
-    let go_what_if = match (go_gc, cpu.as_ref()) {
+    rows::push_price_rows(&mut o, &priced, cmdline, cpu.map(|c| c.median));
+    let what_ifs = what_ifs(counts, &units, counted.go_gc, cpu.as_ref(), &mut o);
+    let mut model = check(&mut o, &priced, &times, cmdline, &what_ifs);
+    if let Some(m) = &on {
+        price_on(&mut o, &mut model, m, db, counts, &priced, &units, cmdline)?;
+    }
+    rows::push_what_if_rows(&mut o, &what_ifs, cmdline);
+    o.models.push(model);
+    Ok(o)
+}
+
+/// `--save-counts`: what was counted, with this machine and the untraced times, to price
+/// later with --from.
+fn save_counts(p: &Path, counted: &source::Counted, ctx: &Ctx, o: &mut Outcome) -> Result<()> {
+    saved::SavedCounts::of(
+        &counted.counts,
+        &counted.cmdline,
+        serde_json::to_value(&ctx.machine)?,
+        &counted.untraced,
+        !costlab_core::measure::cancel::requested(),
+    )
+    .write(p)?;
+    o.notes.push(format!(
+        "counts saved to {} (price them with --from)",
+        p.display()
+    ));
+    Ok(())
+}
+
+/// What would change with THP, io_uring and (for a Go program) another GOGC.
+fn what_ifs(
+    counts: &count::Counts,
+    units: &Units,
+    go_gc: Option<Option<f64>>,
+    cpu: Option<&Summary>,
+    o: &mut Outcome,
+) -> Vec<pricing::WhatIf> {
+    let go_what_if = match (go_gc, cpu) {
         (Some(Some(share)), Some(cpu)) => {
             let gogc = gowhatif::gogc(std::env::var("GOGC").ok().as_deref());
-            gogc.and_then(|g| gowhatif::go_what_if(share, g, cpu, &units))
+            gogc.and_then(|g| gowhatif::go_what_if(share, g, cpu, units))
         }
         (Some(None), _) => {
             o.notes.push(
@@ -221,63 +130,14 @@ pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
         }
         _ => None,
     };
-    let what_ifs: Vec<pricing::WhatIf> = [
-        pricing::thp_what_if(&counts, &units),
-        pricing::uring_what_if(&counts, &units),
+    [
+        pricing::thp_what_if(counts, units),
+        pricing::uring_what_if(counts, units),
         go_what_if,
     ]
     .into_iter()
     .flatten()
-    .collect();
-    let mut model = check(&mut o, &priced, &times, &cmdline, &what_ifs);
-    if let Some(m) = &on {
-        price_on(
-            &mut o, &mut model, m, db, &counts, &priced, &units, &cmdline,
-        )?;
-    }
-    for w in &what_ifs {
-        let (q, why) = quality::worst_of(&w.rows.iter().collect::<Vec<_>>());
-        for (metric, unit, samples) in [
-            ("saved", "ns", w.saved.clone()),
-            ("after", "events", vec![w.after as f64]),
-        ] {
-            if let Some(mut r) = ResultRow::new(
-                LAB,
-                costlab_core::case! {"what" => w.what, "from" => w.from, "command" => cmdline},
-                metric,
-                unit,
-                samples,
-            ) {
-                r.quality = q.or(Some(Quality::Ok));
-                r.quality_reasons = why.clone();
-                o.results.push(r);
-            }
-        }
-    }
-    o.models.push(model);
-    Ok(o)
-}
-
-/// The unit costs in the history: for each term, the newest ok figure of this machine's runs,
-/// or (`--terms-run RUN`) the ok figures of that one run.
-fn units_from_history(db: Option<&Path>, ctx: &Ctx, only: Option<&str>) -> Result<Units> {
-    let store = costlab_history::store::open(db)?;
-    let me = costlab_history::store::machine_id(&serde_json::to_value(&ctx.machine)?);
-    let only = only.map(|r| store.resolve(r)).transpose()?;
-    fleet::units_of(&store, &me, only.as_deref(), unit_key, has_every_term)
-}
-
-/// Whether `units` holds every term, the syscall lab's terms, s and an io_uring send: no
-/// older run need be read.
-fn has_every_term(units: &Units) -> bool {
-    let have = |t: &&str| units.contains_key(*t);
-    unitcost::TERMS.iter().all(have)
-        && pricing::SYSCALL_TERMS.iter().all(have)
-        && units.contains_key("s")
-        && units.keys().any(|k| k.starts_with("uring-send("))
-        && units.keys().any(|k| k.starts_with("gc-share("))
-        && units.keys().any(|k| k.starts_with("t("))
-        && units.contains_key("echo-batch")
+    .collect()
 }
 
 /// `--on`: the same counts priced at `machine`'s stored unit costs, as rows with the case key
@@ -353,194 +213,6 @@ fn price_on(
         )),
     }
     Ok(())
-}
-
-/// `--save-counts FILE` must be writable before counting starts: its folder exists and it is
-/// not a folder itself.
-fn check_writable(p: &Path) -> Result<()> {
-    let dir = match p.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    if !dir.is_dir() {
-        return Err(usage(format!(
-            "--save-counts {}: no folder {}; give a path in an existing folder",
-            p.display(),
-            dir.display()
-        )));
-    }
-    if p.is_dir() {
-        return Err(usage(format!(
-            "--save-counts {} is a folder; give a file path",
-            p.display()
-        )));
-    }
-    Ok(())
-}
-
-/// The unit a stored figure gives, if any: a cost term (at its smallest size; its per-byte
-/// part as "TERM/byte"), s, t(N), the echo lab's io_uring batch.
-fn unit_key(row: &ResultRow) -> Option<String> {
-    match (row.lab.as_str(), row.metric.as_str()) {
-        ("cost", "latency") => {
-            let size = row.case.get("size").and_then(|v| v.as_u64());
-            (size.is_none() || size == Some(unitcost::SIZES[0])).then(|| row.key("term"))
-        }
-        ("cost", "per_byte") => Some(format!("{}/byte", row.key("term"))),
-        ("syscall", "latency") if row.key("batch") == "1" && row.key("call") == "getppid" => {
-            Some("s".into())
-        }
-        ("syscall", "latency")
-            if row.key("batch") == "1"
-                && !row.case.contains_key("size")
-                && pricing::SYSCALL_TERMS.contains(&row.key("call").as_str()) =>
-        {
-            Some(row.key("call"))
-        }
-        ("syscall", "latency")
-            if matches!(row.key("call").as_str(), "uring-send" | "uring-recv")
-                && !row.case.contains_key("size") =>
-        {
-            Some(format!("{}({})", row.key("call"), row.key("batch")))
-        }
-        ("syscall", "latency") if row.key("call") == "uring-nop" => {
-            Some(format!("t({})", row.key("batch")))
-        }
-        ("echo", "batch") if row.key("engine") == "uring" => Some("echo-batch".into()),
-        ("gc", "gc_cpu_share")
-            if row.key("runtime") == "go"
-                && row.key("mode") == "gogc"
-                && !row.case.contains_key("of") =>
-        {
-            Some(format!("gc-share({})", row.key("headroom")))
-        }
-        _ => None,
-    }
-}
-
-/// Measure the units the history lacks: cost terms, and s as the syscall lab measures it.
-/// Returns the units, their rows (lab cost and syscall, stored with this run) and a note.
-fn measure_units(missing: &[&str], ctx: &Ctx) -> Result<(Units, Vec<ResultRow>, String)> {
-    let t0 = Instant::now();
-    let bar = costlab_history::report::progress::bar(missing.len() as u64, "cost terms");
-    let mut rows = Vec::new();
-    let mut unsupported = Vec::new();
-    for &term in missing {
-        bar.set_message(term.to_string());
-        if term == "s" {
-            let samples = costlab_core::measure::syscost::null_syscall(&ctx.spec)?;
-            rows.extend(ResultRow::new(
-                "syscall",
-                costlab_core::case! {"call" => "getppid", "batch" => 1u32},
-                "latency",
-                "ns",
-                samples,
-            ));
-        } else if rows
-            .iter()
-            .any(|r: &ResultRow| r.lab == "syscall" && r.key("call") == term)
-        {
-            // Measured beside another term (tcp-recv with tcp-send).
-        } else if pricing::SYSCALL_TERMS.contains(&term) {
-            // As the syscall lab measures them: tcp-send and tcp-recv come as a pair.
-            use costlab_core::measure::syscost;
-            let got = match term {
-                "read-devzero" => syscost::read_devzero(&ctx.spec).map(|s| vec![(term, s)]),
-                "write-devnull" => syscost::write_devnull(&ctx.spec).map(|s| vec![(term, s)]),
-                _ => syscost::tcp_send_recv(&ctx.spec)
-                    .map(|(send, recv)| vec![("tcp-send", send), ("tcp-recv", recv)]),
-            };
-            match got {
-                Ok(figs) => {
-                    for (call, samples) in figs {
-                        rows.extend(ResultRow::new(
-                            "syscall",
-                            costlab_core::case! {"call" => call, "batch" => 1u32},
-                            "latency",
-                            "ns",
-                            samples,
-                        ));
-                    }
-                }
-                Err(e) if costlab_core::measure::cancel::is_interrupt(&e) => return Err(e),
-                Err(e) => {
-                    unsupported.push(format!("{term}: {}", costlab_core::error::one_line(&e)))
-                }
-            }
-        } else {
-            match unitcost::measure(term, &ctx.spec) {
-                Ok(figs) => rows.extend(figs.into_iter().filter_map(cost_row)),
-                Err(e) if costlab_core::measure::cancel::is_interrupt(&e) => return Err(e),
-                Err(e) => {
-                    unsupported.push(format!("{term}: {}", costlab_core::error::one_line(&e)))
-                }
-            }
-        }
-        bar.inc(1);
-    }
-    bar.finish_and_clear();
-    quality::judge_rows(&mut rows);
-    let mut units = Units::new();
-    for r in &rows {
-        if let Some(k) = unit_key(r) {
-            units.insert(k, Unit::of_row(r, "this run"));
-        }
-    }
-    let mut note = format!(
-        "the history had no ok figure for {}: measured first, in {:.1} s",
-        missing.join(", "),
-        t0.elapsed().as_secs_f64()
-    );
-    if !unsupported.is_empty() {
-        note.push_str(&format!(
-            "; not measurable here: {}",
-            unsupported.join("; ")
-        ));
-    }
-    Ok((units, rows, note))
-}
-
-/// A cost lab row of a measured term.
-pub fn cost_row(f: unitcost::TermFigure) -> Option<ResultRow> {
-    let mut case = costlab_core::case! {"term" => f.term};
-    if let Some(size) = f.size {
-        case.insert("size".into(), json!(size));
-    }
-    ResultRow::new("cost", case, f.metric, "ns", f.samples)
-}
-
-/// Rows class/event/count/unit_cost/priced/share for each priced event.
-fn push_price_rows(o: &mut Outcome, priced: &[Priced], cmd: &str, cpu_ns: Option<f64>) {
-    for p in priced {
-        let case = costlab_core::case! {"class" => p.class, "event" => p.event, "command" => cmd};
-        let (q, why) = p
-            .unit
-            .as_ref()
-            .map(|u| quality::worst_of(&u.rows.iter().collect::<Vec<_>>()))
-            .unwrap_or((None, Vec::new()));
-        let mut push = |metric: &str, unit: &str, samples: Vec<f64>, derived: bool| {
-            if let Some(mut r) = ResultRow::new(LAB, case.clone(), metric, unit, samples) {
-                r.quality = if derived {
-                    q.or(Some(Quality::Ok))
-                } else {
-                    Some(Quality::Ok)
-                };
-                if derived {
-                    r.quality_reasons = why.clone();
-                }
-                o.results.push(r);
-            }
-        };
-        push("count", "events", vec![p.count as f64], false);
-        if let Some(u) = &p.unit {
-            push("unit_cost", "ns", u.samples.clone(), true);
-            push("priced", "ns", p.priced_samples(), true);
-            if let Some(cpu) = cpu_ns.filter(|c| *c > 0.0) {
-                let share = p.priced_samples().iter().map(|x| 100.0 * x / cpu).collect();
-                push("share", "%", share, true);
-            }
-        }
-    }
 }
 
 /// The program's rows (times, priced kernel time, explained %) and the model that reads them.
@@ -658,89 +330,6 @@ fn check(
         points: Vec::new(),
         verdict,
     }
-}
-
-/// The table: class, event, count, unit cost, priced (bounds), share; with `--on`, that
-/// machine's unit cost and price beside them; then the check.
-pub fn render(o: &Outcome) -> String {
-    let ours: Vec<&ResultRow> = o.results.iter().filter(|r| r.lab == LAB).collect();
-    let on: Option<String> = ours.iter().find_map(|r| {
-        r.case
-            .get("on")
-            .and_then(|v| v.as_str())
-            .map(str::to_string)
-    });
-    let find = |class: &str, event: &str, metric: &str, there: bool| {
-        ours.iter()
-            .find(|r| {
-                r.key("class") == class
-                    && r.key("event") == event
-                    && r.metric == metric
-                    && r.case.contains_key("on") == there
-            })
-            .copied()
-    };
-    let get = |class: &str, event: &str, metric: &str| find(class, event, metric, false);
-    let mut keys: Vec<(String, String)> = Vec::new();
-    for r in &ours {
-        let k = (r.key("class"), r.key("event"));
-        if r.metric == "count" && !keys.contains(&k) {
-            keys.push(k);
-        }
-    }
-    // Most priced first; unpriced after, by count.
-    let priced_of =
-        |k: &(String, String)| get(&k.0, &k.1, "priced").map_or(-1.0, |r| r.summary.median);
-    keys.sort_by(|a, b| priced_of(b).total_cmp(&priced_of(a)));
-    let unit_text = |u: Option<&ResultRow>| u.map_or("—".into(), table::median_marked);
-    let priced_text = |p: Option<&ResultRow>| {
-        p.map_or("not priced".into(), |p| {
-            format!(
-                "{} ({}–{})",
-                human_ns(p.summary.median),
-                human_ns(p.summary.min),
-                human_ns(p.summary.max)
-            )
-        })
-    };
-    let rows: Vec<Vec<String>> = keys
-        .iter()
-        .map(|(c, e)| {
-            let count = get(c, e, "count").map_or(0.0, |r| r.summary.median);
-            let share = get(c, e, "share");
-            let mut row = vec![
-                c.clone(),
-                e.clone(),
-                format!("{count:.0}"),
-                unit_text(get(c, e, "unit_cost")),
-                priced_text(get(c, e, "priced")),
-            ];
-            if on.is_some() {
-                row.push(unit_text(find(c, e, "unit_cost", true)));
-                row.push(priced_text(find(c, e, "priced", true)));
-            }
-            row.push(share.map_or("—".into(), |s| format!("{:.1}%", s.summary.median)));
-            row
-        })
-        .collect();
-    let mut head: Vec<String> = ["class", "event", "count", "unit ns", "priced"]
-        .map(String::from)
-        .to_vec();
-    if let Some(m) = &on {
-        let short: String = m.chars().take(8).collect();
-        head.push(format!("unit ns on {short}"));
-        head.push(format!("priced on {short}"));
-    }
-    head.push("share of CPU".into());
-    let head: Vec<&str> = head.iter().map(String::as_str).collect();
-    let mut out = table::render(&head, &rows);
-    out.push('\n');
-    for m in o.models.iter().filter(|m| m.lab == LAB) {
-        for v in &m.verdict {
-            out += &format!("{v}\n");
-        }
-    }
-    out
 }
 
 /// `costlab price` as a lab: its rendering (it needs a command, so `costlab run` has no plan

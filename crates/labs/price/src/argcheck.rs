@@ -1,0 +1,80 @@
+//! The argument checks that `costlab price` makes before anything runs, each a usage error
+//! (exit 2) naming the fix.
+
+use std::path::Path;
+
+use anyhow::Result;
+
+use crate::args::PriceArgs;
+use costlab_core::error::usage;
+
+/// `--runs 0` leaves nothing to check the price against unless `--once` asks for the traced
+/// run's own times.
+pub fn check_runs(args: &PriceArgs) -> Result<()> {
+    if args.runs == 0 && !args.once {
+        return Err(usage(
+            "--runs 0: give at least 1 untraced run, or --once to use the traced run's times",
+        ));
+    }
+    Ok(())
+}
+
+/// `--save-counts FILE` must be writable before counting starts: its folder exists and it is
+/// not a folder itself.
+pub fn check_writable(p: &Path) -> Result<()> {
+    let dir = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(usage(format!(
+            "--save-counts {}: no folder {}; give a path in an existing folder",
+            p.display(),
+            dir.display()
+        )));
+    }
+    if p.is_dir() {
+        return Err(usage(format!(
+            "--save-counts {} is a folder; give a file path",
+            p.display()
+        )));
+    }
+    Ok(())
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn is_usage(e: &anyhow::Error) -> bool {
+        e.downcast_ref::<costlab_core::error::UsageError>()
+            .is_some()
+    }
+
+    #[test]
+    fn no_untraced_run_needs_once() {
+        let mut args = PriceArgs {
+            runs: 0,
+            ..Default::default()
+        };
+        let e = check_runs(&args).unwrap_err();
+        assert!(is_usage(&e) && e.to_string().contains("--runs 0"), "{e}");
+        args.once = true;
+        assert!(check_runs(&args).is_ok());
+        args = PriceArgs {
+            runs: 3,
+            ..Default::default()
+        };
+        assert!(check_runs(&args).is_ok());
+    }
+
+    #[test]
+    fn save_counts_needs_a_file_in_an_existing_folder() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(check_writable(&d.path().join("counts.json")).is_ok());
+        let e = check_writable(d.path()).unwrap_err();
+        assert!(is_usage(&e) && e.to_string().contains("is a folder"), "{e}");
+        let e = check_writable(&d.path().join("no/such/counts.json")).unwrap_err();
+        assert!(is_usage(&e) && e.to_string().contains("no folder"), "{e}");
+        assert!(check_writable(Path::new("counts.json")).is_ok());
+    }
+}

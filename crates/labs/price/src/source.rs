@@ -1,0 +1,170 @@
+//! Where the counts come from: a file saved by --save-counts, a running process (--pid), or a
+//! command counted here and then run untraced for the times the price is checked against.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Result;
+
+use crate::args::PriceArgs;
+use crate::count::{self, Counts, Stdio3, Times};
+use crate::gowhatif;
+use crate::saved::SavedCounts;
+use costlab_core::error::usage;
+use costlab_history::report::Outcome;
+use costlab_lab::Ctx;
+
+/// Which of the three sources the arguments name.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Source<'a> {
+    Saved(&'a SavedCounts),
+    Pid(u32),
+    Command,
+}
+
+/// What was counted, the command line as shown, and the untraced runs' times.
+pub struct Counted {
+    pub counts: Counts,
+    pub cmdline: String,
+    pub untraced: Vec<Times>,
+    /// A Go program's GC share from its runtime (Some(None): Go, but no GC cycle ran).
+    pub go_gc: Option<Option<f64>>,
+}
+
+/// The source of counts: --from first, then --pid, then the command after `--`.
+pub fn choose<'a>(args: &PriceArgs, from: Option<&'a SavedCounts>) -> Result<Source<'a>> {
+    match (from, args.pid, args.command.is_empty()) {
+        (Some(s), _, _) => Ok(Source::Saved(s)),
+        (None, Some(pid), _) => Ok(Source::Pid(pid)),
+        (None, None, true) => Err(usage(
+            "no command to price: give one after --, like costlab price -- ls -l (or --pid PID, or --from FILE)",
+        )),
+        (None, None, false) => Ok(Source::Command),
+    }
+}
+
+/// Count (or read) the events of the chosen source.
+pub fn count(
+    args: &PriceArgs,
+    ctx: &Ctx,
+    from: Option<&SavedCounts>,
+    o: &mut Outcome,
+) -> Result<Counted> {
+    match choose(args, from)? {
+        Source::Saved(s) => Ok(from_saved(args, s, o)),
+        Source::Pid(pid) => from_pid(args, pid),
+        Source::Command => from_command(args, ctx),
+    }
+}
+
+/// Counts saved elsewhere, with the untraced times saved beside them unless --once.
+fn from_saved(args: &PriceArgs, s: &SavedCounts, o: &mut Outcome) -> Counted {
+    o.notes.push(format!(
+        "counts from {} ({}counted on {}), nothing run here",
+        args.from.as_deref().unwrap_or(Path::new("")).display(),
+        if s.complete { "" } else { "cut short when " },
+        costlab_core::machine::machine_summary(&s.machine)
+    ));
+    let untraced = if args.once {
+        Vec::new()
+    } else {
+        s.untraced_times()
+    };
+    Counted {
+        counts: s.counts(),
+        cmdline: s.command.clone(),
+        untraced,
+        go_gc: None,
+    }
+}
+
+/// A running process's threads, counted for --duration.
+fn from_pid(args: &PriceArgs, pid: u32) -> Result<Counted> {
+    let d = costlab_core::measure::units::parse_duration(
+        &args.duration,
+        "--duration",
+        Duration::ZERO,
+        Duration::from_secs(3600),
+    )?;
+    let c = count::count_pid(pid, d)?;
+    Ok(Counted {
+        counts: c,
+        cmdline: format!("--pid {pid}"),
+        untraced: Vec::new(),
+        go_gc: None,
+    })
+}
+
+/// The command counted from exec to exit (its exit status kept for costlab's own), then run
+/// untraced --runs times.
+fn from_command(args: &PriceArgs, ctx: &Ctx) -> Result<Counted> {
+    let c = count::count_command(&args.command)?;
+    ctx.program_exit
+        .store(c.exit_status, std::sync::atomic::Ordering::Relaxed);
+    let path = count::program(&args.command)?;
+    let mut go_gc = None;
+    let mut runs = Vec::new();
+    // Ctrl-C reached the program too: price what it did until then, from its own run.
+    if !args.once && !costlab_core::measure::cancel::requested() {
+        runs = untraced_runs(args, &path, &mut go_gc)?;
+    }
+    Ok(Counted {
+        counts: c,
+        cmdline: costlab_history::store::redact(&args.command.join(" ")),
+        untraced: runs,
+        go_gc,
+    })
+}
+
+/// The command's untraced runs, their stdio on /dev/null; a Go program's first one also
+/// prints its runtime's GC trace, read into `go_gc`.
+fn untraced_runs(
+    args: &PriceArgs,
+    path: &Path,
+    go_gc: &mut Option<Option<f64>>,
+) -> Result<Vec<Times>> {
+    let mut runs = Vec::new();
+    let go = gowhatif::is_go_program(path);
+    for i in 0..args.runs {
+        costlab_core::measure::cancel::check()?;
+        let stdio = if go && i == 0 {
+            Stdio3::GcTrace
+        } else {
+            Stdio3::Null
+        };
+        runs.push(count::run_program(path, &args.command, None, stdio)?.0);
+        if stdio == Stdio3::GcTrace {
+            let at = count::gctrace_path();
+            let text = std::fs::read_to_string(&at).unwrap_or_default();
+            let _ = std::fs::remove_file(&at);
+            *go_gc = Some(gowhatif::gctrace_share(&text));
+        }
+    }
+    Ok(runs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn from_wins_then_pid_then_the_command() {
+        let pid = PriceArgs {
+            pid: Some(42),
+            ..Default::default()
+        };
+        assert_eq!(choose(&pid, None).unwrap(), Source::Pid(42));
+        let cmd = PriceArgs {
+            command: vec!["ls".into()],
+            ..Default::default()
+        };
+        assert_eq!(choose(&cmd, None).unwrap(), Source::Command);
+        let e = choose(&PriceArgs::default(), None).unwrap_err();
+        assert!(
+            e.downcast_ref::<costlab_core::error::UsageError>()
+                .is_some()
+                && e.to_string().starts_with("no command to price"),
+            "{e}"
+        );
+    }
+}
