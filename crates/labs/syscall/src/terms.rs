@@ -5,7 +5,7 @@
 use serde_json::{json, Map, Value};
 
 use costlab_core::measure::quality;
-use costlab_core::measure::syscost::{CostTerms, Measurements};
+use costlab_core::measure::syscost::{CostTerms, Measurements, PerByte};
 use costlab_history::report::{Model, ModelPoint, ResultRow};
 
 /// Least-squares fit of y = a + b / n over (n, y); None with fewer than two distinct n.
@@ -38,27 +38,111 @@ fn by_batch(v: &[(u32, costlab_core::measure::Summary)]) -> Value {
 /// from figures) that is not ok says so where it is quoted, and the model's first verdict line
 /// names the inputs that are not ok (`measure::quality`).
 pub fn model(terms: &CostTerms, m: &Measurements, mitigations: &str, rows: &[ResultRow]) -> Model {
-    let s = terms.s();
-    let of = |call: &str, batch: Option<u32>| -> Vec<&ResultRow> {
-        rows.iter()
+    let inputs = Inputs::new(rows);
+    let mut p = base_params(terms, m, mitigations);
+    let mut points = Vec::new();
+    let mut verdict = term_verdicts(terms, &inputs, mitigations, &mut p);
+    for (call, v) in [
+        ("uring-nop", &terms.t_nop_ns),
+        ("uring-send", &terms.uring_send_ns),
+        ("uring-recv", &terms.uring_recv_ns),
+    ] {
+        let fit = Fit {
+            p: &mut p,
+            points: &mut points,
+            verdict: &mut verdict,
+        };
+        amortized_fit(call, v, terms.s(), &inputs, fit);
+    }
+    for (call, per_byte) in [
+        ("tcp-send", &terms.send_bytes),
+        ("tcp-recv", &terms.recv_bytes),
+    ] {
+        let Some(f) = per_byte else { continue };
+        let fit = Fit {
+            p: &mut p,
+            points: &mut points,
+            verdict: &mut verdict,
+        };
+        byte_fit(call, f, rows, fit);
+    }
+    let mut model = Model {
+        lab: "syscall".into(),
+        name: "syscall cost terms".into(),
+        params: p,
+        points,
+        verdict,
+    };
+    quality::model_inherits(&mut model, &rows.iter().collect::<Vec<_>>());
+    model
+}
+
+/// The judged figures the terms come from, found by call (and batch).
+struct Inputs<'a> {
+    rows: &'a [ResultRow],
+    /// The getppid figure s itself.
+    s_rows: Vec<&'a ResultRow>,
+}
+
+impl<'a> Inputs<'a> {
+    fn new(rows: &'a [ResultRow]) -> Inputs<'a> {
+        let mut inputs = Inputs {
+            rows,
+            s_rows: Vec::new(),
+        };
+        inputs.s_rows = inputs.of("getppid", Some(1));
+        inputs
+    }
+
+    /// The unsized figures of `call`, at `batch` when given.
+    fn of(&self, call: &str, batch: Option<u32>) -> Vec<&'a ResultRow> {
+        self.rows
+            .iter()
             .filter(|r| {
                 r.key("call") == call
                     && !r.case.contains_key("size")
                     && batch.is_none_or(|b| r.key("batch") == b.to_string())
             })
             .collect()
-    };
-    let s_rows = of("getppid", Some(1));
-    // A term derived from figures: quoted with their worst verdict, naming them.
-    let say = |text: String, inputs: &[&ResultRow]| -> String {
-        let (q, why) = quality::worst_of(inputs);
-        quality::quote(text, q, &why)
-    };
-    let with_s = |call: &str, batch: Option<u32>| -> Vec<&ResultRow> {
-        s_rows.iter().copied().chain(of(call, batch)).collect()
-    };
+    }
+
+    /// `of(call, batch)` with s's figure: for a term derived beyond s.
+    fn with_s(&self, call: &str, batch: Option<u32>) -> Vec<&'a ResultRow> {
+        self.s_rows
+            .iter()
+            .copied()
+            .chain(self.of(call, batch))
+            .collect()
+    }
+
+    /// "s = ..." quoted with s's own verdict; `digits` after the point.
+    fn s_text(&self, s: f64, digits: usize) -> String {
+        let text = format!("s = {s:.digits$} ns");
+        match self.s_rows.first() {
+            Some(r) => quality::quote_row(text, r),
+            None => text,
+        }
+    }
+}
+
+/// A term derived from figures: quoted with their worst verdict, naming them.
+fn say(text: String, inputs: &[&ResultRow]) -> String {
+    let (q, why) = quality::worst_of(inputs);
+    quality::quote(text, q, &why)
+}
+
+/// Where a fit writes: the params, the model's points and its verdict lines.
+struct Fit<'a> {
+    p: &'a mut Map<String, Value>,
+    points: &'a mut Vec<ModelPoint>,
+    verdict: &'a mut Vec<String>,
+}
+
+/// The terms as params, before any fit: s, the mitigations, clock_gettime, w, t and the
+/// batched io_uring and epoll terms.
+fn base_params(terms: &CostTerms, m: &Measurements, mitigations: &str) -> Map<String, Value> {
     let mut p = Map::new();
-    p.insert("s_ns".into(), r1(s));
+    p.insert("s_ns".into(), r1(terms.s()));
     p.insert("mitigations".into(), json!(mitigations));
     if let Some(c) = m
         .get("clock_gettime", 1)
@@ -79,14 +163,21 @@ pub fn model(terms: &CostTerms, m: &Measurements, mitigations: &str, rows: &[Res
     if let Some(why) = &terms.uring_unsupported {
         p.insert("uring_unsupported".into(), json!(why));
     }
+    p
+}
 
-    let mut points = Vec::new();
+/// The verdict lines of the derived terms: s, w, the wake-up and t; wake_ns joins the params.
+fn term_verdicts(
+    terms: &CostTerms,
+    inputs: &Inputs,
+    mitigations: &str,
+    p: &mut Map<String, Value>,
+) -> Vec<String> {
     // s is the getppid figure itself: quoted with its own verdict.
-    let s_text = match s_rows.first() {
-        Some(r) => quality::quote_row(format!("s = {s:.1} ns"), r),
-        None => format!("s = {s:.1} ns"),
-    };
-    let mut verdict = vec![format!("{s_text} with {mitigations}")];
+    let mut verdict = vec![format!(
+        "{} with {mitigations}",
+        inputs.s_text(terms.s(), 1)
+    )];
     verdict.push(format!(
         "{}: a 16-byte loopback send and recv cost s + w each",
         say(
@@ -94,7 +185,11 @@ pub fn model(terms: &CostTerms, m: &Measurements, mitigations: &str, rows: &[Res
                 "w_send = {:.0} ns, w_recv = {:.0} ns",
                 terms.w_send_ns.median, terms.w_recv_ns.median
             ),
-            &[with_s("tcp-send", Some(1)), of("tcp-recv", Some(1))].concat()
+            &[
+                inputs.with_s("tcp-send", Some(1)),
+                inputs.of("tcp-recv", Some(1))
+            ]
+            .concat()
         )
     ));
     if let Some(w) = &terms.wake_ns {
@@ -103,7 +198,11 @@ pub fn model(terms: &CostTerms, m: &Measurements, mitigations: &str, rows: &[Res
             "waking a peer asleep in recv adds {} to a send (tcp-send-wake - tcp-send)",
             say(
                 format!("{:.0} ns", w.median),
-                &[of("tcp-send-wake", None), of("tcp-send", Some(1))].concat()
+                &[
+                    inputs.of("tcp-send-wake", None),
+                    inputs.of("tcp-send", Some(1))
+                ]
+                .concat()
             )
         ));
     }
@@ -112,115 +211,112 @@ pub fn model(terms: &CostTerms, m: &Measurements, mitigations: &str, rows: &[Res
             "t (article's sense: a recv and a send through io_uring at batch 1, beyond s) = {}",
             say(
                 format!("{t:.0} ns"),
-                &[with_s("uring-send", Some(1)), of("uring-recv", Some(1))].concat()
+                &[
+                    inputs.with_s("uring-send", Some(1)),
+                    inputs.of("uring-recv", Some(1))
+                ]
+                .concat()
             )
         ));
     }
-    for (call, v) in [
-        ("uring-nop", &terms.t_nop_ns),
-        ("uring-send", &terms.uring_send_ns),
-        ("uring-recv", &terms.uring_recv_ns),
-    ] {
-        let meds: Vec<(u32, f64)> = v.iter().map(|(n, s)| (*n, s.median)).collect();
-        let Some((a, e)) = fit_amortized(&meds) else {
-            continue;
-        };
-        let key = call.trim_start_matches("uring-");
-        p.insert(format!("{key}_per_op_ns"), r1(a));
-        p.insert(format!("{key}_per_enter_ns"), r1(e));
-        let mut worst = 0f64;
-        // A point the line misses by less than its own min–max spread is missed by noise.
-        let mut beyond_spread = 0;
-        for ((n, y), (_, sm)) in meds.iter().zip(v.iter()) {
-            let pred = a + e / f64::from(*n);
-            worst = worst.max(((pred - y) / y).abs());
-            if pred < sm.min || pred > sm.max {
-                beyond_spread += 1;
-            }
-            points.push(ModelPoint {
-                case: costlab_core::case! {"call" => call, "batch" => *n},
-                predicted: pred,
-                measured: *y,
-                unit: "ns".into(),
-            });
-        }
-        let fits = if worst <= 0.25 {
-            "holds".to_string()
-        } else if beyond_spread == 0 {
-            "off, but every batch's measured spread covers the line: too noisy to judge".to_string()
-        } else {
-            format!(
-                "does not hold at {beyond_spread} of {} batches: the per-op cost itself changes with the batch",
-                meds.len()
-            )
-        };
-        let fitted = of(call, None);
-        verdict.push(format!(
-            "{call}: {}; worst batch off by {:.0}%: {fits}",
-            say(
-                format!("{a:.0} ns per op + {e:.0} ns per enter / n"),
-                &fitted
-            ),
-            worst * 100.0
-        ));
-        if call == "uring-nop" {
-            verdict.push(format!(
-                "an io_uring_enter costs {}, {:.1}x a null syscall's {} \
-                 (the switch plus io_uring's own fixed work)",
-                say(format!("{e:.0} ns"), &fitted),
-                e / s.max(1e-9),
-                match s_rows.first() {
-                    Some(r) => quality::quote_row(format!("s = {s:.0} ns"), r),
-                    None => format!("s = {s:.0} ns"),
-                }
-            ));
-        }
-    }
-    for (call, fit) in [
-        ("tcp-send", &terms.send_bytes),
-        ("tcp-recv", &terms.recv_bytes),
-    ] {
-        let Some(f) = fit else { continue };
-        let key = call.trim_start_matches("tcp-");
-        p.insert(format!("{key}_fixed_ns"), r1(f.fixed_ns));
-        p.insert(
-            format!("{key}_per_byte_ns"),
-            json!((f.per_byte_ns * 1e4).round() / 1e4),
-        );
-        for (b, y) in &f.points {
-            points.push(ModelPoint {
-                case: costlab_core::case! {"call" => call, "size" => *b as u64},
-                predicted: f.at(*b),
-                measured: *y,
-                unit: "ns".into(),
-            });
-        }
-        let worst = f.worst_miss();
-        let sized: Vec<&ResultRow> = rows
-            .iter()
-            .filter(|r| r.key("call") == call && r.case.contains_key("size"))
-            .collect();
-        verdict.push(format!(
-            "{call} of B bytes: {} ({:.1} GB/s of copy and stack), fitted over {} sizes; worst size off by {:.0}%{}",
-            say(
-                format!("{:.0} ns + {:.3} ns/B x B", f.fixed_ns, f.per_byte_ns),
-                &sized
-            ),
-            1.0 / f.per_byte_ns.max(1e-9),
-            f.points.len(),
-            worst * 100.0,
-            if worst <= 0.25 { ": holds" } else { ": the cost is not a straight line in B here (caches, segmenting)" }
-        ));
-    }
-    let mut model = Model {
-        lab: "syscall".into(),
-        name: "syscall cost terms".into(),
-        params: p,
-        points,
-        verdict,
+    verdict
+}
+
+/// One io_uring call's per-op cost by batch against a + E / n: its params, points and verdict
+/// (for uring-nop, the enter cost set against s).
+fn amortized_fit(
+    call: &str,
+    v: &[(u32, costlab_core::measure::Summary)],
+    s: f64,
+    inputs: &Inputs,
+    fit: Fit,
+) {
+    let meds: Vec<(u32, f64)> = v.iter().map(|(n, s)| (*n, s.median)).collect();
+    let Some((a, e)) = fit_amortized(&meds) else {
+        return;
     };
-    quality::model_inherits(&mut model, &rows.iter().collect::<Vec<_>>());
-    model
+    let key = call.trim_start_matches("uring-");
+    fit.p.insert(format!("{key}_per_op_ns"), r1(a));
+    fit.p.insert(format!("{key}_per_enter_ns"), r1(e));
+    let mut worst = 0f64;
+    // A point the line misses by less than its own min–max spread is missed by noise.
+    let mut beyond_spread = 0;
+    for ((n, y), (_, sm)) in meds.iter().zip(v.iter()) {
+        let pred = a + e / f64::from(*n);
+        worst = worst.max(((pred - y) / y).abs());
+        if pred < sm.min || pred > sm.max {
+            beyond_spread += 1;
+        }
+        fit.points.push(ModelPoint {
+            case: costlab_core::case! {"call" => call, "batch" => *n},
+            predicted: pred,
+            measured: *y,
+            unit: "ns".into(),
+        });
+    }
+    let fits = if worst <= 0.25 {
+        "holds".to_string()
+    } else if beyond_spread == 0 {
+        "off, but every batch's measured spread covers the line: too noisy to judge".to_string()
+    } else {
+        format!(
+            "does not hold at {beyond_spread} of {} batches: the per-op cost itself changes with the batch",
+            meds.len()
+        )
+    };
+    let fitted = inputs.of(call, None);
+    fit.verdict.push(format!(
+        "{call}: {}; worst batch off by {:.0}%: {fits}",
+        say(
+            format!("{a:.0} ns per op + {e:.0} ns per enter / n"),
+            &fitted
+        ),
+        worst * 100.0
+    ));
+    if call == "uring-nop" {
+        fit.verdict.push(format!(
+            "an io_uring_enter costs {}, {:.1}x a null syscall's {} \
+             (the switch plus io_uring's own fixed work)",
+            say(format!("{e:.0} ns"), &fitted),
+            e / s.max(1e-9),
+            inputs.s_text(s, 0)
+        ));
+    }
+}
+
+/// A TCP call's cost by payload size against fixed + per-byte x B: its params, points and
+/// verdict.
+fn byte_fit(call: &str, f: &PerByte, rows: &[ResultRow], fit: Fit) {
+    let key = call.trim_start_matches("tcp-");
+    fit.p.insert(format!("{key}_fixed_ns"), r1(f.fixed_ns));
+    fit.p.insert(
+        format!("{key}_per_byte_ns"),
+        json!((f.per_byte_ns * 1e4).round() / 1e4),
+    );
+    for (b, y) in &f.points {
+        fit.points.push(ModelPoint {
+            case: costlab_core::case! {"call" => call, "size" => *b as u64},
+            predicted: f.at(*b),
+            measured: *y,
+            unit: "ns".into(),
+        });
+    }
+    let worst = f.worst_miss();
+    let sized: Vec<&ResultRow> = rows
+        .iter()
+        .filter(|r| r.key("call") == call && r.case.contains_key("size"))
+        .collect();
+    fit.verdict.push(format!(
+        "{call} of B bytes: {} ({:.1} GB/s of copy and stack), fitted over {} sizes; worst size off by {:.0}%{}",
+        say(
+            format!("{:.0} ns + {:.3} ns/B x B", f.fixed_ns, f.per_byte_ns),
+            &sized
+        ),
+        1.0 / f.per_byte_ns.max(1e-9),
+        f.points.len(),
+        worst * 100.0,
+        if worst <= 0.25 { ": holds" } else { ": the cost is not a straight line in B here (caches, segmenting)" }
+    ));
 }
 
 #[cfg(test)]
