@@ -267,14 +267,26 @@ impl Lab for MemLab {
 
 /// The lab's lines of the cost sheet.
 pub fn headlines(out: &Outcome) -> Vec<Headline> {
+    let mut h = cache_headlines(out);
+    h.extend(dram_headlines(out));
+    h.extend(bandwidth_headlines(out));
+    h.extend(tlb_headlines(out));
+    h.extend(loaded::headline(out));
+    h
+}
+
+/// The first latency row of a level ("L1", "DRAM") at a page kind.
+fn level_row<'a>(out: &'a Outcome, name: &str, kind: &str) -> Option<&'a ResultRow> {
+    out.results
+        .iter()
+        .find(|r| r.key("level") == name && r.key("pages") == kind)
+}
+
+/// A dependent load hitting each cache level, with 4 KiB pages.
+fn cache_headlines(out: &Outcome) -> Vec<Headline> {
     let mut h = Vec::new();
-    let level = |name: &str, kind: &str| {
-        out.results
-            .iter()
-            .find(|r| r.key("level") == name && r.key("pages") == kind)
-    };
     for l in [Level::L1, Level::L2, Level::L3] {
-        if let Some(r) = level(l.name(), "4k") {
+        if let Some(r) = level_row(out, l.name(), "4k") {
             let cache = r
                 .case
                 .get("cache")
@@ -296,10 +308,16 @@ pub fn headlines(out: &Outcome) -> Vec<Headline> {
             );
         }
     }
-    if let Some(r) = level("DRAM", "4k") {
+    h
+}
+
+/// A random DRAM load with 4 KiB pages, and with huge pages beside it where measured.
+fn dram_headlines(out: &Outcome) -> Vec<Headline> {
+    let mut h = Vec::new();
+    if let Some(r) = level_row(out, "DRAM", "4k") {
         let huge = ["2m", "thp"]
             .into_iter()
-            .find_map(|k| level("DRAM", k).map(|x| (k, x)));
+            .find_map(|k| level_row(out, "DRAM", k).map(|x| (k, x)));
         let reading = match huge {
             Some((k, x)) => format!(
                 "random load at {} with 4 KiB pages; {} with {k} pages",
@@ -322,6 +340,12 @@ pub fn headlines(out: &Outcome) -> Vec<Headline> {
             .judged_by(&[r]),
         );
     }
+    h
+}
+
+/// One thread's sequential read and write bandwidth, with the most threads beside it.
+fn bandwidth_headlines(out: &Outcome) -> Vec<Headline> {
+    let mut h = Vec::new();
     for op in ["read", "write"] {
         let mut rows: Vec<&ResultRow> = out
             .results
@@ -360,6 +384,12 @@ pub fn headlines(out: &Outcome) -> Vec<Headline> {
             );
         }
     }
+    h
+}
+
+/// What a page walk costs a random load, and how much huge pages cut DRAM latency.
+fn tlb_headlines(out: &Outcome) -> Vec<Headline> {
+    let mut h = Vec::new();
     if let Some(t) = out.results.iter().find(|r| r.metric == "tlb_cost") {
         let hk = t.key("versus");
         let small = curve_rows(out, "4k")
@@ -410,7 +440,6 @@ pub fn headlines(out: &Outcome) -> Vec<Headline> {
             }
         }
     }
-    h.extend(loaded::headline(out));
     h
 }
 
