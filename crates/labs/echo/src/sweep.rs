@@ -287,8 +287,54 @@ pub(super) fn keep_worst<K: Ord>(all: &mut BTreeMap<K, Conditions>, key: K, c: C
     }
 }
 
+/// A sweep point's place in the plan: indices of its size, conns, client and variant.
+type Key = (usize, usize, usize, usize);
+
 pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
     let lay = layout();
+    check_limits(plan)?;
+    let vars = variants(plan);
+    let mut notes: Vec<String> = Vec::new();
+    notes.extend(lay.note.clone());
+    notes.extend(plan.note.clone());
+    let limit = plan.duration * 3 + Duration::from_secs(30);
+    let (points, mut conditions) = run_points(plan, &lay, &vars, limit, &mut notes)?;
+    let attributed = match &plan.attribute {
+        Some(perf_bin) => attribute_points(plan, perf_bin, &lay, &vars, limit, &mut notes)?,
+        None => Vec::new(),
+    };
+    let mut out = Outcome::default();
+    let mut observed = Vec::new();
+    for (key, p) in points {
+        let cond = conditions.remove(&key);
+        observed.extend(push_point(&mut out, &mut notes, plan, &vars, key, p, cond));
+    }
+    for (case, parts, cond) in attributed {
+        let mark = out.results.len();
+        for (part, ns) in parts {
+            let mut c = case.clone();
+            c.insert("part".into(), part.name().into());
+            out.push(LAB, c, "server_cpu_part", "ns", vec![ns]);
+        }
+        out.attach_conditions(mark, cond);
+    }
+    out.notes = notes;
+    let loader_at = match &plan.remote {
+        Some(r) => format!("loaders on {} over ssh", r.hosts.join(", ")),
+        None => format!("loader on CPU {}", cpus::format_cpu_list(&lay.loader)),
+    };
+    out.notes.push(format!(
+        "server on CPU {}, {loader_at}; requests = bytes echoed / the message size; batch = completions per io_uring_enter (uring), events per epoll_wait (epoll)",
+        lay.server,
+    ));
+    if let Some(r) = &plan.remote {
+        r.push_rows(LAB, &mut out);
+    }
+    Ok((out, observed))
+}
+
+/// Enough file descriptors for the most connections, and no thread per connection past 4000.
+fn check_limits(plan: &Plan) -> Result<()> {
     let max_conns = plan.conns.iter().copied().max().unwrap_or(1);
     let blocking = plan.clients.contains(&ClientKind::Blocking);
     let need = max_conns as u64 + 64;
@@ -298,15 +344,13 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
             "--client blocking starts a thread per connection; keep --conns at 4000 or below",
         ));
     }
-    let vars = variants(plan);
-    let mut points: BTreeMap<(usize, usize, usize, usize), Point> = BTreeMap::new();
-    // Per point, the conditions of its most disturbed repetition (each repetition is a sample).
-    let mut conditions: BTreeMap<(usize, usize, usize, usize), Conditions> = BTreeMap::new();
-    let mut notes: Vec<String> = Vec::new();
-    notes.extend(lay.note.clone());
-    notes.extend(plan.note.clone());
-    let total: usize = plan
-        .sizes
+    Ok(())
+}
+
+/// Every run of the plan: repetitions x sizes x conns x clients x the variants that run at
+/// the size.
+fn total_runs(plan: &Plan, vars: &[Variant]) -> usize {
+    plan.sizes
         .iter()
         .flat_map(|&size| plan.conns.iter().map(move |&conns| (size, conns)))
         .filter(|&p| plan.wants(p))
@@ -317,9 +361,22 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
         })
         .sum::<usize>()
         * plan.reps
-        * plan.clients.len();
-    let bar = progress::bar(total as u64, "echo");
-    let limit = plan.duration * 3 + Duration::from_secs(30);
+        * plan.clients.len()
+}
+
+/// Run every point of the plan, repetition by repetition: a fresh server each, loaded
+/// locally or from the remote hosts. Per point its figures and the conditions of its most
+/// disturbed repetition (each repetition is a sample).
+fn run_points(
+    plan: &Plan,
+    lay: &Layout,
+    vars: &[Variant],
+    limit: Duration,
+    notes: &mut Vec<String>,
+) -> Result<(BTreeMap<Key, Point>, BTreeMap<Key, Conditions>)> {
+    let mut points: BTreeMap<Key, Point> = BTreeMap::new();
+    let mut conditions: BTreeMap<Key, Conditions> = BTreeMap::new();
+    let bar = progress::bar(total_runs(plan, vars) as u64, "echo");
     let mut done = 0;
     for rep in 0..plan.reps {
         for (si, &size) in plan.sizes.iter().enumerate() {
@@ -350,7 +407,7 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
                             plan.sqpoll,
                             limit,
                         )?;
-                        let spec = point_load(plan, &lay, server.addr, conns, size, client);
+                        let spec = point_load(plan, lay, server.addr, conns, size, client);
                         let report = match &plan.remote {
                             Some(r) => r.run(&spec, &point_case(plan, v, client, conns, size)),
                             None => load::run(&spec),
@@ -359,7 +416,7 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
                         let report = report?;
                         record(&mut points, (si, ci, ki, ei), &report, &stats);
                         keep_worst(&mut conditions, (si, ci, ki, ei), watch.finish());
-                        note_setup(&mut notes, v, &stats);
+                        note_setup(notes, v, &stats);
                         done += 1;
                         bar.set_position(done);
                     }
@@ -368,64 +425,46 @@ pub fn sweep(plan: &Plan) -> Result<(Outcome, Vec<(Case, Observed)>)> {
         }
     }
     bar.finish_and_clear();
-    let attributed = match &plan.attribute {
-        Some(perf_bin) => attribute_points(plan, perf_bin, &lay, &vars, limit, &mut notes)?,
-        None => Vec::new(),
-    };
-    let mut out = Outcome::default();
-    let mut observed = Vec::new();
-    for ((si, ci, ki, ei), p) in points {
-        let (size, conns, client, v) =
-            (plan.sizes[si], plan.conns[ci], plan.clients[ki], &vars[ei]);
-        let c = point_case(plan, v, client, conns, size);
-        let at = format!(
-            "{} {} client {conns} conns {}",
-            v.label(),
-            client.name(),
-            sizes::human_size(size as u64)
-        );
-        notes.extend(p.trouble.notes(&at));
-        let slept = p.loader_sleeps_per_req();
-        let mark = out.results.len();
-        out.push(LAB, c.clone(), "throughput", "req/s", p.throughput);
-        out.push(LAB, c.clone(), "p50", "us", p.p50);
-        out.push(LAB, c.clone(), "p99", "us", p.p99);
-        out.push(LAB, c.clone(), "p999", "us", p.p999);
-        out.push(LAB, c.clone(), "server_cpu_per_req", "ns", p.cpu_per_req);
-        out.push(LAB, c.clone(), "batch", "n", p.batch);
-        out.push(LAB, c.clone(), "loader_cpu", "%", p.loader_cpu);
-        out.push(LAB, c.clone(), "loader_cpu_per_req", "ns", p.loader_per_req);
-        if let Some(cond) = conditions.remove(&(si, ci, ki, ei)) {
-            out.attach_conditions(mark, cond);
-        }
-        if let Some(s) = p.server {
-            let mut o = s.observed(conns as u32);
-            o.loader_sleeps_per_req = slept;
-            observed.push((c, o));
-        }
-    }
-    for (case, parts, cond) in attributed {
-        let mark = out.results.len();
-        for (part, ns) in parts {
-            let mut c = case.clone();
-            c.insert("part".into(), part.name().into());
-            out.push(LAB, c, "server_cpu_part", "ns", vec![ns]);
-        }
+    Ok((points, conditions))
+}
+
+/// One point's figures, its trouble notes and its conditions; what the server observed
+/// there, for the model, where it reported it.
+fn push_point(
+    out: &mut Outcome,
+    notes: &mut Vec<String>,
+    plan: &Plan,
+    vars: &[Variant],
+    (si, ci, ki, ei): Key,
+    p: Point,
+    cond: Option<Conditions>,
+) -> Option<(Case, Observed)> {
+    let (size, conns, client, v) = (plan.sizes[si], plan.conns[ci], plan.clients[ki], &vars[ei]);
+    let c = point_case(plan, v, client, conns, size);
+    let at = format!(
+        "{} {} client {conns} conns {}",
+        v.label(),
+        client.name(),
+        sizes::human_size(size as u64)
+    );
+    notes.extend(p.trouble.notes(&at));
+    let slept = p.loader_sleeps_per_req();
+    let mark = out.results.len();
+    out.push(LAB, c.clone(), "throughput", "req/s", p.throughput);
+    out.push(LAB, c.clone(), "p50", "us", p.p50);
+    out.push(LAB, c.clone(), "p99", "us", p.p99);
+    out.push(LAB, c.clone(), "p999", "us", p.p999);
+    out.push(LAB, c.clone(), "server_cpu_per_req", "ns", p.cpu_per_req);
+    out.push(LAB, c.clone(), "batch", "n", p.batch);
+    out.push(LAB, c.clone(), "loader_cpu", "%", p.loader_cpu);
+    out.push(LAB, c.clone(), "loader_cpu_per_req", "ns", p.loader_per_req);
+    if let Some(cond) = cond {
         out.attach_conditions(mark, cond);
     }
-    out.notes = notes;
-    let loader_at = match &plan.remote {
-        Some(r) => format!("loaders on {} over ssh", r.hosts.join(", ")),
-        None => format!("loader on CPU {}", cpus::format_cpu_list(&lay.loader)),
-    };
-    out.notes.push(format!(
-        "server on CPU {}, {loader_at}; requests = bytes echoed / the message size; batch = completions per io_uring_enter (uring), events per epoll_wait (epoll)",
-        lay.server,
-    ));
-    if let Some(r) = &plan.remote {
-        r.push_rows(LAB, &mut out);
-    }
-    Ok((out, observed))
+    let s = p.server?;
+    let mut o = s.observed(conns as u32);
+    o.loader_sleeps_per_req = slept;
+    Some((c, o))
 }
 
 /// One attributed point: its case, each part's ns per request, the run's conditions.
