@@ -28,6 +28,22 @@ fn color(t: f64) -> String {
     format!("rgb({:.0},{:.0},{:.0})", r, g, b)
 }
 
+/// One cell: from CPU, to CPU, the median, and its verdict where not ok.
+type Cell = (i64, i64, f64, Option<Quality>);
+
+/// Where the heatmap lies: its CPUs in order, the grid's corner and cell size, and the
+/// scale of its colours.
+struct Grid {
+    cpus: Vec<i64>,
+    left: f64,
+    top: f64,
+    size: f64,
+    grid: f64,
+    lo: f64,
+    hi: f64,
+    unit: String,
+}
+
 pub fn chart(doc: &Doc) -> Chart {
     let rows: Vec<&ResultRow> = doc.results.iter().filter(|r| is_c2c(r)).collect();
     if rows.is_empty() {
@@ -41,7 +57,7 @@ pub fn chart(doc: &Doc) -> Chart {
         );
     }
     // Each cell carries its figure's verdict: a marked cell shows its mark and says why.
-    let cell = |r: &ResultRow| -> Option<(i64, i64, f64, Option<Quality>)> {
+    let cell = |r: &ResultRow| -> Option<Cell> {
         Some((
             num(r.case.get("from"))? as i64,
             num(r.case.get("to"))? as i64,
@@ -49,8 +65,7 @@ pub fn chart(doc: &Doc) -> Chart {
             r.quality.filter(|q| *q != Quality::Ok),
         ))
     };
-    let cells: Vec<(i64, i64, f64, Option<Quality>)> =
-        rows.iter().filter_map(|r| cell(r)).collect();
+    let cells: Vec<Cell> = rows.iter().filter_map(|r| cell(r)).collect();
     let marked = cells.iter().any(|c| c.3.is_some());
     let cpus: Vec<i64> = cells
         .iter()
@@ -61,11 +76,19 @@ pub fn chart(doc: &Doc) -> Chart {
     let (lo, hi) = costlab_history::report::charts::plot::min_max(
         &cells.iter().map(|c| c.2).collect::<Vec<_>>(),
     );
-    let unit = rows[0].unit.clone();
     let n = cpus.len().max(1) as f64;
-    let (left, top) = (80.0, 50.0);
     let size = (300.0 / n).clamp(14.0, 60.0);
-    let grid = size * n;
+    let g = Grid {
+        cpus,
+        left: 80.0,
+        top: 50.0,
+        size,
+        grid: size * n,
+        lo,
+        hi,
+        unit: rows[0].unit.clone(),
+    };
+    let (left, top, grid) = (g.left, g.top, g.grid);
     let w = (left + grid + 190.0).max(460.0);
     let h = top + grid + 60.0;
     let mut o = String::new();
@@ -78,10 +101,33 @@ pub fn chart(doc: &Doc) -> Chart {
         o,
         r#"<text x="{left}" y="22" font-size="15" font-weight="bold">{TITLE}</text>"#
     );
-    for (from, to, v, q) in &cells {
+    draw_cells(&mut o, &g, &cells);
+    draw_axes(&mut o, &g);
+    draw_legend(&mut o, &g);
+    let unit = &g.unit;
+    Chart::svg(
+        ID,
+        TITLE,
+        o,
+        format!(
+            "Darker is slower: {lo:.0}–{hi:.0} {unit}. CPUs that share a core or a cache hand a line over fastest.{}",
+            if marked {
+                " Cells marked ! (disturbed) or ~ (noisy) are not clean; the Quality table says why."
+            } else {
+                ""
+            }
+        ),
+    )
+}
+
+/// Each cell coloured by its latency, its figure (where a cell is large enough) and its
+/// verdict's mark.
+fn draw_cells(o: &mut String, g: &Grid, cells: &[Cell]) {
+    let (left, top, size, lo, hi) = (g.left, g.top, g.size, g.lo, g.hi);
+    for (from, to, v, q) in cells {
         let (Some(i), Some(j)) = (
-            cpus.iter().position(|c| c == from),
-            cpus.iter().position(|c| c == to),
+            g.cpus.iter().position(|c| c == from),
+            g.cpus.iter().position(|c| c == to),
         ) else {
             continue;
         };
@@ -92,7 +138,7 @@ pub fn chart(doc: &Doc) -> Chart {
             o,
             r##"<rect x="{x:.1}" y="{y:.1}" width="{size:.1}" height="{size:.1}" fill="{}" stroke="#fff"><title>CPU {from} to CPU {to}: {v:.1} {}{}</title></rect>"##,
             color(t),
-            esc(&unit),
+            esc(&g.unit),
             q.map_or(String::new(), |q| format!(" ({})", q.word()))
         );
         let mark = q.map_or("", Quality::mark);
@@ -112,7 +158,12 @@ pub fn chart(doc: &Doc) -> Chart {
             );
         }
     }
-    for (k, c) in cpus.iter().enumerate() {
+}
+
+/// The CPU ids along both sides, and the axes' names.
+fn draw_axes(o: &mut String, g: &Grid) {
+    let (left, top, size, grid) = (g.left, g.top, g.size, g.grid);
+    for (k, c) in g.cpus.iter().enumerate() {
         let _ = write!(
             o,
             r#"<text x="{:.1}" y="{:.1}" font-size="10" text-anchor="end">{c}</text><text x="{:.1}" y="{:.1}" font-size="10" text-anchor="middle">{c}</text>"#,
@@ -130,13 +181,17 @@ pub fn chart(doc: &Doc) -> Chart {
         top + grid / 2.0,
         top + grid / 2.0
     );
-    // legend: the colour scale with its unit
-    let lx = left + grid + 30.0;
+}
+
+/// The colour scale with its unit, and closing the svg.
+fn draw_legend(o: &mut String, g: &Grid) {
+    let (top, lo, hi) = (g.top, g.lo, g.hi);
+    let lx = g.left + g.grid + 30.0;
     let _ = write!(
         o,
         r#"<text x="{lx:.1}" y="{:.1}" font-size="12" font-weight="bold">legend: latency ({})</text>"#,
         top + 4.0,
-        esc(&unit)
+        esc(&g.unit)
     );
     for k in 0..10 {
         let t = f64::from(k) / 9.0;
@@ -154,19 +209,6 @@ pub fn chart(doc: &Doc) -> Chart {
         top + 25.0,
         lx + 24.0,
         top + 14.0 + 14.0 * 9.0 + 11.0,
-        u = esc(&unit)
+        u = esc(&g.unit)
     );
-    Chart::svg(
-        ID,
-        TITLE,
-        o,
-        format!(
-            "Darker is slower: {lo:.0}–{hi:.0} {unit}. CPUs that share a core or a cache hand a line over fastest.{}",
-            if marked {
-                " Cells marked ! (disturbed) or ~ (noisy) are not clean; the Quality table says why."
-            } else {
-                ""
-            }
-        ),
-    )
 }
