@@ -252,26 +252,43 @@ fn index_of(f: &Func, addr: u64) -> Option<usize> {
 /// The class of every instruction of `f`, in order.
 pub fn classify_func(f: &Func) -> Vec<Class> {
     let n = f.insts.len();
-    let whole = if is_wb_function(&f.name) {
-        Some(Class::WriteBarrier)
-    } else if is_gc_function(&f.name) {
-        Some(Class::Gc)
-    } else if is_stack_growth(&f.name) {
-        Some(Class::Prologue)
-    } else {
-        None
-    };
-    if let Some(c) = whole {
+    if let Some(c) = whole_class(&f.name) {
         return vec![c; n];
     }
     let mut cls = vec![Class::Other; n];
-    let set = |cls: &mut Vec<Class>, i: usize, c: Class| {
-        if i < cls.len() && cls[i] == Class::Other {
-            cls[i] = c;
-        }
-    };
-    // Prologue: the stack-bound check in the first few instructions, its branch to a block
-    // that calls morestack, and that block up to its jump back.
+    mark_prologue(f, &mut cls);
+    mark_write_barriers(f, &mut cls);
+    mark_safety(f, &mut cls);
+    mark_folded_loads(f, &mut cls);
+    mark_after_syscall(f, &mut cls);
+    cls
+}
+
+/// The class of a whole runtime function (a write barrier, the collector, stack growth);
+/// None for one classified instruction by instruction.
+fn whole_class(name: &str) -> Option<Class> {
+    if is_wb_function(name) {
+        Some(Class::WriteBarrier)
+    } else if is_gc_function(name) {
+        Some(Class::Gc)
+    } else if is_stack_growth(name) {
+        Some(Class::Prologue)
+    } else {
+        None
+    }
+}
+
+/// Give instruction `i` class `c` unless an earlier pass classed it.
+fn set(cls: &mut [Class], i: usize, c: Class) {
+    if i < cls.len() && cls[i] == Class::Other {
+        cls[i] = c;
+    }
+}
+
+/// Prologue: the stack-bound check in the first few instructions, its branch to a block
+/// that calls morestack, and that block up to its jump back.
+fn mark_prologue(f: &Func, cls: &mut [Class]) {
+    let n = f.insts.len();
     let morestack = |c: &str| c.starts_with("runtime.morestack");
     for j in 0..n.min(5) {
         let inst = &f.insts[j];
@@ -283,10 +300,10 @@ pub fn classify_func(f: &Func) -> Vec<Class> {
         };
         if reaches(f, t, 40, 0, &morestack) {
             for k in 0..=j {
-                set(&mut cls, k, Class::Prologue);
+                set(cls, k, Class::Prologue);
             }
             for k in t..n {
-                set(&mut cls, k, Class::Prologue);
+                set(cls, k, Class::Prologue);
                 if f.insts[k].op == "JMP" || f.insts[k].op.starts_with("RET") {
                     break;
                 }
@@ -294,19 +311,23 @@ pub fn classify_func(f: &Func) -> Vec<Class> {
         }
         break;
     }
-    // Write barriers: the test of runtime.writeBarrier, its branch, and the barrier block.
+}
+
+/// Write barriers: the test of runtime.writeBarrier, its branch, and the barrier block.
+fn mark_write_barriers(f: &Func, cls: &mut [Class]) {
+    let n = f.insts.len();
     for i in 0..n {
         if !f.insts[i].args.contains("runtime.writeBarrier(SB)") {
             continue;
         }
-        set(&mut cls, i, Class::WriteBarrier);
+        set(cls, i, Class::WriteBarrier);
         let Some(jcc) = f.insts.get(i + 1) else {
             continue;
         };
         if !is_cond_jump(&jcc.op) {
             continue;
         }
-        set(&mut cls, i + 1, Class::WriteBarrier);
+        set(cls, i + 1, Class::WriteBarrier);
         let Some(t) = jump_target(jcc).and_then(|t| index_of(f, t)) else {
             continue;
         };
@@ -314,7 +335,7 @@ pub fn classify_func(f: &Func) -> Vec<Class> {
             // The branch skips the barrier when it is off: the block is the fall-through,
             // up to the branch target (where the plain store is).
             for k in i + 2..t.min(i + 26) {
-                set(&mut cls, k, Class::WriteBarrier);
+                set(cls, k, Class::WriteBarrier);
             }
             continue;
         }
@@ -329,23 +350,27 @@ pub fn classify_func(f: &Func) -> Vec<Class> {
             if join.is_some_and(|a| f.insts[k].addr >= a) {
                 break;
             }
-            set(&mut cls, k, Class::WriteBarrier);
+            set(cls, k, Class::WriteBarrier);
             if f.insts[k].op == "JMP" || f.insts[k].op.starts_with("RET") {
                 break;
             }
         }
     }
-    // Safety checks: a conditional branch whose taken or fall-through path calls a bounds,
-    // slice, divide or shift panic; the compare or test before it; the panic call itself;
-    // and the nil-check probes the compiler inserts where no load would fault first.
+}
+
+/// Safety checks: a conditional branch whose taken or fall-through path calls a bounds,
+/// slice, divide or shift panic; the compare or test before it; the panic call itself;
+/// and the nil-check probes the compiler inserts where no load would fault first.
+fn mark_safety(f: &Func, cls: &mut [Class]) {
+    let n = f.insts.len();
     for i in 0..n {
         let inst = &f.insts[i];
         if call_target(inst).is_some_and(is_safety_panic) {
-            set(&mut cls, i, Class::Safety);
+            set(cls, i, Class::Safety);
             continue;
         }
         if inst.op == "TESTB" && inst.args.starts_with("AL, 0(") {
-            set(&mut cls, i, Class::Safety);
+            set(cls, i, Class::Safety);
             continue;
         }
         if !is_cond_jump(&inst.op) {
@@ -356,14 +381,18 @@ pub fn classify_func(f: &Func) -> Vec<Class> {
             .is_some_and(|t| reaches(f, t, 8, 2, &is_safety_panic));
         let through = reaches(f, i + 1, 8, 2, &is_safety_panic);
         if taken || through {
-            set(&mut cls, i, Class::Safety);
+            set(cls, i, Class::Safety);
             if i > 0 && is_compare(&f.insts[i - 1].op) {
-                set(&mut cls, i - 1, Class::Safety);
+                set(cls, i - 1, Class::Safety);
             }
         }
     }
-    // A check's compare that reads program data, and the jump after it, are the wait of
-    // the load it folds in (see the module's doc): memory, whatever check it belongs to.
+}
+
+/// A check's compare that reads program data, and the jump after it, are the wait of
+/// the load it folds in (see the module's doc): memory, whatever check it belongs to.
+fn mark_folded_loads(f: &Func, cls: &mut [Class]) {
+    let n = f.insts.len();
     for i in 0..n {
         let is_check = matches!(
             cls[i],
@@ -378,14 +407,17 @@ pub fn classify_func(f: &Func) -> Vec<Class> {
             cls[i + 1] = Class::Memory;
         }
     }
-    // Where a signal for time spent in a syscall finds the thread: the instruction after
-    // the SYSCALL (kept apart so that a sampler that sees user PCs only can tell it).
+}
+
+/// Where a signal for time spent in a syscall finds the thread: the instruction after
+/// the SYSCALL (kept apart so that a sampler that sees user PCs only can tell it).
+fn mark_after_syscall(f: &Func, cls: &mut [Class]) {
+    let n = f.insts.len();
     for i in 1..n {
         if f.insts[i - 1].op == "SYSCALL" {
-            set(&mut cls, i, Class::Kernel);
+            set(cls, i, Class::Kernel);
         }
     }
-    cls
 }
 
 fn is_compare(op: &str) -> bool {
