@@ -67,39 +67,12 @@ pub fn bandwidth(plan: &BandwidthPlan, ctx: &Ctx) -> Result<Outcome> {
     let avail = mem_available();
     // Every block must fit before anything is reserved or measured.
     if let Some(avail) = avail {
-        for &kind in plan.pages.iter().filter(|k| k.pool_page().is_none()) {
-            for &threads in &plan.threads {
-                let nregions = if plan.shared { 1 } else { threads as u64 };
-                for &asked in &plan.blocks {
-                    block_that_fits(asked, nregions, kind, avail)?;
-                }
-            }
-        }
+        check_blocks_fit(plan, avail)?;
     }
     let held = reserve_pools(&plan.pool_needs(), plan.reserve)?;
     let mut out = Outcome::default();
     let isa = Isa::detect();
-    out.notes.push(format!(
-        "kernels: {} loads and stores (write-nt, copy-nt: streaming stores); bytes counted as moved (copy, copy-nt, memcpy = read + write, as STREAM); all threads leave one barrier and run until one stop flag, and each sample counts only the bytes moved while every thread was running; GB/s = 10^9 bytes/s",
-        isa.name()
-    ));
-    if plan.patterns.contains(&Pattern::Rand) && plan.ops.iter().any(|o| o.is_libc()) {
-        out.notes
-            .push("memcpy, memset: sequential only; no rand rows for them".to_string());
-    }
-    if plan.shared {
-        out.notes.push(format!(
-            "--shared: every thread sweeps one region, so write, write-nt, copy and copy-nt store with 8-byte relaxed atomic stores (isa {}, store {}): plain or SIMD stores from several threads to the same bytes are a data race, undefined in Rust; read keeps the {} kernel{}",
-            shared::ISA_KEY,
-            shared::STORE_KEY,
-            isa.name(),
-            if plan.ops.iter().any(|o| o.is_libc()) {
-                "; memcpy and memset are not run (the C library's stores would race the same way)"
-            } else {
-                ""
-            }
-        ));
-    }
+    note_method(plan, isa, &mut out.notes);
     note_libc(plan, &mut out.notes);
     let bar = progress::bar(plan.cases() as u64, "mem bw");
     let mut edges: Vec<f64> = Vec::new();
@@ -186,6 +159,45 @@ pub fn bandwidth(plan: &BandwidthPlan, ctx: &Ctx) -> Result<Outcome> {
     out.notes.extend(readings);
     release(held, &mut out);
     Ok(out)
+}
+
+/// Every block of the plan fits in `avail` bytes at every thread count, or the usage error
+/// that says which does not.
+fn check_blocks_fit(plan: &BandwidthPlan, avail: u64) -> Result<()> {
+    for &kind in plan.pages.iter().filter(|k| k.pool_page().is_none()) {
+        for &threads in &plan.threads {
+            let nregions = if plan.shared { 1 } else { threads as u64 };
+            for &asked in &plan.blocks {
+                block_that_fits(asked, nregions, kind, avail)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// How the bytes are moved and counted: the kernels, the libc calls' limits, and --shared's
+/// atomic stores.
+fn note_method(plan: &BandwidthPlan, isa: Isa, notes: &mut Vec<String>) {
+    notes.push(format!(
+        "kernels: {} loads and stores (write-nt, copy-nt: streaming stores); bytes counted as moved (copy, copy-nt, memcpy = read + write, as STREAM); all threads leave one barrier and run until one stop flag, and each sample counts only the bytes moved while every thread was running; GB/s = 10^9 bytes/s",
+        isa.name()
+    ));
+    if plan.patterns.contains(&Pattern::Rand) && plan.ops.iter().any(|o| o.is_libc()) {
+        notes.push("memcpy, memset: sequential only; no rand rows for them".to_string());
+    }
+    if plan.shared {
+        notes.push(format!(
+            "--shared: every thread sweeps one region, so write, write-nt, copy and copy-nt store with 8-byte relaxed atomic stores (isa {}, store {}): plain or SIMD stores from several threads to the same bytes are a data race, undefined in Rust; read keeps the {} kernel{}",
+            shared::ISA_KEY,
+            shared::STORE_KEY,
+            isa.name(),
+            if plan.ops.iter().any(|o| o.is_libc()) {
+                "; memcpy and memset are not run (the C library's stores would race the same way)"
+            } else {
+                ""
+            }
+        ));
+    }
 }
 
 /// `costlab mem`: the study's grid, sized for about a minute on a small machine.

@@ -290,19 +290,35 @@ fn missing_plateaus(
 /// explain them.
 pub(super) fn analyse_latency(out: &mut Outcome, machine: &Machine) {
     let caches = cache_sizes(machine);
-    let kinds: Vec<String> = {
-        let mut k: Vec<String> = Vec::new();
-        for r in &out.results {
-            let p = r.key("pages");
-            if r.metric == "latency" && !k.contains(&p) {
-                k.push(p);
-            }
+    let kinds = page_kinds(out);
+    let (extra, level_notes) = level_rows(out, &kinds, caches);
+    out.notes.extend(level_notes);
+    push_tlb_cost(out, &kinds);
+    out.results.extend(extra);
+}
+
+/// The page kinds the latency rows were measured with, in the order first met.
+fn page_kinds(out: &Outcome) -> Vec<String> {
+    let mut k: Vec<String> = Vec::new();
+    for r in &out.results {
+        let p = r.key("pages");
+        if r.metric == "latency" && !k.contains(&p) {
+            k.push(p);
         }
-        k
-    };
+    }
+    k
+}
+
+/// Per page kind, a row for each cache level (and DRAM) found on its curve, with the
+/// plateau it was read from; and, for the first kind, notes on the levels not found.
+fn level_rows(
+    out: &Outcome,
+    kinds: &[String],
+    caches: [Option<u64>; 3],
+) -> (Vec<ResultRow>, Vec<String>) {
     let mut extra: Vec<ResultRow> = Vec::new();
     let mut level_notes: Vec<String> = Vec::new();
-    for kind in &kinds {
+    for kind in kinds {
         let rows = curve_rows(out, kind);
         let points: Vec<Point> = rows
             .iter()
@@ -340,8 +356,12 @@ pub(super) fn analyse_latency(out: &mut Outcome, machine: &Machine) {
             extra.push(row);
         }
     }
-    out.notes.extend(level_notes);
-    // TLB cost: 4k minus the best huge kind measured, at the largest size both have.
+    (extra, level_notes)
+}
+
+/// TLB cost: 4k minus the best huge kind measured, at the largest size both have; its row
+/// and the notes that say how it was taken and what it means.
+fn push_tlb_cost(out: &mut Outcome, kinds: &[String]) {
     let huge_kind = ["2m", "1g", "thp"]
         .into_iter()
         .find(|k| kinds.iter().any(|x| x == k));
@@ -421,7 +441,6 @@ pub(super) fn analyse_latency(out: &mut Outcome, machine: &Machine) {
             });
         }
     }
-    out.results.extend(extra);
 }
 
 #[cfg(test)]
