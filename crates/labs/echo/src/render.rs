@@ -106,6 +106,38 @@ pub(super) fn num_key(r: &costlab_history::report::ResultRow, key: &str) -> u64 
 }
 
 pub fn render(o: &Outcome) -> String {
+    let (mut text, keys) = point_table(o);
+    text.push_str(&ratio_table(o, keys));
+    let ablation = ablation_rows(o);
+    if !ablation.is_empty() {
+        text.push_str("what each uring technique is worth (uring with all its features against uring with one switched off):\n");
+        text.push_str(&table::render(
+            &[
+                "switched off",
+                "client",
+                "size",
+                "conns",
+                "req/s uring÷without",
+                "CPU/req without÷uring",
+            ],
+            &ablation,
+        ));
+        text.push('\n');
+    }
+    if let Some(parts) = attribution_table(o) {
+        text.push_str("where the server's CPU per request goes, ns (--attribute: perf on one extra run per point):\n");
+        text.push_str(&parts);
+        text.push('\n');
+    }
+    for m in o.models.iter().filter(|m| m.lab == LAB) {
+        text.push_str(&table::render_model(m));
+    }
+    text
+}
+
+/// One line per point: throughput, latency percentiles, server and loader CPU; and the
+/// (client, size, conns) of each point.
+fn point_table(o: &Outcome) -> (String, Vec<(String, u64, u64)>) {
     let mut rows = Vec::new();
     let mut keys: Vec<(String, u64, u64)> = Vec::new();
     for r in o.results.iter().filter(|r| r.metric == "throughput") {
@@ -160,6 +192,13 @@ pub fn render(o: &Outcome) -> String {
         &rows,
     );
     text.push('\n');
+    (text, keys)
+}
+
+/// uring against epoll and against basic uring, and each client against blocking, per
+/// (client, size, conns); empty without points.
+fn ratio_table(o: &Outcome, mut keys: Vec<(String, u64, u64)>) -> String {
+    let mut text = String::new();
     keys.sort();
     keys.dedup();
     let mut ratio_rows = Vec::new();
@@ -199,30 +238,6 @@ pub fn render(o: &Outcome) -> String {
         text.push_str(
             "\n(ratios above 1 favour uring: more requests, or less server CPU per request)\n\n",
         );
-    }
-    let ablation = ablation_rows(o);
-    if !ablation.is_empty() {
-        text.push_str("what each uring technique is worth (uring with all its features against uring with one switched off):\n");
-        text.push_str(&table::render(
-            &[
-                "switched off",
-                "client",
-                "size",
-                "conns",
-                "req/s uring÷without",
-                "CPU/req without÷uring",
-            ],
-            &ablation,
-        ));
-        text.push('\n');
-    }
-    if let Some(parts) = attribution_table(o) {
-        text.push_str("where the server's CPU per request goes, ns (--attribute: perf on one extra run per point):\n");
-        text.push_str(&parts);
-        text.push('\n');
-    }
-    for m in o.models.iter().filter(|m| m.lab == LAB) {
-        text.push_str(&table::render_model(m));
     }
     text
 }
