@@ -12,18 +12,38 @@ pub fn render(m: &Machine) -> String {
 
 /// A readable table of the machine.
 fn render_text(m: &Machine) -> String {
-    let mut rows: Vec<Vec<String>> = Vec::new();
-    let mut row = |k: &str, v: String| rows.push(vec![k.to_string(), v]);
-    let or_dash = |s: &str| {
-        if s.is_empty() {
-            "—".to_string()
-        } else {
-            s.to_string()
-        }
-    };
+    let mut rows: Rows = Vec::new();
+    cpu_rows(m, &mut rows);
+    memory_rows(m, &mut rows);
+    kernel_rows(m, &mut rows);
+    let mut out = crate::report::table::render(&["what", "value"], &rows) + "\n";
+    out += &vulnerability_table(m);
+    out
+}
 
-    row("CPU", format!("{} ({})", or_dash(&m.cpu_model), m.arch));
+type Rows = Vec<Vec<String>>;
+
+fn row(rows: &mut Rows, k: &str, v: String) {
+    rows.push(vec![k.to_string(), v]);
+}
+
+fn or_dash(s: &str) -> String {
+    if s.is_empty() {
+        "—".to_string()
+    } else {
+        s.to_string()
+    }
+}
+
+/// The CPU, its flags, which CPUs are online and allowed, SMT and the caches.
+fn cpu_rows(m: &Machine, rows: &mut Rows) {
     row(
+        rows,
+        "CPU",
+        format!("{} ({})", or_dash(&m.cpu_model), m.arch),
+    );
+    row(
+        rows,
         "flags that matter",
         if m.cpu_flags.is_empty() {
             "—".to_string()
@@ -32,6 +52,7 @@ fn render_text(m: &Machine) -> String {
         },
     );
     row(
+        rows,
         "CPUs online",
         format!(
             "{} ({})",
@@ -40,9 +61,10 @@ fn render_text(m: &Machine) -> String {
         ),
     );
     if !m.allowed_cpus.is_empty() && m.allowed_cpus != m.online_cpus {
-        row("CPUs allowed", format_cpu_list(&m.allowed_cpus));
+        row(rows, "CPUs allowed", format_cpu_list(&m.allowed_cpus));
     }
     row(
+        rows,
         "SMT",
         format!(
             "{} thread(s) per core; {} core(s), {} socket(s)",
@@ -66,14 +88,20 @@ fn render_text(m: &Machine) -> String {
             })
             .unwrap_or_default();
         row(
+            rows,
             &format!("L{} {}", c.level, c.kind.to_lowercase()),
             format!("{}, {} B lines, {sharing}", human_size(c.size), c.line),
         );
     }
-    row("memory", human_size(m.mem_total));
-    row("NUMA nodes", m.numa_nodes.to_string());
+}
+
+/// Memory, NUMA nodes and their policies, page sizes, huge pages and THP.
+fn memory_rows(m: &Machine, rows: &mut Rows) {
+    row(rows, "memory", human_size(m.mem_total));
+    row(rows, "NUMA nodes", m.numa_nodes.to_string());
     for n in &m.nodes {
         row(
+            rows,
             &format!("  node {}", n.id),
             format!(
                 "CPUs {}, {} ({} free), distances {}",
@@ -89,14 +117,15 @@ fn render_text(m: &Machine) -> String {
         );
     }
     if let Some(z) = m.zone_reclaim_mode {
-        row("zone_reclaim_mode", numa::zone_reclaim_meaning(z));
+        row(rows, "zone_reclaim_mode", numa::zone_reclaim_meaning(z));
     }
     if let Some(b) = m.numa_balancing {
-        row("numa_balancing", numa::numa_balancing_meaning(b));
+        row(rows, "numa_balancing", numa::numa_balancing_meaning(b));
     }
-    row("base page", human_size(m.base_page));
+    row(rows, "base page", human_size(m.base_page));
     for p in &m.hugepages {
         row(
+            rows,
             &format!("hugepages {}", human_size(p.page_size)),
             format!(
                 "{} total, {} free, {} reserved, {} surplus",
@@ -105,6 +134,7 @@ fn render_text(m: &Machine) -> String {
         );
     }
     row(
+        rows,
         "THP",
         format!(
             "enabled {}, defrag {}",
@@ -112,19 +142,25 @@ fn render_text(m: &Machine) -> String {
             or_dash(&m.thp_defrag)
         ),
     );
-    row("kernel", or_dash(&m.kernel));
+}
+
+/// The kernel, the hypervisor, mitigations, io_uring, perf and the NICs.
+fn kernel_rows(m: &Machine, rows: &mut Rows) {
+    row(rows, "kernel", or_dash(&m.kernel));
     row(
+        rows,
         "hypervisor",
         m.hypervisor
             .clone()
             .unwrap_or_else(|| "none (bare metal)".to_string()),
     );
-    row("mitigations", m.mitigations.summary());
+    row(rows, "mitigations", m.mitigations.summary());
     if let Some(c) = &m.mitigations.cmdline {
-        row("  mitigations=", c.clone());
+        row(rows, "  mitigations=", c.clone());
     }
-    row("io_uring", or_dash(&m.io_uring));
+    row(rows, "io_uring", or_dash(&m.io_uring));
     row(
+        rows,
         "perf_event_paranoid",
         match m.perf_event_paranoid {
             Some(p) => format!("{p}: {}", kernel::paranoid_meaning(p)),
@@ -132,6 +168,7 @@ fn render_text(m: &Machine) -> String {
         },
     );
     row(
+        rows,
         "hardware counters",
         match (m.hw_counters_work, &m.hw_counters_reason) {
             (Some(true), _) => "work".to_string(),
@@ -140,9 +177,18 @@ fn render_text(m: &Machine) -> String {
         },
     );
     for iface in &m.net {
-        row(&format!("NIC {}", iface.name), describe_iface(m, iface));
+        row(
+            rows,
+            &format!("NIC {}", iface.name),
+            describe_iface(m, iface),
+        );
     }
-    let mut out = crate::report::table::render(&["what", "value"], &rows) + "\n";
+}
+
+/// The vulnerabilities the kernel reports as affecting this CPU, the rest counted in one
+/// line; empty where the kernel reports none.
+fn vulnerability_table(m: &Machine) -> String {
+    let mut out = String::new();
     let (fine, notable): (Vec<_>, Vec<_>) = m
         .mitigations
         .entries
