@@ -592,7 +592,10 @@ mod tests {
     #[test]
     fn a_bad_choice_lists_the_possible_values() {
         let m = err(&["export", "last", "--format", "xml"]);
-        assert!(m.contains("[possible values: json, csv, markdown]"), "{m}");
+        assert!(
+            m.contains("[possible values: json, csv, markdown, prometheus]"),
+            "{m}"
+        );
     }
 
     #[test]

@@ -145,6 +145,43 @@ pub fn run_labs(labs: &[Box<dyn Lab>], ctx: &Ctx, full: bool, run: RunInfo) -> R
 }
 
 /// `costlab run`: select, run, print the sheet, write the report, keep the history.
+/// The context every lab of the run is given: the quick or full plan's sampling, the machine
+/// probed once, and the history the run reads unit costs from.
+fn run_ctx(args: &crate::cli::RunArgs, db: Option<&std::path::Path>) -> Ctx {
+    let base = if args.full {
+        costlab_core::measure::SampleSpec::default()
+    } else {
+        costlab_core::measure::SampleSpec::quick()
+    };
+    costlab_core::measure::conditions::set_retry_budget(std::time::Duration::from_secs(
+        args.retry_budget,
+    ));
+    Ctx {
+        machine: costlab_core::machine::Machine::probe(),
+        spec: base,
+        counters: args.counters,
+        quick: !args.full,
+        reserve_hugepages: args.reserve_hugepages,
+        history: db.map(std::path::Path::to_path_buf),
+        program_exit: Default::default(),
+    }
+}
+
+/// `--metrics-file`: the run in Prometheus's text format, its sheet judged as `export` judges a
+/// stored one, written whole (a temporary file renamed over FILE).
+fn write_metrics(file: &std::path::Path, done: &Finished) -> Result<()> {
+    let mut judged = done.sheet.clone();
+    if judged
+        .iter()
+        .flat_map(|l| &l.headlines)
+        .any(|h| h.quality.is_none())
+    {
+        costlab_history::report::verdict::judge_sheet(&mut judged, &done.doc.results);
+    }
+    let text = costlab_history::report::export::prometheus::render(&done.doc, &judged);
+    costlab_history::report::export::prometheus::write_file(file, &text)
+}
+
 pub fn command(
     args: &crate::cli::RunArgs,
     db: Option<&std::path::Path>,
@@ -170,23 +207,7 @@ pub fn command(
         costlab_history::report::export::prometheus::check_destination(file)?;
     }
     let full = args.full;
-    let base = if full {
-        costlab_core::measure::SampleSpec::default()
-    } else {
-        costlab_core::measure::SampleSpec::quick()
-    };
-    costlab_core::measure::conditions::set_retry_budget(std::time::Duration::from_secs(
-        args.retry_budget,
-    ));
-    let ctx = Ctx {
-        machine: costlab_core::machine::Machine::probe(),
-        spec: base,
-        counters: args.counters,
-        quick: !full,
-        reserve_hugepages: args.reserve_hugepages,
-        history: db.map(std::path::Path::to_path_buf),
-        program_exit: Default::default(),
-    };
+    let ctx = run_ctx(args, db);
     let run = RunInfo {
         id: time::run_id(),
         started: time::now_rfc3339(),
@@ -230,16 +251,7 @@ pub fn command(
     // The metrics of a run the history could not take are still this run's figures: written
     // all the same, the failure to store reported below.
     if let Some(file) = &args.metrics_file {
-        let mut judged = done.sheet.clone();
-        if judged
-            .iter()
-            .flat_map(|l| &l.headlines)
-            .any(|h| h.quality.is_none())
-        {
-            costlab_history::report::verdict::judge_sheet(&mut judged, &done.doc.results);
-        }
-        let text = costlab_history::report::export::prometheus::render(&done.doc, &judged);
-        costlab_history::report::export::prometheus::write_file(file, &text)?;
+        write_metrics(file, &done)?;
         eprintln!("costlab run: metrics {}", file.display());
     }
     // Not stored is a failure of the run whatever else happened (exit 1): the line names the
