@@ -2,9 +2,11 @@
 //! of a dependent random chase and the plateaus that are L1, L2, L3 and DRAM; and what a TLB
 //! miss costs (4 KiB pages against huge pages at the largest size).
 //!
-//! sysbench's random mode draws a random number per 8 bytes and so measures its generator;
-//! here `rand` draws one index per whole 64-byte line from 8 independent lanes, and latency is
-//! a chase of dependent loads, so the page size shows.
+//! sysbench's random mode draws a random number per 8 bytes, so part of its time per access is
+//! its generator (bench/sysbench-random.sh measures how much; here it still showed a hugepage
+//! effect, so the study's premise that it hides one was not reproduced). `rand` here draws one
+//! index per whole 64-byte line from 8 independent lanes, and latency is a chase of dependent
+//! loads, so nothing but the memory and the page size sets the figure.
 
 pub mod args;
 mod bandwidth;
