@@ -23,7 +23,7 @@ use super::bandwidth::note_thp;
 use super::plan::LatencyPlan;
 use super::plateaus::{Level, Point};
 use super::{block_of, check_fits, release, reserve_pools, LAB};
-use super::{chase, plateaus};
+use super::{chase, ladder, plateaus};
 use costlab_core::measure::region::{PageKind, Region};
 
 /// Chase sizes from which on the chase runs in DRAM on any machine costlab expects.
@@ -329,9 +329,16 @@ fn level_rows(
             .collect();
         let found = plateaus::find_plateaus(&points, 0.25);
         let named = plateaus::levels(&points, &found, caches);
-        if Some(kind) == kinds.first() {
+        let first = Some(kind) == kinds.first();
+        if first {
             level_notes.extend(missing_plateaus(&points, &named, caches, kind));
         }
+        // A plateau is named only where its latency fits the ladder of levels.
+        let (named, unnamed) = ladder::hold(&points, named);
+        let notes = first.then_some(&mut level_notes);
+        extra.extend(ladder::unnamed_rows(
+            &rows, &points, &unnamed, caches, kind, notes,
+        ));
         for f in named {
             let src = rows[f.point];
             let mut row = src.clone();

@@ -13,6 +13,7 @@ mod bandwidth;
 pub mod charts;
 pub mod chase;
 pub mod kernels;
+mod ladder;
 mod latency;
 mod libc_ref;
 pub mod loaded;
@@ -270,6 +271,7 @@ impl Lab for MemLab {
 /// The lab's lines of the cost sheet.
 pub fn headlines(out: &Outcome) -> Vec<Headline> {
     let mut h = cache_headlines(out);
+    h.extend(ladder::headlines(out));
     h.extend(dram_headlines(out));
     h.extend(bandwidth_headlines(out));
     h.extend(tlb_headlines(out));

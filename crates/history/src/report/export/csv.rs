@@ -30,7 +30,8 @@ fn field(s: &str) -> String {
 
 /// Case keys a lab adds to a latency row to say which cache level its plateau is: in CSV
 /// they become columns of that row, not a second copy of it.
-const LEVEL_KEYS: [&str; 4] = ["level", "cache", "plateau_from", "plateau_to"];
+/// A plateau given no level has `level: none` and the level its sizes suggested (`candidate`).
+const LEVEL_KEYS: [&str; 5] = ["level", "candidate", "cache", "plateau_from", "plateau_to"];
 
 fn cell(v: &serde_json::Value) -> String {
     match v {

@@ -49,7 +49,11 @@ fn plateau_guides(doc: &Doc) -> Vec<Guide> {
     let mut out: Vec<Guide> = Vec::new();
     for r in doc.results.iter().filter(|r| r.lab == "mem") {
         let (Some(level), Some(size)) = (
-            r.case.get("level").and_then(Value::as_str),
+            // A plateau given no level marks no cache.
+            r.case
+                .get("level")
+                .and_then(Value::as_str)
+                .filter(|l| *l != "none"),
             r.case.get("cache").and_then(Value::as_u64),
         ) else {
             continue;
