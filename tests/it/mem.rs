@@ -483,3 +483,64 @@ fn ctrl_c_puts_the_pool_back() {
         "the 2M pool was not put back after Ctrl-C"
     );
 }
+
+/// `costlab mem stride`: a time and a per_line row per block and stride, with the keys
+/// DESIGN.md names, and the model over a block beyond L2 where the machine's L2 is smaller.
+#[test]
+fn stride_rows_have_time_and_per_line_by_stride_and_block() {
+    let out = costlab(&[
+        "mem",
+        "stride",
+        "--case",
+        "1,16,64",
+        "--sizes",
+        "16K,64M",
+        "--samples",
+        "2",
+        "--quick",
+        "--retry-budget",
+        "0",
+        "--json",
+        "-",
+    ]);
+    let doc = json_of(&out);
+    let rows: Vec<&Value> = doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["case"]["op"] == "stride")
+        .collect();
+    assert_eq!(rows.len(), 2 * 3 * 2, "{rows:?}");
+    for r in &rows {
+        assert_eq!(r["unit"], "ns");
+        assert!(r["metric"] == "time" || r["metric"] == "per_line", "{r}");
+        assert!([1, 16, 64].contains(&r["case"]["stride"].as_u64().unwrap()));
+        assert!([16384, 64 << 20].contains(&r["case"]["block"].as_u64().unwrap()));
+        assert_eq!(r["summary"]["n"], 2);
+        assert!(r["quality"].is_string(), "{r}");
+    }
+    // Up to a line (16 ints) per_line = time x 16 / stride; beyond it each touch is a line.
+    for r in rows.iter().filter(|r| r["metric"] == "time") {
+        let s = r["case"]["stride"].as_u64().unwrap() as f64;
+        let line = rows
+            .iter()
+            .find(|x| x["metric"] == "per_line" && x["case"] == r["case"])
+            .unwrap();
+        let (t, l) = (
+            r["summary"]["median"].as_f64().unwrap(),
+            line["summary"]["median"].as_f64().unwrap(),
+        );
+        assert!(
+            (l - t * (16.0 / s).max(1.0)).abs() <= 1e-9 * l.max(1.0),
+            "{t} {l}"
+        );
+    }
+    for m in doc["models"].as_array().unwrap() {
+        assert_eq!(m["params"]["ints_per_line"], 16);
+        let verdict = m["verdict"].to_string();
+        assert!(verdict.contains("lines predict 1.00x"), "{verdict}");
+    }
+    let bad = costlab(&["mem", "stride", "--case", "0"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert_eq!(String::from_utf8_lossy(&bad.stderr).lines().count(), 1);
+}

@@ -260,6 +260,13 @@ impl Region {
         unsafe { std::slice::from_raw_parts_mut(self.ptr.cast::<u64>(), self.len / 8) }
     }
 
+    /// The region as 32-bit ints (a trailing part int is left out).
+    pub fn as_mut_slice_u32(&mut self) -> &mut [u32] {
+        // SAFETY: the start is page aligned (so u32 aligned), len / 4 ints are writable and
+        // live as long as self, and `&mut self` makes this the only view of the memory.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.cast::<u32>(), self.len / 4) }
+    }
+
     /// Fraction of the region the kernel backs with huge pages, from /proc/self/smaps
     /// (AnonHugePages for THP; the hugetlb kinds are huge by construction).
     pub fn huge_fraction(&self) -> Option<f64> {

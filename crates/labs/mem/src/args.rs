@@ -22,6 +22,7 @@ impl MemArgs {
             Some(MemCommand::Bandwidth(a)) => &a.common,
             Some(MemCommand::Latency(a)) => &a.common,
             Some(MemCommand::Loaded(a)) => &a.common,
+            Some(MemCommand::Stride(a)) => &a.common,
             None => &self.grid.common,
         }
     }
@@ -44,6 +45,29 @@ pub enum MemCommand {
         after_help = "Examples:\n  costlab mem loaded\n  costlab mem loaded --traffic read --delays 1000,100,0"
     )]
     Loaded(MemLoadedArgs),
+    /// Stride: touch one int in every N over a block; ns per touched int and per line (lines, not bytes)
+    #[command(
+        after_help = "Examples:\n  costlab mem stride\n  costlab mem stride --case 1,16,64 --sizes 16K,256M --samples 9"
+    )]
+    Stride(MemStrideArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct MemStrideArgs {
+    /// Strides, in ints of 4 bytes between touches (16 ints = one 64-byte line)
+    #[arg(
+        long = "case",
+        default_value = "1,2,4,8,16,32,64",
+        value_name = "LIST",
+        allow_hyphen_values = true
+    )]
+    pub strides: String,
+    /// Blocks to touch (default: one inside L1, one twice the last-level cache, 64 MiB to
+    /// 1 GiB; 256 MiB at most with --quick)
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
+    pub sizes: Option<String>,
+    #[command(flatten)]
+    pub common: Common,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -23,6 +23,7 @@ pub mod pools;
 mod readings;
 mod render;
 mod shared;
+pub mod stride;
 mod sweep;
 
 use std::path::Path;
@@ -89,6 +90,10 @@ pub fn run(args: &MemArgs, ctx: &Ctx) -> Result<Outcome> {
         Some(MemCommand::Loaded(a)) => {
             loaded::loaded(&loaded::LoadedPlan::parse(a, ctx.quick)?, ctx)
         }
+        Some(MemCommand::Stride(a)) => stride::stride(
+            &stride::StridePlan::parse(&a.strides, a.sizes.as_deref(), &ctx.machine, ctx.quick)?,
+            ctx,
+        ),
         None => grid(&args.grid, ctx),
     }
 }
@@ -259,6 +264,13 @@ impl Lab for MemLab {
             out.models
                 .extend(bandwidth::little_model(&out.results, beyond));
         }
+        if full {
+            let plan = stride::StridePlan {
+                strides: stride::STRIDES.to_vec(),
+                blocks: stride::default_blocks(&ctx.machine, false),
+            };
+            out.extend(stride::stride(&plan, ctx)?);
+        }
         out.notes.dedup();
         Ok(out)
     }
@@ -276,6 +288,7 @@ pub fn headlines(out: &Outcome) -> Vec<Headline> {
     h.extend(bandwidth_headlines(out));
     h.extend(tlb_headlines(out));
     h.extend(loaded::headline(out));
+    h.extend(stride::headlines(out));
     h
 }
 

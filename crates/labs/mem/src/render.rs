@@ -26,6 +26,7 @@ pub fn render(out: &Outcome) -> String {
     } else {
         render_tables(out)
     };
+    text += &super::stride::render(out);
     for m in &out.models {
         text += &costlab_history::report::table::render_model(m);
     }
