@@ -20,6 +20,7 @@ pub fn all() -> Vec<Box<dyn Lab>> {
         Box::new(costlab_zerocopy::ZerocopyLab),
         Box::new(costlab_pin::PinLab),
         Box::new(costlab_price::PriceLab),
+        Box::new(costlab_counters::CountersLab),
         #[cfg(test)]
         Box::new(costlab_example::ExampleLab),
     ]

@@ -9,6 +9,7 @@ mod browser;
 mod cli_args;
 mod cli_history;
 mod completions;
+mod counters;
 mod cpu;
 mod echo;
 mod flags;

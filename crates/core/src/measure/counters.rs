@@ -250,7 +250,7 @@ pub fn explain(
 }
 
 /// A CPU PMU is registered ("cpu" on x86, "cpu_core"/"cpu_atom" on hybrid Intel, "armv8_*" on arm).
-fn has_cpu_pmu() -> bool {
+pub fn has_cpu_pmu() -> bool {
     std::fs::read_dir("/sys/bus/event_source/devices")
         .map(|rd| {
             rd.filter_map(|e| e.ok()?.file_name().into_string().ok())

@@ -2,6 +2,7 @@
 //! sizes and units. Labs use these; none of them measures on its own terms.
 
 pub mod aligned;
+pub mod attach;
 pub mod cancel;
 pub mod conditions;
 pub mod counters;
