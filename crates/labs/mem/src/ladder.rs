@@ -5,9 +5,11 @@
 //! over a few MiB may already pay half a trip to memory, and still look flat. A level is a
 //! step of a ladder: each cache level is clearly faster than the next one measured, and every
 //! cache hit is well under a DRAM load (on a core that owns its caches an L3 hit takes 10-35%
-//! of a dependent DRAM load, L1 and L2 far less). A plateau that does not fit the ladder keeps
-//! its figure, marked `level: none` with the level its sizes suggested (`candidate`), and one
-//! line says why no level is named.
+//! of a dependent DRAM load, L1 and L2 far less). Where the curve has no DRAM point (it stops
+//! inside the cache the machine reports, as on a VM that reports its host's whole L3), a level
+//! also rises at most 16x over the one below it: further up, the loads go to memory. A plateau
+//! that does not fit the ladder keeps its figure, marked `level: none` with the level its
+//! sizes suggested (`candidate`), and one line says why no level is named.
 
 use serde_json::Value;
 
@@ -25,6 +27,12 @@ pub const MAX_SHARE_OF_DRAM: f64 = 0.4;
 /// Each cache level is at least this many times faster than the next plateau measured.
 pub const MIN_STEP: f64 = 1.5;
 
+/// Where no DRAM point was measured, a cache level is at most this many times slower than the
+/// one below it (L1 to L2 and L2 to L3 are 3-10x on today's cores, page walks included; L2 to
+/// memory is 25x and more): a plateau further up is loads that go to memory, whatever size the
+/// machine reports for its last cache.
+pub const MAX_RISE: f64 = 16.0;
+
 /// The value of the `level` key on a plateau that fits no level.
 pub const NONE: &str = "none";
 
@@ -37,6 +45,8 @@ pub enum Why {
     NotBelow { next: Level, next_ns: f64 },
     /// The plateau below it is not clearly faster: the two cannot be told apart.
     NotAbove { below: Level, below_ns: f64 },
+    /// It is too far above the plateau below for the next cache level.
+    FarAbove { below: Level, below_ns: f64 },
 }
 
 /// A plateau the sizes would have named `figure.level`, and why the ladder refuses it.
@@ -67,6 +77,9 @@ pub fn hold(points: &[Point], figures: Vec<LevelFigure>) -> (Vec<LevelFigure>, V
             (_, _, Some((below, below_ns))) if below_ns * MIN_STEP > x => {
                 Some(Why::NotAbove { below, below_ns })
             }
+            (None, _, Some((below, below_ns))) if x > below_ns * MAX_RISE => {
+                Some(Why::FarAbove { below, below_ns })
+            }
             _ => None,
         };
         match why {
@@ -95,6 +108,10 @@ pub fn why_text(level: &str, ns: f64, why: &Why) -> String {
         ),
         Why::NotAbove { below, below_ns } => format!(
             "{ns:.1} ns is not clearly above the plateau below ({below}, {below_ns:.1} ns; a level is at least {MIN_STEP}x slower than the one before), so the curve does not resolve {level} from it"
+        ),
+        Why::FarAbove { below, below_ns } => format!(
+            "{ns:.1} ns is {:.0}x the plateau below ({below}, {below_ns:.1} ns), and a cache level is at most {MAX_RISE:.0}x the one below it: these loads go to memory, so this is not {level} whatever size the machine reports for it (on a VM the host's L3 is shared with other guests)",
+            ns / below_ns
         ),
     }
 }
@@ -225,9 +242,14 @@ fn why_of(out: &Outcome, r: &ResultRow, dram: Option<&ResultRow>) -> Option<Why>
         .rev()
         .filter(|l| *l < me)
         .find_map(|l| named(l).map(|v| (l, v)));
-    below
-        .filter(|(_, v)| v * MIN_STEP > ns)
-        .map(|(below, below_ns)| Why::NotAbove { below, below_ns })
+    let (below, below_ns) = below?;
+    if below_ns * MIN_STEP > ns {
+        Some(Why::NotAbove { below, below_ns })
+    } else if dram.is_none() && ns > below_ns * MAX_RISE {
+        Some(Why::FarAbove { below, below_ns })
+    } else {
+        None
+    }
 }
 
 #[cfg(test)]
@@ -324,6 +346,22 @@ mod tests {
         let (kept, refused) = hold(&p, vec![fig(Level::L1, 0), fig(Level::L2, 1)]);
         assert_eq!(kept.len(), 2);
         assert!(refused.is_empty());
+        // A machine that reports a 480 MiB L3 and a curve that ends at 256 MiB: the last
+        // plateau, 190x L2, is memory, not L3, though no DRAM point was measured.
+        let p = pts(&[1.3, 4.7, 889.0]);
+        let (kept, refused) = hold(
+            &p,
+            vec![fig(Level::L1, 0), fig(Level::L2, 1), fig(Level::L3, 2)],
+        );
+        assert_eq!(kept.len(), 2);
+        assert_eq!(
+            refused[0].why,
+            Why::FarAbove {
+                below: Level::L2,
+                below_ns: 4.7
+            }
+        );
+        assert!(why_text("L3", 889.0, &refused[0].why).contains("189x the plateau below"));
     }
 
     fn chase(size: u64, samples: Vec<f64>) -> ResultRow {
@@ -421,5 +459,43 @@ mod tests {
         // The terminal's level table names no L3 either.
         let text = render(&out);
         assert!(!text.contains("\n L3 "), "{text}");
+    }
+
+    /// This host: an L3 of 480 MiB reported (the host's), so the quick curve (4 KiB to
+    /// 256 MiB) has no DRAM point and its memory plateau fits "L3" by size. 170 ns over an L2
+    /// of 4.7 ns is memory, not L3.
+    #[test]
+    fn a_memory_plateau_inside_a_reported_l3_is_not_named_l3() {
+        let mut out = Outcome::default();
+        for (size, ns) in [
+            (4 * K, 1.3),
+            (16 * K, 1.3),
+            (64 * K, 4.7),
+            (256 * K, 4.8),
+            (M, 9.0),
+            (2 * M, 30.0),
+            (4 * M, 80.0),
+            (8 * M, 120.0),
+            (64 * M, 165.0),
+            (256 * M, 175.0),
+        ] {
+            out.results.push(chase(size, vec![ns; 5]));
+        }
+        let machine = Machine {
+            caches: vec![cache(1, 48 * K), cache(2, 2 * M), cache(3, 480 * M)],
+            ..Default::default()
+        };
+        analyse_latency(&mut out, &machine);
+        let h = sheet(&out);
+        let labels: Vec<&str> = h.iter().map(|x| x.label.as_str()).collect();
+        assert!(labels.contains(&"L2 latency"), "{labels:?}");
+        assert!(!labels.contains(&"L3 latency"), "{labels:?}");
+        let line = h.iter().find(|x| x.label.ends_with(", no level")).unwrap();
+        assert!(
+            line.reading.contains("these loads go to memory"),
+            "{}",
+            line.reading
+        );
+        assert!(line.reading.contains("480 MiB L3"), "{}", line.reading);
     }
 }
