@@ -71,13 +71,6 @@ fn cannot_boot() -> Option<String> {
     None
 }
 
-fn skip_or_fail(why: &str) {
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("two-node test cannot run in CI: {why}");
-    }
-    eprintln!("two_node: SKIPPED: {why}");
-}
-
 /// The guest's script: each command's JSON between markers.
 fn script() -> String {
     format!(
@@ -123,7 +116,7 @@ fn anon_by_node(doc: &Value) -> Vec<(u64, f64)> {
 #[test]
 fn costlab_on_an_emulated_two_node_machine() {
     if let Some(why) = cannot_boot() {
-        skip_or_fail(&why);
+        crate::common::skip::skipped_unless_ci("two_node", &why);
         return;
     }
     let (vng, kernel) = (vng().unwrap(), kernel().unwrap());
@@ -153,10 +146,13 @@ fn costlab_on_an_emulated_two_node_machine() {
     );
     if section(&stdout, "machine").is_none() {
         let tail: String = stderr.lines().rev().take(5).collect::<Vec<_>>().join(" | ");
-        skip_or_fail(&format!(
-            "the guest did not boot or run costlab (status {:?}): {tail}",
-            out.status.code()
-        ));
+        crate::common::skip::skipped_unless_ci(
+            "two_node",
+            &format!(
+                "the guest did not boot or run costlab (status {:?}): {tail}",
+                out.status.code()
+            ),
+        );
         return;
     }
     assert!(
