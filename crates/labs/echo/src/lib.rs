@@ -121,12 +121,14 @@ pub(crate) fn check_depth(depth: usize) -> Result<()> {
 /// `costlab echo`: the sweep, its figures and (at merge) the cost model.
 pub fn run(args: &EchoRunArgs, ctx: &Ctx) -> Result<Outcome> {
     let plan = Plan::from_args(args, ctx)?;
-    run_plan(&plan, ctx.quick)
+    run_plan(&plan, ctx.quick, &ctx.machine.mitigations.detail())
 }
 
-pub(crate) fn run_plan(plan: &Plan, quick: bool) -> Result<Outcome> {
+/// The sweep, then its model; `mitigations` is the state the terms were measured under
+/// (`Mitigations::detail`), which the model's reading states.
+pub(crate) fn run_plan(plan: &Plan, quick: bool, mitigations: &str) -> Result<Outcome> {
     let (mut outcome, observed) = sweep(plan)?;
-    add_model(&mut outcome, &observed, quick)?;
+    add_model(&mut outcome, &observed, quick, mitigations)?;
     Ok(outcome)
 }
 
@@ -137,6 +139,7 @@ pub(crate) fn add_model(
     out: &mut Outcome,
     observed: &[(Case, Observed)],
     quick: bool,
+    mitigations: &str,
 ) -> Result<()> {
     if observed.is_empty() {
         return Ok(());
@@ -163,6 +166,8 @@ pub(crate) fn add_model(
                 .collect();
             costlab_core::measure::quality::model_inherits(&mut refined, &measured);
             costlab_core::measure::quality::model_inherits(&mut article, &measured);
+            model::measured_under(&mut refined, mitigations);
+            model::measured_under(&mut article, mitigations);
             out.models.push(refined);
             out.models.push(article);
         }
@@ -249,7 +254,7 @@ impl Lab for EchoLab {
             plan.duration = Duration::from_secs(2);
             plan.reps = ctx.spec.samples.clamp(3, 5);
         }
-        run_plan(&plan, !full)
+        run_plan(&plan, !full, &ctx.machine.mitigations.detail())
     }
 
     fn headlines(&self, o: &Outcome) -> Vec<Headline> {

@@ -462,6 +462,20 @@ fn build(
     model
 }
 
+/// State the mitigations the terms were measured under, as a parameter and a reading line: s
+/// and w are the kernel's entry and exit work, which the mitigations set, so the article found
+/// io_uring winning under one state and not under another. The crossover holds for this state.
+pub fn measured_under(model: &mut Model, mitigations: &str) {
+    model
+        .params
+        .insert("mitigations".into(), Value::String(mitigations.to_string()));
+    model.verdict.push(format!(
+        "measured under {mitigations}: s and w carry the kernel's entry and exit work, which the \
+         mitigations set, so the crossover above holds for this state; a run under another \
+         (`costlab compare` of the two) shows what it moves"
+    ));
+}
+
 /// "uring 128 conns 16384 B" (with the features where a point has them and they are not all).
 fn point_label(case: &Case, obs: &Observed) -> String {
     let feats = case
@@ -884,6 +898,18 @@ mod tests {
         // Not counted (remote loaders) or zero: no term.
         obs.loader_sleeps_per_req = Some(0.0);
         assert!((predict(&t, &obs).unwrap().refined.total() - without).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_reading_states_the_mitigations_it_was_measured_under() {
+        let mut m = build_model(&terms(100.0, 1200.0, 400.0, 300.0, 500.0), &[]);
+        measured_under(&mut m, "mitigations=off; vulnerable: mds");
+        assert_eq!(m.params["mitigations"], "mitigations=off; vulnerable: mds");
+        let last = m.verdict.last().unwrap();
+        assert!(
+            last.starts_with("measured under mitigations=off; vulnerable: mds: s and w"),
+            "{last}"
+        );
     }
 
     #[test]
