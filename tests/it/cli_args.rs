@@ -320,7 +320,7 @@ fn numa_maps_names_the_real_cause() {
     assert!(!err.contains("permission"), "{err}");
     // PID 1: readable (a table), or refused with the path and the kernel's reason; never
     // advice to run as root to a process that is root already.
-    let root = rustix::process::geteuid().is_root();
+    let root = crate::common::is_root();
     match std::fs::read("/proc/1/numa_maps") {
         Ok(_) => {}
         Err(e) => {

@@ -663,7 +663,7 @@ impl NetPair {
     /// Names unique to this process; addresses from 10.213.0.0/16, which exist only
     /// inside the two namespaces.
     fn create() -> Result<NetPair, String> {
-        if !rustix::process::geteuid().is_root() {
+        if !crate::common::is_root() {
             return Err("network namespaces need root; run this test as root".into());
         }
         let tag = std::process::id() % 100_000;

@@ -16,7 +16,7 @@ fn read(p: &str) -> String {
 
 #[test]
 fn sigkill_mid_change_is_restored_by_the_next_command() {
-    if !rustix::process::geteuid().is_root() || !Path::new(POOL).exists() {
+    if !crate::common::is_root() || !Path::new(POOL).exists() {
         skip::skipped(
             "sigkill_mid_change_is_restored_by_the_next_command",
             &format!("needs root and {POOL} to raise a real pool"),

@@ -294,11 +294,6 @@ fn read_num(path: &str) -> Option<u64> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    rustix::process::geteuid().is_root()
-}
-
 #[test]
 fn a_short_pool_names_the_command_and_reserving_puts_it_back() {
     let _one = POOLS.lock().unwrap_or_else(|p| p.into_inner());
@@ -331,7 +326,7 @@ fn a_short_pool_names_the_command_and_reserving_puts_it_back() {
         "{err}"
     );
     assert_eq!(read_num(&nr), Some(before));
-    if !is_root() {
+    if !crate::common::is_root() {
         skip::skipped(
             "a_short_pool_names_the_command_and_reserving_puts_it_back",
             "the reservation half of this test needs root",
@@ -410,7 +405,7 @@ fn ctrl_c_puts_the_pool_back() {
         skip::skipped("ctrl_c_puts_the_pool_back", "no 2 MiB hugepage pool");
         return;
     };
-    if !is_root() || !Path::new(&nr).exists() {
+    if !crate::common::is_root() || !Path::new(&nr).exists() {
         skip::skipped("ctrl_c_puts_the_pool_back", "not root");
         return;
     }

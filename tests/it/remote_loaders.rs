@@ -50,7 +50,7 @@ impl Drop for Lab {
 }
 
 fn skip_reason() -> Option<String> {
-    if !rustix::process::geteuid().is_root() {
+    if !crate::common::is_root() {
         return Some("network namespaces need root".into());
     }
     if run("ip", &["netns", "list"]).is_err() {

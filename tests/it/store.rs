@@ -344,8 +344,7 @@ fn fill(dir: &std::path::Path) {
 #[test]
 fn a_full_disk_under_sqlite_keeps_the_figures_in_a_file_and_the_history_sound() {
     let name = "a_full_disk_under_sqlite_keeps_the_figures_in_a_file_and_the_history_sound";
-    // SAFETY: geteuid has no preconditions.
-    if !rustix::process::geteuid().is_root() {
+    if !common::is_root() {
         common::skip::skipped(name, "mounting a small tmpfs needs root");
         return;
     }

@@ -124,6 +124,11 @@ pub fn costlab_ok(db: impl AsRef<OsStr>, args: &[&str]) -> Output {
     out
 }
 
+/// Whether the tests run as root (the parts that change system state need it).
+pub fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
 pub mod daemon;
 pub mod fake;
 pub mod pg;

@@ -33,14 +33,9 @@ fn pg_bin(name: &str) -> PathBuf {
     })
 }
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    rustix::process::geteuid().is_root()
-}
-
 /// `cmd` as the unprivileged user that owns the cluster.
 fn as_owner(bin: &Path) -> Command {
-    if is_root() {
+    if super::is_root() {
         let mut c = Command::new("runuser");
         c.args(["-u", "nobody", "--"]).arg(bin);
         c
@@ -58,7 +53,7 @@ fn start() -> Cluster {
     let data = dir.join("data");
     let pwfile = dir.join("pw");
     std::fs::write(&pwfile, PASSWORD).unwrap();
-    if is_root() {
+    if super::is_root() {
         let st = Command::new("chown")
             .args(["-R", "nobody"])
             .arg(&dir)
@@ -88,7 +83,7 @@ fn start() -> Cluster {
     let stop = format!(
         "while kill -0 {pid} 2>/dev/null; do sleep 0.5; done; {runas} {pg_ctl} -D {data} -m immediate stop >/dev/null 2>&1; rm -rf {dir}",
         pid = std::process::id(),
-        runas = if is_root() { "runuser -u nobody --" } else { "" },
+        runas = if super::is_root() { "runuser -u nobody --" } else { "" },
         pg_ctl = pg_bin("pg_ctl").display(),
         data = data.display(),
         dir = dir.display()
