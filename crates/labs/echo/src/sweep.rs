@@ -367,6 +367,9 @@ fn total_runs(plan: &Plan, vars: &[Variant]) -> usize {
 /// Run every point of the plan, repetition by repetition: a fresh server each, loaded
 /// locally or from the remote hosts. Per point its figures and the conditions of its most
 /// disturbed repetition (each repetition is a sample).
+/// How many runs of one point may answer nothing before the sweep gives up on it.
+const NO_ANSWER_TRIES: usize = 3;
+
 fn run_points(
     plan: &Plan,
     lay: &Layout,
@@ -398,24 +401,53 @@ fn run_points(
                             rep + 1,
                             plan.reps
                         ));
-                        let watch = Watch::start(&[]);
-                        let server = ServerProcess::spawn(
-                            v,
-                            &plan.addr,
-                            lay.server,
-                            size,
-                            plan.sqpoll,
-                            limit,
-                        )?;
-                        let spec = point_load(plan, lay, server.addr, conns, size, client);
-                        let report = match &plan.remote {
-                            Some(r) => r.run(&spec, &point_case(plan, v, client, conns, size)),
-                            None => load::run(&spec),
+                        let mut attempt = 1;
+                        let (report, stats, cond) = loop {
+                            let watch = Watch::start(&[]);
+                            let server = ServerProcess::spawn(
+                                v,
+                                &plan.addr,
+                                lay.server,
+                                size,
+                                plan.sqpoll,
+                                limit,
+                            )?;
+                            let spec = point_load(plan, lay, server.addr, conns, size, client);
+                            let report = match &plan.remote {
+                                Some(r) => r.run(&spec, &point_case(plan, v, client, conns, size)),
+                                None => load::run(&spec),
+                            };
+                            let stats = server.stop()?;
+                            let report = report?;
+                            let cond = watch.finish();
+                            if report.answered > 0 {
+                                break (report, stats, cond);
+                            }
+                            // A run that got no answer at all measured no throughput of 0:
+                            // the server or the loader never got the CPU in the window (a
+                            // busy host) or the server failed. Run it again, then give up
+                            // with the point named rather than store a zero as a figure.
+                            let at = format!(
+                                "{} {} client, {conns} conns, {}",
+                                v.label(),
+                                client.name(),
+                                sizes::human_size(size as u64)
+                            );
+                            if attempt >= NO_ANSWER_TRIES {
+                                anyhow::bail!(
+                                    "echo: {at}: no request answered in {attempt} runs of {:?} (errors: {}); is the machine overloaded? retry with a longer --duration",
+                                    plan.duration,
+                                    report.errors.total()
+                                );
+                            }
+                            notes.push(format!(
+                                "{at}: a run answered no request in {:?} and was run again",
+                                plan.duration
+                            ));
+                            attempt += 1;
                         };
-                        let stats = server.stop()?;
-                        let report = report?;
                         record(&mut points, (si, ci, ki, ei), &report, &stats);
-                        keep_worst(&mut conditions, (si, ci, ki, ei), watch.finish());
+                        keep_worst(&mut conditions, (si, ci, ki, ei), cond);
                         note_setup(notes, v, &stats);
                         done += 1;
                         bar.set_position(done);
