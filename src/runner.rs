@@ -78,14 +78,24 @@ pub fn run_labs(labs: &[Box<dyn Lab>], ctx: &Ctx, full: bool, run: RunInfo) -> R
                 if full { "full" } else { "quick" }
             );
             let t = Instant::now();
+            let retried = costlab_core::measure::conditions::time_retrying();
             cancel::take_finished();
             match lab.run_plan(ctx, full) {
                 Ok(mut o) => {
                     costlab_core::measure::quality::judge_rows(&mut o.results);
+                    let again = costlab_core::measure::conditions::time_retrying() - retried;
                     eprintln!(
-                        "costlab run: [{}/{total}] {name}: done in {:.1} s, {} figures",
+                        "costlab run: [{}/{total}] {name}: done in {:.1} s{}, {} figures",
                         i + 1,
                         t.elapsed().as_secs_f64(),
+                        if again.is_zero() {
+                            String::new()
+                        } else {
+                            format!(
+                                " ({:.1} s of it re-measuring disturbed or noisy cases)",
+                                again.as_secs_f64()
+                            )
+                        },
                         o.results.len()
                     );
                     let h = lab.sheet_lines(&o);
@@ -133,7 +143,15 @@ pub fn run_labs(labs: &[Box<dyn Lab>], ctx: &Ctx, full: bool, run: RunInfo) -> R
             .push("no lab is built into this costlab".to_string());
     }
     let secs = started.elapsed().as_secs_f64();
-    eprintln!("costlab run: {total} labs in {secs:.1} s");
+    let again = costlab_core::measure::conditions::time_retrying().as_secs_f64();
+    if again > 0.0 {
+        eprintln!(
+            "costlab run: {total} labs in {secs:.1} s ({again:.1} s of it re-measuring; {:.1} s without)",
+            secs - again
+        );
+    } else {
+        eprintln!("costlab run: {total} labs in {secs:.1} s");
+    }
     let complete = !interrupted && !sheet.iter().any(|s| s.status.breaks_run());
     let mut run = run;
     run.complete = complete;

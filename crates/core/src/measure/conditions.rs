@@ -83,6 +83,15 @@ impl Outcome {
 static RETRY_BUDGET_MS: AtomicU64 = AtomicU64::new(DEFAULT_RETRY_BUDGET_S * 1000);
 /// `--retry-budget` default, seconds.
 pub const DEFAULT_RETRY_BUDGET_S: u64 = 30;
+/// The time the command has spent re-measuring so far (ms): attempts after a case's first.
+static RETRIED_MS: AtomicU64 = AtomicU64::new(0);
+
+/// How long the command has spent re-measuring disturbed or noisy cases so far, so that a
+/// plan's time can be quoted with and without it.
+pub fn time_retrying() -> Duration {
+    Duration::from_millis(RETRIED_MS.load(Ordering::SeqCst))
+}
+
 /// At most this many measurements of one case (the first and two more).
 pub const MAX_ATTEMPTS: usize = 3;
 
@@ -147,6 +156,9 @@ pub fn judged_case(
                 .iter()
                 .find_map(|r| r.quality_reasons.first().cloned());
         }
+        if tries > 1 {
+            RETRIED_MS.fetch_add(started.elapsed().as_millis() as u64, Ordering::SeqCst);
+        }
         let better = best
             .as_ref()
             .is_none_or(|(q, n, _)| (worst, bad) <= (*q, *n));
@@ -185,8 +197,13 @@ mod tests {
     fn a_noisy_case_is_measured_again_and_the_better_attempt_kept() {
         set_retry_budget(Duration::from_secs(30));
         let calls = AtomicUsize::new(0);
+        let before = time_retrying();
         let o = judged_case("test case", &[], || {
             let n = calls.fetch_add(1, Ordering::SeqCst);
+            if n > 0 {
+                // Each attempt after the first counts as time spent re-measuring.
+                std::thread::sleep(Duration::from_millis(20));
+            }
             let samples = if n == 0 {
                 vec![1.0, 10.0, 100.0, 5.0, 50.0]
             } else {
@@ -200,6 +217,7 @@ mod tests {
         // Quiet: the second attempt is ok and kept. Busy (disturbed both times): all three
         // attempts are made and the last, as good as any, kept.
         assert!(calls.load(Ordering::SeqCst) >= 2);
+        assert!(time_retrying() - before >= Duration::from_millis(20));
         let r = &o.results[0];
         assert_eq!(r.summary.median, 10.0);
         assert!(r.conditions.is_some() && r.quality.is_some());
