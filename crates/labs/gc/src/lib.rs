@@ -221,6 +221,18 @@ pub fn build_all() -> Result<String> {
         shifted.how,
         shifted.path.display()
     );
+    // Go's nm and objdump (the attribution's) are built on first use since Go 1.24: build
+    // them now, not inside a timed run.
+    if let Some(go) = bench::find_go() {
+        for tool in ["nm", "objdump"] {
+            match attrib::tool_path(&go, tool) {
+                Some(p) => out.push_str(&format!("go tool {tool}: {}\n", p.display())),
+                None => out.push_str(&format!(
+                    "go tool {tool}: not resolved by `go tool -n {tool}`; the attribution runs `go tool {tool}`\n"
+                )),
+            }
+        }
+    }
     match java::find_jdk() {
         Some(jdk) => out.push_str(&format!(
             "javagc (javac): {}\n",

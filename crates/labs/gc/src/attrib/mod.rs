@@ -51,9 +51,10 @@
 //! classify.rs gives each instruction its class, samples.rs tallies a profile's samples,
 //! this file maps the sampled functions' addresses to classes.
 
-use std::collections::{BTreeSet, HashMap};
-use std::path::Path;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 
 use anyhow::{bail, Context, Result};
 
@@ -259,12 +260,50 @@ pub fn class_map_of(go: &Path, bin: &Path, symbols: &BTreeSet<String>) -> Result
     Ok(ClassMap::new(&funcs))
 }
 
-/// The output of `go tool TOOL ARGS... BIN` with the local toolchain (nothing fetched).
+/// The executable of Go's `tool` (nm, objdump), resolved once per process with `go tool -n
+/// TOOL`. Since Go 1.24 these tools are not shipped built: the first use builds one into the
+/// build cache, which took 29 s on this 2-vCPU host, and `go tool` itself costs a second of
+/// start-up each call. `costlab gc build` resolves both, so the build happens there and not
+/// inside a timed run. None where the toolchain cannot name it (then `go tool` is run).
+pub fn tool_path(go: &Path, tool: &str) -> Option<PathBuf> {
+    static PATHS: Mutex<BTreeMap<String, Option<PathBuf>>> = Mutex::new(BTreeMap::new());
+    let mut paths = PATHS.lock().unwrap_or_else(|e| e.into_inner());
+    let key = format!("{}\0{tool}", go.display());
+    paths
+        .entry(key)
+        .or_insert_with(|| {
+            let out = Command::new(go)
+                .args(["tool", "-n", tool])
+                .env("GOTOOLCHAIN", "local")
+                .stdin(Stdio::null())
+                .stderr(Stdio::null())
+                .output()
+                .ok()?;
+            let text = String::from_utf8_lossy(&out.stdout);
+            let first = text.lines().next()?.trim();
+            let path = PathBuf::from(first);
+            (out.status.success() && path.is_absolute() && path.is_file()).then_some(path)
+        })
+        .clone()
+}
+
+/// The output of `go tool TOOL ARGS... BIN` with the local toolchain (nothing fetched): the
+/// tool's executable run directly where `go tool -n` names it.
 pub(super) fn go_tool(go: &Path, args: &[&str], bin: &Path) -> Result<String> {
     let tool = args.first().copied().unwrap_or_default();
-    let out = Command::new(go)
-        .arg("tool")
-        .args(args)
+    let mut cmd = match tool_path(go, tool) {
+        Some(exe) => {
+            let mut c = Command::new(exe);
+            c.args(&args[1..]);
+            c
+        }
+        None => {
+            let mut c = Command::new(go);
+            c.arg("tool").args(args);
+            c
+        }
+    };
+    let out = cmd
         .arg(bin)
         .env("GOTOOLCHAIN", "local")
         .stdin(Stdio::null())
