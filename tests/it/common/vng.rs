@@ -76,8 +76,16 @@ pub struct Guest {
 
 /// Boot the guest with vng's `machine` arguments (--cpus, --memory, --numa, --qemu-opts ...),
 /// run `script` in it, and return what it printed. At most ten minutes.
+///
+/// The script goes in a file the guest reads through the host's root (shared read-only), not
+/// on the command line: vng hands `--exec` to the guest on the kernel's command line, whose
+/// 2048 bytes a long script overflows, and the guest then hangs in its init.
 pub fn boot(machine: &[&str], script: &str) -> Guest {
     let (vng, kernel) = (vng().unwrap(), kernel().unwrap());
+    let dir =
+        tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a directory for the script");
+    let file = dir.path().join("guest.sh");
+    std::fs::write(&file, script).expect("writing the guest script");
     let bin_dir = vng.parent().unwrap_or(Path::new("/")).to_path_buf();
     let path = format!(
         "{}:{}",
@@ -93,7 +101,7 @@ pub fn boot(machine: &[&str], script: &str) -> Guest {
         .arg("--disable-kvm")
         .args(machine)
         .arg("--exec")
-        .arg(script)
+        .arg(format!("sh {}", file.display()))
         .env("PATH", path)
         .output()
         .expect("running vng");

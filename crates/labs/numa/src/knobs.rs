@@ -137,7 +137,8 @@ impl KnobPlan {
                 Duration::from_secs(10)
             },
             change,
-            samples: samples.clamp(1, 5),
+            // Each zone-reclaim sample refills the node: a few are plenty.
+            samples: samples.clamp(1, 3),
         })
     }
 }
@@ -642,7 +643,7 @@ mod tests {
         .unwrap();
         assert_eq!(p.knobs, vec![Knob::NumaBalancing]);
         assert_eq!(p.bytes, 16 << 20);
-        assert_eq!(p.samples, 5);
+        assert_eq!(p.samples, 3);
         assert_eq!(p.dir, PathBuf::from("/var/tmp"));
         let all = KnobPlan::parse(None, None, Some("1G"), Some("/tmp"), true, false, 1).unwrap();
         assert_eq!(all.knobs, KNOBS.to_vec());
