@@ -34,14 +34,16 @@ for c in 0 1 2 3; do d=/sys/devices/system/cpu/cpu\$c/topology
   echo \"cpu\$c: siblings \$(cat \$d/thread_siblings_list), package \$(cat \$d/physical_package_id), node \$(basename \$(ls -d /sys/devices/system/cpu/cpu\$c/node*))\"; done
 echo '\$ costlab pin --case sharing --placement same-core,same-node,cross-node,per-core,free'
 $BIN pin --case sharing --placement same-core,same-node,cross-node,per-core,free --duration 300ms --samples 2 2>&1 | grep -v '^  !'
-echo '\$ costlab pin --case sharing --threads 4 --placement cross-node,per-core'
-$BIN pin --case sharing --threads 4 --placement cross-node,per-core --duration 300ms --samples 2 2>&1 | grep -v '^  !'
+echo '\$ costlab pin --case sharing --threads 4 --placement cross-node,free'
+$BIN pin --case sharing --threads 4 --placement cross-node,free --duration 300ms --samples 2 2>&1 | grep -v '^  !'
+echo '\$ costlab pin --case sharing --threads 4 --placement per-core'
+$BIN pin --case sharing --threads 4 --placement per-core 2>&1; echo \"(exit \$?)\"
 echo '\$ costlab pin --threads 3 --placement same-core'
 $BIN pin --threads 3 --placement same-core 2>&1; echo \"(exit \$?)\"
 echo '\$ costlab pin --case echo --placement irq-cpu --move-irqs'
 $BIN pin --case echo --placement irq-cpu --move-irqs 2>&1; echo \"(exit \$?)\"
-echo '\$ costlab numa-knobs --change-knobs --quick --samples 1 --sizes 16M --fill 128M --dir /tmp'
-$BIN numa-knobs --change-knobs --quick --samples 1 --sizes 16M --fill 128M --dir /tmp 2>&1
+echo '\$ costlab numa-knobs --change-knobs --quick --samples 1 --sizes 64M --dir /tmp'
+$BIN numa-knobs --change-knobs --quick --samples 1 --sizes 64M --dir /tmp 2>&1
 echo \"knobs after: zone_reclaim_mode=\$(cat /proc/sys/vm/zone_reclaim_mode) numa_balancing=\$(cat /proc/sys/kernel/numa_balancing)\""
 
 # The script goes in a file the guest reads through the host's root (shared read-only; the

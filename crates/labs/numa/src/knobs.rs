@@ -406,7 +406,7 @@ fn run_cases(
         let after = numastat_all(root, ids);
         if let Some(g) = guard {
             if let Some(note) = g.restore() {
-                out.notes.push(note);
+                out.notes.push(format!("{} {setting}: {note}", knob.name()));
             }
         }
         let figures = figures?;
@@ -470,6 +470,9 @@ fn run_cases(
         );
     }
     out.notes.extend(readings(&out, machine));
+    // Each case repeats the workload's note: keep the first.
+    let mut seen = std::collections::HashSet::new();
+    out.notes.retain(|n| seen.insert(n.clone()));
     Ok(out)
 }
 
@@ -495,8 +498,15 @@ pub fn readings(out: &Outcome, machine: &Machine) -> Vec<String> {
         ))
     };
     if let (Some((l0, f0)), Some((l1, f1))) = (zr("0"), zr("1")) {
+        let why = if l0 >= 95.0 && l1 >= 95.0 {
+            "the allocation stayed local either way: the node still had room after the fill (a larger --fill, or none, fills it)"
+        } else if l1 > l0 + 10.0 {
+            "1 trades the allocation's time (reclaiming the local page cache) for local pages; 0 spills to the remote node"
+        } else {
+            "the setting changed little: the fill may be memory reclaim cannot drop (tmpfs, dirty pages), so both spill"
+        };
         v.push(format!(
-            "reading: zone-reclaim: with 0, {l0:.0}% of the allocation was local ({f0:.0} ns per page); with 1, {l1:.0}% ({f1:.0} ns per page): 1 trades the allocation's time (reclaiming page cache) for local pages"
+            "reading: zone-reclaim: with 0, {l0:.0}% of the allocation was local ({f0:.0} ns per page); with 1, {l1:.0}% ({f1:.0} ns per page): {why}"
         ));
     }
     let nb = |s: &str| {
@@ -506,8 +516,13 @@ pub fn readings(out: &Outcome, machine: &Machine) -> Vec<String> {
         ))
     };
     if let (Some((l0, m0)), Some((l1, m1))) = (nb("0"), nb("1")) {
+        let why = if l1 > l0 + 10.0 {
+            "balancing moved the pages toward the CPU that reads them, after its scan delay"
+        } else {
+            "balancing moved little in this run: its scan delay and period (kernel.numa_balancing_scan_*) may outlast it; a full run reads longer"
+        };
         v.push(format!(
-            "reading: numa-balancing: with 0, {l0:.0}% of the remote-start memory ended local ({m0:.0} pages migrated); with 1, {l1:.0}% ({m1:.0} migrated): balancing moves pages toward the CPU that reads them, after its scan delay"
+            "reading: numa-balancing: with 0, {l0:.0}% of the remote-start memory ended local ({m0:.0} pages migrated); with 1, {l1:.0}% ({m1:.0} migrated): {why}"
         ));
     }
     if machine.hypervisor.is_some() {
@@ -688,7 +703,7 @@ mod tests {
         };
         let r = readings(&o, &m);
         assert!(
-            r[0].starts_with("reading: zone-reclaim: with 0, 20% of the allocation was local (300 ns per page); with 1, 95% (900 ns per page)"),
+            r[0].starts_with("reading: zone-reclaim: with 0, 20% of the allocation was local (300 ns per page); with 1, 95% (900 ns per page): 1 trades"),
             "{r:?}"
         );
         assert!(r[1].contains("need real hardware"), "{r:?}");

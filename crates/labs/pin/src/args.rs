@@ -15,7 +15,7 @@ pub struct PinArgs {
     pub placement: Option<String>,
     /// Busy threads of the memory and sharing workloads, one count (echo is always a server
     /// and a client) [default: 2]
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     pub threads: Option<String>,
     /// For irq-cpu: move the network interface's queue interrupts (smp_affinity_list) onto
     /// the server's CPU for the run, through the restore journal (root)
