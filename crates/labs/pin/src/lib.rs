@@ -56,6 +56,11 @@ pub fn execute(plan: &Plan, ctx: &Ctx) -> Result<Outcome> {
     let irqs = placement::net_irqs(&ctx.machine.net);
     let queues = irqs::queue_irqs(&ctx.machine.net);
     let no_irqs = irqs::why_none(&ctx.machine.net);
+    if plan.move_irqs && !queues.is_empty() && !rustix::process::geteuid().is_root() {
+        return Err(usage(
+            "--move-irqs writes /proc/irq/N/smp_affinity_list (root only): run as root, or leave it out to place the server on the CPU that takes the interrupts now",
+        ));
+    }
     let mut out = Outcome::default();
     // Every placement worked out before anything runs: one named on the command line that is
     // impossible here is refused now, in one line, not after minutes of the others.
