@@ -7,9 +7,14 @@
 //!
 //! Placements: pinned (one thread per CPU; the server away from the network interrupts),
 //! free (no affinity), stacked (two busy threads on one CPU), irq-cpu (the server on the CPU
-//! that takes the NIC's or virtio's interrupts, from the machine's IRQ table). Each figure
-//! comes with the scheduler's counters (CPU migrations, context switches, per second) and
-//! where each thread was seen running (sampled from /proc/.../task/*/stat).
+//! that takes the NIC's or virtio's interrupts, from the machine's IRQ table; with
+//! `--move-irqs` the interrupts are moved there, through the restore journal), and from the
+//! topology sysfs gives (`machine::CpuPlace`): same-core (SMT siblings), same-node, cross-node
+//! and per-core, for `--threads N`. A placement named on the command line that this machine
+//! cannot give is refused in one line before anything runs. Each figure comes with the
+//! scheduler's counters (CPU migrations, context switches, per second), IPC where a PMU counts
+//! it, and where each thread was seen running (sampled from /proc/.../task/*/stat field 39,
+//! kept in the row's `conditions.ran_on`).
 
 pub mod args;
 mod echo;
