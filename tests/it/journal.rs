@@ -92,3 +92,104 @@ fn sigkill_mid_change_is_restored_by_the_next_command() {
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("no setting left changed"));
 }
+
+/// The NIC's queue interrupts and their smp_affinity_list now.
+fn queue_affinities() -> Vec<(u32, String)> {
+    let m = costlab_core::machine::Machine::probe();
+    costlab_pin::irqs::queue_irqs(&m.net)
+        .into_iter()
+        .filter_map(|q| {
+            let p = format!("/proc/irq/{}/smp_affinity_list", q.irq);
+            Some((q.irq, std::fs::read_to_string(p).ok()?.trim().to_string()))
+        })
+        .collect()
+}
+
+fn put_back(before: &[(u32, String)]) {
+    for (irq, v) in before {
+        let _ = std::fs::write(format!("/proc/irq/{irq}/smp_affinity_list"), v);
+    }
+}
+
+/// `costlab pin --move-irqs` killed with SIGKILL while the NIC's interrupts sit on the server's
+/// CPU: the next costlab command puts every smp_affinity_list back. Needs root and a network
+/// device with queue interrupts (virtio-net here); says so and passes without them.
+#[test]
+fn sigkill_with_irqs_moved_is_restored_by_the_next_command() {
+    use std::os::unix::process::CommandExt;
+    let name = "sigkill_with_irqs_moved_is_restored_by_the_next_command";
+    let before = queue_affinities();
+    if !crate::common::is_root() || before.is_empty() {
+        skip::skipped(name, "needs root and a NIC with queue interrupts to move");
+        return;
+    }
+    let journal = tempfile::tempdir().unwrap();
+    let db = journal.path().join("h.db");
+    let bin = env!("CARGO_BIN_EXE_costlab");
+    let mut child = Command::new(bin)
+        .args([
+            "pin",
+            "--case",
+            "echo",
+            "--placement",
+            "irq-cpu",
+            "--move-irqs",
+            "--duration",
+            "20s",
+            "--samples",
+            "1",
+        ])
+        .env("COSTLAB_JOURNAL_DIR", journal.path())
+        .env("COSTLAB_DB", &db)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        // Its own group, so the echo server it starts goes with it.
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    let mut moved = before.clone();
+    while moved == before && t.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(20));
+        moved = queue_affinities();
+    }
+    let journals = std::fs::read_dir(journal.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+        .count();
+    // SAFETY: SIGKILL to the process group we started (its id is the child's pid).
+    unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+    child.wait().unwrap();
+    if moved == before {
+        put_back(&before);
+        skip::skipped(
+            name,
+            "no queue interrupt moved (already on the server's CPU, or managed by the kernel)",
+        );
+        return;
+    }
+    assert_eq!(journals, 1, "one journal for the killed process");
+    assert_eq!(queue_affinities(), moved, "nothing restored the IRQs yet");
+
+    let out = Command::new(bin)
+        .arg("machine")
+        .env("COSTLAB_JOURNAL_DIR", journal.path())
+        .env("COSTLAB_DB", &db)
+        .output()
+        .unwrap();
+    let after = queue_affinities();
+    if after != before {
+        put_back(&before);
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(after, before, "the next command restored every IRQ");
+    let changed = before.iter().zip(&moved).filter(|(b, m)| b != m).count();
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("smp_affinity_list: restored to"))
+        .collect();
+    assert_eq!(lines.len(), changed, "{err}");
+    assert!(lines[0].starts_with("costlab: IRQ "), "{err}");
+}

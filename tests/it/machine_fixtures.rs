@@ -43,6 +43,14 @@ fn xeon_two_sockets_four_nodes() {
     assert_eq!(m.cpus_online, 8);
     assert_eq!(m.online_cpus, (0..8).collect::<Vec<_>>());
     assert_eq!((m.threads_per_core, m.cores, m.sockets), (2, 4, 2));
+    // Each CPU's place: its SMT sibling (thread_siblings_list; this tree has no
+    // core_cpus_list or core_id), package and node.
+    let p5 = m.cpu_places.iter().find(|p| p.cpu == 5).unwrap();
+    assert_eq!(
+        (p5.core_cpus.clone(), p5.core_id, p5.package, p5.node),
+        (vec![1, 5], None, Some(0), Some(1))
+    );
+    assert_eq!(m.cpu_places.len(), 8);
 
     assert_eq!(m.caches.len(), 4);
     assert_eq!(

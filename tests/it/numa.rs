@@ -314,9 +314,31 @@ fn one_node_says_so_in_one_line() {
 }
 
 #[test]
+fn numa_knobs_on_one_node_say_so_in_one_line() {
+    if Machine::probe().numa_nodes >= 2 {
+        return; // two_node.rs runs the knobs in the emulated two-node machine
+    }
+    let out = costlab(&["numa-knobs", "--quick", "--json", "-"]);
+    assert_eq!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(
+        lines[0],
+        "note: one NUMA node: local vs remote needs two or more; the NUMA knobs (zone_reclaim_mode, numa_balancing) act between nodes, so there is nothing to measure"
+    );
+    assert_eq!(lines.len(), 2, "{err}");
+    assert!(lines[1].starts_with("costlab: run "), "{err}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["results"].as_array().unwrap().len(), 0);
+}
+
+#[test]
 fn bad_input_exits_2_with_one_line() {
     for args in [
-        &["numa", "--sizes", "0"][..],
+        &["numa-knobs", "--case", "swap"][..],
+        &["numa-knobs", "--sizes", "1K"],
+        &["numa-knobs", "--sizes", "8M,16M"],
+        &["numa", "--sizes", "0"],
         &["numa", "--threads", "x"],
         &["numa", "--nodes", "a-b"],
         &["numa-maps", "4000000000"],

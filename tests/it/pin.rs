@@ -40,6 +40,45 @@ fn bad_workloads_placements_and_durations_exit_2_with_one_line() {
 }
 
 #[test]
+fn an_impossible_placement_is_refused_in_one_line_before_anything_runs() {
+    // No machine here has 256 physical cores, SMT siblings 256 wide or 256 CPUs on a node.
+    for (placement, want) in [
+        (
+            "per-core",
+            "per-core runs one thread per physical core: 256 threads need 256 cores",
+        ),
+        ("same-node", "256 threads need 256 CPUs on a node"),
+    ] {
+        let err = refused(&[
+            "pin",
+            "--case",
+            "sharing",
+            "--threads",
+            "256",
+            "--placement",
+            placement,
+        ]);
+        assert!(err.contains(want), "{placement}: {err}");
+    }
+    let err = refused(&["pin", "--threads", "0"]);
+    assert!(err.contains("bad --threads '0'"), "{err}");
+    // What this machine lacks is refused by name, in the line the README shows.
+    let m = costlab_core::machine::Machine::probe();
+    if m.threads_per_core == 1 {
+        assert_eq!(
+            refused(&["pin", "--placement", "same-core"]),
+            "costlab: same-core needs SMT siblings; this machine has 1 thread per core"
+        );
+    }
+    if m.nodes.iter().filter(|n| !n.cpus.is_empty()).count() < 2 {
+        assert_eq!(
+            refused(&["pin", "--placement", "cross-node"]),
+            "costlab: cross-node needs two NUMA nodes; this machine has 1"
+        );
+    }
+}
+
+#[test]
 fn an_unknown_option_gets_clap_s_whole_message_and_exit_2() {
     let dir = tempfile::tempdir().unwrap();
     let ran = costlab(&dir.path().join("h.db"), &["pin", "--bogus"]);
@@ -101,6 +140,22 @@ fn a_short_run_writes_rows_by_workload_and_placement() {
             ["throughput", "migrations", "context_switches"].contains(&metric),
             "{metric}"
         );
+        // Where each thread ran, by thread, on CPUs this machine has.
+        let ran_on = r["conditions"]["ran_on"].as_object().expect("ran_on");
+        assert!(!ran_on.is_empty(), "{r}");
+        if r["case"]["placement"] == "stacked" && r["case"]["workload"] == "sharing" {
+            let cpus: Vec<&serde_json::Value> = ran_on.values().collect();
+            assert_eq!(cpus.len(), 2, "{r}");
+            assert_eq!(cpus[0], cpus[1], "stacked threads share one CPU: {r}");
+            assert_eq!(cpus[0].as_array().unwrap().len(), 1, "{r}");
+        }
+        if metric == "throughput" {
+            // IPC counted, or the reason it is not (no PMU in a VM).
+            assert!(
+                r["counters"]["IPC"].is_number() || r["unsupported_counters"]["IPC"].is_string(),
+                "{r}"
+            );
+        }
         let unit = r["unit"].as_str().unwrap();
         match metric {
             "throughput" => assert!(["Mop/s", "req/s"].contains(&unit), "{unit}"),

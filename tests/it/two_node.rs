@@ -7,94 +7,63 @@
 //! busybox-static, virtme-ng in /opt/virtme-ng). Skips, saying why, where the guest cannot
 //! boot; fails instead when CI=true.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
 use serde_json::Value;
+
+use crate::common::vng::{self, json_in, section};
 
 const BIN: &str = env!("CARGO_BIN_EXE_costlab");
 
-fn vng() -> Option<PathBuf> {
-    let opt = PathBuf::from("/opt/virtme-ng/bin/vng");
-    if opt.exists() {
-        return Some(opt);
-    }
-    std::env::var_os("PATH").and_then(|p| {
-        std::env::split_paths(&p)
-            .map(|d| d.join("vng"))
-            .find(|f| f.exists())
-    })
-}
+/// The machine: 4 CPUs as 2 sockets x 1 core x 2 threads, one node per socket (CPUs 0-1 on
+/// node 0, 2-3 on node 1), 1G each. QEMU's `-smp` is given again with the topology (vng's
+/// --cpus passes only the count); an Intel vendor string makes the guest kernel read the
+/// SMT siblings from CPUID (with AMD's it wants topoext, which TCG lacks).
+const MACHINE: &[&str] = &[
+    "--cpus",
+    "4",
+    "--memory",
+    "2G",
+    "--numa",
+    "1G,cpus=0-1",
+    "--numa",
+    "1G,cpus=2-3",
+    "--qemu-opts=-smp 4,sockets=2,cores=1,threads=2 -cpu max,vendor=GenuineIntel",
+];
 
-fn kernel() -> Option<PathBuf> {
-    let mut k: Vec<PathBuf> = std::fs::read_dir("/boot")
-        .ok()?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("vmlinuz-"))
-        })
-        .collect();
-    k.sort();
-    k.pop()
-}
-
-fn on_path(cmd: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {cmd}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-/// Why the guest cannot be booted here, or None.
-fn cannot_boot() -> Option<String> {
-    if vng().is_none() {
-        return Some(
-            "no vng (pip install virtme-ng into /opt/virtme-ng; scripts/install-deps.sh does)"
-                .into(),
-        );
-    }
-    if kernel().is_none() {
-        return Some("no /boot/vmlinuz-* (apt-get install linux-image-amd64)".into());
-    }
-    for (cmd, pkg) in [
-        ("qemu-system-x86_64", "qemu-system-x86"),
-        ("busybox", "busybox-static"),
-        ("numactl", "numactl"),
-    ] {
-        if !on_path(cmd) {
-            return Some(format!("no {cmd} (apt-get install {pkg})"));
-        }
-    }
-    None
-}
-
-/// The guest's script: each command's JSON between markers.
+/// The guest's script: each command's JSON between markers. One boot runs every check.
 fn script() -> String {
     format!(
         "set -x; echo 0 > /proc/sys/kernel/numa_balancing; export COSTLAB_DB=/tmp/costlab-two-node.db; \
+         export COSTLAB_JOURNAL_DIR=/tmp/costlab-journal; \
          echo '==machine'; {BIN} machine --json -; \
          echo '==numa'; {BIN} numa --quick --samples 2 --sizes 16M --json - 2>/dev/null; \
          echo '==bind'; numactl --membind=1 --cpunodebind=1 {BIN} numa-maps --self --json - 2>/dev/null; \
          echo '==interleave'; numactl --interleave=0,1 {BIN} numa-maps --self --json - 2>/dev/null; \
-         echo '==balancing'; cat /proc/sys/kernel/numa_balancing; echo '==end'"
+         echo '==balancing'; cat /proc/sys/kernel/numa_balancing; \
+         {PIN}; {KNOBS}; echo '==end'",
+        PIN = pin_script(),
+        KNOBS = knobs_script(),
     )
 }
 
-/// The text between `==name` and the next marker line.
-fn section<'a>(out: &'a str, name: &str) -> Option<&'a str> {
-    let start = out.find(&format!("=={name}\n"))? + name.len() + 3;
-    let rest = &out[start..];
-    let end = rest.find("\n==").map_or(rest.len(), |i| i + 1);
-    Some(&rest[..end])
+/// The pin lab's topology placements: two threads each way, four dealt across the nodes,
+/// the refusals, and the loopback-only line of IRQ placement.
+fn pin_script() -> String {
+    format!(
+        "echo '==pin'; {BIN} pin --case sharing --placement same-core,same-node,cross-node,per-core,free \
+           --duration 100ms --samples 1 --json - 2>/dev/null; \
+         echo '==pin4'; {BIN} pin --case sharing --threads 4 --placement cross-node --duration 100ms --samples 1 --json - 2>/dev/null; \
+         echo '==pin-refused'; {BIN} pin --threads 3 --placement same-core 2>&1; echo \"rc=$?\"; \
+         echo '==pin-irq'; {BIN} pin --case echo --placement irq-cpu --move-irqs 2>&1; echo \"rc=$?\""
+    )
 }
 
-fn json_in(text: &str) -> Value {
-    let from = text.find('{').expect("no JSON in the section");
-    let to = text.rfind('}').expect("no JSON end in the section");
-    serde_json::from_str(&text[from..=to]).expect("the section's JSON parses")
+/// The NUMA knobs, each set to 0 and 1 through the journal; the journal must be empty after.
+fn knobs_script() -> String {
+    format!(
+        "echo '==knobs-before'; cat /proc/sys/vm/zone_reclaim_mode /proc/sys/kernel/numa_balancing; \
+         echo '==knobs'; {BIN} numa-knobs --change-knobs --quick --samples 1 --sizes 8M --fill 64M --dir /tmp --json - 2>/dev/null; \
+         echo '==knobs-after'; cat /proc/sys/vm/zone_reclaim_mode /proc/sys/kernel/numa_balancing"
+    )
 }
 
 /// MiB of anonymous memory per node from a numa-maps document.
@@ -115,66 +84,45 @@ fn anon_by_node(doc: &Value) -> Vec<(u64, f64)> {
 
 #[test]
 fn costlab_on_an_emulated_two_node_machine() {
-    if let Some(why) = cannot_boot() {
+    if let Some(why) = vng::cannot_boot() {
         crate::common::skip::skipped_unless_ci("two_node", &why);
         return;
     }
-    let (vng, kernel) = (vng().unwrap(), kernel().unwrap());
-    let bin_dir = vng.parent().unwrap_or(Path::new("/")).to_path_buf();
-    let path = format!(
-        "{}:{}",
-        bin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let mut cmd = Command::new("timeout");
-    cmd.arg("600")
-        .arg(&vng)
-        .arg("--run")
-        .arg(&kernel)
-        .args(["--disable-kvm", "--cpus", "2", "--memory", "2G"])
-        .args(["--numa", "1G,cpus=0", "--numa", "1G,cpus=1"])
-        .arg("--exec")
-        .arg(script())
-        .env("PATH", path);
-    let started = std::time::Instant::now();
-    let out = cmd.output().expect("running vng");
-    let stdout = String::from_utf8_lossy(&out.stdout).replace('\r', "");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    eprintln!(
-        "two_node: guest ran in {:.0} s",
-        started.elapsed().as_secs_f64()
-    );
-    if section(&stdout, "machine").is_none() {
-        let tail: String = stderr.lines().rev().take(5).collect::<Vec<_>>().join(" | ");
+    let guest = vng::boot(MACHINE, &script());
+    let stdout = guest.stdout.as_str();
+    eprintln!("two_node: guest ran in {:.0} s", guest.secs);
+    if section(stdout, "machine").is_none() {
         crate::common::skip::skipped_unless_ci(
             "two_node",
             &format!(
-                "the guest did not boot or run costlab (status {:?}): {tail}",
-                out.status.code()
+                "the guest did not boot or run costlab (status {:?}): {}",
+                guest.status,
+                guest.tail()
             ),
         );
         return;
     }
     assert!(
-        section(&stdout, "end").is_some(),
-        "the guest script did not finish:\n{stdout}\n{stderr}"
+        section(stdout, "end").is_some(),
+        "the guest script did not finish:\n{stdout}\n{}",
+        guest.stderr
     );
 
     // costlab machine: two nodes and their distances.
-    let m = json_in(section(&stdout, "machine").unwrap());
+    let m = json_in(section(stdout, "machine").unwrap());
     assert_eq!(m["numa_nodes"], 2, "{m}");
     let nodes = m["nodes"].as_array().expect("nodes");
     assert_eq!(nodes.len(), 2);
     let text = nodes[0].to_string();
     assert!(text.contains("20"), "node 0 has no remote distance: {text}");
     assert_eq!(
-        section(&stdout, "balancing").unwrap().trim(),
+        section(stdout, "balancing").unwrap().trim(),
         "0",
         "numa_balancing is off"
     );
 
     // costlab numa --quick: both matrices full, 2 x 2 each.
-    let numa = json_in(section(&stdout, "numa").unwrap());
+    let numa = json_in(section(stdout, "numa").unwrap());
     for metric in ["latency", "bandwidth"] {
         let mut cells: Vec<(String, String)> = numa["results"]
             .as_array()
@@ -195,7 +143,7 @@ fn costlab_on_an_emulated_two_node_machine() {
     }
 
     // Bound to node 1: the anonymous memory is on node 1.
-    let bind = anon_by_node(&json_in(section(&stdout, "bind").unwrap()));
+    let bind = anon_by_node(&json_in(section(stdout, "bind").unwrap()));
     let on1: f64 = bind.iter().filter(|(n, _)| *n == 1).map(|x| x.1).sum();
     let total: f64 = bind.iter().map(|x| x.1).sum();
     assert!(
@@ -204,11 +152,156 @@ fn costlab_on_an_emulated_two_node_machine() {
     );
 
     // Interleaved: pages on both nodes.
-    let il = anon_by_node(&json_in(section(&stdout, "interleave").unwrap()));
+    let il = anon_by_node(&json_in(section(stdout, "interleave").unwrap()));
     for node in [0, 1] {
         assert!(
             il.iter().any(|(n, mib)| *n == node && *mib > 0.0),
             "interleave left node {node} empty: {il:?}"
         );
     }
+
+    topology_placements(stdout);
+    numa_knobs(stdout);
+}
+
+/// CPU -> the CPUs each thread ran on, from a pin document's throughput row of `placement`.
+fn ran_on(doc: &Value, placement: &str) -> Vec<Vec<u64>> {
+    let row = doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["metric"] == "throughput" && r["case"]["placement"] == placement)
+        .unwrap_or_else(|| panic!("no {placement} row: {doc}"));
+    row["conditions"]["ran_on"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no ran_on: {row}"))
+        .values()
+        .map(|v| {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c.as_u64().unwrap())
+                .collect()
+        })
+        .collect()
+}
+
+/// The guest's topology as costlab reads it, and where each placement's threads ran.
+fn topology_placements(stdout: &str) {
+    let m = json_in(section(stdout, "machine").unwrap());
+    assert_eq!(
+        m["threads_per_core"], 2,
+        "SMT siblings seen: {}",
+        m["cpu_places"]
+    );
+    assert_eq!(m["cores"], 2);
+    let places = m["cpu_places"].as_array().expect("cpu_places");
+    let core_of = |cpu: usize| places[cpu]["core_cpus"].clone();
+    assert_eq!(core_of(0), serde_json::json!([0, 1]));
+    assert_eq!(core_of(3), serde_json::json!([2, 3]));
+    assert_eq!(places[2]["node"], 1);
+
+    let pin = json_in(section(stdout, "pin").unwrap());
+    // Two threads: SMT siblings of core 0; node 0's two CPUs; one per node; one per core.
+    assert_eq!(ran_on(&pin, "same-core"), vec![vec![0], vec![1]]);
+    assert_eq!(ran_on(&pin, "same-node"), vec![vec![0], vec![1]]);
+    assert_eq!(ran_on(&pin, "cross-node"), vec![vec![0], vec![2]]);
+    assert_eq!(ran_on(&pin, "per-core"), vec![vec![0], vec![2]]);
+    for cpus in ran_on(&pin, "free") {
+        assert!(cpus.iter().all(|&c| c < 4), "{cpus:?}");
+    }
+    // Four threads dealt over the nodes: 0 and 2, then 1 and 3.
+    let pin4 = json_in(section(stdout, "pin4").unwrap());
+    assert_eq!(
+        ran_on(&pin4, "cross-node"),
+        vec![vec![0], vec![2], vec![1], vec![3]]
+    );
+    let refused = section(stdout, "pin-refused").unwrap();
+    assert!(
+        refused.contains("costlab: same-core runs one thread per SMT sibling: 3 threads need 3 siblings; this machine's cores have 2"),
+        "{refused}"
+    );
+    assert!(refused.contains("rc=2"), "{refused}");
+    // The guest has no network device: IRQ placement says so in one line.
+    let irq = section(stdout, "pin-irq").unwrap();
+    assert!(
+        irq.contains("costlab: IRQ placement: this machine has only loopback"),
+        "{irq}"
+    );
+    assert!(irq.contains("rc=2"), "{irq}");
+}
+
+/// numa-knobs: each knob at 0 and 1, where the pages went, numastat per node, and every
+/// setting back where it was with the journal empty.
+fn numa_knobs(stdout: &str) {
+    let doc = json_in(section(stdout, "knobs").unwrap());
+    let rows = doc["results"].as_array().unwrap();
+    for (knob, workload, metrics) in [
+        (
+            "zone-reclaim",
+            "page-cache-fill",
+            &["local_share", "fault_time"][..],
+        ),
+        (
+            "numa-balancing",
+            "remote-start",
+            &["local_share", "bandwidth", "pages_migrated", "hint_faults"],
+        ),
+    ] {
+        for setting in [0, 1] {
+            for metric in metrics {
+                let r = rows
+                    .iter()
+                    .find(|r| {
+                        r["metric"] == *metric
+                            && r["case"]["knob"] == knob
+                            && r["case"]["setting"] == setting
+                            && r["case"]["workload"] == workload
+                    })
+                    .unwrap_or_else(|| panic!("no {knob}={setting} {metric}: {doc}"));
+                assert_eq!(r["case"]["cpu_node"], 0, "{r}");
+                let want_mem = if knob == "zone-reclaim" { 0 } else { 1 };
+                assert_eq!(r["case"]["mem_node"], want_mem, "{r}");
+                if *metric == "local_share" {
+                    let pct = r["summary"]["median"].as_f64().unwrap();
+                    assert!((0.0..=100.0).contains(&pct), "{r}");
+                }
+            }
+            for node in [0, 1] {
+                assert!(
+                    rows.iter().any(|r| r["metric"] == "numastat"
+                        && r["case"]["knob"] == knob
+                        && r["case"]["setting"] == setting
+                        && r["case"]["node"] == node
+                        && r["case"]["stat"] == "numa_hit"),
+                    "no numastat of node {node} for {knob}={setting}"
+                );
+            }
+        }
+    }
+    // With balancing off the remote-start memory stays remote.
+    let off = rows
+        .iter()
+        .find(|r| {
+            r["metric"] == "local_share"
+                && r["case"]["knob"] == "numa-balancing"
+                && r["case"]["setting"] == 0
+        })
+        .unwrap();
+    assert!(off["summary"]["median"].as_f64().unwrap() < 5.0, "{off}");
+    let notes = doc["notes"].to_string();
+    assert!(
+        notes.contains("vm.zone_reclaim_mode: restored to"),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("kernel.numa_balancing: restored to"),
+        "{notes}"
+    );
+    assert!(notes.contains("need real hardware"), "{notes}");
+    assert_eq!(
+        section(stdout, "knobs-before").unwrap().trim(),
+        section(stdout, "knobs-after").unwrap().trim(),
+        "the knobs are back where they were"
+    );
 }

@@ -133,6 +133,7 @@ pub mod daemon;
 pub mod fake;
 pub mod pg;
 pub mod skip;
+pub mod vng;
 
 /// What a spawned costlab did: its exit status and its whole stdout and stderr.
 pub struct Ran {

@@ -1,5 +1,7 @@
 //! The CPU: model, the flags that change what a lab measures, which CPUs are online, SMT.
 
+use serde::{Deserialize, Serialize};
+
 use super::sysfs::Root;
 
 /// Flags (x86 `flags`, arm `Features`) that change a figure: SIMD width for bandwidth kernels,
@@ -76,6 +78,22 @@ pub struct Topology {
     pub threads_per_core: usize,
     pub sockets: usize,
     pub cores: usize,
+    /// Where each online CPU sits (its node is filled in by the caller, from the node lists).
+    pub places: Vec<CpuPlace>,
+}
+
+/// Where one online CPU sits: its physical core (the SMT siblings that share it), package
+/// and NUMA node, from sysfs cpu*/topology and node*/cpulist.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct CpuPlace {
+    pub cpu: usize,
+    /// The CPUs of its physical core, itself included (core_cpus_list, or
+    /// thread_siblings_list on kernels before 5.7); just itself where neither is readable.
+    pub core_cpus: Vec<usize>,
+    /// core_id: unique only within a package.
+    pub core_id: Option<i64>,
+    pub package: Option<i64>,
+    pub node: Option<usize>,
 }
 
 pub fn read_topology(root: &Root) -> Topology {
@@ -84,24 +102,41 @@ pub fn read_topology(root: &Root) -> Topology {
         .unwrap_or_default();
     let mut packages = Vec::new();
     let mut core_groups: Vec<Vec<usize>> = Vec::new();
+    let mut places = Vec::new();
     for &cpu in &online {
         let base = format!("sys/devices/system/cpu/cpu{cpu}/topology");
-        if let Some(p) = root.number::<i64>(&format!("{base}/physical_package_id")) {
+        let package = root.number::<i64>(&format!("{base}/physical_package_id"));
+        if let Some(p) = package {
             if !packages.contains(&p) {
                 packages.push(p);
             }
         }
-        if let Some(sib) = root.cpu_list(&format!("{base}/thread_siblings_list")) {
-            if !core_groups.contains(&sib) {
-                core_groups.push(sib);
+        let siblings = root
+            .cpu_list(&format!("{base}/core_cpus_list"))
+            .or_else(|| root.cpu_list(&format!("{base}/thread_siblings_list")))
+            .filter(|s| s.contains(&cpu));
+        if let Some(sib) = &siblings {
+            if !core_groups.contains(sib) {
+                core_groups.push(sib.clone());
             }
         }
+        places.push(CpuPlace {
+            cpu,
+            // Offline siblings are not places to run.
+            core_cpus: siblings
+                .map(|s| s.into_iter().filter(|c| online.contains(c)).collect())
+                .unwrap_or_else(|| vec![cpu]),
+            core_id: root.number(&format!("{base}/core_id")),
+            package,
+            node: None,
+        });
     }
     Topology {
         threads_per_core: core_groups.iter().map(Vec::len).max().unwrap_or(1),
         sockets: packages.len().max(usize::from(!online.is_empty())),
         cores: core_groups.len(),
         online,
+        places,
     }
 }
 

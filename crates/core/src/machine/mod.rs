@@ -20,6 +20,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+pub use cpu::CpuPlace;
 pub use identity::machine_summary;
 pub use net::{IrqRow, NetIface};
 pub use numa::NumaNode;
@@ -82,6 +83,9 @@ pub struct Machine {
     pub sockets: usize,
     #[serde(default)]
     pub nodes: Vec<NumaNode>,
+    /// Where each online CPU sits: core (SMT siblings), package, node.
+    #[serde(default)]
+    pub cpu_places: Vec<CpuPlace>,
     /// Bytes of RAM (MemTotal).
     #[serde(default)]
     pub mem_total: u64,
@@ -154,8 +158,11 @@ impl Machine {
     pub fn probe_at(root: &Path) -> Machine {
         let root = Root::new(root);
         let info = cpu::parse_cpuinfo(&root.text("proc/cpuinfo").unwrap_or_default());
-        let topo = cpu::read_topology(&root);
+        let mut topo = cpu::read_topology(&root);
         let nodes = numa::read_nodes(&root);
+        for p in &mut topo.places {
+            p.node = numa::node_of_cpu(&nodes, p.cpu);
+        }
         let (thp, thp_defrag) = pages::read_thp(&root);
         let mitigations = security::read_mitigations(&root);
         let io_uring_disabled = root.number("proc/sys/kernel/io_uring_disabled");
@@ -188,6 +195,7 @@ impl Machine {
             cores: topo.cores,
             sockets: topo.sockets,
             nodes,
+            cpu_places: topo.places,
             mem_total: pages::read_mem_total(&root),
             thp_defrag,
             mitigations_summary: mitigations.summary(),

@@ -56,6 +56,34 @@ fn node_meminfo(text: &str, key: &str) -> Option<u64> {
     })
 }
 
+/// A node's numastat counters (numa_hit, numa_miss, numa_foreign, interleave_hit,
+/// local_node, other_node: pages), from sysfs node*/numastat.
+pub fn read_numastat(root: &Root, node: usize) -> std::collections::BTreeMap<String, u64> {
+    parse_numastat(
+        &root
+            .text(&format!("sys/devices/system/node/node{node}/numastat"))
+            .unwrap_or_default(),
+    )
+}
+
+/// "numa_hit 12345" lines.
+pub fn parse_numastat(text: &str) -> std::collections::BTreeMap<String, u64> {
+    text.lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            Some((w.next()?.to_string(), w.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// One key of a node's meminfo ("FilePages", "MemFree"), in bytes.
+pub fn read_node_meminfo(root: &Root, node: usize, key: &str) -> Option<u64> {
+    node_meminfo(
+        &root.text(&format!("sys/devices/system/node/node{node}/meminfo"))?,
+        key,
+    )
+}
+
 /// The node whose CPU list holds `cpu`.
 pub fn node_of_cpu(nodes: &[NumaNode], cpu: usize) -> Option<usize> {
     nodes.iter().find(|n| n.cpus.contains(&cpu)).map(|n| n.id)
@@ -98,5 +126,9 @@ mod tests {
         assert_eq!(node_meminfo(t, "MemUsed"), None);
         assert!(zone_reclaim_meaning(0).starts_with("0: off"));
         assert!(zone_reclaim_meaning(3).contains("write dirty pages"));
+        let st = parse_numastat("numa_hit 1719\nnuma_miss 0\nother_node 12\nbad\n");
+        assert_eq!(st.get("numa_hit"), Some(&1719));
+        assert_eq!(st.get("other_node"), Some(&12));
+        assert_eq!(st.len(), 3);
     }
 }

@@ -41,6 +41,10 @@ pub struct Conditions {
     /// Whether boost (turbo) was on, where cpufreq exposes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boost: Option<bool>,
+    /// Placement cases: each thread (by label: "thread 0", "server thread 1", "client") and
+    /// the CPUs it was seen running on (sampled from /proc/.../task/TID/stat field 39).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub ran_on: BTreeMap<String, Vec<usize>>,
     /// Memory cases: the page size asked for ("4k", "thp", "2m", "1g").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pages_asked: Option<String>,
@@ -67,6 +71,9 @@ impl Conditions {
         if self.pages_asked.is_some() {
             c.pages_asked = self.pages_asked.clone();
             c.huge_fraction = self.huge_fraction;
+        }
+        if c.ran_on.is_empty() {
+            c.ran_on = self.ran_on.clone();
         }
         if !self.cpus.is_empty() && c.cpus.is_empty() {
             c.cpus = self.cpus.clone();

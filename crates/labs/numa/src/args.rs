@@ -24,6 +24,30 @@ pub struct NumaArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct NumaKnobsArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Knobs (comma list): zone-reclaim, numa-balancing [default: both]
+    #[arg(long = "case", value_name = "LIST")]
+    pub knobs: Option<String>,
+    /// The allocation (zone-reclaim) and the remote-start buffer (numa-balancing), one size
+    /// [default: 256M; 64M with --quick]
+    #[arg(long = "sizes", value_name = "LIST", allow_hyphen_values = true)]
+    pub size: Option<String>,
+    /// Page cache written to fill the local node [default: its free memory less half the
+    /// allocation, at most 8G]
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
+    pub fill: Option<String>,
+    /// Directory of the page-cache file (on a disk: tmpfs pages are not page cache)
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<String>,
+    /// Set each knob to 0 and then 1 (root), through the restore journal; without it the
+    /// current settings alone are measured
+    #[arg(long)]
+    pub change_knobs: bool,
+}
+
+#[derive(Args, Debug)]
 pub struct NumaMapsArgs {
     /// Process ids to read
     #[arg(value_name = "PID")]

@@ -9,6 +9,7 @@ pub mod args;
 mod cases;
 mod execute;
 pub mod kernels;
+pub mod knobs;
 pub mod maps;
 mod model;
 pub mod plan;
@@ -17,7 +18,7 @@ mod render;
 
 use anyhow::Result;
 
-use args::{NumaArgs, NumaMapsArgs};
+use args::{NumaArgs, NumaKnobsArgs, NumaMapsArgs};
 use costlab_core::error::usage;
 use costlab_core::measure::cpus::{allowed_cpus, parse_cpu_list};
 use costlab_core::measure::sizes;
@@ -90,6 +91,28 @@ fn run_request(ctx: &Ctx, req: &Request) -> Result<Outcome> {
     execute(&ctx.machine, &plan, &ctx.spec, ctx.counters)
 }
 
+/// `costlab numa-knobs`.
+pub fn run_knobs(args: &NumaKnobsArgs, ctx: &Ctx) -> Result<Outcome> {
+    let plan = knobs::KnobPlan::parse(
+        args.knobs.as_deref(),
+        args.size.as_deref(),
+        args.fill.as_deref(),
+        args.dir.as_deref(),
+        args.change_knobs,
+        ctx.quick,
+        ctx.spec.samples,
+    )?;
+    if let Some(why) = plan::unavailable(&ctx.machine) {
+        return Ok(Outcome {
+            notes: vec![format!(
+                "{why}; the NUMA knobs (zone_reclaim_mode, numa_balancing) act between nodes, so there is nothing to measure"
+            )],
+            ..Default::default()
+        });
+    }
+    knobs::execute(&ctx.machine, &plan)
+}
+
 /// `costlab numa-maps`.
 pub fn run_maps(args: &NumaMapsArgs, ctx: &Ctx) -> Result<(Outcome, String)> {
     let pids = maps::parse_pids(&args.pids, args.this)?;
@@ -117,6 +140,11 @@ impl Lab for NumaLab {
                 "Local vs remote memory: node x node latency and bandwidth, bind vs interleave vs first-touch",
                 "Examples:\n  costlab numa\n  costlab numa --nodes 0,1 --sizes 1G\n  costlab numa --threads 4 --quick",
             ),
+            command::<NumaKnobsArgs>(
+                "numa-knobs",
+                "zone_reclaim_mode and numa_balancing, 0 vs 1, on the workloads they are for, with per-node numastat",
+                "Examples:\n  costlab numa-knobs --quick\n  costlab numa-knobs --change-knobs --dir /var/tmp\n  costlab numa-knobs --case numa-balancing --sizes 1G --change-knobs",
+            ),
             command::<NumaMapsArgs>(
                 "numa-maps",
                 "Where a process's memory lives, node by node (from /proc/PID/numa_maps)",
@@ -141,13 +169,19 @@ impl Lab for NumaLab {
                 move |_| text.take(),
             ));
         }
+        if name == "numa-knobs" {
+            let args: NumaKnobsArgs = parsed(m)?;
+            return Ok(Invocation::measure(args.common.clone(), move |ctx| {
+                run_knobs(&args, ctx)
+            }));
+        }
         let args: NumaArgs = parsed(m)?;
         Ok(Invocation::measure(args.common.clone(), move |ctx| {
             run(&args, ctx)
         }))
     }
     fn render(&self, outcome: &Outcome) -> String {
-        render(outcome)
+        render(outcome) + &knobs::render(outcome)
     }
 
     fn unavailable(&self, ctx: &Ctx) -> Option<String> {
@@ -161,7 +195,18 @@ impl Lab for NumaLab {
             bandwidth_matrix: full,
             ..Default::default()
         };
-        run_request(ctx, &req)
+        let mut out = run_request(ctx, &req)?;
+        if full && plan::unavailable(&ctx.machine).is_none() {
+            // The knobs at their current settings (a run changes nothing privileged): the
+            // workloads and numastat; `numa-knobs --change-knobs` compares 0 with 1.
+            let knobs = knobs::KnobPlan::parse(None, None, None, None, false, true, 1)
+                .and_then(|p| knobs::execute(&ctx.machine, &p));
+            match knobs {
+                Ok(k) => out.extend(k),
+                Err(e) => out.notes.push(format!("numa-knobs: not measured: {e:#}")),
+            }
+        }
+        Ok(out)
     }
 
     fn headlines(&self, outcome: &Outcome) -> Vec<Headline> {

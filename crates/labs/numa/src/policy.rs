@@ -17,8 +17,12 @@ pub enum Placement {
     Interleave(Vec<usize>),
     /// The default policy: each page on the node of the CPU that first touches it.
     FirstTouch,
+    /// Drop the range's policy (MPOL_DEFAULT): pages already placed stay where they are, but
+    /// nothing holds them there (NUMA balancing may move them).
+    Default,
 }
 
+const MPOL_DEFAULT: libc::c_ulong = 0;
 const MPOL_BIND: libc::c_ulong = 2;
 const MPOL_INTERLEAVE: libc::c_ulong = 3;
 
@@ -43,6 +47,7 @@ pub fn place_range(
     let (mode, nodes): (libc::c_ulong, Vec<usize>) = match placement {
         Placement::Bind(n) => (MPOL_BIND, vec![*n]),
         Placement::Interleave(ns) => (MPOL_INTERLEAVE, ns.clone()),
+        Placement::Default => (MPOL_DEFAULT, Vec::new()),
         Placement::FirstTouch => return Ok(()),
     };
     let mask = node_mask(&nodes);

@@ -7,12 +7,18 @@
 //!
 //! Placements: pinned (one thread per CPU; the server away from the network interrupts),
 //! free (no affinity), stacked (two busy threads on one CPU), irq-cpu (the server on the CPU
-//! that takes the NIC's or virtio's interrupts, from the machine's IRQ table). Each figure
-//! comes with the scheduler's counters (CPU migrations, context switches, per second) and
-//! where each thread was seen running (sampled from /proc/.../task/*/stat).
+//! that takes the NIC's or virtio's interrupts, from the machine's IRQ table; with
+//! `--move-irqs` the interrupts are moved there, through the restore journal), and from the
+//! topology sysfs gives (`machine::CpuPlace`): same-core (SMT siblings), same-node, cross-node
+//! and per-core, for `--threads N`. A placement named on the command line that this machine
+//! cannot give is refused in one line before anything runs. Each figure comes with the
+//! scheduler's counters (CPU migrations, context switches, per second), IPC where a PMU counts
+//! it, and where each thread was seen running (sampled from /proc/.../task/*/stat field 39,
+//! kept in the row's `conditions.ran_on`).
 
 pub mod args;
 mod echo;
+pub mod irqs;
 mod observe;
 pub mod placement;
 pub mod plan;
@@ -27,11 +33,12 @@ use args::PinArgs;
 use costlab_core::case;
 use costlab_core::error::usage;
 use costlab_core::measure::conditions::Watch;
-use costlab_core::measure::{cancel, cpus, cycle};
+use costlab_core::measure::{cancel, counters, cpus, cycle};
 use costlab_history::report::{progress, Outcome};
 use costlab_lab::args::{command, parsed, Invocation};
 use costlab_lab::{Ctx, Headline, Lab};
 
+use placement::Placement;
 pub use plan::{Plan, Workload, WORKLOADS};
 pub use render::{headlines, readings, render};
 use workers::CHASE_BYTES;
@@ -50,14 +57,64 @@ pub fn execute(plan: &Plan, ctx: &Ctx) -> Result<Outcome> {
             "pin needs two CPUs or more to compare placements: allow more CPUs (taskset)",
         ));
     }
+    let layout = placement::Layout::new(&allowed, &ctx.machine.cpu_places);
     let irqs = placement::net_irqs(&ctx.machine.net);
+    let queues = irqs::queue_irqs(&ctx.machine.net);
+    let no_irqs = irqs::why_none(&ctx.machine.net);
+    if plan.move_irqs && !queues.is_empty() && !rustix::process::geteuid().is_root() {
+        return Err(usage(
+            "--move-irqs writes /proc/irq/N/smp_affinity_list (root only): run as root, or leave it out to place the server on the CPU that takes the interrupts now",
+        ));
+    }
     let mut out = Outcome::default();
-    let threads = 2usize;
-    // Chase chains, built once (a random cycle through CHASE_BYTES of u32 indices).
-    // Built in parallel, one thread per chain: a 64 MiB cycle takes a while to shuffle.
-    let chains: Vec<Vec<u32>> = if plan.workloads.contains(&Workload::Memory) {
+    // Every placement worked out before anything runs: one named on the command line that is
+    // impossible here is refused now, in one line, not after minutes of the others.
+    let mut todo = Vec::new();
+    for &w in &plan.workloads {
+        for &p in w
+            .placements()
+            .iter()
+            .filter(|p| plan.placements.contains(p))
+        {
+            let n = w.threads(plan.threads);
+            let sets = match placement::assign(p, n, &layout, &irqs) {
+                Ok(s) => Ok(s),
+                // Moving the interrupts makes a CPU the IRQ CPU even where none takes any yet.
+                Err(_) if p == Placement::IrqCpu && plan.move_irqs && !queues.is_empty() => {
+                    Ok((0..n).map(|i| vec![allowed[i % allowed.len()]]).collect())
+                }
+                Err(why) if p == Placement::IrqCpu => Err(no_irqs.clone().unwrap_or(why)),
+                Err(why) => Err(why),
+            };
+            match sets {
+                Ok(s) => todo.push((w, p, n, s)),
+                Err(why) if plan.explicit => {
+                    return Err(usage(
+                        if why.starts_with(p.name()) || why.starts_with("IRQ") {
+                            why
+                        } else {
+                            format!("{}: {why}", p.name())
+                        },
+                    ))
+                }
+                Err(why) => {
+                    out.notes
+                        .push(format!("{} {}: not measured: {why}", w.name(), p.name()))
+                }
+            }
+        }
+    }
+    if plan.move_irqs {
+        if let Some(why) = &no_irqs {
+            out.notes.push(why.clone());
+        }
+    }
+    // Chase chains, built once (a random cycle through CHASE_BYTES of u32 indices), in
+    // parallel: a 64 MiB cycle takes a while to shuffle. At most four: more threads share
+    // them, each starting at its own point of the cycle.
+    let chains: Vec<Vec<u32>> = if todo.iter().any(|t| t.0 == Workload::Memory) {
         std::thread::scope(|s| {
-            let hs: Vec<_> = (0..threads)
+            let hs: Vec<_> = (0..plan.threads.clamp(1, 4))
                 .map(|i| s.spawn(move || cycle::sattolo(CHASE_BYTES / 4, 0x9e37 + i as u64)))
                 .collect();
             hs.into_iter()
@@ -69,41 +126,27 @@ pub fn execute(plan: &Plan, ctx: &Ctx) -> Result<Outcome> {
     };
     let runs = ctx.spec.samples.max(1);
     let each = plan.duration / runs as u32;
-    let total: usize = plan
-        .workloads
-        .iter()
-        .map(|w| {
-            w.placements()
-                .iter()
-                .filter(|p| plan.placements.contains(p))
-                .count()
-        })
-        .sum();
-    let bar = progress::bar(total as u64, "pin");
-    for &w in &plan.workloads {
-        for &p in w
-            .placements()
-            .iter()
-            .filter(|p| plan.placements.contains(p))
-        {
-            cancel::check()?;
-            bar.set_message(format!("{} {}", w.name(), p.name()));
-            let sets = match placement::assign(p, threads, &allowed, &irqs) {
-                Ok(s) => s,
-                Err(why) => {
-                    out.notes
-                        .push(format!("{} {}: not measured: {why}", w.name(), p.name()));
-                    bar.inc(1);
-                    continue;
-                }
-            };
-            let mark = out.results.len();
-            // Watch the CPUs the placement uses: a stacked pair on one CPU leaves the other
-            // idle, and ours is not someone else's time there.
-            let mut used: Vec<usize> = sets.iter().flatten().copied().collect();
-            used.sort_unstable();
-            used.dedup();
-            let watch = Watch::start(&used);
+    let bar = progress::bar(todo.len() as u64, "pin");
+    for (w, p, threads, sets) in todo {
+        cancel::check()?;
+        bar.set_message(format!("{} {}", w.name(), p.name()));
+        let mark = out.results.len();
+        // Watch the CPUs the placement uses: a stacked pair on one CPU leaves the other
+        // idle, and ours is not someone else's time there.
+        let mut used: Vec<usize> = sets.iter().flatten().copied().collect();
+        used.sort_unstable();
+        used.dedup();
+        let moved = if p == Placement::IrqCpu && plan.move_irqs && !queues.is_empty() {
+            let cpu = sets[0].first().copied().unwrap_or(allowed[0]);
+            let (guards, notes) = irqs::move_to(&queues, cpu);
+            out.notes
+                .push(format!("{} irq-cpu: {}", w.name(), notes.join("; ")));
+            Some(guards)
+        } else {
+            None
+        };
+        let watch = Watch::start(&used);
+        let (measured, readings) = counters::around(true, || {
             let mut per_s = Vec::new();
             let mut migr = Vec::new();
             let mut sw = Vec::new();
@@ -123,33 +166,49 @@ pub fn execute(plan: &Plan, ctx: &Ctx) -> Result<Outcome> {
                 }
                 why = why.or(r.why_no_counters);
             }
-            bar.inc(1);
-            let case =
-                || case! {"workload" => w.name(), "placement" => p.name(), "threads" => threads};
-            out.push(LAB, case(), "throughput", w.unit(), per_s);
-            out.push(LAB, case(), "migrations", "per s", migr);
-            out.push(LAB, case(), "context_switches", "per s", sw);
-            out.attach_conditions(mark, watch.finish());
-            let placed = sets
-                .iter()
-                .map(|s| {
-                    if s.is_empty() {
-                        "free".to_string()
-                    } else {
-                        cpus::format_cpu_list(s)
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join(" + ");
-            out.notes.push(format!(
-                "{} {}: placed on {placed}; seen running: {}",
-                w.name(),
-                p.name(),
-                observe::describe_seen(&seen)
-            ));
-            if let Some(why) = why {
-                out.notes.push(format!("counters: {why}"));
+            Ok((per_s, migr, sw, seen, why))
+        })?;
+        let (per_s, migr, sw, seen, why) = measured;
+        if let Some(guards) = moved {
+            let restored: Vec<String> = guards.into_iter().filter_map(|g| g.restore()).collect();
+            if !restored.is_empty() {
+                out.notes.push(restored.join("; "));
             }
+        }
+        bar.inc(1);
+        let case = || case! {"workload" => w.name(), "placement" => p.name(), "threads" => threads};
+        out.push(LAB, case(), "throughput", w.unit(), per_s);
+        out.push(LAB, case(), "migrations", "per s", migr);
+        out.push(LAB, case(), "context_switches", "per s", sw);
+        // On the throughput row only: the IPC column is read beside it.
+        if let (Some(r), Some(row)) = (readings, out.results.get_mut(mark)) {
+            r.attach(row);
+        }
+        let mut cond = watch.finish();
+        cond.ran_on = seen
+            .iter()
+            .map(|(k, v)| (k.clone(), v.iter().copied().collect()))
+            .collect();
+        out.attach_conditions(mark, cond);
+        let placed = sets
+            .iter()
+            .map(|s| {
+                if s.is_empty() {
+                    "free".to_string()
+                } else {
+                    cpus::format_cpu_list(s)
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" + ");
+        out.notes.push(format!(
+            "{} {}: placed on {placed}; seen running: {}",
+            w.name(),
+            p.name(),
+            observe::describe_seen(&seen)
+        ));
+        if let Some(why) = why {
+            out.notes.push(format!("counters: {why}"));
         }
     }
     bar.finish_and_clear();
@@ -173,8 +232,8 @@ impl Lab for PinLab {
     fn commands(&self) -> Vec<clap::Command> {
         vec![command::<PinArgs>(
             "pin",
-            "Pinned vs free-running vs badly placed threads (two on one CPU, on the IRQ CPU)",
-            "Examples:\n  costlab pin\n  costlab pin --case memory --placement pinned,free,stacked",
+            "Pinned vs free-running vs badly placed threads (two on one CPU, on the IRQ CPU, on SMT siblings, across nodes)",
+            "Examples:\n  costlab pin\n  costlab pin --case memory --placement pinned,free,stacked\n  costlab pin --case sharing --threads 4 --placement same-core,same-node,cross-node,per-core\n  costlab pin --case echo --placement irq-cpu --move-irqs",
         )]
     }
     fn invoke(&self, _name: &str, m: &clap::ArgMatches) -> Result<Invocation> {

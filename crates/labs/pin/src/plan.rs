@@ -41,7 +41,23 @@ impl Workload {
     pub fn placements(self) -> &'static [Placement] {
         match self {
             Workload::Echo => &placement::ALL,
-            _ => &[Placement::Pinned, Placement::Free, Placement::Stacked],
+            _ => &[
+                Placement::Pinned,
+                Placement::Free,
+                Placement::Stacked,
+                Placement::SameCore,
+                Placement::SameNode,
+                Placement::CrossNode,
+                Placement::PerCore,
+            ],
+        }
+    }
+
+    /// Threads the workload runs: echo is a server and a client whatever `--threads` says.
+    pub fn threads(self, asked: usize) -> usize {
+        match self {
+            Workload::Echo => 2,
+            _ => asked,
         }
     }
 }
@@ -49,6 +65,13 @@ impl Workload {
 pub struct Plan {
     pub workloads: Vec<Workload>,
     pub placements: Vec<Placement>,
+    /// The placements were named on the command line: one that is impossible here is refused
+    /// (exit 2) rather than noted and left out.
+    pub explicit: bool,
+    /// Busy threads of the memory and sharing workloads.
+    pub threads: usize,
+    /// Move the NIC's queue interrupts onto the server's CPU for irq-cpu (root).
+    pub move_irqs: bool,
     /// Length of each placement's run, split into `samples` runs.
     pub duration: Duration,
 }
@@ -56,6 +79,8 @@ pub struct Plan {
 /// The shortest and longest `--duration` (each placement's run, split into the samples).
 const MIN_RUN: Duration = Duration::from_millis(50);
 const MAX_RUN: Duration = Duration::from_secs(600);
+/// The most busy threads `--threads` takes (each memory thread chases its own 64 MiB).
+const MAX_THREADS: usize = 256;
 
 impl Plan {
     /// The plan `costlab pin` asks for.
@@ -68,13 +93,23 @@ impl Plan {
         };
         let placements = match &args.placement {
             None => placement::ALL.to_vec(),
-            Some(t) => choices(
-                t,
-                "--placement",
-                "placement",
-                "pinned, free, stacked, irq-cpu",
-                Placement::parse,
-            )?,
+            Some(t) => choices(t, "--placement", "placement", placement::NAMES, |s| {
+                Placement::parse(s)
+            })?,
+        };
+        let threads = match &args.threads {
+            None => 2,
+            Some(t) => {
+                let one = costlab_lab::args::one("--threads", t, "pin runs one thread count")?;
+                match one.trim().parse::<usize>() {
+                    Ok(n) if (1..=MAX_THREADS).contains(&n) => n,
+                    _ => {
+                        return Err(usage(format!(
+                            "bad --threads '{t}': give a count from 1 to {MAX_THREADS}, like 4"
+                        )))
+                    }
+                }
+            }
         };
         let duration = match &args.duration {
             Some(d) => parse_duration(d, "--duration", MIN_RUN, MAX_RUN)?,
@@ -83,7 +118,10 @@ impl Plan {
         };
         Ok(Plan {
             workloads,
+            explicit: args.placement.is_some(),
             placements,
+            threads,
+            move_irqs: args.move_irqs,
             duration,
         })
     }
@@ -101,6 +139,9 @@ impl Plan {
             } else {
                 vec![Placement::Pinned, Placement::Stacked, Placement::IrqCpu]
             },
+            explicit: false,
+            threads: 2,
+            move_irqs: false,
             duration: if full {
                 Duration::from_secs(2)
             } else {
@@ -133,6 +174,7 @@ mod tests {
 
     fn args(workload: Option<&str>, placement: Option<&str>, duration: Option<&str>) -> PinArgs {
         PinArgs {
+            threads: None,
             workload: workload.map(String::from),
             placement: placement.map(String::from),
             duration: duration.map(String::from),
@@ -158,6 +200,17 @@ mod tests {
             (args(None, Some(""), None), "--placement is empty"),
             (args(None, Some("pinned,,free"), None), "an item is empty"),
             (args(None, None, Some("10ms")), "from 50ms to 600s"),
+            (
+                args(None, Some("same-socket"), None),
+                "unknown placement 'same-socket'",
+            ),
+            (
+                PinArgs {
+                    threads: Some("0".into()),
+                    ..args(None, None, None)
+                },
+                "bad --threads '0'",
+            ),
         ] {
             let e = Plan::parse(&a, false).err().unwrap();
             assert_eq!(exit_code(&e), 2, "{e}");

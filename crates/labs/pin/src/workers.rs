@@ -48,7 +48,8 @@ pub fn run_workers(
                     format!("/proc/self/task/{}/stat", gettid()),
                 ));
                 let mut n = 0u64;
-                let mut p = 0u32;
+                // Threads sharing a chain start at their own points of its cycle.
+                let mut p = ((i * 0x9e37_79b1) % chain.len().max(1)) as u32;
                 while !stop.load(Ordering::Relaxed) {
                     match w {
                         Workload::Memory => {

@@ -1,0 +1,141 @@
+//! Booting an emulated machine with virtme-ng (QEMU without KVM, Debian's kernel, the host's
+//! root read-only, /tmp writable) and reading what a guest script printed: each command's
+//! output between `==name` marker lines. Used by the tests that need what this machine lacks
+//! (two NUMA nodes, SMT siblings).
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+pub fn vng() -> Option<PathBuf> {
+    let opt = PathBuf::from("/opt/virtme-ng/bin/vng");
+    if opt.exists() {
+        return Some(opt);
+    }
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("vng"))
+            .find(|f| f.exists())
+    })
+}
+
+pub fn kernel() -> Option<PathBuf> {
+    let mut k: Vec<PathBuf> = std::fs::read_dir("/boot")
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("vmlinuz-"))
+        })
+        .collect();
+    k.sort();
+    k.pop()
+}
+
+fn on_path(cmd: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {cmd}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Why the guest cannot be booted here, or None.
+pub fn cannot_boot() -> Option<String> {
+    if vng().is_none() {
+        return Some(
+            "no vng (pip install virtme-ng into /opt/virtme-ng; scripts/install-deps.sh does)"
+                .into(),
+        );
+    }
+    if kernel().is_none() {
+        return Some("no /boot/vmlinuz-* (apt-get install linux-image-amd64)".into());
+    }
+    for (cmd, pkg) in [
+        ("qemu-system-x86_64", "qemu-system-x86"),
+        ("busybox", "busybox-static"),
+        ("numactl", "numactl"),
+    ] {
+        if !on_path(cmd) {
+            return Some(format!("no {cmd} (apt-get install {pkg})"));
+        }
+    }
+    None
+}
+
+/// What a guest printed.
+pub struct Guest {
+    pub stdout: String,
+    pub stderr: String,
+    pub status: Option<i32>,
+    pub secs: f64,
+}
+
+/// Boot the guest with vng's `machine` arguments (--cpus, --memory, --numa, --qemu-opts ...),
+/// run `script` in it, and return what it printed. At most ten minutes.
+///
+/// The script goes in a file the guest reads through the host's root (shared read-only), not
+/// on the command line: vng hands `--exec` to the guest on the kernel's command line, whose
+/// 2048 bytes a long script overflows, and the guest then hangs in its init.
+pub fn boot(machine: &[&str], script: &str) -> Guest {
+    let (vng, kernel) = (vng().unwrap(), kernel().unwrap());
+    let dir =
+        tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a directory for the script");
+    let file = dir.path().join("guest.sh");
+    std::fs::write(&file, script).expect("writing the guest script");
+    let bin_dir = vng.parent().unwrap_or(Path::new("/")).to_path_buf();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let started = std::time::Instant::now();
+    let out = Command::new("timeout")
+        .arg("600")
+        .arg(&vng)
+        .arg("--run")
+        .arg(&kernel)
+        .arg("--disable-kvm")
+        .args(machine)
+        .arg("--exec")
+        .arg(format!("sh {}", file.display()))
+        .env("PATH", path)
+        .output()
+        .expect("running vng");
+    Guest {
+        stdout: String::from_utf8_lossy(&out.stdout).replace('\r', ""),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        status: out.status.code(),
+        secs: started.elapsed().as_secs_f64(),
+    }
+}
+
+impl Guest {
+    /// The last lines of stderr, for a message saying why the guest did not run.
+    pub fn tail(&self) -> String {
+        self.stderr
+            .lines()
+            .rev()
+            .take(5)
+            .collect::<Vec<_>>()
+            .join(" | ")
+    }
+}
+
+/// The text between `==name` and the next marker line.
+pub fn section<'a>(out: &'a str, name: &str) -> Option<&'a str> {
+    let start = out.find(&format!("=={name}\n"))? + name.len() + 3;
+    let rest = &out[start..];
+    let end = rest.find("\n==").map_or(rest.len(), |i| i + 1);
+    Some(&rest[..end])
+}
+
+/// The JSON document in a section (from its first `{` to its last `}`).
+pub fn json_in(text: &str) -> Value {
+    let from = text.find('{').expect("no JSON in the section");
+    let to = text.rfind('}').expect("no JSON end in the section");
+    serde_json::from_str(&text[from..=to]).expect("the section's JSON parses")
+}
