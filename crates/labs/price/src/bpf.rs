@@ -176,21 +176,21 @@ fn add_one(p: &mut Vec<Insn>, exits: &mut Vec<usize>, map_fd: i32) {
 }
 
 /// The bpf(2) attribute block: 128 zeroed bytes with fields written at their offsets.
-struct Attr([u8; 128]);
+pub(crate) struct Attr(pub(crate) [u8; 128]);
 
 impl Attr {
-    fn new() -> Attr {
+    pub(crate) fn new() -> Attr {
         Attr([0; 128])
     }
-    fn u32(&mut self, at: usize, v: u32) -> &mut Attr {
+    pub(crate) fn u32(&mut self, at: usize, v: u32) -> &mut Attr {
         self.0[at..at + 4].copy_from_slice(&v.to_le_bytes());
         self
     }
-    fn u64(&mut self, at: usize, v: u64) -> &mut Attr {
+    pub(crate) fn u64(&mut self, at: usize, v: u64) -> &mut Attr {
         self.0[at..at + 8].copy_from_slice(&v.to_le_bytes());
         self
     }
-    fn call(&mut self, cmd: i64) -> std::io::Result<i32> {
+    pub(crate) fn call(&mut self, cmd: i64) -> std::io::Result<i32> {
         // SAFETY: the attribute block is 128 readable and writable bytes, which the kernel
         // reads (and for lookups writes through the pointers set in it, which point at live
         // buffers of the sizes the map was created with).
@@ -210,26 +210,29 @@ impl Attr {
     }
 }
 
-fn owned(fd: i32) -> OwnedFd {
+pub(crate) fn owned(fd: i32) -> OwnedFd {
     // SAFETY: bpf(2) returned this fd just now and nothing else owns it.
     unsafe { OwnedFd::from_raw_fd(fd) }
 }
 
-/// CPUs the kernel may ever bring up, from a `0-15` / `0,2-3` list.
-pub fn possible_cpus(list: &str) -> usize {
-    list.trim()
-        .split(',')
-        .filter(|r| !r.is_empty())
-        .map(|r| match r.split_once('-') {
+/// CPUs the kernel may ever bring up, from a `0-15` / `0,2-3` list; None for a list that
+/// does not parse (a per-CPU value sized from a guess could be too small for the kernel's copy).
+pub fn possible_cpus(list: &str) -> Option<usize> {
+    let mut n = 0;
+    for r in list.trim().split(',').filter(|r| !r.is_empty()) {
+        n += match r.split_once('-') {
             Some((a, b)) => {
-                let a: usize = a.trim().parse().unwrap_or(0);
-                let b: usize = b.trim().parse().unwrap_or(a);
-                b.saturating_sub(a) + 1
+                let a: usize = a.trim().parse().ok()?;
+                let b: usize = b.trim().parse().ok()?;
+                b.checked_sub(a)? + 1
             }
-            None => 1,
-        })
-        .sum::<usize>()
-        .max(1)
+            None => {
+                r.trim().parse::<usize>().ok()?;
+                1
+            }
+        };
+    }
+    (n > 0).then_some(n)
 }
 
 fn fail(what: &str, e: std::io::Error) -> anyhow::Error {
@@ -321,7 +324,7 @@ impl EventCounter {
             map,
             _prog: prog,
             _link: link,
-            cpus: machine_cpus(),
+            cpus: machine_cpus()?,
         })
     }
 
@@ -343,7 +346,7 @@ pub struct SyscallCounter {
 impl SyscallCounter {
     /// Create the array, load the program and attach it to `sys_enter`.
     pub fn attach(whose: Whose) -> Result<SyscallCounter> {
-        let cpus = machine_cpus();
+        let cpus = machine_cpus()?;
         let map = array(SLOTS)?;
         // The by-fd counts read the first argument from pt_regs, whose layout is x86-64's.
         let by_fd = if cfg!(target_arch = "x86_64") {
@@ -402,9 +405,21 @@ impl SyscallCounter {
     }
 }
 
-/// The CPUs this machine may ever have (a per-CPU array holds one value for each).
-fn machine_cpus() -> usize {
-    possible_cpus(&std::fs::read_to_string("/sys/devices/system/cpu/possible").unwrap_or_default())
+/// The CPUs this machine may ever have (a per-CPU array holds one value for each), from
+/// /sys/devices/system/cpu/possible; an error, never a guess, where it cannot be read.
+pub(crate) fn machine_cpus() -> Result<usize> {
+    let path = "/sys/devices/system/cpu/possible";
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        usage(format!(
+            "cannot read {path} ({e}): per-CPU BPF arrays are sized from it; mount sysfs"
+        ))
+    })?;
+    possible_cpus(&text).ok_or_else(|| {
+        usage(format!(
+            "cannot parse {path} ({:?}): per-CPU BPF arrays are sized from it",
+            text.trim()
+        ))
+    })
 }
 
 /// Slot `key` of the per-CPU array `map` (`cpus` values), summed over CPUs.
@@ -516,9 +531,11 @@ mod tests {
 
     #[test]
     fn possible_cpu_lists() {
-        assert_eq!(possible_cpus("0-15\n"), 16);
-        assert_eq!(possible_cpus("0\n"), 1);
-        assert_eq!(possible_cpus("0,2-3"), 3);
-        assert_eq!(possible_cpus(""), 1);
+        assert_eq!(possible_cpus("0-15\n"), Some(16));
+        assert_eq!(possible_cpus("0\n"), Some(1));
+        assert_eq!(possible_cpus("0,2-3"), Some(3));
+        assert_eq!(possible_cpus(""), None);
+        assert_eq!(possible_cpus("0-x"), None);
+        assert_eq!(possible_cpus("3-1"), None);
     }
 }

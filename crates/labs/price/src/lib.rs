@@ -10,6 +10,7 @@ pub mod charts;
 pub mod count;
 pub mod fleet;
 pub mod gowhatif;
+pub mod measured;
 pub mod pricing;
 mod render;
 mod rows;

@@ -50,6 +50,8 @@ pub struct Counts {
     /// The program's exit status as a shell gives it (128 + signal when killed).
     pub exit_status: i32,
     pub notes: Vec<String>,
+    /// The CPU time split at the kernel's transitions (absent with --count-only or --pid).
+    pub measured: Option<crate::measured::Split>,
 }
 
 /// A counter of io_uring submissions where the kernel has the tracepoint, None elsewhere.
@@ -105,14 +107,19 @@ impl Counting {
     }
 }
 
-/// Count `argv` from its exec to its exit.
-pub fn count_command(argv: &[String]) -> Result<Counts> {
+/// Count `argv` from its exec to its exit; with `split`, measure where its CPU time went too.
+pub fn count_command(argv: &[String], split: bool) -> Result<Counts> {
     let path = program(argv)?;
     if let Some(why) = unavailable() {
         bail!(usage(why));
     }
     let (tracefs, _mounted) = tracefs()?;
     let cg = Cgroup::create()?;
+    let tracer = if split {
+        Some(crate::measured::Tracer::attach(bpf::cgroup_id(&cg.dir)?)?)
+    } else {
+        None
+    };
     let counting = Counting::start(
         &tracefs,
         Filter::Cgroup(cg.dir.clone()),
@@ -120,6 +127,7 @@ pub fn count_command(argv: &[String]) -> Result<Counts> {
         Procs::Cgroup(cg.dir.clone()),
     )?;
     let run = run_program(&path, argv, Some(&cg.dir), Stdio3::Inherit);
+    let measured = tracer.map(|t| t.finish(&cg.dir)).transpose()?;
     let (syscalls, events) = counting.finish()?;
     let (times, exit_status, rchar, wchar) = run?;
     let mut notes = vec![
@@ -140,6 +148,7 @@ pub fn count_command(argv: &[String]) -> Result<Counts> {
         wchar,
         exit_status,
         notes,
+        measured,
     })
 }
 
@@ -199,6 +208,7 @@ pub fn count_pid(pid: u32, duration: Duration) -> Result<Counts> {
         wchar: 0,
         exit_status: 0,
         notes,
+        measured: None,
     })
 }
 
