@@ -82,8 +82,28 @@ pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
             .collect::<Vec<_>>(),
     );
     rows::push_price_rows(&mut o, &priced, cmdline, cpu.map(|c| c.median));
+    let split = counts.measured.as_ref();
+    let measured = split.map(|s| measured::beside::beside(s, &priced));
+    if let (Some(s), Some(lines)) = (split, &measured) {
+        measured::beside::push_rows(&mut o, s, lines, cmdline, 0);
+    }
     let what_ifs = what_ifs(counts, &units, counted.go_gc, cpu.as_ref(), &mut o);
-    let mut model = check(&mut o, &priced, &times, cmdline, &what_ifs);
+    let mut model = check(&mut o, &priced, &times, cmdline, &what_ifs, split);
+    if let (Some(s), Some(lines)) = (split, &measured) {
+        model.verdict.extend(measured::beside::verdict(s, lines, 0));
+        if let Some((all, kernel)) = s.attributed(0) {
+            model
+                .params
+                .insert("cpu_usage_ns".into(), json!(s.usage_ns));
+            model
+                .params
+                .insert("attributed_pct".into(), json!((all * 10.0).round() / 10.0));
+            model.params.insert(
+                "kernel_attributed_pct".into(),
+                json!((kernel * 10.0).round() / 10.0),
+            );
+        }
+    }
     if let Some(m) = &on {
         price_on(&mut o, &mut model, m, db, counts, &priced, &units, cmdline)?;
     }
@@ -223,6 +243,7 @@ fn check(
     times: &[Times],
     cmd: &str,
     what_ifs: &[pricing::WhatIf],
+    split: Option<&measured::Split>,
 ) -> Model {
     let case = costlab_core::case! {"class" => "program", "event" => "total", "command" => cmd};
     let used: Vec<&ResultRow> = priced
@@ -259,7 +280,18 @@ fn check(
     let total = pricing::total(priced);
     push("priced_kernel", vec![total.0, total.1, total.2], true);
     let sys = pricing::sys_summary(times);
-    let explained = sys.as_ref().and_then(|s| pricing::explained(total, s));
+    // With the measured split, explained is priced ÷ the kernel time measured in the traced run
+    // itself (usage less user); without it, priced ÷ the untraced runs' system time.
+    let kernel = split.map(|s| s.kernel_ns() as f64).filter(|k| *k > 0.0);
+    let explained = match kernel {
+        Some(k) => Some((
+            100.0 * total.0 / k,
+            100.0 * total.1 / k,
+            100.0 * total.2 / k,
+        )),
+        None => sys.as_ref().and_then(|s| pricing::explained(total, s)),
+    };
+    let sysm_for_rest = kernel;
     if let Some(e) = explained {
         push("explained", vec![e.0, e.1, e.2], true);
     }
@@ -296,8 +328,9 @@ fn check(
     match explained {
         Some((lo, mid, hi)) if mid <= 100.0 => {
             verdict.push(format!(
-                "that explains {mid:.0}% ({lo:.0}–{hi:.0}%) of its system time; the other {} is kernel work no term prices",
-                human_ns((sysm - total.1).max(0.0))
+                "that explains {mid:.0}% ({lo:.0}–{hi:.0}%) of its {}; the other {} is kernel work no term prices",
+                if sysm_for_rest.is_some() { "kernel time measured in the cgroup" } else { "system time" },
+                human_ns((sysm_for_rest.unwrap_or(sysm) - total.1).max(0.0))
             ));
         }
         Some((lo, mid, hi)) => verdict.push(format!(

@@ -9,6 +9,7 @@
 //! command in a fresh cgroup; `Tracer` attaches to a cgroup for a caller that runs it.
 
 pub mod asm;
+pub mod beside;
 pub mod btf;
 pub mod load;
 pub mod prog;
