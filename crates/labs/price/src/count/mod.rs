@@ -54,12 +54,23 @@ pub struct Counts {
     pub measured: Option<crate::measured::Split>,
 }
 
-/// A counter of io_uring submissions where the kernel has the tracepoint, None elsewhere.
-fn uring_counter(tracefs: &Path, whose: Whose) -> Option<bpf::EventCounter> {
+/// A counter of io_uring submissions where the kernel has the tracepoint, None elsewhere; one
+/// that fails to attach is said in `notes`, not dropped in silence.
+fn uring_counter(
+    tracefs: &Path,
+    whose: Whose,
+    notes: &mut Vec<String>,
+) -> Option<bpf::EventCounter> {
     if !tracefs.join("events/io_uring/io_uring_submit_req").is_dir() {
         return None;
     }
-    bpf::EventCounter::attach(whose, "io_uring_submit_req").ok()
+    match bpf::EventCounter::attach(whose, "io_uring_submit_req") {
+        Ok(c) => Some(c),
+        Err(e) => {
+            notes.push(format!("io_uring submissions not counted: {e}"));
+            None
+        }
+    }
 }
 
 /// Add the submissions counted (if any) to `events`.
@@ -78,22 +89,26 @@ struct Counting {
     syscalls: SyscallCounter,
     submissions: Option<bpf::EventCounter>,
     watch: FdWatch,
+    notes: Vec<String>,
 }
 
 impl Counting {
     fn start(tracefs: &Path, filter: Filter, whose: Whose, procs: Procs) -> Result<Counting> {
         let tracer = Tracer::start(&script(&filter, tracefs))?;
+        let mut notes = Vec::new();
         Ok(Counting {
             tracer,
             syscalls: SyscallCounter::attach(whose)?,
-            submissions: uring_counter(tracefs, whose),
+            submissions: uring_counter(tracefs, whose, &mut notes),
             watch: FdWatch::start(procs),
+            notes,
         })
     }
 
     /// Stop and read everything: syscalls by name (the read/write family split by fd kind),
-    /// other events by (class, event).
-    fn finish(self) -> Result<(BTreeMap<String, u64>, Events)> {
+    /// other events by (class, event); the notes of what could not be counted go to `notes`.
+    fn finish(self, notes: &mut Vec<String>) -> Result<(BTreeMap<String, u64>, Events)> {
+        notes.extend(self.notes.iter().cloned());
         let kinds = self.watch.stop();
         let ids = self.syscalls.read()?;
         let by_fd = self.syscalls.read_by_fd()?;
@@ -128,11 +143,11 @@ pub fn count_command(argv: &[String], split: bool) -> Result<Counts> {
     )?;
     let run = run_program(&path, argv, Some(&cg.dir), Stdio3::Inherit);
     let measured = tracer.map(|t| t.finish(&cg.dir)).transpose()?;
-    let (syscalls, events) = counting.finish()?;
-    let (times, exit_status, rchar, wchar) = run?;
     let mut notes = vec![
         "counted from the program's execve (itself counted: the cgroup is joined just before it) to its exit, with every thread and child it started".to_string(),
     ];
+    let (syscalls, events) = counting.finish(&mut notes)?;
+    let (times, exit_status, rchar, wchar) = run?;
     let left = std::fs::read_to_string(cg.dir.join("cgroup.procs")).unwrap_or_default();
     let left = left.lines().count();
     if left > 0 {
@@ -184,11 +199,15 @@ pub fn count_pid(pid: u32, duration: Duration) -> Result<Counts> {
     }
     let after = proc_times(pid);
     let wall = t0.elapsed();
-    let (syscalls, events) = counting.finish()?;
-    let mut notes = vec![format!(
-        "counted the threads of process {pid} for {:.1} s (its children are not counted)",
-        wall.as_secs_f64()
-    )];
+    let mut notes = Vec::new();
+    let (syscalls, events) = counting.finish(&mut notes)?;
+    notes.insert(
+        0,
+        format!(
+            "counted the threads of process {pid} for {:.1} s (its children are not counted)",
+            wall.as_secs_f64()
+        ),
+    );
     if gone {
         notes.push(format!(
             "process {pid} exited during counting: counted until then"
