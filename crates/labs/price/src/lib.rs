@@ -14,6 +14,7 @@ pub mod measured;
 pub mod pricing;
 mod render;
 mod rows;
+pub mod samples;
 pub mod saved;
 mod source;
 mod times;
@@ -84,14 +85,25 @@ pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
     rows::push_price_rows(&mut o, &priced, cmdline, cpu.map(|c| c.median));
     let split = counts.measured.as_ref();
     let measured = split.map(|s| measured::beside::beside(s, &priced));
+    // The kernel time no transition names, named by samples in the share of kernel samples
+    // that name a subsystem.
+    let sampled_named = match (split, &counts.samples) {
+        (Some(s), Some(smp)) => (s.unnamed_kernel_ns() as f64 * smp.kernel_named_share()) as u64,
+        _ => 0,
+    };
     if let (Some(s), Some(lines)) = (split, &measured) {
-        measured::beside::push_rows(&mut o, s, lines, cmdline, 0);
+        measured::beside::push_rows(&mut o, s, lines, cmdline, sampled_named);
+    }
+    if let Some(smp) = &counts.samples {
+        samples::push_rows(&mut o, smp, cmdline);
     }
     let what_ifs = what_ifs(counts, &units, counted.go_gc, cpu.as_ref(), &mut o);
     let mut model = check(&mut o, &priced, &times, cmdline, &what_ifs, split);
     if let (Some(s), Some(lines)) = (split, &measured) {
-        model.verdict.extend(measured::beside::verdict(s, lines, 0));
-        if let Some((all, kernel)) = s.attributed(0) {
+        model
+            .verdict
+            .extend(measured::beside::verdict(s, lines, sampled_named));
+        if let Some((all, kernel)) = s.attributed(sampled_named) {
             model
                 .params
                 .insert("cpu_usage_ns".into(), json!(s.usage_ns));
@@ -106,6 +118,9 @@ pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
     }
     if let Some(m) = &on {
         price_on(&mut o, &mut model, m, db, counts, &priced, &units, cmdline)?;
+    }
+    if let Some(smp) = &counts.samples {
+        model.verdict.extend(samples::verdict(smp));
     }
     rows::push_what_if_rows(&mut o, &what_ifs, cmdline);
     o.models.push(model);

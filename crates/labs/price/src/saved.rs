@@ -82,6 +82,9 @@ pub struct SavedCounts {
     /// The CPU time split at the kernel's transitions, where it was measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measured: Option<crate::measured::Split>,
+    /// The samples taken beside it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples: Option<crate::samples::Samples>,
 }
 
 impl SavedCounts {
@@ -120,6 +123,7 @@ impl SavedCounts {
             exit_status: counts.exit_status,
             notes: counts.notes.clone(),
             measured: counts.measured.clone(),
+            samples: counts.samples.clone(),
         }
     }
 
@@ -132,6 +136,7 @@ impl SavedCounts {
             exit_status: self.exit_status,
             notes: self.notes.clone(),
             measured: self.measured.clone(),
+            samples: self.samples.clone(),
             ..Default::default()
         };
         for e in &self.events {

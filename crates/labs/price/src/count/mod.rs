@@ -52,6 +52,8 @@ pub struct Counts {
     pub notes: Vec<String>,
     /// The CPU time split at the kernel's transitions (absent with --count-only or --pid).
     pub measured: Option<crate::measured::Split>,
+    /// The tree's kernel and user stacks sampled on cpu-clock (beside the split).
+    pub samples: Option<crate::samples::Samples>,
 }
 
 /// A counter of io_uring submissions where the kernel has the tracepoint, None elsewhere; one
@@ -141,11 +143,35 @@ pub fn count_command(argv: &[String], split: bool) -> Result<Counts> {
         Whose::Cgroup(bpf::cgroup_id(&cg.dir)?),
         Procs::Cgroup(cg.dir.clone()),
     )?;
+    let mut notes = Vec::new();
+    let sampler = if split {
+        match cg.rel().map(|r| crate::samples::Sampler::start(&r)) {
+            Some(Ok(s)) => Some(s),
+            Some(Err(e)) => {
+                notes.push(format!("no samples: {e}"));
+                None
+            }
+            None => {
+                notes.push("no samples: the cgroup is not under the cgroup v2 mount".into());
+                None
+            }
+        }
+    } else {
+        None
+    };
     let run = run_program(&path, argv, Some(&cg.dir), Stdio3::Inherit);
     let measured = tracer.map(|t| t.finish(&cg.dir)).transpose()?;
-    let mut notes = vec![
+    let samples = match sampler.map(|s| s.finish()) {
+        Some(Ok(s)) => Some(s),
+        Some(Err(e)) => {
+            notes.push(format!("no samples: {e}"));
+            None
+        }
+        None => None,
+    };
+    notes.insert(0,
         "counted from the program's execve (itself counted: the cgroup is joined just before it) to its exit, with every thread and child it started".to_string(),
-    ];
+    );
     let (syscalls, events) = counting.finish(&mut notes)?;
     let (times, exit_status, rchar, wchar) = run?;
     let left = std::fs::read_to_string(cg.dir.join("cgroup.procs")).unwrap_or_default();
@@ -164,6 +190,7 @@ pub fn count_command(argv: &[String], split: bool) -> Result<Counts> {
         exit_status,
         notes,
         measured,
+        samples,
     })
 }
 
@@ -228,6 +255,7 @@ pub fn count_pid(pid: u32, duration: Duration) -> Result<Counts> {
         exit_status: 0,
         notes,
         measured: None,
+        samples: None,
     })
 }
 
