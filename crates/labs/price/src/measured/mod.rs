@@ -11,6 +11,7 @@
 pub mod asm;
 pub mod beside;
 pub mod btf;
+pub mod chart;
 pub mod load;
 pub mod prog;
 
