@@ -74,7 +74,7 @@ pub fn chart(doc: &Doc, id: &str, command: &str) -> Option<Chart> {
     );
     let x0 = left + label_w;
     let scale = (right - x0) / total.max(1.0);
-    let mut bar = |s: &mut String, y: f64, label: &str, parts: &[(String, f64, &str)]| {
+    let bar = |s: &mut String, y: f64, label: &str, parts: &[(String, f64, &str)]| {
         let _ = write!(
             s,
             r#"<text x="{left}" y="{:.1}" font-size="12">{label}</text>"#,
