@@ -132,20 +132,10 @@ pub fn count_command(argv: &[String], split: bool) -> Result<Counts> {
     }
     let (tracefs, _mounted) = tracefs()?;
     let cg = Cgroup::create()?;
-    let tracer = if split {
-        Some(crate::measured::Tracer::attach(bpf::cgroup_id(&cg.dir)?)?)
-    } else {
-        None
-    };
-    let counting = Counting::start(
-        &tracefs,
-        Filter::Cgroup(cg.dir.clone()),
-        Whose::Cgroup(bpf::cgroup_id(&cg.dir)?),
-        Procs::Cgroup(cg.dir.clone()),
-    )?;
     let mut notes = Vec::new();
+    // perf starts first and sets itself up while the counters attach.
     let sampler = if split {
-        match cg.rel().map(|r| crate::samples::Sampler::start(&r)) {
+        match cg.rel().map(|r| crate::samples::Sampler::spawn(&r)) {
             Some(Ok(s)) => Some(s),
             Some(Err(e)) => {
                 notes.push(format!("no samples: {e}"));
@@ -158,6 +148,25 @@ pub fn count_command(argv: &[String], split: bool) -> Result<Counts> {
         }
     } else {
         None
+    };
+    let tracer = if split {
+        Some(crate::measured::Tracer::attach(bpf::cgroup_id(&cg.dir)?)?)
+    } else {
+        None
+    };
+    let counting = Counting::start(
+        &tracefs,
+        Filter::Cgroup(cg.dir.clone()),
+        Whose::Cgroup(bpf::cgroup_id(&cg.dir)?),
+        Procs::Cgroup(cg.dir.clone()),
+    )?;
+    let sampler = match sampler.map(|s| s.ready()) {
+        Some(Ok(s)) => Some(s),
+        Some(Err(e)) => {
+            notes.push(format!("no samples: {e}"));
+            None
+        }
+        None => None,
     };
     let run = run_program(&path, argv, Some(&cg.dir), Stdio3::Inherit);
     let measured = tracer.map(|t| t.finish(&cg.dir)).transpose()?;

@@ -151,12 +151,19 @@ pub struct Sampler {
     child: Child,
     dir: PathBuf,
     hz: u64,
+    rel: String,
 }
 
 impl Sampler {
     /// Start sampling the cgroup `rel` (its path under the cgroup v2 mount); returns once
     /// perf has its events on (its `sleep` workload started).
     pub fn start(rel: &str) -> Result<Sampler> {
+        Sampler::spawn(rel)?.ready()
+    }
+
+    /// Start perf without waiting for it (the caller sets up the rest meanwhile, then calls
+    /// `ready`).
+    pub fn spawn(rel: &str) -> Result<Sampler> {
         let perf = costlab_core::measure::perf::find()
             .context("perf is not on PATH (scripts/install-deps.sh installs linux-perf)")?;
         let hz = costlab_core::measure::perf::rate(HZ);
@@ -165,9 +172,13 @@ impl Sampler {
         std::fs::create_dir_all(&dir)?;
         let data = dir.join("perf.data");
         let child = Command::new(&perf)
+            // -B: no build-id pass over every DSO at the end (seconds of set-up);
+            // --no-bpf-event: no records of BPF programs (costlab's own are named by kallsyms).
             .args([
                 "record",
                 "-q",
+                "-B",
+                "--no-bpf-event",
                 "-e",
                 "cpu-clock",
                 "-F",
@@ -183,12 +194,19 @@ impl Sampler {
             .stderr(Stdio::piped())
             .spawn()
             .context("starting perf record")?;
-        let mut s = Sampler {
+        Ok(Sampler {
             perf,
             child,
             dir,
             hz,
-        };
+            rel: rel.to_string(),
+        })
+    }
+
+    /// Wait until perf has its events on (its `sleep` workload started).
+    pub fn ready(mut self) -> Result<Sampler> {
+        let s = &mut self;
+        let rel = s.rel.clone();
         let t0 = Instant::now();
         loop {
             let list = format!("/proc/{0}/task/{0}/children", s.child.id());
@@ -199,7 +217,7 @@ impl Sampler {
                 })
             });
             if started {
-                return Ok(s);
+                return Ok(self);
             }
             if let Some(status) = s.child.try_wait()? {
                 let mut why = String::new();
