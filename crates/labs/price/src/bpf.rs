@@ -338,6 +338,13 @@ pub struct SyscallCounter {
 impl SyscallCounter {
     /// Create the array, load the program and attach it to `sys_enter`.
     pub fn attach(whose: Whose) -> Result<SyscallCounter> {
+        let release = rustix::system::uname()
+            .release()
+            .to_string_lossy()
+            .into_owned();
+        if let Some(why) = lacks_atomics(&release) {
+            bail!(usage(why));
+        }
         let cpus = machine_cpus()?;
         let map = array(SLOTS)?;
         // The by-fd counts read the first argument from pt_regs, whose layout is x86-64's.
@@ -394,6 +401,17 @@ impl SyscallCounter {
 
     fn slot(&self, map: &OwnedFd, key: u32) -> Result<u64> {
         read_slot(map, key, self.cpus)
+    }
+}
+
+/// The counting program adds with BPF's atomic fetch-add: one line naming the kernel that lacks
+/// it and the version that has it, None where it is there.
+pub fn lacks_atomics(release: &str) -> Option<String> {
+    match crate::measured::load::kernel_version(release) {
+        Some(v) if v < (5, 12) => Some(format!(
+            "kernel {release} lacks BPF atomic fetch-add, which costlab price's syscall counter uses (5.12 or later)"
+        )),
+        _ => None,
     }
 }
 
@@ -519,6 +537,15 @@ mod tests {
                 assert_eq!(j + 1 + i.off as usize, exit);
             }
         }
+    }
+
+    #[test]
+    fn a_kernel_without_atomics_is_named_in_one_line() {
+        assert_eq!(lacks_atomics("6.18.44-fc-v769"), None);
+        let why = lacks_atomics("5.10.0-30-amd64").unwrap();
+        assert!(
+            why.contains("5.12 or later") && why.contains("5.10.0-30-amd64") && !why.contains('\n')
+        );
     }
 
     #[test]
