@@ -6,7 +6,8 @@
 #   - priced / measured for its top lines (by measured CPU time);
 #   - its syscall count against `perf stat -e raw_syscalls:sys_enter` on the same command
 #     (goal within 1%; two runs of the same command, so a program that varies run to run,
-#     like the Go one, may differ by its own variation).
+#     like the Go one, whose runtime's sleeps, futexes and signals follow its scheduling,
+#     may differ by its own variation: PERF_RUNS=N takes perf's median of N runs).
 # The programs: a compressor with a child (tar czf of /usr/share/doc: tar and gzip), a
 # version-control operation (git log -p of a real repository, GIT_REPO, default this one), a
 # database load (sqlite3 importing a CSV of ROWS rows, default 300000, into a fresh file), an
@@ -49,13 +50,18 @@ run_kind() { # KIND CMD...: price it, then perf stat's count of the same command
     rm -f "$WORK/load.db" "$WORK/doc.tgz"
     "$B" price --quick --json "$json" -- "$@" >/dev/null 2>"$OUT/$kind.txt" || true
     rm -f "$WORK/load.db" "$WORK/doc.tgz"
-    local perf_n
-    perf_n=$(perf stat -x, -e raw_syscalls:sys_enter -- "$@" 2>&1 >/dev/null | awk -F, '/raw_syscalls:sys_enter/ {print $1}')
+    local perf_n="" n
+    for _ in $(seq "${PERF_RUNS:-1}"); do
+        rm -f "$WORK/load.db" "$WORK/doc.tgz"
+        n=$(perf stat -x, -e raw_syscalls:sys_enter -- "$@" 2>&1 >/dev/null | awk -F, '/raw_syscalls:sys_enter/ {print $1}')
+        perf_n+="$n "
+    done
+    perf_n=$(echo "$perf_n" | tr ' ' '\n' | grep -v '^$' | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
     local costlab_n
     costlab_n=$(jq '[.results[] | select(.lab == "price" and .case.class == "syscall" and .metric == "count" and (.case | has("on") | not)) | .summary.median] | add // 0' "$json")
     echo "== $kind: $*"
     jq -r '.results[] | select(.lab == "price" and .case.class == "program" and (.metric == "attributed" or .metric == "kernel_attributed" or .metric == "cpu_usage")) | "  \(.metric): \(.summary.median)\(.unit)"' "$json"
-    grep -E "add up to|^attributed:|^explained:|samples, .* named" "$OUT/$kind.txt" | sed 's/^/  /'
+    grep -E "^(measured at the kernel|attributed:|explained:|sampled at|kernel [a-zA-Z/ ]+:|user: )" "$OUT/$kind.txt" | sed 's/^/  /'
     echo "  top lines (measured CPU ns, priced/measured):"
     jq -r '
       [.results[] | select(.lab == "price" and (.case | has("on") | not))] as $r
