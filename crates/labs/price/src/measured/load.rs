@@ -35,16 +35,16 @@ pub fn map(kind: u32, value: u32, entries: u32) -> Result<OwnedFd> {
 pub enum Hook {
     /// A raw tracepoint by its event name (sys_enter, sched_switch, ...).
     RawTracepoint(String),
-    /// A software perf event (its config number and name), on every online CPU, each of its
-    /// occurrences running the program.
-    PerfSoftware(u64, String),
+    /// A software perf event (its config number, its sample period and name), on every
+    /// online CPU, each period's end running the program.
+    PerfSoftware(u64, u64, String),
 }
 
 impl Hook {
     pub fn name(&self) -> String {
         match self {
             Hook::RawTracepoint(n) => format!("raw tracepoint {n}"),
-            Hook::PerfSoftware(_, n) => format!("software event {n}"),
+            Hook::PerfSoftware(_, _, n) => format!("software event {n}"),
         }
     }
 }
@@ -88,8 +88,8 @@ pub fn attach(insns: &[Insn], hook: &Hook) -> Result<Attached> {
             hook.name()
         )
     })?;
-    if let Hook::PerfSoftware(config, _) = hook {
-        let links = perf_software(*config, &prog)
+    if let Hook::PerfSoftware(config, period, _) = hook {
+        let links = perf_software(*config, *period, &prog)
             .map_err(|e| anyhow::anyhow!("attaching to the {} failed ({e})", hook.name()))?;
         return Ok(Attached {
             _prog: prog,
@@ -125,11 +125,11 @@ fn online_cpus() -> std::io::Result<Vec<u32>> {
     Ok(out)
 }
 
-/// One counting software event per online CPU, for every task, period 1, running `prog` at
-/// each occurrence. Period 1 without PERF_SAMPLE_PERIOD is never throttled (perf_swevent_
-/// overflow's first overflow passes throttle = 0), so no occurrence is lost to the sample
-/// rate limit.
-fn perf_software(config: u64, prog: &OwnedFd) -> std::io::Result<Vec<OwnedFd>> {
+/// One software event per online CPU, for every task, running `prog` at the end of each
+/// `period`. Period 1 without PERF_SAMPLE_PERIOD is never throttled (perf_swevent_overflow's
+/// first overflow passes throttle = 0), so no occurrence of a counted event is lost to the
+/// sample rate limit.
+fn perf_software(config: u64, period: u64, prog: &OwnedFd) -> std::io::Result<Vec<OwnedFd>> {
     const PERF_TYPE_SOFTWARE: u32 = 1;
     const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
     const IOC_ENABLE: libc::c_ulong = 0x2400;
@@ -140,7 +140,7 @@ fn perf_software(config: u64, prog: &OwnedFd) -> std::io::Result<Vec<OwnedFd>> {
         attr[0..4].copy_from_slice(&PERF_TYPE_SOFTWARE.to_le_bytes());
         attr[4..8].copy_from_slice(&120u32.to_le_bytes());
         attr[8..16].copy_from_slice(&config.to_le_bytes());
-        attr[16..24].copy_from_slice(&1u64.to_le_bytes()); // sample_period
+        attr[16..24].copy_from_slice(&period.to_le_bytes()); // sample_period
         attr[40..48].copy_from_slice(&1u64.to_le_bytes()); // disabled, until the program is set
                                                            // SAFETY: attr is a zeroed perf_event_attr of the size it declares; the kernel reads it.
         let fd = unsafe {

@@ -73,13 +73,18 @@ impl SumCheck {
 }
 
 impl Split {
-    /// ns on CPU in the measured classes (every line but kernel-other).
+    /// ns on CPU in the measured classes (every line but the unmeasured rest).
     pub fn measured_ns(&self) -> u64 {
         self.lines
             .iter()
-            .filter(|l| l.class != "kernel-other")
+            .filter(|l| !(l.class == "kernel-other" && l.event == "unmeasured"))
             .map(|l| l.cpu_ns)
             .sum()
+    }
+
+    /// ns of kernel-other time (measured inside user time, or the unmeasured rest).
+    pub fn kernel_other_ns(&self) -> u64 {
+        self.class_ns("kernel-other")
     }
     pub fn class_ns(&self, class: &str) -> u64 {
         self.lines
@@ -104,8 +109,20 @@ impl Split {
     }
     /// The kernel time no transition names: usage less every measured class (0 where the
     /// classes reach or pass the usage).
-    pub fn unnamed_kernel_ns(&self) -> u64 {
+    pub fn unmeasured_ns(&self) -> u64 {
         self.usage_ns.saturating_sub(self.measured_ns())
+    }
+
+    /// The kernel time no transition names: the kernel-other found inside user time and the
+    /// unmeasured rest.
+    pub fn unnamed_kernel_ns(&self) -> u64 {
+        let inside: u64 = self
+            .lines
+            .iter()
+            .filter(|l| l.class == "kernel-other" && l.event != "unmeasured")
+            .map(|l| l.cpu_ns)
+            .sum();
+        inside + self.unmeasured_ns()
     }
     /// `attributed` and `kernel_attributed` (%), with `sampled_named_ns` of the otherwise
     /// unnamed kernel time named by samples (a subsystem), capped at that time.
@@ -114,7 +131,7 @@ impl Split {
             return None;
         }
         let unnamed = self.unnamed_kernel_ns();
-        let named = self.usage_ns - unnamed + sampled_named_ns.min(unnamed);
+        let named = self.usage_ns.saturating_sub(unnamed) + sampled_named_ns.min(unnamed);
         let kernel = self.kernel_ns();
         let kernel_named = kernel.saturating_sub(unnamed) + sampled_named_ns.min(unnamed);
         let pct = |a: u64, b: u64| {
@@ -126,6 +143,31 @@ impl Split {
         };
         Some((pct(named, self.usage_ns), pct(kernel_named, kernel)))
     }
+    /// Share the user class by the cpu-clock ticks that found it in kernel mode (`kernel`)
+    /// and in user mode (`user`): the kernel's part becomes the line kernel-other
+    /// "inside user time" (the entry and exit paths, signals, returns from preemption).
+    pub fn share_user(&mut self, kernel: u64, user: u64) {
+        if kernel == 0 || kernel + user == 0 {
+            return;
+        }
+        let Some(u) = self.lines.iter_mut().find(|l| l.class == "user") else {
+            return;
+        };
+        let part = (u.cpu_ns as f64 * kernel as f64 / (kernel + user) as f64) as u64;
+        u.cpu_ns -= part;
+        self.lines.push(Line {
+            class: "kernel-other".into(),
+            event: "inside user time".into(),
+            count: kernel,
+            cpu_ns: part,
+            ..Line::default()
+        });
+        self.notes.push(format!(
+            "{kernel} of {} cpu-clock ticks in user time found the task in the kernel (entry and exit paths, signals, returns from preemption): that share of user time is kernel-other",
+            kernel + user
+        ));
+    }
+
     /// The line of `class`/`event`.
     pub fn line(&self, class: &str, event: &str) -> Option<&Line> {
         self.lines
@@ -293,7 +335,7 @@ impl Tracer {
         ] {
             optional(
                 prog::fault_end(&m, slot),
-                load::Hook::PerfSoftware(config, name.into()),
+                load::Hook::PerfSoftware(config, 1, name.into()),
                 &format!("user page faults' end ({name})"),
             );
         }
@@ -318,6 +360,13 @@ impl Tracer {
             "softirqs' end",
         );
         if cfg!(target_arch = "x86_64") {
+            // cpu-clock every 1 ms of each CPU (config 0, period in ns): the ticks that share
+            // the user class between user mode and the kernel work inside it.
+            optional(
+                prog::user_tick(&m),
+                load::Hook::PerfSoftware(0, 1_000_000, "cpu-clock".into()),
+                "the kernel work inside user time (sampled)",
+            );
             for (i, v) in prog::VECTORS.iter().enumerate() {
                 let slot = prog::VEC_BASE + i as u32;
                 optional(
@@ -357,6 +406,7 @@ impl Tracer {
         let irqs =
             parse_interrupts(&std::fs::read_to_string("/proc/interrupts").unwrap_or_default());
         let mut lines = Vec::new();
+        let mut ticks = [0u64; 2];
         for s in 0..prog::SLOTS {
             let mut v = [0u64; 4];
             for cpu in load::read_percpu(&slots, s, prog::SLOT_SIZE, cpus)? {
@@ -365,6 +415,10 @@ impl Tracer {
                 }
             }
             if v == [0; 4] {
+                continue;
+            }
+            if s == prog::USER_TICK_KERNEL || s == prog::USER_TICK_USER {
+                ticks[(s - prog::USER_TICK_KERNEL) as usize] = v[0];
                 continue;
             }
             let (class, event) = slot_name(s, &syscalls, &irqs);
@@ -394,7 +448,8 @@ impl Tracer {
             stat_system_ns,
             notes,
         };
-        let rest = split.unnamed_kernel_ns();
+        split.share_user(ticks[0], ticks[1]);
+        let rest = split.unmeasured_ns();
         if rest > 0 {
             split.lines.push(Line {
                 class: "kernel-other".into(),
@@ -505,6 +560,22 @@ mod tests {
         assert!(over.check().unwrap().holds());
         assert_eq!(over.attributed(0).unwrap().0, 100.0);
         assert!(Split::default().check().is_none());
+        // Ticks share user time: a quarter of its ticks in kernel mode.
+        let mut s = Split {
+            lines: vec![line("user", "user", 800), line("syscall", "read", 200)],
+            usage_ns: 1000,
+            ..Split::default()
+        };
+        s.share_user(25, 75);
+        assert_eq!(s.class_ns("user"), 600);
+        assert_eq!(
+            s.line("kernel-other", "inside user time").unwrap().cpu_ns,
+            200
+        );
+        assert_eq!(s.measured_ns(), 1000);
+        assert_eq!(s.unnamed_kernel_ns(), 200);
+        let (all, kernel) = s.attributed(0).unwrap();
+        assert!((all - 80.0).abs() < 1e-9 && (kernel - 50.0).abs() < 1e-9);
     }
 
     /// A real run of dd in a fresh cgroup: its reads and writes, user time, the sum check.

@@ -34,7 +34,14 @@ pub const VECTORS: [&str; 5] = [
 ];
 pub const IRQ_BASE: u32 = 540;
 pub const IRQS: u32 = 256;
-pub const SLOTS: u32 = IRQ_BASE + IRQS;
+/// cpu-clock ticks that found a tracked task in its user class, in kernel mode (the entry and
+/// exit paths, signal delivery, the return from a preemption: kernel work no transition
+/// names) and in user mode: they share out the user class's time.
+pub const USER_TICK_KERNEL: u32 = IRQ_BASE + IRQS;
+pub const USER_TICK_USER: u32 = USER_TICK_KERNEL + 1;
+pub const SLOTS: u32 = USER_TICK_USER + 1;
+/// Where `cs` sits in x86-64's struct pt_regs (its low two bits: the privilege level).
+pub const PT_REGS_CS: i16 = 136;
 // The classes' slot ranges follow each other without overlapping.
 const _: () = assert!(SYS_OTHER < USER && FAULT_OPEN < SOFTIRQ_BASE);
 const _: () = assert!(SOFTIRQ_BASE + SOFTIRQS <= VEC_BASE);
@@ -298,6 +305,30 @@ pub fn fault_end(m: &Maps, slot: u32) -> Asm {
     a
 }
 
+/// A cpu-clock tick (a software perf event, in the local timer's interrupt): where the class
+/// under the interrupt is user, count the tick as kernel or user mode by the interrupted
+/// registers' privilege level (x86-64).
+pub fn user_tick(m: &Maps) -> Asm {
+    let mut a = Asm::new();
+    prologue(&mut a, m, None);
+    a.ldx_w(R1, R9, ST_CLASS);
+    a.jne_imm(R1, VEC_BASE as i32, "out")
+        .note("not inside the local timer's interrupt");
+    a.ldx_w(R1, R9, ST_UNDER_IRQ);
+    a.jne_imm(R1, USER as i32, "out")
+        .note("the class under it is not user");
+    a.ldx_dw(R1, R6, PT_REGS_CS)
+        .note("r1 = the interrupted regs->cs");
+    a.and_imm(R1, 3);
+    a.mov_imm(R2, USER_TICK_KERNEL as i32);
+    a.jeq_imm(R1, 0, "ticked").note("ring 0: kernel mode");
+    a.mov_imm(R2, USER_TICK_USER as i32);
+    a.label("ticked");
+    count(&mut a, m, R2);
+    epilogue(&mut a);
+    a
+}
+
 /// Which class an interrupt entry charges to.
 #[derive(Debug, Clone, Copy)]
 pub enum IrqSlot {
@@ -391,6 +422,7 @@ mod tests {
             ("softirq", irq_enter(&M, IrqSlot::Softirq)),
             ("timer", irq_enter(&M, IrqSlot::Fixed(VEC_BASE))),
             ("irq_exit", irq_exit(&M, false)),
+            ("user_tick", user_tick(&M)),
             ("softirq_exit", irq_exit(&M, true)),
         ]
     }
