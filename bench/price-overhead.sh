@@ -15,6 +15,8 @@
 # 1.15x); the split on dd against dd alone (goal at most 2.0x); tar czf with its gzip child under
 # the full price, sampling included (goal at most 1.05x); and `costlab price -- true`, the fixed
 # set-up a user waits for (goal at most 1.0 s), with and without --count-only.
+# costlab-split-nosamples is the split with perf's sampling left out (COSTLAB_PRICE_SAMPLES=0),
+# to part the transitions' cost from the sampler's.
 #
 # Each traced figure is the traced command's own wall time, without the tool's set-up: perf
 # stat's "seconds time elapsed", costlab price's traced-run wall_time from its JSON (fork to
@@ -88,7 +90,7 @@ bpftrace_wall() { # dd under a bpftrace map keyed by syscall id, timed once the 
 }
 
 declare -A T W
-names=(alone perf-raw perf-all bpftrace-id bpftrace-split costlab-count costlab-split)
+names=(alone perf-raw perf-all bpftrace-id bpftrace-split costlab-count costlab-split costlab-split-nosamples)
 [ "${STRACE:-1}" = 1 ] && names+=(strace)
 for r in $(seq "$ROUNDS"); do
     T[alone]+="$(timed "${DD[@]}") "
@@ -99,6 +101,7 @@ for r in $(seq "$ROUNDS"); do
     [ "${STRACE:-1}" = 1 ] && T[strace]+="$(timed strace -c -f -o /dev/null "${DD[@]}") "
     T[costlab-count]+="$(costlab_wall --count-only) "
     T[costlab-split]+="$(costlab_wall) "
+    T[costlab-split-nosamples]+="$(COSTLAB_PRICE_SAMPLES=0 costlab_wall) "
     # Whole commands, set-up included: the one-counter floor and costlab's counting-only run.
     W[perf-raw]+="$(timed perf stat -e raw_syscalls:sys_enter -- "${DD[@]}") "
     W[costlab-count]+="$(timed "$B" price --once --count-only -- "${DD[@]}") "

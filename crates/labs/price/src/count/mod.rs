@@ -133,8 +133,13 @@ pub fn count_command(argv: &[String], split: bool) -> Result<Counts> {
     let (tracefs, _mounted) = tracefs()?;
     let cg = Cgroup::create()?;
     let mut notes = Vec::new();
-    // perf starts first and sets itself up while the counters attach.
-    let sampler = if split {
+    // perf starts first and sets itself up while the counters attach. COSTLAB_PRICE_SAMPLES=0
+    // leaves sampling out (bench/price-overhead.sh parts the split's cost from perf's).
+    let sample = split && std::env::var("COSTLAB_PRICE_SAMPLES").map_or(true, |v| v != "0");
+    if split && !sample {
+        notes.push("no samples: COSTLAB_PRICE_SAMPLES=0".into());
+    }
+    let sampler = if sample {
         match cg.rel().map(|r| crate::samples::Sampler::spawn(&r)) {
             Some(Ok(s)) => Some(s),
             Some(Err(e)) => {
