@@ -349,7 +349,8 @@ fn check(
             ));
         }
         Some((lo, mid, hi)) => verdict.push(format!(
-            "the price is above the measured system time: {mid:.0}% ({lo:.0}–{hi:.0}%); a unit cost here is higher than what this program's events cost (warm caches, batched work) — a finding, not a rounding"
+            "the price is above the measured {}: {mid:.0}% ({lo:.0}–{hi:.0}%); a unit cost here is higher than what this program's events cost (warm caches, batched work) — a finding, not a rounding",
+            if sysm_for_rest.is_some() { "kernel time in the cgroup" } else { "system time" }
         )),
         None => verdict.push("no system time was measured: nothing to check the price against".into()),
     }
