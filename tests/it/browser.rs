@@ -23,7 +23,7 @@ fn chromium() -> PathBuf {
 }
 
 /// Run chromium with a time limit: a browser that hangs must not hang the tests.
-fn screenshot(page: &Path, png: &Path, profile: &Path) {
+pub(crate) fn screenshot(page: &Path, png: &Path, profile: &Path) {
     let mut child = Command::new(chromium())
         .args([
             "--headless",
@@ -58,7 +58,7 @@ fn screenshot(page: &Path, png: &Path, profile: &Path) {
 }
 
 /// Decoded RGB pixels of a PNG, with its size.
-fn pixels(png: &Path) -> (u32, u32, Vec<[u8; 3]>) {
+pub(crate) fn pixels(png: &Path) -> (u32, u32, Vec<[u8; 3]>) {
     let file = std::fs::File::open(png).expect("screenshot written");
     let mut decoder = png::Decoder::new(std::io::BufReader::new(file));
     decoder.set_transformations(png::Transformations::normalize_to_color8());

@@ -25,6 +25,8 @@ mod mem;
 mod numa;
 mod pin;
 mod price;
+mod price_chart;
+mod price_measured;
 mod prometheus;
 mod remote_loaders;
 mod report;

@@ -17,7 +17,7 @@ use costlab_price::pricing::{self, Unit, Units};
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/price");
 
 /// Runs of `costlab price` one at a time: each may mount and unmount tracefs.
-static SERIAL: Mutex<()> = Mutex::new(());
+pub(crate) static SERIAL: Mutex<()> = Mutex::new(());
 
 #[test]
 fn syscall_ids_are_named_from_the_headers_of_a_fixture_tree() {
@@ -255,7 +255,7 @@ fn bad_input_exits_2_with_one_line_and_stores_nothing() {
 }
 
 /// The test program, built with the system's C compiler; None (with the reason) without one.
-fn build_events(dir: &Path) -> Result<PathBuf, String> {
+pub(crate) fn build_events(dir: &Path) -> Result<PathBuf, String> {
     let exe = dir.join("events");
     let out = Command::new("cc")
         .args(["-O1", "-pthread", "-o"])

@@ -38,6 +38,10 @@ pub struct PriceArgs {
     /// unique part of one, as `costlab machines` lists them) and show both side by side
     #[arg(long, value_name = "MACHINE")]
     pub on: Option<String>,
+    /// Count only (syscalls, faults, switches), the cheapest run: no measured split of the
+    /// CPU time at the kernel's transitions, no samples
+    #[arg(long)]
+    pub count_only: bool,
     #[command(flatten)]
     pub common: Common,
     /// The command to count and price, after `--`

@@ -29,17 +29,15 @@ pub enum Whose {
     Process(u32),
 }
 
-// bpf(2) commands, map and program types, helpers (include/uapi/linux/bpf.h).
+use crate::measured::asm::{Asm, Helper, FP, R0, R1, R2, R3, R6, R7};
+
+// bpf(2) commands, map and program types (include/uapi/linux/bpf.h).
 const BPF_MAP_CREATE: i64 = 0;
 const BPF_MAP_LOOKUP_ELEM: i64 = 1;
 const BPF_PROG_LOAD: i64 = 5;
 const BPF_RAW_TRACEPOINT_OPEN: i64 = 17;
 const MAP_PERCPU_ARRAY: u32 = 6;
 const PROG_RAW_TRACEPOINT: u32 = 17;
-const HELPER_MAP_LOOKUP: i32 = 1;
-const HELPER_PID_TGID: i32 = 14;
-const HELPER_CGROUP_ID: i32 = 80;
-const HELPER_PROBE_READ_KERNEL: i32 = 113;
 /// Where `di` (a syscall's first argument) sits in x86-64's struct pt_regs.
 const PT_REGS_DI: i32 = 112;
 
@@ -54,6 +52,7 @@ pub struct Insn {
 }
 
 impl Insn {
+    #[cfg(test)]
     const fn new(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
         Insn {
             code,
@@ -90,107 +89,103 @@ pub const SAMPLE: u32 = 16;
 /// syscall number; `fd_map_fd`, where given (x86-64: its pt_regs layout is known here), also
 /// counts the read/write family by (number, fd).
 pub fn program(whose: Whose, map_fd: i32, fd_map_fd: Option<i32>) -> Vec<Insn> {
-    // r6 = r1, the tracepoint's arguments. Each jump to `exit` is patched at the end into a
-    // jump to the last two instructions.
-    let mut p = vec![Insn::new(0xbf, 6, 1, 0, 0)];
-    let mut exits = Vec::new();
-    filter(&mut p, &mut exits, whose);
-    p.push(Insn::new(0x79, 1, 6, 8, 0)); // r1 = args[1], the syscall number
-    exits.push(p.len());
-    p.push(Insn::new(0x35, 1, 0, 0, SLOTS as i32)); // if r1 >= SLOTS goto exit (-1 too)
-    p.push(Insn::new(0xbf, 7, 1, 0, 0)); // r7 = the number, kept across calls
-    add_one(&mut p, &mut exits, map_fd);
+    program_asm(whose, map_fd, fd_map_fd)
+        .finish()
+        .expect("the counting program's labels are all placed")
+}
+
+/// The counting program, as named instructions (its `listing()` is what a reviewer reads).
+pub fn program_asm(whose: Whose, map_fd: i32, fd_map_fd: Option<i32>) -> Asm {
+    let mut a = Asm::new();
+    a.mov(R6, R1).note("r6 = the tracepoint's arguments");
+    filter(&mut a, whose);
+    a.ldx_dw(R1, R6, 8).note("r1 = args[1], the syscall number");
+    a.jge_imm(R1, SLOTS as i32, "exit")
+        .note("past the slots (or -1)");
+    a.mov(R7, R1).note("r7 = the number, kept across calls");
+    add_one(&mut a, map_fd);
     if let Some(fd_map) = fd_map_fd {
         // One call in SAMPLE of each number on each CPU goes on (r1 holds the count before
         // this call): reading the fd costs a helper call, which every call would pay.
-        p.push(Insn::new(0x57, 1, 0, 0, (SAMPLE - 1) as i32)); // r1 &= SAMPLE - 1
-        exits.push(p.len());
-        p.push(Insn::new(0x55, 1, 0, 0, 0)); // if r1 != 0 goto exit
-                                             // Only read, write (0, 1) and pread64..writev (17..=20) go on.
-        exits.push(p.len());
-        p.push(Insn::new(0x25, 7, 0, 0, 20)); // if r7 > 20 goto exit
-        let to_fd = p.len();
-        p.push(Insn::new(0x35, 7, 0, 0, 17)); // if r7 >= 17 goto by_fd
-        exits.push(p.len());
-        p.push(Insn::new(0x25, 7, 0, 0, 1)); // if r7 > 1 goto exit
-        let by_fd = p.len();
-        p[to_fd].off = (by_fd - to_fd - 1) as i16;
-        p.push(Insn::new(0xbf, 1, 10, 0, 0)); // r1 = fp
-        p.push(Insn::new(0x07, 1, 0, 0, -16)); // r1 -= 16: where the fd goes
-        p.push(Insn::new(0xb7, 2, 0, 0, 8)); // r2 = 8 bytes
-        p.push(Insn::new(0x79, 3, 6, 0, 0)); // r3 = args[0], the task's pt_regs
-        p.push(Insn::new(0x07, 3, 0, 0, PT_REGS_DI)); // r3 = &regs->di, the first argument
-        p.push(Insn::new(0x85, 0, 0, 0, HELPER_PROBE_READ_KERNEL));
-        exits.push(p.len());
-        p.push(Insn::new(0x55, 0, 0, 0, 0)); // if r0 != 0 goto exit
-        p.push(Insn::new(0x79, 1, 10, -16, 0)); // r1 = the fd
-        p.push(Insn::new(0xb5, 1, 0, 1, (FDS - 2) as i32)); // if r1 <= FDS - 2 skip one
-        p.push(Insn::new(0xb7, 1, 0, 0, (FDS - 1) as i32)); // r1 = the last slot
-        p.push(Insn::new(0xbf, 2, 7, 0, 0)); // r2 = the number
-        p.push(Insn::new(0x67, 2, 0, 0, FDS.trailing_zeros() as i32)); // r2 *= FDS
-        p.push(Insn::new(0x0f, 1, 2, 0, 0)); // r1 += r2
-        add_one(&mut p, &mut exits, fd_map);
+        a.and_imm(R1, (SAMPLE - 1) as i32);
+        a.jne_imm(R1, 0, "exit").note("not this call's turn");
+        // Only read, write (0, 1) and pread64..writev (17..=20) go on.
+        a.jgt_imm(R7, 20, "exit");
+        a.jge_imm(R7, 17, "by_fd");
+        a.jgt_imm(R7, 1, "exit");
+        a.label("by_fd");
+        a.mov(R1, FP)
+            .add_imm(R1, -16)
+            .note("r1 = where the fd goes");
+        a.mov_imm(R2, 8);
+        a.ldx_dw(R3, R6, 0).note("r3 = args[0], the task's pt_regs");
+        a.add_imm(R3, PT_REGS_DI)
+            .note("&regs->di, the first argument");
+        a.call(Helper::ProbeReadKernel);
+        a.jne_imm(R0, 0, "exit");
+        a.ldx_dw(R1, FP, -16).note("r1 = the fd");
+        a.jle_imm(R1, (FDS - 2) as i32, "fd_slot");
+        a.mov_imm(R1, (FDS - 1) as i32)
+            .note("the last slot holds every fd from there up");
+        a.label("fd_slot");
+        a.mov(R2, R7);
+        a.lsh_imm(R2, FDS.trailing_zeros() as i32)
+            .note("r2 = number * FDS");
+        a.add(R1, R2);
+        add_one(&mut a, fd_map);
     }
-    let exit = p.len();
-    p.push(Insn::new(0xb7, 0, 0, 0, 0)); // exit: r0 = 0
-    p.push(Insn::new(0x95, 0, 0, 0, 0)); // return
-    for at in exits {
-        p[at].off = (exit - at - 1) as i16;
-    }
-    p
+    a.label("exit");
+    a.mov_imm(R0, 0);
+    a.exit();
+    a
 }
 
 /// Jump to the exit unless the current task is `whose`'s (r0-r5 clobbered).
-fn filter(p: &mut Vec<Insn>, exits: &mut Vec<usize>, whose: Whose) {
+fn filter(a: &mut Asm, whose: Whose) {
     match whose {
         Whose::Cgroup(id) => {
-            p.push(Insn::new(0x85, 0, 0, 0, HELPER_CGROUP_ID)); // r0 = current cgroup id
-            p.push(Insn::new(0x18, 1, 0, 0, id as u32 as i32)); // r1 = id (two halves)
-            p.push(Insn::new(0x00, 0, 0, 0, (id >> 32) as u32 as i32));
-            exits.push(p.len());
-            p.push(Insn::new(0x5d, 0, 1, 0, 0)); // if r0 != r1 goto exit
+            a.call(Helper::GetCurrentCgroupId);
+            a.ld_imm64(R1, id);
+            a.jne(R0, R1, "exit").note("not the counted cgroup");
         }
         Whose::Process(tgid) => {
-            p.push(Insn::new(0x85, 0, 0, 0, HELPER_PID_TGID)); // r0 = tgid << 32 | pid
-            p.push(Insn::new(0x77, 0, 0, 0, 32)); // r0 >>= 32
-            exits.push(p.len());
-            p.push(Insn::new(0x55, 0, 0, 0, tgid as i32)); // if r0 != tgid goto exit
+            a.call(Helper::GetCurrentPidTgid);
+            a.rsh_imm(R0, 32).note("r0 = the tgid");
+            a.jne_imm(R0, tgid as i32, "exit")
+                .note("not the counted process");
         }
     }
 }
 
 /// Add one to slot r1 of the array `map_fd` (this CPU's copy); r1 is then the count before.
-fn add_one(p: &mut Vec<Insn>, exits: &mut Vec<usize>, map_fd: i32) {
-    p.push(Insn::new(0x63, 10, 1, -4, 0)); // *(u32 *)(fp - 4) = r1
-    p.push(Insn::new(0xbf, 2, 10, 0, 0)); // r2 = fp
-    p.push(Insn::new(0x07, 2, 0, 0, -4)); // r2 -= 4: the key's address
-    p.push(Insn::new(0x18, 1, 1, 0, map_fd)); // r1 = the map (src 1: a map fd)
-    p.push(Insn::new(0x00, 0, 0, 0, 0));
-    p.push(Insn::new(0x85, 0, 0, 0, HELPER_MAP_LOOKUP)); // r0 = this CPU's slot
-    exits.push(p.len());
-    p.push(Insn::new(0x15, 0, 0, 0, 0)); // if r0 == NULL goto exit
-    p.push(Insn::new(0xb7, 1, 0, 0, 1)); // r1 = 1
-                                         // r1 = atomic_fetch_add((u64 *)(r0 + 0), r1): atomic, as a syscall tracepoint may be
-                                         // preempted (BPF_ADD | BPF_FETCH, kernel 5.12 and later).
-    p.push(Insn::new(0xdb, 0, 1, 0, 0x01));
+fn add_one(a: &mut Asm, map_fd: i32) {
+    a.stx_w(FP, -4, R1).note("the key");
+    a.mov(R2, FP).add_imm(R2, -4);
+    a.ld_map(R1, map_fd);
+    a.call(Helper::MapLookupElem).note("r0 = this CPU's slot");
+    a.jeq_imm(R0, 0, "exit");
+    a.mov_imm(R1, 1);
+    // Atomic, as a syscall tracepoint may be preempted (kernel 5.12 and later).
+    a.atomic_fetch_add_dw(R0, 0, R1)
+        .note("r1 = the count before; slot += 1");
 }
 
 /// The bpf(2) attribute block: 128 zeroed bytes with fields written at their offsets.
-struct Attr([u8; 128]);
+pub(crate) struct Attr(pub(crate) [u8; 128]);
 
 impl Attr {
-    fn new() -> Attr {
+    pub(crate) fn new() -> Attr {
         Attr([0; 128])
     }
-    fn u32(&mut self, at: usize, v: u32) -> &mut Attr {
+    pub(crate) fn u32(&mut self, at: usize, v: u32) -> &mut Attr {
         self.0[at..at + 4].copy_from_slice(&v.to_le_bytes());
         self
     }
-    fn u64(&mut self, at: usize, v: u64) -> &mut Attr {
+    pub(crate) fn u64(&mut self, at: usize, v: u64) -> &mut Attr {
         self.0[at..at + 8].copy_from_slice(&v.to_le_bytes());
         self
     }
-    fn call(&mut self, cmd: i64) -> std::io::Result<i32> {
+    pub(crate) fn call(&mut self, cmd: i64) -> std::io::Result<i32> {
         // SAFETY: the attribute block is 128 readable and writable bytes, which the kernel
         // reads (and for lookups writes through the pointers set in it, which point at live
         // buffers of the sizes the map was created with).
@@ -210,26 +205,29 @@ impl Attr {
     }
 }
 
-fn owned(fd: i32) -> OwnedFd {
+pub(crate) fn owned(fd: i32) -> OwnedFd {
     // SAFETY: bpf(2) returned this fd just now and nothing else owns it.
     unsafe { OwnedFd::from_raw_fd(fd) }
 }
 
-/// CPUs the kernel may ever bring up, from a `0-15` / `0,2-3` list.
-pub fn possible_cpus(list: &str) -> usize {
-    list.trim()
-        .split(',')
-        .filter(|r| !r.is_empty())
-        .map(|r| match r.split_once('-') {
+/// CPUs the kernel may ever bring up, from a `0-15` / `0,2-3` list; None for a list that
+/// does not parse (a per-CPU value sized from a guess could be too small for the kernel's copy).
+pub fn possible_cpus(list: &str) -> Option<usize> {
+    let mut n = 0;
+    for r in list.trim().split(',').filter(|r| !r.is_empty()) {
+        n += match r.split_once('-') {
             Some((a, b)) => {
-                let a: usize = a.trim().parse().unwrap_or(0);
-                let b: usize = b.trim().parse().unwrap_or(a);
-                b.saturating_sub(a) + 1
+                let a: usize = a.trim().parse().ok()?;
+                let b: usize = b.trim().parse().ok()?;
+                b.checked_sub(a)? + 1
             }
-            None => 1,
-        })
-        .sum::<usize>()
-        .max(1)
+            None => {
+                r.trim().parse::<usize>().ok()?;
+                1
+            }
+        };
+    }
+    (n > 0).then_some(n)
 }
 
 fn fail(what: &str, e: std::io::Error) -> anyhow::Error {
@@ -290,18 +288,15 @@ fn load_and_attach(insns: &[Insn], tracepoint: &str) -> Result<(OwnedFd, OwnedFd
 
 /// The program that counts a tracepoint's hits by `whose` in slot 0 of `map_fd`.
 pub fn event_program(whose: Whose, map_fd: i32) -> Vec<Insn> {
-    let mut p = Vec::new();
-    let mut exits = Vec::new();
-    filter(&mut p, &mut exits, whose);
-    p.push(Insn::new(0xb7, 1, 0, 0, 0)); // r1 = slot 0
-    add_one(&mut p, &mut exits, map_fd);
-    let exit = p.len();
-    p.push(Insn::new(0xb7, 0, 0, 0, 0)); // exit: r0 = 0
-    p.push(Insn::new(0x95, 0, 0, 0, 0)); // return
-    for at in exits {
-        p[at].off = (exit - at - 1) as i16;
-    }
-    p
+    let mut a = Asm::new();
+    filter(&mut a, whose);
+    a.mov_imm(R1, 0).note("slot 0");
+    add_one(&mut a, map_fd);
+    a.label("exit");
+    a.mov_imm(R0, 0);
+    a.exit();
+    a.finish()
+        .expect("the event program's labels are all placed")
 }
 
 /// Hits of one raw tracepoint by the counted tasks, while attached (io_uring submissions:
@@ -321,7 +316,7 @@ impl EventCounter {
             map,
             _prog: prog,
             _link: link,
-            cpus: machine_cpus(),
+            cpus: machine_cpus()?,
         })
     }
 
@@ -343,7 +338,14 @@ pub struct SyscallCounter {
 impl SyscallCounter {
     /// Create the array, load the program and attach it to `sys_enter`.
     pub fn attach(whose: Whose) -> Result<SyscallCounter> {
-        let cpus = machine_cpus();
+        let release = rustix::system::uname()
+            .release()
+            .to_string_lossy()
+            .into_owned();
+        if let Some(why) = lacks_atomics(&release) {
+            bail!(usage(why));
+        }
+        let cpus = machine_cpus()?;
         let map = array(SLOTS)?;
         // The by-fd counts read the first argument from pt_regs, whose layout is x86-64's.
         let by_fd = if cfg!(target_arch = "x86_64") {
@@ -402,9 +404,32 @@ impl SyscallCounter {
     }
 }
 
-/// The CPUs this machine may ever have (a per-CPU array holds one value for each).
-fn machine_cpus() -> usize {
-    possible_cpus(&std::fs::read_to_string("/sys/devices/system/cpu/possible").unwrap_or_default())
+/// The counting program adds with BPF's atomic fetch-add: one line naming the kernel that lacks
+/// it and the version that has it, None where it is there.
+pub fn lacks_atomics(release: &str) -> Option<String> {
+    match crate::measured::load::kernel_version(release) {
+        Some(v) if v < (5, 12) => Some(format!(
+            "kernel {release} lacks BPF atomic fetch-add, which costlab price's syscall counter uses (5.12 or later)"
+        )),
+        _ => None,
+    }
+}
+
+/// The CPUs this machine may ever have (a per-CPU array holds one value for each), from
+/// /sys/devices/system/cpu/possible; an error, never a guess, where it cannot be read.
+pub(crate) fn machine_cpus() -> Result<usize> {
+    let path = "/sys/devices/system/cpu/possible";
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        usage(format!(
+            "cannot read {path} ({e}): per-CPU BPF arrays are sized from it; mount sysfs"
+        ))
+    })?;
+    possible_cpus(&text).ok_or_else(|| {
+        usage(format!(
+            "cannot parse {path} ({:?}): per-CPU BPF arrays are sized from it",
+            text.trim()
+        ))
+    })
 }
 
 /// Slot `key` of the per-CPU array `map` (`cpus` values), summed over CPUs.
@@ -468,7 +493,7 @@ mod tests {
         let p = program(Whose::Process(1), 7, Some(8));
         let read = p
             .iter()
-            .position(|i| i.code == 0x85 && i.imm == HELPER_PROBE_READ_KERNEL)
+            .position(|i| i.code == 0x85 && i.imm == Helper::ProbeReadKernel as i32)
             .unwrap();
         assert_eq!(p[read - 1], Insn::new(0x07, 3, 0, 0, PT_REGS_DI));
         assert!(
@@ -504,7 +529,7 @@ mod tests {
     #[test]
     fn the_event_program_filters_then_counts_in_slot_zero() {
         let p = event_program(Whose::Process(7), 3);
-        assert_eq!(p[0].imm, HELPER_PID_TGID);
+        assert_eq!(p[0].imm, Helper::GetCurrentPidTgid as i32);
         assert!(p.contains(&Insn::new(0xb7, 1, 0, 0, 0)));
         let exit = p.len() - 2;
         for (j, i) in p.iter().enumerate() {
@@ -515,10 +540,21 @@ mod tests {
     }
 
     #[test]
+    fn a_kernel_without_atomics_is_named_in_one_line() {
+        assert_eq!(lacks_atomics("6.18.44-fc-v769"), None);
+        let why = lacks_atomics("5.10.0-30-amd64").unwrap();
+        assert!(
+            why.contains("5.12 or later") && why.contains("5.10.0-30-amd64") && !why.contains('\n')
+        );
+    }
+
+    #[test]
     fn possible_cpu_lists() {
-        assert_eq!(possible_cpus("0-15\n"), 16);
-        assert_eq!(possible_cpus("0\n"), 1);
-        assert_eq!(possible_cpus("0,2-3"), 3);
-        assert_eq!(possible_cpus(""), 1);
+        assert_eq!(possible_cpus("0-15\n"), Some(16));
+        assert_eq!(possible_cpus("0\n"), Some(1));
+        assert_eq!(possible_cpus("0,2-3"), Some(3));
+        assert_eq!(possible_cpus(""), None);
+        assert_eq!(possible_cpus("0-x"), None);
+        assert_eq!(possible_cpus("3-1"), None);
     }
 }

@@ -85,18 +85,26 @@ fn commands(doc: &Doc) -> Vec<String> {
 /// One chart per priced command; none when the run priced nothing (price is never part of
 /// `costlab run`, so its absence is not worth a line).
 pub fn charts(doc: &Doc) -> Vec<Chart> {
-    commands(doc)
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            let id = if i == 0 {
-                "chart-price-cpu".to_string()
-            } else {
-                format!("chart-price-cpu-{i}")
-            };
-            chart(&id, c, &pieces(doc, c))
-        })
-        .collect()
+    let mut out = Vec::new();
+    for (i, c) in commands(doc).iter().enumerate() {
+        let suffix = if i == 0 {
+            String::new()
+        } else {
+            format!("-{i}")
+        };
+        out.push(chart(
+            &format!("chart-price-cpu{suffix}"),
+            c,
+            &pieces(doc, c),
+        ));
+        // Where the run measured the split: priced beside measured.
+        out.extend(crate::measured::chart::chart(
+            doc,
+            &format!("chart-price-measured{suffix}"),
+            c,
+        ));
+    }
+    out
 }
 
 fn chart(id: &str, command: &str, pieces: &[Piece]) -> Chart {

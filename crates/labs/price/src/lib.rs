@@ -10,9 +10,11 @@ pub mod charts;
 pub mod count;
 pub mod fleet;
 pub mod gowhatif;
+pub mod measured;
 pub mod pricing;
 mod render;
 mod rows;
+pub mod samples;
 pub mod saved;
 mod source;
 mod times;
@@ -81,10 +83,44 @@ pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
             .collect::<Vec<_>>(),
     );
     rows::push_price_rows(&mut o, &priced, cmdline, cpu.map(|c| c.median));
+    let split = counts.measured.as_ref();
+    let measured = split.map(|s| measured::beside::beside(s, &priced));
+    // The kernel time no transition names, named by samples in the share of kernel samples
+    // that name a subsystem.
+    let sampled_named = match (split, &counts.samples) {
+        (Some(s), Some(smp)) => (s.unnamed_kernel_ns() as f64 * smp.kernel_named_share()) as u64,
+        _ => 0,
+    };
+    if let (Some(s), Some(lines)) = (split, &measured) {
+        measured::beside::push_rows(&mut o, s, lines, cmdline, sampled_named);
+    }
+    if let Some(smp) = &counts.samples {
+        samples::push_rows(&mut o, smp, cmdline);
+    }
     let what_ifs = what_ifs(counts, &units, counted.go_gc, cpu.as_ref(), &mut o);
-    let mut model = check(&mut o, &priced, &times, cmdline, &what_ifs);
+    let mut model = check(&mut o, &priced, &times, cmdline, &what_ifs, split);
+    if let (Some(s), Some(lines)) = (split, &measured) {
+        model
+            .verdict
+            .extend(measured::beside::verdict(s, lines, sampled_named));
+        if let Some((all, kernel)) = s.attributed(sampled_named) {
+            model
+                .params
+                .insert("cpu_usage_ns".into(), json!(s.usage_ns));
+            model
+                .params
+                .insert("attributed_pct".into(), json!((all * 10.0).round() / 10.0));
+            model.params.insert(
+                "kernel_attributed_pct".into(),
+                json!((kernel * 10.0).round() / 10.0),
+            );
+        }
+    }
     if let Some(m) = &on {
         price_on(&mut o, &mut model, m, db, counts, &priced, &units, cmdline)?;
+    }
+    if let Some(smp) = &counts.samples {
+        model.verdict.extend(samples::verdict(smp));
     }
     rows::push_what_if_rows(&mut o, &what_ifs, cmdline);
     o.models.push(model);
@@ -222,6 +258,7 @@ fn check(
     times: &[Times],
     cmd: &str,
     what_ifs: &[pricing::WhatIf],
+    split: Option<&measured::Split>,
 ) -> Model {
     let case = costlab_core::case! {"class" => "program", "event" => "total", "command" => cmd};
     let used: Vec<&ResultRow> = priced
@@ -258,7 +295,18 @@ fn check(
     let total = pricing::total(priced);
     push("priced_kernel", vec![total.0, total.1, total.2], true);
     let sys = pricing::sys_summary(times);
-    let explained = sys.as_ref().and_then(|s| pricing::explained(total, s));
+    // With the measured split, explained is priced ÷ the kernel time measured in the traced run
+    // itself (usage less user); without it, priced ÷ the untraced runs' system time.
+    let kernel = split.map(|s| s.kernel_ns() as f64).filter(|k| *k > 0.0);
+    let explained = match kernel {
+        Some(k) => Some((
+            100.0 * total.0 / k,
+            100.0 * total.1 / k,
+            100.0 * total.2 / k,
+        )),
+        None => sys.as_ref().and_then(|s| pricing::explained(total, s)),
+    };
+    let sysm_for_rest = kernel;
     if let Some(e) = explained {
         push("explained", vec![e.0, e.1, e.2], true);
     }
@@ -295,12 +343,14 @@ fn check(
     match explained {
         Some((lo, mid, hi)) if mid <= 100.0 => {
             verdict.push(format!(
-                "that explains {mid:.0}% ({lo:.0}–{hi:.0}%) of its system time; the other {} is kernel work no term prices",
-                human_ns((sysm - total.1).max(0.0))
+                "that explains {mid:.0}% ({lo:.0}–{hi:.0}%) of its {}; the other {} is kernel work no term prices",
+                if sysm_for_rest.is_some() { "kernel time measured in the cgroup" } else { "system time" },
+                human_ns((sysm_for_rest.unwrap_or(sysm) - total.1).max(0.0))
             ));
         }
         Some((lo, mid, hi)) => verdict.push(format!(
-            "the price is above the measured system time: {mid:.0}% ({lo:.0}–{hi:.0}%); a unit cost here is higher than what this program's events cost (warm caches, batched work) — a finding, not a rounding"
+            "the price is above the measured {}: {mid:.0}% ({lo:.0}–{hi:.0}%); a unit cost here is higher than what this program's events cost (warm caches, batched work) — a finding, not a rounding",
+            if sysm_for_rest.is_some() { "kernel time in the cgroup" } else { "system time" }
         )),
         None => verdict.push("no system time was measured: nothing to check the price against".into()),
     }

@@ -79,6 +79,7 @@ pub fn render(o: &Outcome) -> String {
     head.push("share of CPU".into());
     let head: Vec<&str> = head.iter().map(String::as_str).collect();
     let mut out = table::render(&head, &rows);
+    out += &crate::measured::beside::render(o);
     out.push('\n');
     for m in o.models.iter().filter(|m| m.lab == LAB) {
         for v in &m.verdict {

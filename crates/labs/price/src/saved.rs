@@ -79,6 +79,12 @@ pub struct SavedCounts {
     pub exit_status: i32,
     #[serde(default)]
     pub notes: Vec<String>,
+    /// The CPU time split at the kernel's transitions, where it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<crate::measured::Split>,
+    /// The samples taken beside it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples: Option<crate::samples::Samples>,
 }
 
 impl SavedCounts {
@@ -116,6 +122,8 @@ impl SavedCounts {
             wchar: counts.wchar,
             exit_status: counts.exit_status,
             notes: counts.notes.clone(),
+            measured: counts.measured.clone(),
+            samples: counts.samples.clone(),
         }
     }
 
@@ -127,6 +135,8 @@ impl SavedCounts {
             wchar: self.wchar,
             exit_status: self.exit_status,
             notes: self.notes.clone(),
+            measured: self.measured.clone(),
+            samples: self.samples.clone(),
             ..Default::default()
         };
         for e in &self.events {

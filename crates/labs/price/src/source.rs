@@ -98,7 +98,7 @@ fn from_pid(args: &PriceArgs, pid: u32) -> Result<Counted> {
 /// The command counted from exec to exit (its exit status kept for costlab's own), then run
 /// untraced --runs times.
 fn from_command(args: &PriceArgs, ctx: &Ctx) -> Result<Counted> {
-    let c = count::count_command(&args.command)?;
+    let c = count::count_command(&args.command, !args.count_only)?;
     ctx.program_exit
         .store(c.exit_status, std::sync::atomic::Ordering::Relaxed);
     let path = count::program(&args.command)?;

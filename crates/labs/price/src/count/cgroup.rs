@@ -37,6 +37,14 @@ impl Cgroup {
     }
 }
 
+impl Cgroup {
+    /// Its path under the cgroup v2 mount (what perf -G takes).
+    pub fn rel(&self) -> Option<String> {
+        let root = mount_point(&mounts(), "cgroup2")?;
+        crate::samples::cgroup_rel(&self.dir, &root)
+    }
+}
+
 /// Remove the empty cgroups of costlab processes that no longer run (killed with SIGKILL
 /// before they could remove their own). One that still holds processes stays.
 fn sweep_stale(parent: &Path) {

@@ -50,14 +50,29 @@ pub struct Counts {
     /// The program's exit status as a shell gives it (128 + signal when killed).
     pub exit_status: i32,
     pub notes: Vec<String>,
+    /// The CPU time split at the kernel's transitions (absent with --count-only or --pid).
+    pub measured: Option<crate::measured::Split>,
+    /// The tree's kernel and user stacks sampled on cpu-clock (beside the split).
+    pub samples: Option<crate::samples::Samples>,
 }
 
-/// A counter of io_uring submissions where the kernel has the tracepoint, None elsewhere.
-fn uring_counter(tracefs: &Path, whose: Whose) -> Option<bpf::EventCounter> {
+/// A counter of io_uring submissions where the kernel has the tracepoint, None elsewhere; one
+/// that fails to attach is said in `notes`, not dropped in silence.
+fn uring_counter(
+    tracefs: &Path,
+    whose: Whose,
+    notes: &mut Vec<String>,
+) -> Option<bpf::EventCounter> {
     if !tracefs.join("events/io_uring/io_uring_submit_req").is_dir() {
         return None;
     }
-    bpf::EventCounter::attach(whose, "io_uring_submit_req").ok()
+    match bpf::EventCounter::attach(whose, "io_uring_submit_req") {
+        Ok(c) => Some(c),
+        Err(e) => {
+            notes.push(format!("io_uring submissions not counted: {e}"));
+            None
+        }
+    }
 }
 
 /// Add the submissions counted (if any) to `events`.
@@ -76,22 +91,26 @@ struct Counting {
     syscalls: SyscallCounter,
     submissions: Option<bpf::EventCounter>,
     watch: FdWatch,
+    notes: Vec<String>,
 }
 
 impl Counting {
     fn start(tracefs: &Path, filter: Filter, whose: Whose, procs: Procs) -> Result<Counting> {
         let tracer = Tracer::start(&script(&filter, tracefs))?;
+        let mut notes = Vec::new();
         Ok(Counting {
             tracer,
             syscalls: SyscallCounter::attach(whose)?,
-            submissions: uring_counter(tracefs, whose),
+            submissions: uring_counter(tracefs, whose, &mut notes),
             watch: FdWatch::start(procs),
+            notes,
         })
     }
 
     /// Stop and read everything: syscalls by name (the read/write family split by fd kind),
-    /// other events by (class, event).
-    fn finish(self) -> Result<(BTreeMap<String, u64>, Events)> {
+    /// other events by (class, event); the notes of what could not be counted go to `notes`.
+    fn finish(self, notes: &mut Vec<String>) -> Result<(BTreeMap<String, u64>, Events)> {
+        notes.extend(self.notes.iter().cloned());
         let kinds = self.watch.stop();
         let ids = self.syscalls.read()?;
         let by_fd = self.syscalls.read_by_fd()?;
@@ -105,26 +124,70 @@ impl Counting {
     }
 }
 
-/// Count `argv` from its exec to its exit.
-pub fn count_command(argv: &[String]) -> Result<Counts> {
+/// Count `argv` from its exec to its exit; with `split`, measure where its CPU time went too.
+pub fn count_command(argv: &[String], split: bool) -> Result<Counts> {
     let path = program(argv)?;
     if let Some(why) = unavailable() {
         bail!(usage(why));
     }
     let (tracefs, _mounted) = tracefs()?;
     let cg = Cgroup::create()?;
+    let mut notes = Vec::new();
+    // perf starts first and sets itself up while the counters attach. COSTLAB_PRICE_SAMPLES=0
+    // leaves sampling out (bench/price-overhead.sh parts the split's cost from perf's).
+    let sample = split && std::env::var("COSTLAB_PRICE_SAMPLES").map_or(true, |v| v != "0");
+    if split && !sample {
+        notes.push("no samples: COSTLAB_PRICE_SAMPLES=0".into());
+    }
+    let sampler = if sample {
+        match cg.rel().map(|r| crate::samples::Sampler::spawn(&r)) {
+            Some(Ok(s)) => Some(s),
+            Some(Err(e)) => {
+                notes.push(format!("no samples: {e}"));
+                None
+            }
+            None => {
+                notes.push("no samples: the cgroup is not under the cgroup v2 mount".into());
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let tracer = if split {
+        Some(crate::measured::Tracer::attach(bpf::cgroup_id(&cg.dir)?)?)
+    } else {
+        None
+    };
     let counting = Counting::start(
         &tracefs,
         Filter::Cgroup(cg.dir.clone()),
         Whose::Cgroup(bpf::cgroup_id(&cg.dir)?),
         Procs::Cgroup(cg.dir.clone()),
     )?;
+    let sampler = match sampler.map(|s| s.ready()) {
+        Some(Ok(s)) => Some(s),
+        Some(Err(e)) => {
+            notes.push(format!("no samples: {e}"));
+            None
+        }
+        None => None,
+    };
     let run = run_program(&path, argv, Some(&cg.dir), Stdio3::Inherit);
-    let (syscalls, events) = counting.finish()?;
-    let (times, exit_status, rchar, wchar) = run?;
-    let mut notes = vec![
+    let measured = tracer.map(|t| t.finish(&cg.dir)).transpose()?;
+    let samples = match sampler.map(|s| s.finish()) {
+        Some(Ok(s)) => Some(s),
+        Some(Err(e)) => {
+            notes.push(format!("no samples: {e}"));
+            None
+        }
+        None => None,
+    };
+    notes.insert(0,
         "counted from the program's execve (itself counted: the cgroup is joined just before it) to its exit, with every thread and child it started".to_string(),
-    ];
+    );
+    let (syscalls, events) = counting.finish(&mut notes)?;
+    let (times, exit_status, rchar, wchar) = run?;
     let left = std::fs::read_to_string(cg.dir.join("cgroup.procs")).unwrap_or_default();
     let left = left.lines().count();
     if left > 0 {
@@ -140,6 +203,8 @@ pub fn count_command(argv: &[String]) -> Result<Counts> {
         wchar,
         exit_status,
         notes,
+        measured,
+        samples,
     })
 }
 
@@ -175,11 +240,15 @@ pub fn count_pid(pid: u32, duration: Duration) -> Result<Counts> {
     }
     let after = proc_times(pid);
     let wall = t0.elapsed();
-    let (syscalls, events) = counting.finish()?;
-    let mut notes = vec![format!(
-        "counted the threads of process {pid} for {:.1} s (its children are not counted)",
-        wall.as_secs_f64()
-    )];
+    let mut notes = Vec::new();
+    let (syscalls, events) = counting.finish(&mut notes)?;
+    notes.insert(
+        0,
+        format!(
+            "counted the threads of process {pid} for {:.1} s (its children are not counted)",
+            wall.as_secs_f64()
+        ),
+    );
     if gone {
         notes.push(format!(
             "process {pid} exited during counting: counted until then"
@@ -199,6 +268,8 @@ pub fn count_pid(pid: u32, duration: Duration) -> Result<Counts> {
         wchar: 0,
         exit_status: 0,
         notes,
+        measured: None,
+        samples: None,
     })
 }
 

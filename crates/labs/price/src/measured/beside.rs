@@ -1,0 +1,458 @@
+//! Each measured line beside its price: the priced lines mapped onto the measured ones (a
+//! syscall's fd kinds onto its name, bytes read and written onto the read and write family's
+//! calls by their counts), the ratio priced ÷ measured, and a reading of what supports a line
+//! far from its floor. Then the rows DESIGN.md names ("price, measured") and the table.
+
+use std::collections::BTreeMap;
+
+use costlab_core::measure::quality::{self, Quality};
+use costlab_core::measure::units::human_ns;
+use costlab_history::report::{table, Outcome, ResultRow};
+
+use super::{Line, Split};
+use crate::pricing::Priced;
+use crate::LAB;
+
+const READS: [&str; 5] = ["read", "pread64", "readv", "preadv", "preadv2"];
+const WRITES: [&str; 5] = ["write", "pwrite64", "writev", "pwritev", "pwritev2"];
+
+/// A measured line far above its floor is priced at less than this share of it.
+pub const FAR_ABOVE: f64 = 0.5;
+/// A line far below its floor is priced at more than this multiple of it.
+pub const FAR_BELOW: f64 = 2.0;
+
+/// One measured line with its price.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Beside {
+    pub line: Line,
+    /// ns priced for it (median), None where no term prices any of its events.
+    pub priced_ns: Option<f64>,
+    /// The unit rows its price came from (their worst verdict is the ratio's).
+    pub rows: Vec<ResultRow>,
+}
+
+impl Beside {
+    /// priced ÷ measured.
+    pub fn ratio(&self) -> Option<f64> {
+        self.priced_ns
+            .filter(|_| self.line.cpu_ns > 0)
+            .map(|p| p / self.line.cpu_ns as f64)
+    }
+}
+
+/// Where a priced line's time belongs among the measured ones: (class, event) and its share.
+fn targets(p: &Priced, split: &Split) -> Vec<((String, String), f64)> {
+    let family = |names: &[&str]| {
+        let lines: Vec<&Line> = split
+            .lines
+            .iter()
+            .filter(|l| l.class == "syscall" && names.contains(&l.event.as_str()))
+            .collect();
+        let all: u64 = lines.iter().map(|l| l.count).sum();
+        lines
+            .iter()
+            .filter(|_| all > 0)
+            .map(|l| {
+                (
+                    (l.class.clone(), l.event.clone()),
+                    l.count as f64 / all as f64,
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    match (p.class.as_str(), p.event.as_str()) {
+        ("syscall", e) => {
+            let base = e.split(':').next().unwrap_or(e).to_string();
+            vec![(("syscall".into(), base), 1.0)]
+        }
+        ("bytes", "read") => family(&READS),
+        ("bytes", "written") => family(&WRITES),
+        (c, e) => vec![((c.to_string(), e.to_string()), 1.0)],
+    }
+}
+
+/// Every measured line with what the price puts on it.
+pub fn beside(split: &Split, priced: &[Priced]) -> Vec<Beside> {
+    let mut on: BTreeMap<(String, String), (f64, Vec<ResultRow>)> = BTreeMap::new();
+    for p in priced {
+        let (Some(s), Some(u)) = (p.priced(), &p.unit) else {
+            continue;
+        };
+        for (key, share) in targets(p, split) {
+            let e = on.entry(key).or_default();
+            e.0 += s.median * share;
+            e.1.extend(u.rows.iter().cloned());
+        }
+    }
+    split
+        .lines
+        .iter()
+        .map(|l| {
+            let got = on.get(&(l.class.clone(), l.event.clone()));
+            Beside {
+                line: l.clone(),
+                priced_ns: got.map(|g| g.0),
+                rows: got.map(|g| g.1.clone()).unwrap_or_default(),
+            }
+        })
+        .collect()
+}
+
+/// What supports a line's distance from its floor, in words.
+pub fn reading(b: &Beside, split: &Split) -> String {
+    let l = &b.line;
+    let Some(r) = b.ratio() else {
+        return if l.class == "user" || l.class == "kernel-other" {
+            String::new()
+        } else {
+            "no term prices it".into()
+        };
+    };
+    if r < FAR_ABOVE {
+        let mut why = Vec::new();
+        if l.waits > 0 {
+            why.push(format!(
+                "contention: switched out {} times inside it ({} off CPU)",
+                l.waits,
+                human_ns(l.wait_ns as f64)
+            ));
+        }
+        let major = split.line("fault", "major").map_or(0, |m| m.count);
+        if major > 0 && (l.class == "fault" || READS.contains(&l.event.as_str())) {
+            why.push(format!("a cold page cache: {major} major faults"));
+        }
+        if l.class == "syscall"
+            && (READS.contains(&l.event.as_str()) || WRITES.contains(&l.event.as_str()))
+        {
+            why.push("larger sizes than the unit's: see the bytes priced".into());
+        }
+        if why.is_empty() {
+            why.push(
+                "nothing counted explains it: kernel work no term prices (the samples name it)"
+                    .into(),
+            );
+        }
+        format!("far above its floor: {}", why.join("; "))
+    } else if r > FAR_BELOW {
+        "far below its floor: warm caches or batched work the unit does not see".into()
+    } else {
+        "near its floor".into()
+    }
+}
+
+fn row(case: &costlab_core::model::Case, metric: &str, unit: &str, v: f64) -> Option<ResultRow> {
+    ResultRow::new(LAB, case.clone(), metric, unit, vec![v])
+}
+
+/// The rows: per line cpu_time, wait_time, per_event, priced_ratio; for the program its
+/// cpu_usage, attributed and kernel_attributed. `sampled_named_ns`: the unmeasured kernel
+/// time that samples name (0 without samples).
+pub fn push_rows(
+    o: &mut Outcome,
+    split: &Split,
+    lines: &[Beside],
+    cmd: &str,
+    sampled_named_ns: u64,
+) {
+    let fails = split.check().is_some_and(|c| !c.holds());
+    let mark = |r: &mut ResultRow| {
+        if fails {
+            r.quality = Some(Quality::Noisy);
+            r.quality_reasons =
+                vec!["the measured classes do not add up to the cgroup's usage within 2%".into()];
+        } else {
+            r.quality = Some(Quality::Ok);
+        }
+    };
+    for b in lines {
+        let l = &b.line;
+        let case = costlab_core::case! {"class" => l.class, "event" => l.event, "command" => cmd};
+        let mut put = |metric: &str, unit: &str, v: f64| {
+            if let Some(mut r) = row(&case, metric, unit, v) {
+                mark(&mut r);
+                o.results.push(r);
+            }
+        };
+        put("cpu_time", "ns", l.cpu_ns as f64);
+        if matches!(l.class.as_str(), "syscall" | "fault") {
+            put("wait_time", "ns", l.wait_ns as f64);
+        }
+        if l.count > 0 {
+            put("per_event", "ns", l.cpu_ns as f64 / l.count as f64);
+        }
+        if let Some(ratio) = b.ratio() {
+            if let Some(mut r) = row(&case, "priced_ratio", "ratio", ratio) {
+                let (q, why) = quality::worst_of(&b.rows.iter().collect::<Vec<_>>());
+                mark(&mut r);
+                if q.is_some() && q != Some(Quality::Ok) {
+                    r.quality = q;
+                    r.quality_reasons.extend(why);
+                }
+                o.results.push(r);
+            }
+        }
+    }
+    let case = costlab_core::case! {"class" => "program", "event" => "total", "command" => cmd};
+    if split.usage_ns > 0 {
+        if let Some(mut r) = row(&case, "cpu_usage", "ns", split.usage_ns as f64) {
+            r.quality = Some(Quality::Ok);
+            o.results.push(r);
+        }
+    }
+    if let Some((all, kernel)) = split.attributed(sampled_named_ns) {
+        for (metric, v) in [("attributed", all), ("kernel_attributed", kernel)] {
+            if let Some(mut r) = row(&case, metric, "%", v) {
+                mark(&mut r);
+                o.results.push(r);
+            }
+        }
+    }
+}
+
+/// The verdict's lines on the split: the sum check, the shares named, priced ÷ measured.
+pub fn verdict(split: &Split, lines: &[Beside], sampled_named_ns: u64) -> Vec<String> {
+    let mut v = Vec::new();
+    match split.check() {
+        Some(c) => v.push(format!(
+            "measured at the kernel's transitions, the classes add up to {} of the cgroup's {} CPU usage (cpu.stat): {:+.2}%, {}",
+            human_ns(c.measured_ns as f64),
+            human_ns(c.usage_ns as f64),
+            c.diff_pct,
+            if c.holds() { "within 2%" } else { "NOT within 2%: read the split with care" }
+        )),
+        None => v.push("no cgroup usage was read: the split is not checked".into()),
+    }
+    if let Some((all, kernel)) = split.attributed(sampled_named_ns) {
+        v.push(format!(
+            "attributed: {all:.1}% of the CPU usage is named (user, syscalls, faults, interrupts); {kernel:.1}% of its {} in the kernel",
+            human_ns(split.kernel_ns() as f64)
+        ));
+    }
+    let priced: f64 = lines.iter().filter_map(|b| b.priced_ns).sum();
+    let measured: u64 = lines
+        .iter()
+        .filter(|b| b.priced_ns.is_some())
+        .map(|b| b.line.cpu_ns)
+        .sum();
+    if measured > 0 {
+        v.push(format!(
+            "explained: the priced lines price {} where they measured {} ({:.0}%); the kernel's whole {} is {:.0}% priced",
+            human_ns(priced),
+            human_ns(measured as f64),
+            100.0 * priced / measured as f64,
+            human_ns(split.kernel_ns() as f64),
+            100.0 * priced / split.kernel_ns().max(1) as f64
+        ));
+    }
+    v.extend(split.notes.iter().cloned());
+    v
+}
+
+/// The measured table from a result's rows (so that a stored run renders it too): the top
+/// lines by CPU time, the rest summed.
+pub fn render(o: &Outcome) -> String {
+    let ours: Vec<&ResultRow> = o
+        .results
+        .iter()
+        .filter(|r| r.lab == LAB && !r.case.contains_key("on"))
+        .collect();
+    let get = |c: &str, e: &str, m: &str| {
+        ours.iter()
+            .find(|r| r.key("class") == c && r.key("event") == e && r.metric == m)
+            .map(|r| r.summary.median)
+    };
+    let mut keys: Vec<(String, String, f64)> = ours
+        .iter()
+        .filter(|r| r.metric == "cpu_time")
+        .map(|r| (r.key("class"), r.key("event"), r.summary.median))
+        .collect();
+    if keys.is_empty() {
+        return String::new();
+    }
+    keys.sort_by(|a, b| b.2.total_cmp(&a.2));
+    let usage = get("program", "total", "cpu_usage").unwrap_or(0.0);
+    let top = 15;
+    let mut rows: Vec<Vec<String>> = keys
+        .iter()
+        .take(top)
+        .map(|(c, e, cpu)| {
+            let ratio = get(c, e, "priced_ratio");
+            let priced = ratio.map(|r| r * cpu);
+            vec![
+                c.clone(),
+                e.clone(),
+                human_ns(*cpu),
+                if usage > 0.0 {
+                    format!("{:.1}%", 100.0 * cpu / usage)
+                } else {
+                    "—".into()
+                },
+                get(c, e, "per_event").map_or("—".into(), |p| format!("{p:.0}")),
+                get(c, e, "wait_time")
+                    .filter(|w| *w > 0.0)
+                    .map_or("—".into(), human_ns),
+                priced.map_or("—".into(), human_ns),
+                ratio.map_or("—".into(), |r| format!("{r:.2}")),
+            ]
+        })
+        .collect();
+    if keys.len() > top {
+        let rest: f64 = keys[top..].iter().map(|k| k.2).sum();
+        rows.push(vec![
+            format!("{} more", keys.len() - top),
+            String::new(),
+            human_ns(rest),
+            if usage > 0.0 {
+                format!("{:.1}%", 100.0 * rest / usage)
+            } else {
+                "—".into()
+            },
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+        ]);
+    }
+    let head = [
+        "class",
+        "event",
+        "on CPU",
+        "of usage",
+        "ns/event",
+        "waited",
+        "priced",
+        "priced/measured",
+    ];
+    format!(
+        "\nwhere the CPU time went, measured:\n{}",
+        table::render(&head, &rows)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pricing::Unit;
+
+    fn line(class: &str, event: &str, count: u64, cpu: u64) -> Line {
+        Line {
+            class: class.into(),
+            event: event.into(),
+            count,
+            cpu_ns: cpu,
+            ..Line::default()
+        }
+    }
+
+    fn priced(class: &str, event: &str, count: u64, unit: f64) -> Priced {
+        Priced {
+            class: class.into(),
+            event: event.into(),
+            count,
+            unit: Some(Unit {
+                samples: vec![unit],
+                rows: Vec::new(),
+                from: "test".into(),
+            }),
+            unit_name: "s".into(),
+            how: String::new(),
+        }
+    }
+
+    fn split() -> Split {
+        Split {
+            lines: vec![
+                line("user", "user", 0, 500),
+                line("syscall", "read", 10, 300),
+                line("syscall", "pread64", 10, 100),
+                line("syscall", "write", 10, 100),
+                line("fault", "minor", 4, 40),
+            ],
+            usage_ns: 1040,
+            ..Split::default()
+        }
+    }
+
+    #[test]
+    fn fd_kinds_fold_onto_the_name_and_bytes_onto_the_family_by_count() {
+        let s = split();
+        let p = vec![
+            priced("syscall", "read:file", 6, 10.0),
+            priced("syscall", "read:pipe", 4, 5.0),
+            priced("bytes", "read", 100, 1.0),
+            priced("fault", "minor", 4, 10.0),
+        ];
+        let b = beside(&s, &p);
+        let of = |e: &str| b.iter().find(|x| x.line.event == e).unwrap();
+        // read: 60 + 20 from its kinds, and half the 100 bytes (10 of the family's 20 calls).
+        assert_eq!(of("read").priced_ns, Some(130.0));
+        assert_eq!(of("pread64").priced_ns, Some(50.0));
+        assert_eq!(of("write").priced_ns, None);
+        assert_eq!(of("minor").ratio(), Some(1.0));
+        assert_eq!(of("user").priced_ns, None);
+    }
+
+    #[test]
+    fn readings_name_what_supports_the_distance() {
+        let s = split();
+        let mut b = Beside {
+            line: Line {
+                waits: 3,
+                wait_ns: 5000,
+                ..line("syscall", "futex", 3, 1000)
+            },
+            priced_ns: Some(100.0),
+            rows: Vec::new(),
+        };
+        assert!(reading(&b, &s).contains("contention: switched out 3 times"));
+        b.line.waits = 0;
+        assert!(reading(&b, &s).contains("nothing counted"));
+        b.priced_ns = Some(5000.0);
+        assert!(reading(&b, &s).starts_with("far below"));
+        b.priced_ns = Some(900.0);
+        assert_eq!(reading(&b, &s), "near its floor");
+        b.priced_ns = None;
+        assert_eq!(reading(&b, &s), "no term prices it");
+    }
+
+    #[test]
+    fn rows_follow_the_contract_and_render() {
+        let s = split();
+        let b = beside(&s, &[priced("syscall", "read", 10, 15.0)]);
+        let mut o = Outcome::default();
+        push_rows(&mut o, &s, &b, "dd", 0);
+        let metrics = |c: &str, e: &str| -> Vec<String> {
+            o.results
+                .iter()
+                .filter(|r| r.key("class") == c && r.key("event") == e)
+                .map(|r| r.metric.clone())
+                .collect()
+        };
+        assert_eq!(
+            metrics("syscall", "read"),
+            ["cpu_time", "wait_time", "per_event", "priced_ratio"]
+        );
+        assert_eq!(metrics("user", "user"), ["cpu_time"]);
+        assert_eq!(
+            metrics("program", "total"),
+            ["cpu_usage", "attributed", "kernel_attributed"]
+        );
+        let ratio = o
+            .results
+            .iter()
+            .find(|r| r.metric == "priced_ratio")
+            .unwrap();
+        assert_eq!(ratio.summary.median, 0.5);
+        assert!(o.results.iter().all(|r| r.quality == Some(Quality::Ok)));
+        let t = render(&o);
+        assert!(
+            t.contains("where the CPU time went") && t.contains("0.50"),
+            "{t}"
+        );
+        let v = verdict(&s, &b, 0);
+        assert!(
+            v[0].contains("+0.00%") && v[0].contains("within 2%"),
+            "{v:?}"
+        );
+    }
+}

@@ -1,0 +1,156 @@
+//! What the split needs from the kernel's own type information (/sys/kernel/btf/vmlinux): the
+//! offset of `pid` in `struct task_struct` (to read the next task's id at a switch), and a
+//! function's BTF id (for a program at its exit, where a kernel allows it). Only the type
+//! section's walk is written here: kinds, their sizes, names; no DWARF, no relocation.
+
+use anyhow::{bail, Result};
+
+/// The BTF of one kernel: its types (kind, name offset, info, size-or-type, tail) and strings.
+pub struct Btf {
+    data: Vec<u8>,
+    /// Per type id (from 1): (offset of its record, kind, vlen).
+    types: Vec<(usize, u32, u32)>,
+    str_start: usize,
+    str_len: usize,
+}
+
+const KIND_STRUCT: u32 = 4;
+const KIND_FUNC: u32 = 12;
+
+fn u32_at(d: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(d.get(at..at + 4)?.try_into().ok()?))
+}
+
+impl Btf {
+    pub fn parse(data: Vec<u8>) -> Result<Btf> {
+        if data.len() < 24 || data[0..2] != [0x9f, 0xeb] {
+            bail!("not little-endian BTF (no 0xeB9F magic)");
+        }
+        let h = |at| u32_at(&data, at).unwrap_or(0) as usize;
+        let hdr_len = h(4);
+        let (type_off, type_len, str_off, str_len) = (h(8), h(12), h(16), h(20));
+        let start = hdr_len + type_off;
+        let end = start + type_len;
+        if end > data.len() || hdr_len + str_off + str_len > data.len() {
+            bail!("BTF sections run past the file's end");
+        }
+        let mut types = Vec::new();
+        let mut at = start;
+        while at + 12 <= end {
+            let info = u32_at(&data, at + 4).unwrap_or(0);
+            let kind = (info >> 24) & 0x1f;
+            let vlen = info & 0xffff;
+            let tail = match kind {
+                1 | 14 | 17 => 4,              // int, var, decl tag
+                3 => 12,                       // array
+                4 | 5 => 12 * vlen as usize,   // struct, union members
+                6 => 8 * vlen as usize,        // enum
+                13 => 8 * vlen as usize,       // func proto params
+                15 | 19 => 12 * vlen as usize, // datasec, enum64
+                2 | 7 | 8 | 9 | 10 | 11 | 12 | 16 | 18 => 0,
+                k => bail!("BTF type kind {k} unknown to this reader (a newer kernel?)"),
+            };
+            types.push((at, kind, vlen));
+            at += 12 + tail;
+        }
+        Ok(Btf {
+            str_start: hdr_len + str_off,
+            str_len,
+            data,
+            types,
+        })
+    }
+
+    pub fn vmlinux() -> Result<Btf> {
+        let data = std::fs::read("/sys/kernel/btf/vmlinux")?;
+        Btf::parse(data)
+    }
+
+    fn name(&self, off: u32) -> &str {
+        let off = off as usize;
+        if off >= self.str_len {
+            return "";
+        }
+        let s = &self.data[self.str_start + off..self.str_start + self.str_len];
+        let n = s.iter().position(|&b| b == 0).unwrap_or(s.len());
+        std::str::from_utf8(&s[..n]).unwrap_or("")
+    }
+
+    fn find(&self, kind: u32, name: &str) -> Option<(u32, usize, u32)> {
+        self.types
+            .iter()
+            .enumerate()
+            .find_map(|(i, &(at, k, vlen))| {
+                (k == kind && self.name(u32_at(&self.data, at)?) == name).then_some((
+                    i as u32 + 1,
+                    at,
+                    vlen,
+                ))
+            })
+    }
+
+    /// The type id of the kernel function `name`.
+    pub fn func_id(&self, name: &str) -> Option<u32> {
+        self.find(KIND_FUNC, name).map(|(id, _, _)| id)
+    }
+
+    /// The byte offset of `member` in `struct name` (a member straight in it, not nested).
+    pub fn member_offset(&self, name: &str, member: &str) -> Option<u32> {
+        let (_, at, vlen) = self.find(KIND_STRUCT, name)?;
+        let info = u32_at(&self.data, at + 4)?;
+        let bitfields = info >> 31 == 1;
+        (0..vlen as usize).find_map(|m| {
+            let rec = at + 12 + 12 * m;
+            if self.name(u32_at(&self.data, rec)?) != member {
+                return None;
+            }
+            let off = u32_at(&self.data, rec + 8)?;
+            let bits = if bitfields { off & 0xff_ffff } else { off };
+            Some(bits / 8)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A BTF blob with: 1 int "int"; 2 struct "task_struct" { int state @0; int pid @64 bytes };
+    /// 3 func proto; 4 func "handle_mm_fault".
+    fn fixture() -> Vec<u8> {
+        let strs = b"\0int\0task_struct\0state\0pid\0handle_mm_fault\0";
+        let off = |s: &str| {
+            let hay = std::str::from_utf8(strs).unwrap();
+            hay.find(&format!("\0{s}\0")).unwrap() as u32 + 1
+        };
+        let mut t: Vec<u8> = Vec::new();
+        let mut push = |v: &[u32]| v.iter().for_each(|x| t.extend_from_slice(&x.to_le_bytes()));
+        push(&[off("int"), 1 << 24, 4, 32]);
+        push(&[off("task_struct"), (4 << 24) | 2, 128]);
+        push(&[off("state"), 1, 0]);
+        push(&[off("pid"), 1, 64 * 8]);
+        push(&[0, 13 << 24, 0]);
+        push(&[off("handle_mm_fault"), 12 << 24, 3]);
+        let mut d = vec![0x9f, 0xeb, 1, 0];
+        for v in [24u32, 0, t.len() as u32, t.len() as u32, strs.len() as u32] {
+            d.extend_from_slice(&v.to_le_bytes());
+        }
+        d.extend_from_slice(&t);
+        d.extend_from_slice(strs);
+        d
+    }
+
+    #[test]
+    fn finds_a_function_and_a_member() {
+        let b = Btf::parse(fixture()).unwrap();
+        assert_eq!(b.func_id("handle_mm_fault"), Some(4));
+        assert_eq!(b.func_id("nope"), None);
+        assert_eq!(b.member_offset("task_struct", "pid"), Some(64));
+        assert_eq!(b.member_offset("task_struct", "tgid"), None);
+    }
+
+    #[test]
+    fn a_file_that_is_not_btf_is_refused() {
+        assert!(Btf::parse(vec![0; 40]).is_err());
+    }
+}

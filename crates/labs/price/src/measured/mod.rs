@@ -1,0 +1,612 @@
+//! Where a program's CPU time went, measured in the kernel: every task of its cgroup has its
+//! on-CPU time split at each kernel transition into user time, each syscall by name (with the
+//! time it waited off CPU inside the call kept apart), user page faults (minor, major),
+//! interrupts and softirqs that ran while it was current. The classes are checked against the
+//! cgroup's own cpu.stat usage (the scheduler's sum_exec_runtime): they must add up to it.
+//!
+//! `prog` holds the programs (written with `asm`'s named instructions), `load` loads them,
+//! `btf` finds the two kernel facts they need. `measure_command` measures one run of a
+//! command in a fresh cgroup; `Tracer` attaches to a cgroup for a caller that runs it.
+
+pub mod asm;
+pub mod beside;
+pub mod btf;
+pub mod chart;
+pub mod load;
+pub mod prog;
+
+use std::collections::BTreeMap;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::Path;
+
+use anyhow::{bail, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::count::{self, Stdio3, Times};
+use costlab_core::error::usage;
+use prog::{IrqSlot, Maps, Target};
+
+/// One class and event's measured time.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Line {
+    /// user, syscall, fault, irq, softirq, kernel-other.
+    pub class: String,
+    /// The syscall's name, minor/major, the irq or softirq's name; `user` for user time.
+    pub event: String,
+    pub count: u64,
+    /// ns on CPU in it.
+    pub cpu_ns: u64,
+    /// ns off CPU inside it (switched out in a syscall or a fault).
+    pub wait_ns: u64,
+    /// How many times it was switched out inside it.
+    pub waits: u64,
+}
+
+/// The measured split of one run, and the cgroup's cpu.stat to check it against.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Split {
+    pub lines: Vec<Line>,
+    /// cpu.stat usage_usec, in ns: the figure the classes must add up to.
+    pub usage_ns: u64,
+    /// cpu.stat user_usec and system_usec (tick-sampled), ns.
+    pub stat_user_ns: u64,
+    pub stat_system_ns: u64,
+    /// What could not be measured and why (an event this kernel or machine lacks).
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+/// The classes against the cgroup's usage.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SumCheck {
+    pub measured_ns: u64,
+    pub usage_ns: u64,
+    /// (measured - usage) / usage, %.
+    pub diff_pct: f64,
+}
+
+impl SumCheck {
+    /// Within the 2% the split promises.
+    pub fn holds(&self) -> bool {
+        self.diff_pct.abs() <= 2.0
+    }
+}
+
+impl Split {
+    /// ns on CPU in the measured classes (every line but the unmeasured rest).
+    pub fn measured_ns(&self) -> u64 {
+        self.lines
+            .iter()
+            .filter(|l| !(l.class == "kernel-other" && l.event == "unmeasured"))
+            .map(|l| l.cpu_ns)
+            .sum()
+    }
+
+    /// ns of kernel-other time (measured inside user time, or the unmeasured rest).
+    pub fn kernel_other_ns(&self) -> u64 {
+        self.class_ns("kernel-other")
+    }
+    pub fn class_ns(&self, class: &str) -> u64 {
+        self.lines
+            .iter()
+            .filter(|l| l.class == class)
+            .map(|l| l.cpu_ns)
+            .sum()
+    }
+    pub fn check(&self) -> Option<SumCheck> {
+        (self.usage_ns > 0).then(|| {
+            let m = self.measured_ns();
+            SumCheck {
+                measured_ns: m,
+                usage_ns: self.usage_ns,
+                diff_pct: 100.0 * (m as f64 - self.usage_ns as f64) / self.usage_ns as f64,
+            }
+        })
+    }
+    /// The kernel part of the usage: usage less the measured user time.
+    pub fn kernel_ns(&self) -> u64 {
+        self.usage_ns.saturating_sub(self.class_ns("user"))
+    }
+    /// The kernel time no transition names: usage less every measured class (0 where the
+    /// classes reach or pass the usage).
+    pub fn unmeasured_ns(&self) -> u64 {
+        self.usage_ns.saturating_sub(self.measured_ns())
+    }
+
+    /// The kernel time no transition names: the kernel-other found inside user time and the
+    /// unmeasured rest.
+    pub fn unnamed_kernel_ns(&self) -> u64 {
+        let inside: u64 = self
+            .lines
+            .iter()
+            .filter(|l| l.class == "kernel-other" && l.event != "unmeasured")
+            .map(|l| l.cpu_ns)
+            .sum();
+        inside + self.unmeasured_ns()
+    }
+    /// `attributed` and `kernel_attributed` (%), with `sampled_named_ns` of the otherwise
+    /// unnamed kernel time named by samples (a subsystem), capped at that time.
+    pub fn attributed(&self, sampled_named_ns: u64) -> Option<(f64, f64)> {
+        if self.usage_ns == 0 {
+            return None;
+        }
+        let unnamed = self.unnamed_kernel_ns();
+        let named = self.usage_ns.saturating_sub(unnamed) + sampled_named_ns.min(unnamed);
+        let kernel = self.kernel_ns();
+        let kernel_named = kernel.saturating_sub(unnamed) + sampled_named_ns.min(unnamed);
+        let pct = |a: u64, b: u64| {
+            if b == 0 {
+                100.0
+            } else {
+                100.0 * a as f64 / b as f64
+            }
+        };
+        Some((pct(named, self.usage_ns), pct(kernel_named, kernel)))
+    }
+    /// Share the user class by the cpu-clock ticks that found it in kernel mode (`kernel`)
+    /// and in user mode (`user`): the kernel's part becomes the line kernel-other
+    /// "inside user time" (the entry and exit paths, signals, returns from preemption).
+    pub fn share_user(&mut self, kernel: u64, user: u64) {
+        if kernel == 0 || kernel + user == 0 {
+            return;
+        }
+        let Some(u) = self.lines.iter_mut().find(|l| l.class == "user") else {
+            return;
+        };
+        let part = (u.cpu_ns as f64 * kernel as f64 / (kernel + user) as f64) as u64;
+        u.cpu_ns -= part;
+        self.lines.push(Line {
+            class: "kernel-other".into(),
+            event: "inside user time".into(),
+            count: kernel,
+            cpu_ns: part,
+            ..Line::default()
+        });
+        self.notes.push(format!(
+            "{kernel} of {} cpu-clock ticks in user time found the task in the kernel (entry and exit paths, signals, returns from preemption): that share of user time is kernel-other",
+            kernel + user
+        ));
+    }
+
+    /// The line of `class`/`event`.
+    pub fn line(&self, class: &str, event: &str) -> Option<&Line> {
+        self.lines
+            .iter()
+            .find(|l| l.class == class && l.event == event)
+    }
+}
+
+/// cpu.stat's usage_usec, user_usec, system_usec as ns.
+pub fn parse_cpu_stat(text: &str) -> Option<(u64, u64, u64)> {
+    let field = |name: &str| {
+        text.lines().find_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            (k == name).then(|| v.trim().parse::<u64>().ok()).flatten()
+        })
+    };
+    Some((
+        field("usage_usec")? * 1000,
+        field("user_usec")? * 1000,
+        field("system_usec")? * 1000,
+    ))
+}
+
+/// Interrupt numbers to names from /proc/interrupts (the last field of each numbered line).
+pub fn parse_interrupts(text: &str) -> BTreeMap<u32, String> {
+    text.lines()
+        .filter_map(|l| {
+            let (n, rest) = l.trim_start().split_once(':')?;
+            let n: u32 = n.parse().ok()?;
+            let name = rest.split_whitespace().last()?;
+            Some((n, name.to_string()))
+        })
+        .collect()
+}
+
+const SOFTIRQ_NAMES: [&str; 10] = [
+    "hi", "timer", "net_tx", "net_rx", "block", "irq_poll", "tasklet", "sched", "hrtimer", "rcu",
+];
+
+/// A slot's (class, event).
+pub fn slot_name(
+    slot: u32,
+    syscalls: &BTreeMap<u32, String>,
+    irqs: &BTreeMap<u32, String>,
+) -> (&'static str, String) {
+    use prog::*;
+    match slot {
+        SYS_OTHER => ("syscall", "syscall_511_and_up".into()),
+        s if s < SYS_OTHER => (
+            "syscall",
+            syscalls
+                .get(&s)
+                .cloned()
+                .unwrap_or_else(|| format!("syscall_{s}")),
+        ),
+        USER => ("user", "user".into()),
+        FAULT_MINOR => ("fault", "minor".into()),
+        FAULT_MAJOR => ("fault", "major".into()),
+        FAULT_OPEN => ("fault", "unfinished".into()),
+        s if (SOFTIRQ_BASE..SOFTIRQ_BASE + SOFTIRQS).contains(&s) => {
+            let v = (s - SOFTIRQ_BASE) as usize;
+            (
+                "softirq",
+                SOFTIRQ_NAMES
+                    .get(v)
+                    .map_or(format!("softirq_{v}"), |n| n.to_string()),
+            )
+        }
+        s if (VEC_BASE..IRQ_BASE).contains(&s) => (
+            "irq",
+            VECTORS
+                .get((s - VEC_BASE) as usize)
+                .map_or(format!("vector_{s}"), |n| n.to_string()),
+        ),
+        s => {
+            let n = s - IRQ_BASE;
+            (
+                "irq",
+                irqs.get(&n)
+                    .map_or(format!("irq{n}"), |name| format!("{n}:{name}")),
+            )
+        }
+    }
+}
+
+/// The split's programs, attached for one cgroup; detached when dropped.
+pub struct Tracer {
+    slots: OwnedFd,
+    _state: OwnedFd,
+    _tasks: OwnedFd,
+    _progs: Vec<load::Attached>,
+    cpus: usize,
+    notes: Vec<String>,
+}
+
+impl Tracer {
+    /// Probe the kernel, build and attach every program for the cgroup `cgroup_id`. The four
+    /// the split cannot do without (sys_enter, sys_exit, sched_switch, sched_process_fork)
+    /// fail it; one of the others that fails leaves a note naming it and the reason.
+    pub fn attach(cgroup_id: u64) -> Result<Tracer> {
+        let release = rustix::system::uname()
+            .release()
+            .to_string_lossy()
+            .into_owned();
+        let has_btf = Path::new("/sys/kernel/btf/vmlinux").exists();
+        if let Some(why) = load::missing(&release, has_btf) {
+            bail!(usage(why));
+        }
+        let btf = btf::Btf::vmlinux().map_err(|e| {
+            usage(format!(
+                "cannot read /sys/kernel/btf/vmlinux ({e}); use --count-only"
+            ))
+        })?;
+        let pid_offset = btf.member_offset("task_struct", "pid").ok_or_else(|| {
+            usage("this kernel's BTF has no task_struct.pid: the measured split cannot follow switches; use --count-only")
+        })?;
+        let cpus = crate::bpf::machine_cpus()?;
+        let fail = |e: anyhow::Error| {
+            usage(format!(
+                "cannot measure in the kernel: {e}; costlab price needs root and BPF (or use --count-only)"
+            ))
+        };
+        let slots =
+            load::map(load::MAP_PERCPU_ARRAY, prog::SLOT_SIZE, prog::SLOTS).map_err(fail)?;
+        let state = load::map(load::MAP_PERCPU_ARRAY, prog::STATE_SIZE, 1).map_err(fail)?;
+        let tasks = load::map(load::MAP_HASH, prog::TASK_SIZE, 1 << 16).map_err(fail)?;
+        let m = Maps {
+            slots: slots.as_raw_fd(),
+            state: state.as_raw_fd(),
+            tasks: tasks.as_raw_fd(),
+        };
+        let t = Target {
+            cgroup: cgroup_id,
+            pid_offset: pid_offset as i32,
+        };
+        let raw = |n: &str| load::Hook::RawTracepoint(n.to_string());
+        let mut progs = Vec::new();
+        // Switches and forks first, so that no task starts untracked once the syscalls are.
+        for (a, hook) in [
+            (prog::sched_switch(&m, &t), raw("sched_switch")),
+            (prog::sched_process_fork(&m, &t), raw("sched_process_fork")),
+            (prog::sys_exit(&m, &t), raw("sys_exit")),
+            (prog::sys_enter(&m, &t), raw("sys_enter")),
+        ] {
+            progs.push(load::attach(&a.finish()?, &hook).map_err(fail)?);
+        }
+        let mut notes = Vec::new();
+        let mut optional = |a: asm::Asm, hook: load::Hook, what: &str| match a
+            .finish()
+            .and_then(|p| load::attach(&p, &hook))
+        {
+            Ok(p) => progs.push(p),
+            Err(e) => notes.push(format!("{what} not measured: {e}")),
+        };
+        // A fault's start is the exceptions tracepoint; its end, the software event the
+        // kernel raises as handle_mm_fault returns (fexit there is refused on some kernels).
+        optional(
+            prog::fault_begin(&m),
+            raw("page_fault_user"),
+            "user page faults (their start)",
+        );
+        for (slot, config, name) in [
+            (prog::FAULT_MINOR, 5, "page-faults-min"),
+            (prog::FAULT_MAJOR, 6, "page-faults-maj"),
+        ] {
+            optional(
+                prog::fault_end(&m, slot),
+                load::Hook::PerfSoftware(config, 1, name.into()),
+                &format!("user page faults' end ({name})"),
+            );
+        }
+        optional(
+            prog::irq_enter(&m, IrqSlot::Numbered),
+            raw("irq_handler_entry"),
+            "interrupts",
+        );
+        optional(
+            prog::irq_exit(&m, false),
+            raw("irq_handler_exit"),
+            "interrupts' end",
+        );
+        optional(
+            prog::irq_enter(&m, IrqSlot::Softirq),
+            raw("softirq_entry"),
+            "softirqs",
+        );
+        optional(
+            prog::irq_exit(&m, true),
+            raw("softirq_exit"),
+            "softirqs' end",
+        );
+        if cfg!(target_arch = "x86_64") {
+            // cpu-clock every 1 ms of each CPU (config 0, period in ns): the ticks that share
+            // the user class between user mode and the kernel work inside it.
+            optional(
+                prog::user_tick(&m),
+                load::Hook::PerfSoftware(0, 1_000_000, "cpu-clock".into()),
+                "the kernel work inside user time (sampled)",
+            );
+            for (i, v) in prog::VECTORS.iter().enumerate() {
+                let slot = prog::VEC_BASE + i as u32;
+                optional(
+                    prog::irq_enter(&m, IrqSlot::Fixed(slot)),
+                    raw(&format!("{v}_entry")),
+                    &format!("the {v} interrupt"),
+                );
+                optional(
+                    prog::irq_exit(&m, false),
+                    raw(&format!("{v}_exit")),
+                    &format!("the {v} interrupt's end"),
+                );
+            }
+        }
+        Ok(Tracer {
+            slots,
+            _state: state,
+            _tasks: tasks,
+            _progs: progs,
+            cpus,
+            notes,
+        })
+    }
+
+    /// Detach and read every slot, named, with the cgroup's cpu.stat from `cgroup_dir`.
+    pub fn finish(self, cgroup_dir: &Path) -> Result<Split> {
+        let stat = std::fs::read_to_string(cgroup_dir.join("cpu.stat")).unwrap_or_default();
+        let Tracer {
+            slots,
+            _progs,
+            cpus,
+            mut notes,
+            ..
+        } = self;
+        drop(_progs);
+        let syscalls = count::syscall_names(Path::new("/"));
+        let irqs =
+            parse_interrupts(&std::fs::read_to_string("/proc/interrupts").unwrap_or_default());
+        let mut lines = Vec::new();
+        let mut ticks = [0u64; 2];
+        for s in 0..prog::SLOTS {
+            let mut v = [0u64; 4];
+            for cpu in load::read_percpu(&slots, s, prog::SLOT_SIZE, cpus)? {
+                for (i, x) in v.iter_mut().enumerate() {
+                    *x += u64::from_le_bytes(cpu[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+                }
+            }
+            if v == [0; 4] {
+                continue;
+            }
+            if s == prog::USER_TICK_KERNEL || s == prog::USER_TICK_USER {
+                ticks[(s - prog::USER_TICK_KERNEL) as usize] = v[0];
+                continue;
+            }
+            let (class, event) = slot_name(s, &syscalls, &irqs);
+            lines.push(Line {
+                class: class.into(),
+                event,
+                count: v[0],
+                cpu_ns: v[1],
+                wait_ns: v[2],
+                waits: v[3],
+            });
+        }
+        let (usage_ns, stat_user_ns, stat_system_ns) = match parse_cpu_stat(&stat) {
+            Some(t) => t,
+            None => {
+                notes.push(format!(
+                    "no cpu.stat in {}: nothing to check the split against",
+                    cgroup_dir.display()
+                ));
+                (0, 0, 0)
+            }
+        };
+        let mut split = Split {
+            lines,
+            usage_ns,
+            stat_user_ns,
+            stat_system_ns,
+            notes,
+        };
+        split.share_user(ticks[0], ticks[1]);
+        let rest = split.unmeasured_ns();
+        if rest > 0 {
+            split.lines.push(Line {
+                class: "kernel-other".into(),
+                event: "unmeasured".into(),
+                cpu_ns: rest,
+                ..Line::default()
+            });
+        }
+        Ok(split)
+    }
+}
+
+/// One measured run of `argv` in a fresh cgroup: its split, its times and exit status. What
+/// the what-ifs' A/B runs are judged on.
+pub fn measure_command(argv: &[String], stdio: Stdio3) -> Result<(Split, Times, i32)> {
+    let path = count::program(argv)?;
+    if let Some(why) = count::unavailable() {
+        bail!(usage(why));
+    }
+    let cg = count::Cgroup::create()?;
+    let tracer = Tracer::attach(crate::bpf::cgroup_id(&cg.dir)?)?;
+    let run = count::run_program(&path, argv, Some(&cg.dir), stdio);
+    let split = tracer.finish(&cg.dir)?;
+    let (times, status, _, _) = run?;
+    Ok((split, times, status))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(class: &str, event: &str, cpu: u64) -> Line {
+        Line {
+            class: class.into(),
+            event: event.into(),
+            count: 1,
+            cpu_ns: cpu,
+            ..Line::default()
+        }
+    }
+
+    #[test]
+    fn cpu_stat_and_interrupts_parse() {
+        let s = "usage_usec 1500\nuser_usec 1000\nsystem_usec 500\nnr_periods 0\n";
+        assert_eq!(parse_cpu_stat(s), Some((1_500_000, 1_000_000, 500_000)));
+        assert_eq!(parse_cpu_stat("nr_periods 0\n"), None);
+        let i = "           CPU0       CPU1\n  4:        120          0  IO-APIC   4-edge      ttyS0\n NMI:          0          0   Non-maskable interrupts\n 24:  5  6  PCI-MSI 49152-edge      virtio0-input.0\n";
+        let m = parse_interrupts(i);
+        assert_eq!(m.get(&4).map(String::as_str), Some("ttyS0"));
+        assert_eq!(m.get(&24).map(String::as_str), Some("virtio0-input.0"));
+        assert_eq!(m.len(), 2);
+    }
+
+    #[test]
+    fn slots_are_named_for_their_class() {
+        let sys: BTreeMap<u32, String> = [(0, "read".to_string())].into();
+        let irq: BTreeMap<u32, String> = [(4, "ttyS0".to_string())].into();
+        assert_eq!(slot_name(0, &sys, &irq), ("syscall", "read".into()));
+        assert_eq!(slot_name(7, &sys, &irq), ("syscall", "syscall_7".into()));
+        assert_eq!(slot_name(prog::USER, &sys, &irq).0, "user");
+        assert_eq!(
+            slot_name(prog::FAULT_MAJOR, &sys, &irq),
+            ("fault", "major".into())
+        );
+        assert_eq!(
+            slot_name(prog::SOFTIRQ_BASE + 3, &sys, &irq),
+            ("softirq", "net_rx".into())
+        );
+        assert_eq!(
+            slot_name(prog::VEC_BASE, &sys, &irq),
+            ("irq", "local_timer".into())
+        );
+        assert_eq!(
+            slot_name(prog::IRQ_BASE + 4, &sys, &irq),
+            ("irq", "4:ttyS0".into())
+        );
+    }
+
+    #[test]
+    fn the_sum_check_and_the_attributed_shares() {
+        let s = Split {
+            lines: vec![
+                line("user", "user", 600),
+                line("syscall", "read", 300),
+                line("fault", "minor", 50),
+                line("kernel-other", "unmeasured", 50),
+            ],
+            usage_ns: 1000,
+            ..Split::default()
+        };
+        let c = s.check().unwrap();
+        assert_eq!(c.measured_ns, 950);
+        assert!((c.diff_pct + 5.0).abs() < 1e-9);
+        assert!(!c.holds());
+        assert_eq!(s.unnamed_kernel_ns(), 50);
+        let (all, kernel) = s.attributed(0).unwrap();
+        assert!((all - 95.0).abs() < 1e-9);
+        assert!((kernel - 350.0 / 400.0 * 100.0).abs() < 1e-9);
+        // Samples naming 20 ns of the unmeasured 50.
+        let (all, _) = s.attributed(20).unwrap();
+        assert!((all - 97.0).abs() < 1e-9);
+        // A split that passes its usage names everything.
+        let over = Split {
+            lines: vec![line("user", "user", 1010)],
+            usage_ns: 1000,
+            ..Split::default()
+        };
+        assert!(over.check().unwrap().holds());
+        assert_eq!(over.attributed(0).unwrap().0, 100.0);
+        assert!(Split::default().check().is_none());
+        // Ticks share user time: a quarter of its ticks in kernel mode.
+        let mut s = Split {
+            lines: vec![line("user", "user", 800), line("syscall", "read", 200)],
+            usage_ns: 1000,
+            ..Split::default()
+        };
+        s.share_user(25, 75);
+        assert_eq!(s.class_ns("user"), 600);
+        assert_eq!(
+            s.line("kernel-other", "inside user time").unwrap().cpu_ns,
+            200
+        );
+        assert_eq!(s.measured_ns(), 1000);
+        assert_eq!(s.unnamed_kernel_ns(), 200);
+        let (all, kernel) = s.attributed(0).unwrap();
+        assert!((all - 80.0).abs() < 1e-9 && (kernel - 50.0).abs() < 1e-9);
+    }
+
+    /// A real run of dd in a fresh cgroup: its reads and writes, user time, the sum check.
+    /// Needs root and BPF: skipped with the reason where they are missing.
+    #[test]
+    fn a_real_run_is_split_and_adds_up() {
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("skipped: the measured split needs root");
+            return;
+        }
+        let argv: Vec<String> = "dd if=/dev/zero of=/dev/null bs=512 count=200000"
+            .split(' ')
+            .map(String::from)
+            .collect();
+        let (split, _, status) = match measure_command(&argv, Stdio3::Null) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("skipped: {e}");
+                return;
+            }
+        };
+        for l in &split.lines {
+            eprintln!("{l:?}");
+        }
+        eprintln!("{:?} notes {:?}", split.check(), split.notes);
+        assert_eq!(status, 0);
+        let read = split.line("syscall", "read").expect("dd's reads");
+        assert!(read.count >= 200_000 && read.cpu_ns > 0);
+        assert!(split.line("syscall", "write").unwrap().count >= 200_000);
+        assert!(split.class_ns("user") > 0);
+        let c = split.check().expect("cpu.stat read");
+        assert!(c.diff_pct.abs() < 10.0, "{c:?}");
+    }
+}

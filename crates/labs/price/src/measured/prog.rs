@@ -1,0 +1,466 @@
+//! The split's BPF programs, written with the named-instruction assembler (`asm`).
+//!
+//! One idea runs through all of them: each CPU keeps, for the tracked task running on it, the
+//! class its time is going to now (user, a syscall's number, a fault, an irq...) and when that
+//! began. At every transition the time since then is added to the class it leaves, and the
+//! class changes. A task switched out leaves its class with the switch (in a hash by thread
+//! id); switched back in, it takes it up again, and the time it was away is that class's wait
+//! (a syscall's or a fault's: time off CPU inside the call). So every nanosecond a tracked task
+//! is on a CPU between two of its transitions lands in exactly one class, and the classes add
+//! up to the time its cgroup's cpu.stat counts.
+//!
+//! Registers, in every program: r6 the context, r7 now (ns), r8 the current thread id, r9 this
+//! CPU's state.
+
+use super::asm::{Asm, Helper, Reg, FP, R0, R1, R2, R3, R4, R6, R7, R8, R9};
+
+/// Slots of the per-CPU accounting array, one per class and event.
+pub const SYS_OTHER: u32 = 511; // syscall numbers from here up share a slot
+pub const USER: u32 = 512;
+pub const FAULT_MINOR: u32 = 513;
+pub const FAULT_MAJOR: u32 = 514;
+/// A user fault begun whose end (handle_mm_fault's return) was not seen yet.
+pub const FAULT_OPEN: u32 = 515;
+pub const SOFTIRQ_BASE: u32 = 516;
+pub const SOFTIRQS: u32 = 16;
+/// x86's system vectors that do not pass through irq_handler_entry.
+pub const VEC_BASE: u32 = 532;
+pub const VECTORS: [&str; 5] = [
+    "local_timer",
+    "reschedule",
+    "call_function",
+    "call_function_single",
+    "irq_work",
+];
+pub const IRQ_BASE: u32 = 540;
+pub const IRQS: u32 = 256;
+/// cpu-clock ticks that found a tracked task in its user class, in kernel mode (the entry and
+/// exit paths, signal delivery, the return from a preemption: kernel work no transition
+/// names) and in user mode: they share out the user class's time.
+pub const USER_TICK_KERNEL: u32 = IRQ_BASE + IRQS;
+pub const USER_TICK_USER: u32 = USER_TICK_KERNEL + 1;
+pub const SLOTS: u32 = USER_TICK_USER + 1;
+/// Where `cs` sits in x86-64's struct pt_regs (its low two bits: the privilege level).
+pub const PT_REGS_CS: i16 = 136;
+// The classes' slot ranges follow each other without overlapping.
+const _: () = assert!(SYS_OTHER < USER && FAULT_OPEN < SOFTIRQ_BASE);
+const _: () = assert!(SOFTIRQ_BASE + SOFTIRQS <= VEC_BASE);
+const _: () = assert!(VEC_BASE + VECTORS.len() as u32 <= IRQ_BASE);
+
+/// One slot's value: count, cpu ns, wait ns, waits (u64 each).
+pub const SLOT_SIZE: u32 = 32;
+/// One CPU's state: tid u32 @0, class u32 @4, since u64 @8, class under a hardirq u32 @16,
+/// class under a softirq u32 @20.
+pub const STATE_SIZE: u32 = 32;
+/// A switched-out task's value: class u32 @0, when it left u64 @8 (0: nothing to wait on).
+pub const TASK_SIZE: u32 = 16;
+
+const ST_TID: i16 = 0;
+const ST_CLASS: i16 = 4;
+const ST_SINCE: i16 = 8;
+const ST_UNDER_IRQ: i16 = 16;
+const ST_UNDER_SOFTIRQ: i16 = 20;
+
+/// The maps every program uses, by fd.
+#[derive(Debug, Clone, Copy)]
+pub struct Maps {
+    /// Per-CPU array of `SLOTS` slots.
+    pub slots: i32,
+    /// Per-CPU array of one state.
+    pub state: i32,
+    /// Hash: thread id -> the class it left with.
+    pub tasks: i32,
+}
+
+/// The tracked thread: the cgroup (for the first event a task shows there) and where `pid`
+/// sits in `struct task_struct` (to read the next task's at a switch).
+#[derive(Debug, Clone, Copy)]
+pub struct Target {
+    pub cgroup: u64,
+    pub pid_offset: i32,
+}
+
+/// r6 = ctx, r8 = tid, r9 = state, r7 = now. Untracked: to `out`, or with `join`, a task of
+/// the cgroup seen for the first time on this CPU starts being tracked here, as user.
+fn prologue(a: &mut Asm, m: &Maps, join: Option<u64>) {
+    a.mov(R6, Reg(1)).note("r6 = the context");
+    a.call(Helper::GetCurrentPidTgid);
+    a.mov32(R8, R0).note("r8 = the thread id");
+    a.jeq_imm(R8, 0, "out")
+        .note("an idle CPU: nobody to charge");
+    state(a, m);
+    a.ldx_w(R1, R9, ST_TID);
+    a.jeq(R1, R8, "tracked")
+        .note("this CPU runs a tracked task");
+    match join {
+        Some(cg) => {
+            a.call(Helper::GetCurrentCgroupId);
+            a.ld_imm64(R1, cg);
+            a.jne(R0, R1, "out").note("not the program's cgroup");
+            a.call(Helper::KtimeGetNs);
+            a.mov(R7, R0);
+            a.stx_w(R9, ST_TID, R8)
+                .note("first sight of this task here: track it");
+            a.st_w(R9, ST_CLASS, USER as i32);
+            a.stx_dw(R9, ST_SINCE, R7);
+            a.st_w(R9, ST_UNDER_IRQ, USER as i32);
+            a.st_w(R9, ST_UNDER_SOFTIRQ, USER as i32);
+            a.ja("timed");
+        }
+        None => {
+            a.ja("out");
+        }
+    }
+    a.label("tracked");
+    a.call(Helper::KtimeGetNs);
+    a.mov(R7, R0).note("r7 = now");
+    a.label("timed");
+}
+
+/// r9 = this CPU's state (to `out` if the lookup fails, which the verifier asks to test).
+fn state(a: &mut Asm, m: &Maps) {
+    a.st_w(FP, -4, 0);
+    a.mov(R2, FP).add_imm(R2, -4);
+    a.ld_map(R1, m.state);
+    a.call(Helper::MapLookupElem);
+    a.jeq_imm(R0, 0, "out");
+    a.mov(R9, R0).note("r9 = this CPU's state");
+}
+
+/// r0 = the slot whose number `key` holds, or to `none` (a number out of range).
+fn slot(a: &mut Asm, m: &Maps, key: Reg, none: &str) {
+    a.stx_w(FP, -8, key);
+    a.mov(R2, FP).add_imm(R2, -8);
+    a.ld_map(R1, m.slots);
+    a.call(Helper::MapLookupElem);
+    a.jeq_imm(R0, 0, none);
+}
+
+/// Add now - since to the current class's cpu time; since = now.
+fn charge(a: &mut Asm, m: &Maps) {
+    let done = a.fresh("charged");
+    a.ldx_w(R1, R9, ST_CLASS)
+        .note("charge the class being left");
+    slot(a, m, R1, &done);
+    a.ldx_dw(R1, R9, ST_SINCE);
+    a.mov(R2, R7).sub(R2, R1).note("r2 = now - since");
+    a.ldx_dw(R3, R0, 8).add(R3, R2).stx_dw(R0, 8, R3);
+    a.label(&done);
+    a.stx_dw(R9, ST_SINCE, R7);
+}
+
+/// Count one event in the slot `key` holds.
+fn count(a: &mut Asm, m: &Maps, key: Reg) {
+    let done = a.fresh("counted");
+    slot(a, m, key, &done);
+    a.ldx_dw(R1, R0, 0).add_imm(R1, 1).stx_dw(R0, 0, R1);
+    a.label(&done);
+}
+
+fn epilogue(a: &mut Asm) {
+    a.label("out");
+    a.mov_imm(R0, 0);
+    a.exit();
+}
+
+/// raw sys_enter: the class becomes the syscall's number, counted.
+pub fn sys_enter(m: &Maps, t: &Target) -> Asm {
+    let mut a = Asm::new();
+    prologue(&mut a, m, Some(t.cgroup));
+    charge(&mut a, m);
+    a.ldx_dw(R1, R6, 8).note("r1 = args[1], the syscall number");
+    a.jlt_imm(R1, SYS_OTHER as i32, "numbered");
+    a.mov_imm(R1, SYS_OTHER as i32)
+        .note("past the slots (or -1): the shared slot");
+    a.label("numbered");
+    a.stx_w(R9, ST_CLASS, R1);
+    count(&mut a, m, R1);
+    epilogue(&mut a);
+    a
+}
+
+/// raw sys_exit: back to user.
+pub fn sys_exit(m: &Maps, t: &Target) -> Asm {
+    let mut a = Asm::new();
+    prologue(&mut a, m, Some(t.cgroup));
+    charge(&mut a, m);
+    a.st_w(R9, ST_CLASS, USER as i32);
+    epilogue(&mut a);
+    a
+}
+
+/// raw sched_switch (current = prev): a tracked prev leaves its class in the hash; a next
+/// found there takes its class up again, and the time it was away is that class's wait.
+pub fn sched_switch(m: &Maps, t: &Target) -> Asm {
+    let mut a = Asm::new();
+    a.mov(R6, Reg(1));
+    a.call(Helper::GetCurrentPidTgid);
+    a.mov32(R8, R0).note("r8 = prev's thread id");
+    state(&mut a, m);
+    a.call(Helper::KtimeGetNs);
+    a.mov(R7, R0);
+    a.jeq_imm(R8, 0, "next").note("prev is the idle task");
+    a.ldx_w(R1, R9, ST_TID);
+    a.jne(R1, R8, "next").note("prev is not tracked");
+    charge(&mut a, m);
+    a.stx_w(FP, -8, R8).note("tasks[prev] = {class, now}");
+    a.ldx_w(R1, R9, ST_CLASS).stx_w(FP, -24, R1);
+    a.st_w(FP, -20, 0);
+    a.stx_dw(FP, -16, R7);
+    a.ld_map(R1, m.tasks);
+    a.mov(R2, FP).add_imm(R2, -8);
+    a.mov(R3, FP).add_imm(R3, -24);
+    a.mov_imm(R4, 0).note("BPF_ANY");
+    a.call(Helper::MapUpdateElem);
+    a.label("next");
+    a.st_w(R9, ST_TID, 0)
+        .note("nobody tracked here until next is found");
+    a.mov(R1, FP).add_imm(R1, -32);
+    a.mov_imm(R2, 4);
+    a.ldx_dw(R3, R6, 16).note("r3 = args[2], next");
+    a.add_imm(R3, t.pid_offset).note("&next->pid");
+    a.call(Helper::ProbeReadKernel);
+    a.jne_imm(R0, 0, "out");
+    a.ldx_w(R1, FP, -32);
+    a.jeq_imm(R1, 0, "out");
+    a.stx_w(FP, -8, R1);
+    a.ld_map(R1, m.tasks);
+    a.mov(R2, FP).add_imm(R2, -8);
+    a.call(Helper::MapLookupElem);
+    a.jeq_imm(R0, 0, "out").note("next is not tracked");
+    a.ldx_w(R1, FP, -8).stx_w(R9, ST_TID, R1);
+    a.ldx_w(R1, R0, 0)
+        .stx_w(R9, ST_CLASS, R1)
+        .note("its class again");
+    a.stx_dw(R9, ST_SINCE, R7);
+    a.st_w(R9, ST_UNDER_IRQ, USER as i32);
+    a.st_w(R9, ST_UNDER_SOFTIRQ, USER as i32);
+    a.ldx_dw(R2, R0, 8);
+    a.jeq_imm(R2, 0, "out").note("a new task: nothing waited");
+    a.jeq_imm(R1, USER as i32, "out")
+        .note("preempted in user mode: not a wait inside an event");
+    a.mov(R3, R7)
+        .sub(R3, R2)
+        .stx_dw(FP, -40, R3)
+        .note("the time away");
+    slot(&mut a, m, R1, "out");
+    a.ldx_dw(R1, R0, 16)
+        .ldx_dw(R2, FP, -40)
+        .add(R1, R2)
+        .stx_dw(R0, 16, R1);
+    a.ldx_dw(R1, R0, 24).add_imm(R1, 1).stx_dw(R0, 24, R1);
+    epilogue(&mut a);
+    a
+}
+
+/// raw sched_process_fork (current = parent): a tracked parent's child is tracked from its
+/// first switch in, in the parent's class (the clone it returns from).
+pub fn sched_process_fork(m: &Maps, t: &Target) -> Asm {
+    let mut a = Asm::new();
+    prologue(&mut a, m, None);
+    a.mov(R1, FP).add_imm(R1, -32);
+    a.mov_imm(R2, 4);
+    a.ldx_dw(R3, R6, 8).note("r3 = args[1], the child");
+    a.add_imm(R3, t.pid_offset);
+    a.call(Helper::ProbeReadKernel);
+    a.jne_imm(R0, 0, "out");
+    a.ldx_w(R1, FP, -32).stx_w(FP, -8, R1);
+    a.ldx_w(R1, R9, ST_CLASS).stx_w(FP, -24, R1);
+    a.st_w(FP, -20, 0);
+    a.st_dw(FP, -16, 0).note("no time away yet");
+    a.ld_map(R1, m.tasks);
+    a.mov(R2, FP).add_imm(R2, -8);
+    a.mov(R3, FP).add_imm(R3, -24);
+    a.mov_imm(R4, 0);
+    a.call(Helper::MapUpdateElem);
+    epilogue(&mut a);
+    a
+}
+
+/// raw page_fault_user: a user fault begins.
+pub fn fault_begin(m: &Maps) -> Asm {
+    let mut a = Asm::new();
+    prologue(&mut a, m, None);
+    charge(&mut a, m);
+    a.st_w(R9, ST_CLASS, FAULT_OPEN as i32);
+    epilogue(&mut a);
+    a
+}
+
+/// A page fault's end (the software event page-faults-min or -maj, which handle_mm_fault
+/// raises as it returns a completed fault): the open user fault's time goes to `slot`
+/// (FAULT_MINOR or FAULT_MAJOR), counted; a fault taken inside a syscall stays the syscall's.
+pub fn fault_end(m: &Maps, slot: u32) -> Asm {
+    let mut a = Asm::new();
+    prologue(&mut a, m, None);
+    a.ldx_w(R1, R9, ST_CLASS);
+    a.jne_imm(R1, FAULT_OPEN as i32, "out")
+        .note("a fault inside a syscall: the syscall's");
+    a.st_w(R9, ST_CLASS, slot as i32);
+    charge(&mut a, m);
+    a.st_w(R9, ST_CLASS, USER as i32).note("back to user");
+    a.mov_imm(R1, slot as i32);
+    count(&mut a, m, R1);
+    epilogue(&mut a);
+    a
+}
+
+/// A cpu-clock tick (a software perf event, in the local timer's interrupt): where the class
+/// under the interrupt is user, count the tick as kernel or user mode by the interrupted
+/// registers' privilege level (x86-64).
+pub fn user_tick(m: &Maps) -> Asm {
+    let mut a = Asm::new();
+    prologue(&mut a, m, None);
+    a.ldx_w(R1, R9, ST_CLASS);
+    a.jne_imm(R1, VEC_BASE as i32, "out")
+        .note("not inside the local timer's interrupt");
+    a.ldx_w(R1, R9, ST_UNDER_IRQ);
+    a.jne_imm(R1, USER as i32, "out")
+        .note("the class under it is not user");
+    a.ldx_dw(R1, R6, PT_REGS_CS)
+        .note("r1 = the interrupted regs->cs");
+    a.and_imm(R1, 3);
+    a.mov_imm(R2, USER_TICK_KERNEL as i32);
+    a.jeq_imm(R1, 0, "ticked").note("ring 0: kernel mode");
+    a.mov_imm(R2, USER_TICK_USER as i32);
+    a.label("ticked");
+    count(&mut a, m, R2);
+    epilogue(&mut a);
+    a
+}
+
+/// Which class an interrupt entry charges to.
+#[derive(Debug, Clone, Copy)]
+pub enum IrqSlot {
+    /// irq_handler_entry: IRQ_BASE + args[0] (the irq number; the last slot from 255 up).
+    Numbered,
+    /// softirq_entry: SOFTIRQ_BASE + args[0] (the vector).
+    Softirq,
+    /// A system vector's entry: this slot.
+    Fixed(u32),
+}
+
+/// An interrupt begins on a tracked task's CPU: the class under it is kept, the interrupt's
+/// counted.
+pub fn irq_enter(m: &Maps, which: IrqSlot) -> Asm {
+    let mut a = Asm::new();
+    prologue(&mut a, m, None);
+    charge(&mut a, m);
+    let save = match which {
+        IrqSlot::Softirq => ST_UNDER_SOFTIRQ,
+        _ => ST_UNDER_IRQ,
+    };
+    a.ldx_w(R1, R9, ST_CLASS)
+        .stx_w(R9, save, R1)
+        .note("the class under it");
+    match which {
+        IrqSlot::Fixed(s) => {
+            a.mov_imm(R1, s as i32);
+        }
+        IrqSlot::Numbered | IrqSlot::Softirq => {
+            let (base, n) = match which {
+                IrqSlot::Softirq => (SOFTIRQ_BASE, SOFTIRQS),
+                _ => (IRQ_BASE, IRQS),
+            };
+            a.ldx_dw(R1, R6, 0).note("r1 = args[0]");
+            a.jlt_imm(R1, n as i32, "inside");
+            a.mov_imm(R1, n as i32 - 1);
+            a.label("inside");
+            a.add_imm(R1, base as i32);
+        }
+    }
+    a.stx_w(R9, ST_CLASS, R1);
+    count(&mut a, m, R1);
+    epilogue(&mut a);
+    a
+}
+
+/// An interrupt ends: its time charged, the class under it resumed (only if an interrupt of
+/// this level is what runs: an exit whose entry came before the attach changes nothing).
+pub fn irq_exit(m: &Maps, softirq: bool) -> Asm {
+    let mut a = Asm::new();
+    prologue(&mut a, m, None);
+    let (lo, hi, save) = if softirq {
+        (SOFTIRQ_BASE, SOFTIRQ_BASE + SOFTIRQS, ST_UNDER_SOFTIRQ)
+    } else {
+        (VEC_BASE, IRQ_BASE + IRQS, ST_UNDER_IRQ)
+    };
+    a.ldx_w(R1, R9, ST_CLASS);
+    a.jlt_imm(R1, lo as i32, "out");
+    a.jge_imm(R1, hi as i32, "out");
+    charge(&mut a, m);
+    a.ldx_w(R1, R9, save)
+        .stx_w(R9, ST_CLASS, R1)
+        .note("resume the class under it");
+    epilogue(&mut a);
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const M: Maps = Maps {
+        slots: 3,
+        state: 4,
+        tasks: 5,
+    };
+    const T: Target = Target {
+        cgroup: 0x1_0000_0042,
+        pid_offset: 2480,
+    };
+
+    fn all() -> Vec<(&'static str, Asm)> {
+        vec![
+            ("sys_enter", sys_enter(&M, &T)),
+            ("sys_exit", sys_exit(&M, &T)),
+            ("sched_switch", sched_switch(&M, &T)),
+            ("fork", sched_process_fork(&M, &T)),
+            ("fault_begin", fault_begin(&M)),
+            ("fault_end", fault_end(&M, FAULT_MINOR)),
+            ("irq", irq_enter(&M, IrqSlot::Numbered)),
+            ("softirq", irq_enter(&M, IrqSlot::Softirq)),
+            ("timer", irq_enter(&M, IrqSlot::Fixed(VEC_BASE))),
+            ("irq_exit", irq_exit(&M, false)),
+            ("user_tick", user_tick(&M)),
+            ("softirq_exit", irq_exit(&M, true)),
+        ]
+    }
+
+    #[test]
+    fn every_program_assembles_ends_in_exit_and_jumps_inside() {
+        for (name, a) in all() {
+            let p = a.finish().unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(p.last().unwrap().code, 0x95, "{name}");
+            for (i, insn) in p.iter().enumerate() {
+                let jmp = insn.code & 0x07 == 0x05 && !matches!(insn.code, 0x85 | 0x95);
+                if jmp {
+                    let to = i as i64 + 1 + insn.off as i64;
+                    assert!(
+                        to > i as i64 && (to as usize) < p.len(),
+                        "{name}: jump at {i}"
+                    );
+                }
+            }
+            assert!(p.len() < 4096, "{name}");
+        }
+    }
+
+    #[test]
+    fn the_programs_use_the_maps_and_offsets_given() {
+        let l = sched_switch(&M, &T).listing();
+        assert!(l.contains("&next->pid"));
+        let p = sched_switch(&M, &T).finish().unwrap();
+        assert!(p.iter().any(|i| i.code == 0x07 && i.imm == 2480));
+        let maps: Vec<i32> = p
+            .iter()
+            .filter(|i| i.code == 0x18 && i.src == 1)
+            .map(|i| i.imm)
+            .collect();
+        assert!(maps.contains(&3) && maps.contains(&4) && maps.contains(&5));
+        let p = sys_enter(&M, &T).finish().unwrap();
+        let wide = p.iter().position(|i| i.code == 0x18 && i.src == 0).unwrap();
+        assert_eq!(p[wide].imm as u32, 0x42);
+        assert_eq!(p[wide + 1].imm as u32, 1);
+    }
+}

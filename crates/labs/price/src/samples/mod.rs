@@ -1,0 +1,434 @@
+//! Sampling the tree's kernel and user stacks on the software cpu-clock (no PMU needed) with
+//! Debian's `perf record -a -G CGROUP` while the program runs, read back with `perf script`
+//! (perf symbolizes: kallsyms for the kernel, the DSOs' symbol tables for user space), each
+//! kernel sample classed into a subsystem and each user sample named DSO:function, with the
+//! classes the labs price first.
+
+pub mod classify;
+
+use std::collections::BTreeMap;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use classify::{dso_name, kernel_subsystem, user_class, Frame};
+use costlab_core::measure::quality::Quality;
+use costlab_history::report::{Outcome, ResultRow};
+
+/// Samples per CPU-second asked of perf (capped by the kernel's limit).
+pub const HZ: u64 = 999;
+
+/// One subsystem's samples and its top functions.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Subsystem {
+    pub samples: u64,
+    /// Its leaf functions, most first (the top ten).
+    pub top: Vec<(String, u64)>,
+}
+
+/// The samples of one run, tallied.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Samples {
+    pub hz: u64,
+    pub total: u64,
+    /// Samples whose leaf function perf named.
+    pub named: u64,
+    /// User samples perf could not name by function, by DSO (stripped binaries).
+    #[serde(default)]
+    pub unnamed_dsos: BTreeMap<String, u64>,
+    pub kernel: BTreeMap<String, Subsystem>,
+    pub user_total: u64,
+    /// DSO:function of user samples, most first (the top thirty).
+    pub user: Vec<(String, u64)>,
+    /// User samples in the classes the labs price (go-gc, memcpy-memset, allocator,
+    /// atomics-locks).
+    pub user_classes: BTreeMap<String, u64>,
+}
+
+impl Samples {
+    pub fn kernel_total(&self) -> u64 {
+        self.kernel.values().map(|s| s.samples).sum()
+    }
+    /// The share of kernel samples that name a subsystem (not "other").
+    pub fn kernel_named_share(&self) -> f64 {
+        let all = self.kernel_total();
+        if all == 0 {
+            return 0.0;
+        }
+        let other = self.kernel.get("other").map_or(0, |s| s.samples);
+        (all - other) as f64 / all as f64
+    }
+}
+
+/// Tally `perf script -F comm,tid,ip,sym,dso` output: a header line per sample, then its
+/// frames (tab-indented `ip sym (dso)`), leaf first; a blank line between samples.
+pub fn tally(input: impl BufRead) -> Samples {
+    let mut s = Samples::default();
+    let mut kfuncs: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+    let mut user: BTreeMap<String, u64> = BTreeMap::new();
+    let mut frames: Vec<Frame> = Vec::new();
+    let mut flush = |frames: &mut Vec<Frame>, s: &mut Samples| {
+        let Some(leaf) = frames.first() else { return };
+        s.total += 1;
+        if leaf.named() {
+            s.named += 1;
+        } else if !leaf.is_kernel() {
+            *s.unnamed_dsos
+                .entry(dso_name(&leaf.dso).to_string())
+                .or_default() += 1;
+        }
+        if leaf.is_kernel() {
+            let sub = kernel_subsystem(frames);
+            s.kernel.entry(sub.into()).or_default().samples += 1;
+            *kfuncs
+                .entry(sub.into())
+                .or_default()
+                .entry(leaf.sym.clone())
+                .or_default() += 1;
+        } else {
+            s.user_total += 1;
+            *user
+                .entry(format!("{}:{}", dso_name(&leaf.dso), leaf.sym))
+                .or_default() += 1;
+            if let Some(c) = user_class(&leaf.sym, &leaf.dso) {
+                *s.user_classes.entry(c.into()).or_default() += 1;
+            }
+        }
+        frames.clear();
+    };
+    for line in input.lines().map_while(|l| l.ok()) {
+        if line.trim().is_empty() {
+            flush(&mut frames, &mut s);
+            continue;
+        }
+        if !line.starts_with(char::is_whitespace) {
+            flush(&mut frames, &mut s);
+            continue;
+        }
+        let t = line.trim();
+        // "ffffffff816fd582 __d_lookup_rcu ([kernel.kallsyms])"
+        let Some((ip, rest)) = t.split_once(' ') else {
+            continue;
+        };
+        let ip = u64::from_str_radix(ip, 16).unwrap_or(0);
+        let (sym, dso) = match rest.rfind(" (") {
+            Some(i) => (
+                &rest[..i],
+                &rest[i + 2..rest.len().saturating_sub(1).max(i + 2)],
+            ),
+            None => (rest, ""),
+        };
+        let sym = sym.split("+0x").next().unwrap_or(sym).trim();
+        frames.push(Frame {
+            ip,
+            sym: sym.to_string(),
+            dso: dso.to_string(),
+        });
+    }
+    flush(&mut frames, &mut s);
+    let top = |m: BTreeMap<String, u64>, n: usize| {
+        let mut v: Vec<(String, u64)> = m.into_iter().collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        v.truncate(n);
+        v
+    };
+    for (sub, funcs) in kfuncs {
+        if let Some(e) = s.kernel.get_mut(&sub) {
+            e.top = top(funcs, 10);
+        }
+    }
+    s.user = top(user, 30);
+    s
+}
+
+/// A `perf record` of a cgroup's tasks on every CPU, running until `finish`.
+pub struct Sampler {
+    perf: PathBuf,
+    child: Child,
+    dir: PathBuf,
+    hz: u64,
+    rel: String,
+}
+
+impl Sampler {
+    /// Start sampling the cgroup `rel` (its path under the cgroup v2 mount); returns once
+    /// perf has its events on (its `sleep` workload started).
+    pub fn start(rel: &str) -> Result<Sampler> {
+        Sampler::spawn(rel)?.ready()
+    }
+
+    /// Start perf without waiting for it (the caller sets up the rest meanwhile, then calls
+    /// `ready`).
+    pub fn spawn(rel: &str) -> Result<Sampler> {
+        let perf = costlab_core::measure::perf::find()
+            .context("perf is not on PATH (scripts/install-deps.sh installs linux-perf)")?;
+        let hz = costlab_core::measure::perf::rate(HZ);
+        let dir =
+            std::env::temp_dir().join(format!("costlab-price-samples-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let data = dir.join("perf.data");
+        let child = Command::new(&perf)
+            // -B: no build-id pass over every DSO at the end (seconds of set-up);
+            // --no-bpf-event: no records of BPF programs (costlab's own are named by kallsyms).
+            .args([
+                "record",
+                "-q",
+                "-B",
+                "--no-bpf-event",
+                "-e",
+                "cpu-clock",
+                "-F",
+                &hz.to_string(),
+                "-a",
+                "-g",
+            ])
+            .args(["-G", rel, "-o"])
+            .arg(&data)
+            .args(["--", "sleep", "86400"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("starting perf record")?;
+        Ok(Sampler {
+            perf,
+            child,
+            dir,
+            hz,
+            rel: rel.to_string(),
+        })
+    }
+
+    /// Wait until perf has its events on (its `sleep` workload started).
+    pub fn ready(mut self) -> Result<Sampler> {
+        let s = &mut self;
+        let rel = s.rel.clone();
+        let t0 = Instant::now();
+        loop {
+            let list = format!("/proc/{0}/task/{0}/children", s.child.id());
+            let started = std::fs::read_to_string(&list).is_ok_and(|c| {
+                c.split_whitespace().any(|p| {
+                    std::fs::read_to_string(format!("/proc/{p}/comm"))
+                        .is_ok_and(|n| n.trim() == "sleep")
+                })
+            });
+            if started {
+                return Ok(self);
+            }
+            if let Some(status) = s.child.try_wait()? {
+                let mut why = String::new();
+                if let Some(mut e) = s.child.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut e, &mut why);
+                }
+                bail!(
+                    "perf record -G {rel} failed ({status}): {}",
+                    why.lines()
+                        .find(|l| !l.trim().is_empty())
+                        .unwrap_or("no message")
+                        .trim()
+                );
+            }
+            if t0.elapsed() > Duration::from_secs(10) {
+                bail!("perf record did not start within 10 s");
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Stop perf (SIGINT, as Ctrl-C would) and tally what it sampled.
+    pub fn finish(mut self) -> Result<Samples> {
+        // SAFETY: a signal to the perf process this sampler started and has not reaped.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGINT);
+        }
+        let _ = self.child.wait();
+        let data = self.dir.join("perf.data");
+        let mut script = Command::new(&self.perf)
+            .args(["script", "-F", "comm,tid,ip,sym,dso", "--no-inline", "-i"])
+            .arg(&data)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting perf script")?;
+        let out = script.stdout.take().context("perf script's output")?;
+        let mut samples = tally(std::io::BufReader::new(out));
+        let status = script.wait()?;
+        if !status.success() {
+            bail!("perf script -i {} failed ({status})", data.display());
+        }
+        samples.hz = self.hz;
+        Ok(samples)
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The cgroup `dir`'s path under the cgroup v2 mount, as perf -G takes it.
+pub fn cgroup_rel(dir: &Path, mount: &Path) -> Option<String> {
+    dir.strip_prefix(mount)
+        .ok()
+        .map(|p| p.display().to_string())
+        .filter(|p| !p.is_empty())
+}
+
+/// The rows DESIGN.md names: per kernel subsystem and per user DSO:function (and per priced
+/// user class), samples and share of the tree's samples.
+pub fn push_rows(o: &mut Outcome, s: &Samples, cmd: &str) {
+    if s.total == 0 {
+        return;
+    }
+    let mut put = |class: &str, event: &str, n: u64| {
+        let case = costlab_core::case! {"class" => class, "event" => event, "command" => cmd};
+        for (metric, unit, v) in [
+            ("samples", "count", n as f64),
+            ("share", "%", 100.0 * n as f64 / s.total as f64),
+        ] {
+            if let Some(mut r) = ResultRow::new(crate::LAB, case.clone(), metric, unit, vec![v]) {
+                r.quality = Some(Quality::Ok);
+                o.results.push(r);
+            }
+        }
+    };
+    for (sub, v) in &s.kernel {
+        put("kernel-sample", sub, v.samples);
+    }
+    for (class, n) in &s.user_classes {
+        put("user-sample", &format!("[{class}]"), *n);
+    }
+    for (f, n) in &s.user {
+        put("user-sample", f, *n);
+    }
+}
+
+/// The verdict's lines: the share named, each subsystem with its top functions, the user
+/// classes and top functions.
+pub fn verdict(s: &Samples) -> Vec<String> {
+    if s.total == 0 {
+        return vec![
+            "no samples were taken: the program ran too briefly for the sampling clock".into(),
+        ];
+    }
+    let pct = |n: u64| 100.0 * n as f64 / s.total as f64;
+    let mut v = vec![format!(
+        "sampled at {} Hz on cpu-clock: {} samples, {:.1}% named by function ({} kernel, {} user)",
+        s.hz,
+        s.total,
+        pct(s.named),
+        s.kernel_total(),
+        s.user_total
+    )];
+    let mut stripped: Vec<(&String, &u64)> = s.unnamed_dsos.iter().collect();
+    stripped.sort_by_key(|s| std::cmp::Reverse(*s.1));
+    if let Some((dso, n)) = stripped.first().filter(|(_, n)| pct(**n) >= 1.0) {
+        v.push(format!(
+            "{:.1}% of samples are in {dso} without a symbol for their function (a stripped binary: its -dbgsym package names them); {} of the unnamed are named by DSO",
+            pct(**n),
+            if stripped.len() == 1 { "all" } else { "each" }
+        ));
+    }
+    let mut subs: Vec<(&String, &Subsystem)> = s.kernel.iter().collect();
+    subs.sort_by_key(|s| std::cmp::Reverse(s.1.samples));
+    for (name, sub) in subs {
+        let top: Vec<String> = sub
+            .top
+            .iter()
+            .take(3)
+            .map(|(f, n)| format!("{f} {:.1}%", pct(*n)))
+            .collect();
+        v.push(format!(
+            "kernel {name}: {:.1}% of samples ({})",
+            pct(sub.samples),
+            top.join(", ")
+        ));
+    }
+    if s.user_total > 0 {
+        let classes: Vec<String> = s
+            .user_classes
+            .iter()
+            .map(|(c, n)| format!("{c} {:.1}%", pct(*n)))
+            .collect();
+        let top: Vec<String> = s
+            .user
+            .iter()
+            .take(5)
+            .map(|(f, n)| format!("{f} {:.1}%", pct(*n)))
+            .collect();
+        v.push(format!(
+            "user: {:.1}% of samples{}; top {}",
+            pct(s.user_total),
+            if classes.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", classes.join(", "))
+            },
+            top.join(", ")
+        ));
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SCRIPT: &str = "tar  9261 \n\t           123b8 _dl_check_map_versions (/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2)\n\ntar  9262 \n\tffffffff816fd582 __d_lookup_rcu ([kernel.kallsyms])\n\tffffffff816e887e lookup_fast ([kernel.kallsyms])\n\tffffffff816dec9a vfs_statx ([kernel.kallsyms])\n\tffffffff82259cc1 do_syscall_64 ([kernel.kallsyms])\n\t           f786a __GI___fstatat64 (/usr/lib/x86_64-linux-gnu/libc.so.6)\n\t  73736572706d6f [unknown] ([unknown])\n\ngzip  9263 \n\t           4a1b0 __memmove_avx_unaligned_erms (/usr/lib/x86_64-linux-gnu/libc.so.6)\n\ngzip  9263 \n\t            3a10 [unknown] (/usr/bin/gzip)\n\n";
+
+    #[test]
+    fn perf_script_output_is_tallied_and_named() {
+        let s = tally(SCRIPT.as_bytes());
+        assert_eq!(s.total, 4);
+        assert_eq!(s.named, 3);
+        assert_eq!(s.kernel_total(), 1);
+        assert_eq!(s.kernel["fs/VFS"].samples, 1);
+        assert_eq!(s.kernel["fs/VFS"].top[0].0, "__d_lookup_rcu");
+        assert_eq!(s.user_total, 3);
+        assert_eq!(s.user_classes.get("memcpy-memset"), Some(&1));
+        assert!(s
+            .user
+            .iter()
+            .any(|(f, _)| f == "ld-linux-x86-64.so.2:_dl_check_map_versions"));
+        assert!(s.user.iter().any(|(f, _)| f == "gzip:[unknown]"));
+        assert_eq!(s.kernel_named_share(), 1.0);
+        let mut o = Outcome::default();
+        push_rows(&mut o, &s, "tar");
+        let row = o
+            .results
+            .iter()
+            .find(|r| r.key("class") == "kernel-sample" && r.metric == "share")
+            .unwrap();
+        assert_eq!(
+            (row.key("event"), row.summary.median),
+            ("fs/VFS".to_string(), 25.0)
+        );
+        assert!(o
+            .results
+            .iter()
+            .any(|r| r.key("event") == "[memcpy-memset]"));
+        assert!(verdict(&s)[0].contains("75.0% named"));
+        assert_eq!(s.unnamed_dsos.get("gzip"), Some(&1));
+        assert!(verdict(&s)[1].contains("gzip without a symbol"));
+    }
+
+    #[test]
+    fn the_cgroup_path_is_taken_under_the_mount() {
+        let m = Path::new("/sys/fs/cgroup/unified");
+        assert_eq!(
+            cgroup_rel(Path::new("/sys/fs/cgroup/unified/costlab-price-7"), m).as_deref(),
+            Some("costlab-price-7")
+        );
+        assert_eq!(cgroup_rel(Path::new("/elsewhere"), m), None);
+    }
+}

@@ -1,0 +1,139 @@
+//! `costlab price`'s measured split, end to end on the events program (tests/fixtures/price):
+//! the rows DESIGN.md names ("price, measured"), the classes adding up to the cgroup's
+//! cpu.stat usage within 2%, the syscalls and faults it makes found in their lines, the split
+//! carried through --save-counts and --from, and --count-only leaving it out. Needs root and
+//! BPF: skips with the reason without them. None asserts a time.
+
+use std::collections::BTreeMap;
+
+use crate::common::{self, skip};
+use crate::price::{build_events, SERIAL};
+use costlab_price::count;
+
+/// (class, event, metric) -> median of the price rows of a JSON document.
+fn rows(doc: &serde_json::Value) -> BTreeMap<(String, String, String), f64> {
+    doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["lab"] == "price" && r["case"].get("on").is_none())
+        .map(|r| {
+            (
+                (
+                    r["case"]["class"].as_str().unwrap_or("").to_string(),
+                    r["case"]["event"].as_str().unwrap_or("").to_string(),
+                    r["metric"].as_str().unwrap().to_string(),
+                ),
+                r["summary"]["median"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn price(db: &std::path::Path, args: &[&str]) -> serde_json::Value {
+    let mut all = vec![
+        "price",
+        "--once",
+        "--quick",
+        "--samples",
+        "3",
+        "--json",
+        "-",
+    ];
+    all.extend_from_slice(args);
+    let out = common::costlab_db(db, &all);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+}
+
+/// The split's events as counts: cpu_time ÷ per_event.
+fn count_of(r: &BTreeMap<(String, String, String), f64>, class: &str, event: &str) -> f64 {
+    let get = |m: &str| r.get(&(class.into(), event.into(), m.into())).copied();
+    match (get("cpu_time"), get("per_event")) {
+        (Some(c), Some(p)) if p > 0.0 => (c / p).round(),
+        _ => 0.0,
+    }
+}
+
+#[test]
+fn a_real_program_is_split_adds_up_and_keeps_its_split_through_a_counts_file() {
+    let name = "a_real_program_is_split_adds_up_and_keeps_its_split_through_a_counts_file";
+    if let Some(why) = count::unavailable() {
+        return skip::skipped_unless_ci(name, &why);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = match build_events(dir.path()) {
+        Ok(e) => e,
+        Err(why) => return skip::skipped(name, &why),
+    };
+    let db = dir.path().join("h.db");
+    let saved = dir.path().join("counts.json");
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let exe = exe.to_str().unwrap();
+    let doc = price(
+        &db,
+        &[
+            "--save-counts",
+            saved.to_str().unwrap(),
+            "--",
+            exe,
+            "touch",
+            "3000",
+        ],
+    );
+    let r = rows(&doc);
+    // The program's rows: usage, and the shares named.
+    let usage = r[&("program".into(), "total".into(), "cpu_usage".into())];
+    assert!(usage > 0.0);
+    for m in ["attributed", "kernel_attributed"] {
+        let v = r[&("program".into(), "total".into(), m.into())];
+        assert!((0.0..=100.0).contains(&v), "{m} {v}");
+    }
+    // Every measured class (kernel-other found inside user time included, the unmeasured rest
+    // not) adds up to the cgroup's usage within 2%.
+    let measured: f64 = r
+        .iter()
+        .filter(|((c, e, m), _)| m == "cpu_time" && !(c == "kernel-other" && e == "unmeasured"))
+        .map(|(_, v)| v)
+        .sum();
+    let diff = 100.0 * (measured - usage) / usage;
+    assert!(
+        diff.abs() <= 2.0,
+        "classes {measured} ns vs usage {usage} ns: {diff:+.2}%"
+    );
+    // Each line's class is one of DESIGN.md's.
+    for (c, _, m) in r.keys() {
+        if m == "cpu_time" {
+            assert!(
+                ["user", "syscall", "fault", "irq", "softirq", "kernel-other"]
+                    .contains(&c.as_str()),
+                "{c}"
+            );
+        }
+    }
+    assert!(r.contains_key(&("user".into(), "user".into(), "cpu_time".into())));
+    // The 3000 fresh pages are user faults, each in the minor line (with the loader's own).
+    let minor = count_of(&r, "fault", "minor");
+    assert!(
+        (3000.0..=3000.0 * 1.01 + 200.0).contains(&minor),
+        "{minor} minor faults"
+    );
+    assert_eq!(count_of(&r, "syscall", "execve"), 1.0);
+    assert!(r.contains_key(&("syscall".into(), "munmap".into(), "wait_time".into())));
+    // The counts file carries the split, and --from prices it again with the same lines.
+    let text = std::fs::read_to_string(&saved).unwrap();
+    assert!(text.contains("\"measured\""), "no split in the counts file");
+    let again = rows(&price(&db, &["--from", saved.to_str().unwrap()]));
+    assert_eq!(
+        again.get(&("fault".into(), "minor".into(), "cpu_time".into())),
+        r.get(&("fault".into(), "minor".into(), "cpu_time".into()))
+    );
+    // --count-only: counts, no split.
+    let counted = rows(&price(&db, &["--count-only", "--", exe, "getppid", "100"]));
+    assert!(counted.keys().all(|(_, _, m)| m != "cpu_time"));
+    assert_eq!(
+        counted.get(&("syscall".into(), "getppid".into(), "count".into())),
+        Some(&100.0)
+    );
+}
