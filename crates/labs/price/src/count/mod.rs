@@ -14,11 +14,11 @@
 //! `program` (running it) and `fdwatch` (what the fds point at).
 
 mod bpftrace;
-mod cgroup;
+pub mod cgroup;
 mod fdwatch;
-mod host;
-mod program;
-mod syscalls;
+pub mod host;
+pub mod program;
+pub mod syscalls;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -7,7 +7,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 
 use anyhow::Result;
 
-use crate::bpf::{owned, Attr, Insn};
+use crate::bpf::{kernel_version, owned, Attr, Insn};
 
 const BPF_MAP_CREATE: i64 = 0;
 const BPF_MAP_LOOKUP_ELEM: i64 = 1;
@@ -183,12 +183,6 @@ pub fn read_percpu(map: &OwnedFd, key: u32, value: u32, cpus: usize) -> Result<V
         .call(BPF_MAP_LOOKUP_ELEM)
         .map_err(|e| anyhow::anyhow!("reading a BPF map ({e})"))?;
     Ok(buf.chunks(stride).map(|c| c.to_vec()).collect())
-}
-
-/// The running kernel's (major, minor), from a release like `6.18.44-fc-v769`.
-pub fn kernel_version(release: &str) -> Option<(u32, u32)> {
-    let mut it = release.split(|c: char| !c.is_ascii_digit());
-    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
 }
 
 /// What the split needs that a kernel may lack: None, or one line naming it and the version

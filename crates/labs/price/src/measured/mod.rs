@@ -8,7 +8,6 @@
 //! `btf` finds the two kernel facts they need. `measure_command` measures one run of a
 //! command in a fresh cgroup; `Tracer` attaches to a cgroup for a caller that runs it.
 
-pub mod asm;
 pub mod beside;
 pub mod btf;
 pub mod chart;
@@ -22,7 +21,10 @@ use std::path::Path;
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::count::{self, Stdio3, Times};
+use crate::count::cgroup::Cgroup;
+use crate::count::host;
+use crate::count::program::{self, Stdio3, Times};
+use crate::count::syscalls;
 use costlab_core::error::usage;
 use prog::{IrqSlot, Maps, Target};
 
@@ -315,7 +317,7 @@ impl Tracer {
             progs.push(load::attach(&a.finish()?, &hook).map_err(fail)?);
         }
         let mut notes = Vec::new();
-        let mut optional = |a: asm::Asm, hook: load::Hook, what: &str| match a
+        let mut optional = |a: crate::bpf::asm::Asm, hook: load::Hook, what: &str| match a
             .finish()
             .and_then(|p| load::attach(&p, &hook))
         {
@@ -402,7 +404,7 @@ impl Tracer {
             ..
         } = self;
         drop(_progs);
-        let syscalls = count::syscall_names(Path::new("/"));
+        let syscalls = syscalls::syscall_names(Path::new("/"));
         let irqs =
             parse_interrupts(&std::fs::read_to_string("/proc/interrupts").unwrap_or_default());
         let mut lines = Vec::new();
@@ -465,13 +467,13 @@ impl Tracer {
 /// One measured run of `argv` in a fresh cgroup: its split, its times and exit status. What
 /// the what-ifs' A/B runs are judged on.
 pub fn measure_command(argv: &[String], stdio: Stdio3) -> Result<(Split, Times, i32)> {
-    let path = count::program(argv)?;
-    if let Some(why) = count::unavailable() {
+    let path = program::program(argv)?;
+    if let Some(why) = host::unavailable() {
         bail!(usage(why));
     }
-    let cg = count::Cgroup::create()?;
+    let cg = Cgroup::create()?;
     let tracer = Tracer::attach(crate::bpf::cgroup_id(&cg.dir)?)?;
-    let run = count::run_program(&path, argv, Some(&cg.dir), stdio);
+    let run = program::run_program(&path, argv, Some(&cg.dir), stdio);
     let split = tracer.finish(&cg.dir)?;
     let (times, status, _, _) = run?;
     Ok((split, times, status))

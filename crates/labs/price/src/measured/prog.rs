@@ -12,7 +12,7 @@
 //! Registers, in every program: r6 the context, r7 now (ns), r8 the current thread id, r9 this
 //! CPU's state.
 
-use super::asm::{Asm, Helper, Reg, FP, R0, R1, R2, R3, R4, R6, R7, R8, R9};
+use crate::bpf::asm::{Asm, Helper, Reg, FP, R0, R1, R2, R3, R4, R6, R7, R8, R9};
 
 /// Slots of the per-CPU accounting array, one per class and event.
 pub const SYS_OTHER: u32 = 511; // syscall numbers from here up share a slot

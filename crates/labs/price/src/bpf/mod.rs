@@ -29,7 +29,10 @@ pub enum Whose {
     Process(u32),
 }
 
-use crate::measured::asm::{Asm, Helper, FP, R0, R1, R2, R3, R6, R7};
+pub mod asm;
+
+pub use asm::Insn;
+use asm::{Asm, Helper, FP, R0, R1, R2, R3, R6, R7};
 
 // bpf(2) commands, map and program types (include/uapi/linux/bpf.h).
 const BPF_MAP_CREATE: i64 = 0;
@@ -40,39 +43,6 @@ const MAP_PERCPU_ARRAY: u32 = 6;
 const PROG_RAW_TRACEPOINT: u32 = 17;
 /// Where `di` (a syscall's first argument) sits in x86-64's struct pt_regs.
 const PT_REGS_DI: i32 = 112;
-
-/// One BPF instruction: opcode, dst and src registers, offset, immediate.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Insn {
-    pub code: u8,
-    pub dst: u8,
-    pub src: u8,
-    pub off: i16,
-    pub imm: i32,
-}
-
-impl Insn {
-    #[cfg(test)]
-    const fn new(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
-        Insn {
-            code,
-            dst,
-            src,
-            off,
-            imm,
-        }
-    }
-
-    /// The 8 bytes the kernel reads (little-endian: dst in the low nibble).
-    pub fn bytes(&self) -> [u8; 8] {
-        let mut b = [0u8; 8];
-        b[0] = self.code;
-        b[1] = (self.dst & 0xf) | (self.src << 4);
-        b[2..4].copy_from_slice(&self.off.to_le_bytes());
-        b[4..8].copy_from_slice(&self.imm.to_le_bytes());
-        b
-    }
-}
 
 /// The read/write family whose calls are also counted by fd (x86-64 numbers): read, write,
 /// pread64, pwrite64, readv, writev. What an fd points at decides what its calls cost.
@@ -407,7 +377,7 @@ impl SyscallCounter {
 /// The counting program adds with BPF's atomic fetch-add: one line naming the kernel that lacks
 /// it and the version that has it, None where it is there.
 pub fn lacks_atomics(release: &str) -> Option<String> {
-    match crate::measured::load::kernel_version(release) {
+    match kernel_version(release) {
         Some(v) if v < (5, 12) => Some(format!(
             "kernel {release} lacks BPF atomic fetch-add, which costlab price's syscall counter uses (5.12 or later)"
         )),
@@ -451,6 +421,12 @@ pub fn cgroup_id(dir: &Path) -> Result<u64> {
     Ok(std::fs::metadata(dir)
         .map_err(|e| anyhow::anyhow!("reading the cgroup {}: {e}", dir.display()))?
         .ino())
+}
+
+/// The running kernel's (major, minor), from a release like `6.18.44-fc-v769`.
+pub fn kernel_version(release: &str) -> Option<(u32, u32)> {
+    let mut it = release.split(|c: char| !c.is_ascii_digit());
+    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
 }
 
 #[cfg(test)]

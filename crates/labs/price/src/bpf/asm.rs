@@ -9,7 +9,38 @@ use std::fmt::Write;
 
 use anyhow::{bail, Result};
 
-use crate::bpf::Insn;
+/// One BPF instruction: opcode, dst and src registers, offset, immediate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Insn {
+    pub code: u8,
+    pub dst: u8,
+    pub src: u8,
+    pub off: i16,
+    pub imm: i32,
+}
+
+impl Insn {
+    #[cfg(test)]
+    const fn new(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
+        Insn {
+            code,
+            dst,
+            src,
+            off,
+            imm,
+        }
+    }
+
+    /// The 8 bytes the kernel reads (little-endian: dst in the low nibble).
+    pub fn bytes(&self) -> [u8; 8] {
+        let mut b = [0u8; 8];
+        b[0] = self.code;
+        b[1] = (self.dst & 0xf) | (self.src << 4);
+        b[2..4].copy_from_slice(&self.off.to_le_bytes());
+        b[4..8].copy_from_slice(&self.imm.to_le_bytes());
+        b
+    }
+}
 
 /// A register, r0..r10 (r10 is the read-only frame pointer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
