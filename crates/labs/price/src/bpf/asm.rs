@@ -21,7 +21,7 @@ pub struct Insn {
 
 impl Insn {
     #[cfg(test)]
-    const fn new(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
+    pub(crate) const fn new(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
         Insn {
             code,
             dst,
