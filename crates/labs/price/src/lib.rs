@@ -18,6 +18,7 @@ mod source;
 mod times;
 pub mod tracecost;
 mod units;
+pub mod verify;
 
 use std::path::Path;
 
@@ -46,6 +47,7 @@ const TRACING_PAIRS: usize = 7;
 /// `costlab price`: count, look up or measure the unit costs, price, check.
 pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
     argcheck::check_runs(args)?;
+    verify::rate_pattern(args.rate.as_deref())?;
     // Bad input is found before anything runs: the machine --on names, the --from file, the
     // --save-counts path.
     let on = match &args.on {
@@ -82,13 +84,67 @@ pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
     );
     rows::push_price_rows(&mut o, &priced, cmdline, cpu.map(|c| c.median));
     let what_ifs = what_ifs(counts, &units, counted.go_gc, cpu.as_ref(), &mut o);
-    let mut model = check(&mut o, &priced, &times, cmdline, &what_ifs);
+    let tried = match args.verify && !costlab_core::measure::cancel::requested() {
+        true => Some(try_what_ifs(args, counts, &units, &what_ifs, &mut o)?),
+        false => None,
+    };
+    // A what-if its trial did not confirm is never printed as advice.
+    let advice: Vec<pricing::WhatIf> = what_ifs
+        .iter()
+        .filter(|w| {
+            tried.as_ref().is_none_or(|t| {
+                let same: Vec<&verify::Tried> = t
+                    .iter()
+                    .filter(|x| x.what == w.what && x.verdict != verify::verdict::Verdict::NotTried)
+                    .collect();
+                same.is_empty() || same.iter().any(|x| x.verdict.advice())
+            })
+        })
+        .cloned()
+        .collect();
+    let mut model = check(&mut o, &priced, &times, cmdline, &advice);
     if let Some(m) = &on {
         price_on(&mut o, &mut model, m, db, counts, &priced, &units, cmdline)?;
     }
     rows::push_what_if_rows(&mut o, &what_ifs, cmdline);
     o.models.push(model);
+    if let Some(t) = &tried {
+        verify::rows::push(&mut o, t, cmdline);
+    }
     Ok(o)
+}
+
+/// `--verify`: each what-if whose remedy can be set from outside, tried in --runs rounds.
+fn try_what_ifs(
+    args: &PriceArgs,
+    counts: &count::Counts,
+    units: &Units,
+    what_ifs: &[pricing::WhatIf],
+    o: &mut Outcome,
+) -> Result<Vec<verify::Tried>> {
+    let path = count::program(&args.command)?;
+    let pairs = if args.runs < 2 {
+        o.notes.push(format!(
+            "--verify with --runs {}: 3 rounds (a spread needs more than one pair)",
+            args.runs
+        ));
+        3
+    } else {
+        args.runs
+    };
+    verify::verify(
+        &verify::Inputs {
+            path: &path,
+            argv: &args.command,
+            counts,
+            units,
+            what_ifs,
+            pairs,
+            rate: args.rate.as_deref(),
+            reserve_hugepages: args.reserve_hugepages,
+        },
+        &mut o.notes,
+    )
 }
 
 /// `--save-counts`: what was counted, with this machine and the untraced times, to price
@@ -344,7 +400,7 @@ impl Lab for PriceLab {
         vec![costlab_lab::args::command::<PriceArgs>(
             "price",
             "What a program costs here: its syscalls, faults and switches counted in the kernel, priced at the unit costs measured on this machine, checked against its system time",
-            "Examples:\n  costlab price -- tar czf /tmp/x.tgz /usr/share/doc\n  costlab price --runs 3 --json price.json -- dd if=/dev/zero of=/dev/null bs=512 count=2M\n  costlab price --pid 1234 --duration 5s",
+            "Examples:\n  costlab price -- tar czf /tmp/x.tgz /usr/share/doc\n  costlab price --verify --runs 5 --rate '([0-9.]+) ops/s' -- ./server-bench\n  costlab price --runs 3 --json price.json -- dd if=/dev/zero of=/dev/null bs=512 count=2M\n  costlab price --pid 1234 --duration 5s",
         )]
     }
     fn invoke(&self, _name: &str, m: &clap::ArgMatches) -> Result<costlab_lab::Invocation> {
