@@ -25,6 +25,7 @@ mod mem;
 mod numa;
 mod pin;
 mod price;
+mod price_verify;
 mod prometheus;
 mod remote_loaders;
 mod report;

@@ -47,6 +47,7 @@ const TRACING_PAIRS: usize = 7;
 /// `costlab price`: count, look up or measure the unit costs, price, check.
 pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
     argcheck::check_runs(args)?;
+    argcheck::check_verify(args)?;
     verify::rate_pattern(args.rate.as_deref())?;
     // Bad input is found before anything runs: the machine --on names, the --from file, the
     // --save-counts path.
@@ -83,7 +84,7 @@ pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
             .collect::<Vec<_>>(),
     );
     rows::push_price_rows(&mut o, &priced, cmdline, cpu.map(|c| c.median));
-    let what_ifs = what_ifs(counts, &units, counted.go_gc, cpu.as_ref(), &mut o);
+    let what_ifs = what_ifs(counts, &units, &counted, cpu.as_ref(), &mut o);
     let tried = match args.verify && !costlab_core::measure::cancel::requested() {
         true => Some(try_what_ifs(args, counts, &units, &what_ifs, &mut o)?),
         false => None,
@@ -165,18 +166,22 @@ fn save_counts(p: &Path, counted: &source::Counted, ctx: &Ctx, o: &mut Outcome) 
     Ok(())
 }
 
-/// What would change with THP, io_uring and (for a Go program) another GOGC.
+/// What would change with THP, io_uring and (for a Go program) another GOGC. A model that
+/// cannot know (THP for a program that returns memory) withdraws itself in a note.
 fn what_ifs(
     counts: &count::Counts,
     units: &Units,
-    go_gc: Option<Option<f64>>,
+    counted: &source::Counted,
     cpu: Option<&Summary>,
     o: &mut Outcome,
 ) -> Vec<pricing::WhatIf> {
-    let go_what_if = match (go_gc, cpu) {
+    let go_what_if = match (counted.go_gc, cpu) {
         (Some(Some(share)), Some(cpu)) => {
             let gogc = gowhatif::gogc(std::env::var("GOGC").ok().as_deref());
-            gogc.and_then(|g| gowhatif::go_what_if(share, g, cpu, units))
+            gogc.and_then(|g| {
+                verify::gogc::what_if(share, g, cpu, &counted.go_cycles)
+                    .or_else(|| gowhatif::go_what_if(share, g, cpu, units))
+            })
         }
         (Some(None), _) => {
             o.notes.push(
@@ -186,14 +191,21 @@ fn what_ifs(
         }
         _ => None,
     };
-    [
-        pricing::thp_what_if(counts, units),
-        pricing::uring_what_if(counts, units),
-        go_what_if,
-    ]
-    .into_iter()
-    .flatten()
-    .collect()
+    let thp = match verify::thp::predict(counts, units, counted.go_gc.is_some()) {
+        verify::thp::Prediction::Saves(..) => pricing::thp_what_if(counts, units),
+        verify::thp::Prediction::Withdrawn(why) => {
+            if pricing::thp_what_if(counts, units).is_some() {
+                o.notes.push(format!(
+                    "what if THP: withdrawn, {why}; try it with costlab price --verify"
+                ));
+            }
+            None
+        }
+    };
+    [thp, pricing::uring_what_if(counts, units), go_what_if]
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 /// `--on`: the same counts priced at `machine`'s stored unit costs, as rows with the case key

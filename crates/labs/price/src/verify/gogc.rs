@@ -158,6 +158,44 @@ pub fn peak_heap(cycles: &[Cycle]) -> f64 {
         .fold(0.0, f64::max)
 }
 
+/// GOGC 2x and 4x from the program's own GC trace (`verify::gogc`): its cycles replayed at
+/// each, the GC's share of its CPU scaled by the replay, and the wall time and throughput
+/// that the CPU saved would give at the CPUs it kept busy. None with fewer than two cycles.
+pub fn what_if(
+    share_pct: f64,
+    gogc: f64,
+    cpu: &costlab_core::measure::Summary,
+    cycles: &[Cycle],
+) -> Option<crate::pricing::WhatIf> {
+    let gc_ns = cpu.median * share_pct / 100.0;
+    let mut parts = Vec::new();
+    let mut saved_2x = None;
+    for k in [2.0, 4.0] {
+        let then = predict(cycles, gc_ns, Goal::Gogc(gogc), Goal::Gogc(gogc * k))?;
+        let saved = gc_ns - then;
+        parts.push(format!(
+            "GOGC={:.0}: ~{:.1}% ({} less CPU)",
+            gogc * k,
+            share_pct * then / gc_ns.max(1.0),
+            costlab_core::measure::units::human_ns(saved)
+        ));
+        saved_2x.get_or_insert(saved);
+    }
+    let saved = saved_2x?;
+    Some(crate::pricing::WhatIf {
+        what: "go-gogc",
+        from: "its runtime's gctrace".into(),
+        saved: vec![saved],
+        after: 0,
+        text: format!(
+            "a Go program: its GC took {share_pct:.1}% of its CPU at GOGC={gogc:.0} over {} cycles (its runtime's gctrace); its cycles replayed at another heap goal give {}; as much less wall time where its CPUs were the limit (throughput up by that share), less where it waited; leaves out the sweep's and allocator's work outside the cycles",
+            cycles.len(),
+            parts.join(", ")
+        ),
+        rows: Vec::new(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,6 +271,21 @@ mod tests {
         let p = predict(&c, gc, Goal::Gogc(100.0), Goal::Gogc(200.0)).unwrap();
         assert!(p / gc > 0.3 && p / gc < 0.7, "{}", p / gc);
         assert!(predict(&c[..1], gc, Goal::Gogc(100.0), Goal::Gogc(200.0)).is_none());
+    }
+
+    #[test]
+    fn the_plain_what_if_replays_the_trace_at_2x_and_4x() {
+        let cpu = costlab_core::measure::Summary::of(&[1e9]).unwrap();
+        let w = what_if(20.0, 100.0, &cpu, &steady()).unwrap();
+        assert_eq!(w.what, "go-gogc");
+        // 20% of 1 s is GC; at GOGC=200 about half of it goes.
+        assert!((w.saved[0] - 100e6).abs() < 15e6, "{:?}", w.saved);
+        assert!(
+            w.text.contains("GOGC=200: ~") && w.text.contains("GOGC=400: ~"),
+            "{}",
+            w.text
+        );
+        assert!(what_if(20.0, 100.0, &cpu, &steady()[..1]).is_none());
     }
 
     #[test]

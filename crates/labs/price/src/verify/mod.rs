@@ -397,7 +397,11 @@ fn go_trials(
         return;
     };
     let cycles = &probe.go_cycles;
-    let gc = gogc::gc_cpu(cycles);
+    // The runtime's own share of its CPU, applied to the cgroup's CPU: the trace's per-cycle
+    // figures are wall times x workers, which a busy machine inflates; their ratio holds.
+    let gc = probe
+        .go_gc_cpu_fraction
+        .map_or_else(|| gogc::gc_cpu(cycles), |f| f / 100.0 * probe.cpu_usage_ns);
     let ratio = |to: Goal| gogc::predict(cycles, gc, Goal::Gogc(g), to);
     let before = probe.go_gc_cpu_fraction.and_then(|share| {
         let cpu = Summary::of(&[probe.cpu_usage_ns])?;
@@ -410,9 +414,11 @@ fn go_trials(
             Some(then) => Prediction::Saves(
                 Some(point(gc - then)),
                 format!(
-                    "its {} GC cycles ({} of CPU) replayed at GOGC={to:.0}: each cycle costs what one of its live heap cost here; leaves out the sweep's and allocator's work outside the cycles",
+                    "its {} GC cycles ({} of CPU, {:.1}% by its runtime) replayed at GOGC={to:.0}: each cycle costs what one of its live heap cost here, so its GC CPU fraction would be {:.2}x; leaves out the sweep's and allocator's work outside the cycles",
                     cycles.len(),
-                    human_ns(gc)
+                    human_ns(gc),
+                    probe.go_gc_cpu_fraction.unwrap_or(f64::NAN),
+                    then / gc.max(1.0)
                 ),
             ),
             None => Prediction::Withdrawn(format!(
@@ -454,7 +460,7 @@ fn go_trials(
     let prediction = match ratio(Goal::Limit(limit)) {
         Some(then) => Prediction::Saves(
             Some(point(gc - then)),
-            format!("its GC cycles replayed with GOGC=off under a {limit:.0} MiB limit (twice its peak heap); leaves out the memory besides the heap, which the limit counts too"),
+            format!("its GC cycles replayed with GOGC=off under a {limit:.0} MiB limit (twice its peak heap), so its GC CPU fraction would be {:.2}x; leaves out the memory besides the heap, which the limit counts too", then / gc.max(1.0)),
         ),
         None => Prediction::Withdrawn("too few GC cycles to replay".into()),
     };
@@ -592,9 +598,11 @@ fn judge_trial(
             .collect();
         if let Some((_, why)) = ex.last() {
             let priced: Vec<f64> = ex.iter().map(|e| e.0).collect();
+            let rest: Vec<f64> = measured.iter().zip(&priced).map(|(m, p)| p - m).collect();
             lines.push(format!(
-                "  priced from what it counted: a saving of {} of kernel time; {why}",
-                span(&priced)
+                "  priced from what it counted: a saving of {} of kernel time; {why}; the other {} of kernel time it took is work these events do not price",
+                span(&priced),
+                span(&rest)
             ));
         }
     }
