@@ -8,7 +8,10 @@
 //! - a Go program: its runtime marks its heap for huge pages itself and its scavenger returns
 //!   memory with madvise, which splits a huge page it returns part of; each one touched again
 //!   is a new 2 MiB fault that zeroes 2 MiB. How many, a 4 KiB run cannot count;
-//! - a program that returns memory with madvise: the same splits and refaults.
+//! - a program that returns memory with madvise: the same splits and refaults;
+//! - a heap that grows and shrinks by brk in steps under 2 MiB: a THP fault needs the whole
+//!   2 MiB inside the mapping, so most of its faults stay 4 KiB (khugepaged collapses them
+//!   later, on its own CPU), and glibc's hugetlb tunable splits and refaults at each move.
 //!
 //! After a trial, the THP run's own counted events are priced at the cost lab's terms: its
 //! huge faults (thp_fault_alloc, each zeroing 2 MiB: the fault-thp term) and its remaining
@@ -75,6 +78,17 @@ pub fn predict(counts: &Counts, units: &Units, go: bool) -> Prediction {
     if go {
         return Prediction::Withdrawn(format!(
             "a Go program: its runtime asks for huge pages itself and returns memory with madvise ({madvise} calls counted); under THP each return of part of a huge page splits it, and each split page touched again is a new 2 MiB fault that zeroes 2 MiB: a 4 KiB run cannot count them"
+        ));
+    }
+    // A THP fault needs the whole aligned 2 MiB inside the mapping when it happens: a heap
+    // that grows (and is trimmed) by brk in smaller steps mostly faults 4 KiB pages, and with
+    // glibc's tunable each move of its top splits or refaults a huge page.
+    let brk = calls(counts, "brk");
+    let step = (f * 4096).checked_div(brk).unwrap_or(u64::MAX);
+    if brk > 4 && step < 2 << 20 {
+        return Prediction::Withdrawn(format!(
+            "its heap moves by brk {brk} times, ~{} KiB a call: a huge page needs the whole 2 MiB inside the mapping when it is touched, and each move of the top splits or refaults one; how many, a 4 KiB run cannot count",
+            step / 1024
         ));
     }
     if madvise > 0 {
@@ -177,6 +191,20 @@ mod tests {
             Prediction::Withdrawn(why) => assert!(why.contains("3 calls"), "{why}"),
             other => panic!("{other:?}"),
         }
+        let mut heap = counts(65_536, 0);
+        heap.syscalls.insert("brk".into(), 2000);
+        match predict(&heap, &units(), false) {
+            Prediction::Withdrawn(why) => {
+                assert!(why.contains("brk 2000 times, ~131 KiB"), "{why}")
+            }
+            other => panic!("{other:?}"),
+        }
+        // A few brk calls (a loader's, a small heap's) do not make a program's faults unknowable.
+        heap.syscalls.insert("brk".into(), 3);
+        assert!(matches!(
+            predict(&heap, &units(), false),
+            Prediction::Saves(..)
+        ));
         assert!(matches!(
             predict(&counts(65_536, 0), &Units::new(), false),
             Prediction::Withdrawn(_)
