@@ -84,7 +84,7 @@ pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
             .collect::<Vec<_>>(),
     );
     rows::push_price_rows(&mut o, &priced, cmdline, cpu.map(|c| c.median));
-    let what_ifs = what_ifs(counts, &units, &counted, cpu.as_ref(), &mut o);
+    let what_ifs = what_ifs(counts, &units, &counted, &times, cpu.as_ref(), &mut o);
     let tried = match args.verify && !costlab_core::measure::cancel::requested() {
         true => Some(try_what_ifs(args, counts, &units, &what_ifs, &mut o)?),
         false => None,
@@ -125,11 +125,12 @@ fn try_what_ifs(
 ) -> Result<Vec<verify::Tried>> {
     let path = count::program(&args.command)?;
     let pairs = if args.runs < 2 {
+        let n = if args.common.quick { 2 } else { 3 };
         o.notes.push(format!(
-            "--verify with --runs {}: 3 rounds (a spread needs more than one pair)",
+            "--verify with --runs {}: {n} rounds (a spread needs more than one pair)",
             args.runs
         ));
-        3
+        n
     } else {
         args.runs
     };
@@ -172,6 +173,7 @@ fn what_ifs(
     counts: &count::Counts,
     units: &Units,
     counted: &source::Counted,
+    times: &[Times],
     cpu: Option<&Summary>,
     o: &mut Outcome,
 ) -> Vec<pricing::WhatIf> {
@@ -179,7 +181,8 @@ fn what_ifs(
         (Some(Some(share)), Some(cpu)) => {
             let gogc = gowhatif::gogc(std::env::var("GOGC").ok().as_deref());
             gogc.and_then(|g| {
-                verify::gogc::what_if(share, g, cpu, &counted.go_cycles)
+                let wall = Summary::of(&times.iter().map(|t| t.wall_ns).collect::<Vec<_>>());
+                verify::gogc::what_if(share, g, cpu, wall.map(|w| w.median), &counted.go_cycles)
                     .or_else(|| gowhatif::go_what_if(share, g, cpu, units))
             })
         }

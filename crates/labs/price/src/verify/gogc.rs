@@ -165,16 +165,27 @@ pub fn what_if(
     share_pct: f64,
     gogc: f64,
     cpu: &costlab_core::measure::Summary,
+    wall_ns: Option<f64>,
     cycles: &[Cycle],
 ) -> Option<crate::pricing::WhatIf> {
     let gc_ns = cpu.median * share_pct / 100.0;
+    // The wall time the CPU saved would give back at the CPUs the program kept busy, and the
+    // throughput of the same work in that time.
+    let busy = wall_ns.filter(|w| *w > 0.0).map(|w| (cpu.median / w, w));
     let mut parts = Vec::new();
     let mut saved_2x = None;
     for k in [2.0, 4.0] {
         let then = predict(cycles, gc_ns, Goal::Gogc(gogc), Goal::Gogc(gogc * k))?;
         let saved = gc_ns - then;
+        let throughput = busy.map_or(String::new(), |(b, w)| {
+            let wall_saved = saved / b.max(1e-9);
+            format!(
+                ", throughput {:+.0}% if its {b:.2} busy CPUs were its limit",
+                (w / (w - wall_saved).max(1.0) - 1.0) * 100.0
+            )
+        });
         parts.push(format!(
-            "GOGC={:.0}: ~{:.1}% ({} less CPU)",
+            "GOGC={:.0}: ~{:.1}% ({} less CPU{throughput})",
             gogc * k,
             share_pct * then / gc_ns.max(1.0),
             costlab_core::measure::units::human_ns(saved)
@@ -188,7 +199,7 @@ pub fn what_if(
         saved: vec![saved],
         after: 0,
         text: format!(
-            "a Go program: its GC took {share_pct:.1}% of its CPU at GOGC={gogc:.0} over {} cycles (its runtime's gctrace); its cycles replayed at another heap goal give {}; as much less wall time where its CPUs were the limit (throughput up by that share), less where it waited; leaves out the sweep's and allocator's work outside the cycles",
+            "a Go program: its GC took {share_pct:.1}% of its CPU at GOGC={gogc:.0} over {} cycles (its runtime's gctrace); its cycles replayed at another heap goal give {}; less where it waited rather than computed; leaves out the sweep's and allocator's work outside the cycles",
             cycles.len(),
             parts.join(", ")
         ),
@@ -276,7 +287,7 @@ mod tests {
     #[test]
     fn the_plain_what_if_replays_the_trace_at_2x_and_4x() {
         let cpu = costlab_core::measure::Summary::of(&[1e9]).unwrap();
-        let w = what_if(20.0, 100.0, &cpu, &steady()).unwrap();
+        let w = what_if(20.0, 100.0, &cpu, Some(1e9), &steady()).unwrap();
         assert_eq!(w.what, "go-gogc");
         // 20% of 1 s is GC; at GOGC=200 about half of it goes.
         assert!((w.saved[0] - 100e6).abs() < 15e6, "{:?}", w.saved);
@@ -285,7 +296,13 @@ mod tests {
             "{}",
             w.text
         );
-        assert!(what_if(20.0, 100.0, &cpu, &steady()[..1]).is_none());
+        // 100 ms less of 1 s on one busy CPU: the same work in 0.9 s, 11% more throughput.
+        assert!(
+            w.text.contains("throughput +11% if its 1.00 busy CPUs"),
+            "{}",
+            w.text
+        );
+        assert!(what_if(20.0, 100.0, &cpu, None, &steady()[..1]).is_none());
     }
 
     #[test]
