@@ -17,6 +17,9 @@ use crate::count::Cgroup;
 use crate::verify::gogc::{self, Cycle};
 use costlab_core::error::usage;
 
+/// The calls that map and return memory, counted on every run.
+pub const MEMORY_CALLS: [&str; 4] = ["mmap", "munmap", "madvise", "brk"];
+
 /// The THP events read over a run: the kernel's vmstat names.
 pub const THP_EVENTS: [&str; 7] = [
     "thp_fault_alloc",
@@ -51,12 +54,19 @@ pub struct RunMeasure {
     pub go_gc_cpu_fraction: Option<f64>,
     /// A Go program's GC cycles, as its gctrace printed them.
     pub go_cycles: Vec<Cycle>,
+    /// The calls that map and return memory (mmap, munmap, madvise, brk), counted by costlab's
+    /// BPF syscall counter on the run's cgroup; empty where it could not attach.
+    pub memory_calls: BTreeMap<String, u64>,
     pub exit_status: i32,
 }
 
 impl RunMeasure {
     pub fn thp_event(&self, name: &str) -> u64 {
         self.thp.get(name).copied().unwrap_or(0)
+    }
+
+    pub fn calls(&self, name: &str) -> u64 {
+        self.memory_calls.get(name).copied().unwrap_or(0)
     }
 }
 
@@ -143,6 +153,10 @@ pub fn run_once(
             Ok(())
         });
     }
+    // Both sides of a trial are counted alike: the counter's own cost cancels in a pair.
+    let counter = crate::bpf::cgroup_id(&cg.dir)
+        .and_then(|id| crate::bpf::SyscallCounter::attach(crate::bpf::Whose::Cgroup(id)))
+        .ok();
     let before = thp_now(&cg.dir);
     let t0 = Instant::now();
     let child = cmd.spawn().map_err(|e| {
@@ -166,6 +180,16 @@ pub fn run_once(
     // The child is reaped: std must not wait for it again.
     std::mem::forget(child);
     let after = thp_now(&cg.dir);
+    let memory_calls = counter
+        .and_then(|c| c.read().ok())
+        .map(|ids| {
+            let names = crate::count::syscall_names(Path::new("/"));
+            crate::count::named(&ids, &names)
+                .into_iter()
+                .filter(|(k, _)| MEMORY_CALLS.contains(&k.as_str()))
+                .collect()
+        })
+        .unwrap_or_default();
     let stat = std::fs::read_to_string(cg.dir.join("cpu.stat")).unwrap_or_default();
     let field = |name: &str| cpu_stat_field(&stat, name).map_or(0.0, |us| us as f64 * 1e3);
     let out_text = std::fs::read_to_string(&out_path).unwrap_or_default();
@@ -203,6 +227,7 @@ pub fn run_once(
         } else {
             Vec::new()
         },
+        memory_calls,
         exit_status,
     })
 }

@@ -461,11 +461,15 @@ fn go_trials(
         ));
         return;
     }
-    let limit = (2.0 * peak).ceil().max(8.0);
-    let prediction = match ratio(Goal::Limit(limit)) {
+    // The limit counts every byte the runtime maps, not the heap alone: twice the peak RSS,
+    // with the heap's goal what the limit leaves after the rest (the RSS beyond the heap).
+    let rss = probe.max_rss as f64 / f64::from(1 << 20);
+    let limit = (2.0 * rss.max(peak)).ceil().max(8.0);
+    let heap_goal = limit - (rss - peak).max(0.0);
+    let prediction = match ratio(Goal::Limit(heap_goal)) {
         Some(then) => Prediction::Saves(
             Some(point(gc - then)),
-            format!("its GC cycles replayed with GOGC=off under a {limit:.0} MiB limit (twice its peak heap), so its GC CPU fraction would be {:.2}x; leaves out the memory besides the heap, which the limit counts too", then / gc.max(1.0)),
+            format!("its GC cycles replayed with GOGC=off and a heap goal of {heap_goal:.0} MiB (a {limit:.0} MiB limit, twice its peak RSS, less its {:.0} MiB besides the heap), so its GC CPU fraction would be {:.2}x; leaves out the allocation after its last traced cycle, and the runtime's own reading of its memory", (rss - peak).max(0.0), then / gc.max(1.0)),
         ),
         None => Prediction::Withdrawn("too few GC cycles to replay".into()),
     };
@@ -594,6 +598,22 @@ fn judge_trial(
                 y.median / x.median.max(1e-9),
                 if rate_change.is_empty() { format!("by wall time {}", span(&wall_saved)) } else { pct_span(&rate_change) },
                 predicted_wall.map_or(String::new(), |w| format!(" (predicted wall saved: {}, at its {:.2} CPUs busy)", human_ns(w), 1.0 / wall_ratio))
+            ));
+        }
+    }
+    if t.after == After::Gc {
+        let med = |runs: &[RunMeasure], name: &str| {
+            let v: Vec<f64> = runs.iter().take(n).map(|m| m.calls(name) as f64).collect();
+            Summary::of(&v).map_or(0.0, |s| s.median)
+        };
+        if a.iter().any(|m| !m.memory_calls.is_empty()) {
+            lines.push(format!(
+                "  its runtime's scavenger and heap, counted: madvise {:.0} calls a run as it is, {:.0} with {}; mmap {:.0} and {:.0}",
+                med(a, "madvise"),
+                med(b, "madvise"),
+                t.remedy,
+                med(a, "mmap"),
+                med(b, "mmap")
             ));
         }
     }

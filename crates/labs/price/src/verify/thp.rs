@@ -127,10 +127,23 @@ pub fn explained(a: &RunMeasure, b: &RunMeasure, units: &Units) -> Option<(f64, 
     } else {
         ""
     };
+    let calls = if b.memory_calls.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; memory returned: madvise {} calls with THP against {} without, munmap {} against {}, brk {} against {}",
+            b.calls("madvise"),
+            a.calls("madvise"),
+            b.calls("munmap"),
+            a.calls("munmap"),
+            b.calls("brk"),
+            a.calls("brk")
+        )
+    };
     Some((
         saved,
         format!(
-            "its THP run's events: {huge_faults} huge faults at {} each (2 MiB zeroed), {b_small} 4 KiB faults against {} without; no term prices its {splits} splits or {stalls} compaction stalls; its {collapses} collapses are khugepaged's CPU, not the program's{scope}",
+            "its THP run's events: {huge_faults} huge faults at {} each (2 MiB zeroed), {b_small} 4 KiB faults against {} without; no term prices its {splits} splits or {stalls} compaction stalls; its {collapses} collapses are khugepaged's CPU, not the program's{calls}{scope}",
             human_ns(huge),
             a.minor_faults
         ),
@@ -224,7 +237,12 @@ mod tests {
         };
         b.thp.insert("thp_fault_alloc".into(), 100);
         b.thp.insert("thp_split_pmd".into(), 7);
+        b.memory_calls.insert("madvise".into(), 40);
         let (saved, why) = explained(&a, &b, &units()).unwrap();
+        assert!(
+            why.contains("madvise 40 calls with THP against 0 without"),
+            "{why}"
+        );
         // 10000 x 1 us - (500 x 1 us + 100 x 60 us) = 3.5 ms
         assert!((saved - 3.5e6).abs() < 1.0, "{saved}");
         assert!(why.contains("7 splits"), "{why}");
