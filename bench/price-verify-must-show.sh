@@ -13,8 +13,10 @@
 #   4. A costlab killed with kill -9 while it had the THP mode set to always, and the next
 #      costlab command putting it back.
 #
+# Usage: sudo bench/price-verify-must-show.sh     (RUNS=5 rounds, LIVE=268435456 bytes of
+# live Go heap, COSTLAB=target/release/costlab, OUT=folder for the full outputs)
 # Run as root (BPF, the THP mode) on a quiet machine: never beside a build or another
-# benchmark. About 10-15 minutes. The unit costs come from the history (COSTLAB_DB, or a
+# benchmark. About 15-25 minutes. The unit costs come from the history (COSTLAB_DB, or a
 # fresh one in a temporary folder measured first with `costlab cost`). Each section's full
 # output is kept in $OUT (printed at the end); the lines that answer the must-show are echoed.
 set -euo pipefail
@@ -22,6 +24,7 @@ cd "$(dirname "$0")/.."
 B=${COSTLAB:-target/release/costlab}
 RUNS=${RUNS:-5}
 LIVE=${LIVE:-268435456}
+PREP=${PREP:-}   # e.g. PREP=--quick: a quicker `cost` and `gc` first (a smoke run, not the figures)
 for tool in bpftrace go gcc; do
     command -v "$tool" >/dev/null || { echo "price-verify: needs $tool (scripts/install-deps.sh)" >&2; exit 2; }
 done
@@ -32,8 +35,11 @@ OUT=${OUT:-$W}
 export COSTLAB_DB=${COSTLAB_DB:-$W/h.db}
 echo "THP mode now: $(cat /sys/kernel/mm/transparent_hugepage/enabled)"
 
-# The unit costs the models use (fault-4k, fault-thp and the rest), measured once, fully.
-"$B" cost >/dev/null 2>&1 || true
+# The unit costs the models use (fault-4k, fault-thp and the rest), measured once, fully;
+# and the gc lab's headroom curve for Go, which the GOGC model before the fix scaled (GOGC
+# 100 to 400 needs headrooms 1 to 4).
+"$B" cost $PREP >/dev/null 2>&1 || true
+"$B" gc $PREP --headroom 1,2,4 --samples 3 --live "$((LIVE >> 20))M" >/dev/null 2>&1 || true
 
 (cd gcbench && go build -o "$W/gcbench" .)
 gcc -O2 -o "$W/malloc" bench/price-verify/malloc.c
