@@ -76,8 +76,8 @@ pub struct Setup {
     pub env: Vec<(String, String)>,
     /// CPUs to pin the program to (sched_setaffinity before exec); empty: free.
     pub cpus: Vec<usize>,
-    /// Interleave its memory over every node (set_mempolicy before exec).
-    pub interleave: bool,
+    /// Interleave its memory over these nodes (a set_mempolicy mask, before exec); 0: local.
+    pub interleave: u64,
     /// Ask the Go runtime for its GC trace (both sides of a Go trial ask).
     pub gctrace: bool,
 }
@@ -136,9 +136,8 @@ pub fn run_once(
             if pin && libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
-            if interleave {
-                // Every node of a 64-bit mask: the kernel takes the online ones.
-                let mask: u64 = u64::MAX;
+            if interleave != 0 {
+                let mask: u64 = interleave;
                 const MPOL_INTERLEAVE: libc::c_long = 3;
                 if libc::syscall(
                     libc::SYS_set_mempolicy,

@@ -345,12 +345,16 @@ fn plan(inp: &Inputs, go: bool, base: &Setup, probe: &RunMeasure) -> (Vec<Trial>
         before: None,
         after: After::Nothing,
     });
-    if remedy::memory_nodes() >= 2 {
+    let nodes = remedy::memory_nodes();
+    if nodes.len() >= 2 {
         trials.push(Trial {
             what: "numa-policy",
-            remedy: "interleave".into(),
+            remedy: format!(
+                "interleave over nodes {}",
+                costlab_core::measure::cpus::format_cpu_list(&nodes)
+            ),
             setup: Setup {
-                interleave: true,
+                interleave: remedy::node_mask(&nodes),
                 ..base.clone()
             },
             thp_always: false,

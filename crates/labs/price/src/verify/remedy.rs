@@ -46,13 +46,22 @@ pub fn pin_set() -> Vec<usize> {
     }
 }
 
-/// The NUMA nodes that have memory.
-pub fn memory_nodes() -> usize {
+/// The NUMA nodes that have memory (node 0 alone where the kernel does not say).
+pub fn memory_nodes() -> Vec<usize> {
     let root = PathBuf::from("/sys/devices/system/node");
-    match std::fs::read_to_string(root.join("has_memory")) {
-        Ok(t) => costlab_core::measure::cpus::parse_cpu_list(&t).map_or(1, |v| v.len().max(1)),
-        Err(_) => 1,
-    }
+    std::fs::read_to_string(root.join("has_memory"))
+        .ok()
+        .and_then(|t| costlab_core::measure::cpus::parse_cpu_list(&t).ok())
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| vec![0])
+}
+
+/// The nodes as set_mempolicy's mask (the first 64 nodes).
+pub fn node_mask(nodes: &[usize]) -> u64 {
+    nodes
+        .iter()
+        .filter(|n| **n < 64)
+        .fold(0, |m, n| m | (1u64 << n))
 }
 
 /// The 2 MiB pages a heap of `bytes` needs, with a margin for the allocator's own.
@@ -69,6 +78,13 @@ mod tests {
         assert_eq!(pool_pages(0), 16);
         assert_eq!(pool_pages(1), 17);
         assert_eq!(pool_pages(256 << 20), 128 + 16);
+    }
+
+    #[test]
+    fn the_interleave_mask_has_a_bit_per_node() {
+        assert_eq!(node_mask(&[0, 1]), 0b11);
+        assert_eq!(node_mask(&[1, 3, 70]), 0b1010);
+        assert!(!memory_nodes().is_empty());
     }
 
     #[test]
