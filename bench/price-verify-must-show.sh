@@ -47,7 +47,7 @@ gcc -O2 -pthread -o "$W/twothreads" bench/price-verify/twothreads.c
 
 show() { # the trial's lines: each what-if's verdict line and the lines under it
     grep -E '^(thp|go-gogc|gomemlimit|glibc-hugetlb|pin|numa-policy|uring-batch) \(|^  ' "$1" \
-        | grep -v -E '^  [~!] ' || true
+        | grep -v -E '^  ([~!] |\()' || true
 }
 
 echo

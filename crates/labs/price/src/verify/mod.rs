@@ -644,10 +644,15 @@ fn judge_trial(
     }
     match v {
         Verdict::Confirmed => lines.push(format!(
-            "  advice: {} saves {} of {} time here",
+            "  advice: {} saves {} of {} time here{}",
             t.remedy,
             span(&measured),
-            t.of.word()
+            t.of.word(),
+            if t.of == Of::Cpu {
+                String::new()
+            } else {
+                format!(" (CPU in all: {})", field(|m| m.cpu_usage_ns))
+            }
         )),
         Verdict::SizeOff => lines.push(format!(
             "  not advice: it saves, but not what the model says (measured {})",
