@@ -200,6 +200,25 @@ fn a_small_verify_tries_each_remedy_and_puts_the_thp_mode_back() {
         .find(|l| l.starts_with("what-if thp (THP always): A "))
         .unwrap_or_else(|| panic!("no thp verdict line in {text}"));
     assert!(line.contains(", B "), "{line}");
+
+    // The report's price section: the trial's predicted saving beside the measured one.
+    let report = dir.path().join("report");
+    let out = common::costlab_db(&db, &["report", a, "--out-dir", report.to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(report.join("index.html")).unwrap();
+    assert!(
+        html.contains("what-ifs tried on dd"),
+        "no trial model in the report"
+    );
+    assert!(
+        html.contains("what=thp remedy=THP always verdict="),
+        "no thp point in the report"
+    );
 }
 
 #[test]
