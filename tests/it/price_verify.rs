@@ -310,3 +310,61 @@ fn a_costlab_killed_while_thp_was_changed_leaves_it_for_the_next_command_to_put_
         let _ = std::fs::remove_dir(&cg);
     }
 }
+
+#[test]
+fn ctrl_c_while_thp_was_changed_puts_it_back_and_stores_the_rounds_that_ran() {
+    let name = "ctrl_c_while_thp_was_changed_puts_it_back_and_stores_the_rounds_that_ran";
+    if let Some(why) = thp_unavailable() {
+        return skip::skipped_unless_ci(name, &why);
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let before = thp_mode().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let child = Command::new(env!("CARGO_BIN_EXE_costlab"))
+        .args([
+            "price",
+            "--verify",
+            "--runs",
+            "20",
+            "--quick",
+            "--samples",
+            "3",
+            "--",
+            "sh",
+            "-c",
+            "dd if=/dev/zero of=/dev/null bs=8M count=1 2>/dev/null; sleep 1",
+        ])
+        .env("COSTLAB_DB", &db)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while thp_mode().as_deref() != Some("always") && t0.elapsed() < Duration::from_secs(180) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let changed = thp_mode().as_deref() == Some("always");
+    // SAFETY: a plain kill(2) of the test's own child, by its pid: costlab alone gets the
+    // SIGINT (its program, in its own cgroup, runs on to its end).
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        changed,
+        "costlab price --verify never set the THP mode to always: {err}"
+    );
+    assert_eq!(
+        thp_mode().as_deref(),
+        Some(before.as_str()),
+        "put back: {err}"
+    );
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("(incomplete: interrupted)"), "{err}");
+    assert!(err.contains("note: --verify was cut short: "), "{err}");
+    let h = common::costlab_db(&db, &["history"]);
+    assert!(
+        String::from_utf8_lossy(&h.stdout).contains(" price "),
+        "stored"
+    );
+}
