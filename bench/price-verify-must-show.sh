@@ -46,7 +46,7 @@ gcc -O2 -o "$W/malloc" bench/price-verify/malloc.c
 gcc -O2 -pthread -o "$W/twothreads" bench/price-verify/twothreads.c
 
 show() { # the trial's lines: each what-if's verdict line and the lines under it
-    grep -E '^(thp|go-gogc|gomemlimit|glibc-hugetlb|pin|numa-policy|uring-batch) \(|^  ' "$1" \
+    grep -E '^what-ifs tried over|^(thp|go-gogc|gomemlimit|glibc-hugetlb|pin|numa-policy|uring-batch) \(|^  ' "$1" \
         | grep -v -E '^  ([~!] |\()' || true
 }
 

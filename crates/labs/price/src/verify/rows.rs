@@ -52,8 +52,24 @@ pub fn push(o: &mut Outcome, tried: &[Tried], cmd: &str) {
         name: format!("what-ifs tried on {cmd}"),
         params: serde_json::Map::new(),
         points,
-        verdict: tried.iter().flat_map(|t| t.lines.clone()).collect(),
+        verdict: std::iter::once(tally(tried))
+            .chain(tried.iter().flat_map(|t| t.lines.clone()))
+            .collect(),
     });
+}
+
+/// One line: how many what-ifs each verdict took.
+fn tally(tried: &[Tried]) -> String {
+    let count = |v: Verdict| tried.iter().filter(|t| t.verdict == v).count();
+    let pairs = tried.iter().map(|t| t.measured.len()).max().unwrap_or(0);
+    format!(
+        "what-ifs tried over {pairs} pairs: {} confirmed, {} refuted, {} level, {} size-off; {} not tried",
+        count(Verdict::Confirmed),
+        count(Verdict::Refuted),
+        count(Verdict::Level),
+        count(Verdict::SizeOff),
+        count(Verdict::NotTried)
+    )
 }
 
 /// Whether a stored row is a tried what-if's measured saving.
@@ -157,6 +173,10 @@ mod tests {
         assert!(o.results.iter().all(|r| r.metric != "rate_change"));
         assert_eq!(o.models[0].points[0].measured, -375e6);
         assert_eq!(refuted_lines(&o.results).len(), 1);
+        assert_eq!(
+            o.models[0].verdict[0],
+            "what-ifs tried over 2 pairs: 0 confirmed, 1 refuted, 0 level, 0 size-off; 0 not tried"
+        );
         assert!(refuted_lines(&o.results)[0].starts_with("what-if thp (THP always) refuted"));
     }
 
