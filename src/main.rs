@@ -327,7 +327,9 @@ fn emit(
 
 /// `--strict`: every figure that is not ok is an error, one line each, exit 3.
 fn strict_check(strict: bool, rows: &[costlab_history::report::ResultRow]) -> Result<()> {
-    let lines = costlab_history::report::verdict::not_ok_lines(rows);
+    let mut lines = costlab_history::report::verdict::not_ok_lines(rows);
+    // A what-if its trial refuted (price --verify) fails --strict like a figure not ok.
+    lines.extend(costlab_price::verify::rows::refuted_lines(rows));
     if !strict || lines.is_empty() {
         return Ok(());
     }

@@ -100,6 +100,10 @@ pub fn compare(db: Option<&Path>, args: &CompareArgs) -> Result<()> {
     // With the JSON on stdout, the table goes to stderr so stdout stays parseable.
     let json_stdout = args.json.as_deref() == Some("-");
     let mut text = costlab_history::report::compare::render(&c, &a, &b);
+    // Two verified prices: each what-if's verdict in both.
+    for l in costlab_price::verify::rows::compare_lines(&da, &db_) {
+        text.push_str(&format!("{l}\n"));
+    }
     let differ = compare::machine_differences(&da.machine, &db_.machine);
     if let Some((ma, mb)) = compare::other_machine(&da.machine, &db_.machine) {
         text.push_str(&format!(

@@ -27,6 +27,7 @@ mod pin;
 mod price;
 mod price_chart;
 mod price_measured;
+mod price_verify;
 mod prometheus;
 mod remote_loaders;
 mod report;

@@ -19,6 +19,31 @@ pub fn check_runs(args: &PriceArgs) -> Result<()> {
     Ok(())
 }
 
+/// `--verify` runs the command it tries; `--rate` and `--reserve-hugepages` serve it only.
+pub fn check_verify(args: &PriceArgs) -> Result<()> {
+    if args.verify && (args.pid.is_some() || args.from.is_some()) {
+        let flag = if args.pid.is_some() {
+            "--pid"
+        } else {
+            "--from"
+        };
+        return Err(usage(format!(
+            "--verify with {flag}: a trial runs the command itself; give it after --, like costlab price --verify -- ./prog"
+        )));
+    }
+    for (set, flag) in [
+        (args.rate.is_some(), "--rate"),
+        (args.reserve_hugepages, "--reserve-hugepages"),
+    ] {
+        if set && !args.verify {
+            return Err(usage(format!(
+                "{flag} is for a trial: add --verify, like costlab price --verify {flag} ... -- ./prog"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// `--save-counts FILE` must be writable before counting starts: its folder exists and it is
 /// not a folder itself.
 pub fn check_writable(p: &Path) -> Result<()> {
@@ -65,6 +90,30 @@ mod tests {
             ..Default::default()
         };
         assert!(check_runs(&args).is_ok());
+    }
+
+    #[test]
+    fn verify_takes_a_command_and_its_flags_need_it() {
+        let mut args = PriceArgs {
+            verify: true,
+            pid: Some(1),
+            ..Default::default()
+        };
+        let e = check_verify(&args).unwrap_err();
+        assert!(
+            is_usage(&e) && e.to_string().starts_with("--verify with --pid"),
+            "{e}"
+        );
+        args.pid = None;
+        assert!(check_verify(&args).is_ok());
+        args.verify = false;
+        args.reserve_hugepages = true;
+        let e = check_verify(&args).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("--reserve-hugepages is for a trial"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -42,6 +42,20 @@ pub struct PriceArgs {
     /// CPU time at the kernel's transitions, no samples
     #[arg(long)]
     pub count_only: bool,
+    /// Try each what-if whose remedy can be set from outside the program (GOGC, GOMEMLIMIT,
+    /// glibc's hugetlb tunable, the THP mode, pinning, NUMA interleave): --runs rounds of the
+    /// program as it is and with each remedy, interleaved, and the saving measured beside the
+    /// one predicted, with a verdict
+    #[arg(long)]
+    pub verify: bool,
+    /// With --verify: a pattern for the program's own throughput in its output (a regular
+    /// expression; its first group, or the whole match, is the number; the last match counts)
+    #[arg(long, value_name = "REGEX")]
+    pub rate: Option<String>,
+    /// With --verify: reserve a 2 MiB hugetlb pool for glibc's hugetlb=2 trial (given back
+    /// after, through the restore journal)
+    #[arg(long)]
+    pub reserve_hugepages: bool,
     #[command(flatten)]
     pub common: Common,
     /// The command to count and price, after `--`

@@ -20,6 +20,7 @@ mod source;
 mod times;
 pub mod tracecost;
 mod units;
+pub mod verify;
 
 use std::path::Path;
 
@@ -48,6 +49,8 @@ const TRACING_PAIRS: usize = 7;
 /// `costlab price`: count, look up or measure the unit costs, price, check.
 pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
     argcheck::check_runs(args)?;
+    argcheck::check_verify(args)?;
+    verify::rate_pattern(args.rate.as_deref())?;
     // Bad input is found before anything runs: the machine --on names, the --from file, the
     // --save-counts path.
     let on = match &args.on {
@@ -97,8 +100,26 @@ pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
     if let Some(smp) = &counts.samples {
         samples::push_rows(&mut o, smp, cmdline);
     }
-    let what_ifs = what_ifs(counts, &units, counted.go_gc, cpu.as_ref(), &mut o);
-    let mut model = check(&mut o, &priced, &times, cmdline, &what_ifs, split);
+    let what_ifs = what_ifs(counts, &units, &counted, &times, cpu.as_ref(), &mut o);
+    let tried = match args.verify && !costlab_core::measure::cancel::requested() {
+        true => Some(try_what_ifs(args, counts, &units, &what_ifs, &mut o)?),
+        false => None,
+    };
+    // A what-if its trial did not confirm is never printed as advice.
+    let advice: Vec<pricing::WhatIf> = what_ifs
+        .iter()
+        .filter(|w| {
+            tried.as_ref().is_none_or(|t| {
+                let same: Vec<&verify::Tried> = t
+                    .iter()
+                    .filter(|x| x.what == w.what && x.verdict != verify::verdict::Verdict::NotTried)
+                    .collect();
+                same.is_empty() || same.iter().any(|x| x.verdict.advice())
+            })
+        })
+        .cloned()
+        .collect();
+    let mut model = check(&mut o, &priced, &times, cmdline, &advice, split);
     if let (Some(s), Some(lines)) = (split, &measured) {
         model
             .verdict
@@ -124,7 +145,44 @@ pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
     }
     rows::push_what_if_rows(&mut o, &what_ifs, cmdline);
     o.models.push(model);
+    if let Some(t) = &tried {
+        verify::rows::push(&mut o, t, cmdline);
+    }
     Ok(o)
+}
+
+/// `--verify`: each what-if whose remedy can be set from outside, tried in --runs rounds.
+fn try_what_ifs(
+    args: &PriceArgs,
+    counts: &count::Counts,
+    units: &Units,
+    what_ifs: &[pricing::WhatIf],
+    o: &mut Outcome,
+) -> Result<Vec<verify::Tried>> {
+    let path = count::program(&args.command)?;
+    let pairs = if args.runs < 2 {
+        let n = if args.common.quick { 2 } else { 3 };
+        o.notes.push(format!(
+            "--verify with --runs {}: {n} rounds (a spread needs more than one pair)",
+            args.runs
+        ));
+        n
+    } else {
+        args.runs
+    };
+    verify::verify(
+        &verify::Inputs {
+            path: &path,
+            argv: &args.command,
+            counts,
+            units,
+            what_ifs,
+            pairs,
+            rate: args.rate.as_deref(),
+            reserve_hugepages: args.reserve_hugepages,
+        },
+        &mut o.notes,
+    )
 }
 
 /// `--save-counts`: what was counted, with this machine and the untraced times, to price
@@ -145,18 +203,24 @@ fn save_counts(p: &Path, counted: &source::Counted, ctx: &Ctx, o: &mut Outcome) 
     Ok(())
 }
 
-/// What would change with THP, io_uring and (for a Go program) another GOGC.
+/// What would change with THP, io_uring and (for a Go program) another GOGC. A model that
+/// cannot know (THP for a program that returns memory) withdraws itself in a note.
 fn what_ifs(
     counts: &count::Counts,
     units: &Units,
-    go_gc: Option<Option<f64>>,
+    counted: &source::Counted,
+    times: &[Times],
     cpu: Option<&Summary>,
     o: &mut Outcome,
 ) -> Vec<pricing::WhatIf> {
-    let go_what_if = match (go_gc, cpu) {
+    let go_what_if = match (counted.go_gc, cpu) {
         (Some(Some(share)), Some(cpu)) => {
             let gogc = gowhatif::gogc(std::env::var("GOGC").ok().as_deref());
-            gogc.and_then(|g| gowhatif::go_what_if(share, g, cpu, units))
+            gogc.and_then(|g| {
+                let wall = Summary::of(&times.iter().map(|t| t.wall_ns).collect::<Vec<_>>());
+                verify::gogc::what_if(share, g, cpu, wall.map(|w| w.median), &counted.go_cycles)
+                    .or_else(|| gowhatif::go_what_if(share, g, cpu, units))
+            })
         }
         (Some(None), _) => {
             o.notes.push(
@@ -166,14 +230,21 @@ fn what_ifs(
         }
         _ => None,
     };
-    [
-        pricing::thp_what_if(counts, units),
-        pricing::uring_what_if(counts, units),
-        go_what_if,
-    ]
-    .into_iter()
-    .flatten()
-    .collect()
+    let thp = match verify::thp::predict(counts, units, counted.go_gc.is_some()) {
+        verify::thp::Prediction::Saves(..) => pricing::thp_what_if(counts, units),
+        verify::thp::Prediction::Withdrawn(why) => {
+            if pricing::thp_what_if(counts, units).is_some() {
+                o.notes.push(format!(
+                    "what if THP: withdrawn, {why}; try it with costlab price --verify"
+                ));
+            }
+            None
+        }
+    };
+    [thp, pricing::uring_what_if(counts, units), go_what_if]
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 /// `--on`: the same counts priced at `machine`'s stored unit costs, as rows with the case key
@@ -394,7 +465,7 @@ impl Lab for PriceLab {
         vec![costlab_lab::args::command::<PriceArgs>(
             "price",
             "What a program costs here: its syscalls, faults and switches counted in the kernel, priced at the unit costs measured on this machine, checked against its system time",
-            "Examples:\n  costlab price -- tar czf /tmp/x.tgz /usr/share/doc\n  costlab price --runs 3 --json price.json -- dd if=/dev/zero of=/dev/null bs=512 count=2M\n  costlab price --pid 1234 --duration 5s",
+            "Examples:\n  costlab price -- tar czf /tmp/x.tgz /usr/share/doc\n  costlab price --verify --runs 5 --rate '([0-9.]+) ops/s' -- ./server-bench\n  costlab price --runs 3 --json price.json -- dd if=/dev/zero of=/dev/null bs=512 count=2M\n  costlab price --pid 1234 --duration 5s",
         )]
     }
     fn invoke(&self, _name: &str, m: &clap::ArgMatches) -> Result<costlab_lab::Invocation> {

@@ -29,6 +29,8 @@ pub struct Counted {
     pub untraced: Vec<Times>,
     /// A Go program's GC share from its runtime (Some(None): Go, but no GC cycle ran).
     pub go_gc: Option<Option<f64>>,
+    /// A Go program's GC cycles as its runtime traced them (the first untraced run's).
+    pub go_cycles: Vec<crate::verify::gogc::Cycle>,
 }
 
 /// The source of counts: --from first, then --pid, then the command after `--`.
@@ -75,6 +77,7 @@ fn from_saved(args: &PriceArgs, s: &SavedCounts, o: &mut Outcome) -> Counted {
         cmdline: s.command.clone(),
         untraced,
         go_gc: None,
+        go_cycles: Vec::new(),
     }
 }
 
@@ -92,6 +95,7 @@ fn from_pid(args: &PriceArgs, pid: u32) -> Result<Counted> {
         cmdline: format!("--pid {pid}"),
         untraced: Vec::new(),
         go_gc: None,
+        go_cycles: Vec::new(),
     })
 }
 
@@ -103,16 +107,18 @@ fn from_command(args: &PriceArgs, ctx: &Ctx) -> Result<Counted> {
         .store(c.exit_status, std::sync::atomic::Ordering::Relaxed);
     let path = count::program(&args.command)?;
     let mut go_gc = None;
+    let mut go_cycles = Vec::new();
     let mut runs = Vec::new();
     // Ctrl-C reached the program too: price what it did until then, from its own run.
     if !args.once && !costlab_core::measure::cancel::requested() {
-        runs = untraced_runs(args, &path, &mut go_gc)?;
+        runs = untraced_runs(args, &path, &mut go_gc, &mut go_cycles)?;
     }
     Ok(Counted {
         counts: c,
         cmdline: costlab_history::store::redact(&args.command.join(" ")),
         untraced: runs,
         go_gc,
+        go_cycles,
     })
 }
 
@@ -122,6 +128,7 @@ fn untraced_runs(
     args: &PriceArgs,
     path: &Path,
     go_gc: &mut Option<Option<f64>>,
+    go_cycles: &mut Vec<crate::verify::gogc::Cycle>,
 ) -> Result<Vec<Times>> {
     let mut runs = Vec::new();
     let go = gowhatif::is_go_program(path);
@@ -138,6 +145,7 @@ fn untraced_runs(
             let text = std::fs::read_to_string(&at).unwrap_or_default();
             let _ = std::fs::remove_file(&at);
             *go_gc = Some(gowhatif::gctrace_share(&text));
+            *go_cycles = crate::verify::gogc::cycles(&text);
         }
     }
     Ok(runs)

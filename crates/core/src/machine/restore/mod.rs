@@ -58,6 +58,26 @@ pub fn read_setting(path: &Path) -> Result<String> {
 /// in notes ("2M hugepage pool").
 pub fn change_setting(path: &Path, value: &str, what: &str) -> Result<SettingGuard> {
     let old = read_setting(path)?;
+    change_from(path, old, value, what)
+}
+
+/// The chosen word of a sysfs choice file (`always [madvise] never` -> `madvise`); the text
+/// itself when it has no bracketed word.
+pub fn chosen(text: &str) -> String {
+    text.split_whitespace()
+        .find_map(|w| w.strip_prefix('[').and_then(|w| w.strip_suffix(']')))
+        .unwrap_or(text.trim())
+        .to_string()
+}
+
+/// Set a sysfs choice file (the THP mode: `always [madvise] never`) to `value`, remembering
+/// the chosen word, which is what writing it back takes.
+pub fn change_choice(path: &Path, value: &str, what: &str) -> Result<SettingGuard> {
+    let old = chosen(&read_setting(path)?);
+    change_from(path, old, value, what)
+}
+
+fn change_from(path: &Path, old: String, value: &str, what: &str) -> Result<SettingGuard> {
     let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     // On disk before the change: after a SIGKILL the next costlab restores it.
     journal::record(id, path, &old, value, what)
@@ -224,6 +244,22 @@ mod tests {
         std::fs::write(&b, "8").unwrap();
         drop(g);
         assert_eq!(read_setting(&b).unwrap(), "8");
+    }
+
+    #[test]
+    fn a_choice_file_is_restored_to_its_chosen_word() {
+        assert_eq!(chosen("always [madvise] never"), "madvise");
+        assert_eq!(chosen("512"), "512");
+        let dir = tempfile::tempdir().unwrap();
+        let thp = dir.path().join("enabled");
+        std::fs::write(&thp, "always [madvise] never\n").unwrap();
+        let g = change_choice(&thp, "always", "THP mode").unwrap();
+        assert_eq!(read_setting(&thp).unwrap(), "always");
+        assert_eq!(
+            g.restore().as_deref(),
+            Some("THP mode: restored to madvise")
+        );
+        assert_eq!(read_setting(&thp).unwrap(), "madvise");
     }
 
     #[test]

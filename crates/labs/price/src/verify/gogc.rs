@@ -1,0 +1,323 @@
+//! The GOGC and GOMEMLIMIT model, from the program's own GC trace: each cycle's CPU (the
+//! `ms cpu` part of a gctrace line: assists, background and idle mark workers, the pauses
+//! times P), the heap at its start and its live heap after. The program's allocation is
+//! replayed against another heap goal, with each cycle costing what a cycle of that live heap
+//! cost here (a fixed part plus a part per live MiB, fitted to its own cycles), and the
+//! program's measured GC CPU is scaled by the replay's ratio.
+//!
+//! What it leaves out, said with its figure: the sweep's and the allocator's work outside the
+//! cycles, idle mark workers that fill more idle CPU when the mark runs longer, and a heap
+//! that grows past what the trace saw.
+
+/// One GC cycle as the runtime's gctrace printed it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Cycle {
+    /// CPU of the cycle, ns (the `ms cpu` fields summed).
+    pub cpu_ns: f64,
+    /// Heap at the cycle's start, at its end, and live after it, MiB.
+    pub start_mb: f64,
+    pub end_mb: f64,
+    pub live_mb: f64,
+}
+
+/// The cycles of a gctrace text (`gc 3 @0.1s 4%: ... ms clock, 0.1+0.2/0.3/0.4+0.05 ms cpu,
+/// 4->5->2 MB, 5 MB goal, ...`); lines it cannot read are skipped.
+pub fn cycles(stderr: &str) -> Vec<Cycle> {
+    stderr.lines().filter_map(cycle).collect()
+}
+
+fn cycle(line: &str) -> Option<Cycle> {
+    line.strip_prefix("gc ")?;
+    let (_, rest) = line.split_once("ms clock, ")?;
+    let (cpu, rest) = rest.split_once(" ms cpu, ")?;
+    let cpu_ms: f64 = cpu
+        .split(['+', '/'])
+        .map(|x| x.trim().parse::<f64>().ok())
+        .sum::<Option<f64>>()?;
+    let heap = rest.split_whitespace().next()?;
+    let mut h = heap.split("->").map(|x| x.parse::<f64>().ok());
+    Some(Cycle {
+        cpu_ns: cpu_ms * 1e6,
+        start_mb: h.next()??,
+        end_mb: h.next()??,
+        live_mb: h.next()??,
+    })
+}
+
+/// The heap goal a runtime sets after a cycle with `live` MiB marked.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Goal {
+    /// GOGC=g: live x (1 + g/100), at least the runtime's 4 MiB x g/100.
+    Gogc(f64),
+    /// GOGC=off with a memory limit of this many MiB of heap.
+    Limit(f64),
+}
+
+impl Goal {
+    fn after(self, live: f64) -> f64 {
+        match self {
+            Goal::Gogc(g) => (live * (1.0 + g / 100.0)).max(4.0 * g / 100.0),
+            Goal::Limit(l) => l.max(live + 1.0),
+        }
+    }
+}
+
+/// Each cycle's cost as `fixed + per_mb x live`, least squares over the program's own cycles;
+/// a flat mean where the live heap did not vary (or the slope came out negative).
+pub fn fit(cycles: &[Cycle]) -> (f64, f64) {
+    let n = cycles.len() as f64;
+    if n == 0.0 {
+        return (0.0, 0.0);
+    }
+    let mx = cycles.iter().map(|c| c.live_mb).sum::<f64>() / n;
+    let my = cycles.iter().map(|c| c.cpu_ns).sum::<f64>() / n;
+    let sxx: f64 = cycles.iter().map(|c| (c.live_mb - mx).powi(2)).sum();
+    let sxy: f64 = cycles
+        .iter()
+        .map(|c| (c.live_mb - mx) * (c.cpu_ns - my))
+        .sum();
+    if sxx <= 0.0 || sxy <= 0.0 {
+        return (my, 0.0);
+    }
+    let slope = sxy / sxx;
+    let fixed = my - slope * mx;
+    if fixed < 0.0 {
+        return (0.0, my / mx.max(1e-9));
+    }
+    (fixed, slope)
+}
+
+/// The program's allocation as the trace shows it: (allocated MiB so far, live MiB) at each
+/// cycle, and the total.
+fn allocation(cycles: &[Cycle]) -> (Vec<(f64, f64)>, f64) {
+    let mut a = 0.0;
+    let mut prev_live = 0.0;
+    let mut curve = Vec::new();
+    for c in cycles {
+        a += (c.start_mb - prev_live).max(0.0);
+        curve.push((a, c.live_mb));
+        prev_live = c.live_mb;
+    }
+    let total = a + cycles
+        .last()
+        .map_or(0.0, |c| (c.end_mb - c.start_mb).max(0.0));
+    (curve, total)
+}
+
+/// The live heap after `a` MiB allocated: the trace's, linear between its cycles.
+fn live_at(curve: &[(f64, f64)], a: f64) -> f64 {
+    match curve.iter().position(|(x, _)| *x >= a) {
+        Some(0) => curve[0].1 * (a / curve[0].0.max(1e-9)).min(1.0),
+        Some(i) => {
+            let ((x0, y0), (x1, y1)) = (curve[i - 1], curve[i]);
+            y0 + (y1 - y0) * (a - x0) / (x1 - x0).max(1e-9)
+        }
+        None => curve.last().map_or(0.0, |c| c.1),
+    }
+}
+
+/// The GC CPU (ns) of the program's allocation replayed under `goal`, and its cycles.
+pub fn replay(cycles: &[Cycle], goal: Goal) -> (f64, usize) {
+    let (fixed, per_mb) = fit(cycles);
+    let (curve, total) = allocation(cycles);
+    let (mut a, mut live, mut cpu, mut n) = (0.0, 0.0, 0.0, 0);
+    while n < 1_000_000 {
+        let room = (goal.after(live) - live).max(0.01);
+        a += room;
+        if a > total {
+            break;
+        }
+        live = live_at(&curve, a);
+        cpu += fixed + per_mb * live;
+        n += 1;
+    }
+    (cpu, n)
+}
+
+/// The predicted GC CPU under `to`, ns: the measured `gc_ns` (at `from`) scaled by the
+/// replay's ratio. None with fewer than two cycles to learn from, or a replay of none.
+pub fn predict(cycles: &[Cycle], gc_ns: f64, from: Goal, to: Goal) -> Option<f64> {
+    if cycles.len() < 2 {
+        return None;
+    }
+    let (now, _) = replay(cycles, from);
+    let (then, _) = replay(cycles, to);
+    (now > 0.0).then(|| gc_ns * then / now)
+}
+
+/// The program's GC CPU, ns: its cycles' CPU summed.
+pub fn gc_cpu(cycles: &[Cycle]) -> f64 {
+    cycles.iter().map(|c| c.cpu_ns).sum()
+}
+
+/// The largest heap the trace saw, MiB.
+pub fn peak_heap(cycles: &[Cycle]) -> f64 {
+    cycles
+        .iter()
+        .map(|c| c.end_mb.max(c.start_mb))
+        .fold(0.0, f64::max)
+}
+
+/// GOGC 2x and 4x from the program's own GC trace (`verify::gogc`): its cycles replayed at
+/// each, the GC's share of its CPU scaled by the replay, and the wall time and throughput
+/// that the CPU saved would give at the CPUs it kept busy. None with fewer than two cycles.
+pub fn what_if(
+    share_pct: f64,
+    gogc: f64,
+    cpu: &costlab_core::measure::Summary,
+    wall_ns: Option<f64>,
+    cycles: &[Cycle],
+) -> Option<crate::pricing::WhatIf> {
+    let gc_ns = cpu.median * share_pct / 100.0;
+    // The wall time the CPU saved would give back at the CPUs the program kept busy, and the
+    // throughput of the same work in that time.
+    let busy = wall_ns.filter(|w| *w > 0.0).map(|w| (cpu.median / w, w));
+    let mut parts = Vec::new();
+    let mut saved_2x = None;
+    for k in [2.0, 4.0] {
+        let then = predict(cycles, gc_ns, Goal::Gogc(gogc), Goal::Gogc(gogc * k))?;
+        let saved = gc_ns - then;
+        let throughput = busy.map_or(String::new(), |(b, w)| {
+            let wall_saved = saved / b.max(1e-9);
+            format!(
+                ", throughput {:+.0}% if its {b:.2} busy CPUs were its limit",
+                (w / (w - wall_saved).max(1.0) - 1.0) * 100.0
+            )
+        });
+        parts.push(format!(
+            "GOGC={:.0}: ~{:.1}% ({} less CPU{throughput})",
+            gogc * k,
+            share_pct * then / gc_ns.max(1.0),
+            costlab_core::measure::units::human_ns(saved)
+        ));
+        saved_2x.get_or_insert(saved);
+    }
+    let saved = saved_2x?;
+    Some(crate::pricing::WhatIf {
+        what: "go-gogc",
+        from: "its runtime's gctrace".into(),
+        saved: vec![saved],
+        after: 0,
+        text: format!(
+            "a Go program: its GC took {share_pct:.1}% of its CPU at GOGC={gogc:.0} over {} cycles (its runtime's gctrace); its cycles replayed at another heap goal give {}; less where it waited rather than computed; leaves out the sweep's and allocator's work outside the cycles",
+            cycles.len(),
+            parts.join(", ")
+        ),
+        rows: Vec::new(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TRACE: &str = "gc 1 @0.004s 3%: 0.009+0.39+0.005 ms clock, 0.019+0.10/0.33/0.19+0.010 ms cpu, 3->4->1 MB, 4 MB goal, 0 MB stacks, 0 MB globals, 2 P\n\
+        some output\n\
+        gc 2 @0.010s 4%: 0.010+1.0+0.004 ms clock, 0.020+0.5/1.0/0.5+0.008 ms cpu, 4->5->2 MB, 4 MB goal, 0 MB stacks, 0 MB globals, 2 P (forced)\n";
+
+    #[test]
+    fn a_gctrace_line_gives_the_cycles_cpu_and_heap() {
+        let c = cycles(TRACE);
+        assert_eq!(c.len(), 2);
+        assert!((c[0].cpu_ns - 0.649e6).abs() < 1.0, "{:?}", c[0]);
+        assert_eq!((c[0].start_mb, c[0].end_mb, c[0].live_mb), (3.0, 4.0, 1.0));
+        assert!((c[1].cpu_ns - 2.028e6).abs() < 1.0);
+        assert!(cycles("gc 1 @0.1s 2%: garbled\n").is_empty());
+    }
+
+    /// A steady program: 100 MiB live, 50 cycles at GOGC=100, 1 ms + 0.1 ms per live MiB each.
+    fn steady() -> Vec<Cycle> {
+        (0..50)
+            .map(|_| Cycle {
+                cpu_ns: 1e6 + 0.1e6 * 100.0,
+                start_mb: 200.0,
+                end_mb: 201.0,
+                live_mb: 100.0,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_steady_heap_at_twice_the_gogc_takes_half_the_cycles() {
+        let c = steady();
+        let (_, n1) = replay(&c, Goal::Gogc(100.0));
+        let (_, n2) = replay(&c, Goal::Gogc(200.0));
+        // The runtime's first cycles come at its 4 MiB minimum heap, at either GOGC.
+        assert!((n1 as f64 / n2 as f64 - 2.0).abs() < 0.2, "{n1} {n2}");
+        let gc = gc_cpu(&c);
+        let p = predict(&c, gc, Goal::Gogc(100.0), Goal::Gogc(200.0)).unwrap();
+        assert!((p / gc - 0.5).abs() < 0.06, "{}", p / gc);
+        // A limit of 4x the live heap with GOGC=off: room of 300 MiB a cycle, a third of them.
+        let l = predict(&c, gc, Goal::Gogc(100.0), Goal::Limit(400.0)).unwrap();
+        assert!((l / gc - 1.0 / 3.0).abs() < 0.08, "{}", l / gc);
+    }
+
+    #[test]
+    fn a_growing_heap_is_replayed_cycle_for_cycle() {
+        // The live heap grows from 4 to 256 MiB: the early cycles come with the growth.
+        let mut c = Vec::new();
+        let mut live: f64 = 2.0;
+        while live < 256.0 {
+            let start = (live * 2.0).max(4.0);
+            live = (live * 1.6).min(256.0);
+            c.push(Cycle {
+                cpu_ns: 0.5e6 + 0.05e6 * live,
+                start_mb: start,
+                end_mb: start,
+                live_mb: live,
+            });
+        }
+        for _ in 0..5 {
+            c.push(Cycle {
+                cpu_ns: 0.5e6 + 0.05e6 * 256.0,
+                start_mb: 512.0,
+                end_mb: 512.0,
+                live_mb: 256.0,
+            });
+        }
+        // Replayed at the GOGC it ran with, the trace gives back its own cycles.
+        let (_, n) = replay(&c, Goal::Gogc(100.0));
+        assert!(n.abs_diff(c.len()) <= 2, "{n} of {}", c.len());
+        let gc = gc_cpu(&c);
+        let p = predict(&c, gc, Goal::Gogc(100.0), Goal::Gogc(200.0)).unwrap();
+        assert!(p / gc > 0.3 && p / gc < 0.7, "{}", p / gc);
+        assert!(predict(&c[..1], gc, Goal::Gogc(100.0), Goal::Gogc(200.0)).is_none());
+    }
+
+    #[test]
+    fn the_plain_what_if_replays_the_trace_at_2x_and_4x() {
+        let cpu = costlab_core::measure::Summary::of(&[1e9]).unwrap();
+        let w = what_if(20.0, 100.0, &cpu, Some(1e9), &steady()).unwrap();
+        assert_eq!(w.what, "go-gogc");
+        // 20% of 1 s is GC; at GOGC=200 about half of it goes.
+        assert!((w.saved[0] - 100e6).abs() < 15e6, "{:?}", w.saved);
+        assert!(
+            w.text.contains("GOGC=200: ~") && w.text.contains("GOGC=400: ~"),
+            "{}",
+            w.text
+        );
+        // 100 ms less of 1 s on one busy CPU: the same work in 0.9 s, 11% more throughput.
+        assert!(
+            w.text.contains("throughput +11% if its 1.00 busy CPUs"),
+            "{}",
+            w.text
+        );
+        assert!(what_if(20.0, 100.0, &cpu, None, &steady()[..1]).is_none());
+    }
+
+    #[test]
+    fn the_fit_is_a_fixed_part_and_a_part_per_live_mib() {
+        let c: Vec<Cycle> = [10.0, 20.0, 40.0]
+            .iter()
+            .map(|&l| Cycle {
+                cpu_ns: 2.0 + 3.0 * l,
+                start_mb: 2.0 * l,
+                end_mb: 2.0 * l,
+                live_mb: l,
+            })
+            .collect();
+        let (f, s) = fit(&c);
+        assert!((f - 2.0).abs() < 1e-6 && (s - 3.0).abs() < 1e-6, "{f} {s}");
+        assert_eq!(fit(&steady()), (11e6, 0.0));
+    }
+}

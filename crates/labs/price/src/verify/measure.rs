@@ -1,0 +1,328 @@
+//! One run of the program for a trial, and what it cost: the CPU of its own cgroup (cpu.stat),
+//! its faults (the tree's rusage), the machine's THP events over the run (/proc/vmstat, or the
+//! cgroup's memory.stat where the memory controller is on), its wall time, its printed rate
+//! and, for Go, its runtime's own GC CPU fraction.
+//!
+//! `RunMeasure` is the one seam a finer split (the measured classes of `price`) replaces: a
+//! trial judges only the fields named here.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+
+use crate::count::Cgroup;
+use crate::verify::gogc::{self, Cycle};
+use costlab_core::error::usage;
+
+/// The calls that map and return memory, counted on every run.
+pub const MEMORY_CALLS: [&str; 4] = ["mmap", "munmap", "madvise", "brk"];
+
+/// The THP events read over a run: the kernel's vmstat names.
+pub const THP_EVENTS: [&str; 7] = [
+    "thp_fault_alloc",
+    "thp_fault_fallback",
+    "thp_split_page",
+    "thp_split_pmd",
+    "thp_collapse_alloc",
+    "thp_deferred_split_page",
+    "compact_stall",
+];
+
+/// What one run cost.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunMeasure {
+    /// The cgroup's cpu.stat usage_usec: the precise CPU total of the run's tree, ns.
+    pub cpu_usage_ns: f64,
+    /// Its user and system parts (tick-sampled), ns.
+    pub user_ns: f64,
+    pub system_ns: f64,
+    pub wall_ns: f64,
+    pub minor_faults: u64,
+    pub major_faults: u64,
+    /// The largest resident set of the tree, bytes.
+    pub max_rss: u64,
+    /// THP events over the run by vmstat name (see `thp_scope`).
+    pub thp: BTreeMap<String, u64>,
+    /// Where `thp` was read: "cgroup" (this run's) or "machine" (every process's).
+    pub thp_scope: &'static str,
+    /// The number `--rate` found in the program's output.
+    pub rate: Option<f64>,
+    /// A Go program's GC CPU fraction since its start, % (its last gctrace line).
+    pub go_gc_cpu_fraction: Option<f64>,
+    /// A Go program's GC cycles, as its gctrace printed them.
+    pub go_cycles: Vec<Cycle>,
+    /// The calls that map and return memory (mmap, munmap, madvise, brk), counted by costlab's
+    /// BPF syscall counter on the run's cgroup; empty where it could not attach.
+    pub memory_calls: BTreeMap<String, u64>,
+    pub exit_status: i32,
+}
+
+impl RunMeasure {
+    pub fn thp_event(&self, name: &str) -> u64 {
+        self.thp.get(name).copied().unwrap_or(0)
+    }
+
+    pub fn calls(&self, name: &str) -> u64 {
+        self.memory_calls.get(name).copied().unwrap_or(0)
+    }
+}
+
+/// How a run is started: its environment, CPUs and memory policy on top of the program's.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Setup {
+    pub env: Vec<(String, String)>,
+    /// CPUs to pin the program to (sched_setaffinity before exec); empty: free.
+    pub cpus: Vec<usize>,
+    /// Interleave its memory over these nodes (a set_mempolicy mask, before exec); 0: local.
+    pub interleave: u64,
+    /// Ask the Go runtime for its GC trace (both sides of a Go trial ask).
+    pub gctrace: bool,
+}
+
+/// Run `argv` (resolved to `path`) once under `setup`, in a cgroup of its own, and measure it.
+pub fn run_once(
+    path: &Path,
+    argv: &[String],
+    setup: &Setup,
+    rate: Option<&regex_lite::Regex>,
+) -> Result<RunMeasure> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let cg = Cgroup::create()?;
+    let out_path = scratch("out");
+    let err_path = scratch("err");
+    let out = std::fs::File::create(&out_path).context("creating the run's output file")?;
+    let err = std::fs::File::create(&err_path).context("creating the run's error file")?;
+    let mut cmd = Command::new(path);
+    cmd.args(&argv[1..])
+        .arg0(&argv[0])
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err);
+    for (k, v) in &setup.env {
+        cmd.env(k, v);
+    }
+    if setup.gctrace {
+        let godebug = match std::env::var("GODEBUG") {
+            Ok(v) if !v.is_empty() => format!("{v},gctrace=1"),
+            _ => "gctrace=1".to_string(),
+        };
+        cmd.env("GODEBUG", godebug);
+    }
+    let procs = std::fs::OpenOptions::new()
+        .write(true)
+        .open(cg.dir.join("cgroup.procs"))
+        .with_context(|| format!("opening {}/cgroup.procs", cg.dir.display()))?;
+    let fd = procs.as_raw_fd();
+    // SAFETY: an all-zero cpu_set_t is the empty set; CPU_SET writes inside it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in &setup.cpus {
+        // SAFETY: `set` is a valid cpu_set_t; CPU_SET ignores CPUs beyond its size.
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    let pin = !setup.cpus.is_empty();
+    let interleave = setup.interleave;
+    // SAFETY: the hook runs in the forked child before exec and makes only raw syscalls
+    // (write, sched_setaffinity, set_mempolicy), which are async-signal-safe; every buffer
+    // it reads was made before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if pin && libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if interleave != 0 {
+                let mask: u64 = interleave;
+                const MPOL_INTERLEAVE: libc::c_long = 3;
+                if libc::syscall(
+                    libc::SYS_set_mempolicy,
+                    MPOL_INTERLEAVE,
+                    &mask as *const u64,
+                    64 as libc::c_ulong,
+                ) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    // Both sides of a trial are counted alike: the counter's own cost cancels in a pair.
+    let counter = crate::bpf::cgroup_id(&cg.dir)
+        .and_then(|id| crate::bpf::SyscallCounter::attach(crate::bpf::Whose::Cgroup(id)))
+        .ok();
+    let before = thp_now(&cg.dir);
+    let t0 = Instant::now();
+    let child = cmd.spawn().map_err(|e| {
+        usage(format!(
+            "cannot start '{}': {e}; give a program this user may run",
+            argv[0]
+        ))
+    })?;
+    drop(procs);
+    let pid = child.id() as i32;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid out buffer; reaping our own child.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        while libc::wait4(pid, &mut status, 0, &mut ru) < 0
+            && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+        {}
+        ru
+    };
+    let wall = t0.elapsed();
+    // The child is reaped: std must not wait for it again.
+    std::mem::forget(child);
+    let after = thp_now(&cg.dir);
+    let memory_calls = counter
+        .and_then(|c| c.read().ok())
+        .map(|ids| {
+            let names = crate::count::syscall_names(Path::new("/"));
+            crate::count::named(&ids, &names)
+                .into_iter()
+                .filter(|(k, _)| MEMORY_CALLS.contains(&k.as_str()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let stat = std::fs::read_to_string(cg.dir.join("cpu.stat")).unwrap_or_default();
+    let field = |name: &str| cpu_stat_field(&stat, name).map_or(0.0, |us| us as f64 * 1e3);
+    let out_text = std::fs::read_to_string(&out_path).unwrap_or_default();
+    let err_text = std::fs::read_to_string(&err_path).unwrap_or_default();
+    let _ = std::fs::remove_file(&out_path);
+    let _ = std::fs::remove_file(&err_path);
+    let exit_status = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else if libc::WIFSIGNALED(status) {
+        128 + libc::WTERMSIG(status)
+    } else {
+        1
+    };
+    let (thp, thp_scope) = match (before, after) {
+        (Some((b, scope)), Some((a, _))) => (delta(&b, &a), scope),
+        _ => (BTreeMap::new(), "none"),
+    };
+    Ok(RunMeasure {
+        cpu_usage_ns: field("usage_usec"),
+        user_ns: field("user_usec"),
+        system_ns: field("system_usec"),
+        wall_ns: wall.as_nanos() as f64,
+        minor_faults: ru.ru_minflt as u64,
+        major_faults: ru.ru_majflt as u64,
+        max_rss: ru.ru_maxrss as u64 * 1024,
+        thp,
+        thp_scope,
+        rate: rate.and_then(|re| rate_in(re, &format!("{out_text}\n{err_text}"))),
+        go_gc_cpu_fraction: setup
+            .gctrace
+            .then(|| crate::gowhatif::gctrace_share(&err_text))
+            .flatten(),
+        go_cycles: if setup.gctrace {
+            gogc::cycles(&err_text)
+        } else {
+            Vec::new()
+        },
+        memory_calls,
+        exit_status,
+    })
+}
+
+fn scratch(what: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("costlab-verify-{}-{what}", std::process::id()))
+}
+
+/// A cpu.stat field (`usage_usec 1234`).
+pub fn cpu_stat_field(text: &str, name: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(' ')?;
+        (k == name).then(|| v.trim().parse().ok())?
+    })
+}
+
+/// The THP events now: the cgroup's memory.stat when it has them, else the machine's vmstat.
+fn thp_now(cg: &Path) -> Option<(BTreeMap<String, u64>, &'static str)> {
+    if let Ok(text) = std::fs::read_to_string(cg.join("memory.stat")) {
+        let m = events_of(&text);
+        if m.contains_key("thp_fault_alloc") {
+            return Some((m, "cgroup"));
+        }
+    }
+    let text = std::fs::read_to_string("/proc/vmstat").ok()?;
+    Some((events_of(&text), "machine"))
+}
+
+/// The THP events of a `name value` text (memory.stat, /proc/vmstat).
+pub fn events_of(text: &str) -> BTreeMap<String, u64> {
+    text.lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            THP_EVENTS
+                .contains(&k)
+                .then(|| Some((k.to_string(), v.trim().parse().ok()?)))?
+        })
+        .collect()
+}
+
+fn delta(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    after
+        .iter()
+        .map(|(k, a)| {
+            (
+                k.clone(),
+                a.saturating_sub(before.get(k).copied().unwrap_or(0)),
+            )
+        })
+        .collect()
+}
+
+/// The program's rate: the last match of `re` in its output, its first group if it has one.
+pub fn rate_in(re: &regex_lite::Regex, text: &str) -> Option<f64> {
+    let c = re.captures_iter(text).last()?;
+    let m = c.get(1).or_else(|| c.get(0))?;
+    let s = m.as_str().trim();
+    s.parse::<f64>().ok().or_else(|| {
+        // A number inside the match: its first run of digits, dots and a sign.
+        let start = s.find(|ch: char| ch.is_ascii_digit())?;
+        let num: String = s[start..]
+            .chars()
+            .take_while(|ch| ch.is_ascii_digit() || *ch == '.')
+            .collect();
+        num.parse().ok()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_stat_and_thp_events_are_read_by_name() {
+        let stat = "usage_usec 1500\nuser_usec 1000\nsystem_usec 500\nnr_periods 0\n";
+        assert_eq!(cpu_stat_field(stat, "usage_usec"), Some(1500));
+        assert_eq!(cpu_stat_field(stat, "system_usec"), Some(500));
+        assert_eq!(cpu_stat_field(stat, "nice_usec"), None);
+        let vm = "nr_free_pages 5\nthp_fault_alloc 31266\nthp_split_page 2\ncompact_stall 0\n";
+        let m = events_of(vm);
+        assert_eq!(m.len(), 3);
+        assert_eq!(m["thp_fault_alloc"], 31266);
+        let later = events_of("thp_fault_alloc 31300\nthp_split_page 2\ncompact_stall 1\n");
+        let d = delta(&m, &later);
+        assert_eq!(d["thp_fault_alloc"], 34);
+        assert_eq!(d["thp_split_page"], 0);
+        assert_eq!(d["compact_stall"], 1);
+    }
+
+    #[test]
+    fn the_rate_is_the_last_match_and_its_first_group() {
+        let re = regex_lite::Regex::new(r"(\d+(?:\.\d+)?) ops/s").unwrap();
+        let out = "warm up\n1200 ops/s\n1350.5 ops/s\ndone\n";
+        assert_eq!(rate_in(&re, out), Some(1350.5));
+        let whole = regex_lite::Regex::new(r"rate=\S+").unwrap();
+        assert_eq!(rate_in(&whole, "rate=42.5\n"), Some(42.5));
+        assert_eq!(rate_in(&re, "nothing\n"), None);
+    }
+}

@@ -1,0 +1,370 @@
+//! `costlab price --verify`: bad input, a small trial end to end (its rows, its verdicts, the
+//! THP mode put back, `compare` of two trials), and a costlab killed with SIGKILL while the
+//! THP mode was changed, put back by the next costlab command. Counting needs root and
+//! bpftrace; changing the THP mode needs root and THP: those tests say why they skip. None
+//! asserts a time.
+
+use crate::common::{self, skip};
+
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use costlab_price::count;
+
+const THP: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
+
+/// Runs that may change the THP mode, one at a time (price's own tests mount tracefs too).
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_line_exit_2(out: &Output, what: &str) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "{what}: {err}");
+    assert_eq!(err.trim().lines().count(), 1, "{what}: one line: {err}");
+    assert!(!err.contains("panicked"), "{what}: {err}");
+    err
+}
+
+#[test]
+fn verify_bad_input_exits_2_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let out = common::costlab_db(&db, &["price", "--verify", "--rate", "([0-9", "--", "true"]);
+    let err = one_line_exit_2(&out, "a bad --rate");
+    assert!(
+        err.contains("--rate ([0-9: not a regular expression"),
+        "{err}"
+    );
+    let out = common::costlab_db(&db, &["price", "--rate", "x", "--", "true"]);
+    let err = one_line_exit_2(&out, "--rate without --verify");
+    assert!(err.contains("--verify"), "{err}");
+    let out = common::costlab_db(&db, &["price", "--reserve-hugepages", "--", "true"]);
+    one_line_exit_2(&out, "--reserve-hugepages without --verify");
+    let out = common::costlab_db(&db, &["price", "--verify", "--pid", "1"]);
+    let err = one_line_exit_2(&out, "--verify --pid");
+    assert!(err.starts_with("costlab: --verify with --pid"), "{err}");
+    let out = common::costlab_db(&db, &["price", "--verify", "--", "no-such-command-costlab"]);
+    let err = one_line_exit_2(&out, "no such command");
+    assert!(err.contains("no such command"), "{err}");
+    let h = common::costlab_db(&db, &["history"]);
+    assert!(!String::from_utf8_lossy(&h.stdout).contains("price"));
+}
+
+fn thp_mode() -> Option<String> {
+    std::fs::read_to_string(THP)
+        .ok()
+        .map(|t| costlab_core::machine::restore::chosen(&t))
+}
+
+/// Why a trial of the THP mode cannot run here, or None.
+fn thp_unavailable() -> Option<String> {
+    if let Some(why) = count::unavailable() {
+        return Some(why);
+    }
+    match thp_mode().as_deref() {
+        None => Some("no transparent huge pages in this kernel".into()),
+        Some("always") => Some("THP is already always: there is no change to try".into()),
+        _ => None,
+    }
+}
+
+fn verified(db: &std::path::Path) -> serde_json::Value {
+    let out = common::costlab_db(
+        db,
+        &[
+            "price",
+            "--verify",
+            "--runs",
+            "2",
+            "--quick",
+            "--samples",
+            "3",
+            "--rate",
+            r"([0-9.]+) [kMG]?B/s",
+            "--json",
+            "-",
+            "--",
+            "dd",
+            "if=/dev/zero",
+            "of=/dev/null",
+            "bs=4M",
+            "count=2",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("costlab: verify: round 2/2"), "{err}");
+    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+}
+
+#[test]
+fn a_small_verify_tries_each_remedy_and_puts_the_thp_mode_back() {
+    let name = "a_small_verify_tries_each_remedy_and_puts_the_thp_mode_back";
+    if let Some(why) = thp_unavailable() {
+        return skip::skipped_unless_ci(name, &why);
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let before = thp_mode();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let doc = verified(&db);
+    assert_eq!(thp_mode(), before, "the THP mode is put back");
+    let rows: Vec<&serde_json::Value> = doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["lab"] == "price" && r["case"].get("verdict").is_some())
+        .collect();
+    let verdicts = ["confirmed", "refuted", "level", "size-off", "not-tried"];
+    for r in &rows {
+        assert!(
+            verdicts.contains(&r["case"]["verdict"].as_str().unwrap()),
+            "{r}"
+        );
+        assert!(
+            r["case"]["what"].is_string() && r["case"]["command"].is_string(),
+            "{r}"
+        );
+    }
+    let measured = |what: &str| {
+        rows.iter()
+            .find(|r| r["case"]["what"] == what && r["metric"] == "measured_saved")
+            .unwrap_or_else(|| panic!("no measured_saved for {what}: {rows:?}"))
+    };
+    // dd's 4 MiB buffer: about a thousand faults, so THP is tried; and pinning always is.
+    for what in ["thp", "pin"] {
+        let m = measured(what);
+        assert_eq!(m["unit"], "ns");
+        assert_eq!(
+            m["samples"].as_array().unwrap().len(),
+            2,
+            "one per pair: {m}"
+        );
+    }
+    assert_eq!(measured("thp")["case"]["of"], "kernel");
+    // THP's model predicts a size: its `saved` row holds the prediction's bounds.
+    let saved = rows
+        .iter()
+        .find(|r| r["case"]["what"] == "thp" && r["metric"] == "saved")
+        .expect("a predicted saving for thp");
+    assert_eq!(saved["samples"].as_array().unwrap().len(), 3);
+    // dd prints its rate: a change per pair.
+    assert!(
+        rows.iter().any(|r| r["metric"] == "rate_change"),
+        "{rows:?}"
+    );
+    // The trial's model: predicted beside measured, and its lines.
+    let model = doc["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"].as_str().unwrap().starts_with("what-ifs tried"))
+        .expect("the trial's model");
+    assert!(
+        model["points"].as_array().is_some_and(|p| !p.is_empty()),
+        "{model}"
+    );
+    let lines: Vec<&str> = model["verdict"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("thp (THP always): predicted saving")),
+        "{lines:?}"
+    );
+    // One node here or two: NUMA is tried or said not to be.
+    assert!(
+        lines.iter().any(|l| l.starts_with("numa-policy")),
+        "{lines:?}"
+    );
+
+    // A second trial, and compare shows each what-if's verdict in both.
+    let again = verified(&db);
+    let (a, b) = (
+        doc["run"]["id"].as_str().unwrap(),
+        again["run"]["id"].as_str().unwrap(),
+    );
+    let out = common::costlab_db(&db, &["compare", a, b]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("what-if thp (THP always): A "))
+        .unwrap_or_else(|| panic!("no thp verdict line in {text}"));
+    assert!(line.contains(", B "), "{line}");
+
+    // The report's price section: the trial's predicted saving beside the measured one.
+    let report = dir.path().join("report");
+    let out = common::costlab_db(&db, &["report", a, "--out-dir", report.to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(report.join("index.html")).unwrap();
+    assert!(
+        html.contains("what-ifs tried on dd"),
+        "no trial model in the report"
+    );
+    assert!(
+        html.contains("what=thp remedy=THP always verdict="),
+        "no thp point in the report"
+    );
+}
+
+#[test]
+fn a_costlab_killed_while_thp_was_changed_leaves_it_for_the_next_command_to_put_back() {
+    let name = "a_costlab_killed_while_thp_was_changed_leaves_it_for_the_next_command_to_put_back";
+    if let Some(why) = thp_unavailable() {
+        return skip::skipped_unless_ci(name, &why);
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let before = thp_mode().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    // Its own journal: no other costlab in this suite recovers (and reports) it first.
+    let journal = dir.path().join("journal");
+    // The program is slow on purpose: each run sleeps, so a run with THP changed lasts
+    // long enough to be killed in.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_costlab"))
+        .args([
+            "price",
+            "--verify",
+            "--runs",
+            "20",
+            "--quick",
+            "--samples",
+            "3",
+            "--",
+            "sh",
+            "-c",
+            "dd if=/dev/zero of=/dev/null bs=8M count=1 2>/dev/null; sleep 2",
+        ])
+        .env("COSTLAB_DB", &db)
+        .env("COSTLAB_JOURNAL_DIR", &journal)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while thp_mode().as_deref() != Some("always") && t0.elapsed() < Duration::from_secs(180) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let changed = thp_mode().as_deref() == Some("always");
+    let pid = child.id();
+    child.kill().unwrap(); // SIGKILL: no guard runs
+    child.wait().unwrap();
+    assert!(
+        changed,
+        "costlab price --verify never set the THP mode to always"
+    );
+    assert_eq!(
+        thp_mode().as_deref(),
+        Some("always"),
+        "a SIGKILL runs no guard: the mode stays until the next command"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_costlab"))
+        .arg("history")
+        .env("COSTLAB_DB", &db)
+        .env("COSTLAB_JOURNAL_DIR", &journal)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        thp_mode().as_deref(),
+        Some(before.as_str()),
+        "put back: {err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "THP mode (price --verify): restored to {before} (left at always by costlab pid {pid}"
+        )),
+        "{err}"
+    );
+    // Its program was left running in the killed run's cgroup: end it by its pids.
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let own = own
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .unwrap_or("/");
+    if let Some(root) = count::mount_point(&mounts, "cgroup2") {
+        let cg = root
+            .join(own.trim_start_matches('/'))
+            .join(format!("costlab-price-{pid}"));
+        let procs = std::fs::read_to_string(cg.join("cgroup.procs")).unwrap_or_default();
+        for p in procs.lines().filter_map(|p| p.trim().parse::<i32>().ok()) {
+            // SAFETY: a plain kill(2) of the test's own orphaned program, by its pid.
+            unsafe { libc::kill(p, libc::SIGKILL) };
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        let _ = std::fs::remove_dir(&cg);
+    }
+}
+
+#[test]
+fn ctrl_c_while_thp_was_changed_puts_it_back_and_stores_the_rounds_that_ran() {
+    let name = "ctrl_c_while_thp_was_changed_puts_it_back_and_stores_the_rounds_that_ran";
+    if let Some(why) = thp_unavailable() {
+        return skip::skipped_unless_ci(name, &why);
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let before = thp_mode().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let child = Command::new(env!("CARGO_BIN_EXE_costlab"))
+        .args([
+            "price",
+            "--verify",
+            "--runs",
+            "20",
+            "--quick",
+            "--samples",
+            "3",
+            "--",
+            "sh",
+            "-c",
+            "dd if=/dev/zero of=/dev/null bs=8M count=1 2>/dev/null; sleep 1",
+        ])
+        .env("COSTLAB_DB", &db)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while thp_mode().as_deref() != Some("always") && t0.elapsed() < Duration::from_secs(180) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let changed = thp_mode().as_deref() == Some("always");
+    // SAFETY: a plain kill(2) of the test's own child, by its pid: costlab alone gets the
+    // SIGINT (its program, in its own cgroup, runs on to its end).
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        changed,
+        "costlab price --verify never set the THP mode to always: {err}"
+    );
+    assert_eq!(
+        thp_mode().as_deref(),
+        Some(before.as_str()),
+        "put back: {err}"
+    );
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("(incomplete: interrupted)"), "{err}");
+    assert!(err.contains("note: --verify was cut short: "), "{err}");
+    let h = common::costlab_db(&db, &["history"]);
+    assert!(
+        String::from_utf8_lossy(&h.stdout).contains(" price "),
+        "stored"
+    );
+}
