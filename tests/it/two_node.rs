@@ -7,69 +7,11 @@
 //! busybox-static, virtme-ng in /opt/virtme-ng). Skips, saying why, where the guest cannot
 //! boot; fails instead when CI=true.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
 use serde_json::Value;
 
+use crate::common::guest::{self, json_in, section, Boot};
+
 const BIN: &str = env!("CARGO_BIN_EXE_costlab");
-
-fn vng() -> Option<PathBuf> {
-    let opt = PathBuf::from("/opt/virtme-ng/bin/vng");
-    if opt.exists() {
-        return Some(opt);
-    }
-    std::env::var_os("PATH").and_then(|p| {
-        std::env::split_paths(&p)
-            .map(|d| d.join("vng"))
-            .find(|f| f.exists())
-    })
-}
-
-fn kernel() -> Option<PathBuf> {
-    let mut k: Vec<PathBuf> = std::fs::read_dir("/boot")
-        .ok()?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("vmlinuz-"))
-        })
-        .collect();
-    k.sort();
-    k.pop()
-}
-
-fn on_path(cmd: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {cmd}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-/// Why the guest cannot be booted here, or None.
-fn cannot_boot() -> Option<String> {
-    if vng().is_none() {
-        return Some(
-            "no vng (pip install virtme-ng into /opt/virtme-ng; scripts/install-deps.sh does)"
-                .into(),
-        );
-    }
-    if kernel().is_none() {
-        return Some("no /boot/vmlinuz-* (apt-get install linux-image-amd64)".into());
-    }
-    for (cmd, pkg) in [
-        ("qemu-system-x86_64", "qemu-system-x86"),
-        ("busybox", "busybox-static"),
-        ("numactl", "numactl"),
-    ] {
-        if !on_path(cmd) {
-            return Some(format!("no {cmd} (apt-get install {pkg})"));
-        }
-    }
-    None
-}
 
 /// The guest's script: each command's JSON between markers.
 fn script() -> String {
@@ -81,20 +23,6 @@ fn script() -> String {
          echo '==interleave'; numactl --interleave=0,1 {BIN} numa-maps --self --json - 2>/dev/null; \
          echo '==balancing'; cat /proc/sys/kernel/numa_balancing; echo '==end'"
     )
-}
-
-/// The text between `==name` and the next marker line.
-fn section<'a>(out: &'a str, name: &str) -> Option<&'a str> {
-    let start = out.find(&format!("=={name}\n"))? + name.len() + 3;
-    let rest = &out[start..];
-    let end = rest.find("\n==").map_or(rest.len(), |i| i + 1);
-    Some(&rest[..end])
-}
-
-fn json_in(text: &str) -> Value {
-    let from = text.find('{').expect("no JSON in the section");
-    let to = text.rfind('}').expect("no JSON end in the section");
-    serde_json::from_str(&text[from..=to]).expect("the section's JSON parses")
 }
 
 /// MiB of anonymous memory per node from a numa-maps document.
@@ -115,42 +43,32 @@ fn anon_by_node(doc: &Value) -> Vec<(u64, f64)> {
 
 #[test]
 fn costlab_on_an_emulated_two_node_machine() {
-    if let Some(why) = cannot_boot() {
+    if let Some(why) = guest::cannot_boot(&[("numactl", "numactl")]) {
         crate::common::skip::skipped_unless_ci("two_node", &why);
         return;
     }
-    let (vng, kernel) = (vng().unwrap(), kernel().unwrap());
-    let bin_dir = vng.parent().unwrap_or(Path::new("/")).to_path_buf();
-    let path = format!(
-        "{}:{}",
-        bin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let mut cmd = Command::new("timeout");
-    cmd.arg("600")
-        .arg(&vng)
-        .arg("--run")
-        .arg(&kernel)
-        .args(["--disable-kvm", "--cpus", "2", "--memory", "2G"])
-        .args(["--numa", "1G,cpus=0", "--numa", "1G,cpus=1"])
-        .arg("--exec")
-        .arg(script())
-        .env("PATH", path);
+    let options = ["--cpus", "2", "--memory", "2G"]
+        .into_iter()
+        .chain(["--numa", "1G,cpus=0", "--numa", "1G,cpus=1"])
+        .map(String::from)
+        .collect();
     let started = std::time::Instant::now();
-    let out = cmd.output().expect("running vng");
-    let stdout = String::from_utf8_lossy(&out.stdout).replace('\r', "");
+    let (stdout, out) = guest::boot(&Boot {
+        options,
+        script: &script(),
+        timeout_s: 600,
+    });
     let stderr = String::from_utf8_lossy(&out.stderr);
     eprintln!(
         "two_node: guest ran in {:.0} s",
         started.elapsed().as_secs_f64()
     );
     if section(&stdout, "machine").is_none() {
-        let tail: String = stderr.lines().rev().take(5).collect::<Vec<_>>().join(" | ");
         crate::common::skip::skipped_unless_ci(
             "two_node",
             &format!(
-                "the guest did not boot or run costlab (status {:?}): {tail}",
-                out.status.code()
+                "the guest did not boot or run costlab ({})",
+                guest::stderr_tail(&out)
             ),
         );
         return;

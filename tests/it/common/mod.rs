@@ -131,6 +131,7 @@ pub fn is_root() -> bool {
 
 pub mod daemon;
 pub mod fake;
+pub mod guest;
 pub mod pg;
 pub mod skip;
 
