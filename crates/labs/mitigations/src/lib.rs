@@ -225,8 +225,8 @@ pub fn run_plan(plan: &Plan, offers: &[Offer]) -> Result<Outcome> {
                     progress::note(&format!("{what}: echo servers"));
                     match run_echo(&exe, db.path(), plan, control, state) {
                         Ok(o) => echo = o,
-                        Err(e) if costlab_core::measure::cancel::requested() => return Err(e),
                         Err(e) => {
+                            costlab_core::measure::cancel::check()?;
                             echo_failed = Some(costlab_core::error::one_line(&e));
                         }
                     }
@@ -313,6 +313,8 @@ fn run_child(
         )
     })?;
     if !out.status.success() {
+        // Ctrl-C reached the child too: the run stops as interrupted, not as failed.
+        costlab_core::measure::cancel::check()?;
         bail!(
             "costlab mitigations child ({} {}) failed: {}",
             control.name(),
