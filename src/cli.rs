@@ -144,7 +144,7 @@ pub struct RunArgs {
     /// Each lab's full plan (minutes)
     #[arg(long)]
     pub full: bool,
-    /// Only these labs, a comma list (mem,syscall,cost,echo,share,cpu,gc,numa,zerocopy,pin: registry order)
+    /// Only these labs, a comma list (mem,syscall,cost,echo,mitigations,share,cpu,gc,numa,zerocopy,pin: registry order)
     #[arg(long, value_name = "LIST")]
     pub labs: Option<String>,
     /// Write index.html and results.json in this directory [default:

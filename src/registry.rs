@@ -13,6 +13,7 @@ pub fn all() -> Vec<Box<dyn Lab>> {
         Box::new(costlab_syscall::SyscallLab),
         Box::new(costlab_cost::CostLab),
         Box::new(costlab_echo::EchoLab),
+        Box::new(costlab_mitigations::MitigationsLab),
         Box::new(costlab_share::ShareLab),
         Box::new(costlab_cpu::CpuLab),
         Box::new(costlab_gc::GcLab),

@@ -12,7 +12,7 @@ use costlab_core::model::Doc;
 use costlab_core::model::LabSheet;
 use costlab_history::report::{export, html};
 
-use costlab_history::analysis::compare;
+use costlab_history::analysis::{compare, mitigations};
 use costlab_history::store::open_existing;
 
 pub fn history(db: Option<&Path>, args: &HistoryArgs) -> Result<()> {
@@ -120,13 +120,22 @@ pub fn compare(db: Option<&Path>, args: &CompareArgs) -> Result<()> {
             differ.join(", ")
         ));
     }
+    // Two boots of one machine, one with `mitigations=off`: name what differs and what it
+    // moved (s, w, t(n), the echo model's crossover).
+    let mitigations = mitigations::mitigation_difference(&da, &db_, &c);
+    for line in costlab_history::report::compare::mitigation_lines(&mitigations) {
+        text.push_str(&line);
+        text.push('\n');
+    }
     if json_stdout {
         eprint!("{text}");
     } else {
         print!("{text}");
     }
     if let Some(dest) = &args.json {
-        costlab_history::report::json::write_value(dest, &c.to_json(&a, &b))?;
+        let mut j = c.to_json(&a, &b);
+        j["mitigations"] = mitigations.to_json();
+        costlab_history::report::json::write_value(dest, &j)?;
     }
     fail_on(args.fail_on, &c)
 }

@@ -22,6 +22,7 @@ mod layers;
 mod machine_cli;
 mod machine_fixtures;
 mod mem;
+mod mitigations;
 mod numa;
 mod pin;
 mod price;

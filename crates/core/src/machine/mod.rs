@@ -14,6 +14,7 @@ pub mod numa;
 pub mod pages;
 pub mod restore;
 pub mod security;
+pub mod speculation;
 pub mod sysfs;
 
 use std::path::Path;

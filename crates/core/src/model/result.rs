@@ -34,6 +34,9 @@ pub struct ResultRow {
     pub metric: String,
     pub unit: String,
     pub summary: Summary,
+    /// A sample that is not a number (a repetition that served no request has no latency)
+    /// is written as null, and reads back as NaN: every document costlab writes reads back.
+    #[serde(deserialize_with = "samples_read")]
     pub samples: Vec<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counters: Option<BTreeMap<String, f64>>,
@@ -50,6 +53,17 @@ pub struct ResultRow {
     /// Why the verdict is not ok, one sentence each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub quality_reasons: Vec<String>,
+}
+
+fn samples_read<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
+    let v: Vec<Option<f64>> = Deserialize::deserialize(d)?;
+    Ok(v.into_iter().map(|x| x.unwrap_or(f64::NAN)).collect())
+}
+
+/// Samples stored as a JSON array (the history's column), nulls read as NaN as in a document.
+pub fn samples_from_json(text: &str) -> serde_json::Result<Vec<f64>> {
+    let v: Vec<Option<f64>> = serde_json::from_str(text)?;
+    Ok(v.into_iter().map(|x| x.unwrap_or(f64::NAN)).collect())
 }
 
 impl ResultRow {
@@ -241,6 +255,31 @@ pub struct Headline {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sample_that_is_not_a_number_is_written_as_null_and_reads_back() {
+        let mut o = Outcome::default();
+        o.push(
+            "echo",
+            crate::case! {"engine" => "uring"},
+            "p50",
+            "us",
+            vec![f64::NAN, 12.5],
+        );
+        let run = RunInfo {
+            id: "x".into(),
+            started: "2026-11-26T08:00:00Z".into(),
+            costlab: "0".into(),
+            command: "costlab echo".into(),
+            complete: true,
+        };
+        let text = serde_json::to_string(&Doc::new(run, Value::Null, o)).unwrap();
+        assert!(text.contains("\"samples\":[null,12.5]"), "{text}");
+        let back = Doc::from_json(&text).unwrap();
+        let s = &back.results[0].samples;
+        assert!(s[0].is_nan() && s[1] == 12.5);
+        assert_eq!(back.results[0].summary.median, 12.5);
+    }
 
     #[test]
     fn rows_round_trip_and_keep_case_order() {

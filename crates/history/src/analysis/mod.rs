@@ -3,5 +3,6 @@
 //! change points, `trend`). Data in, verdicts out: it reads no history and draws nothing.
 
 pub mod compare;
+pub mod mitigations;
 pub mod mwu;
 pub mod trend;

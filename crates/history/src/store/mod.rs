@@ -374,7 +374,8 @@ impl Store {
                 metric: text(&r[2]),
                 unit: text(&r[3]),
                 summary: serde_json::from_str(&text(&r[4])).map_err(|e| bad_json("summary", e))?,
-                samples: serde_json::from_str(&text(&r[5])).map_err(|e| bad_json("samples", e))?,
+                samples: costlab_core::model::result::samples_from_json(&text(&r[5]))
+                    .map_err(|e| bad_json("samples", e))?,
                 counters: r[6]
                     .text()
                     .map(|c| serde_json::from_str(&c))
