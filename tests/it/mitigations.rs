@@ -269,24 +269,26 @@ fn an_emulated_machine_booted_with_and_without_mitigations_off_is_compared() {
     let started = std::time::Instant::now();
     // Both boots at once: the two guests share nothing but the directory they write to, and
     // their costs are never read.
-    let boots: Vec<(String, std::thread::JoinHandle<Guest>)> = [("default", None), ("off", Some("mitigations=off"))]
-        .into_iter()
-        .map(|(name, append)| {
-            let mut options: Vec<String> = ["--cpus", "2", "--memory", "1G", "--rwdir", &shared]
-                .into_iter()
-                .map(String::from)
-                .collect();
-            if let Some(a) = append {
-                options.extend(["--append".to_string(), a.to_string()]);
-            }
-            let script = boot_script(dir.path(), name);
-            let handle = std::thread::spawn(move || {
-                let args: Vec<&str> = options.iter().map(String::as_str).collect();
-                vng::boot(&args, &script)
-            });
-            (name.to_string(), handle)
-        })
-        .collect();
+    let boots: Vec<(String, std::thread::JoinHandle<Guest>)> =
+        [("default", None), ("off", Some("mitigations=off"))]
+            .into_iter()
+            .map(|(name, append)| {
+                let mut options: Vec<String> =
+                    ["--cpus", "2", "--memory", "1G", "--rwdir", &shared]
+                        .into_iter()
+                        .map(String::from)
+                        .collect();
+                if let Some(a) = append {
+                    options.extend(["--append".to_string(), a.to_string()]);
+                }
+                let script = boot_script(dir.path(), name);
+                let handle = std::thread::spawn(move || {
+                    let args: Vec<&str> = options.iter().map(String::as_str).collect();
+                    vng::boot(&args, &script)
+                });
+                (name.to_string(), handle)
+            })
+            .collect();
     let mut ran = Vec::new();
     for (name, h) in boots {
         let g = h.join().unwrap();
