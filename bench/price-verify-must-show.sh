@@ -32,6 +32,8 @@ done
 [ -x "$B" ] || { echo "price-verify: build costlab first: cargo build --release" >&2; exit 2; }
 W=$(mktemp -d)
 OUT=${OUT:-$W}
+mkdir -p "$OUT"
+mkdir -p "$OUT"
 export COSTLAB_DB=${COSTLAB_DB:-$W/h.db}
 echo "THP mode now: $(cat /sys/kernel/mm/transparent_hugepage/enabled)"
 
