@@ -33,7 +33,6 @@ done
 W=$(mktemp -d)
 OUT=${OUT:-$W}
 mkdir -p "$OUT"
-mkdir -p "$OUT"
 export COSTLAB_DB=${COSTLAB_DB:-$W/h.db}
 echo "THP mode now: $(cat /sys/kernel/mm/transparent_hugepage/enabled)"
 
