@@ -76,10 +76,13 @@ echo "before: $(cat $THP)"
 if grep -q '\[always\]' $THP; then
     echo "THP is already always here: nothing to change, nothing to show"
 else
-    "$B" price --verify --runs 20 -- sh -c 'dd if=/dev/zero of=/dev/null bs=8M count=1 2>/dev/null; sleep 3' \
+    "$B" price --verify --runs 20 --quick --samples 3 -- sh -c 'dd if=/dev/zero of=/dev/null bs=8M count=1 2>/dev/null; sleep 3' \
         >"$OUT/killed.txt" 2>&1 &
     pid=$!
-    for _ in $(seq 1 3000); do grep -q '\[always\]' $THP && break; sleep 0.02; done
+    # The THP run comes after the models' run and the first A run: up to three minutes.
+    t0=$(date +%s)
+    while ! grep -q '\[always\]' $THP && [ $(( $(date +%s) - t0 )) -lt 180 ]; do sleep 0.05; done
+    echo "THP while costlab pid $pid runs ($(( $(date +%s) - t0 )) s in): $(cat $THP)"
     kill -9 "$pid"
     wait "$pid" 2>/dev/null || true
     echo "after kill -9 of costlab pid $pid: $(cat $THP)"
