@@ -290,25 +290,8 @@ fn a_costlab_killed_while_thp_was_changed_leaves_it_for_the_next_command_to_put_
         )),
         "{err}"
     );
-    // Its program was left running in the killed run's cgroup: end it by its pids.
-    let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
-    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
-    let own = own
-        .lines()
-        .find_map(|l| l.strip_prefix("0::"))
-        .unwrap_or("/");
-    if let Some(root) = count::mount_point(&mounts, "cgroup2") {
-        let cg = root
-            .join(own.trim_start_matches('/'))
-            .join(format!("costlab-price-{pid}"));
-        let procs = std::fs::read_to_string(cg.join("cgroup.procs")).unwrap_or_default();
-        for p in procs.lines().filter_map(|p| p.trim().parse::<i32>().ok()) {
-            // SAFETY: a plain kill(2) of the test's own orphaned program, by its pid.
-            unsafe { libc::kill(p, libc::SIGKILL) };
-        }
-        std::thread::sleep(Duration::from_millis(200));
-        let _ = std::fs::remove_dir(&cg);
-    }
+    // Its program was left running in the killed run's cgroup: end it.
+    common::end_killed_price_program(pid);
 }
 
 #[test]

@@ -227,3 +227,26 @@ pub fn figures_file_of_unsaved_run(ran: &Ran) -> std::path::PathBuf {
         .unwrap_or_else(|| panic!("no file named: {err}"));
     std::path::PathBuf::from(file)
 }
+
+/// End the program a killed `costlab price` (process `pid`) left running in its cgroup
+/// (`costlab-price-PID` beside this test's own), by its pids, and remove the cgroup.
+pub fn end_killed_price_program(pid: u32) {
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let own = own
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .unwrap_or("/");
+    if let Some(root) = costlab_price::count::mount_point(&mounts, "cgroup2") {
+        let cg = root
+            .join(own.trim_start_matches('/'))
+            .join(format!("costlab-price-{pid}"));
+        let procs = std::fs::read_to_string(cg.join("cgroup.procs")).unwrap_or_default();
+        for p in procs.lines().filter_map(|p| p.trim().parse::<i32>().ok()) {
+            // SAFETY: a plain kill(2) of the test's own orphaned program, by its pid.
+            unsafe { libc::kill(p, libc::SIGKILL) };
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let _ = std::fs::remove_dir(&cg);
+    }
+}

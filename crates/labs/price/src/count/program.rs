@@ -136,23 +136,10 @@ pub fn run_program(
     }
     let wall = t0.elapsed();
     let (rchar, wchar) = proc_io(pid as u32);
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is a valid out buffer; reaping our own child.
-    let ru = unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        libc::wait4(pid, &mut status, 0, &mut ru);
-        ru
-    };
+    let (exit, ru) = reap(pid);
     // The child is reaped: std must not wait for it again.
     std::mem::forget(child);
     let tv = |t: libc::timeval| t.tv_sec as f64 * 1e9 + t.tv_usec as f64 * 1e3;
-    let exit = if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else if libc::WIFSIGNALED(status) {
-        128 + libc::WTERMSIG(status)
-    } else {
-        1
-    };
     Ok((
         Times {
             user_ns: tv(ru.ru_utime),
@@ -175,4 +162,26 @@ fn proc_io(pid: u32) -> (u64, u64) {
             .unwrap_or(0)
     };
     (field("rchar:"), field("wchar:"))
+}
+
+/// Reap our own child `pid` (retrying on EINTR): its exit status as a shell gives it (128 +
+/// the signal for a killed one) and the rusage of it and its reaped descendants.
+pub fn reap(pid: i32) -> (i32, libc::rusage) {
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid out buffer; reaping our own child.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        while libc::wait4(pid, &mut status, 0, &mut ru) < 0
+            && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+        {}
+        ru
+    };
+    let exit = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else if libc::WIFSIGNALED(status) {
+        128 + libc::WTERMSIG(status)
+    } else {
+        1
+    };
+    (exit, ru)
 }

@@ -166,15 +166,7 @@ pub fn run_once(
     })?;
     drop(procs);
     let pid = child.id() as i32;
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is a valid out buffer; reaping our own child.
-    let ru = unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        while libc::wait4(pid, &mut status, 0, &mut ru) < 0
-            && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
-        {}
-        ru
-    };
+    let (exit_status, ru) = crate::count::program::reap(pid);
     let wall = t0.elapsed();
     // The child is reaped: std must not wait for it again.
     std::mem::forget(child);
@@ -190,26 +182,20 @@ pub fn run_once(
         })
         .unwrap_or_default();
     let stat = std::fs::read_to_string(cg.dir.join("cpu.stat")).unwrap_or_default();
-    let field = |name: &str| cpu_stat_field(&stat, name).map_or(0.0, |us| us as f64 * 1e3);
+    let (usage_ns, user_ns, system_ns) =
+        crate::measured::parse_cpu_stat(&stat).unwrap_or((0, 0, 0));
     let out_text = std::fs::read_to_string(&out_path).unwrap_or_default();
     let err_text = std::fs::read_to_string(&err_path).unwrap_or_default();
     let _ = std::fs::remove_file(&out_path);
     let _ = std::fs::remove_file(&err_path);
-    let exit_status = if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else if libc::WIFSIGNALED(status) {
-        128 + libc::WTERMSIG(status)
-    } else {
-        1
-    };
     let (thp, thp_scope) = match (before, after) {
         (Some((b, scope)), Some((a, _))) => (delta(&b, &a), scope),
         _ => (BTreeMap::new(), "none"),
     };
     Ok(RunMeasure {
-        cpu_usage_ns: field("usage_usec"),
-        user_ns: field("user_usec"),
-        system_ns: field("system_usec"),
+        cpu_usage_ns: usage_ns as f64,
+        user_ns: user_ns as f64,
+        system_ns: system_ns as f64,
         wall_ns: wall.as_nanos() as f64,
         minor_faults: ru.ru_minflt as u64,
         major_faults: ru.ru_majflt as u64,
@@ -233,14 +219,6 @@ pub fn run_once(
 
 fn scratch(what: &str) -> PathBuf {
     std::env::temp_dir().join(format!("costlab-verify-{}-{what}", std::process::id()))
-}
-
-/// A cpu.stat field (`usage_usec 1234`).
-pub fn cpu_stat_field(text: &str, name: &str) -> Option<u64> {
-    text.lines().find_map(|l| {
-        let (k, v) = l.split_once(' ')?;
-        (k == name).then(|| v.trim().parse().ok())?
-    })
 }
 
 /// The THP events now: the cgroup's memory.stat when it has them, else the machine's vmstat.
@@ -302,9 +280,11 @@ mod tests {
     #[test]
     fn cpu_stat_and_thp_events_are_read_by_name() {
         let stat = "usage_usec 1500\nuser_usec 1000\nsystem_usec 500\nnr_periods 0\n";
-        assert_eq!(cpu_stat_field(stat, "usage_usec"), Some(1500));
-        assert_eq!(cpu_stat_field(stat, "system_usec"), Some(500));
-        assert_eq!(cpu_stat_field(stat, "nice_usec"), None);
+        // The one cpu.stat reader, the measured split's.
+        let (usage, _, system) = crate::measured::parse_cpu_stat(stat).unwrap();
+        assert_eq!(usage, 1_500_000);
+        assert_eq!(system, 500_000);
+        assert_eq!(crate::measured::parse_cpu_stat("nice_usec 3\n"), None);
         let vm = "nr_free_pages 5\nthp_fault_alloc 31266\nthp_split_page 2\ncompact_stall 0\n";
         let m = events_of(vm);
         assert_eq!(m.len(), 3);
