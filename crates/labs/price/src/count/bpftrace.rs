@@ -204,7 +204,25 @@ impl Tracer {
             text.push_str(&l);
             text.push('\n');
         }
-        let _ = self.child.wait();
+        // bpftrace prints its maps and exits on SIGINT; one that has not exited 10 s after its
+        // output ended is stuck (seen once under a loaded test suite): kill it rather than wait
+        // for ever, and say its counts are lost.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(_)) => break,
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                _ => {
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    bail!(
+                        "bpftrace did not stop within 10 s of SIGINT and was killed: the faults, switches and wake-ups it counted are lost; run again"
+                    );
+                }
+            }
+        }
         Ok(parse_maps(&text))
     }
 }
