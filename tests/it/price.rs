@@ -549,6 +549,67 @@ fn a_costlab_killed_while_counting_leaves_tracefs_for_the_next_command_to_unmoun
     common::end_killed_price_program(pid);
 }
 
+/// The pids of `perf record` processes sampling the cgroup of costlab pid `pid`.
+fn samplers_of(pid: u32) -> Vec<u32> {
+    let want = format!("costlab-price-{pid}");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            let cmd = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+            let args: Vec<&[u8]> = cmd.split(|b| *b == 0).collect();
+            args.iter().any(|a| *a == b"record") && args.iter().any(|a| *a == want.as_bytes())
+        })
+        .collect()
+}
+
+#[test]
+fn a_costlab_killed_while_sampling_leaves_no_sampler_running() {
+    let name = "a_costlab_killed_while_sampling_leaves_no_sampler_running";
+    if let Some(why) = count::unavailable() {
+        return skip::skipped_unless_ci(name, &why);
+    }
+    if costlab_core::measure::perf::find().is_none() {
+        return skip::skipped_unless_ci(name, "perf is not installed (scripts/install-deps.sh)");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_costlab"))
+        .args(["price", "--once", "--", "sleep", "30"])
+        .env("COSTLAB_DB", dir.path().join("h.db"))
+        .env("COSTLAB_JOURNAL_DIR", dir.path().join("journal"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let t0 = std::time::Instant::now();
+    while samplers_of(pid).is_empty() && t0.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let sampler = samplers_of(pid);
+    assert!(
+        !sampler.is_empty(),
+        "costlab price never started its sampler"
+    );
+    child.kill().unwrap(); // SIGKILL: no guard runs
+    child.wait().unwrap();
+    let t0 = std::time::Instant::now();
+    while !samplers_of(pid).is_empty() && t0.elapsed() < std::time::Duration::from_secs(20) {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let left = samplers_of(pid);
+    for p in &left {
+        // SAFETY: a plain kill(2) of a sampler the test found by its command line.
+        unsafe { libc::kill(*p as i32, libc::SIGKILL) };
+    }
+    common::end_killed_price_program(pid);
+    assert!(
+        left.is_empty(),
+        "perf record {left:?} outlived the killed costlab {pid}"
+    );
+}
+
 #[test]
 fn reads_and_writes_are_priced_by_the_kind_of_fd_they_went_to() {
     let mut units = fixture_units();

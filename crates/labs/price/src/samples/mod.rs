@@ -8,6 +8,7 @@ pub mod classify;
 
 use std::collections::BTreeMap;
 use std::io::BufRead;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -145,6 +146,30 @@ pub fn tally(input: impl BufRead) -> Samples {
     s
 }
 
+/// Where a sampler keeps its perf.data: this prefix, then costlab's pid.
+const DIR_PREFIX: &str = "costlab-price-samples-";
+
+/// Remove the sample folders of costlab processes that no longer run (one killed with kill -9
+/// leaves its folder behind).
+fn remove_stale_dirs(tmp: &Path) {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(DIR_PREFIX))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if costlab_core::machine::restore::journal::start_time(pid).is_none() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 /// A `perf record` of a cgroup's tasks on every CPU, running until `finish`.
 pub struct Sampler {
     perf: PathBuf,
@@ -167,11 +192,23 @@ impl Sampler {
         let perf = costlab_core::measure::perf::find()
             .context("perf is not on PATH (scripts/install-deps.sh installs linux-perf)")?;
         let hz = costlab_core::measure::perf::rate(HZ);
-        let dir =
-            std::env::temp_dir().join(format!("costlab-price-samples-{}", std::process::id()));
+        remove_stale_dirs(&std::env::temp_dir());
+        let dir = std::env::temp_dir().join(format!("{DIR_PREFIX}{}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
         let data = dir.join("perf.data");
-        let child = Command::new(&perf)
+        let mut cmd = Command::new(&perf);
+        // A costlab killed with kill -9 must not leave perf sampling the machine for a day:
+        // perf gets SIGTERM when costlab dies, stops, and ends its `sleep` workload.
+        // SAFETY: prctl is async-signal-safe and only sets this child's own attribute.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd
             // -B: no build-id pass over every DSO at the end (seconds of set-up);
             // --no-bpf-event: no records of BPF programs (costlab's own are named by kallsyms).
             .args([
@@ -383,6 +420,23 @@ pub fn verdict(s: &Samples) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sample_folders_of_dead_costlabs_are_removed_and_live_ones_kept() {
+        let tmp = std::env::temp_dir().join(format!("costlab-stale-test-{}", std::process::id()));
+        let live = tmp.join(format!("{DIR_PREFIX}{}", std::process::id()));
+        // Past any pid_max: no process has it.
+        let dead = tmp.join(format!("{DIR_PREFIX}4294967000"));
+        let other = tmp.join("costlab-price-samples-notapid");
+        for d in [&live, &dead, &other] {
+            std::fs::create_dir_all(d).unwrap();
+            std::fs::write(d.join("perf.data"), b"x").unwrap();
+        }
+        remove_stale_dirs(&tmp);
+        assert!(live.is_dir() && other.is_dir());
+        assert!(!dead.exists());
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
 
     const SCRIPT: &str = "tar  9261 \n\t           123b8 _dl_check_map_versions (/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2)\n\ntar  9262 \n\tffffffff816fd582 __d_lookup_rcu ([kernel.kallsyms])\n\tffffffff816e887e lookup_fast ([kernel.kallsyms])\n\tffffffff816dec9a vfs_statx ([kernel.kallsyms])\n\tffffffff82259cc1 do_syscall_64 ([kernel.kallsyms])\n\t           f786a __GI___fstatat64 (/usr/lib/x86_64-linux-gnu/libc.so.6)\n\t  73736572706d6f [unknown] ([unknown])\n\ngzip  9263 \n\t           4a1b0 __memmove_avx_unaligned_erms (/usr/lib/x86_64-linux-gnu/libc.so.6)\n\ngzip  9263 \n\t            3a10 [unknown] (/usr/bin/gzip)\n\n";
 
