@@ -559,7 +559,7 @@ fn samplers_of(pid: u32) -> Vec<u32> {
         .filter(|p| {
             let cmd = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
             let args: Vec<&[u8]> = cmd.split(|b| *b == 0).collect();
-            args.iter().any(|a| *a == b"record") && args.iter().any(|a| *a == want.as_bytes())
+            args.contains(&b"record".as_slice()) && args.contains(&want.as_bytes())
         })
         .collect()
 }

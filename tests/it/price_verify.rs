@@ -222,6 +222,97 @@ fn a_small_verify_tries_each_remedy_and_puts_the_thp_mode_back() {
 }
 
 #[test]
+fn strict_exits_3_when_a_trial_refutes_a_what_if() {
+    let name = "strict_exits_3_when_a_trial_refutes_a_what_if";
+    if let Some(why) = count::unavailable() {
+        return skip::skipped_unless_ci(name, &why);
+    }
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        return skip::skipped(name, "one CPU: there is no pinning to try");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("slowpinned");
+    let src = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/price/slowpinned.c"
+    );
+    let cc = Command::new("cc")
+        .args(["-O1", "-o"])
+        .arg(&exe)
+        .arg(src)
+        .output();
+    match cc {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => panic!("cc failed: {}", String::from_utf8_lossy(&o.stderr)),
+        Err(e) => return skip::skipped_unless_ci(name, &format!("no C compiler (cc): {e}")),
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let before = thp_mode();
+    let db = dir.path().join("h.db");
+    let out = common::costlab_db(
+        &db,
+        &[
+            "price",
+            "--verify",
+            "--strict",
+            "--runs",
+            "2",
+            "--quick",
+            "--samples",
+            "3",
+            "--",
+            exe.to_str().unwrap(),
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(thp_mode(), before, "the THP mode is put back");
+    // Pinned, the program does forty times the work: the pinning what-if is refuted, and
+    // --strict turns that into exit 3 with a line naming it.
+    assert!(
+        err.contains("pin (pinned to CPU") && err.contains("refuted"),
+        "{err}"
+    );
+    assert!(
+        err.lines().any(
+            |l| l.starts_with("costlab: strict: what-if pin (pinned to CPU")
+                && l.contains(") refuted: the trial measured")
+        ),
+        "{err}"
+    );
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    // The trials were judged on the measured split, the tracer's own cost taken out.
+    assert!(
+        err.contains("the split's own cost, measured here now"),
+        "{err}"
+    );
+    assert!(
+        err.contains("the kernel's saving by measured class: syscall"),
+        "{err}"
+    );
+    // Without --strict the same refutation is reported, not an error.
+    let out = common::costlab_db(
+        &db,
+        &[
+            "price",
+            "--verify",
+            "--runs",
+            "1",
+            "--quick",
+            "--samples",
+            "3",
+            "--",
+            exe.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
 fn a_costlab_killed_while_thp_was_changed_leaves_it_for_the_next_command_to_put_back() {
     let name = "a_costlab_killed_while_thp_was_changed_leaves_it_for_the_next_command_to_put_back";
     if let Some(why) = thp_unavailable() {

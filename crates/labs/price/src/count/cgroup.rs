@@ -10,12 +10,20 @@ use costlab_core::error::usage;
 use costlab_core::machine::restore;
 
 /// A cgroup v2 directory for the program, under costlab's own cgroup; removed on drop.
+/// Its name holds costlab's pid (how a later costlab finds those a killed one left), so one
+/// process has one at a time: a second `create` waits for the first to be dropped (tests run
+/// on threads of one process). Never create one while holding another.
 pub struct Cgroup {
     pub dir: PathBuf,
+    _one: std::sync::MutexGuard<'static, ()>,
 }
+
+/// Held by the live `Cgroup` of this process.
+static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl Cgroup {
     pub fn create() -> Result<Cgroup> {
+        let one = ONE.lock().unwrap_or_else(|p| p.into_inner());
         let root = mount_point(&mounts(), "cgroup2")
             .ok_or_else(|| usage("no cgroup v2 hierarchy is mounted: mount one (mount -t cgroup2 none /sys/fs/cgroup/unified)"))?;
         let own = std::fs::read_to_string("/proc/self/cgroup")
@@ -33,7 +41,7 @@ impl Cgroup {
                 dir.display()
             ))
         })?;
-        Ok(Cgroup { dir })
+        Ok(Cgroup { dir, _one: one })
     }
 }
 

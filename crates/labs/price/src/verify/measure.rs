@@ -3,8 +3,9 @@
 //! cgroup's memory.stat where the memory controller is on), its wall time, its printed rate
 //! and, for Go, its runtime's own GC CPU fraction.
 //!
-//! `RunMeasure` is the one seam a finer split (the measured classes of `price`) replaces: a
-//! trial judges only the fields named here.
+//! A traced run (every A and B run of a trial) is measured by the split as well, and its CPU,
+//! user and kernel time are the split's, the tracer's own cost of its events taken out
+//! (`Traced`); a trial judges only the fields named here.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,6 +16,7 @@ use anyhow::{Context, Result};
 
 use crate::count::Cgroup;
 use crate::verify::gogc::{self, Cycle};
+use crate::verify::overhead::{Events, Overhead};
 use costlab_core::error::usage;
 
 /// The calls that map and return memory, counted on every run.
@@ -58,6 +60,35 @@ pub struct RunMeasure {
     /// BPF syscall counter on the run's cgroup; empty where it could not attach.
     pub memory_calls: BTreeMap<String, u64>,
     pub exit_status: i32,
+    /// The measured split of a traced run, and what the tracer itself cost in it; where a run
+    /// is traced, `cpu_usage_ns`, `user_ns` and `system_ns` are the split's, the tracer's cost
+    /// taken out.
+    pub traced: Option<Traced>,
+}
+
+/// A traced run's split and the tracer's own cost in it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Traced {
+    pub split: crate::measured::Split,
+    pub events: Events,
+    /// The tracer's cost of those events, ns of kernel time.
+    pub tracer_ns: f64,
+}
+
+impl Traced {
+    /// A kernel class's time (syscall, fault, irq, softirq, kernel-other), with the tracer's
+    /// cost of its own events taken out (syscalls' from syscalls, user faults' from faults;
+    /// the switches' from kernel-other, where it is not known which class a switch left).
+    pub fn class_ns(&self, class: &str, o: &Overhead) -> f64 {
+        let raw = self.split.class_ns(class) as f64;
+        let own = match class {
+            "syscall" => self.events.syscalls as f64 * o.syscall,
+            "fault" => self.events.faults as f64 * o.fault,
+            "kernel-other" => self.events.switches as f64 * o.switch,
+            _ => 0.0,
+        };
+        raw - own
+    }
 }
 
 impl RunMeasure {
@@ -82,12 +113,14 @@ pub struct Setup {
     pub gctrace: bool,
 }
 
-/// Run `argv` (resolved to `path`) once under `setup`, in a cgroup of its own, and measure it.
+/// Run `argv` (resolved to `path`) once under `setup`, in a cgroup of its own, and measure it;
+/// with `split`, traced by the measured split, the tracer's cost (`Overhead`) taken out.
 pub fn run_once(
     path: &Path,
     argv: &[String],
     setup: &Setup,
     rate: Option<&regex_lite::Regex>,
+    split: Option<&Overhead>,
 ) -> Result<RunMeasure> {
     use std::os::fd::AsRawFd;
     use std::os::unix::process::CommandExt;
@@ -152,10 +185,20 @@ pub fn run_once(
             Ok(())
         });
     }
-    // Both sides of a trial are counted alike: the counter's own cost cancels in a pair.
-    let counter = crate::bpf::cgroup_id(&cg.dir)
-        .and_then(|id| crate::bpf::SyscallCounter::attach(crate::bpf::Whose::Cgroup(id)))
-        .ok();
+    // A traced run counts its syscalls in the split; an untraced one with the counter (both
+    // sides of a trial alike).
+    let tracer = match split {
+        Some(_) => Some(crate::measured::Tracer::attach(crate::bpf::cgroup_id(
+            &cg.dir,
+        )?)?),
+        None => None,
+    };
+    let counter = match tracer {
+        Some(_) => None,
+        None => crate::bpf::cgroup_id(&cg.dir)
+            .and_then(|id| crate::bpf::SyscallCounter::attach(crate::bpf::Whose::Cgroup(id)))
+            .ok(),
+    };
     let before = thp_now(&cg.dir);
     let t0 = Instant::now();
     let child = cmd.spawn().map_err(|e| {
@@ -171,6 +214,7 @@ pub fn run_once(
     // The child is reaped: std must not wait for it again.
     std::mem::forget(child);
     let after = thp_now(&cg.dir);
+    let split_run = tracer.map(|t| t.finish(&cg.dir)).transpose()?;
     let memory_calls = counter
         .and_then(|c| c.read().ok())
         .map(|ids| {
@@ -181,6 +225,15 @@ pub fn run_once(
                 .collect()
         })
         .unwrap_or_default();
+    let memory_calls = match &split_run {
+        Some(s) => s
+            .lines
+            .iter()
+            .filter(|l| l.class == "syscall" && MEMORY_CALLS.contains(&l.event.as_str()))
+            .map(|l| (l.event.clone(), l.count))
+            .collect(),
+        None => memory_calls,
+    };
     let stat = std::fs::read_to_string(cg.dir.join("cpu.stat")).unwrap_or_default();
     let (usage_ns, user_ns, system_ns) =
         crate::measured::parse_cpu_stat(&stat).unwrap_or((0, 0, 0));
@@ -192,10 +245,28 @@ pub fn run_once(
         (Some((b, scope)), Some((a, _))) => (delta(&b, &a), scope),
         _ => (BTreeMap::new(), "none"),
     };
+    let switches = (ru.ru_nvcsw + ru.ru_nivcsw) as u64;
+    let traced = split_run.zip(split).map(|(s, o)| {
+        let events = Events::of(&s, switches);
+        Traced {
+            tracer_ns: o.of(&events),
+            split: s,
+            events,
+        }
+    });
+    // A traced run is judged on the split, the tracer's own cost taken out.
+    let (usage_ns, user_ns, system_ns) = match &traced {
+        Some(t) => {
+            let user = t.split.class_ns("user") as f64;
+            let kernel = t.split.kernel_ns() as f64 - t.tracer_ns;
+            (user + kernel, user, kernel)
+        }
+        None => (usage_ns as f64, user_ns as f64, system_ns as f64),
+    };
     Ok(RunMeasure {
-        cpu_usage_ns: usage_ns as f64,
-        user_ns: user_ns as f64,
-        system_ns: system_ns as f64,
+        cpu_usage_ns: usage_ns,
+        user_ns,
+        system_ns,
         wall_ns: wall.as_nanos() as f64,
         minor_faults: ru.ru_minflt as u64,
         major_faults: ru.ru_majflt as u64,
@@ -214,6 +285,7 @@ pub fn run_once(
         },
         memory_calls,
         exit_status,
+        traced,
     })
 }
 

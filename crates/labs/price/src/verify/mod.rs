@@ -6,12 +6,20 @@
 //! prediction with a verdict (`verdict`). A what-if the trial does not confirm is never
 //! printed as advice.
 //!
-//! Files: `measure` (one run and what it cost), `remedy` (what can be set here), `thp` and
+//! Every A and B run is measured by the split (`price`'s measured classes: user, syscalls,
+//! faults, interrupts, other kernel), with the tracer's own cost per event, measured first
+//! (`overhead`), taken out of its kernel time: a remedy that changes how many events a program
+//! makes changes the tracer's cost too. The first run, for the models, is untraced, and the
+//! runs as they are, with the cost taken out, are set beside it as a check.
+//!
+//! Files: `measure` (one run and what it cost), `overhead` (the tracer's cost per event),
+//! `remedy` (what can be set here), `thp` and
 //! `gogc` (the models as a trial judges them), `verdict` (the rules), `rows` (rows, lines,
 //! and what `compare` and `--strict` read of them).
 
 pub mod gogc;
 pub mod measure;
+pub mod overhead;
 pub mod remedy;
 pub mod rows;
 pub mod thp;
@@ -32,6 +40,30 @@ use gogc::Goal;
 use measure::{RunMeasure, Setup};
 use thp::Prediction;
 use verdict::{Predicted, Verdict};
+
+/// Rounds of the loops that measure the split's own cost per event.
+const OVERHEAD_ROUNDS: usize = 3;
+
+/// The runs as they are, traced with the tracer's cost taken out, against the untraced first
+/// run: how well taking it out holds.
+fn tracer_check(a: &[RunMeasure], probe: &RunMeasure) -> Option<String> {
+    let traced: Vec<&measure::Traced> = a.iter().filter_map(|m| m.traced.as_ref()).collect();
+    if traced.is_empty() || probe.cpu_usage_ns <= 0.0 {
+        return None;
+    }
+    let med = |v: Vec<f64>| Summary::of(&v).map_or(0.0, |s| s.median);
+    let cost = med(traced.iter().map(|t| t.tracer_ns).collect());
+    let raw = med(traced.iter().map(|t| t.split.usage_ns as f64).collect());
+    let judged = med(a.iter().map(|m| m.cpu_usage_ns).collect());
+    Some(format!(
+        "the runs as they are, traced: CPU {} of which the tracer's own cost {}; {} with it taken out, against {} untraced (the first run, {:+.1}%)",
+        human_ns(raw),
+        human_ns(cost),
+        human_ns(judged),
+        human_ns(probe.cpu_usage_ns),
+        100.0 * (judged / probe.cpu_usage_ns - 1.0)
+    ))
+}
 
 /// The class a what-if's saving is measured on.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -135,8 +167,29 @@ pub fn verify(inp: &Inputs, notes: &mut Vec<String>) -> Result<Vec<Tried>> {
         ..Default::default()
     };
     eprintln!("costlab: verify: a first run as it is, for the models");
-    let probe = measure::run_once(inp.path, inp.argv, &base, rate.as_ref())?;
+    let probe = measure::run_once(inp.path, inp.argv, &base, rate.as_ref(), None)?;
     let (trials, mut not_tried) = plan(inp, go, &base, &probe);
+    // The trials are judged on the measured split, the tracer's own cost per event taken out;
+    // where the split cannot run here, on the cgroup's cpu.stat.
+    let overhead = match trials.is_empty() {
+        true => None,
+        false => {
+            eprintln!("costlab: verify: measuring the split's own cost per event");
+            match overhead::Overhead::measure(OVERHEAD_ROUNDS) {
+                Ok(o) => {
+                    notes.push(o.line());
+                    Some(o)
+                }
+                Err(e) => {
+                    notes.push(format!(
+                        "the trials are judged on cpu.stat, not on the measured split: {e}"
+                    ));
+                    None
+                }
+            }
+        }
+    };
+    let split = overhead.as_ref();
     let _pool = match trials.iter().any(|t| t.remedy.contains("hugetlb=2")) {
         true => Some(reserve_pool(probe.max_rss, notes)?),
         false => None,
@@ -157,7 +210,7 @@ pub fn verify(inp: &Inputs, notes: &mut Vec<String>) -> Result<Vec<Tried>> {
         if costlab_core::measure::cancel::requested() {
             break;
         }
-        let a = measure::run_once(inp.path, inp.argv, &base, rate.as_ref())?;
+        let a = measure::run_once(inp.path, inp.argv, &base, rate.as_ref(), split)?;
         let mut bs = Vec::new();
         for k in 0..trials.len() {
             let i = (k + round) % trials.len();
@@ -174,7 +227,7 @@ pub fn verify(inp: &Inputs, notes: &mut Vec<String>) -> Result<Vec<Tried>> {
             } else {
                 None
             };
-            let b = measure::run_once(inp.path, inp.argv, &t.setup, rate.as_ref());
+            let b = measure::run_once(inp.path, inp.argv, &t.setup, rate.as_ref(), split);
             drop(guard);
             bs.push((i, b?));
         }
@@ -190,10 +243,16 @@ pub fn verify(inp: &Inputs, notes: &mut Vec<String>) -> Result<Vec<Tried>> {
             inp.pairs
         ));
     }
+    if let Some(line) = overhead
+        .as_ref()
+        .and_then(|_| tracer_check(&a_runs, &probe))
+    {
+        notes.push(line);
+    }
     let mut tried: Vec<Tried> = trials
         .iter()
         .zip(&b_runs)
-        .map(|(t, bs)| judge_trial(t, &a_runs, bs, inp.units, &probe))
+        .map(|(t, bs)| judge_trial(t, &a_runs, bs, inp.units, &probe, overhead.as_ref()))
         .collect();
     tried.append(&mut not_tried);
     if probe.thp_scope == "machine" {
@@ -526,6 +585,7 @@ fn judge_trial(
     b: &[RunMeasure],
     units: &Units,
     probe: &RunMeasure,
+    overhead: Option<&overhead::Overhead>,
 ) -> Tried {
     let n = a.len().min(b.len());
     let pairs = || a.iter().zip(b).take(n);
@@ -580,6 +640,38 @@ fn judge_trial(
         beside += &format!(", rate {}", pct_span(&rate_change));
     }
     lines.push(beside);
+    if let Some(o) = overhead {
+        let class = |c: &'static str| {
+            let v: Vec<f64> = pairs()
+                .filter_map(|(a, b)| {
+                    Some(a.traced.as_ref()?.class_ns(c, o) - b.traced.as_ref()?.class_ns(c, o))
+                })
+                .collect();
+            (!v.is_empty()).then(|| format!("{c} {}", span(&v)))
+        };
+        let parts: Vec<String> = ["syscall", "fault", "irq", "softirq", "kernel-other"]
+            .into_iter()
+            .filter_map(class)
+            .collect();
+        let cost = |runs: &[RunMeasure]| {
+            let v: Vec<f64> = runs
+                .iter()
+                .take(n)
+                .filter_map(|m| m.traced.as_ref())
+                .map(|t| t.tracer_ns)
+                .collect();
+            Summary::of(&v).map_or(0.0, |s| s.median)
+        };
+        if !parts.is_empty() {
+            lines.push(format!(
+                "  the kernel's saving by measured class: {} (the tracer's own cost, taken out: {} a run as it is, {} with {})",
+                parts.join(", "),
+                human_ns(cost(a)),
+                human_ns(cost(b)),
+                t.remedy
+            ));
+        }
+    }
     if t.after == After::Gc {
         let fa: Vec<f64> = a
             .iter()

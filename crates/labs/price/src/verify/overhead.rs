@@ -1,0 +1,368 @@
+//! What the measured split adds to a traced run, per event, measured here now, so a trial
+//! judged on the split's classes can take it out.
+//!
+//! The split's cost is per event: two programs a syscall, two a user fault, one a switch. A
+//! remedy that changes how many events a program makes changes the tracer's cost with it: THP
+//! divides the faults by 512, so a traced THP run would look cheaper by the tracer's own cost
+//! of the faults it no longer takes. So before the trials, three small loops run in a cgroup of
+//! their own, traced and untraced, interleaved: getppid (syscalls), first touches of 4 KiB
+//! pages (user faults), and a pipe ping-pong of two processes on one CPU (switches). Each
+//! event's cost is the traced loop's CPU (cpu.stat, exact) less the untraced one's, per event,
+//! less the other events' costs found before it.
+//!
+//! The tracer's programs run in kernel mode, so their whole cost is taken from the kernel
+//! time. (Part of it runs before a transition's clock read and the split first charges it to
+//! the class being left, user for a syscall's entry; the cpu-clock ticks that find a task in
+//! the kernel while its class is user move that share back to kernel-other, so over a run the
+//! split's kernel time holds it. Over the loops' few ms the ticks are too few to part it
+//! finer, so it is not parted.)
+//!
+//! The loops run in a forked child that makes only raw syscalls and plain stores (no
+//! allocation: costlab has threads, and a forked child of a threaded process may touch no lock).
+
+use std::io::Write;
+use std::os::fd::AsRawFd;
+
+use anyhow::{bail, Context, Result};
+
+use costlab_core::measure::units::human_ns;
+use costlab_core::measure::Summary;
+
+use crate::count::Cgroup;
+use crate::measured::{parse_cpu_stat, Split, Tracer};
+
+/// getppid calls in the syscall loop.
+const SYSCALLS: u64 = 200_000;
+/// Pages first-touched in the fault loop: `FAULT_ROUNDS` maps of `FAULT_PAGES` 4 KiB pages.
+const FAULT_PAGES: usize = 8192;
+const FAULT_ROUNDS: usize = 4;
+/// Round trips of one byte each way in the switch loop.
+const PING_PONGS: u64 = 20_000;
+
+/// The tracer's cost per syscall, user fault and switch, ns of kernel time each.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Overhead {
+    pub syscall: f64,
+    pub fault: f64,
+    pub switch: f64,
+}
+
+/// The events of one traced run that the tracer pays for.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Events {
+    pub syscalls: u64,
+    /// User faults (the split's fault lines): faults taken inside syscalls run one short
+    /// program and are not counted here.
+    pub faults: u64,
+    /// Voluntary and involuntary switches of the tree (rusage).
+    pub switches: u64,
+}
+
+impl Events {
+    /// The events the split counted, with the tree's switches.
+    pub fn of(split: &Split, switches: u64) -> Events {
+        let sum = |class: &str| -> u64 {
+            split
+                .lines
+                .iter()
+                .filter(|l| l.class == class)
+                .map(|l| l.count)
+                .sum()
+        };
+        Events {
+            syscalls: sum("syscall"),
+            faults: split
+                .lines
+                .iter()
+                .filter(|l| l.class == "fault" && l.event != "unfinished")
+                .map(|l| l.count)
+                .sum(),
+            switches,
+        }
+    }
+}
+
+impl Overhead {
+    /// The tracer's cost of `e`, ns of kernel time.
+    pub fn of(&self, e: &Events) -> f64 {
+        e.syscalls as f64 * self.syscall
+            + e.faults as f64 * self.fault
+            + e.switches as f64 * self.switch
+    }
+
+    /// One line for the output.
+    pub fn line(&self) -> String {
+        format!(
+            "the split's own cost, measured here now and taken out of every traced run's kernel time: {} a syscall, {} a user fault, {} a switch",
+            human_ns(self.syscall),
+            human_ns(self.fault),
+            human_ns(self.switch)
+        )
+    }
+
+    /// Measure it: each loop untraced then traced, `rounds` times, the medians.
+    pub fn measure(rounds: usize) -> Result<Overhead> {
+        let rounds = rounds.max(1);
+        let mut o = Overhead::default();
+        for kind in [Kind::Syscalls, Kind::Faults, Kind::Switches] {
+            let mut per = Vec::new();
+            for _ in 0..rounds {
+                costlab_core::measure::cancel::check()?;
+                let plain = run_loop(kind, false)?;
+                let traced = run_loop(kind, true)?;
+                let (n, others) = kind.events(&traced, &o);
+                if n == 0.0 {
+                    bail!("the {} loop made none of its events", kind.word());
+                }
+                let extra = traced.usage_ns - plain.usage_ns - others;
+                per.push((extra / n).max(0.0));
+            }
+            let c = Summary::of(&per).map_or(0.0, |s| s.median);
+            match kind {
+                Kind::Syscalls => o.syscall = c,
+                Kind::Faults => o.fault = c,
+                Kind::Switches => o.switch = c,
+            }
+        }
+        Ok(o)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Kind {
+    Syscalls,
+    Faults,
+    Switches,
+}
+
+impl Kind {
+    fn word(self) -> &'static str {
+        match self {
+            Kind::Syscalls => "syscall",
+            Kind::Faults => "fault",
+            Kind::Switches => "switch",
+        }
+    }
+
+    /// How many of its own events a traced loop made, and the tracer's cost of the others
+    /// (priced at the costs found so far).
+    fn events(self, run: &LoopRun, so_far: &Overhead) -> (f64, f64) {
+        let e = run.events;
+        let (n, rest) = match self {
+            Kind::Syscalls => (e.syscalls, Events { syscalls: 0, ..e }),
+            Kind::Faults => (e.faults, Events { faults: 0, ..e }),
+            Kind::Switches => (e.switches, Events { switches: 0, ..e }),
+        };
+        (n as f64, so_far.of(&rest))
+    }
+}
+
+/// One loop's run: its cgroup's CPU and its events.
+#[derive(Debug, Clone, Copy, Default)]
+struct LoopRun {
+    usage_ns: f64,
+    events: Events,
+}
+
+/// Run one loop in a cgroup of its own, traced by the split or not.
+fn run_loop(kind: Kind, traced: bool) -> Result<LoopRun> {
+    let cg = Cgroup::create()?;
+    let tracer = match traced {
+        true => Some(Tracer::attach(crate::bpf::cgroup_id(&cg.dir)?)?),
+        false => None,
+    };
+    let mut procs = std::fs::OpenOptions::new()
+        .write(true)
+        .open(cg.dir.join("cgroup.procs"))
+        .with_context(|| format!("opening {}/cgroup.procs", cg.dir.display()))?;
+    let fd = procs.as_raw_fd();
+    // The CPU the switch loop's two processes share: the one this thread runs on now.
+    // SAFETY: sched_getcpu takes nothing and returns a CPU number or -1.
+    let cpu = unsafe { libc::sched_getcpu() }.max(0) as usize;
+    // SAFETY: an all-zero cpu_set_t is the empty set; CPU_SET writes inside it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid cpu_set_t.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: fork(2). The child runs only `child_loop`, which makes raw syscalls and plain
+    // stores into memory it maps itself, and ends with _exit: nothing that takes a lock or
+    // allocates, as a child forked from a threaded process must not.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        bail!("fork failed ({})", std::io::Error::last_os_error());
+    }
+    if pid == 0 {
+        // SAFETY: see above; never returns.
+        unsafe { child_loop(fd, kind, &set) };
+    }
+    let _ = procs.flush();
+    drop(procs);
+    let (status, ru) = crate::count::program::reap(pid);
+    let split = tracer.map(|t| t.finish(&cg.dir)).transpose()?;
+    if status != 0 {
+        bail!("the {} loop failed (exit {status})", kind.word());
+    }
+    let stat = std::fs::read_to_string(cg.dir.join("cpu.stat")).unwrap_or_default();
+    let (usage, _, _) = parse_cpu_stat(&stat).context("no cpu.stat for the tracer's loops")?;
+    let switches = (ru.ru_nvcsw + ru.ru_nivcsw) as u64;
+    let events = match &split {
+        Some(s) => Events::of(s, switches),
+        None => Events {
+            switches,
+            ..Events::default()
+        },
+    };
+    Ok(LoopRun {
+        usage_ns: usage as f64,
+        events,
+    })
+}
+
+/// The forked child: join the cgroup (the fd of its cgroup.procs), run the loop, exit.
+///
+/// # Safety
+/// Call only in a child just forked; it never returns.
+unsafe fn child_loop(procs: i32, kind: Kind, cpu: &libc::cpu_set_t) -> ! {
+    if libc::write(procs, b"0".as_ptr().cast(), 1) != 1 {
+        libc::_exit(3);
+    }
+    match kind {
+        Kind::Syscalls => {
+            for _ in 0..SYSCALLS {
+                libc::syscall(libc::SYS_getppid);
+            }
+        }
+        Kind::Faults => {
+            let len = FAULT_PAGES * 4096;
+            for _ in 0..FAULT_ROUNDS {
+                let p = libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                );
+                if p == libc::MAP_FAILED {
+                    libc::_exit(4);
+                }
+                // 4 KiB faults whatever the THP mode.
+                libc::madvise(p, len, libc::MADV_NOHUGEPAGE);
+                let base = p as *mut u8;
+                for i in 0..FAULT_PAGES {
+                    std::ptr::write_volatile(base.add(i * 4096), 1);
+                }
+                libc::munmap(p, len);
+            }
+        }
+        Kind::Switches => {
+            // Two processes on one CPU, a byte each way: every hand-over is a switch.
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), cpu) != 0 {
+                libc::_exit(5);
+            }
+            let mut there = [0i32; 2];
+            let mut back = [0i32; 2];
+            if libc::pipe(there.as_mut_ptr()) != 0 || libc::pipe(back.as_mut_ptr()) != 0 {
+                libc::_exit(6);
+            }
+            let mut b = [0u8; 1];
+            let other = libc::fork();
+            if other < 0 {
+                libc::_exit(7);
+            }
+            if other == 0 {
+                for _ in 0..PING_PONGS {
+                    if libc::read(there[0], b.as_mut_ptr().cast(), 1) != 1 {
+                        libc::_exit(8);
+                    }
+                    libc::write(back[1], b.as_ptr().cast(), 1);
+                }
+                libc::_exit(0);
+            }
+            for _ in 0..PING_PONGS {
+                libc::write(there[1], b.as_ptr().cast(), 1);
+                if libc::read(back[0], b.as_mut_ptr().cast(), 1) != 1 {
+                    libc::_exit(9);
+                }
+            }
+            let mut st = 0;
+            libc::waitpid(other, &mut st, 0);
+        }
+    }
+    libc::_exit(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cost_of_a_runs_events_is_each_count_times_its_cost() {
+        let o = Overhead {
+            syscall: 100.0,
+            fault: 300.0,
+            switch: 500.0,
+        };
+        let e = Events {
+            syscalls: 1000,
+            faults: 10,
+            switches: 2,
+        };
+        assert_eq!(o.of(&e), 100_000.0 + 3000.0 + 1000.0);
+        // A loop's own events are left out of the others' cost.
+        let run = LoopRun {
+            usage_ns: 0.0,
+            events: e,
+        };
+        let (n, others) = Kind::Faults.events(&run, &o);
+        assert_eq!(n, 10.0);
+        assert_eq!(others, 100_000.0 + 1000.0);
+        assert!(o.line().contains("a user fault"));
+    }
+
+    #[test]
+    fn a_splits_events_are_its_syscalls_and_finished_user_faults() {
+        let line = |class: &str, event: &str, count: u64| crate::measured::Line {
+            class: class.into(),
+            event: event.into(),
+            count,
+            ..Default::default()
+        };
+        let s = Split {
+            lines: vec![
+                line("syscall", "read", 10),
+                line("syscall", "write", 5),
+                line("fault", "minor", 7),
+                line("fault", "major", 1),
+                line("fault", "unfinished", 3),
+                line("user", "user", 1),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(
+            Events::of(&s, 4),
+            Events {
+                syscalls: 15,
+                faults: 8,
+                switches: 4
+            }
+        );
+    }
+
+    #[test]
+    fn the_tracers_cost_per_event_is_measured_here() {
+        if crate::count::unavailable().is_some() || !nix_root() {
+            eprintln!("skipped: needs root, BPF and a cgroup v2 tree");
+            return;
+        }
+        let o = Overhead::measure(1).unwrap();
+        // Every cost is a number of ns, none below zero.
+        for c in [o.syscall, o.fault, o.switch] {
+            assert!(c.is_finite() && c >= 0.0, "{o:?}");
+        }
+    }
+
+    fn nix_root() -> bool {
+        // SAFETY: geteuid takes nothing and cannot fail.
+        unsafe { libc::geteuid() == 0 }
+    }
+}
