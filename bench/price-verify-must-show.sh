@@ -47,7 +47,7 @@ gcc -O2 -o "$W/malloc" bench/price-verify/malloc.c
 gcc -O2 -pthread -o "$W/twothreads" bench/price-verify/twothreads.c
 
 show() { # the trial's lines: each what-if's verdict line and the lines under it
-    grep -E '^what-ifs tried over|^(thp|go-gogc|gomemlimit|glibc-hugetlb|pin|numa-policy|uring-batch) \(|^  ' "$1" \
+    grep -E '^what-ifs tried over|^(thp|go-gogc|gomemlimit|glibc-hugetlb|pin|numa-policy|uring-batch) \(|^  |^note: the (split.s own cost|runs as they are)' "$1" \
         | grep -v -E '^  ([~!] |\()' || true
 }
 
