@@ -78,13 +78,15 @@ pub struct Traced {
 impl Traced {
     /// A kernel class's time (syscall, fault, irq, softirq, kernel-other), with the tracer's
     /// cost of its own events taken out (syscalls' from syscalls, user faults' from faults;
-    /// the switches' from kernel-other, where it is not known which class a switch left).
+    /// the switches' from kernel-other, where it is not known which class a switch left; the
+    /// tick's from irq, where its timer interrupt is counted).
     pub fn class_ns(&self, class: &str, o: &Overhead) -> f64 {
         let raw = self.split.class_ns(class) as f64;
         let own = match class {
             "syscall" => self.events.syscalls as f64 * o.syscall,
             "fault" => self.events.faults as f64 * o.fault,
             "kernel-other" => self.events.switches as f64 * o.switch,
+            "irq" => o.of_time(self.split.usage_ns as f64),
             _ => 0.0,
         };
         raw - own
@@ -249,7 +251,7 @@ pub fn run_once(
     let traced = split_run.zip(split).map(|(s, o)| {
         let events = Events::of(&s, switches);
         Traced {
-            tracer_ns: o.of(&events),
+            tracer_ns: o.of_run(&events, s.usage_ns as f64),
             split: s,
             events,
         }

@@ -9,8 +9,9 @@
 //! Every A and B run is measured by the split (`price`'s measured classes: user, syscalls,
 //! faults, interrupts, other kernel), with the tracer's own cost per event, measured first
 //! (`overhead`), taken out of its kernel time: a remedy that changes how many events a program
-//! makes changes the tracer's cost too. The first run, for the models, is untraced, and the
-//! runs as they are, with the cost taken out, are set beside it as a check.
+//! makes changes the tracer's cost too. The first run, for the models, is untraced; so is one
+//! more run of the program as it is each round, and the traced runs as they are, with the cost
+//! taken out, are set beside those as a check.
 //!
 //! Files: `measure` (one run and what it cost), `overhead` (the tracer's cost per event),
 //! `remedy` (what can be set here), `thp` and
@@ -44,24 +45,37 @@ use verdict::{Predicted, Verdict};
 /// Rounds of the loops that measure the split's own cost per event.
 const OVERHEAD_ROUNDS: usize = 3;
 
-/// The runs as they are, traced with the tracer's cost taken out, against the untraced first
-/// run: how well taking it out holds.
-fn tracer_check(a: &[RunMeasure], probe: &RunMeasure) -> Option<String> {
-    let traced: Vec<&measure::Traced> = a.iter().filter_map(|m| m.traced.as_ref()).collect();
-    if traced.is_empty() || probe.cpu_usage_ns <= 0.0 {
+/// The runs as they are, traced with the tracer's cost taken out, against the same program
+/// untraced in the same rounds: how well taking the cost out holds.
+fn tracer_check(traced: &[RunMeasure], plain: &[RunMeasure]) -> Option<String> {
+    let pairs: Vec<(&measure::Traced, f64, f64)> = traced
+        .iter()
+        .zip(plain)
+        .filter_map(|(t, p)| Some((t.traced.as_ref()?, t.cpu_usage_ns, p.cpu_usage_ns)))
+        .filter(|(_, _, p)| *p > 0.0)
+        .collect();
+    if pairs.is_empty() {
         return None;
     }
     let med = |v: Vec<f64>| Summary::of(&v).map_or(0.0, |s| s.median);
-    let cost = med(traced.iter().map(|t| t.tracer_ns).collect());
-    let raw = med(traced.iter().map(|t| t.split.usage_ns as f64).collect());
-    let judged = med(a.iter().map(|m| m.cpu_usage_ns).collect());
+    let cost = med(pairs.iter().map(|(t, _, _)| t.tracer_ns).collect());
+    let raw = med(pairs
+        .iter()
+        .map(|(t, _, _)| t.split.usage_ns as f64)
+        .collect());
+    let judged = med(pairs.iter().map(|(_, j, _)| *j).collect());
+    let untraced = med(pairs.iter().map(|(_, _, p)| *p).collect());
+    let off: Vec<f64> = pairs
+        .iter()
+        .map(|(_, j, p)| 100.0 * (j / p - 1.0))
+        .collect();
     Some(format!(
-        "the runs as they are, traced: CPU {} of which the tracer's own cost {}; {} with it taken out, against {} untraced (the first run, {:+.1}%)",
+        "the runs as they are, traced: CPU {} of which the tracer's own cost {}; {} with it taken out, against {} untraced in the same rounds ({})",
         human_ns(raw),
         human_ns(cost),
         human_ns(judged),
-        human_ns(probe.cpu_usage_ns),
-        100.0 * (judged / probe.cpu_usage_ns - 1.0)
+        human_ns(untraced),
+        pct_span(&off)
     ))
 }
 
@@ -195,6 +209,7 @@ pub fn verify(inp: &Inputs, notes: &mut Vec<String>) -> Result<Vec<Tried>> {
         false => None,
     };
     let mut a_runs: Vec<RunMeasure> = Vec::new();
+    let mut a_plain: Vec<RunMeasure> = Vec::new();
     let mut b_runs: Vec<Vec<RunMeasure>> = vec![Vec::new(); trials.len()];
     'rounds: for round in 0..inp.pairs {
         eprintln!(
@@ -209,6 +224,16 @@ pub fn verify(inp: &Inputs, notes: &mut Vec<String>) -> Result<Vec<Tried>> {
         );
         if costlab_core::measure::cancel::requested() {
             break;
+        }
+        // The program as it is, untraced too: the check of the tracer's cost taken out.
+        if split.is_some() {
+            a_plain.push(measure::run_once(
+                inp.path,
+                inp.argv,
+                &base,
+                rate.as_ref(),
+                None,
+            )?);
         }
         let a = measure::run_once(inp.path, inp.argv, &base, rate.as_ref(), split)?;
         let mut bs = Vec::new();
@@ -245,7 +270,7 @@ pub fn verify(inp: &Inputs, notes: &mut Vec<String>) -> Result<Vec<Tried>> {
     }
     if let Some(line) = overhead
         .as_ref()
-        .and_then(|_| tracer_check(&a_runs, &probe))
+        .and_then(|_| tracer_check(&a_runs, &a_plain))
     {
         notes.push(line);
     }

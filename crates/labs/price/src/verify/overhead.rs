@@ -31,6 +31,8 @@ use costlab_core::measure::Summary;
 use crate::count::Cgroup;
 use crate::measured::{parse_cpu_stat, Split, Tracer};
 
+/// Rounds of the spin loop (about 100 ms here).
+const SPINS: u64 = 100_000_000;
 /// getppid calls in the syscall loop.
 const SYSCALLS: u64 = 200_000;
 /// Pages first-touched in the fault loop: `FAULT_ROUNDS` maps of `FAULT_PAGES` 4 KiB pages.
@@ -39,12 +41,15 @@ const FAULT_ROUNDS: usize = 4;
 /// Round trips of one byte each way in the switch loop.
 const PING_PONGS: u64 = 20_000;
 
-/// The tracer's cost per syscall, user fault and switch, ns of kernel time each.
+/// The tracer's cost per syscall, user fault and switch, ns of kernel time each; and its cost
+/// per ns of CPU (its cpu-clock tick, which finds the kernel's share of user time: a timer
+/// interrupt on each CPU however few events a program makes), as a fraction of untraced CPU.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Overhead {
     pub syscall: f64,
     pub fault: f64,
     pub switch: f64,
+    pub per_cpu: f64,
 }
 
 /// The events of one traced run that the tracer pays for.
@@ -90,13 +95,24 @@ impl Overhead {
             + e.switches as f64 * self.switch
     }
 
+    /// The tracer's cost of its tick over a traced run of `usage_ns` CPU (which holds it).
+    pub fn of_time(&self, usage_ns: f64) -> f64 {
+        usage_ns * self.per_cpu / (1.0 + self.per_cpu)
+    }
+
+    /// The tracer's whole cost in a traced run: its events and its tick.
+    pub fn of_run(&self, e: &Events, usage_ns: f64) -> f64 {
+        self.of(e) + self.of_time(usage_ns)
+    }
+
     /// One line for the output.
     pub fn line(&self) -> String {
         format!(
-            "the split's own cost, measured here now and taken out of every traced run's kernel time: {} a syscall, {} a user fault, {} a switch",
+            "the split's own cost, measured here now and taken out of every traced run's kernel time: {} a syscall, {} a user fault, {} a switch, and its tick {:.2}% of the CPU",
             human_ns(self.syscall),
             human_ns(self.fault),
-            human_ns(self.switch)
+            human_ns(self.switch),
+            100.0 * self.per_cpu
         )
     }
 
@@ -104,6 +120,19 @@ impl Overhead {
     pub fn measure(rounds: usize) -> Result<Overhead> {
         let rounds = rounds.max(1);
         let mut o = Overhead::default();
+        // First the tick's share of a loop that makes no events, then each event's cost with
+        // the tick's share of its loop taken out.
+        let mut share = Vec::new();
+        for _ in 0..rounds {
+            costlab_core::measure::cancel::check()?;
+            let plain = run_loop(Kind::Spin, false)?;
+            let traced = run_loop(Kind::Spin, true)?;
+            let (_, others) = Kind::Spin.events(&traced, &o);
+            if plain.usage_ns > 0.0 {
+                share.push(((traced.usage_ns - plain.usage_ns - others) / plain.usage_ns).max(0.0));
+            }
+        }
+        o.per_cpu = Summary::of(&share).map_or(0.0, |s| s.median);
         for kind in [Kind::Syscalls, Kind::Faults, Kind::Switches] {
             let mut per = Vec::new();
             for _ in 0..rounds {
@@ -114,7 +143,7 @@ impl Overhead {
                 if n == 0.0 {
                     bail!("the {} loop made none of its events", kind.word());
                 }
-                let extra = traced.usage_ns - plain.usage_ns - others;
+                let extra = traced.usage_ns - plain.usage_ns - others - o.per_cpu * plain.usage_ns;
                 per.push((extra / n).max(0.0));
             }
             let c = Summary::of(&per).map_or(0.0, |s| s.median);
@@ -122,6 +151,7 @@ impl Overhead {
                 Kind::Syscalls => o.syscall = c,
                 Kind::Faults => o.fault = c,
                 Kind::Switches => o.switch = c,
+                Kind::Spin => {}
             }
         }
         Ok(o)
@@ -130,6 +160,8 @@ impl Overhead {
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Kind {
+    /// Work in user mode and no events: the tick's cost alone.
+    Spin,
     Syscalls,
     Faults,
     Switches,
@@ -138,6 +170,7 @@ enum Kind {
 impl Kind {
     fn word(self) -> &'static str {
         match self {
+            Kind::Spin => "spin",
             Kind::Syscalls => "syscall",
             Kind::Faults => "fault",
             Kind::Switches => "switch",
@@ -149,6 +182,7 @@ impl Kind {
     fn events(self, run: &LoopRun, so_far: &Overhead) -> (f64, f64) {
         let e = run.events;
         let (n, rest) = match self {
+            Kind::Spin => (0, e),
             Kind::Syscalls => (e.syscalls, Events { syscalls: 0, ..e }),
             Kind::Faults => (e.faults, Events { faults: 0, ..e }),
             Kind::Switches => (e.switches, Events { switches: 0, ..e }),
@@ -226,6 +260,12 @@ unsafe fn child_loop(procs: i32, kind: Kind, cpu: &libc::cpu_set_t) -> ! {
         libc::_exit(3);
     }
     match kind {
+        Kind::Spin => {
+            let x = std::cell::UnsafeCell::new(0u64);
+            for i in 0..SPINS {
+                std::ptr::write_volatile(x.get(), std::ptr::read_volatile(x.get()) ^ i);
+            }
+        }
         Kind::Syscalls => {
             for _ in 0..SYSCALLS {
                 libc::syscall(libc::SYS_getppid);
@@ -301,6 +341,7 @@ mod tests {
             syscall: 100.0,
             fault: 300.0,
             switch: 500.0,
+            per_cpu: 0.25,
         };
         let e = Events {
             syscalls: 1000,
@@ -308,6 +349,9 @@ mod tests {
             switches: 2,
         };
         assert_eq!(o.of(&e), 100_000.0 + 3000.0 + 1000.0);
+        // The tick's part: a traced run of 1.25 ms holds 0.25 ms of it (a quarter of 1 ms).
+        assert_eq!(o.of_time(1_250_000.0), 250_000.0);
+        assert_eq!(o.of_run(&e, 1_250_000.0), 104_000.0 + 250_000.0);
         // A loop's own events are left out of the others' cost.
         let run = LoopRun {
             usage_ns: 0.0,
@@ -356,7 +400,7 @@ mod tests {
         }
         let o = Overhead::measure(1).unwrap();
         // Every cost is a number of ns, none below zero.
-        for c in [o.syscall, o.fault, o.switch] {
+        for c in [o.syscall, o.fault, o.switch, o.per_cpu] {
             assert!(c.is_finite() && c >= 0.0, "{o:?}");
         }
     }
