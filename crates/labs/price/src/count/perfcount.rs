@@ -351,7 +351,30 @@ impl PerfCounter {
                     .or_insert(0) += n;
             }
         }
+        release(std::mem::take(&mut self.opened));
         (events, self.notes)
+    }
+}
+
+/// Close the counters off the caller's path. Closing the last counter of a tracepoint waits
+/// for the kernel to unregister its probe (tracepoint_synchronize_unregister: RCU grace
+/// periods, 25-90 ms each here), one tracepoint after another when closed in turn. Each
+/// tracepoint's counters are closed on a thread of their own, so the grace periods overlap,
+/// and those threads run while costlab prices and stores: the counts were read before.
+fn release(opened: Vec<Opened>) {
+    let mut by_source: BTreeMap<String, Vec<Opened>> = BTreeMap::new();
+    for o in opened {
+        let key = match &o.spec.source {
+            Source::Tracepoint(tp, _) => tp.clone(),
+            Source::Software(_) => "software".into(),
+        };
+        by_source.entry(key).or_default().push(o);
+    }
+    for (_, group) in by_source {
+        // A thread that cannot start closes them here, as a drop would.
+        let _ = std::thread::Builder::new()
+            .name("costlab-perf-close".into())
+            .spawn(move || drop(group));
     }
 }
 
