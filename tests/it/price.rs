@@ -567,6 +567,68 @@ fn the_faults_switches_and_spawns_match_perf_stats_counts_of_the_same_cgroup() {
 }
 
 #[test]
+fn a_running_process_has_its_switches_and_wakeups_counted_by_thread() {
+    let name = "a_running_process_has_its_switches_and_wakeups_counted_by_thread";
+    if let Some(why) = count::unavailable() {
+        return skip::skipped_unless_ci(name, &why);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = match build_events(dir.path()) {
+        Ok(e) => e,
+        Err(why) => return skip::skipped(name, &why),
+    };
+    let db = dir.path().join("h.db");
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    // Two threads hand a token back and forth until killed: its second thread is started
+    // before the counting, so both are counted one by one.
+    let mut child = Command::new(&exe)
+        .args(["token", "1000000000"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let pid = child.id().to_string();
+    let out = common::costlab_db(
+        &db,
+        &[
+            "price",
+            "--pid",
+            &pid,
+            "--duration",
+            "1s",
+            "--quick",
+            "--samples",
+            "3",
+            "--json",
+            "-",
+        ],
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let count = |c: &str, e: &str| -> f64 {
+        doc["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["lab"] == "price" && r["metric"] == "count")
+            .filter(|r| r["case"]["class"] == c && r["case"]["event"] == e)
+            .map(|r| r["summary"]["median"].as_f64().unwrap())
+            .sum()
+    };
+    let (vol, wake) = (count("switch", "voluntary"), count("wakeup", "made"));
+    assert!(vol > 1000.0, "{vol} voluntary switches in a second: {err}");
+    // Each hand-off: the holder wakes its partner, then sleeps. Wake-ups made, not received
+    // (those would be twice as many): as many as the voluntary switches.
+    assert!(
+        (vol - wake).abs() <= vol * 0.02 + HANDFUL,
+        "{vol} voluntary switches, {wake} wake-ups made"
+    );
+}
+
+#[test]
 fn the_programs_exit_status_and_output_pass_through() {
     let name = "the_programs_exit_status_and_output_pass_through";
     if let Some(why) = count::unavailable() {
