@@ -357,25 +357,15 @@ impl PerfCounter {
 }
 
 /// Close the counters off the caller's path. Closing the last counter of a tracepoint waits
-/// for the kernel to unregister its probe (tracepoint_synchronize_unregister: RCU grace
-/// periods, 25-90 ms each here), one tracepoint after another when closed in turn. Each
-/// tracepoint's counters are closed on a thread of their own, so the grace periods overlap,
-/// and those threads run while costlab prices and stores: the counts were read before.
+/// for the kernel to unregister its probe (perf_trace_destroy: tracepoint_synchronize_unregister,
+/// RCU grace periods, 25-90 ms a tracepoint here, under the kernel's event_mutex, so one
+/// tracepoint after another whoever closes them). A thread closes them while costlab prices and
+/// stores (the counts were read before); the process's exit waits for what is left of it.
 fn release(opened: Vec<Opened>) {
-    let mut by_source: BTreeMap<String, Vec<Opened>> = BTreeMap::new();
-    for o in opened {
-        let key = match &o.spec.source {
-            Source::Tracepoint(tp, _) => tp.clone(),
-            Source::Software(_) => "software".into(),
-        };
-        by_source.entry(key).or_default().push(o);
-    }
-    for (_, group) in by_source {
-        // A thread that cannot start closes them here, as a drop would.
-        let _ = std::thread::Builder::new()
-            .name("costlab-perf-close".into())
-            .spawn(move || drop(group));
-    }
+    // A thread that cannot start: the closure is dropped here, closing them as a drop would.
+    let _ = std::thread::Builder::new()
+        .name("costlab-perf-close".into())
+        .spawn(move || drop(opened));
 }
 
 /// Keep an event whose counters all opened (and took their filter); say why one did not.
