@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 B=${COSTLAB:-target/release/costlab}
 CONNS=${CONNS:-16}
 SECS=${SECS:-5}
-for tool in bpftrace jq; do
+for tool in jq; do
     command -v "$tool" >/dev/null || { echo "price-echo: needs $tool (scripts/install-deps.sh)" >&2; exit 2; }
 done
 [ "$(id -u)" -eq 0 ] || { echo "price-echo: run as root (BPF)" >&2; exit 2; }

@@ -25,7 +25,7 @@ B=${COSTLAB:-target/release/costlab}
 RUNS=${RUNS:-5}
 LIVE=${LIVE:-268435456}
 PREP=${PREP:-}   # e.g. PREP=--quick: a quicker `cost` and `gc` first (a smoke run, not the figures)
-for tool in bpftrace go gcc; do
+for tool in go gcc; do
     command -v "$tool" >/dev/null || { echo "price-verify: needs $tool (scripts/install-deps.sh)" >&2; exit 2; }
 done
 [ "$(id -u)" -eq 0 ] || { echo "price-verify: run as root (BPF, the THP mode)" >&2; exit 2; }

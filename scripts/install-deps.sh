@@ -18,7 +18,7 @@ need make make
 need cc build-essential         # the bundled SQLite is compiled from C
 need go golang-go               # the gc lab's Go program (gcbench/)
 need javac default-jdk-headless # the gc lab's Java program (javagc/), `costlab gc --runtime java-*`
-need bpftrace bpftrace          # costlab price counts syscalls by id in the kernel (tests/price.rs)
+need bpftrace bpftrace          # the peers costlab price is timed against (bench/price-overhead.sh)
 need strace strace              # bench/price-overhead.sh, the peer costlab price is set against
 need perf linux-perf            # the gc tax attribution samples with perf record -e cpu-clock (pprof otherwise)
 # The two-node NUMA test (tests/two_node.rs): QEMU, a Debian kernel to boot, busybox for

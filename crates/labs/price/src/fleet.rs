@@ -15,6 +15,26 @@ use super::pricing::{Priced, Unit, Units};
 /// How many of a machine's newest runs its unit costs are looked for in.
 const HISTORY_DEPTH: usize = 200;
 
+/// The labs whose rows `units::unit_key` turns into units: cost, syscall, echo and gc (a lab
+/// added there is added here).
+pub const UNIT_LABS: [&str; 4] = ["cost", "syscall", "echo", "gc"];
+
+/// The ids of the runs that hold at least one result row of one of `labs`.
+fn runs_with_rows_of(store: &Store, labs: &[&str]) -> Result<std::collections::HashSet<String>> {
+    let list = labs
+        .iter()
+        .map(|l| format!("'{}'", l.replace('\'', "''")))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Ok(store
+        .read_rows(&format!(
+            "SELECT DISTINCT run_id FROM results WHERE lab IN ({list})"
+        ))?
+        .into_iter()
+        .filter_map(|row| row.first().and_then(|v| v.text()))
+        .collect())
+}
+
 /// A machine of the history: its id and its summary ("CPU · 4 CPUs · kernel").
 #[derive(Debug, Clone, PartialEq)]
 pub struct Machine {
@@ -34,6 +54,9 @@ pub fn units_of(
     let mut units = Units::new();
     let mut runs = store.runs()?;
     runs.reverse();
+    // Only the runs holding a row of a lab that gives units are read whole (a history of
+    // price runs would otherwise be parsed run by run, every count row of each).
+    let with_units = runs_with_rows_of(store, &UNIT_LABS)?;
     for run in runs
         .iter()
         .filter(|r| match only {
@@ -41,6 +64,7 @@ pub fn units_of(
             None => r.machine_id == machine_id,
         })
         .take(HISTORY_DEPTH)
+        .filter(|r| with_units.contains(&r.id))
     {
         let doc = store.load_doc(&run.id)?;
         // The echo lab's io_uring batch is the best one its newest run found (the largest:

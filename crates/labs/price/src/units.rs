@@ -74,7 +74,8 @@ pub(crate) fn has_every_term(units: &Units) -> bool {
 }
 
 /// The unit a stored figure gives, if any: a cost term (at its smallest size; its per-byte
-/// part as "TERM/byte"), s, t(N), the echo lab's io_uring batch.
+/// part as "TERM/byte"), s, t(N), the echo lab's io_uring batch. Only rows of
+/// `fleet::UNIT_LABS` give one (the history is searched for those labs' runs only).
 pub(crate) fn unit_key(row: &ResultRow) -> Option<String> {
     match (row.lab.as_str(), row.metric.as_str()) {
         ("cost", "latency") => {
@@ -202,4 +203,49 @@ pub fn cost_row(f: unitcost::TermFigure) -> Option<ResultRow> {
         case.insert("size".into(), json!(size));
     }
     ResultRow::new("cost", case, f.metric, "ns", f.samples)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(lab: &str, metric: &str, case: costlab_core::model::Case) -> ResultRow {
+        ResultRow::new(lab, case, metric, "ns", vec![1.0]).unwrap()
+    }
+
+    #[test]
+    fn only_the_unit_labs_rows_give_units() {
+        let shapes = |lab: &str| {
+            vec![
+                row(lab, "latency", costlab_core::case! {"term" => "fault-4k"}),
+                row(lab, "per_byte", costlab_core::case! {"term" => "file-read"}),
+                row(
+                    lab,
+                    "latency",
+                    costlab_core::case! {"call" => "getppid", "batch" => 1u32},
+                ),
+                row(lab, "batch", costlab_core::case! {"engine" => "uring"}),
+                row(
+                    lab,
+                    "gc_cpu_share",
+                    costlab_core::case! {"runtime" => "go", "mode" => "gogc", "headroom" => 100u32},
+                ),
+            ]
+        };
+        for lab in ["price", "mem", "share", "numa", "pin"] {
+            assert!(
+                shapes(lab).iter().all(|r| unit_key(r).is_none()),
+                "{lab} gives a unit: add it to fleet::UNIT_LABS"
+            );
+        }
+        let given: Vec<String> = fleet::UNIT_LABS
+            .iter()
+            .flat_map(|lab| shapes(lab))
+            .filter(|r| unit_key(r).is_some())
+            .map(|r| r.lab.clone())
+            .collect();
+        for lab in fleet::UNIT_LABS {
+            assert!(given.iter().any(|l| l == lab), "{lab} gives no unit");
+        }
+    }
 }

@@ -1,4 +1,4 @@
-//! What counting needs of the host: root, bpftrace on PATH, a cgroup v2 hierarchy and tracefs
+//! What counting needs of the host: root, a cgroup v2 hierarchy and tracefs
 //! (mounted for the run where it is not); each missing one said as one line naming the fix.
 
 use std::path::{Path, PathBuf};
@@ -24,12 +24,6 @@ pub(super) fn mounts() -> String {
 pub fn unavailable() -> Option<String> {
     if !rustix::process::geteuid().is_root() {
         return Some("costlab price counts in the kernel with BPF and needs root: run it with sudo (or as root)".into());
-    }
-    if which("bpftrace").is_none() {
-        return Some(
-            "costlab price needs bpftrace: install it (apt-get install bpftrace, or scripts/install-deps.sh)"
-                .into(),
-        );
     }
     if mount_point(&mounts(), "cgroup2").is_none() {
         return Some("costlab price needs a cgroup v2 hierarchy: mount one (mount -t cgroup2 none /sys/fs/cgroup/unified)".into());

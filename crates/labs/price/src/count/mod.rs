@@ -4,19 +4,20 @@
 //!
 //! Syscalls are counted by costlab's own BPF program on the raw `sys_enter` tracepoint
 //! (`bpf`: a per-CPU array indexed by syscall id, at about the cost of one perf counter), the
-//! rarer events by Debian's `bpftrace` (software events and scheduler tracepoints added to a
-//! map), each filtered to a cgroup v2 that the program joins just before it execs. Syscall
-//! ids are named from the kernel headers.
+//! rarer events by the kernel's perf counters in counting mode (`perfcount`: software events
+//! and scheduler tracepoints, no sampling, no BPF, no tracer process), each narrowed to a
+//! cgroup v2 that the program joins just before it execs. Syscall ids are named from the
+//! kernel headers.
 //!
 //! This module is the counting itself: every counter attached for one run and read at its end,
 //! for a command or for a running PID. Its files hold the parts: `syscalls` (names),
-//! `bpftrace` (the script and the tracer), `host` (what the host must have), `cgroup`,
-//! `program` (running it) and `fdwatch` (what the fds point at).
+//! `perfcount` (the rarer events), `host` (what the host must have), `cgroup`, `program`
+//! (running it) and `fdwatch` (what the fds point at).
 
-mod bpftrace;
 pub mod cgroup;
 mod fdwatch;
 pub mod host;
+pub mod perfcount;
 pub mod program;
 pub mod syscalls;
 
@@ -29,10 +30,10 @@ use anyhow::{bail, Result};
 use super::bpf::{self, SyscallCounter, Whose};
 use costlab_core::error::usage;
 
-pub use bpftrace::{parse_maps, script, Events, Filter, Maps, Tracer};
 pub use cgroup::Cgroup;
 pub use fdwatch::{fd_kind, split_by_fd_kind, FdKinds, FdWatch, Procs};
 pub use host::{mount_point, tracefs, unavailable, which};
+pub use perfcount::{Events, Filter, PerfCounter};
 pub use program::{gctrace_path, program, run_program, Stdio3, Times};
 pub use syscalls::{named, parse_unistd, syscall_names, traced_syscalls};
 
@@ -84,10 +85,10 @@ fn add_submissions(events: &mut BTreeMap<(String, String), u64>, c: Option<bpf::
     }
 }
 
-/// Every counter of one run, attached: bpftrace for the rarer events, the BPF syscall and
-/// io_uring counters, the watch on the fds.
+/// Every counter of one run, attached: perf counters for the rarer events, the BPF syscall
+/// and io_uring counters, the watch on the fds.
 struct Counting {
-    tracer: Tracer,
+    events: PerfCounter,
     syscalls: SyscallCounter,
     submissions: Option<bpf::EventCounter>,
     watch: FdWatch,
@@ -96,10 +97,10 @@ struct Counting {
 
 impl Counting {
     fn start(tracefs: &Path, filter: Filter, whose: Whose, procs: Procs) -> Result<Counting> {
-        let tracer = Tracer::start(&script(&filter, tracefs))?;
+        let events = PerfCounter::start(tracefs, &filter)?;
         let mut notes = Vec::new();
         Ok(Counting {
-            tracer,
+            events,
             syscalls: SyscallCounter::attach(whose)?,
             submissions: uring_counter(tracefs, whose, &mut notes),
             watch: FdWatch::start(procs),
@@ -115,7 +116,8 @@ impl Counting {
         let ids = self.syscalls.read()?;
         let by_fd = self.syscalls.read_by_fd()?;
         drop(self.syscalls);
-        let (_, mut events) = self.tracer.finish()?;
+        let (mut events, not_counted) = self.events.finish();
+        notes.extend(not_counted);
         add_submissions(&mut events, self.submissions);
         let names = syscall_names(Path::new("/"));
         let mut syscalls = named(&ids, &names);
