@@ -70,6 +70,9 @@ pub struct Maps {
     pub state: i32,
     /// Hash: thread id -> the class it left with.
     pub tasks: i32,
+    /// Per-CPU array of `bpf::FD_SLOTS` u64: the read/write family's calls by (number, fd),
+    /// one call in `bpf::SAMPLE` (x86-64 only: the fd is read from its pt_regs).
+    pub by_fd: Option<i32>,
 }
 
 /// The tracked thread: the cgroup (for the first event a task shows there) and where `pid`
@@ -163,7 +166,10 @@ fn epilogue(a: &mut Asm) {
     a.exit();
 }
 
-/// raw sys_enter: the class becomes the syscall's number, counted.
+/// raw sys_enter: the class becomes the syscall's number, counted (these counts are the
+/// run's syscall counts: no other counter is attached beside the split). With `by_fd`, one
+/// call in `SAMPLE` of the read/write family (of each number, on each CPU, the first
+/// included) is also counted by (number, fd), as `bpf::program_asm` does.
 pub fn sys_enter(m: &Maps, t: &Target) -> Asm {
     let mut a = Asm::new();
     prologue(&mut a, m, Some(t.cgroup));
@@ -174,9 +180,54 @@ pub fn sys_enter(m: &Maps, t: &Target) -> Asm {
         .note("past the slots (or -1): the shared slot");
     a.label("numbered");
     a.stx_w(R9, ST_CLASS, R1);
-    count(&mut a, m, R1);
+    slot(&mut a, m, R1, "out");
+    a.ldx_dw(R1, R0, 0)
+        .note("r1 = the number's count before this call");
+    a.mov(R2, R1).add_imm(R2, 1).stx_dw(R0, 0, R2);
+    if let Some(by_fd) = m.by_fd {
+        by_fd_sample(&mut a, by_fd);
+    }
     epilogue(&mut a);
     a
+}
+
+/// The by-fd sample, with r1 = the number's count before this call and the number at fp-8
+/// (where `slot` left the key).
+fn by_fd_sample(a: &mut Asm, by_fd: i32) {
+    use crate::bpf::{FDS, PT_REGS_DI, SAMPLE};
+    a.and_imm(R1, (SAMPLE - 1) as i32);
+    a.jne_imm(R1, 0, "out").note("not this call's turn");
+    a.ldx_w(R8, FP, -8)
+        .note("r8 = the number (the thread id is not needed past here)");
+    // Only read, write (0, 1) and pread64..writev (17..=20) go on.
+    a.jgt_imm(R8, 20, "out");
+    a.jge_imm(R8, 17, "by_fd");
+    a.jgt_imm(R8, 1, "out");
+    a.label("by_fd");
+    a.mov(R1, FP)
+        .add_imm(R1, -16)
+        .note("r1 = where the fd goes");
+    a.mov_imm(R2, 8);
+    a.ldx_dw(R3, R6, 0).note("r3 = args[0], the task's pt_regs");
+    a.add_imm(R3, PT_REGS_DI)
+        .note("&regs->di, the first argument");
+    a.call(Helper::ProbeReadKernel);
+    a.jne_imm(R0, 0, "out");
+    a.ldx_dw(R1, FP, -16).note("r1 = the fd");
+    a.jle_imm(R1, (FDS - 2) as i32, "fd_slot");
+    a.mov_imm(R1, (FDS - 1) as i32)
+        .note("the last slot holds every fd from there up");
+    a.label("fd_slot");
+    a.mov(R2, R8);
+    a.lsh_imm(R2, FDS.trailing_zeros() as i32)
+        .note("r2 = number * FDS");
+    a.add(R1, R2);
+    a.stx_w(FP, -4, R1).note("the key");
+    a.mov(R2, FP).add_imm(R2, -4);
+    a.ld_map(R1, by_fd);
+    a.call(Helper::MapLookupElem);
+    a.jeq_imm(R0, 0, "out");
+    a.ldx_dw(R1, R0, 0).add_imm(R1, 1).stx_dw(R0, 0, R1);
 }
 
 /// raw sys_exit: back to user.
@@ -404,6 +455,7 @@ mod tests {
         slots: 3,
         state: 4,
         tasks: 5,
+        by_fd: Some(6),
     };
     const T: Target = Target {
         cgroup: 0x1_0000_0042,
@@ -462,5 +514,39 @@ mod tests {
         let wide = p.iter().position(|i| i.code == 0x18 && i.src == 0).unwrap();
         assert_eq!(p[wide].imm as u32, 0x42);
         assert_eq!(p[wide + 1].imm as u32, 1);
+    }
+
+    /// sys_enter counts each call in its number's slot and, with a by-fd map, samples the
+    /// read/write family by (number, fd) as the separate counter did: 1 in SAMPLE, fd from
+    /// regs->di, key number * FDS + fd; without one, it reads no argument.
+    #[test]
+    fn sys_enter_counts_and_samples_by_fd() {
+        use crate::bpf::{FDS, PT_REGS_DI, SAMPLE};
+        let p = sys_enter(&M, &T).finish().unwrap();
+        let read = p
+            .iter()
+            .position(|i| i.code == 0x85 && i.imm == Helper::ProbeReadKernel as i32)
+            .expect("the fd is read");
+        assert_eq!(p[read - 1].code, 0x07);
+        assert_eq!(p[read - 1].imm, PT_REGS_DI);
+        assert!(p
+            .iter()
+            .any(|i| i.code == 0x57 && i.imm == (SAMPLE - 1) as i32));
+        assert!(p
+            .iter()
+            .any(|i| i.code == 0x67 && i.imm == FDS.trailing_zeros() as i32));
+        let maps: Vec<i32> = p
+            .iter()
+            .filter(|i| i.code == 0x18 && i.src == 1)
+            .map(|i| i.imm)
+            .collect();
+        assert!(maps.contains(&6), "{maps:?}");
+        let l = sys_enter(&M, &T).listing();
+        assert!(l.contains("not this call's turn") && l.contains("the fd"));
+        let bare = Maps { by_fd: None, ..M };
+        let p = sys_enter(&bare, &T).finish().unwrap();
+        assert!(!p
+            .iter()
+            .any(|i| i.code == 0x85 && i.imm == Helper::ProbeReadKernel as i32));
     }
 }
