@@ -378,11 +378,11 @@ impl Tracer {
             "softirqs' end",
         );
         if cfg!(target_arch = "x86_64") {
-            // cpu-clock every 1 ms of each CPU (config 0, period in ns): the ticks that share
-            // the user class between user mode and the kernel work inside it.
+            // cpu-clock every USER_TICK_PERIOD_NS of each CPU (config 0, period in ns): the
+            // ticks that share the user class between user mode and the kernel work inside it.
             optional(
                 prog::user_tick(&m),
-                load::Hook::PerfSoftware(0, 1_000_000, "cpu-clock".into()),
+                load::Hook::PerfSoftware(0, prog::USER_TICK_PERIOD_NS, "cpu-clock".into()),
                 "the kernel work inside user time (sampled)",
             );
             for (i, v) in prog::VECTORS.iter().enumerate() {
