@@ -5,7 +5,10 @@
 //! under each program, interleaved, and the medians of the differences are printed (ns a
 //! call). Then the cpu-clock tick the split samples user time with (`prog::user_tick` on a
 //! software cpu-clock event on every CPU) at two periods, against a loop with no syscalls,
-//! timed by this thread's CPU time (% more CPU time). Run as root: `cargo run --release -p costlab-price --example stepcost [ROUNDS]`.
+//! timed by this thread's CPU time (% more CPU time). Last, the whole split
+//! (`measured::Tracer`, every program attached, this process moved into a fresh cgroup) and
+//! the counter `--count-only` attaches (`bpf::SyscallCounter`), each on the getppid loop
+//! (ns a call). Run as root: `cargo run --release -p costlab-price --example stepcost [ROUNDS]`.
 //! A timing tool for choosing what the programs do (see measured/prog.rs), not a test.
 
 use std::os::fd::AsRawFd;
@@ -164,6 +167,54 @@ fn main() -> anyhow::Result<()> {
             median(&mut more.clone()),
             more.iter()
                 .map(|x| (x * 100.0).round() / 100.0)
+                .collect::<Vec<_>>()
+        );
+    }
+    // The whole split and the counting-only counter, this process in a cgroup of its own.
+    let cg = costlab_price::count::Cgroup::create()?;
+    let own = std::fs::read_to_string("/proc/self/cgroup")?;
+    let own = own
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .unwrap_or("/")
+        .to_string();
+    let home = cg
+        .dir
+        .ancestors()
+        .find(|d| {
+            d.join("cgroup.controllers").exists()
+                && !d.join("..").join("cgroup.controllers").exists()
+        })
+        .map(|root| root.join(own.trim_start_matches('/')))
+        .ok_or_else(|| {
+            anyhow::anyhow!("cannot find the cgroup v2 root above {}", cg.dir.display())
+        })?;
+    std::fs::write(cg.dir.join("cgroup.procs"), "0")?;
+    let id = costlab_price::bpf::cgroup_id(&cg.dir)?;
+    let mut split = Vec::new();
+    let mut counter = Vec::new();
+    for _ in 0..rounds {
+        let b = loop_ns();
+        let t = costlab_price::measured::Tracer::attach(id)?;
+        let s = loop_ns();
+        drop(t);
+        let c = costlab_price::bpf::SyscallCounter::attach(costlab_price::bpf::Whose::Cgroup(id))?;
+        let n = loop_ns();
+        drop(c);
+        split.push(s - b);
+        counter.push(n - b);
+    }
+    std::fs::write(home.join("cgroup.procs"), "0")?;
+    drop(cg);
+    for (name, v) in [
+        ("the whole split (Tracer)", split),
+        ("SyscallCounter (--count-only)", counter),
+    ] {
+        println!(
+            "{name:32} +{:.1} ns a call  {:?}",
+            median(&mut v.clone()),
+            v.iter()
+                .map(|x| (x * 10.0).round() / 10.0)
                 .collect::<Vec<_>>()
         );
     }

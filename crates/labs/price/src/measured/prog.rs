@@ -51,9 +51,11 @@ pub const USER_TICK_KERNEL: u32 = IRQ_BASE + IRQS;
 pub const USER_TICK_USER: u32 = USER_TICK_KERNEL + 1;
 pub const SLOTS: u32 = USER_TICK_USER + 1;
 /// The cpu-clock period of those ticks, ns. Each tick is a timer interrupt, which on a VM
-/// costs exits: every 1 ms measured +2.3% of a busy CPU's time here, every 4 ms +0.5%
-/// (examples/stepcost.rs). At 4 ms a 1 s run still gives 250 ticks per busy CPU to share its
-/// user time by (about 3% of that time, one standard deviation, where a third is kernel).
+/// costs exits: every 1 ms took +2.3% of a busy CPU's time here, every 4 ms +0.5%
+/// (examples/stepcost.rs, 7 rounds, 2026-11-26; a later run under twice the load could not
+/// tell them apart: rerun it quietly). At 4 ms a 1 s run still gives 250 ticks per busy CPU to
+/// share its user time by (about 3% of that time, one standard deviation, where a third is
+/// kernel).
 pub const USER_TICK_PERIOD_NS: u64 = 4_000_000;
 /// Where `cs` sits in x86-64's struct pt_regs (its low two bits: the privilege level).
 pub const PT_REGS_CS: i16 = 136;
