@@ -18,8 +18,8 @@ pub struct PriceArgs {
     /// Untraced runs of the command whose system time the price is checked against (1 to 1000)
     #[arg(long, value_name = "N", default_value_t = 1, allow_hyphen_values = true, value_parser = costlab_lab::args::whole::<usize, 0, 1000>)]
     pub runs: usize,
-    /// Check against the traced run's own times, less the counting's cost per syscall
-    /// (measured here now), instead of untraced runs
+    /// Check against the traced run's own times instead of untraced runs (with --count-only
+    /// or --pid, less the counter's cost per syscall, measured here now)
     #[arg(long)]
     pub once: bool,
     /// Take the unit costs from this stored run (an id, a unique prefix of one, or `last`)

@@ -33,6 +33,14 @@ pub fn times_for(
         ));
         return Ok(untraced.clone());
     }
+    if counts.measured.is_some() && args.pid.is_none() {
+        // The split counted the syscalls itself: the counter whose cost tracecost measures
+        // did not run, and the split's own cost per syscall is not measured here.
+        o.notes.push(
+            "times from the traced run: its system time includes the measured split's own cost (two tracepoints and two clock reads a syscall), not taken out".into(),
+        );
+        return Ok(vec![counts.times]);
+    }
     // The traced run's own times: take the counting's cost out of its system time.
     let whose = if args.pid.is_some() {
         "the process's CPU time while it was counted (/proc/PID/stat, clock ticks)"

@@ -42,7 +42,7 @@ const BPF_RAW_TRACEPOINT_OPEN: i64 = 17;
 const MAP_PERCPU_ARRAY: u32 = 6;
 const PROG_RAW_TRACEPOINT: u32 = 17;
 /// Where `di` (a syscall's first argument) sits in x86-64's struct pt_regs.
-const PT_REGS_DI: i32 = 112;
+pub const PT_REGS_DI: i32 = 112;
 
 /// The read/write family whose calls are also counted by fd (x86-64 numbers): read, write,
 /// pread64, pwrite64, readv, writev. What an fd points at decides what its calls cost.
@@ -354,24 +354,30 @@ impl SyscallCounter {
     /// zeros left out; fd `FDS - 1` holds every fd from there up. Empty where the by-fd
     /// counts are not kept.
     pub fn read_by_fd(&self) -> Result<BTreeMap<(u32, u32), u64>> {
-        let mut out = BTreeMap::new();
-        let Some(map) = &self.by_fd else {
-            return Ok(out);
-        };
-        for id in FD_CALLS {
-            for fd in 0..FDS {
-                let n = self.slot(map, id * FDS + fd)?;
-                if n > 0 {
-                    out.insert((id, fd), n);
-                }
-            }
+        match &self.by_fd {
+            Some(map) => read_by_fd(map, self.cpus),
+            None => Ok(BTreeMap::new()),
         }
-        Ok(out)
     }
 
     fn slot(&self, map: &OwnedFd, key: u32) -> Result<u64> {
         read_slot(map, key, self.cpus)
     }
+}
+
+/// A by-fd array's counts (`FD_SLOTS` per-CPU u64, summed over `cpus` CPUs) by (syscall
+/// number, fd), zeros left out: the counting program's, or the measured split's.
+pub(crate) fn read_by_fd(map: &OwnedFd, cpus: usize) -> Result<BTreeMap<(u32, u32), u64>> {
+    let mut out = BTreeMap::new();
+    for id in FD_CALLS {
+        for fd in 0..FDS {
+            let n = read_slot(map, id * FDS + fd, cpus)?;
+            if n > 0 {
+                out.insert((id, fd), n);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The counting program adds with BPF's atomic fetch-add: one line naming the kernel that lacks

@@ -89,19 +89,31 @@ fn add_submissions(events: &mut BTreeMap<(String, String), u64>, c: Option<bpf::
 /// and io_uring counters, the watch on the fds.
 struct Counting {
     events: PerfCounter,
-    syscalls: SyscallCounter,
+    /// None beside the measured split, whose sys_enter counts the syscalls itself.
+    syscalls: Option<SyscallCounter>,
     submissions: Option<bpf::EventCounter>,
     watch: FdWatch,
     notes: Vec<String>,
 }
 
 impl Counting {
-    fn start(tracefs: &Path, filter: Filter, whose: Whose, procs: Procs) -> Result<Counting> {
+    /// `count_syscalls`: attach the syscall counter (not beside the measured split).
+    fn start(
+        tracefs: &Path,
+        filter: Filter,
+        whose: Whose,
+        procs: Procs,
+        count_syscalls: bool,
+    ) -> Result<Counting> {
         let events = PerfCounter::start(tracefs, &filter)?;
         let mut notes = Vec::new();
         Ok(Counting {
             events,
-            syscalls: SyscallCounter::attach(whose)?,
+            syscalls: if count_syscalls {
+                Some(SyscallCounter::attach(whose)?)
+            } else {
+                None
+            },
             submissions: uring_counter(tracefs, whose, &mut notes),
             watch: FdWatch::start(procs),
             notes,
@@ -110,11 +122,19 @@ impl Counting {
 
     /// Stop and read everything: syscalls by name (the read/write family split by fd kind),
     /// other events by (class, event); the notes of what could not be counted go to `notes`.
-    fn finish(self, notes: &mut Vec<String>) -> Result<(BTreeMap<String, u64>, Events)> {
+    /// `split`: the counts the measured split kept, where it ran instead of the counter.
+    fn finish(
+        self,
+        notes: &mut Vec<String>,
+        split: Option<crate::measured::Counted>,
+    ) -> Result<(BTreeMap<String, u64>, Events)> {
         notes.extend(self.notes.iter().cloned());
         let kinds = self.watch.stop();
-        let ids = self.syscalls.read()?;
-        let by_fd = self.syscalls.read_by_fd()?;
+        let (ids, by_fd) = match (&self.syscalls, split) {
+            (Some(c), _) => (c.read()?, c.read_by_fd()?),
+            (None, Some(s)) => (s.ids, s.by_fd),
+            (None, None) => bail!("no syscall counts: neither the counter nor the split ran"),
+        };
         drop(self.syscalls);
         let (mut events, not_counted) = self.events.finish();
         notes.extend(not_counted);
@@ -166,6 +186,7 @@ pub fn count_command(argv: &[String], split: bool) -> Result<Counts> {
         Filter::Cgroup(cg.dir.clone()),
         Whose::Cgroup(bpf::cgroup_id(&cg.dir)?),
         Procs::Cgroup(cg.dir.clone()),
+        tracer.is_none(),
     )?;
     let sampler = match sampler.map(|s| s.ready()) {
         Some(Ok(s)) => Some(s),
@@ -176,7 +197,10 @@ pub fn count_command(argv: &[String], split: bool) -> Result<Counts> {
         None => None,
     };
     let run = run_program(&path, argv, Some(&cg.dir), Stdio3::Inherit);
-    let measured = tracer.map(|t| t.finish(&cg.dir)).transpose()?;
+    let (measured, counted) = tracer
+        .map(|t| t.finish_counted(&cg.dir))
+        .transpose()?
+        .unzip();
     let samples = match sampler.map(|s| s.finish()) {
         Some(Ok(s)) => Some(s),
         Some(Err(e)) => {
@@ -188,7 +212,7 @@ pub fn count_command(argv: &[String], split: bool) -> Result<Counts> {
     notes.insert(0,
         "counted from the program's execve (itself counted: the cgroup is joined just before it) to its exit, with every thread and child it started".to_string(),
     );
-    let (syscalls, events) = counting.finish(&mut notes)?;
+    let (syscalls, events) = counting.finish(&mut notes, counted)?;
     let (times, exit_status, rchar, wchar) = run?;
     let left = std::fs::read_to_string(cg.dir.join("cgroup.procs")).unwrap_or_default();
     let left = left.lines().count();
@@ -226,6 +250,7 @@ pub fn count_pid(pid: u32, duration: Duration) -> Result<Counts> {
         Filter::Pid(pid),
         Whose::Process(pid),
         Procs::One(pid),
+        true,
     )?;
     let before = proc_times(pid);
     let t0 = Instant::now();
@@ -243,7 +268,7 @@ pub fn count_pid(pid: u32, duration: Duration) -> Result<Counts> {
     let after = proc_times(pid);
     let wall = t0.elapsed();
     let mut notes = Vec::new();
-    let (syscalls, events) = counting.finish(&mut notes)?;
+    let (syscalls, events) = counting.finish(&mut notes, None)?;
     notes.insert(
         0,
         format!(

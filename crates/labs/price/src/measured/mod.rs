@@ -255,9 +255,18 @@ pub fn slot_name(
     }
 }
 
+/// The syscall counts the split's sys_enter kept: by number, and the read/write family's
+/// sampled calls by (number, fd), as `bpf::SyscallCounter` gives them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Counted {
+    pub ids: BTreeMap<u32, u64>,
+    pub by_fd: BTreeMap<(u32, u32), u64>,
+}
+
 /// The split's programs, attached for one cgroup; detached when dropped.
 pub struct Tracer {
     slots: OwnedFd,
+    by_fd: Option<OwnedFd>,
     _state: OwnedFd,
     _tasks: OwnedFd,
     _progs: Vec<load::Attached>,
@@ -296,10 +305,17 @@ impl Tracer {
             load::map(load::MAP_PERCPU_ARRAY, prog::SLOT_SIZE, prog::SLOTS).map_err(fail)?;
         let state = load::map(load::MAP_PERCPU_ARRAY, prog::STATE_SIZE, 1).map_err(fail)?;
         let tasks = load::map(load::MAP_HASH, prog::TASK_SIZE, 1 << 16).map_err(fail)?;
+        // The by-fd sample reads the first argument from pt_regs, whose layout is x86-64's.
+        let by_fd = if cfg!(target_arch = "x86_64") {
+            Some(load::map(load::MAP_PERCPU_ARRAY, 8, crate::bpf::FD_SLOTS).map_err(fail)?)
+        } else {
+            None
+        };
         let m = Maps {
             slots: slots.as_raw_fd(),
             state: state.as_raw_fd(),
             tasks: tasks.as_raw_fd(),
+            by_fd: by_fd.as_ref().map(|f| f.as_raw_fd()),
         };
         let t = Target {
             cgroup: cgroup_id,
@@ -362,11 +378,11 @@ impl Tracer {
             "softirqs' end",
         );
         if cfg!(target_arch = "x86_64") {
-            // cpu-clock every 1 ms of each CPU (config 0, period in ns): the ticks that share
-            // the user class between user mode and the kernel work inside it.
+            // cpu-clock every USER_TICK_PERIOD_NS of each CPU (config 0, period in ns): the
+            // ticks that share the user class between user mode and the kernel work inside it.
             optional(
                 prog::user_tick(&m),
-                load::Hook::PerfSoftware(0, 1_000_000, "cpu-clock".into()),
+                load::Hook::PerfSoftware(0, prog::USER_TICK_PERIOD_NS, "cpu-clock".into()),
                 "the kernel work inside user time (sampled)",
             );
             for (i, v) in prog::VECTORS.iter().enumerate() {
@@ -385,6 +401,7 @@ impl Tracer {
         }
         Ok(Tracer {
             slots,
+            by_fd,
             _state: state,
             _tasks: tasks,
             _progs: progs,
@@ -395,15 +412,29 @@ impl Tracer {
 
     /// Detach and read every slot, named, with the cgroup's cpu.stat from `cgroup_dir`.
     pub fn finish(self, cgroup_dir: &Path) -> Result<Split> {
+        Ok(self.finish_counted(cgroup_dir)?.0)
+    }
+
+    /// `finish`, and the syscall counts sys_enter kept (the run's counts: by number, every
+    /// number below the shared slot, as `bpf::SyscallCounter` reads them; and by fd).
+    pub fn finish_counted(self, cgroup_dir: &Path) -> Result<(Split, Counted)> {
         let stat = std::fs::read_to_string(cgroup_dir.join("cpu.stat")).unwrap_or_default();
         let Tracer {
             slots,
+            by_fd,
             _progs,
             cpus,
             mut notes,
             ..
         } = self;
         drop(_progs);
+        let mut counted = Counted {
+            by_fd: match &by_fd {
+                Some(map) => crate::bpf::read_by_fd(map, cpus)?,
+                None => BTreeMap::new(),
+            },
+            ..Counted::default()
+        };
         let syscalls = syscalls::syscall_names(Path::new("/"));
         let irqs =
             parse_interrupts(&std::fs::read_to_string("/proc/interrupts").unwrap_or_default());
@@ -418,6 +449,9 @@ impl Tracer {
             }
             if v == [0; 4] {
                 continue;
+            }
+            if s < prog::SYS_OTHER && v[0] > 0 {
+                counted.ids.insert(s, v[0]);
             }
             if s == prog::USER_TICK_KERNEL || s == prog::USER_TICK_USER {
                 ticks[(s - prog::USER_TICK_KERNEL) as usize] = v[0];
@@ -460,7 +494,7 @@ impl Tracer {
                 ..Line::default()
             });
         }
-        Ok(split)
+        Ok((split, counted))
     }
 }
 

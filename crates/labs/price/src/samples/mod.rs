@@ -20,8 +20,26 @@ use classify::{dso_name, kernel_subsystem, user_class, Frame};
 use costlab_core::measure::quality::Quality;
 use costlab_history::report::{Outcome, ResultRow};
 
-/// Samples per CPU-second asked of perf (capped by the kernel's limit).
-pub const HZ: u64 = 999;
+/// Samples per CPU-second asked of perf (capped by the kernel's limit). Each is a cpu-clock
+/// interrupt, which on a VM costs exits: on a loop timed by its own CPU time, interleaved, 999
+/// Hz took 2.2-3.6% more CPU here, 499 Hz 0.5-2.6%, 249 Hz 0.5-1.5% (busy machine, 2026-11-26;
+/// with or without -g alike: the interrupt costs, not the stack walk). 499 Hz still gives a
+/// 1 s run of one busy CPU ~500 samples, and the share of kernel samples classed does not
+/// depend on the rate. COSTLAB_PRICE_SAMPLE_HZ asks another rate (bench/price-overhead.sh
+/// compares them on tar).
+pub const HZ: u64 = 499;
+
+/// The rate asked: COSTLAB_PRICE_SAMPLE_HZ where it is a number from 1 up, else `HZ`.
+pub fn hz_asked() -> u64 {
+    hz_from(std::env::var("COSTLAB_PRICE_SAMPLE_HZ").ok().as_deref())
+}
+
+/// The rate a COSTLAB_PRICE_SAMPLE_HZ value asks: a number from 1 up, else `HZ`.
+fn hz_from(v: Option<&str>) -> u64 {
+    v.and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|&v| v > 0)
+        .unwrap_or(HZ)
+}
 
 /// One subsystem's samples and its top functions.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -191,7 +209,7 @@ impl Sampler {
     pub fn spawn(rel: &str) -> Result<Sampler> {
         let perf = costlab_core::measure::perf::find()
             .context("perf is not on PATH (scripts/install-deps.sh installs linux-perf)")?;
-        let hz = costlab_core::measure::perf::rate(HZ);
+        let hz = costlab_core::measure::perf::rate(hz_asked());
         remove_stale_dirs(&std::env::temp_dir());
         let dir = std::env::temp_dir().join(format!("{DIR_PREFIX}{}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
@@ -436,6 +454,15 @@ mod tests {
         assert!(live.is_dir() && other.is_dir());
         assert!(!dead.exists());
         std::fs::remove_dir_all(&tmp).unwrap();
+    }
+
+    #[test]
+    fn the_sample_rate_asked_is_a_positive_number_or_the_default() {
+        assert_eq!(hz_from(None), HZ);
+        assert_eq!(hz_from(Some("999")), 999);
+        assert_eq!(hz_from(Some(" 249\n")), 249);
+        assert_eq!(hz_from(Some("0")), HZ);
+        assert_eq!(hz_from(Some("fast")), HZ);
     }
 
     const SCRIPT: &str = "tar  9261 \n\t           123b8 _dl_check_map_versions (/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2)\n\ntar  9262 \n\tffffffff816fd582 __d_lookup_rcu ([kernel.kallsyms])\n\tffffffff816e887e lookup_fast ([kernel.kallsyms])\n\tffffffff816dec9a vfs_statx ([kernel.kallsyms])\n\tffffffff82259cc1 do_syscall_64 ([kernel.kallsyms])\n\t           f786a __GI___fstatat64 (/usr/lib/x86_64-linux-gnu/libc.so.6)\n\t  73736572706d6f [unknown] ([unknown])\n\ngzip  9263 \n\t           4a1b0 __memmove_avx_unaligned_erms (/usr/lib/x86_64-linux-gnu/libc.so.6)\n\ngzip  9263 \n\t            3a10 [unknown] (/usr/bin/gzip)\n\n";
