@@ -13,8 +13,9 @@ use costlab_price::count;
 
 const THP: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
 
-/// Runs that may change the THP mode, one at a time (price's own tests mount tracefs too).
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// Runs that may change the THP mode hold price's own lock: its tests count faults, which the
+/// THP mode changes, and compare them with perf's counts of another run.
+use crate::price::SERIAL;
 
 fn one_line_exit_2(out: &Output, what: &str) -> String {
     let err = String::from_utf8_lossy(&out.stderr).to_string();
