@@ -4,14 +4,15 @@
 //!
 //! Syscalls are counted by costlab's own BPF program on the raw `sys_enter` tracepoint
 //! (`bpf`: a per-CPU array indexed by syscall id, at about the cost of one perf counter), the
-//! rarer events by the kernel's perf counters in counting mode (`perfcount`: software events
-//! and scheduler tracepoints, no sampling, no BPF, no tracer process), each narrowed to a
-//! cgroup v2 that the program joins just before it execs. Syscall ids are named from the
-//! kernel headers.
+//! switches, task starts, wake-ups and TLB flushes by one small BPF program on each raw
+//! tracepoint (`bpf::tp`: a perf counter on a tracepoint costs RCU grace periods to close), the
+//! faults and migrations by the kernel's perf counters in counting mode (`perfcount`: software
+//! events, no sampling), each narrowed to a cgroup v2 that the program joins just before it
+//! execs. Syscall ids are named from the kernel headers.
 //!
 //! This module is the counting itself: every counter attached for one run and read at its end,
 //! for a command or for a running PID. Its files hold the parts: `syscalls` (names),
-//! `perfcount` (the rarer events), `host` (what the host must have), `cgroup`, `program`
+//! `perfcount` (the software events), `host` (what the host must have), `cgroup`, `program`
 //! (running it) and `fdwatch` (what the fds point at).
 
 pub mod cgroup;
@@ -85,10 +86,11 @@ fn add_submissions(events: &mut BTreeMap<(String, String), u64>, c: Option<bpf::
     }
 }
 
-/// Every counter of one run, attached: perf counters for the rarer events, the BPF syscall
-/// and io_uring counters, the watch on the fds.
+/// Every counter of one run, attached: perf counters for the software events, the BPF
+/// tracepoint, syscall and io_uring counters, the watch on the fds.
 struct Counting {
     events: PerfCounter,
+    tracepoints: bpf::tp::TracepointCounter,
     syscalls: SyscallCounter,
     submissions: Option<bpf::EventCounter>,
     watch: FdWatch,
@@ -97,10 +99,11 @@ struct Counting {
 
 impl Counting {
     fn start(tracefs: &Path, filter: Filter, whose: Whose, procs: Procs) -> Result<Counting> {
-        let events = PerfCounter::start(tracefs, &filter)?;
+        let events = PerfCounter::start(&filter)?;
         let mut notes = Vec::new();
         Ok(Counting {
             events,
+            tracepoints: bpf::tp::TracepointCounter::attach(tracefs, whose, &mut notes)?,
             syscalls: SyscallCounter::attach(whose)?,
             submissions: uring_counter(tracefs, whose, &mut notes),
             watch: FdWatch::start(procs),
@@ -118,6 +121,8 @@ impl Counting {
         drop(self.syscalls);
         let (mut events, not_counted) = self.events.finish();
         notes.extend(not_counted);
+        events.extend(self.tracepoints.read(notes));
+        drop(self.tracepoints);
         add_submissions(&mut events, self.submissions);
         let names = syscall_names(Path::new("/"));
         let mut syscalls = named(&ids, &names);
