@@ -43,8 +43,8 @@ use units::{has_every_term, unit_key};
 
 pub const LAB: &str = "price";
 
-/// Pairs of getppid loops (counted, not) that measure the counting's cost per syscall (short
-/// loops, so more of them: `tracecost::CALLS`).
+/// getppid loops of each kind (counted, not) that measure the counting's cost per syscall
+/// (short loops, so more of them: `tracecost::CALLS`).
 const TRACING_PAIRS: usize = 15;
 
 /// `costlab price`: count, look up or measure the unit costs, price, check.
