@@ -17,11 +17,13 @@
 # set-up a user waits for (goal at most 1.0 s), with and without --count-only.
 # costlab-split-nosamples is the split with perf's sampling left out (COSTLAB_PRICE_SAMPLES=0),
 # to part the transitions' cost from the sampler's.
-# costlab counts the rarer events (faults, migrations, switches, task starts, wake-ups, TLB
-# flushes) with perf counters (perf_event_open, counting only; bpftrace before). Closing the
-# last perf counter of a tracepoint waits for RCU grace periods (the kernel unregisters its
-# probe): W[perf-rarer] is the whole `perf stat` with the floor's counter plus the same events
-# costlab opens, to show that teardown's cost in perf itself beside W[perf-raw].
+# costlab counts faults and migrations with perf software counters (perf_event_open, counting
+# only), and switches, task starts, wake-ups and TLB flushes with its own BPF programs on their
+# raw tracepoints (bpf/tp.rs; perf tracepoint counters before, bpftrace before that). Closing
+# the last perf counter of a tracepoint waits for RCU grace periods (the kernel unregisters its
+# probe), where a BPF link is released at once: W[perf-rarer] is the whole `perf stat` with the
+# floor's counter plus the same events as perf counters, to show that teardown's cost in perf
+# itself beside W[perf-raw].
 #
 # Each traced figure is the traced command's own wall time, without the tool's set-up: perf
 # stat's "seconds time elapsed", costlab price's traced-run wall_time from its JSON (fork to
