@@ -66,10 +66,10 @@ pub fn paired(traced: &[f64], plain: &[f64]) -> Vec<f64> {
     let before = plain.len().div_ceil(2);
     let (first, second) = plain.split_at(before);
     let mut order = Vec::with_capacity(plain.len());
-    for i in 0..before {
-        order.push(first[i]);
-        if let Some(p) = second.get(i) {
-            order.push(*p);
+    for (i, p) in first.iter().enumerate() {
+        order.push(*p);
+        if let Some(q) = second.get(i) {
+            order.push(*q);
         }
     }
     traced
