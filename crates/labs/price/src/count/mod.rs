@@ -118,7 +118,7 @@ impl Counting {
         let kinds = self.watch.stop();
         let ids = self.syscalls.read()?;
         let by_fd = self.syscalls.read_by_fd()?;
-        drop(self.syscalls);
+        detach_off_path(self.syscalls);
         let (mut events, not_counted) = self.events.finish();
         notes.extend(not_counted);
         events.extend(self.tracepoints.read(notes));
@@ -129,6 +129,17 @@ impl Counting {
         split_by_fd_kind(&mut syscalls, &by_fd, &kinds, &names);
         Ok((syscalls, events))
     }
+}
+
+/// Detach the syscall counter (its counts already read) in a thread of its own: releasing the
+/// last program on sys_enter takes 15-20 ms here (the kernel's tracepoint unregistration),
+/// which the unit costs' lookup overlaps. The calibration's own attach waits for it (the
+/// kernel's tracepoints_mutex), and the process's exit for what is left of it.
+fn detach_off_path(counter: SyscallCounter) {
+    // A thread that cannot start: the closure is dropped here, detaching as a drop would.
+    let _ = std::thread::Builder::new()
+        .name("costlab-detach".into())
+        .spawn(move || drop(counter));
 }
 
 /// Count `argv` from its exec to its exit; with `split`, measure where its CPU time went too.
