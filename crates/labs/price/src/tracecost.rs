@@ -14,7 +14,7 @@ use costlab_core::model::Summary;
 /// Calls per timed loop: 10 000 (a loop of about 1.5 ms here). Loops of 100 000 (seven pairs,
 /// about 0.25 s in all) were each long enough to be preempted often on a shared machine, and
 /// their median moved with it (MADs of 3-59 ns over five runs, not quiet); fifteen pairs of
-/// 10 000 gave MADs of 1-4 ns beside them, in about 60 ms.
+/// 10 000 gave MADs of 1-4 ns beside them, in about 60 ms (now in blocks: `per_syscall`).
 const CALLS: u32 = 10_000;
 
 /// ns the counter adds to one syscall of a counted process: one sample per loop counted,
