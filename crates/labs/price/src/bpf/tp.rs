@@ -308,6 +308,21 @@ mod tests {
     }
 
     #[test]
+    fn the_switch_programs_listing_names_each_argument_and_slot() {
+        let l = program_asm(tp("sched_switch"), Whose::Cgroup(5), 3).listing();
+        for want in [
+            "args[0], preempt",
+            "args[3], prev_state",
+            "slot 0, voluntary",
+            "not the counted cgroup",
+            "count:",
+            "exit:",
+        ] {
+            assert!(l.contains(want), "no {want:?} in\n{l}");
+        }
+    }
+
+    #[test]
     fn a_new_task_is_a_thread_by_its_clone_thread_flag() {
         let p = program(tp("task_newtask"), Whose::Cgroup(9), 3);
         let flags = p
