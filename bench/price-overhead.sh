@@ -17,12 +17,14 @@
 # set-up a user waits for (goal at most 1.0 s), with and without --count-only.
 # costlab-split-nosamples is the split with perf's sampling left out (COSTLAB_PRICE_SAMPLES=0),
 # to part the transitions' cost from the sampler's.
-# costlab counts the rarer events (faults, migrations, switches, task starts, wake-ups, TLB
-# flushes) with perf counters (perf_event_open, counting only; bpftrace before). Closing the
-# last perf counter of a tracepoint waits for RCU grace periods (the kernel unregisters its
-# probe): W[perf-rarer] is the whole `perf stat` with the floor's counter plus the same events
-# costlab opens, to show that teardown's cost in perf itself beside W[perf-raw].
-# to part the transitions' cost from the sampler's. The split counts the syscalls in its own
+# costlab counts faults and migrations with perf software counters (perf_event_open, counting
+# only), and switches, task starts, wake-ups and TLB flushes with its own BPF programs on their
+# raw tracepoints (bpf/tp.rs; perf tracepoint counters before, bpftrace before that). Closing
+# the last perf counter of a tracepoint waits for RCU grace periods (the kernel unregisters its
+# probe), where a BPF link is released at once: W[perf-rarer] is the whole `perf stat` with the
+# floor's counter plus the same events as perf counters, to show that teardown's cost in perf
+# itself beside W[perf-raw].
+# The split counts the syscalls in its own
 # sys_enter (no second counter beside it). tar is also timed with perf sampling at 999 Hz
 # (COSTLAB_PRICE_SAMPLE_HZ=999, the earlier rate; 499 Hz is the default) and without samples,
 # with the share of its kernel samples that name a subsystem at each rate (goal: at least 90%).

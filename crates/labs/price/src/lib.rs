@@ -43,8 +43,8 @@ use units::{has_every_term, unit_key};
 
 pub const LAB: &str = "price";
 
-/// Pairs of getppid loops (counted, not) that measure the counting's cost per syscall (short
-/// loops, so more of them: `tracecost::CALLS`).
+/// getppid loops of each kind (counted, not) that measure the counting's cost per syscall
+/// (short loops, so more of them: `tracecost::CALLS`).
 const TRACING_PAIRS: usize = 15;
 
 /// `costlab price`: count, look up or measure the unit costs, price, check.
@@ -77,8 +77,11 @@ pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
     }
     let (counts, cmdline) = (&counted.counts, counted.cmdline.as_str());
     o.notes.extend(counts.notes.iter().cloned());
-    let times = times::times_for(args, from.is_some(), &counted, &mut o)?;
+    // The unit costs first: reading them from the history takes longer than the RCU grace
+    // period that the tracing-cost calibration's attach (in `times_for`) would otherwise
+    // wait for after the counting detached from sys_enter (`tracecost::per_syscall`).
     let units = units::units_for(db, ctx, args, counts, &mut o)?;
+    let times = times::times_for(args, from.is_some(), &counted, &mut o)?;
     let priced = pricing::price(counts, &units);
     let cpu = Summary::of(
         &times

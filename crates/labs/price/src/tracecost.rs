@@ -14,11 +14,20 @@ use costlab_core::model::Summary;
 /// Calls per timed loop: 10 000 (a loop of about 1.5 ms here). Loops of 100 000 (seven pairs,
 /// about 0.25 s in all) were each long enough to be preempted often on a shared machine, and
 /// their median moved with it (MADs of 3-59 ns over five runs, not quiet); fifteen pairs of
-/// 10 000 gave MADs of 1-4 ns beside them, in about 60 ms.
+/// 10 000 gave MADs of 1-4 ns beside them, in about 60 ms (now in blocks: `per_syscall`).
 const CALLS: u32 = 10_000;
 
-/// ns the counter adds to one syscall of a counted process: one sample per pair of loops.
-pub fn per_syscall(pairs: usize) -> Result<Vec<f64>> {
+/// ns the counter adds to one syscall of a counted process: one sample per loop counted,
+/// each less an uncounted loop.
+///
+/// The loops run in blocks, not in alternate pairs: uncounted loops, one attach, the counted
+/// loops, one detach, the rest of the uncounted ones; sample i is counted loop i less uncounted
+/// loop i (taken from before and after the counted block in turn, so a drift over the blocks
+/// is met from both sides). Attaching the first program to sys_enter soon after the last one
+/// was detached waits for an RCU grace period (the kernel's tracepoint_add_func,
+/// TP_TRANSITION_SYNC_1_0_1: 15-25 ms here); alternate pairs paid one for every pair, about
+/// 0.27 s of the 0.3 s the calibration took on every --once run.
+pub fn per_syscall(loops: usize) -> Result<Vec<f64>> {
     let me = std::process::id();
     let loop_ns = || {
         let t = Instant::now();
@@ -31,16 +40,43 @@ pub fn per_syscall(pairs: usize) -> Result<Vec<f64>> {
         t.elapsed().as_nanos() as f64 / CALLS as f64
     };
     loop_ns(); // warm
-    let mut out = Vec::with_capacity(pairs);
-    for _ in 0..pairs {
+    let before = loops.div_ceil(2);
+    let mut plain = Vec::with_capacity(loops);
+    for _ in 0..before {
         costlab_core::measure::cancel::check()?;
-        let plain = loop_ns();
-        let counter = SyscallCounter::attach(Whose::Process(me))?;
-        let traced = loop_ns();
-        drop(counter);
-        out.push((traced - plain).max(0.0));
+        plain.push(loop_ns());
     }
-    Ok(out)
+    let counter = SyscallCounter::attach(Whose::Process(me))?;
+    let mut traced = Vec::with_capacity(loops);
+    for _ in 0..loops {
+        costlab_core::measure::cancel::check()?;
+        traced.push(loop_ns());
+    }
+    drop(counter);
+    for _ in before..loops {
+        costlab_core::measure::cancel::check()?;
+        plain.push(loop_ns());
+    }
+    Ok(paired(&traced, &plain))
+}
+
+/// Counted loop i less uncounted loop j(i): the uncounted ones taken alternately from the
+/// block before (the first `ceil(n/2)`) and the block after, never below zero.
+pub fn paired(traced: &[f64], plain: &[f64]) -> Vec<f64> {
+    let before = plain.len().div_ceil(2);
+    let (first, second) = plain.split_at(before);
+    let mut order = Vec::with_capacity(plain.len());
+    for (i, p) in first.iter().enumerate() {
+        order.push(*p);
+        if let Some(q) = second.get(i) {
+            order.push(*q);
+        }
+    }
+    traced
+        .iter()
+        .zip(order)
+        .map(|(t, p)| (t - p).max(0.0))
+        .collect()
 }
 
 /// The counted syscalls of a run (every name, every kind of fd).
@@ -60,6 +96,16 @@ pub fn untraced(counts: &Counts, cost: &Summary) -> (Times, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_counted_loop_is_set_against_uncounted_ones_from_both_sides_in_turn() {
+        // Uncounted: 10, 11, 12 before the counted block; 20, 21 after it.
+        let plain = [10.0, 11.0, 12.0, 20.0, 21.0];
+        let traced = [30.0, 30.0, 30.0, 30.0, 30.0];
+        assert_eq!(paired(&traced, &plain), vec![20.0, 10.0, 19.0, 9.0, 18.0]);
+        // Never below zero.
+        assert_eq!(paired(&[5.0], &[9.0]), vec![0.0]);
+    }
 
     #[test]
     fn the_tracing_cost_comes_out_of_the_system_time_and_no_further() {

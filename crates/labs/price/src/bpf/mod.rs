@@ -30,6 +30,7 @@ pub enum Whose {
 }
 
 pub mod asm;
+pub mod tp;
 
 pub use asm::Insn;
 use asm::{Asm, Helper, FP, R0, R1, R2, R3, R6, R7};

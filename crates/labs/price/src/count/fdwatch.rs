@@ -110,17 +110,17 @@ pub fn split_by_fd_kind(
 }
 
 /// Watches the fds of a cgroup's (or a process's) processes every few milliseconds until
-/// stopped; what it saw comes back from `stop`.
+/// stopped; what it saw comes back from `stop`. The watch waits on a channel between looks,
+/// so `stop` wakes it at once (a sleep made every run wait up to 10 ms more at its end).
 pub struct FdWatch {
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    stop: std::sync::mpsc::Sender<()>,
     handle: std::thread::JoinHandle<FdKinds>,
 }
 
 impl FdWatch {
     pub fn start(procs: Procs) -> FdWatch {
-        use std::sync::atomic::Ordering;
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let flag = stop.clone();
+        use std::sync::mpsc::RecvTimeoutError;
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let handle = std::thread::spawn(move || {
             let mut kinds = FdKinds::default();
             loop {
@@ -133,17 +133,21 @@ impl FdWatch {
                     Procs::One(pid) => vec![*pid],
                 };
                 kinds.sample(&pids);
-                if flag.load(Ordering::Relaxed) {
-                    return kinds;
+                match stopped.recv_timeout(Duration::from_millis(10)) {
+                    Err(RecvTimeoutError::Timeout) => {}
+                    // Stopped (or the watch dropped): one last look, then what was seen.
+                    _ => {
+                        kinds.sample(&pids);
+                        return kinds;
+                    }
                 }
-                std::thread::sleep(Duration::from_millis(10));
             }
         });
         FdWatch { stop, handle }
     }
 
     pub fn stop(self) -> FdKinds {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = self.stop.send(());
         self.handle.join().unwrap_or_default()
     }
 }

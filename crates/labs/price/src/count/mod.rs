@@ -4,14 +4,15 @@
 //!
 //! Syscalls are counted by costlab's own BPF program on the raw `sys_enter` tracepoint
 //! (`bpf`: a per-CPU array indexed by syscall id, at about the cost of one perf counter), the
-//! rarer events by the kernel's perf counters in counting mode (`perfcount`: software events
-//! and scheduler tracepoints, no sampling, no BPF, no tracer process), each narrowed to a
-//! cgroup v2 that the program joins just before it execs. Syscall ids are named from the
-//! kernel headers.
+//! switches, task starts, wake-ups and TLB flushes by one small BPF program on each raw
+//! tracepoint (`bpf::tp`: a perf counter on a tracepoint costs RCU grace periods to close), the
+//! faults and migrations by the kernel's perf counters in counting mode (`perfcount`: software
+//! events, no sampling), each narrowed to a cgroup v2 that the program joins just before it
+//! execs. Syscall ids are named from the kernel headers.
 //!
 //! This module is the counting itself: every counter attached for one run and read at its end,
 //! for a command or for a running PID. Its files hold the parts: `syscalls` (names),
-//! `perfcount` (the rarer events), `host` (what the host must have), `cgroup`, `program`
+//! `perfcount` (the software events), `host` (what the host must have), `cgroup`, `program`
 //! (running it) and `fdwatch` (what the fds point at).
 
 pub mod cgroup;
@@ -85,10 +86,11 @@ fn add_submissions(events: &mut BTreeMap<(String, String), u64>, c: Option<bpf::
     }
 }
 
-/// Every counter of one run, attached: perf counters for the rarer events, the BPF syscall
-/// and io_uring counters, the watch on the fds.
+/// Every counter of one run, attached: perf counters for the software events, the BPF
+/// tracepoint, syscall and io_uring counters, the watch on the fds.
 struct Counting {
     events: PerfCounter,
+    tracepoints: bpf::tp::TracepointCounter,
     /// None beside the measured split, whose sys_enter counts the syscalls itself.
     syscalls: Option<SyscallCounter>,
     submissions: Option<bpf::EventCounter>,
@@ -105,10 +107,11 @@ impl Counting {
         procs: Procs,
         count_syscalls: bool,
     ) -> Result<Counting> {
-        let events = PerfCounter::start(tracefs, &filter)?;
+        let events = PerfCounter::start(&filter)?;
         let mut notes = Vec::new();
         Ok(Counting {
             events,
+            tracepoints: bpf::tp::TracepointCounter::attach(tracefs, whose, &mut notes)?,
             syscalls: if count_syscalls {
                 Some(SyscallCounter::attach(whose)?)
             } else {
@@ -135,15 +138,30 @@ impl Counting {
             (None, Some(s)) => (s.ids, s.by_fd),
             (None, None) => bail!("no syscall counts: neither the counter nor the split ran"),
         };
-        drop(self.syscalls);
+        if let Some(c) = self.syscalls {
+            detach_off_path(c);
+        }
         let (mut events, not_counted) = self.events.finish();
         notes.extend(not_counted);
+        events.extend(self.tracepoints.read(notes));
+        drop(self.tracepoints);
         add_submissions(&mut events, self.submissions);
         let names = syscall_names(Path::new("/"));
         let mut syscalls = named(&ids, &names);
         split_by_fd_kind(&mut syscalls, &by_fd, &kinds, &names);
         Ok((syscalls, events))
     }
+}
+
+/// Detach the syscall counter (its counts already read) in a thread of its own: releasing the
+/// last program on sys_enter takes 15-20 ms here (the kernel's tracepoint unregistration),
+/// which the unit costs' lookup overlaps. The calibration's own attach waits for it (the
+/// kernel's tracepoints_mutex), and the process's exit for what is left of it.
+fn detach_off_path(counter: SyscallCounter) {
+    // A thread that cannot start: the closure is dropped here, detaching as a drop would.
+    let _ = std::thread::Builder::new()
+        .name("costlab-detach".into())
+        .spawn(move || drop(counter));
 }
 
 /// Count `argv` from its exec to its exit; with `split`, measure where its CPU time went too.

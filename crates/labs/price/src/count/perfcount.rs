@@ -1,31 +1,28 @@
-//! The rarer events (faults, switches, migrations, task starts, wake-ups, TLB flushes) counted
-//! by the kernel's own perf counters: perf_event_open(2) in counting mode, no sampling, no BPF
-//! and no tracer process, so nothing to compile at the start and nothing to wait for at the end.
+//! The rarer software events (minor and major faults, CPU migrations) counted by the kernel's
+//! own perf counters: perf_event_open(2) in counting mode, no sampling and no tracer process,
+//! so nothing to compile at the start and nothing to wait for at the end (closing a software
+//! counter is cheap; a tracepoint's counter is not, which is why the scheduler's tracepoints
+//! are counted by BPF programs instead: `bpf::tp`).
 //!
 //! For a command, every event is opened once per online CPU on the program's cgroup v2
 //! (PERF_FLAG_PID_CGROUP: the kernel counts while a task of that cgroup is current on the CPU,
-//! which is what `perf stat -a -G` does), and the CPUs' counts are summed. Software events
-//! (minor-faults, major-faults, cpu-migrations) and tracepoints (by the id tracefs gives) count
-//! alike; a tracepoint split by one of its fields (a switch voluntary or not, a new task a
-//! thread or a process) is opened twice, each with an ftrace filter (PERF_EVENT_IOC_SET_FILTER)
-//! that keeps one side.
+//! which is what `perf stat -a -G` does), and the CPUs' counts are summed.
 //!
 //! For `--pid`, each event is opened on each thread of the process (any CPU), with `inherit`
 //! limited to threads (`inherit_thread`): a thread the process starts later is counted when a
 //! counted thread starts it; one started between the listing of /proc/PID/task and the opens
 //! is caught by listing again until no new thread shows.
 //!
-//! An event that fails to open, or whose filter the kernel refuses, is left out and said in a
-//! note; so is a count the kernel had to scale (a counter that did not run all the time it was
-//! enabled: counting events on a CPU are never time-shared, so this should not happen).
+//! An event that fails to open is left out and said in a note; so is a count the kernel had to
+//! scale (a counter that did not run all the time it was enabled: counting events on a CPU are
+//! never time-shared, so this should not happen).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
-use std::os::fd::AsRawFd;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use perf_event::events::{Software, Tracepoint};
+use perf_event::events::Software;
 use perf_event::{Builder, Counter};
 
 /// Where the counting is narrowed to.
@@ -40,129 +37,38 @@ pub enum Filter {
 /// Events other than syscalls, by (class, event).
 pub type Events = BTreeMap<(String, String), u64>;
 
-/// What one counted event opens.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Source {
-    /// A software event (PERF_COUNT_SW_*).
-    Software(Software),
-    /// A tracepoint: its `sys/name` under tracefs' events/ and the id read there.
-    Tracepoint(String, u64),
-}
-
-/// One counted event: its (class, event) key, what it opens, and the ftrace filter that keeps
-/// its side of a split tracepoint.
+/// One counted event: its (class, event) key and the software event it opens.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Spec {
     pub class: &'static str,
     pub event: &'static str,
-    pub source: Source,
-    pub filter: Option<&'static str>,
+    pub source: Software,
 }
 
 impl Spec {
     fn name(&self) -> String {
-        let what = match &self.source {
-            Source::Software(_) => format!("software event {}", self.sw_name()),
-            Source::Tracepoint(tp, _) => format!("tracepoint {}", tp.replace('/', ":")),
-        };
-        match self.filter {
-            Some(f) => format!("{what} (filter '{f}')"),
-            None => what,
-        }
-    }
-
-    fn sw_name(&self) -> &'static str {
-        match self.source {
-            Source::Software(s) if s == Software::PAGE_FAULTS_MIN => "minor-faults",
-            Source::Software(s) if s == Software::PAGE_FAULTS_MAJ => "major-faults",
-            Source::Software(s) if s == Software::CPU_MIGRATIONS => "cpu-migrations",
+        let sw = match self.source {
+            s if s == Software::PAGE_FAULTS_MIN => "minor-faults",
+            s if s == Software::PAGE_FAULTS_MAJ => "major-faults",
+            s if s == Software::CPU_MIGRATIONS => "cpu-migrations",
             _ => "other",
-        }
+        };
+        format!("software event {sw}")
     }
 }
 
-/// A switch is voluntary when the task that leaves the CPU sleeps (a state in TASK_REPORT,
-/// 0x7f); preempted, its state is 0 (or TASK_REPORT_MAX) and the switch is involuntary.
-pub const VOLUNTARY: &str = "prev_state & 127";
-pub const INVOLUNTARY: &str = "!(prev_state & 127)";
-/// A new task is a thread when its clone flags hold CLONE_THREAD (0x10000).
-pub const THREAD: &str = "clone_flags & 65536";
-pub const PROCESS: &str = "!(clone_flags & 65536)";
-
-/// One side of a tracepoint: its (class, event) and the filter that keeps it.
-type Side = (&'static str, &'static str, Option<&'static str>);
-
-/// The events to count: the three software events always, each tracepoint only where the
-/// tracefs tree at `tracefs` has it. A tracepoint whose id cannot be read is said in `notes`.
-pub fn specs(tracefs: &Path, notes: &mut Vec<String>) -> Vec<Spec> {
-    let sw = |class, event, config| Spec {
+/// The events to count.
+pub fn specs() -> Vec<Spec> {
+    let sw = |class, event, source| Spec {
         class,
         event,
-        source: Source::Software(config),
-        filter: None,
+        source,
     };
-    let mut out = vec![
+    vec![
         sw("fault", "minor", Software::PAGE_FAULTS_MIN),
         sw("fault", "major", Software::PAGE_FAULTS_MAJ),
         sw("migration", "migration", Software::CPU_MIGRATIONS),
-    ];
-    let tracepoints: [(&str, &[Side]); 4] = [
-        (
-            "sched/sched_switch",
-            &[
-                ("switch", "voluntary", Some(VOLUNTARY)),
-                ("switch", "involuntary", Some(INVOLUNTARY)),
-            ],
-        ),
-        (
-            "task/task_newtask",
-            &[
-                ("spawn", "thread", Some(THREAD)),
-                ("spawn", "process", Some(PROCESS)),
-            ],
-        ),
-        ("sched/sched_wakeup", &[("wakeup", "made", None)]),
-        ("tlb/tlb_flush", &[("tlb_flush", "flush", None)]),
-    ];
-    for (tp, sides) in tracepoints {
-        let dir = tracefs.join("events").join(tp);
-        if !dir.is_dir() {
-            continue;
-        }
-        let id = match tracepoint_id(&dir) {
-            Ok(id) => id,
-            Err(e) => {
-                notes.push(format!(
-                    "{} not counted: {e}",
-                    sides
-                        .iter()
-                        .map(|(c, e, _)| format!("{c} {e}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ));
-                continue;
-            }
-        };
-        for (class, event, filter) in sides {
-            out.push(Spec {
-                class,
-                event,
-                source: Source::Tracepoint(tp.to_string(), id),
-                filter: *filter,
-            });
-        }
-    }
-    out
-}
-
-/// A tracepoint's id, from its `id` file under tracefs.
-fn tracepoint_id(dir: &Path) -> Result<u64> {
-    let path = dir.join("id");
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    text.trim()
-        .parse()
-        .with_context(|| format!("{} holds {:?}, not an id", path.display(), text.trim()))
+    ]
 }
 
 /// One value of one counter as read: the count, and the ns it was enabled and running.
@@ -208,30 +114,9 @@ fn threads(pid: u32) -> BTreeSet<u32> {
         .unwrap_or_default()
 }
 
-/// PERF_EVENT_IOC_SET_FILTER: _IOW('$', 6, char *).
-const IOC_SET_FILTER: libc::c_ulong = (1 << 30)
-    | ((std::mem::size_of::<*const libc::c_char>() as libc::c_ulong) << 16)
-    | (0x24 << 8)
-    | 6;
-
-fn set_filter(c: &Counter, filter: &str) -> std::io::Result<()> {
-    let f = std::ffi::CString::new(filter).expect("no NUL in a filter");
-    // SAFETY: an ioctl on a perf event fd this process opened, with a pointer to a NUL-ended
-    // string that outlives the call (the kernel copies it).
-    let r = unsafe { libc::ioctl(c.as_raw_fd(), IOC_SET_FILTER as _, f.as_ptr()) };
-    if r < 0 {
-        Err(std::io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
-}
-
 /// The builder of one event, counting kernel and user alike (as `perf stat` does as root).
 fn builder(spec: &Spec) -> Builder<'static> {
-    let mut b = match &spec.source {
-        Source::Software(s) => Builder::new(*s),
-        Source::Tracepoint(_, id) => Builder::new(Tracepoint::with_id(*id)),
-    };
+    let mut b = Builder::new(spec.source);
     b.include_kernel().exclude_hv(false);
     b
 }
@@ -249,12 +134,12 @@ pub struct PerfCounter {
 }
 
 impl PerfCounter {
-    /// Open and enable every event of `specs(tracefs)` for `filter`. An event that cannot be
+    /// Open and enable every event of `specs()` for `filter`. An event that cannot be
     /// opened is left out and said; only a cgroup that cannot be opened, or a CPU list that
     /// cannot be read, is an error.
-    pub fn start(tracefs: &Path, filter: &Filter) -> Result<PerfCounter> {
+    pub fn start(filter: &Filter) -> Result<PerfCounter> {
         let mut notes = Vec::new();
-        let specs = specs(tracefs, &mut notes);
+        let specs = specs();
         let mut opened = Vec::new();
         match filter {
             Filter::Cgroup(dir) => {
@@ -351,38 +236,17 @@ impl PerfCounter {
                     .or_insert(0) += n;
             }
         }
-        release(std::mem::take(&mut self.opened));
         (events, self.notes)
     }
 }
 
-/// Close the counters off the caller's path. Closing the last counter of a tracepoint waits
-/// for the kernel to unregister its probe (perf_trace_destroy: tracepoint_synchronize_unregister,
-/// RCU grace periods, 25-90 ms a tracepoint here, under the kernel's event_mutex, so one
-/// tracepoint after another whoever closes them). A thread closes them while costlab prices and
-/// stores (the counts were read before); the process's exit waits for what is left of it.
-fn release(opened: Vec<Opened>) {
-    // A thread that cannot start: the closure is dropped here, closing them as a drop would.
-    let _ = std::thread::Builder::new()
-        .name("costlab-perf-close".into())
-        .spawn(move || drop(opened));
-}
-
-/// Keep an event whose counters all opened (and took their filter); say why one did not.
+/// Keep an event whose counters all opened; say why one did not.
 fn push(
     opened: &mut Vec<Opened>,
     notes: &mut Vec<String>,
     spec: Spec,
     counters: std::io::Result<Vec<Counter>>,
 ) {
-    let counters = counters.and_then(|cs| {
-        if let Some(f) = spec.filter {
-            for c in &cs {
-                set_filter(c, f)?;
-            }
-        }
-        Ok(cs)
-    });
     match counters {
         Ok(counters) => opened.push(Opened { spec, counters }),
         Err(e) => notes.push(format!(
@@ -459,13 +323,5 @@ mod tests {
         assert_eq!(total(&[r(10, 5, 5), r(7, 0, 0)]), (17, false));
         assert_eq!(total(&[r(10, 100, 50), r(1, 3, 3)]), (21, true));
         assert_eq!(total(&[]), (0, false));
-    }
-
-    #[test]
-    fn the_set_filter_ioctl_is_the_kernels_number() {
-        // include/uapi/linux/perf_event.h: _IOW('$', 6, char *), 0x40082406 on a 64-bit kernel.
-        if std::mem::size_of::<usize>() == 8 {
-            assert_eq!(IOC_SET_FILTER, 0x4008_2406);
-        }
     }
 }
