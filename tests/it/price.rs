@@ -1091,6 +1091,46 @@ fn counts_from_a_file_are_priced_here_and_on_a_second_stored_machine_in_postgres
     check_from_and_on(&url);
 }
 
+/// A term the history holds only as a figure that is not ok is priced with that figure and
+/// flagged, not measured again at the price's own cost.
+#[test]
+fn a_term_the_history_holds_only_noisy_is_used_and_flagged_not_measured_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db").display().to_string();
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("terms-machine-a.json")).unwrap())
+            .unwrap();
+    for r in doc["results"].as_array_mut().unwrap() {
+        if r["lab"] == "cost" && r["case"]["term"] == "fault-4k" {
+            r["quality"] = "noisy".into();
+        }
+    }
+    let noisy = dir.path().join("terms-noisy.json");
+    std::fs::write(&noisy, serde_json::to_vec(&doc).unwrap()).unwrap();
+    let out = crate::common::costlab_db(&db, &["import", noisy.to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (_, err) = priced_doc(
+        &db,
+        &[
+            "price",
+            "--from",
+            &fixture("counts.json"),
+            "--terms-run",
+            RUN_A,
+        ],
+    );
+    assert!(
+        err.contains("the history has no ok figure for fault-4k (run 20261120T100000Z-f1a701"),
+        "{err}"
+    );
+    assert!(!err.contains("measured first"), "{err}");
+}
+
 /// `--once` with `--from`: the saved traced run's times, as saved (the counting's cost on the
 /// machine that counted is not known here, so nothing is taken out), and nothing measured.
 #[test]

@@ -52,6 +52,10 @@ pub fn units_of(
     enough: fn(&Units) -> bool,
 ) -> Result<Units> {
     let mut units = Units::new();
+    // The newest figure of each term that is not ok (noisy, disturbed): used only where no
+    // run within reach has an ok one, and then flagged by the price's verdicts, so a price
+    // does not re-measure (at its own cost, and no quieter) a term the history holds.
+    let mut not_ok = Units::new();
     let mut runs = store.runs()?;
     runs.reverse();
     // Only the runs holding a row of a lab that gives units are read whole (a history of
@@ -72,6 +76,11 @@ pub fn units_of(
         let mut best_batch: Option<&costlab_history::report::ResultRow> = None;
         for row in &doc.results {
             if !matches!(row.quality, None | Some(Quality::Ok)) {
+                if let Some(key) = unit_key(row).filter(|k| k != "echo-batch") {
+                    not_ok
+                        .entry(key)
+                        .or_insert_with(|| Unit::of_row(row, &run.id));
+                }
                 continue;
             }
             if let Some(key) = unit_key(row) {
@@ -95,6 +104,9 @@ pub fn units_of(
         if enough(&units) {
             break;
         }
+    }
+    for (k, u) in not_ok {
+        units.entry(k).or_insert(u);
     }
     Ok(units)
 }

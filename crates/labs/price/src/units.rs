@@ -32,6 +32,21 @@ pub fn units_for(
             units.len()
         ));
     }
+    let flagged: Vec<String> = pricing::needed(counts)
+        .into_iter()
+        .filter_map(|u| {
+            let unit = units.get(u)?;
+            let q = unit.rows.first()?.quality?;
+            (q != costlab_core::measure::quality::Quality::Ok)
+                .then(|| format!("{u} ({})", unit.from))
+        })
+        .collect();
+    if !flagged.is_empty() {
+        o.notes.push(format!(
+            "the history has no ok figure for {}: priced with its newest one, which is not ok, and flagged below (costlab cost measures them again)",
+            flagged.join(", ")
+        ));
+    }
     let missing: Vec<&'static str> = pricing::needed(counts)
         .into_iter()
         .filter(|u| !units.contains_key(*u))
