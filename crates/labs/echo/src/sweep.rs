@@ -420,10 +420,12 @@ fn run_points(
                             let stats = server.stop()?;
                             let report = report?;
                             let cond = watch.finish();
-                            if report.answered > 0 {
+                            // Answers inside the measuring window: a run whose few answers
+                            // all came in its warm-up has a throughput of 0 just the same.
+                            if report.requests > 0 {
                                 break (report, stats, cond);
                             }
-                            // A run that got no answer at all measured no throughput of 0:
+                            // A run that got no answer in its window measured no throughput of 0:
                             // the server or the loader never got the CPU in the window (a
                             // busy host) or the server failed. Run it again, then give up
                             // with the point named rather than store a zero as a figure.
@@ -435,13 +437,13 @@ fn run_points(
                             );
                             if attempt >= NO_ANSWER_TRIES {
                                 anyhow::bail!(
-                                    "echo: {at}: no request answered in {attempt} runs of {:?} (errors: {}); is the machine overloaded? retry with a longer --duration",
+                                    "echo: {at}: no request answered inside the measuring window in {attempt} runs of {:?} (errors: {}); is the machine overloaded? retry with a longer --duration",
                                     plan.duration,
                                     report.errors.total()
                                 );
                             }
                             notes.push(format!(
-                                "{at}: a run answered no request in {:?} and was run again",
+                                "{at}: a run answered no request inside its {:?} window and was run again",
                                 plan.duration
                             ));
                             attempt += 1;
