@@ -264,6 +264,46 @@ pub fn recover_in(d: &Path) -> Vec<String> {
     notes
 }
 
+/// Hand the value this process would put back at `path` (`old`) to a live costlab that changed
+/// the same setting after this one did (its entry found `new`, this one's value, as its old
+/// one): that process restores `old` when it ends, and this one leaves the setting as it is,
+/// so two costlabs that change one setting at once put back the value from before both.
+/// Returns that process's pid; None where none runs (restore as usual).
+pub fn hand_over(path: &Path, old: &str, new: &str) -> Option<u32> {
+    hand_over_in(&dir(), path, old, new)
+}
+
+fn hand_over_in(d: &Path, path: &Path, old: &str, new: &str) -> Option<u32> {
+    let _l = LOCAL.lock().unwrap_or_else(|p| p.into_inner());
+    let files: Vec<PathBuf> = std::fs::read_dir(d)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    let _lock = lock(d).ok()?;
+    let me = std::process::id();
+    for p in files {
+        let Some(mut j) = load(&p) else {
+            continue;
+        };
+        if j.pid == me || !alive(&j) {
+            continue;
+        }
+        let later = j
+            .changes
+            .iter_mut()
+            .find(|x| !x.mount && x.path == path && x.old == new);
+        if let Some(x) = later {
+            x.old = old.to_string();
+            if store(&p, &j).is_ok() {
+                return Some(j.pid);
+            }
+        }
+    }
+    None
+}
+
 /// Journals of other costlab processes that still run, for `costlab restore` to list.
 pub fn live_others() -> Vec<Journal> {
     let Ok(entries) = std::fs::read_dir(dir()) else {
@@ -374,6 +414,39 @@ mod tests {
         assert!(recover_in(d.path()).is_empty());
         assert_eq!(std::fs::read_to_string(&setting).unwrap(), "512");
         assert!(j.exists());
+    }
+
+    #[test]
+    fn a_change_a_live_costlab_made_after_this_one_is_handed_the_older_value() {
+        // A set THP madvise -> always; live B then found always and set always. A ending first
+        // must not write madvise under B: B is handed madvise to restore when it ends.
+        let d = tempfile::tempdir().unwrap();
+        let setting = d.path().join("enabled");
+        let ppid = rustix::process::getppid().map_or(1, |p| p.as_raw_nonzero().get() as u32);
+        let live = write_journal(
+            d.path(),
+            ppid,
+            start_time(ppid).unwrap(),
+            vec![entry(3, &setting, "always", "always")],
+        );
+        assert_eq!(
+            hand_over_in(d.path(), &setting, "madvise", "always"),
+            Some(ppid)
+        );
+        assert_eq!(load(&live).unwrap().changes[0].old, "madvise");
+        // B ending first finds A's entry, whose old value is not B's: nothing handed over, B
+        // restores its own (A's) value as usual.
+        let other = d.path().join("nr_hugepages");
+        write_journal(
+            d.path(),
+            ppid,
+            start_time(ppid).unwrap(),
+            vec![entry(4, &other, "0", "512")],
+        );
+        assert_eq!(hand_over_in(d.path(), &other, "512", "1024"), None);
+        // A dead process's journal is never handed anything.
+        write_journal(d.path(), DEAD, 1, vec![entry(5, &other, "1024", "1024")]);
+        assert_eq!(hand_over_in(d.path(), &other, "512", "1024"), None);
     }
 
     #[test]

@@ -18,6 +18,8 @@ struct Change {
     id: u64,
     path: PathBuf,
     old: String,
+    /// The value written (for a hand-over to a costlab that changed the setting after it).
+    new: String,
     what: String,
     /// A mount made for the run (undone by unmounting `path`), not a value written.
     mount: bool,
@@ -87,6 +89,7 @@ fn change_from(path: &Path, old: String, value: &str, what: &str) -> Result<Sett
         id,
         path: path.to_path_buf(),
         old,
+        new: value.to_string(),
         what: what.to_string(),
         mount: false,
     });
@@ -110,6 +113,7 @@ pub fn mount_for_run(path: &Path, fstype: &str, what: &str) -> Result<SettingGua
         id,
         path: path.to_path_buf(),
         old: "unmounted".into(),
+        new: String::new(),
         what: what.to_string(),
         mount: true,
     });
@@ -171,6 +175,20 @@ fn write_back(mut c: Change) -> String {
                 c.path.display()
             ),
         };
+        RESTORED
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(note.clone());
+        return note;
+    }
+    // Another costlab changed the same setting after this one and still runs: it puts back
+    // the value from before both when it ends; writing ours now would pull it from under it.
+    if let Some(pid) = journal::hand_over(&c.path, &c.old, &c.new) {
+        journal::forget(c.id);
+        let note = format!(
+            "{}: left at {} for costlab pid {pid}, which changed it after this one and still runs: it restores {} when it ends",
+            c.what, c.new, c.old
+        );
         RESTORED
             .lock()
             .unwrap_or_else(|p| p.into_inner())
