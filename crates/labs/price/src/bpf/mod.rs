@@ -33,7 +33,7 @@ pub mod asm;
 pub mod tp;
 
 pub use asm::Insn;
-use asm::{Asm, Helper, FP, R0, R1, R2, R3, R6, R7};
+use asm::{Asm, Helper, Reg, FP, R0, R1, R2, R3, R6, R7};
 
 // bpf(2) commands, map and program types (include/uapi/linux/bpf.h).
 const BPF_MAP_CREATE: i64 = 0;
@@ -78,37 +78,45 @@ pub fn program_asm(whose: Whose, map_fd: i32, fd_map_fd: Option<i32>) -> Asm {
     if let Some(fd_map) = fd_map_fd {
         // One call in SAMPLE of each number on each CPU goes on (r1 holds the count before
         // this call): reading the fd costs a helper call, which every call would pay.
-        a.and_imm(R1, (SAMPLE - 1) as i32);
-        a.jne_imm(R1, 0, "exit").note("not this call's turn");
-        // Only read, write (0, 1) and pread64..writev (17..=20) go on.
-        a.jgt_imm(R7, 20, "exit");
-        a.jge_imm(R7, 17, "by_fd");
-        a.jgt_imm(R7, 1, "exit");
-        a.label("by_fd");
-        a.mov(R1, FP)
-            .add_imm(R1, -16)
-            .note("r1 = where the fd goes");
-        a.mov_imm(R2, 8);
-        a.ldx_dw(R3, R6, 0).note("r3 = args[0], the task's pt_regs");
-        a.add_imm(R3, PT_REGS_DI)
-            .note("&regs->di, the first argument");
-        a.call(Helper::ProbeReadKernel);
-        a.jne_imm(R0, 0, "exit");
-        a.ldx_dw(R1, FP, -16).note("r1 = the fd");
-        a.jle_imm(R1, (FDS - 2) as i32, "fd_slot");
-        a.mov_imm(R1, (FDS - 1) as i32)
-            .note("the last slot holds every fd from there up");
-        a.label("fd_slot");
-        a.mov(R2, R7);
-        a.lsh_imm(R2, FDS.trailing_zeros() as i32)
-            .note("r2 = number * FDS");
-        a.add(R1, R2);
+        fd_sample_key(&mut a, R7, "exit");
         add_one(&mut a, fd_map);
     }
     a.label("exit");
     a.mov_imm(R0, 0);
     a.exit();
     a
+}
+
+/// The by-fd sample's key, for the counter here and the measured split's sys_enter: with r1 =
+/// this syscall number's count before this call and `number` holding the number, one call in
+/// SAMPLE of the read/write family goes on, with r1 = its by-fd slot (number * FDS + fd);
+/// every other call leaves by the label `out` (r0-r5 clobbered; r6 = the tracepoint's args).
+pub(crate) fn fd_sample_key(a: &mut Asm, number: Reg, out: &str) {
+    a.and_imm(R1, (SAMPLE - 1) as i32);
+    a.jne_imm(R1, 0, out).note("not this call's turn");
+    // Only read, write (0, 1) and pread64..writev (17..=20) go on.
+    a.jgt_imm(number, 20, out);
+    a.jge_imm(number, 17, "by_fd");
+    a.jgt_imm(number, 1, out);
+    a.label("by_fd");
+    a.mov(R1, FP)
+        .add_imm(R1, -16)
+        .note("r1 = where the fd goes");
+    a.mov_imm(R2, 8);
+    a.ldx_dw(R3, R6, 0).note("r3 = args[0], the task's pt_regs");
+    a.add_imm(R3, PT_REGS_DI)
+        .note("&regs->di, the first argument");
+    a.call(Helper::ProbeReadKernel);
+    a.jne_imm(R0, 0, out);
+    a.ldx_dw(R1, FP, -16).note("r1 = the fd");
+    a.jle_imm(R1, (FDS - 2) as i32, "fd_slot");
+    a.mov_imm(R1, (FDS - 1) as i32)
+        .note("the last slot holds every fd from there up");
+    a.label("fd_slot");
+    a.mov(R2, number);
+    a.lsh_imm(R2, FDS.trailing_zeros() as i32)
+        .note("r2 = number * FDS");
+    a.add(R1, R2);
 }
 
 /// Jump to the exit unless the current task is `whose`'s (r0-r5 clobbered).

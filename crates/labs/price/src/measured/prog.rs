@@ -211,34 +211,9 @@ pub fn sys_enter(m: &Maps, t: &Target) -> Asm {
 /// The by-fd sample, with r1 = the number's count before this call and the number at fp-8
 /// (where `slot` left the key).
 fn by_fd_sample(a: &mut Asm, by_fd: i32) {
-    use crate::bpf::{FDS, PT_REGS_DI, SAMPLE};
-    a.and_imm(R1, (SAMPLE - 1) as i32);
-    a.jne_imm(R1, 0, "out").note("not this call's turn");
     a.ldx_w(R8, FP, -8)
         .note("r8 = the number (the thread id is not needed past here)");
-    // Only read, write (0, 1) and pread64..writev (17..=20) go on.
-    a.jgt_imm(R8, 20, "out");
-    a.jge_imm(R8, 17, "by_fd");
-    a.jgt_imm(R8, 1, "out");
-    a.label("by_fd");
-    a.mov(R1, FP)
-        .add_imm(R1, -16)
-        .note("r1 = where the fd goes");
-    a.mov_imm(R2, 8);
-    a.ldx_dw(R3, R6, 0).note("r3 = args[0], the task's pt_regs");
-    a.add_imm(R3, PT_REGS_DI)
-        .note("&regs->di, the first argument");
-    a.call(Helper::ProbeReadKernel);
-    a.jne_imm(R0, 0, "out");
-    a.ldx_dw(R1, FP, -16).note("r1 = the fd");
-    a.jle_imm(R1, (FDS - 2) as i32, "fd_slot");
-    a.mov_imm(R1, (FDS - 1) as i32)
-        .note("the last slot holds every fd from there up");
-    a.label("fd_slot");
-    a.mov(R2, R8);
-    a.lsh_imm(R2, FDS.trailing_zeros() as i32)
-        .note("r2 = number * FDS");
-    a.add(R1, R2);
+    crate::bpf::fd_sample_key(a, R8, "out");
     a.stx_w(FP, -4, R1).note("the key");
     a.mov(R2, FP).add_imm(R2, -4);
     a.ld_map(R1, by_fd);
