@@ -67,6 +67,25 @@ pub fn start_time(pid: u32) -> Option<u64> {
     f.nth(18)?.parse().ok()
 }
 
+/// The entries of `dir` named `PREFIX<pid>` whose process no longer runs: what a costlab
+/// killed with SIGKILL left there (its cgroup, its sample folder) for the next one to remove.
+pub fn left_by_dead(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(|n| n.strip_prefix(prefix))
+                .and_then(|p| p.parse::<u32>().ok())
+                .is_some_and(|pid| start_time(pid).is_none())
+        })
+        .map(|e| e.path())
+        .collect()
+}
+
 fn alive(j: &Journal) -> bool {
     start_time(j.pid) == Some(j.start)
 }

@@ -56,21 +56,8 @@ impl Cgroup {
 /// Remove the empty cgroups of costlab processes that no longer run (killed with SIGKILL
 /// before they could remove their own). One that still holds processes stays.
 fn sweep_stale(parent: &Path) {
-    let Ok(entries) = std::fs::read_dir(parent) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("costlab-price-"))
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if restore::journal::start_time(pid).is_none() {
-            let _ = std::fs::remove_dir(e.path());
-        }
+    for d in restore::journal::left_by_dead(parent, "costlab-price-") {
+        let _ = std::fs::remove_dir(d);
     }
 }
 

@@ -170,21 +170,8 @@ const DIR_PREFIX: &str = "costlab-price-samples-";
 /// Remove the sample folders of costlab processes that no longer run (one killed with kill -9
 /// leaves its folder behind).
 fn remove_stale_dirs(tmp: &Path) {
-    let Ok(entries) = std::fs::read_dir(tmp) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix(DIR_PREFIX))
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if costlab_core::machine::restore::journal::start_time(pid).is_none() {
-            let _ = std::fs::remove_dir_all(e.path());
-        }
+    for d in costlab_core::machine::restore::journal::left_by_dead(tmp, DIR_PREFIX) {
+        let _ = std::fs::remove_dir_all(d);
     }
 }
 

@@ -20,7 +20,6 @@
 //! The loops run in a forked child that makes only raw syscalls and plain stores (no
 //! allocation: costlab has threads, and a forked child of a threaded process may touch no lock).
 
-use std::io::Write;
 use std::os::fd::AsRawFd;
 
 use anyhow::{bail, Context, Result};
@@ -205,7 +204,7 @@ fn run_loop(kind: Kind, traced: bool) -> Result<LoopRun> {
         true => Some(Tracer::attach(crate::bpf::cgroup_id(&cg.dir)?)?),
         false => None,
     };
-    let mut procs = std::fs::OpenOptions::new()
+    let procs = std::fs::OpenOptions::new()
         .write(true)
         .open(cg.dir.join("cgroup.procs"))
         .with_context(|| format!("opening {}/cgroup.procs", cg.dir.display()))?;
@@ -228,7 +227,6 @@ fn run_loop(kind: Kind, traced: bool) -> Result<LoopRun> {
         // SAFETY: see above; never returns.
         unsafe { child_loop(fd, kind, &set) };
     }
-    let _ = procs.flush();
     drop(procs);
     let (status, ru) = crate::count::program::reap(pid);
     let split = tracer.map(|t| t.finish(&cg.dir)).transpose()?;
