@@ -180,14 +180,16 @@ fn counts_times_units_with_the_units_spread_carried_to_the_total() {
     let units = fixture_units();
     let rows = pricing::price(&fixture_counts(), &units);
     let find = |c: &str, e: &str| rows.iter().find(|r| r.class == c && r.event == e).unwrap();
-    // getppid has no term of its own: s, said so.
+    // getppid is a light call: its work is the entry and exit, at s.
     let g = find("syscall", "getppid");
-    assert_eq!(g.how, "priced at s only");
+    assert!(g.how.starts_with("a light call"), "{}", g.how);
     let gs = g.priced().unwrap();
     assert_eq!(
         (gs.min, gs.median, gs.max),
         (90_000.0, 100_000.0, 110_000.0)
     );
+    // A heavy call with no term has no price and says so.
+    assert!(pricing::syscall_pricing("io_submit").is_none());
     // A switch is the hand-off without its two futex calls: 1000 ns median.
     let sw = find("switch", "voluntary").priced().unwrap();
     assert_eq!((sw.min, sw.median, sw.max), (9_000.0, 10_000.0, 11_000.0));
@@ -210,6 +212,26 @@ fn counts_times_units_with_the_units_spread_carried_to_the_total() {
         total.2,
         110_000.0 + 11_000.0 + 1_126_400.0 + 2_000.0 + 400.0 + 50.0
     );
+    // Beside a split that found kernel time inside user time, the light call's entry and exit
+    // move there: getppid's own line carries nothing, and that line prices every call's and
+    // fault's at s.
+    let mut split_counts = fixture_counts();
+    split_counts.measured = Some(costlab_price::measured::Split {
+        lines: vec![costlab_price::measured::Line {
+            class: "kernel-other".into(),
+            event: "inside user time".into(),
+            count: 10,
+            cpu_ns: 1000,
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    let rows2 = pricing::price(&split_counts, &units);
+    let find2 = |c: &str, e: &str| rows2.iter().find(|r| r.class == c && r.event == e).unwrap();
+    assert_eq!(find2("syscall", "getppid").priced().unwrap().median, 0.0);
+    let ee = find2("kernel-other", "inside user time");
+    assert_eq!(ee.count, 1000 + 10 + 4 + 1024);
+    assert_eq!(ee.priced().unwrap().median, 203_800.0);
     // Against system times of 2.0, 2.5 and 3.0 ms: the price's low end over the slowest run,
     // its high end over the quickest.
     let sys = costlab_core::measure::Summary::of(&[2e6, 2.5e6, 3e6]).unwrap();
@@ -881,7 +903,28 @@ fn reads_and_writes_are_priced_by_the_kind_of_fd_they_went_to() {
     assert_eq!(pricing::syscall_pricing("write:pipe").unwrap().factor, 0.5);
     assert_eq!(
         pricing::syscall_pricing("openat:other").unwrap().unit,
-        "openat-close"
+        "open"
+    );
+    // File-system calls at their own terms; an exec at the exec term, never at s.
+    for (call, term) in [
+        ("mkdirat", "mkdir"),
+        ("unlinkat", "unlink"),
+        ("renameat2", "rename"),
+        ("fdatasync", "fdatasync"),
+        ("getdents64", "getdents64"),
+        ("execve", "exec"),
+        ("close", "close"),
+        ("mprotect", "mmap"),
+    ] {
+        assert_eq!(pricing::syscall_pricing(call).unwrap().unit, term, "{call}");
+    }
+    assert_eq!(
+        pricing::event_pricing("fault", "major").unwrap().unit,
+        "fault-major"
+    );
+    assert_eq!(
+        pricing::event_pricing("irq", "local_timer").unwrap().unit,
+        "tick"
     );
     assert_eq!(pricing::base_name("pread64:file"), "pread64");
     // Sockets: at the syscall lab's loopback TCP send and recv.

@@ -41,7 +41,23 @@ pub fn run(args: &CostArgs, ctx: &Ctx) -> Result<Outcome> {
         Some(t) => parse_terms(t)?,
         None => TERMS.to_vec(),
     };
-    measure(&terms, ctx)
+    let dir = match &args.dir {
+        Some(d) => scratch_parent(d)?,
+        None => std::env::temp_dir(),
+    };
+    measure_in(&terms, ctx, &dir)
+}
+
+/// `--dir`: a directory that exists, on the file system whose terms to measure.
+pub fn scratch_parent(d: &std::path::Path) -> Result<std::path::PathBuf> {
+    if !d.is_dir() {
+        return Err(usage(format!(
+            "--dir {}: not a directory; give a writable directory on the file system to measure",
+            d.display()
+        )));
+    }
+    unitcost::fsops::fs_of(d).map_err(|e| usage(format!("--dir {}: {e}", d.display())))?;
+    Ok(d.to_path_buf())
 }
 
 fn row_of(f: &TermFigure) -> Option<ResultRow> {
@@ -49,11 +65,19 @@ fn row_of(f: &TermFigure) -> Option<ResultRow> {
     if let Some(size) = f.size {
         case.insert("size".into(), json!(size));
     }
+    if let Some(fs) = &f.fs {
+        case.insert("fs".into(), json!(fs));
+    }
     ResultRow::new(LAB, case, f.metric, "ns", f.samples.clone())
 }
 
 /// Measure `terms`, each judged with its conditions; a term this machine cannot give is a note.
 pub fn measure(terms: &[&'static str], ctx: &Ctx) -> Result<Outcome> {
+    measure_in(terms, ctx, &std::env::temp_dir())
+}
+
+/// `measure`, the file-system terms in a scratch directory inside `dir`.
+pub fn measure_in(terms: &[&'static str], ctx: &Ctx, dir: &std::path::Path) -> Result<Outcome> {
     let bar = progress::bar(terms.len() as u64, LAB);
     let cpus = costlab_core::measure::cpus::allowed_cpus();
     let mut o = Outcome::default();
@@ -62,7 +86,7 @@ pub fn measure(terms: &[&'static str], ctx: &Ctx) -> Result<Outcome> {
         let mut why = None;
         let case = judged_case(&format!("cost {term}"), &cpus, || {
             let mut out = Outcome::default();
-            match unitcost::measure(term, &ctx.spec) {
+            match unitcost::measure_in(term, &ctx.spec, dir) {
                 Ok(figs) => out.results.extend(figs.iter().filter_map(row_of)),
                 Err(e) if costlab_core::measure::cancel::is_interrupt(&e) => return Err(e),
                 Err(e) => why = Some(costlab_core::error::one_line(&e)),
@@ -87,8 +111,12 @@ pub fn render(o: &Outcome) -> String {
         .filter(|r| r.lab == LAB)
         .map(|r| {
             let size = r.case.get("size").and_then(|v| v.as_u64());
+            let term = match r.case.get("fs").and_then(|v| v.as_str()) {
+                Some(fs) => format!("{} ({fs})", r.key("term")),
+                None => r.key("term"),
+            };
             vec![
-                r.key("term"),
+                term,
                 size.map_or("—".into(), costlab_core::measure::sizes::format_size),
                 r.metric.clone(),
                 table::median_marked(r),
@@ -117,11 +145,14 @@ impl Lab for CostLab {
         vec![costlab_lab::args::command::<CostArgs>(
             "cost",
             "The unit costs price multiplies by: page faults, switches, futex calls, thread and process starts, pipe and file reads, open, stat",
-            "Examples:\n  costlab cost\n  costlab cost --terms fault-4k,fault-thp --samples 15",
+            "Examples:\n  costlab cost\n  costlab cost --terms fault-4k,fault-thp --samples 15\n  costlab cost --terms create,mkdir,fsync,read-cold --dir /srv/data",
         )]
     }
     fn invoke(&self, _name: &str, m: &clap::ArgMatches) -> Result<costlab_lab::Invocation> {
         let args: CostArgs = costlab_lab::args::parsed(m)?;
+        if let Some(d) = &args.dir {
+            scratch_parent(d)?;
+        }
         Ok(costlab_lab::Invocation::measure(
             args.common.clone(),
             move |ctx| run(&args, ctx),

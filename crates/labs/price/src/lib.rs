@@ -71,7 +71,14 @@ pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
         .map(saved::SavedCounts::read)
         .transpose()?;
     let mut o = Outcome::default();
-    let counted = source::count(args, ctx, from.as_ref(), &mut o)?;
+    let mut counted = source::count(args, ctx, from.as_ref(), &mut o)?;
+    // The tracer's own cost in the traced run, measured now beside it (kept with saved counts,
+    // so a price --from them takes out the same).
+    if let (Some(s), None, None) = (&counted.counts.measured, &from, args.pid) {
+        if !costlab_core::measure::cancel::requested() {
+            counted.counts.tracer_ns = tracer_cost(s, &counted.counts, &mut o);
+        }
+    }
     if let Some(p) = &args.save_counts {
         save_counts(p, &counted, ctx, &mut o)?;
     }
@@ -123,11 +130,44 @@ pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
         })
         .cloned()
         .collect();
-    let mut model = check(&mut o, &priced, &times, cmdline, &advice, split);
+    let tracer = counts.tracer_ns;
+    let kernel = split.map(|s| Kernel {
+        split_ns: s.kernel_ns() as f64,
+        tracer_ns: tracer.unwrap_or(0.0),
+        tracer_measured: tracer.is_some(),
+        usage_ns: s.usage_ns as f64,
+    });
+    let mut model = check(&mut o, &priced, &times, cmdline, &advice, kernel.as_ref());
     if let (Some(s), Some(lines)) = (split, &measured) {
         model
             .verdict
             .extend(measured::beside::verdict(s, lines, sampled_named));
+        let net = kernel.as_ref().map_or(0.0, Kernel::net);
+        let no_term: Vec<&measured::beside::Beside> = lines
+            .iter()
+            .filter(|b| b.priced_ns.is_none() && b.line.class == "syscall" && b.line.cpu_ns > 0)
+            .collect();
+        if !no_term.is_empty() && net > 0.0 {
+            let sum: u64 = no_term.iter().map(|b| b.line.cpu_ns).sum();
+            let mut top = no_term.clone();
+            top.sort_by_key(|b| std::cmp::Reverse(b.line.cpu_ns));
+            let names: Vec<String> = top
+                .iter()
+                .take(6)
+                .map(|b| format!("{} {}", b.line.event, human_ns(b.line.cpu_ns as f64)))
+                .collect();
+            model.verdict.push(format!(
+                "no term: {} syscalls with no unit cost of their own took {} ({:.1}% of the kernel time), 0 in the price: {}",
+                no_term.len(),
+                human_ns(sum as f64),
+                100.0 * sum as f64 / net,
+                names.join(", ")
+            ));
+        }
+        let ev = evidence(counts, &units);
+        for line in measured::beside::outside(s, lines, net, &ev) {
+            model.verdict.push(format!("outside 0.67-1.5x: {line}"));
+        }
         if let Some((all, kernel)) = s.attributed(sampled_named) {
             model
                 .params
@@ -266,6 +306,9 @@ fn price_on(
 ) -> Result<()> {
     let store = costlab_history::store::open(db)?;
     let mut there_units = fleet::units_of(&store, &machine.id, None, unit_key, has_every_term)?;
+    if let Ok((fs, _)) = units::program_fs() {
+        units::alias_fs(&mut there_units, &fs);
+    }
     pricing::derive(&mut there_units);
     let there = pricing::price(counts, &there_units);
     for p in &there {
@@ -326,14 +369,84 @@ fn price_on(
     Ok(())
 }
 
+/// The kernel time of a traced run: the split's, and the tracer's own cost in it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Kernel {
+    pub split_ns: f64,
+    pub tracer_ns: f64,
+    /// Whether the tracer's cost was measured (else it is 0, and said so).
+    pub tracer_measured: bool,
+    pub usage_ns: f64,
+}
+
+impl Kernel {
+    /// The kernel time the program would have had untraced: the split's less the tracer's.
+    pub fn net(&self) -> f64 {
+        (self.split_ns - self.tracer_ns).max(0.0)
+    }
+}
+
+/// The tracer's own cost in the traced run, measured here now (`verify::overhead`'s loops)
+/// and said in a note; None (and a note) where it cannot be measured.
+fn tracer_cost(split: &measured::Split, counts: &count::Counts, o: &mut Outcome) -> Option<f64> {
+    let switches: u64 = counts
+        .events
+        .iter()
+        .filter(|((c, _), _)| c == "switch")
+        .map(|(_, n)| *n)
+        .sum();
+    match verify::overhead::Overhead::measure(3) {
+        Ok(oh) => {
+            let ev = verify::overhead::Events::of(split, switches);
+            let ns = oh.of_run(&ev, split.usage_ns as f64);
+            o.notes
+                .push(format!("{}: {} in this run", oh.line(), human_ns(ns)));
+            Some(ns)
+        }
+        Err(e) if costlab_core::measure::cancel::is_interrupt(&e) => None,
+        Err(e) => {
+            o.notes.push(format!(
+                "the tracer's own cost was not measured ({}): the kernel time includes it",
+                costlab_core::error::one_line(&e)
+            ));
+            None
+        }
+    }
+}
+
+/// What the readings of lines outside the band may cite: the run's kernel samples by
+/// subsystem, and the terms they compare with.
+fn evidence(counts: &count::Counts, units: &Units) -> measured::beside::Evidence {
+    let mut ev = measured::beside::Evidence::default();
+    if let Some(smp) = &counts.samples {
+        let all = smp.kernel_total().max(1) as f64;
+        let mut subs: Vec<(String, f64)> = smp
+            .kernel
+            .iter()
+            .filter(|(n, _)| n.as_str() != "other")
+            .map(|(n, s)| (n.clone(), 100.0 * s.samples as f64 / all))
+            .collect();
+        subs.sort_by(|a, b| b.1.total_cmp(&a.1));
+        ev.subsystems = subs;
+    }
+    for t in ["open", "create", "getdents64/entry"] {
+        if let Some(m) = units.get(t).and_then(|u| u.summary()) {
+            ev.terms.push((t.to_string(), m.median));
+        }
+    }
+    ev
+}
+
 /// The program's rows (times, priced kernel time, explained %) and the model that reads them.
+/// With a split, its kernel time (net of the tracer's own cost) is the one kernel total;
+/// without, the untraced runs' system time, and the verdict says which.
 fn check(
     o: &mut Outcome,
     priced: &[Priced],
     times: &[Times],
     cmd: &str,
     what_ifs: &[pricing::WhatIf],
-    split: Option<&measured::Split>,
+    kernel: Option<&Kernel>,
 ) -> Model {
     let case = costlab_core::case! {"class" => "program", "event" => "total", "command" => cmd};
     let used: Vec<&ResultRow> = priced
@@ -372,8 +485,8 @@ fn check(
     let sys = pricing::sys_summary(times);
     // With the measured split, explained is priced ÷ the kernel time measured in the traced run
     // itself (usage less user); without it, priced ÷ the untraced runs' system time.
-    let kernel = split.map(|s| s.kernel_ns() as f64).filter(|k| *k > 0.0);
-    let explained = match kernel {
+    let kernel_ns = kernel.map(Kernel::net).filter(|k| *k > 0.0);
+    let explained = match kernel_ns {
         Some(k) => Some((
             100.0 * total.0 / k,
             100.0 * total.1 / k,
@@ -381,7 +494,7 @@ fn check(
         )),
         None => sys.as_ref().and_then(|s| pricing::explained(total, s)),
     };
-    let sysm_for_rest = kernel;
+    let sysm_for_rest = kernel_ns;
     if let Some(e) = explained {
         push("explained", vec![e.0, e.1, e.2], true);
     }
@@ -392,12 +505,23 @@ fn check(
         med(col(|t| t.sys_ns)),
         med(col(|t| t.wall_ns)),
     );
-    let mut verdict = vec![format!(
-        "the program ran {} of wall time, {} on CPU, {} of it in the kernel",
-        human_ns(wall),
-        human_ns(user + sysm),
-        human_ns(sysm)
-    )];
+    let mut verdict = vec![match (kernel, kernel_ns) {
+        (Some(k), Some(net)) => format!(
+            "the program ran {} of wall time (untraced); traced, {} on CPU and {} of it in the kernel: the split's {}, less the tracer's own {}{}",
+            human_ns(wall),
+            human_ns((k.usage_ns - k.tracer_ns).max(0.0)),
+            human_ns(net),
+            human_ns(k.split_ns),
+            human_ns(k.tracer_ns),
+            if k.tracer_measured { "" } else { " (not measured)" }
+        ),
+        _ => format!(
+            "the program ran {} of wall time, {} on CPU, {} of it in the kernel (system time from rusage ticks: no split ran)",
+            human_ns(wall),
+            human_ns(user + sysm),
+            human_ns(sysm)
+        ),
+    }];
     let priced_text = quality::quote(
         format!(
             "the counted events at their unit costs here price {} of kernel time ({}–{})",
@@ -418,25 +542,27 @@ fn check(
     match explained {
         Some((lo, mid, hi)) if mid <= 100.0 => {
             verdict.push(format!(
-                "that explains {mid:.0}% ({lo:.0}–{hi:.0}%) of its {}; the other {} is kernel work no term prices",
-                if sysm_for_rest.is_some() { "kernel time measured in the cgroup" } else { "system time" },
+                "explained: {mid:.0}% ({lo:.0}–{hi:.0}%) of its {} (priced ÷ measured {:.2}); the other {} is kernel work no term prices",
+                if sysm_for_rest.is_some() { "kernel time" } else { "system time" },
+                mid / 100.0,
                 human_ns((sysm_for_rest.unwrap_or(sysm) - total.1).max(0.0))
             ));
         }
         Some((lo, mid, hi)) => verdict.push(format!(
-            "the price is above the measured {}: {mid:.0}% ({lo:.0}–{hi:.0}%); a unit cost here is higher than what this program's events cost (warm caches, batched work) — a finding, not a rounding",
-            if sysm_for_rest.is_some() { "kernel time in the cgroup" } else { "system time" }
+            "explained: {mid:.0}% ({lo:.0}–{hi:.0}%): the price is above the measured {} (priced ÷ measured {:.2}); a unit cost here is higher than what this program's events cost (warm caches, batched work) — a finding, not a rounding",
+            if sysm_for_rest.is_some() { "kernel time" } else { "system time" },
+            mid / 100.0
         )),
         None => verdict.push("no system time was measured: nothing to check the price against".into()),
     }
-    let at_s: u64 = priced
+    let no_term: u64 = priced
         .iter()
-        .filter(|p| p.how == "priced at s only")
+        .filter(|p| p.class == "syscall" && p.unit.is_none())
         .map(|p| p.count)
         .sum();
-    if at_s > 0 {
+    if no_term > 0 && kernel.is_none() {
         verdict.push(format!(
-            "{at_s} syscalls have no term of their own: priced at s only"
+            "no term: {no_term} syscalls have no unit cost of their own, 0 in the price"
         ));
     }
     for w in what_ifs {
@@ -445,6 +571,10 @@ fn check(
     let mut params = serde_json::Map::new();
     params.insert("priced_kernel_ns".into(), json!(total.1.round()));
     params.insert("sys_time_ns".into(), json!(sysm.round()));
+    if let (Some(k), Some(net)) = (kernel, kernel_ns) {
+        params.insert("kernel_ns".into(), json!(net.round()));
+        params.insert("tracer_ns".into(), json!(k.tracer_ns.round()));
+    }
     if let Some((_, mid, _)) = explained {
         params.insert("explained_pct".into(), json!((mid * 10.0).round() / 10.0));
     }

@@ -98,9 +98,59 @@ pub fn base_name(name: &str) -> &str {
     name.split_once(':').map_or(name, |(b, _)| b)
 }
 
-/// The term a syscall is priced at. A syscall with no term of its own is priced at s. The
-/// read/write family's calls counted by the kind of fd they went to (`read:dev`, `write:pipe`)
-/// are priced at that kind's term.
+/// Calls whose work is the entry and exit and a few loads and stores: priced at s, the null
+/// call's round trip. Any other call with no term of its own has no price ("no term").
+pub const LIGHT: [&str; 44] = [
+    "getpid",
+    "getppid",
+    "gettid",
+    "getuid",
+    "geteuid",
+    "getgid",
+    "getegid",
+    "getpgrp",
+    "getpgid",
+    "getsid",
+    "getresuid",
+    "getresgid",
+    "getgroups",
+    "getcwd",
+    "uname",
+    "umask",
+    "rt_sigaction",
+    "rt_sigprocmask",
+    "rt_sigreturn",
+    "sigaltstack",
+    "set_tid_address",
+    "set_robust_list",
+    "get_robust_list",
+    "rseq",
+    "arch_prctl",
+    "prctl",
+    "prlimit64",
+    "getrlimit",
+    "setrlimit",
+    "sched_getaffinity",
+    "sched_yield",
+    "getrandom",
+    "clock_gettime",
+    "clock_getres",
+    "gettimeofday",
+    "time",
+    "lseek",
+    "fcntl",
+    "dup",
+    "dup2",
+    "dup3",
+    "capget",
+    "getpriority",
+    "sysinfo",
+];
+
+/// The term a syscall is priced at: its own term where costlab measures one (by operation,
+/// the file system's for a file-system call), s for a light call, none otherwise ("no term":
+/// 0 in the priced total, said on its line). The read/write family's calls counted by the
+/// kind of fd they went to (`read:dev`, `write:pipe`) are priced at that kind's term.
 pub fn syscall_pricing(name: &str) -> Option<Pricing> {
     if let Some((base, kind)) = name.split_once(':') {
         let read = READS.contains(&base);
@@ -135,7 +185,24 @@ pub fn syscall_pricing(name: &str) -> Option<Pricing> {
             1.0,
             "a futex call that does not sleep (a sleep is priced as a switch)",
         ),
-        "open" | "openat" | "openat2" | "creat" => by("openat-close", 1.0, "an open and its close"),
+        "open" | "openat" | "openat2" => by(
+            "open",
+            1.0,
+            "an open of an existing file on this file system (a create costs more: see the reading)",
+        ),
+        "creat" => by("create", 1.0, "a create of a new name on this file system"),
+        "close" => by("close", 1.0, "a close of a file just opened"),
+        "mkdir" | "mkdirat" => by("mkdir", 1.0, "a mkdir on this file system"),
+        "rmdir" => by("rmdir", 1.0, "an rmdir of an empty directory on this file system"),
+        "unlink" | "unlinkat" => by("unlink", 1.0, "an unlink of an empty file on this file system"),
+        "rename" | "renameat" | "renameat2" => by("rename", 1.0, "a rename in one directory on this file system"),
+        "fsync" => by("fsync", 1.0, "an fsync after a small write (one page written back)"),
+        "fdatasync" => by("fdatasync", 1.0, "an fdatasync after a small write (one page written back)"),
+        "getdents64" | "getdents" => by(
+            "getdents64",
+            1.0,
+            "a call reading a 64-entry directory through on this file system (entries returned are not counted)",
+        ),
         "stat" | "lstat" | "newfstatat" | "statx" => by("stat", 1.0, "a path lookup and stat"),
         "read" | "pread64" | "readv" | "preadv" | "preadv2" => by(
             "file-read",
@@ -162,15 +229,28 @@ pub fn syscall_pricing(name: &str) -> Option<Pricing> {
             0.0,
             "the call only: the thread or process it starts is priced in class spawn",
         ),
-        // fork-exec times /bin/true's whole run (its loader's user time, its own calls and
-        // faults, which the priced program's counts hold apart): no clean term for exec alone.
-        "execve" | "execveat" => by("s", 1.0, "priced at s only"),
+        "execve" | "execveat" => by(
+            "exec",
+            1.0,
+            "an exec of a one-page static program and that program's exit (the pages the old image unmaps are not counted)",
+        ),
+        "exit_group" | "exit" => by(
+            "none",
+            0.0,
+            "its fixed part is in the exec term; the pages it unmaps are priced apart (bytes unmapped)",
+        ),
+        "mmap" | "mprotect" | "brk" | "mremap" => by(
+            "mmap",
+            1.0,
+            "an mmap of 16 untouched pages: a VMA made or changed",
+        ),
         "munmap" => by(
             "munmap",
             1.0,
             "a munmap of 16 touched pages, no other CPU to flush",
         ),
-        _ => by("s", 1.0, "priced at s only"),
+        n if LIGHT.contains(&n) => by("s", 1.0, LIGHT_HOW),
+        _ => None,
     }
 }
 
@@ -182,6 +262,11 @@ pub fn event_pricing(class: &str, event: &str) -> Option<Pricing> {
             1.0,
             "an anonymous 4 KiB first touch (file-backed and COW faults priced alike)",
         ),
+        ("fault", "major") => by(
+            "fault-major",
+            1.0,
+            "a read fault on a file page not cached, its readahead included",
+        ),
         ("switch", _) => by(
             "switch",
             1.0,
@@ -189,9 +274,19 @@ pub fn event_pricing(class: &str, event: &str) -> Option<Pricing> {
         ),
         ("spawn", "thread") => by("thread-spawn", 1.0, "a thread created and joined"),
         ("spawn", "process") => by("fork-exit", 1.0, "fork, exit and wait"),
+        ("irq", "local_timer") => by("tick", 1.0, "the local timer's interrupt, per tick"),
         _ => None,
     }
 }
+
+/// A light call's pricing without a split: its entry and exit, at s.
+pub const LIGHT_HOW: &str = "a light call: at s, the null call's round trip";
+/// A light call's pricing beside a split, which finds its entry and exit inside user time.
+pub const LIGHT_SPLIT_HOW: &str =
+    "a light call: its cost is the entry and exit, priced on the line inside user time";
+
+/// What a line no term prices is, in words ("no term" and why).
+pub const NO_TERM: &str = "no term: costlab measures no unit cost for this call";
 
 /// One priced row.
 #[derive(Debug, Clone)]
@@ -247,6 +342,7 @@ pub fn needed(counts: &Counts) -> Vec<&'static str> {
     let mut add = |u: &'static str| {
         let measured: &[&'static str] = match u {
             "switch" => &["switch-same-cpu", "futex-wake", "futex-wait-eagain"],
+            "exit/byte" => &["exit"],
             "none" | "s" => &[],
             other => match costlab_core::measure::unitcost::TERMS
                 .iter()
@@ -280,6 +376,12 @@ pub fn needed(counts: &Counts) -> Vec<&'static str> {
     {
         add("fault-thp");
     }
+    if ["exit_group", "exit"]
+        .iter()
+        .any(|n| counts.syscalls.contains_key(*n))
+    {
+        add("exit/byte");
+    }
     v
 }
 
@@ -287,16 +389,35 @@ pub fn needed(counts: &Counts) -> Vec<&'static str> {
 pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
     let mut rows = Vec::new();
     let unit_for = |p: &Pricing| units.get(p.unit).map(|u| u.scaled(p.factor));
+    // Beside a split, the entry and exit of every call and fault is priced on the line that
+    // holds it (inside user time), so a light call's own line carries nothing.
+    let split_entry = counts
+        .measured
+        .as_ref()
+        .is_some_and(|s| s.line("kernel-other", "inside user time").is_some());
     for (name, &n) in &counts.syscalls {
-        let p = syscall_pricing(name).expect("every syscall has a pricing");
+        let p = syscall_pricing(name).map(|p| match p.how {
+            LIGHT_HOW if split_entry => Pricing {
+                unit: "none",
+                factor: 0.0,
+                how: LIGHT_SPLIT_HOW,
+            },
+            _ => p,
+        });
         rows.push(Priced {
             class: "syscall".into(),
             event: name.clone(),
             count: n,
-            unit: unit_for(&p),
-            unit_name: p.unit.into(),
-            how: p.how.into(),
+            unit: p.as_ref().and_then(unit_for),
+            unit_name: p.as_ref().map_or("", |p| p.unit).into(),
+            how: p.map_or(NO_TERM, |p| p.how).into(),
         });
+    }
+    if let Some(r) = unmapped_at_exit(counts, units) {
+        rows.push(r);
+    }
+    if split_entry {
+        rows.extend(entry_exit(counts, units));
     }
     for ((class, event), &n) in &counts.events {
         if (class.as_str(), event.as_str()) == ("uring_submit", "submit") {
@@ -310,7 +431,12 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
             count: n,
             unit: p.as_ref().and_then(unit_for),
             unit_name: p.as_ref().map_or("", |p| p.unit).into(),
-            how: p.map_or("no term prices it", |p| p.how).into(),
+            how: p
+                .map_or(
+                    "no term: costlab measures no unit cost for this event",
+                    |p| p.how,
+                )
+                .into(),
         });
     }
     for (event, bytes, family, unit, factor, how) in [
@@ -357,6 +483,57 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
         });
     }
     rows
+}
+
+/// The kernel's entry and exit paths of every syscall and user fault, which the split finds
+/// inside user time (the cpu-clock ticks that land there in kernel mode): each at s, the
+/// null call's round trip, which is almost all entry and exit.
+fn entry_exit(counts: &Counts, units: &Units) -> Option<Priced> {
+    let calls: u64 = counts.syscalls.values().sum();
+    let faults: u64 = counts
+        .events
+        .iter()
+        .filter(|((c, _), _)| c == "fault")
+        .map(|(_, n)| *n)
+        .sum();
+    (calls + faults > 0).then(|| Priced {
+        class: "kernel-other".into(),
+        event: "inside user time".into(),
+        count: calls + faults,
+        unit: units.get("s").cloned(),
+        unit_name: "s".into(),
+        how: format!("the entry and exit paths of {calls} syscalls and {faults} user faults, each at s (a null call's round trip)"),
+    })
+}
+
+/// The bytes a program's exits unmap: the pages it faulted in (minor and major faults) less the
+/// 16 of each munmap, at the exit term's per-byte part. None without an exit.
+fn unmapped_at_exit(counts: &Counts, units: &Units) -> Option<Priced> {
+    let exits: u64 = ["exit_group", "exit"]
+        .iter()
+        .filter_map(|n| counts.syscalls.get(*n))
+        .sum();
+    if exits == 0 {
+        return None;
+    }
+    let fault = |e: &str| {
+        counts
+            .events
+            .get(&("fault".to_string(), e.to_string()))
+            .copied()
+            .unwrap_or(0)
+    };
+    let munmapped = counts.syscalls.get("munmap").copied().unwrap_or(0)
+        * costlab_core::measure::unitcost::MUNMAP_PAGES as u64;
+    let pages = (fault("minor") + fault("major")).saturating_sub(munmapped);
+    (pages > 0).then(|| Priced {
+        class: "bytes".into(),
+        event: "unmapped".into(),
+        count: pages * 4096,
+        unit: units.get("exit/byte").cloned(),
+        unit_name: "exit/byte".into(),
+        how: format!("the {pages} pages faulted in less the {} of the munmap calls, unmapped at exit at its per-byte cost", munmapped),
+    })
 }
 
 /// io_uring submissions priced at the syscall lab's 16-byte send and recv through io_uring,

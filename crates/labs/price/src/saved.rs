@@ -85,6 +85,9 @@ pub struct SavedCounts {
     /// The samples taken beside it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub samples: Option<crate::samples::Samples>,
+    /// The split's own cost in the traced run, ns (measured beside it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracer_ns: Option<f64>,
 }
 
 impl SavedCounts {
@@ -124,6 +127,7 @@ impl SavedCounts {
             notes: counts.notes.clone(),
             measured: counts.measured.clone(),
             samples: counts.samples.clone(),
+            tracer_ns: counts.tracer_ns,
         }
     }
 
@@ -137,6 +141,7 @@ impl SavedCounts {
             notes: self.notes.clone(),
             measured: self.measured.clone(),
             samples: self.samples.clone(),
+            tracer_ns: self.tracer_ns,
             ..Default::default()
         };
         for e in &self.events {

@@ -102,7 +102,20 @@ fn from_pid(args: &PriceArgs, pid: u32) -> Result<Counted> {
 /// The command counted from exec to exit (its exit status kept for costlab's own), then run
 /// untraced --runs times.
 fn from_command(args: &PriceArgs, ctx: &Ctx) -> Result<Counted> {
-    let c = count::count_command(&args.command, !args.count_only)?;
+    // A warm-up run first, untraced, so the traced run and the untraced ones after it find
+    // the same page cache and dentries (a first run reading cold files would otherwise put
+    // its misses in the traced run only).
+    let warm = !args.once && !args.count_only;
+    if warm {
+        let path = count::program(&args.command)?;
+        count::run_program(&path, &args.command, None, Stdio3::Null)?;
+    }
+    let mut c = count::count_command(&args.command, !args.count_only)?;
+    if warm {
+        c.notes.push(
+            "one untraced warm-up run first (its stdio on /dev/null), so the traced and untraced runs see the same caches".into(),
+        );
+    }
     ctx.program_exit
         .store(c.exit_status, std::sync::atomic::Ordering::Relaxed);
     let path = count::program(&args.command)?;

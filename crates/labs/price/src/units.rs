@@ -26,6 +26,7 @@ pub fn units_for(
     o: &mut Outcome,
 ) -> Result<Units> {
     let mut units = units_from_history(db, ctx, args.terms.as_deref())?;
+    let (fs, scratch) = program_fs()?;
     if let Some(run) = &args.terms {
         o.notes.push(format!(
             "unit costs from run {run} only ({} of them); the others measured here now",
@@ -35,7 +36,7 @@ pub fn units_for(
     let flagged: Vec<String> = pricing::needed(counts)
         .into_iter()
         .filter_map(|u| {
-            let unit = units.get(u)?;
+            let unit = units.get(&stored_key(u, &fs))?;
             let q = unit.rows.first()?.quality?;
             (q != costlab_core::measure::quality::Quality::Ok)
                 .then(|| format!("{u} ({})", unit.from))
@@ -49,7 +50,7 @@ pub fn units_for(
     }
     let missing: Vec<&'static str> = pricing::needed(counts)
         .into_iter()
-        .filter(|u| !units.contains_key(*u))
+        .filter(|u| !units.contains_key(&stored_key(u, &fs)))
         .collect();
     if !missing.is_empty() && costlab_core::measure::cancel::requested() {
         o.notes.push(format!(
@@ -57,11 +58,26 @@ pub fn units_for(
             missing.join(", ")
         ));
     } else if !missing.is_empty() {
-        let (measured, rows, note) = measure_units(&missing, ctx)?;
+        let (measured, rows, note) = measure_units(&missing, ctx, &scratch)?;
         o.results.extend(rows);
         o.notes.push(note);
         units.extend(measured);
     }
+    let used: Vec<String> = unitcost::FS_TERMS
+        .iter()
+        .filter_map(|t| {
+            units
+                .get(&stored_key(t, &fs))
+                .map(|u| format!("{t} ({})", u.from))
+        })
+        .collect();
+    if !used.is_empty() {
+        o.notes.push(format!(
+            "the file-system terms are {fs}'s (the working directory's file system): {}",
+            used.join(", ")
+        ));
+    }
+    alias_fs(&mut units, &fs);
     pricing::derive(&mut units);
     Ok(units)
 }
@@ -78,7 +94,13 @@ fn units_from_history(db: Option<&Path>, ctx: &Ctx, only: Option<&str>) -> Resul
 /// Whether `units` holds every term, the syscall lab's terms, s and an io_uring send: no
 /// older run need be read.
 pub(crate) fn has_every_term(units: &Units) -> bool {
-    let have = |t: &&str| units.contains_key(*t);
+    let have = |t: &&str| {
+        units.contains_key(*t)
+            || (unitcost::FS_TERMS.contains(t)
+                && units
+                    .keys()
+                    .any(|k| k.strip_prefix(*t).is_some_and(|r| r.starts_with('@'))))
+    };
     unitcost::TERMS.iter().all(have)
         && pricing::SYSCALL_TERMS.iter().all(have)
         && units.contains_key("s")
@@ -95,9 +117,11 @@ pub(crate) fn unit_key(row: &ResultRow) -> Option<String> {
     match (row.lab.as_str(), row.metric.as_str()) {
         ("cost", "latency") => {
             let size = row.case.get("size").and_then(|v| v.as_u64());
-            (size.is_none() || size == Some(unitcost::SIZES[0])).then(|| row.key("term"))
+            let term = row.key("term");
+            (size.is_none() || size == Some(unitcost::base_size(&term))).then(|| with_fs(term, row))
         }
-        ("cost", "per_byte") => Some(format!("{}/byte", row.key("term"))),
+        ("cost", "per_byte") => Some(with_fs(format!("{}/byte", row.key("term")), row)),
+        ("cost", "per_entry") => Some(with_fs(format!("{}/entry", row.key("term")), row)),
         ("syscall", "latency") if row.key("batch") == "1" && row.key("call") == "getppid" => {
             Some("s".into())
         }
@@ -129,9 +153,60 @@ pub(crate) fn unit_key(row: &ResultRow) -> Option<String> {
     }
 }
 
+/// A unit's name with the file system its figure was measured on: "open@ext4".
+fn with_fs(name: String, row: &ResultRow) -> String {
+    match row.case.get("fs").and_then(|v| v.as_str()) {
+        Some(fs) => format!("{name}@{fs}"),
+        None => name,
+    }
+}
+
+/// The file system a program works on: its working directory's (costlab's own, which the
+/// program inherits), and where its file-system terms are measured: the temporary directory
+/// when it is on the same type of file system, else the working directory itself.
+pub fn program_fs() -> Result<(String, std::path::PathBuf)> {
+    let cwd = std::env::current_dir()?;
+    let fs = unitcost::fsops::fs_of(&cwd)?;
+    let tmp = std::env::temp_dir();
+    let dir = match unitcost::fsops::fs_of(&tmp) {
+        Ok(t) if t == fs => tmp,
+        _ => cwd,
+    };
+    Ok((fs, dir))
+}
+
+/// The file-system terms of `fs` under their plain names ("open" for "open@ext4"), so that
+/// a price reads the figures of the file system its program used and no other.
+pub fn alias_fs(units: &mut Units, fs: &str) {
+    let suffix = format!("@{fs}");
+    let found: Vec<(String, Unit)> = units
+        .iter()
+        .filter_map(|(k, u)| Some((k.strip_suffix(&suffix)?.to_string(), u.clone())))
+        .collect();
+    for t in unitcost::FS_TERMS {
+        units.remove(t);
+        units.remove(&format!("{t}/byte"));
+        units.remove(&format!("{t}/entry"));
+    }
+    units.extend(found);
+}
+
+/// The key a needed unit has in the history: a file-system term's carries the file system.
+fn stored_key(unit: &str, fs: &str) -> String {
+    if unitcost::FS_TERMS.contains(&unit) {
+        format!("{unit}@{fs}")
+    } else {
+        unit.to_string()
+    }
+}
+
 /// Measure the units the history lacks: cost terms, and s as the syscall lab measures it.
 /// Returns the units, their rows (lab cost and syscall, stored with this run) and a note.
-fn measure_units(missing: &[&str], ctx: &Ctx) -> Result<(Units, Vec<ResultRow>, String)> {
+fn measure_units(
+    missing: &[&str],
+    ctx: &Ctx,
+    scratch: &Path,
+) -> Result<(Units, Vec<ResultRow>, String)> {
     let t0 = Instant::now();
     let bar = costlab_history::report::progress::bar(missing.len() as u64, "cost terms");
     let mut rows = Vec::new();
@@ -179,7 +254,7 @@ fn measure_units(missing: &[&str], ctx: &Ctx) -> Result<(Units, Vec<ResultRow>, 
                 }
             }
         } else {
-            match unitcost::measure(term, &ctx.spec) {
+            match unitcost::measure_in(term, &ctx.spec, scratch) {
                 Ok(figs) => rows.extend(figs.into_iter().filter_map(cost_row)),
                 Err(e) if costlab_core::measure::cancel::is_interrupt(&e) => return Err(e),
                 Err(e) => {
@@ -217,12 +292,54 @@ pub fn cost_row(f: unitcost::TermFigure) -> Option<ResultRow> {
     if let Some(size) = f.size {
         case.insert("size".into(), json!(size));
     }
+    if let Some(fs) = &f.fs {
+        case.insert("fs".into(), json!(fs));
+    }
     ResultRow::new("cost", case, f.metric, "ns", f.samples)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_system_term_is_read_for_the_programs_file_system_only() {
+        let fs_row = |fs: &str, v: f64| {
+            ResultRow::new(
+                "cost",
+                costlab_core::case! {"term" => "create", "fs" => fs},
+                "latency",
+                "ns",
+                vec![v],
+            )
+            .unwrap()
+        };
+        assert_eq!(
+            unit_key(&fs_row("ext4", 1.0)).as_deref(),
+            Some("create@ext4")
+        );
+        let exit_base = ResultRow::new(
+            "cost",
+            costlab_core::case! {"term" => "exit", "size" => 4096u64},
+            "latency",
+            "ns",
+            vec![1.0],
+        )
+        .unwrap();
+        assert_eq!(unit_key(&exit_base).as_deref(), Some("exit"));
+        let mut units = Units::new();
+        for (fs, v) in [("ext4", 90_000.0), ("tmpfs", 2_000.0)] {
+            let r = fs_row(fs, v);
+            units.insert(unit_key(&r).unwrap(), Unit::of_row(&r, "r"));
+        }
+        alias_fs(&mut units, "tmpfs");
+        assert_eq!(units["create"].samples, vec![2_000.0]);
+        alias_fs(&mut units, "xfs");
+        assert!(
+            !units.contains_key("create"),
+            "an ext4 or tmpfs figure priced an xfs create"
+        );
+    }
 
     fn row(lab: &str, metric: &str, case: costlab_core::model::Case) -> ResultRow {
         ResultRow::new(lab, case, metric, "ns", vec![1.0]).unwrap()

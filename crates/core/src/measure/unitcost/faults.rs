@@ -194,3 +194,104 @@ pub fn munmap(spec: &SampleSpec, shootdown: bool) -> Result<Vec<f64>> {
     }
     result
 }
+
+/// Major faults this thread has taken so far.
+fn majflt() -> i64 {
+    // SAFETY: getrusage writes the whole struct we hand it and reads nothing else.
+    unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_THREAD, &mut ru);
+        ru.ru_majflt
+    }
+}
+
+/// Copy-on-write faults: writes to a private mapping of a file whose pages are all cached, so
+/// each fault copies a page-cache page into a new anonymous one.
+pub fn cow(spec: &SampleSpec) -> Result<Vec<f64>> {
+    use std::io::{Read, Write};
+    use std::os::fd::AsRawFd;
+    let len = 16 << 20;
+    let mut f = super::files::scratch_file().context("creating a temporary file for COW faults")?;
+    f.write_all(&vec![7u8; len]).context("writing the file")?;
+    let mut sink = Vec::with_capacity(len);
+    std::io::Seek::rewind(&mut f)?;
+    f.read_to_end(&mut sink)?;
+    rounds(spec, || {
+        let m = Mapping::new(
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE,
+            f.as_raw_fd(),
+        )?;
+        Ok(touch(m.addr, len, PAGE, true))
+    })
+}
+
+/// Pages of the file the major-fault term maps.
+const MAJOR_PAGES: usize = 1024;
+
+/// Major faults, CPU ns each: a shared read mapping of a synced scratch file on the file system
+/// in `dir` whose pages were dropped (posix_fadvise DONTNEED, that file only), read through.
+/// A major fault reads ahead, so the pass also takes minor faults on pages already read; each
+/// is taken out at the cost of a minor fault on the cached file measured in the same round.
+pub fn major(spec: &SampleSpec, dir: &std::path::Path) -> Result<Vec<f64>> {
+    use crate::measure::cputime::thread_cpu_ns;
+    use std::os::fd::AsRawFd;
+    let s = super::fsops::Scratch::new(dir)?;
+    let f = super::fsops::cold_file(&s, MAJOR_PAGES)?;
+    let len = MAJOR_PAGES * PAGE;
+    let pass = || -> Result<(f64, i64, i64)> {
+        let m = Mapping::new(len, libc::PROT_READ, libc::MAP_SHARED, f.as_raw_fd())?;
+        let (maj0, t0) = (majflt(), thread_cpu_ns());
+        let (_, minor) = touch(m.addr, len, PAGE, false);
+        Ok((
+            thread_cpu_ns().saturating_sub(t0) as f64,
+            majflt() - maj0,
+            minor,
+        ))
+    };
+    super::fsops::cpu_samples(spec, || {
+        super::fsops::drop_pages(f.as_raw_fd(), len)?;
+        let (cold, major, minor_cold) = pass()?;
+        let (warm, _, minor_warm) = pass()?;
+        if major <= 0 {
+            bail!("the kernel counted no major fault after the file's pages were dropped");
+        }
+        // The kernel counts a fault as major or minor, never both.
+        let minors = minor_cold.max(0) as f64;
+        let per_minor = warm / minor_warm.max(1) as f64;
+        Ok(((cold - minors * per_minor).max(0.0), major as f64))
+    })
+}
+
+/// mmap of 16 anonymous pages (a new VMA, nothing touched), per call; the munmaps untimed.
+pub fn mmap(spec: &SampleSpec) -> Result<Vec<f64>> {
+    let len = MUNMAP_PAGES * PAGE;
+    let calls = 200;
+    let mut maps = Vec::with_capacity(calls);
+    rounds_ns(spec, || {
+        let t0 = Instant::now();
+        for _ in 0..calls {
+            maps.push(Mapping::new(
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+            )?);
+        }
+        let ns = t0.elapsed().as_nanos() as f64;
+        maps.clear();
+        Ok(ns / calls as f64)
+    })
+}
+
+/// A warm-up round then `spec.samples` rounds of `round`, each its own ns per event.
+fn rounds_ns(spec: &SampleSpec, mut round: impl FnMut() -> Result<f64>) -> Result<Vec<f64>> {
+    round()?;
+    let mut out = Vec::with_capacity(spec.samples);
+    for _ in 0..spec.samples {
+        cancel::check()?;
+        out.push(round()?);
+    }
+    Ok(out)
+}

@@ -7,14 +7,21 @@
 
 mod faults;
 mod files;
+pub mod fsops;
+pub mod procs;
 mod sched;
+pub mod tick;
+
+pub use faults::MUNMAP_PAGES;
+
+use std::path::Path;
 
 use anyhow::Result;
 
 use super::SampleSpec;
 
 /// Every term, in the order they are measured and shown (the `term` case key's values).
-pub const TERMS: [&str; 16] = [
+pub const TERMS: [&str; 35] = [
     "fault-4k",
     "fault-thp",
     "fault-file",
@@ -31,19 +38,68 @@ pub const TERMS: [&str; 16] = [
     "file-read",
     "openat-close",
     "stat",
+    "open",
+    "close",
+    "create",
+    "rename",
+    "unlink",
+    "mkdir",
+    "rmdir",
+    "fsync",
+    "fdatasync",
+    "getdents64",
+    "path-component",
+    "read-cold",
+    "fault-cow",
+    "fault-major",
+    "mmap",
+    "exec",
+    "exit",
+    "fork",
+    "tick",
+];
+
+/// The terms measured in a scratch directory on a file system, whose figures carry the case
+/// key `fs` (its type, as /proc/self/mountinfo names it): a price uses the figure of the file
+/// system its program worked on.
+pub const FS_TERMS: [&str; 14] = [
+    "open",
+    "close",
+    "create",
+    "rename",
+    "unlink",
+    "mkdir",
+    "rmdir",
+    "fsync",
+    "fdatasync",
+    "getdents64",
+    "path-component",
+    "read-cold",
+    "fault-major",
+    "exec",
 ];
 
 /// The sizes at which a term with a per-byte part is measured: the fixed part is read at the
 /// smallest, the per-byte part from the line through both.
 pub const SIZES: [u64; 2] = [64, 64 * 1024];
 
-/// One figure of a term: ns per event (`latency`) at a size, or the fitted `per_byte` ns.
+/// The smallest size a sized term is measured at: its figure there is the term's fixed part.
+pub fn base_size(term: &str) -> u64 {
+    match term {
+        "exit" | "fork" => procs::PAGE_SIZES[0],
+        _ => SIZES[0],
+    }
+}
+
+/// One figure of a term: ns per event (`latency`) at a size, or the fitted `per_byte` ns (and
+/// getdents64's `per_entry`); `fs` for a term of `FS_TERMS`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TermFigure {
     pub term: &'static str,
     pub size: Option<u64>,
     pub metric: &'static str,
     pub samples: Vec<f64>,
+    pub fs: Option<String>,
 }
 
 /// What a term's figure means, for the table and the reading.
@@ -65,6 +121,25 @@ pub fn reading(term: &str) -> &'static str {
         "file-read" => "a pread of `size` bytes of a cached file",
         "openat-close" => "open and close of a file",
         "stat" => "newfstatat of a file's path",
+        "open" => "open of an existing file (its close apart), CPU time, per call",
+        "close" => "close of a file just opened, CPU time, per call",
+        "create" => "open with O_CREAT|O_EXCL of a new name in a directory of 128, CPU time, per call",
+        "rename" => "rename of a file to a new name in the same directory, CPU time, per call",
+        "unlink" => "unlink of an empty file, CPU time, per call",
+        "mkdir" => "mkdir of a new directory, CPU time, per call",
+        "rmdir" => "rmdir of an empty directory, CPU time, per call",
+        "fsync" => "fsync after a write of `size` bytes over allocated blocks, CPU time (the disk's wait apart), per call",
+        "fdatasync" => "fdatasync after a write of `size` bytes over allocated blocks, CPU time, per call",
+        "getdents64" => "getdents64 reading a 64-entry directory through (the empty call at its end included), CPU time, per call; per_entry: each entry more",
+        "path-component" => "a path lookup's cost per directory component walked (stat 8 levels down less stat at the top, / 8)",
+        "read-cold" => "a read of a page not in the page cache (the scratch file's pages dropped), readahead as the kernel does it, CPU time, per page",
+        "fault-cow" => "a write fault on a private file mapping: a cached page copied, per fault",
+        "fault-major" => "a read fault on a file page not cached (its readahead included, the minor faults it spares apart), CPU time, per major fault",
+        "mmap" => "mmap of 16 anonymous pages (a new VMA, nothing touched), per call",
+        "exec" => "exec of a one-page static program and its exit, CPU time of the child, per exec",
+        "exit" => "a process's exit after it touched `size` bytes of anonymous memory, CPU time, per exit; per_byte: each byte more unmapped",
+        "fork" => "fork by a parent with `size` bytes touched (page tables copied, pages made copy-on-write), the parent's CPU time, per fork",
+        "tick" => "the local timer's interrupt as the task it interrupts loses it, per tick",
         _ => "",
     }
 }
@@ -72,6 +147,24 @@ pub fn reading(term: &str) -> &'static str {
 /// Measure one term. An Err is a term this machine cannot give (THP off, one CPU); the
 /// caller reports it as unsupported with the reason.
 pub fn measure(term: &str, spec: &SampleSpec) -> Result<Vec<TermFigure>> {
+    measure_in(term, spec, &std::env::temp_dir())
+}
+
+/// Measure one term, a file-system term in a scratch directory made inside `dir` (and
+/// removed after): its figures carry `dir`'s file-system type.
+pub fn measure_in(term: &str, spec: &SampleSpec, dir: &Path) -> Result<Vec<TermFigure>> {
+    let mut figs = measure_term(term, spec, dir)?;
+    if FS_TERMS.contains(&term) {
+        let fs = fsops::fs_of(dir)?;
+        for f in &mut figs {
+            f.fs = Some(fs.clone());
+        }
+    }
+    Ok(figs)
+}
+
+fn measure_term(term: &str, spec: &SampleSpec, dir: &Path) -> Result<Vec<TermFigure>> {
+    use fsops::NameOp;
     let t = TERMS
         .iter()
         .copied()
@@ -83,7 +176,11 @@ pub fn measure(term: &str, spec: &SampleSpec) -> Result<Vec<TermFigure>> {
             size: None,
             metric: "latency",
             samples,
+            fs: None,
         }]
+    };
+    let by_page = |kernel: fn(&SampleSpec, usize) -> Result<Vec<f64>>| {
+        sized(t, spec, &procs::PAGE_SIZES, kernel)
     };
     Ok(match t {
         "fault-4k" => one(faults::anon(spec, false)?),
@@ -98,23 +195,67 @@ pub fn measure(term: &str, spec: &SampleSpec) -> Result<Vec<TermFigure>> {
         "fork-exec" => one(sched::fork_exec(spec)?),
         "munmap" => one(faults::munmap(spec, false)?),
         "munmap-shootdown" => one(faults::munmap(spec, true)?),
-        "pipe-rw" => sized(t, spec, files::pipe_rw)?,
-        "file-read" => sized(t, spec, files::file_read)?,
+        "pipe-rw" => sized(t, spec, &SIZES, files::pipe_rw)?,
+        "file-read" => sized(t, spec, &SIZES, files::file_read)?,
         "openat-close" => one(files::openat_close(spec)?),
         "stat" => one(files::stat(spec)?),
+        "open" => one(fsops::name_op(spec, dir, NameOp::Open)?),
+        "close" => one(fsops::name_op(spec, dir, NameOp::Close)?),
+        "create" => one(fsops::name_op(spec, dir, NameOp::Create)?),
+        "rename" => one(fsops::name_op(spec, dir, NameOp::Rename)?),
+        "unlink" => one(fsops::name_op(spec, dir, NameOp::Unlink)?),
+        "mkdir" => one(fsops::name_op(spec, dir, NameOp::Mkdir)?),
+        "rmdir" => one(fsops::name_op(spec, dir, NameOp::Rmdir)?),
+        "fsync" | "fdatasync" => {
+            let data_only = t == "fdatasync";
+            let mut kernel =
+                |spec: &SampleSpec, size: usize| fsops::sync(spec, dir, size, data_only);
+            sized_with(t, spec, &SIZES, &mut kernel)?
+        }
+        "getdents64" => {
+            let (per_call, per_entry) = fsops::getdents(spec, dir)?;
+            let mut v = one(per_call);
+            v.push(TermFigure {
+                term: t,
+                size: None,
+                metric: "per_entry",
+                samples: per_entry,
+                fs: None,
+            });
+            v
+        }
+        "path-component" => one(fsops::path_component(spec, dir)?),
+        "read-cold" => one(fsops::read_cold(spec, dir)?),
+        "fault-cow" => one(faults::cow(spec)?),
+        "fault-major" => one(faults::major(spec, dir)?),
+        "mmap" => one(faults::mmap(spec)?),
+        "exec" => one(procs::exec(spec, dir)?),
+        "exit" => by_page(procs::exit)?,
+        "fork" => by_page(procs::fork)?,
+        "tick" => one(tick::tick(spec)?),
         _ => unreachable!("every term in TERMS has a kernel"),
     })
 }
 
-/// A term at each of `SIZES`, and its per-byte part: each sample pair's slope.
+/// A term at each of `sizes`, and its per-byte part: each sample pair's slope.
 fn sized(
     term: &'static str,
     spec: &SampleSpec,
+    sizes: &[u64],
     kernel: fn(&SampleSpec, usize) -> Result<Vec<f64>>,
+) -> Result<Vec<TermFigure>> {
+    sized_with(term, spec, sizes, &mut |s, n| kernel(s, n))
+}
+
+fn sized_with(
+    term: &'static str,
+    spec: &SampleSpec,
+    sizes: &[u64],
+    kernel: &mut dyn FnMut(&SampleSpec, usize) -> Result<Vec<f64>>,
 ) -> Result<Vec<TermFigure>> {
     let mut out = Vec::new();
     let mut by_size = Vec::new();
-    for &size in &SIZES {
+    for &size in sizes {
         let samples = kernel(spec, size as usize)?;
         by_size.push(samples.clone());
         out.push(TermFigure {
@@ -122,9 +263,10 @@ fn sized(
             size: Some(size),
             metric: "latency",
             samples,
+            fs: None,
         });
     }
-    let (lo, hi) = (SIZES[0] as f64, SIZES[SIZES.len() - 1] as f64);
+    let (lo, hi) = (sizes[0] as f64, sizes[sizes.len() - 1] as f64);
     let per_byte: Vec<f64> = by_size[0]
         .iter()
         .zip(&by_size[by_size.len() - 1])
@@ -132,9 +274,10 @@ fn sized(
         .collect();
     out.push(TermFigure {
         term,
-        size: Some(SIZES[SIZES.len() - 1]),
+        size: Some(sizes[sizes.len() - 1]),
         metric: "per_byte",
         samples: per_byte,
+        fs: None,
     });
     Ok(out)
 }

@@ -56,6 +56,8 @@ pub struct Counts {
     pub measured: Option<crate::measured::Split>,
     /// The tree's kernel and user stacks sampled on cpu-clock (beside the split).
     pub samples: Option<crate::samples::Samples>,
+    /// The split's own cost in this run, ns of kernel time (measured beside it).
+    pub tracer_ns: Option<f64>,
 }
 
 /// A counter of io_uring submissions where the kernel has the tracepoint, None elsewhere; one
@@ -249,6 +251,7 @@ pub fn count_command(argv: &[String], split: bool) -> Result<Counts> {
         notes,
         measured,
         samples,
+        tracer_ns: None,
     })
 }
 
@@ -313,6 +316,7 @@ pub fn count_pid(pid: u32, duration: Duration) -> Result<Counts> {
         wchar: 0,
         exit_status: 0,
         notes,
+        tracer_ns: None,
         measured: None,
         samples: None,
     })

@@ -236,16 +236,145 @@ pub fn verdict(split: &Split, lines: &[Beside], sampled_named_ns: u64) -> Vec<St
         .sum();
     if measured > 0 {
         v.push(format!(
-            "explained: the priced lines price {} where they measured {} ({:.0}%); the kernel's whole {} is {:.0}% priced",
+            "the lines a term prices: {} priced where they measured {} ({:.2}x)",
             human_ns(priced),
             human_ns(measured as f64),
-            100.0 * priced / measured as f64,
-            human_ns(split.kernel_ns() as f64),
-            100.0 * priced / split.kernel_ns().max(1) as f64
+            priced / measured as f64,
         ));
     }
     v.extend(split.notes.iter().cloned());
     v
+}
+
+/// The band a line's priced ÷ measured must stay in, and the share of the kernel time above
+/// which a line outside it must be explained.
+pub const BAND: (f64, f64) = (0.67, 1.5);
+pub const HEAVY_SHARE: f64 = 0.05;
+
+/// Evidence from the same run a reading can cite.
+#[derive(Debug, Clone, Default)]
+pub struct Evidence {
+    /// Kernel sample subsystems, (name, share of kernel samples %), most first.
+    pub subsystems: Vec<(String, f64)>,
+    /// Per-event cost of the terms a reading compares with: ("create", ns).
+    pub terms: Vec<(String, f64)>,
+}
+
+/// Every line carrying `HEAVY_SHARE` or more of `kernel_ns` whose priced ÷ measured is outside
+/// `BAND` (or that no term prices), with why, from what the same run shows: where it waited,
+/// the faults, the signals, the kernel's sampled subsystems, and the per-event cost the term
+/// would need.
+pub fn outside(split: &Split, lines: &[Beside], kernel_ns: f64, ev: &Evidence) -> Vec<String> {
+    let mut out = Vec::new();
+    for b in lines {
+        let l = &b.line;
+        if l.class == "user" || kernel_ns <= 0.0 || (l.cpu_ns as f64) < HEAVY_SHARE * kernel_ns {
+            continue;
+        }
+        let ratio = b.ratio();
+        if ratio.is_some_and(|r| (BAND.0..=BAND.1).contains(&r)) {
+            continue;
+        }
+        let head = format!(
+            "{} {}: {} measured ({:.0}% of the kernel time){}; {}",
+            l.class,
+            l.event,
+            human_ns(l.cpu_ns as f64),
+            100.0 * l.cpu_ns as f64 / kernel_ns,
+            if l.count > 0 {
+                format!(
+                    ", {} events at {} each",
+                    l.count,
+                    human_ns(l.cpu_ns as f64 / l.count as f64)
+                )
+            } else {
+                String::new()
+            },
+            match (ratio, b.priced_ns) {
+                (Some(r), Some(p)) => format!("priced {} ({r:.2}x)", human_ns(p)),
+                _ => "no term".into(),
+            }
+        );
+        out.push(format!("{head}: {}", why(b, split, ev).join("; ")));
+    }
+    out
+}
+
+/// The evidence for one line's distance, most specific first.
+fn why(b: &Beside, split: &Split, ev: &Evidence) -> Vec<String> {
+    let l = &b.line;
+    let per = if l.count > 0 {
+        l.cpu_ns as f64 / l.count as f64
+    } else {
+        0.0
+    };
+    let term = |t: &str| ev.terms.iter().find(|(n, _)| n == t).map(|(_, v)| *v);
+    let sigreturns = split.line("syscall", "rt_sigreturn").map_or(0, |x| x.count);
+    let mut why = Vec::new();
+    if l.waits > 0 {
+        why.push(format!(
+            "it was switched out {} times inside ({} off CPU): lock or I/O waits, whose wake-ups and switches run inside it",
+            l.waits,
+            human_ns(l.wait_ns as f64)
+        ));
+    }
+    let major = split.line("fault", "major").map_or(0, |m| m.count);
+    if major > 0 && (l.class == "fault" || READS.contains(&l.event.as_str())) {
+        why.push(format!(
+            "a cold page cache: {major} major faults in the run"
+        ));
+    }
+    match (l.class.as_str(), l.event.as_str()) {
+        ("syscall", "open" | "openat" | "openat2") => {
+            if let (Some(o), Some(c)) = (term("open"), term("create")) {
+                if (per - c).abs() < (per - o).abs() {
+                    why.push(format!(
+                        "its {} a call is nearer a create's {} than an open's {} here: files created (O_CREAT), which the split does not tell apart from opens",
+                        human_ns(per), human_ns(c), human_ns(o)
+                    ));
+                }
+            }
+        }
+        ("syscall", "getdents64" | "getdents") => {
+            if let Some(e) = term("getdents64/entry") {
+                why.push(format!(
+                    "about {:.0} entries a call at {} an entry: the entries returned are not counted, the term assumes a 64-entry directory",
+                    per / e.max(1.0),
+                    human_ns(e)
+                ));
+            }
+        }
+        ("fault", "unfinished") | ("kernel-other", "inside user time") if sigreturns > 0 => {
+            why.push(format!(
+                "{sigreturns} signals handled (rt_sigreturn calls) in the run: a fault that raises a signal (a JVM's null check or safepoint poll, a Go preemption) runs on through the signal's delivery to the handler"
+            ));
+        }
+        ("fault", "unfinished") => why.push(
+            "faults whose end the split did not see: one that raised a signal (SIGSEGV, SIGBUS) or failed; they run on until the next transition".into(),
+        ),
+        _ => {}
+    }
+    if let (Some(p), true) = (b.priced_ns, l.count > 0) {
+        let unit = p / l.count as f64;
+        why.push(format!(
+            "its term prices {} an event; it would have to be {}",
+            human_ns(unit),
+            human_ns(per)
+        ));
+    }
+    if !ev.subsystems.is_empty() && l.class != "irq" {
+        let top: Vec<String> = ev
+            .subsystems
+            .iter()
+            .take(3)
+            .map(|(n, p)| format!("{n} {p:.0}%"))
+            .collect();
+        why.push(format!("the run's kernel samples: {}", top.join(", ")));
+    }
+    if why.is_empty() {
+        why.push("nothing counted in this run explains it".into());
+    }
+    why
 }
 
 /// The measured table from a result's rows (so that a stored run renders it too): the top

@@ -752,13 +752,6 @@ fn judge_trial(
             ));
         }
     }
-    if let Some((p, bv)) = before {
-        lines.push(format!(
-            "  the model before this fix (faults / 512, or the gc lab's curve) predicted a saving of {}: {}",
-            human_ns(p.1),
-            bv.word()
-        ));
-    }
     match v {
         Verdict::Confirmed => lines.push(format!(
             "  advice: {} saves {} of {} time here{}",

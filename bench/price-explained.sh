@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Issue 42's goal: `costlab price` on eight real programs, priced ÷ measured kernel time within
+# 0.75-1.33 each, every line carrying 5% or more of the kernel time within 0.67-1.5x or named
+# with evidence. Per program it prints: the measured kernel time (the split's, net of the
+# tracer's own cost), the priced kernel time, their ratio, and the lines outside with why (the
+# price's verdict lines "outside 0.67-1.5x" and "no term"); BEFORE=path/to/costlab (a build of
+# main before this work) prices the same programs with it, side by side, for today's ratio.
+#
+# The programs: a VCS clone and log (git clone --no-local of GIT_REPO, default this repository,
+# then git log -p), an archive with a compressor child (tar czf of /usr/share/doc), a database
+# import with an index (sqlite3, ROWS rows, default 300000), an interpreter start (python3 -c
+# pass), a compiler run (cc -O2 -c of bench/memref.c), a JVM start (java -version), a
+# directory walk (find /usr -type f), a Go heap program (gcbench heap, 256 MiB live). Each runs
+# from a fresh state (its outputs removed by the command itself), so the warm-up run and the
+# untraced runs that `costlab price` makes do the same work as the traced one.
+#
+# The unit costs go into a throwaway history, measured first (costlab cost, quietly, with the
+# file-system terms on the working folder's file system) so that no price measures any.
+#
+# Run as root on a quiet machine (never beside a build):
+#   bash bench/price-explained.sh
+#   BEFORE=/path/to/main/target/release/costlab bash bench/price-explained.sh
+# COSTLAB=path picks this build (default target/release/costlab); OUT=DIR keeps the JSON and
+# the text of each price (default a temporary folder, printed at the end).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=$(realpath "${COSTLAB:-target/release/costlab}")
+BEFORE=${BEFORE:-}
+ROWS=${ROWS:-300000}
+GIT_REPO=${GIT_REPO:-$PWD}
+OUT=${OUT:-$(mktemp -d)}
+SRC=$PWD
+mkdir -p "$OUT"
+
+for tool in jq git sqlite3 python3 go tar gzip cc java find; do
+    command -v "$tool" >/dev/null || { echo "price-explained: needs $tool (scripts/install-deps.sh)" >&2; exit 2; }
+done
+[ "$(id -u)" -eq 0 ] || { echo "price-explained: run as root (BPF, perf, cgroups)" >&2; exit 2; }
+
+WORK=$(mktemp -d /var/tmp/costlab-explained.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+seq 1 "$ROWS" | awk '{printf "%d,name-%d,%d.%02d,%s\n", $1, $1, $1 % 1000, $1 % 100, "2026-11-26"}' >"$WORK/rows.csv"
+(cd gcbench && GOTOOLCHAIN=local GOPROXY=off CGO_ENABLED=0 go build -o "$WORK/gcbench" .)
+cd "$WORK"
+
+# The terms first, here (the working folder's file system), into a throwaway history each.
+export COSTLAB_RETRY_BUDGET=0
+"$B" cost --db "$OUT/h.db" --dir "$WORK" >"$OUT/cost.txt" 2>&1 || { echo "price-explained: costlab cost failed: $(tail -1 "$OUT/cost.txt")" >&2; exit 1; }
+if [ -n "$BEFORE" ]; then
+    "$BEFORE" cost --db "$OUT/before.db" >"$OUT/cost-before.txt" 2>&1 || true
+fi
+
+# ratio JSON: "measured priced ratio" from the price model's params.
+figures() {
+    jq -r '[.models[] | select(.lab == "price")][0].params as $p
+      | (($p.kernel_ns // $p.sys_time_ns) // 0) as $k
+      | "\($k) \($p.priced_kernel_ns // 0) \(if $k > 0 then (($p.priced_kernel_ns // 0) / $k * 100 | round / 100) else "-" end)"' "$1"
+}
+
+SUMMARY=()
+run_kind() { # KIND CMD...
+    local kind=$1
+    shift
+    local json="$OUT/$kind.json" txt="$OUT/$kind.txt"
+    if ! "$B" price --db "$OUT/h.db" --runs 3 --json "$json" -- "$@" >"$txt" 2>&1 || [ ! -s "$json" ]; then
+        echo "== $kind: costlab price failed: $(tail -1 "$txt")"
+        SUMMARY+=("$(printf '%-12s %s' "$kind" "price failed")")
+        return 0
+    fi
+    local k p r
+    read -r k p r < <(figures "$json")
+    local before="-"
+    if [ -n "$BEFORE" ] && "$BEFORE" price --db "$OUT/before.db" --runs 3 --json "$OUT/$kind-before.json" -- "$@" >"$OUT/$kind-before.txt" 2>&1; then
+        before=$(jq -r '[.models[] | select(.lab == "price")][0].params.explained_pct // "-"' "$OUT/$kind-before.json")
+        [ "$before" != "-" ] && before=$(awk -v e="$before" 'BEGIN {printf "%.2f", e / 100}')
+    fi
+    echo "== $kind: $*"
+    awk -v k="$k" -v p="$p" -v r="$r" -v b="$before" 'BEGIN {
+        printf "  measured kernel %.2f ms, priced %.2f ms, priced/measured %s (goal 0.75-1.33; before: %s)\n", k / 1e6, p / 1e6, r, b }'
+    jq -r '[.models[] | select(.lab == "price")][0].verdict[]
+      | select(startswith("outside 0.67-1.5x") or startswith("no term") or startswith("explained") or startswith("the program ran"))
+      | "  " + .' "$json"
+    SUMMARY+=("$(printf '%-12s %10.2f %10.2f %8s %8s' "$kind" "$(awk -v k="$k" 'BEGIN{print k/1e6}')" "$(awk -v p="$p" 'BEGIN{print p/1e6}')" "$r" "$before")")
+}
+
+run_kind vcs sh -c "rm -rf '$WORK/clone' && git clone -q --no-local '$GIT_REPO' '$WORK/clone' && git --no-pager -C '$WORK/clone' log -p -n 2000 >/dev/null"
+run_kind archive sh -c "rm -f '$WORK/doc.tgz' && tar czf '$WORK/doc.tgz' /usr/share/doc 2>/dev/null"
+run_kind database sh -c "rm -f '$WORK/load.db' && sqlite3 '$WORK/load.db' 'CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT, price REAL, day TEXT);' '.mode csv' '.import $WORK/rows.csv t' 'CREATE INDEX t_name ON t(name);'"
+run_kind interpreter python3 -c pass
+run_kind compiler cc -O2 -c "$SRC/bench/memref.c" -o "$WORK/memref.o"
+run_kind jvm java -Xshare:auto -version
+run_kind walk find /usr -xdev -type f
+run_kind go "$WORK/gcbench" -live 268435456 -alloc 2 heap
+
+echo
+printf '%-12s %10s %10s %8s %8s\n' program "kernel ms" "priced ms" ratio before
+printf '%s\n' "${SUMMARY[@]}"
+echo "JSON and text of each price: $OUT"

@@ -1,0 +1,468 @@
+//! File-system terms, measured in a scratch directory on the file system they price: each
+//! name operation (open of an existing file, create, close, mkdir, rmdir, rename, unlink),
+//! fsync and fdatasync by the bytes they write back, a directory read per call and per
+//! entry, a path component's lookup, a cold read per page.
+//!
+//! Times are this thread's CPU time (CLOCK_THREAD_CPUTIME_ID), not the wall: a price sets
+//! them against time on CPU, and an fsync or a cold read spends most of its wall waiting for
+//! the disk. Each operation is timed over a batch of names, so the clock's own call (a real
+//! syscall, not vDSO) is a small part of it.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+use crate::measure::cputime::thread_cpu_ns;
+use crate::measure::{cancel, SampleSpec};
+
+/// Names per batch: enough that the clock reads are noise, few enough for a 10 ms sample.
+const NAMES: usize = 128;
+
+/// A directory of costlab's own inside `parent`, removed with all it holds on drop.
+pub struct Scratch {
+    dir: PathBuf,
+}
+
+impl Scratch {
+    pub fn new(parent: &Path) -> Result<Scratch> {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = parent.join(format!(".costlab-scratch-{}-{n}", std::process::id()));
+        std::fs::create_dir(&dir).with_context(|| {
+            format!(
+                "creating a scratch directory {}: give a writable directory on the file system to measure",
+                dir.display()
+            )
+        })?;
+        Ok(Scratch { dir })
+    }
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+    /// `rel` under the scratch directory, as a C path.
+    pub fn c(&self, rel: &str) -> CString {
+        CString::new(self.dir.join(rel).as_os_str().as_bytes())
+            .expect("costlab's names hold no NUL")
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn os_err(what: &str) -> anyhow::Error {
+    anyhow::anyhow!("{what}: {}", std::io::Error::last_os_error())
+}
+
+/// `spec.samples` samples after one warm-up, each as many rounds of `round` as fill
+/// `spec.min_sample` of wall; `round` returns (CPU ns of the timed part, events in it), a
+/// sample is CPU ns per event.
+pub(super) fn cpu_samples(
+    spec: &SampleSpec,
+    mut round: impl FnMut() -> Result<(f64, f64)>,
+) -> Result<Vec<f64>> {
+    round()?;
+    let mut out = Vec::with_capacity(spec.samples);
+    for _ in 0..spec.samples {
+        cancel::check()?;
+        let t0 = Instant::now();
+        let (mut ns, mut events) = (0.0, 0.0);
+        while events == 0.0 || t0.elapsed() < spec.min_sample {
+            let (n, e) = round()?;
+            ns += n;
+            events += e;
+            if t0.elapsed() > spec.min_sample.max(Duration::from_millis(10)) * 50 {
+                break;
+            }
+        }
+        if events <= 0.0 {
+            bail!("no event was timed");
+        }
+        out.push(ns / events);
+    }
+    Ok(out)
+}
+
+/// CPU ns of `f` on this thread.
+fn timed(f: impl FnOnce() -> Result<()>) -> Result<f64> {
+    let t0 = thread_cpu_ns();
+    f()?;
+    Ok(thread_cpu_ns().saturating_sub(t0) as f64)
+}
+
+/// The name operations, each timed over a batch of `NAMES` in one round.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum NameOp {
+    Open,
+    Close,
+    Create,
+    Rename,
+    Unlink,
+    Mkdir,
+    Rmdir,
+}
+
+/// CPU ns per `op`: a round creates `NAMES` files (O_CREAT|O_EXCL), closes them, opens them
+/// again, closes them, renames them, unlinks them, then makes and removes as many
+/// directories; only `op`'s batch is timed.
+pub fn name_op(spec: &SampleSpec, dir: &Path, op: NameOp) -> Result<Vec<f64>> {
+    let s = Scratch::new(dir)?;
+    let a: Vec<CString> = (0..NAMES).map(|i| s.c(&format!("file-{i:04}"))).collect();
+    let b: Vec<CString> = (0..NAMES).map(|i| s.c(&format!("moved-{i:04}"))).collect();
+    let d: Vec<CString> = (0..NAMES).map(|i| s.c(&format!("dir-{i:04}"))).collect();
+    let mut fds = vec![-1i32; NAMES];
+    let opens = |fds: &mut [i32], flags: i32, what: &str| -> Result<()> {
+        for (fd, p) in fds.iter_mut().zip(&a) {
+            // SAFETY: a NUL-terminated path; the fd is kept in `fds` and closed by `closes`.
+            *fd = unsafe { libc::open(p.as_ptr(), flags, 0o644) };
+            if *fd < 0 {
+                return Err(os_err(what));
+            }
+        }
+        Ok(())
+    };
+    let closes = |fds: &mut [i32]| -> Result<()> {
+        for fd in fds.iter_mut() {
+            // SAFETY: an fd `opens` returned, closed once and forgotten.
+            unsafe { libc::close(*fd) };
+            *fd = -1;
+        }
+        Ok(())
+    };
+    let each = |names: &[CString], f: &dyn Fn(&CString, usize) -> i32, what: &str| {
+        for (i, p) in names.iter().enumerate() {
+            if f(p, i) != 0 {
+                return Err(os_err(what));
+            }
+        }
+        Ok(())
+    };
+    let mut round = || -> Result<(f64, f64)> {
+        let at = |o: NameOp, ns: f64, acc: &mut f64| {
+            if o == op {
+                *acc += ns;
+            }
+        };
+        let mut ns = 0.0;
+        let create = libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC;
+        at(
+            NameOp::Create,
+            timed(|| opens(&mut fds, create, "create"))?,
+            &mut ns,
+        );
+        at(NameOp::Close, timed(|| closes(&mut fds))?, &mut ns);
+        let open = libc::O_RDONLY | libc::O_CLOEXEC;
+        at(
+            NameOp::Open,
+            timed(|| opens(&mut fds, open, "open"))?,
+            &mut ns,
+        );
+        at(NameOp::Close, timed(|| closes(&mut fds))?, &mut ns);
+        // SAFETY: NUL-terminated paths of this scratch directory.
+        let rename = |p: &CString, i: usize| unsafe { libc::rename(p.as_ptr(), b[i].as_ptr()) };
+        at(
+            NameOp::Rename,
+            timed(|| each(&a, &rename, "rename"))?,
+            &mut ns,
+        );
+        // SAFETY: NUL-terminated paths of this scratch directory.
+        let unlink = |p: &CString, _: usize| unsafe { libc::unlink(p.as_ptr()) };
+        at(
+            NameOp::Unlink,
+            timed(|| each(&b, &unlink, "unlink"))?,
+            &mut ns,
+        );
+        // SAFETY: NUL-terminated paths of this scratch directory.
+        let mkdir = |p: &CString, _: usize| unsafe { libc::mkdir(p.as_ptr(), 0o755) };
+        at(NameOp::Mkdir, timed(|| each(&d, &mkdir, "mkdir"))?, &mut ns);
+        // SAFETY: NUL-terminated paths of this scratch directory.
+        let rmdir = |p: &CString, _: usize| unsafe { libc::rmdir(p.as_ptr()) };
+        at(NameOp::Rmdir, timed(|| each(&d, &rmdir, "rmdir"))?, &mut ns);
+        let per_round = if op == NameOp::Close { 2 } else { 1 };
+        Ok((ns, (NAMES * per_round) as f64))
+    };
+    cpu_samples(spec, &mut round)
+}
+
+/// A file of `len` bytes in the scratch directory, written and synced (so its pages are clean
+/// and can be dropped), open read-write.
+fn synced_file(s: &Scratch, name: &str, len: usize) -> Result<std::fs::File> {
+    use std::io::Write;
+    let p = s.path().join(name);
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&p)
+        .with_context(|| format!("creating {}", p.display()))?;
+    f.write_all(&vec![5u8; len])
+        .context("writing the scratch file")?;
+    f.sync_all().context("syncing the scratch file")?;
+    Ok(f)
+}
+
+/// CPU ns of an fsync (or fdatasync, `data_only`) after a write of `size` bytes at offset 0
+/// over already allocated blocks: the write-back of the pages it dirtied and, for fsync, the
+/// inode's times. The write is not timed.
+pub fn sync(spec: &SampleSpec, dir: &Path, size: usize, data_only: bool) -> Result<Vec<f64>> {
+    use std::os::fd::AsRawFd;
+    let s = Scratch::new(dir)?;
+    let f = synced_file(&s, "sync", size.max(4096))?;
+    let buf = vec![9u8; size];
+    let fd = f.as_raw_fd();
+    cpu_samples(spec, || {
+        let n = rustix::io::pwrite(&f, &buf, 0).context("pwrite")?;
+        if n != size {
+            bail!("pwrite wrote {n} of {size} bytes");
+        }
+        let ns = timed(|| {
+            // SAFETY: fd is the open scratch file.
+            let rc = unsafe {
+                if data_only {
+                    libc::fdatasync(fd)
+                } else {
+                    libc::fsync(fd)
+                }
+            };
+            if rc != 0 {
+                return Err(os_err("fsync"));
+            }
+            Ok(())
+        })?;
+        Ok((ns, 1.0))
+    })
+}
+
+/// The directory sizes getdents64 is measured at: a small directory, and a large one whose
+/// difference gives the cost per entry.
+pub const DIR_ENTRIES: [usize; 2] = [64, 1024];
+
+/// Read a whole directory with getdents64 into a 32 KiB buffer (glibc's readdir size):
+/// (CPU ns, calls made including the one that returns 0, entries).
+fn read_dir(path: &CString, buf: &mut [u8]) -> Result<(f64, u64, u64)> {
+    // SAFETY: a NUL-terminated path; the fd is closed below.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY) };
+    if fd < 0 {
+        return Err(os_err("open of the directory"));
+    }
+    let (mut calls, mut entries) = (0u64, 0u64);
+    let t0 = thread_cpu_ns();
+    loop {
+        // SAFETY: buf is writable for its length; fd is the open directory.
+        let n = unsafe { libc::syscall(libc::SYS_getdents64, fd, buf.as_mut_ptr(), buf.len()) };
+        calls += 1;
+        if n < 0 {
+            // SAFETY: closing the fd opened above.
+            unsafe { libc::close(fd) };
+            return Err(os_err("getdents64"));
+        }
+        if n == 0 {
+            break;
+        }
+        let mut off = 0usize;
+        while off < n as usize {
+            entries += 1;
+            let reclen = u16::from_ne_bytes([buf[off + 16], buf[off + 17]]) as usize;
+            off += reclen.max(1);
+        }
+    }
+    let ns = thread_cpu_ns().saturating_sub(t0) as f64;
+    // SAFETY: closing the fd opened above.
+    unsafe { libc::close(fd) };
+    Ok((ns, calls, entries))
+}
+
+/// (per call reading a `DIR_ENTRIES[0]`-entry directory through, per entry from the difference
+/// between the two sizes), CPU ns, sample by sample.
+pub fn getdents(spec: &SampleSpec, dir: &Path) -> Result<(Vec<f64>, Vec<f64>)> {
+    let s = Scratch::new(dir)?;
+    let mut dirs = Vec::new();
+    for n in DIR_ENTRIES {
+        let d = format!("d{n}");
+        std::fs::create_dir(s.path().join(&d)).context("mkdir in the scratch directory")?;
+        for i in 0..n {
+            std::fs::write(
+                s.path()
+                    .join(&d)
+                    .join(format!("entry-{i:05}-of-a-directory")),
+                b"",
+            )
+            .context("creating directory entries")?;
+        }
+        dirs.push(s.c(&d));
+    }
+    let mut buf = vec![0u8; 32 << 10];
+    let mut per_call = Vec::with_capacity(spec.samples);
+    let mut per_entry = Vec::with_capacity(spec.samples);
+    read_dir(&dirs[0], &mut buf)?;
+    read_dir(&dirs[1], &mut buf)?;
+    for _ in 0..spec.samples {
+        cancel::check()?;
+        let t0 = Instant::now();
+        let (mut small, mut large, mut calls, mut reads) = (0.0, 0.0, 0u64, 0u64);
+        let (mut e_small, mut e_large) = (0u64, 0u64);
+        while reads == 0 || t0.elapsed() < spec.min_sample {
+            let (ns, c, e) = read_dir(&dirs[0], &mut buf)?;
+            small += ns;
+            calls += c;
+            e_small += e;
+            let (ns, _, e) = read_dir(&dirs[1], &mut buf)?;
+            large += ns;
+            e_large += e;
+            reads += 1;
+        }
+        per_call.push(small / calls as f64);
+        let extra = e_large.saturating_sub(e_small).max(1) as f64;
+        per_entry.push(((large - small) / extra).max(0.0));
+    }
+    Ok((per_call, per_entry))
+}
+
+/// Components between the shallow and the deep path of `path_component`.
+const DEPTH: usize = 8;
+
+/// CPU ns per path component a lookup walks: a stat of a file `DEPTH` directories down less a
+/// stat of one at the top, over `DEPTH`, in batches.
+pub fn path_component(spec: &SampleSpec, dir: &Path) -> Result<Vec<f64>> {
+    let s = Scratch::new(dir)?;
+    let deep_rel: String = (0..DEPTH).map(|i| format!("c{i}/")).collect();
+    std::fs::create_dir_all(s.path().join(&deep_rel))
+        .context("mkdir -p in the scratch directory")?;
+    std::fs::write(s.path().join(&deep_rel).join("x"), b"x").context("writing a file")?;
+    std::fs::write(s.path().join("x"), b"x").context("writing a file")?;
+    let (deep, top) = (s.c(&format!("{deep_rel}x")), s.c("x"));
+    // SAFETY: an all-zero stat is a valid out buffer.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    let mut batch = |p: &CString| {
+        timed(|| {
+            for _ in 0..NAMES {
+                // SAFETY: a NUL-terminated path and a valid out buffer.
+                if unsafe { libc::stat(p.as_ptr(), &mut st) } != 0 {
+                    return Err(os_err("stat"));
+                }
+            }
+            Ok(())
+        })
+    };
+    cpu_samples(spec, || {
+        let d = batch(&deep)?;
+        let t = batch(&top)?;
+        Ok(((d - t).max(0.0), (NAMES * DEPTH) as f64))
+    })
+}
+
+/// Pages of the file a cold read goes through.
+const COLD_PAGES: usize = 1024;
+
+/// CPU ns per page of a read whose pages are not cached: the scratch file's pages dropped with
+/// posix_fadvise(DONTNEED) (that file's only, never the machine's cache), then read through in
+/// 64 KiB preads (readahead as the kernel does it).
+pub fn read_cold(spec: &SampleSpec, dir: &Path) -> Result<Vec<f64>> {
+    use std::os::fd::AsRawFd;
+    let s = Scratch::new(dir)?;
+    let len = COLD_PAGES * 4096;
+    let f = synced_file(&s, "cold", len)?;
+    let mut buf = vec![0u8; 64 << 10];
+    cpu_samples(spec, || {
+        drop_pages(f.as_raw_fd(), len)?;
+        let ns = timed(|| {
+            let mut off = 0;
+            while off < len {
+                let n = rustix::io::pread(&f, &mut buf, off as u64).context("pread")?;
+                if n == 0 {
+                    bail!("the scratch file ended early");
+                }
+                off += n;
+            }
+            Ok(())
+        })?;
+        Ok((ns, COLD_PAGES as f64))
+    })
+}
+
+/// Drop `fd`'s cached pages (it is synced, so they are clean).
+pub(super) fn drop_pages(fd: i32, len: usize) -> Result<()> {
+    // SAFETY: advice on an open fd's range; it changes nothing but the page cache.
+    let rc = unsafe { libc::posix_fadvise(fd, 0, len as i64, libc::POSIX_FADV_DONTNEED) };
+    if rc != 0 {
+        bail!("posix_fadvise(DONTNEED): error {rc}");
+    }
+    Ok(())
+}
+
+/// A synced scratch file of `pages` pages for the major-fault term (in `faults`).
+pub(super) fn cold_file(s: &Scratch, pages: usize) -> Result<std::fs::File> {
+    synced_file(s, "major", pages * 4096)
+}
+
+/// The file-system type of the mount that holds `dir` (ext4, xfs, tmpfs ...), from
+/// /proc/self/mountinfo: the longest mount point that is a prefix of its canonical path.
+pub fn fs_of(dir: &Path) -> Result<String> {
+    let canon = dir
+        .canonicalize()
+        .with_context(|| format!("{}: no such directory", dir.display()))?;
+    let text =
+        std::fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
+    fs_in_mountinfo(&text, &canon).ok_or_else(|| {
+        anyhow::anyhow!("no mount in /proc/self/mountinfo holds {}", canon.display())
+    })
+}
+
+/// The type of the mount holding `path` in a mountinfo text (the last one mounted wins a tie).
+pub fn fs_in_mountinfo(text: &str, path: &Path) -> Option<String> {
+    let mut best: Option<(usize, String)> = None;
+    for line in text.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (Some(mp), Some(dash)) = (fields.get(4), fields.iter().position(|f| *f == "-")) else {
+            continue;
+        };
+        let Some(fstype) = fields.get(dash + 1) else {
+            continue;
+        };
+        let mp = mp.replace("\\040", " ");
+        if path.starts_with(&mp) && best.as_ref().is_none_or(|(l, _)| mp.len() >= *l) {
+            best = Some((mp.len(), fstype.to_string()));
+        }
+    }
+    best.map(|(_, t)| t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_longest_mount_holding_a_path_names_its_file_system() {
+        let text = "22 1 254:0 / / rw,relatime - ext4 /dev/vda rw\n\
+                    30 22 0:27 / /tmp rw - tmpfs tmpfs rw\n\
+                    31 22 0:28 / /tmpx rw - xfs /dev/vdb rw\n";
+        assert_eq!(
+            fs_in_mountinfo(text, Path::new("/tmp/a/b")).as_deref(),
+            Some("tmpfs")
+        );
+        assert_eq!(
+            fs_in_mountinfo(text, Path::new("/tmpx")).as_deref(),
+            Some("xfs")
+        );
+        assert_eq!(
+            fs_in_mountinfo(text, Path::new("/home")).as_deref(),
+            Some("ext4")
+        );
+        assert_eq!(fs_in_mountinfo("", Path::new("/")), None);
+    }
+
+    #[test]
+    fn a_scratch_directory_is_gone_after_use() {
+        let p = {
+            let s = Scratch::new(&std::env::temp_dir()).unwrap();
+            std::fs::write(s.path().join("f"), b"x").unwrap();
+            s.path().to_path_buf()
+        };
+        assert!(!p.exists());
+    }
+}
