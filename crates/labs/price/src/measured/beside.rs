@@ -584,4 +584,47 @@ mod tests {
             "{v:?}"
         );
     }
+
+    #[test]
+    fn heavy_lines_outside_the_band_are_named_with_evidence_and_the_rest_left_out() {
+        let s = Split {
+            lines: vec![
+                line("user", "user", 0, 5000),
+                line("syscall", "openat", 10, 1000),
+                line("syscall", "read", 10, 100),
+                line("syscall", "execve", 1, 200),
+                line("fault", "minor", 4, 40),
+            ],
+            usage_ns: 6340,
+            ..Split::default()
+        };
+        let b = beside(
+            &s,
+            &[
+                priced("syscall", "openat", 10, 10.0),
+                priced("syscall", "read", 10, 10.0),
+            ],
+        );
+        let ev = Evidence {
+            subsystems: vec![("ext4".into(), 40.0)],
+            terms: vec![("open".into(), 10.0), ("create".into(), 90.0)],
+        };
+        let out = outside(&s, &b, 1340.0, &ev);
+        // openat (0.10x, 75% of the kernel time) and execve (no term, 15%); read is within
+        // the band, the minor faults under 5%.
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert!(
+            out[0].starts_with("syscall openat:") && out[0].contains("(0.10x)"),
+            "{}",
+            out[0]
+        );
+        assert!(out[0].contains("nearer a create's"), "{}", out[0]);
+        assert!(out[0].contains("would have to be 100.0 ns"), "{}", out[0]);
+        assert!(out[0].contains("ext4 40%"), "{}", out[0]);
+        assert!(
+            out[1].starts_with("syscall execve:") && out[1].contains("no term"),
+            "{}",
+            out[1]
+        );
+    }
 }
