@@ -28,7 +28,7 @@ pub const CRATES: &[&[&str]] = &[
 pub const MODULES: &[(&str, &[&[&str]])] = &[
     (
         "costlab-core",
-        &[&["error", "model"], &["measure"], &["machine"]],
+        &[&["error", "model", "symbols"], &["measure"], &["machine"]],
     ),
     ("costlab-history", &[&["analysis"], &["store"], &["report"]]),
     (
