@@ -45,15 +45,9 @@ fn state(a: &mut Asm, map: i32) {
     a.mov(R9, R0);
 }
 
-fn main() -> anyhow::Result<()> {
-    let rounds: usize = std::env::args()
-        .nth(1)
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(5);
-    let st_map = Map::percpu_array(prog::STATE_SIZE, 1)?;
-    let slots_map = Map::percpu_array(prog::SLOT_SIZE, prog::SLOTS)?;
-    let (st, slots) = (st_map.fd(), slots_map.fd());
-    let mut variants: Vec<(&str, Asm)> = Vec::new();
+/// The programs timed on sys_exit, one step each, by name; `st` and `slots` are the maps' fds.
+fn variants(st: i32, slots: i32) -> Vec<(&'static str, Asm)> {
+    let mut variants: Vec<(&'static str, Asm)> = Vec::new();
     let mut a = Asm::new();
     end(&mut a);
     variants.push(("empty program", a));
@@ -91,7 +85,18 @@ fn main() -> anyhow::Result<()> {
     a.stx_dw(R9, 8, R7);
     end(&mut a);
     variants.push(("state + clock + slot + charge", a));
+    variants
+}
 
+fn main() -> anyhow::Result<()> {
+    let rounds: usize = std::env::args()
+        .nth(1)
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(5);
+    let st_map = Map::percpu_array(prog::STATE_SIZE, 1)?;
+    let slots_map = Map::percpu_array(prog::SLOT_SIZE, prog::SLOTS)?;
+    let (st, slots) = (st_map.fd(), slots_map.fd());
+    let variants = variants(st, slots);
     loop_ns();
     let mut deltas: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
     let mut bare = Vec::new();
