@@ -2,14 +2,11 @@
 
 use crate::common;
 use crate::common::costlab_db as costlab;
+use crate::common::text;
 
 use std::process::Command;
 
 use costlab_history::store::Store;
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 #[test]
 fn unknown_labs_and_conflicting_plans_are_bad_input() {
@@ -297,7 +294,7 @@ fn the_database_can_come_from_the_environment() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("env.db");
     let with_env = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_costlab"))
+        crate::common::command()
             .args(args)
             .env("COSTLAB_DB", &db)
             .output()

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use crate::common::{self, skip};
-use crate::price::{build_events, SERIAL};
+use crate::price::build_events;
 use costlab_price::count;
 
 /// (class, event, metric) -> median of the price rows of a JSON document.
@@ -69,7 +69,7 @@ fn a_real_program_is_split_adds_up_and_keeps_its_split_through_a_counts_file() {
     };
     let db = dir.path().join("h.db");
     let saved = dir.path().join("counts.json");
-    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = crate::common::serial();
     let exe = exe.to_str().unwrap();
     let doc = price(
         &db,

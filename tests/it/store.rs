@@ -5,17 +5,13 @@
 
 use crate::common;
 use crate::common::command_db as costlab_bin;
+use crate::common::with_id;
 
 use std::path::PathBuf;
 
 use costlab_core::error::exit_code;
 use costlab_history::report::sheet::LabStatus;
 use costlab_history::store::{migrate, Store};
-
-fn with_id(mut doc: costlab_history::report::Doc, id: &str) -> costlab_history::report::Doc {
-    doc.run.id = id.to_string();
-    doc
-}
 
 /// A fresh, empty history on one backend.
 pub struct Fresh {

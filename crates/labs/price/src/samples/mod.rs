@@ -113,7 +113,7 @@ pub fn tally(input: impl BufRead) -> Samples {
             *user
                 .entry(format!("{}:{}", dso_name(&leaf.dso), leaf.sym))
                 .or_default() += 1;
-            if let Some(c) = user_class(&leaf.sym, &leaf.dso) {
+            if let Some(c) = user_class(&leaf.sym) {
                 *s.user_classes.entry(c.into()).or_default() += 1;
             }
         }
