@@ -188,7 +188,7 @@ fn check_common(common: &Common) -> Result<()> {
 /// one line, password masked), found before minutes of measuring and before any file exists.
 fn measuring(common: &Common, db: Option<&Path>) -> Result<(store::Store, Ctx)> {
     let ctx = ctx_for(common, db)?;
-    let history = store::open(db)?;
+    let history = store::open_for_run(db)?;
     // Cases an earlier lab in this process finished are not this run's.
     cancel::take_finished();
     Ok((history, ctx))

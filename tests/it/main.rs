@@ -16,6 +16,7 @@ mod flags;
 mod fleet;
 mod gc;
 mod golden;
+mod history_guard;
 mod interrupt;
 mod journal;
 mod layers;
