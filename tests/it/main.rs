@@ -33,6 +33,7 @@ mod price_verify;
 mod prometheus;
 mod remote_loaders;
 mod report;
+mod restore_first;
 mod runner;
 mod share;
 mod sigint;
