@@ -11,6 +11,7 @@ mod cli_history;
 mod completions;
 mod counters;
 mod cpu;
+mod ctrl_c;
 mod echo;
 mod flags;
 mod fleet;
