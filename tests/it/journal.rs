@@ -64,8 +64,9 @@ fn sigkill_mid_change_is_restored_by_the_next_command() {
     assert_eq!(files.len(), 1, "one journal for the killed process");
     assert_eq!(read(POOL), raised, "nothing restored the pool yet");
 
+    // Any invocation restores first, `--version` included.
     let out = crate::common::command()
-        .arg("machine")
+        .arg("--version")
         .env("COSTLAB_JOURNAL_DIR", journal.path())
         .env("COSTLAB_DB", &db)
         .output()
@@ -172,8 +173,9 @@ fn sigkill_with_irqs_moved_is_restored_by_the_next_command() {
     assert_eq!(journals, 1, "one journal for the killed process");
     assert_eq!(queue_affinities(), moved, "nothing restored the IRQs yet");
 
+    // Any invocation restores first, `--version` included.
     let out = crate::common::command()
-        .arg("machine")
+        .arg("--version")
         .env("COSTLAB_JOURNAL_DIR", journal.path())
         .env("COSTLAB_DB", &db)
         .output()
