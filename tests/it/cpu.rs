@@ -1,5 +1,5 @@
 //! The cpu lab through the binary: the branch and loop-order rows with the keys and units
-//! DESIGN.md names, their models, the counter columns (read, or unsupported with why), and
+//! docs/src/contract.md names, their models, the counter columns (read, or unsupported with why), and
 //! one-line exit-2 errors on bad input. No timing is asserted.
 
 use std::process::Output;
@@ -14,7 +14,7 @@ fn json(out: &Output) -> Value {
         "stderr: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).expect("stdout is one JSON document")
+    crate::common::schema::doc(&out.stdout)
 }
 
 fn time_rows(doc: &Value) -> Vec<&Value> {

@@ -517,7 +517,7 @@ fn the_experiment_writes_every_metric_for_every_point() {
     ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let doc: serde_json::Value = crate::common::schema::doc(&out.stdout);
     assert_eq!(doc["schema"], "costlab/1");
     let results = doc["results"].as_array().unwrap();
     for engine in ENGINES {
@@ -578,7 +578,7 @@ fn attribution_splits_each_points_cpu_into_parts() {
     ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let doc: serde_json::Value = crate::common::schema::doc(&out.stdout);
     let parts: Vec<&serde_json::Value> = doc["results"]
         .as_array()
         .unwrap()
@@ -753,7 +753,7 @@ fn serve_and_load_work_across_two_network_namespaces() {
             out.status.success(),
             "{engine}: load across namespaces failed: {err}"
         );
-        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("load JSON");
+        let doc: serde_json::Value = crate::common::schema::doc(&out.stdout);
         let rows = doc["results"].as_array().unwrap();
         let metric = |m: &str| {
             rows.iter()

@@ -21,7 +21,7 @@ fn json_of(out: &Output) -> Value {
         out.status.code(),
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).expect("stdout is one JSON document")
+    crate::common::schema::doc(&out.stdout)
 }
 
 fn check_row_shape(row: &Value) {
@@ -480,7 +480,7 @@ fn ctrl_c_puts_the_pool_back() {
 }
 
 /// `costlab mem stride`: a time and a per_line row per block and stride, with the keys
-/// DESIGN.md names, and the model over a block beyond L2 where the machine's L2 is smaller.
+/// docs/src/contract.md names, and the model over a block beyond L2 where the machine's L2 is smaller.
 #[test]
 fn stride_rows_have_time_and_per_line_by_stride_and_block() {
     let out = costlab(&[

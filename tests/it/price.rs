@@ -311,7 +311,7 @@ fn counted(db: &Path, exe: &Path, mode: &str, n: u64) -> BTreeMap<(String, Strin
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{mode} {n}: {err}");
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let doc: serde_json::Value = crate::common::schema::doc(&out.stdout);
     doc["results"]
         .as_array()
         .unwrap()
@@ -602,7 +602,7 @@ fn a_running_process_has_its_switches_and_wakeups_counted_by_thread() {
     let _ = child.wait();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let doc: serde_json::Value = crate::common::schema::doc(&out.stdout);
     let count = |c: &str, e: &str| -> f64 {
         doc["results"]
             .as_array()
@@ -974,7 +974,7 @@ fn priced_doc(db: &str, args: &[&str]) -> (serde_json::Value, String) {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
-    (serde_json::from_slice(&out.stdout).expect("JSON"), err)
+    (crate::common::schema::doc(&out.stdout), err)
 }
 
 /// The price rows of a document: (class, event, metric, on) -> median.
@@ -1067,7 +1067,7 @@ fn check_from_and_on(db: &str) -> serde_json::Value {
     assert!(err.contains("nothing run here"), "{err}");
     // Stored whole: the run in the history is the document, row for row.
     let out = crate::common::costlab_db(db, &["export", "last"]);
-    let stored: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let stored: serde_json::Value = crate::common::schema::doc(&out.stdout);
     assert_eq!(stored["run"]["id"], doc["run"]["id"]);
     assert_eq!(price_rows(&stored), rows);
     assert_eq!(

@@ -18,7 +18,7 @@ fn json(out: &Output) -> serde_json::Value {
         "stderr: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).expect("stdout is one JSON document")
+    crate::common::schema::doc(&out.stdout)
 }
 
 fn assert_usage_error(args: &[&str], needle: &str) {

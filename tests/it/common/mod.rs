@@ -15,6 +15,27 @@ pub const FIXTURE: &str = concat!(
     "/tests/fixtures/results-fixture-all-labs.json"
 );
 
+/// Every page of the manual (docs/src/**/*.md), in a stable order.
+pub fn manual_pages() -> Vec<std::path::PathBuf> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).expect("docs/src readable") {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "md") {
+                out.push(p);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(
+        std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/src")),
+        &mut out,
+    );
+    out.sort();
+    out
+}
+
 /// The hand-made fixture (made-up figures, for tests only).
 pub fn fixture() -> Doc {
     let text = std::fs::read_to_string(FIXTURE).expect("fixture readable");
@@ -132,6 +153,7 @@ pub fn is_root() -> bool {
 pub mod daemon;
 pub mod fake;
 pub mod pg;
+pub mod schema;
 pub mod skip;
 pub mod vng;
 
