@@ -12,6 +12,7 @@ mod completions;
 mod contract;
 mod counters;
 mod cpu;
+mod deb;
 mod docs;
 mod echo;
 mod flags;
