@@ -143,7 +143,13 @@ fn section<'a>(text: &'a str, name: &str) -> &'a str {
         + name.len()
         + 3;
     let rest = &text[start..];
-    &rest[..rest.find("\n==").map_or(rest.len(), |i| i + 1)]
+    // An empty section is followed at once by the next marker.
+    let end = if rest.starts_with("==") {
+        0
+    } else {
+        rest.find("\n==").map_or(rest.len(), |i| i + 1)
+    };
+    &rest[..end]
 }
 
 #[test]
