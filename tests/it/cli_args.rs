@@ -196,8 +196,7 @@ fn echo_load_takes_the_samples_it_is_asked_for() {
     let _ = server.kill();
     let _ = server.wait();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let doc: serde_json::Value = crate::common::schema::doc_file(&json);
     let tp = doc["results"]
         .as_array()
         .unwrap()

@@ -67,9 +67,10 @@ fn run_writes_sheet_report_and_history_and_two_runs_at_once_both_land() {
         let page = std::fs::read_to_string(dir.path().join(name).join("index.html")).unwrap();
         assert!(page.contains("Cost sheet"));
         let doc = std::fs::read_to_string(dir.path().join(format!("{name}.json"))).unwrap();
+        crate::common::schema::doc(&doc);
         let doc = costlab_history::report::Doc::from_json(&doc).unwrap();
         assert!(doc.run.command.starts_with("costlab --db"));
-        assert!(dir.path().join(name).join("results.json").is_file());
+        crate::common::schema::doc_file(dir.path().join(name).join("results.json"));
     }
     let out = costlab(&db, &["history"]);
     assert_eq!(out.status.code(), Some(0));
@@ -232,6 +233,7 @@ fn export_and_report_a_stored_run() {
         .unwrap();
     let out = costlab(&db, &["export", "last", "--format", "json"]);
     assert_eq!(out.status.code(), Some(0));
+    crate::common::schema::doc(&out.stdout);
     let back = costlab_history::report::Doc::from_json(&text(&out.stdout)).unwrap();
     assert_eq!(back.results.len(), doc.results.len());
     let out = costlab(&db, &["export", "20261122T", "--format", "csv"]);

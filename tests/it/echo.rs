@@ -523,7 +523,7 @@ fn the_experiment_writes_every_metric_for_every_point() {
     ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let doc: serde_json::Value = crate::common::schema::doc(&out.stdout);
     assert_eq!(doc["schema"], "costlab/1");
     let results = doc["results"].as_array().unwrap();
     for engine in ENGINES {
@@ -584,7 +584,7 @@ fn attribution_splits_each_points_cpu_into_parts() {
     ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let doc: serde_json::Value = crate::common::schema::doc(&out.stdout);
     let parts: Vec<&serde_json::Value> = doc["results"]
         .as_array()
         .unwrap()

@@ -127,7 +127,7 @@ fn serve_and_load_work_across_two_network_namespaces() {
             out.status.success(),
             "{engine}: load across namespaces failed: {err}"
         );
-        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("load JSON");
+        let doc: serde_json::Value = crate::common::schema::doc(&out.stdout);
         let rows = doc["results"].as_array().unwrap();
         let metric = |m: &str| {
             rows.iter()

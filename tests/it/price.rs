@@ -308,7 +308,7 @@ pub(crate) fn counted(
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{mode} {n}: {err}");
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let doc: serde_json::Value = crate::common::schema::doc(&out.stdout);
     doc["results"]
         .as_array()
         .unwrap()

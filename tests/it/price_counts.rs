@@ -212,7 +212,7 @@ fn a_running_process_has_its_switches_and_wakeups_counted_by_thread() {
     let _ = child.wait();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let doc: serde_json::Value = crate::common::schema::doc(&out.stdout);
     let count = |c: &str, e: &str| -> f64 {
         doc["results"]
             .as_array()

@@ -48,7 +48,7 @@ fn priced_doc(db: &str, args: &[&str]) -> (serde_json::Value, String) {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
-    (serde_json::from_slice(&out.stdout).expect("JSON"), err)
+    (crate::common::schema::doc(&out.stdout), err)
 }
 
 /// The price rows of a document: (class, event, metric, on) -> median.
@@ -141,7 +141,7 @@ fn check_from_and_on(db: &str) -> serde_json::Value {
     assert!(err.contains("nothing run here"), "{err}");
     // Stored whole: the run in the history is the document, row for row.
     let out = crate::common::costlab_db(db, &["export", "last"]);
-    let stored: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let stored: serde_json::Value = crate::common::schema::doc(&out.stdout);
     assert_eq!(stored["run"]["id"], doc["run"]["id"]);
     assert_eq!(price_rows(&stored), rows);
     assert_eq!(

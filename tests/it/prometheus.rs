@@ -27,7 +27,7 @@ fn history_with(dir: &Path, results: &str) -> (PathBuf, Value) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let doc: Value = serde_json::from_str(&std::fs::read_to_string(results).unwrap()).unwrap();
+    let doc: Value = crate::common::schema::doc_file(results);
     (db, doc)
 }
 
@@ -593,7 +593,7 @@ fn the_systemd_units_verify() {
         );
     }
     // Where the service runs costlab from: a script that runs the costlab under test.
-    let installed = root.join("usr/local/bin/costlab");
+    let installed = root.join("usr/bin/costlab");
     std::fs::create_dir_all(installed.parent().unwrap()).unwrap();
     std::fs::write(
         &installed,

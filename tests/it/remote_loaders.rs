@@ -239,7 +239,7 @@ fn two_loaders_over_ssh_merge_counts_and_histograms() {
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let doc: serde_json::Value = crate::common::schema::doc(&out.stdout);
     let rows = doc["results"].as_array().unwrap();
     let samples = |metric: &str, loader: Option<&str>| -> Vec<f64> {
         rows.iter()

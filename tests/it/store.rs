@@ -308,6 +308,7 @@ fn a_lab_run_alone_is_recorded_with_its_sheet() {
 /// The results file a run fell back to: a costlab/1 document with figures in it.
 fn fallback_doc(file: &std::path::Path) -> costlab_history::report::Doc {
     let text = std::fs::read_to_string(file).unwrap();
+    crate::common::schema::doc(&text);
     let doc = costlab_history::report::Doc::from_json(&text).unwrap();
     assert_eq!(doc.schema, "costlab/1");
     assert!(!doc.results.is_empty(), "{text}");

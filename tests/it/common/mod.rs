@@ -15,6 +15,27 @@ pub const FIXTURE: &str = concat!(
     "/tests/fixtures/results-fixture-all-labs.json"
 );
 
+/// Every page of the manual (docs/src/**/*.md), in a stable order.
+pub fn manual_pages() -> Vec<std::path::PathBuf> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).expect("docs/src readable") {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "md") {
+                out.push(p);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(
+        std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/src")),
+        &mut out,
+    );
+    out.sort();
+    out
+}
+
 /// The hand-made fixture (made-up figures, for tests only).
 pub fn fixture() -> Doc {
     let text = std::fs::read_to_string(FIXTURE).expect("fixture readable");
@@ -129,10 +150,11 @@ pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-/// A run that must succeed and write one JSON document on stdout: the document.
+/// A run that must succeed and write one costlab/1 document on stdout: the document, validated
+/// against the result contract's schema first.
 pub fn json(out: &Output) -> serde_json::Value {
     assert!(out.status.success(), "stderr: {}", text(&out.stderr));
-    serde_json::from_slice(&out.stdout).expect("stdout is one JSON document")
+    schema::doc(&out.stdout)
 }
 
 /// Bad input refused the one way costlab refuses it: exit 2 before anything ran, nothing on
@@ -179,6 +201,7 @@ pub fn is_root() -> bool {
 pub mod daemon;
 pub mod fake;
 pub mod pg;
+pub mod schema;
 pub mod skip;
 pub mod vng;
 

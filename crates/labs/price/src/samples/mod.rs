@@ -326,7 +326,7 @@ pub fn cgroup_rel(dir: &Path, mount: &Path) -> Option<String> {
         .filter(|p| !p.is_empty())
 }
 
-/// The rows DESIGN.md names: per kernel subsystem and per user DSO:function (and per priced
+/// The rows the contract names (docs/src/contract.md): per kernel subsystem and per user DSO:function (and per priced
 /// user class), samples and share of the tree's samples.
 pub fn push_rows(o: &mut Outcome, s: &Samples, cmd: &str) {
     if s.total == 0 {
