@@ -154,6 +154,7 @@ pub(super) fn enter_and_reap(
             .map(|c| (c.user_data(), c.result(), c.flags())),
     );
     stats.completions += out.len() as u64;
+    stats.ring.enter_reaped(out.len());
     Ok(())
 }
 

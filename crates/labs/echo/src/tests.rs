@@ -166,7 +166,7 @@ fn trouble_makes_one_note_per_point_over_its_runs() {
     }
     assert_eq!(
         hot.notes(at),
-        vec![format!("{at}: the hot path's sends came back short 4 times in 1 of 2 runs (a peer slow to read; the rest was copied out of the hot buffer and sent from the connection's own)")]
+        vec![format!("{at}: uring's sends came back short 4 times in 1 of 2 runs (a peer slow to read; the rest went in a later send)")]
     );
 }
 

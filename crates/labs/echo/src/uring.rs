@@ -264,6 +264,7 @@ impl Server {
             .map(|s| (s.end - s.start) as usize)
             .sum();
         let zc = feats.zc.is_some_and(|z| bytes >= z);
+        c.asked = bytes;
         c.zc = zc;
         c.zc_res = None;
         let sqe = if n == 1 {
@@ -419,6 +420,8 @@ impl Server {
             }
             self.pool.take(bid, res as usize, &mut c.queue)?;
             c.held += res as usize;
+            stats.ring.received(c.received, res as u64, stats.size);
+            c.received += res as u64;
             let (sending, paused, over) = (c.sending, c.paused, c.over_cap());
             if !sending {
                 self.send_queued(slot, stats)?;
@@ -431,6 +434,7 @@ impl Server {
                 if over {
                     self.conns[slot].paused = true;
                 } else {
+                    stats.ring.rearms += 1;
                     self.arm_recv(slot, stats)?;
                 }
             }
@@ -448,6 +452,7 @@ impl Server {
                 if !more {
                     c.starved = true;
                     self.starved.push(slot);
+                    stats.ring.rearms += 1;
                 }
             }
             libc::EINVAL if c.cap != RecvCap::None => {
@@ -457,6 +462,7 @@ impl Server {
                     self.recv_cap = self.recv_cap.weaker();
                 }
                 if !more && !c.eof && !c.failed {
+                    stats.ring.rearms += 1;
                     self.arm_recv(slot, stats)?;
                 }
             }
@@ -485,6 +491,10 @@ impl Server {
         stats: &mut ServerStats,
     ) -> Result<()> {
         self.conns[slot].sending = false;
+        stats.ring.sends += 1;
+        if res > 0 && (res as usize) < self.conns[slot].asked {
+            stats.short_sends += 1;
+        }
         if res <= 0 {
             let c = &mut self.conns[slot];
             if !c.failed {

@@ -67,6 +67,8 @@ struct Conn {
     out_at: usize,
     eof: bool,
     failed: bool,
+    /// Bytes received so far: where a recv ends inside a message.
+    received: u64,
 }
 
 impl Conn {
@@ -88,6 +90,7 @@ impl Conn {
             out_at: 0,
             eof: false,
             failed: false,
+            received: 0,
         }
     }
 
@@ -256,6 +259,7 @@ impl Server {
         stats: &mut ServerStats,
     ) -> Result<()> {
         let more = cqueue::more(flags);
+        stats.ring.polls += 1;
         let c = &mut self.conns[slot];
         if !more {
             c.poll_armed = false;
@@ -273,6 +277,7 @@ impl Server {
         }
         if !more && !c.cancelling && !c.eof && !c.failed {
             // The multishot poll ended on its own (the completion queue overflowed, say).
+            stats.ring.rearms += 1;
             self.arm_poll(slot, stats)?;
         }
         self.serve(slot, stats)
@@ -318,6 +323,8 @@ impl Server {
             .context("hot path: a recv completed without its buffer")?;
         if res > 0 {
             let len = res as usize;
+            stats.ring.received(c.received, len as u64, stats.size);
+            c.received += len as u64;
             if len == HOT_BUF || c.rdhup {
                 c.ready = true;
             }
@@ -328,7 +335,7 @@ impl Server {
         match -res {
             0 => c.eof = true,
             // The data the poll announced was taken by the recv before this one.
-            libc::EAGAIN => {}
+            libc::EAGAIN => stats.ring.empty_recvs += 1,
             _ => {
                 c.failed = true;
                 stats.errors += 1;
@@ -369,6 +376,7 @@ impl Server {
     fn on_send(&mut self, slot: usize, res: i32, stats: &mut ServerStats) -> Result<()> {
         let c = &mut self.conns[slot];
         c.sending = false;
+        stats.ring.sends += 1;
         let Some(b) = c.buf else {
             // From the overflow.
             if res <= 0 {
