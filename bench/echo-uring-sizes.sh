@@ -12,6 +12,10 @@
 #
 #   sudo bench/echo-uring-sizes.sh            # 9 runs of 5 s (+1 s warm-up): about 25 min
 #   RUNS=1 SECS=1 SIZES=65536 CONNS=50 LOADERS=pingpong bench/echo-uring-sizes.sh   # a try
+#   ENGINES="uring epoll uring:-spin" bench/echo-uring-sizes.sh   # a uring variant beside
+#
+# ENGINES: the servers to alternate, epoll and uring[:FEATURES] (`--features` of the uring
+# server); each uring one is set against epoll.
 #
 # Run on a quiet machine: never beside a build, a test suite or another benchmark. Every run's
 # line (req/s and the server's counts) is kept in $OUT/runs.tsv.
@@ -24,6 +28,7 @@ WARM=${WARM:-1}
 SIZES=${SIZES:-512 16384 65536}
 CONNS=${CONNS:-50 500}
 LOADERS=${LOADERS:-pingpong costlab}
+ENGINES=${ENGINES:-uring epoll}
 SERVER_CPU=${SERVER_CPU:-0}
 for tool in jq cc taskset awk; do
     command -v "$tool" >/dev/null || { echo "echo-uring-sizes: needs $tool (scripts/install-deps.sh)" >&2; exit 2; }
@@ -41,14 +46,16 @@ ulimit -n 65536 2>/dev/null || true
 
 cc_name=$(cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null || echo "?")
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $NCPU CPUs, kernel $(uname -r), tcp $cc_name; load average at start $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "costlab: $("$B" --version) ($(git rev-parse --short HEAD 2>/dev/null || echo '?')); server on CPU $SERVER_CPU, loaders on CPU(s) $LOADER_CPUS; $RUNS runs per engine and point, ${SECS} s each after ${WARM} s warm-up, engines alternating"
+echo "costlab: $("$B" --version) ($(git rev-parse --short HEAD 2>/dev/null || echo '?')); server on CPU $SERVER_CPU, loaders on CPU(s) $LOADER_CPUS; $RUNS runs per engine and point, ${SECS} s each after ${WARM} s warm-up, engines ($ENGINES) alternating"
 echo "runs: $OUT/runs.tsv"
-printf 'loader\tsize\tconns\trun\tengine\treq_s\tsleeps\tenters\tcqes\tpolls\trecvs\tpartial\tempty\tsends\tshort\thot_waits\trearms\tenobufs\tsyscalls\tcpu_us\tbig_batches\n' >"$OUT/runs.tsv"
+printf 'loader\tsize\tconns\trun\tengine\treq_s\tsleeps\tenters\tcqes\tpolls\trecvs\tpartial\tempty\tsends\tshort\thot_waits\trearms\tenobufs\tsyscalls\tcpu_us\tbig_batches\tspin_hits\tspin_misses\n' >"$OUT/runs.tsv"
 
-# serve ENGINE SIZE: start a server, set SRV (pid) and PORT.
+# serve ENGINE[:FEATURES] SIZE: start a server, set SRV (pid) and PORT.
 serve() {
-    "$B" echo serve --case "$1" --sizes "$2" --cpus "$SERVER_CPU" --addr 127.0.0.1:0 \
-        >"$OUT/srv.out" 2>"$OUT/srv.err" &
+    local engine=${1%%:*} features=all
+    [ "$engine" = "$1" ] || features=${1#*:}
+    "$B" echo serve --case "$engine" --features "$features" --sizes "$2" --cpus "$SERVER_CPU" \
+        --addr 127.0.0.1:0 >"$OUT/srv.out" 2>"$OUT/srv.err" &
     SRV=$!
     local addr=""
     for _ in $(seq 100); do
@@ -89,14 +96,15 @@ one() {
        per("recvs"), per("partial_recvs"), per("empty_recvs"), per("sends"), (.short_sends // 0),
        per("hot_waits"), (.rearms // 0), (.enobufs // 0), per("syscalls"),
        (((.cpu_user_ns + .cpu_sys_ns) / $n / 10 | round) / 100),
-       ((.cqes_per_enter // [0,0,0,0,0,0,0]) | .[4] + .[5] + .[6])] | @tsv' >>"$OUT/runs.tsv"
+       ((.cqes_per_enter // [0,0,0,0,0,0,0]) | .[4] + .[5] + .[6]), (.spin_hits // 0),
+       (.spin_misses // 0)] | @tsv' >>"$OUT/runs.tsv"
 }
 
 for loader in $LOADERS; do
     for size in $SIZES; do
         for conns in $CONNS; do
             for run in $(seq "$RUNS"); do
-                if [ $((run % 2)) -eq 1 ]; then order="uring epoll"; else order="epoll uring"; fi
+                if [ $((run % 2)) -eq 1 ]; then order=$ENGINES; else order=$(echo "$ENGINES" | tr ' ' '\n' | tac | paste -sd' ' -); fi
                 for engine in $order; do
                     one "$loader" "$size" "$conns" "$run" "$engine"
                 done
@@ -109,6 +117,7 @@ echo
 awk -F'\t' '
   NR == 1 { next }
   { k = $1 SUBSEP $2 SUBSEP $3; if (!(k in seen)) { seen[k] = 1; keys[++nk] = k }
+    if (!($5 in known)) { known[$5] = 1; engines[++ne] = $5 }
     n[k, $5]++; v[k, $5, n[k, $5]] = $6 }
   function med(k, e,   m, i, j, t, a) {
     m = n[k, e]; for (i = 1; i <= m; i++) a[i] = v[k, e, i] + 0
@@ -116,28 +125,29 @@ awk -F'\t' '
     lo[e] = a[1]; hi[e] = a[m]
     return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
   }
-  BEGIN { printf "%-9s %6s %5s | %8s %17s %7s | %8s %17s %7s | %11s | %s\n", "loader", "size", "conns", "uring", "min-max", "spread", "epoll", "min-max", "spread", "uring/epoll", "goals (spread <= 25%, <= epoll + 10 pts, ratio)" }
+  BEGIN { printf "%-9s %6s %5s %-14s | %8s %17s %7s | %8s %17s %7s | %11s | %s\n", "loader", "size", "conns", "server", "req/s", "min-max", "spread", "epoll", "min-max", "spread", "ratio", "goals (spread <= 25%, <= epoll + 10 pts, ratio)" }
   END {
     for (i = 1; i <= nk; i++) {
       k = keys[i]; split(k, p, SUBSEP)
-      mu = med(k, "uring"); me = med(k, "epoll")
-      su = mu > 0 ? 100 * (hi["uring"] - lo["uring"]) / mu : 0
-      se = me > 0 ? 100 * (hi["epoll"] - lo["epoll"]) / me : 0
-      r = me > 0 ? mu / me : 0
-      want = p[2] + 0 == 512 ? 1.2 : 1.0
-      g = (su <= 25 ? "spread ok" : "SPREAD WIDE") ", " (su - se <= 10 ? "vs epoll ok" : "WIDER THAN EPOLL") ", " (r >= want ? sprintf("ratio ok (>= %.1f)", want) : sprintf("RATIO LOW (< %.1f)", want))
-      printf "%-9s %6s %5s | %8.0f %8.0f-%-8.0f %6.1f%% | %8.0f %8.0f-%-8.0f %6.1f%% | %10.2fx | %s\n", p[1], p[2], p[3], mu, lo["uring"], hi["uring"], su, me, lo["epoll"], hi["epoll"], se, r, g
+      me = med(k, "epoll"); se = me > 0 ? 100 * (hi["epoll"] - lo["epoll"]) / me : 0
+      for (x = 1; x <= ne; x++) {
+        e = engines[x]; if (e == "epoll" || !((k, e) in n)) continue
+        mu = med(k, e); su = mu > 0 ? 100 * (hi[e] - lo[e]) / mu : 0
+        r = me > 0 ? mu / me : 0
+        want = p[2] + 0 == 512 ? 1.2 : 1.0
+        g = (su <= 25 ? "spread ok" : "SPREAD WIDE") ", " (su - se <= 10 ? "vs epoll ok" : "WIDER THAN EPOLL") ", " (r >= want ? sprintf("ratio ok (>= %.1f)", want) : sprintf("RATIO LOW (< %.1f)", want))
+        printf "%-9s %6s %5s %-14s | %8.0f %8.0f-%-8.0f %6.1f%% | %8.0f %8.0f-%-8.0f %6.1f%% | %10.2fx | %s\n", p[1], p[2], p[3], e, mu, lo[e], hi[e], su, me, lo["epoll"], hi["epoll"], se, r, g
+      }
     }
   }' "$OUT/runs.tsv"
 
 echo
-echo "the uring server's counts per request (median over runs; slowest run / fastest run):"
+echo "each server's counts per request (median over runs; slowest run / fastest run):"
 awk -F'\t' '
-  NR == 1 { for (i = 7; i <= NF; i++) name[i] = $i; next }
-  $5 != "uring" { next }
-  { k = $1 SUBSEP $2 SUBSEP $3; if (!(k in seen)) { seen[k] = 1; keys[++nk] = k }
+  NR == 1 { for (i = 7; i <= NF; i++) name[i] = $i; last = NF; next }
+  { k = $1 SUBSEP $2 SUBSEP $3 SUBSEP $5; if (!(k in seen)) { seen[k] = 1; keys[++nk] = k }
     m = ++n[k]; q[k, m] = $6 + 0
-    for (i = 7; i <= 21; i++) c[k, m, i] = $i + 0
+    for (i = 7; i <= last; i++) c[k, m, i] = $i + 0
     if (!((k, "slow") in at) || $6 + 0 < q[k, at[k, "slow"]]) at[k, "slow"] = m
     if (!((k, "fast") in at) || $6 + 0 > q[k, at[k, "fast"]]) at[k, "fast"] = m }
   function med(k, i,   m, j, l, t, a) {
@@ -148,12 +158,12 @@ awk -F'\t' '
   END {
     for (x = 1; x <= nk; x++) {
       k = keys[x]; split(k, p, SUBSEP); s = at[k, "slow"]; f = at[k, "fast"]
-      line = sprintf("%-9s %6s %5s", p[1], p[2], p[3])
-      for (i = 7; i <= 21; i++) {
-        if (i == 15 || i == 17 || i == 18 || i == 21) fmt = "%s=%g (%g/%g)"; else fmt = "%s=%.2f (%.2f/%.2f)"
+      line = sprintf("%-9s %6s %5s %-14s", p[1], p[2], p[3], p[4])
+      for (i = 7; i <= last; i++) {
+        if (name[i] ~ /^(short|rearms|enobufs|big_batches|spin_hits|spin_misses)$/) fmt = "%s=%g (%g/%g)"; else fmt = "%s=%.2f (%.2f/%.2f)"
         line = line " " sprintf(fmt, name[i], med(k, i), c[k, s, i], c[k, f, i])
       }
       print line
     }
   }' "$OUT/runs.tsv"
-echo "(per request: sleeps, enters, cqes, polls, recvs, partial (a recv that ended inside a message), empty (a recv that found nothing), sends, hot_waits (a readable connection waiting for a hot buffer), syscalls, cpu_us; per run: short sends, rearms, enobufs (the buffer ring ran dry), big_batches (enters that reaped 8 or more))"
+echo "(per request: sleeps (the server went to sleep for want of work), enters, cqes, polls, recvs, partial (a recv that ended inside a message), empty (a recv that found nothing), sends, hot_waits (a readable connection waiting for a hot buffer), syscalls, cpu_us; per run: short sends, rearms, enobufs (the buffer ring ran dry), big_batches (enters that reaped 8 or more), spin_hits/spin_misses (watches of the ring before a sleep that found work / did not))"

@@ -12,6 +12,7 @@ mod completions;
 mod counters;
 mod cpu;
 mod echo;
+mod echo_uring;
 mod flags;
 mod fleet;
 mod gc;

@@ -166,6 +166,12 @@ pub struct RingCounts {
     /// Multishot receives or polls armed again after they ended (ring dry, cap, overflow).
     #[serde(default)]
     pub rearms: u64,
+    /// `spin`: times the server polled its ring before sleeping and found work (no sleep), and
+    /// times it found none (and slept after all).
+    #[serde(default)]
+    pub spin_hits: u64,
+    #[serde(default)]
+    pub spin_misses: u64,
     /// Enters by how many completions they reaped: 0, 1, 2-3, 4-7, 8-15, 16-31, 32 and more.
     #[serde(default)]
     pub cqes_per_enter: [u64; 7],
@@ -179,6 +185,8 @@ impl RingCounts {
         self.empty_recvs += o.empty_recvs;
         self.sends += o.sends;
         self.rearms += o.rearms;
+        self.spin_hits += o.spin_hits;
+        self.spin_misses += o.spin_misses;
         for (a, b) in self.cqes_per_enter.iter_mut().zip(o.cqes_per_enter) {
             *a += b;
         }

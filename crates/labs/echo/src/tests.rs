@@ -110,6 +110,7 @@ fn variants_ablate_each_feature_that_is_on() {
             "uring -sendmsg,-fixed",
             "uring -fixed,-huge",
             "uring -fixed,-hot",
+            "uring -fixed,-spin",
             "uring-basic"
         ]
     );
@@ -250,11 +251,15 @@ fn ablations_run_only_where_the_technique_acts() {
             "uring -inc",
             "uring -sendmsg",
             "uring -fixed",
-            "uring -huge"
+            "uring -huge",
+            "uring -spin"
         ]
     );
     // On the hot path: only what it uses.
-    assert_eq!(at(65536), ["uring", "uring -fixed", "uring -hot"]);
+    assert_eq!(
+        at(65536),
+        ["uring", "uring -fixed", "uring -hot", "uring -spin"]
+    );
     // The other engines run at every size.
     assert!(vars
         .iter()

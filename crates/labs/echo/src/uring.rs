@@ -32,9 +32,9 @@ use io_uring::{cqueue, opcode, types, IoUring};
 use super::features::Features;
 use super::listen::Stop;
 use super::ring::{
-    arm_accept, build_server_ring, enter_and_reap, on_accept, on_target, push, push_close,
-    register_file_table, shut_down, take_slot, ud, ud_parts, Target, ACCEPT, CANCEL, CQ_ENTRIES,
-    RECV, SEND,
+    arm_accept, build_server_ring, enter_spin_and_reap, on_accept, on_target, push, push_close,
+    register_file_table, shut_down, take_slot, ud, ud_parts, Spin, Target, ACCEPT, CANCEL,
+    CQ_ENTRIES, RECV, SEND,
 };
 use super::stats::ServerStats;
 use super::uring_conn::{cap_recv, Conn, RecvCap, MAX_HELD_BYTES, MAX_IOV, MIN_ALLOWANCE};
@@ -121,6 +121,12 @@ pub fn run(
     }
     // Not at this message size: the hot path is the other server.
     feats.hot = None;
+    if feats.spin && (sqpoll || setup == "plain") {
+        // With SQPOLL the server already polls (its kernel thread); a plain ring has no
+        // flag that says work arrived, so there is nothing to watch.
+        feats.spin = false;
+        off.push(format!("spin: not on a {setup} ring (no IORING_SQ_TASKRUN to watch, or a kernel thread already polling)"));
+    }
     stats.features = feats.on_list();
     stats.features_off = off;
     // Accepted sockets inherit TCP_NODELAY from the listener (set before listen, in
@@ -139,6 +145,7 @@ pub fn run(
     };
     arm_accept(&mut s.ring, s.listener, s.feats.fixed, &mut stats)?;
     let mut cqes = Vec::with_capacity(CQ_ENTRIES as usize);
+    let mut spin = s.feats.spin.then(Spin::default);
     while !stop.now() {
         s.pool.top_up();
         s.pool.publish();
@@ -147,7 +154,14 @@ pub fn run(
         }
         let want = s.want();
         s.sends_this_turn = 0;
-        enter_and_reap(&mut s.ring, stop, want, &mut stats, &mut cqes)?;
+        enter_spin_and_reap(
+            &mut s.ring,
+            stop,
+            want,
+            spin.as_mut(),
+            &mut stats,
+            &mut cqes,
+        )?;
         for &(data, res, flags) in &cqes {
             s.complete(data, res, flags, &mut stats)?;
         }

@@ -25,9 +25,9 @@ use io_uring::{cqueue, opcode, types, IoUring};
 use super::features::Features;
 use super::listen::Stop;
 use super::ring::{
-    arm_accept, build_server_ring, enter_and_reap, on_accept, on_target, push, push_close,
-    register_file_table, shut_down, take_slot, ud, ud_parts, Target, ACCEPT, CANCEL, POLL, RECV,
-    SEND,
+    arm_accept, build_server_ring, enter_spin_and_reap, on_accept, on_target, push, push_close,
+    register_file_table, shut_down, take_slot, ud, ud_parts, Spin, Target, ACCEPT, CANCEL, POLL,
+    RECV, SEND,
 };
 use super::stats::ServerStats;
 use costlab_core::measure::aligned::AlignedBuf;
@@ -148,6 +148,7 @@ pub fn run(
     let mut feats = Features {
         fixed: asked.fixed,
         hot: asked.hot,
+        spin: asked.spin,
         ..Features::none()
     };
     let mut off = Vec::new();
@@ -161,6 +162,12 @@ pub fn run(
         off.push(
             "zc: not on the hot path, whose sends copy from a buffer they free at once".into(),
         );
+    }
+    if feats.spin && (sqpoll || setup == "plain") {
+        // With SQPOLL the server already polls (its kernel thread); a plain ring has no
+        // flag that says work arrived, so there is nothing to watch.
+        feats.spin = false;
+        off.push(format!("spin: not on a {setup} ring (no IORING_SQ_TASKRUN to watch, or a kernel thread already polling)"));
     }
     stats.features = feats.on_list();
     stats.features_off = off;
@@ -179,8 +186,9 @@ pub fn run(
     s.bufs.fill(0);
     arm_accept(&mut s.ring, s.listener, s.fixed, &mut stats)?;
     let mut cqes = Vec::with_capacity(4096);
+    let mut spin = feats.spin.then(Spin::default);
     while !stop.now() {
-        enter_and_reap(&mut s.ring, stop, 1, &mut stats, &mut cqes)?;
+        enter_spin_and_reap(&mut s.ring, stop, 1, spin.as_mut(), &mut stats, &mut cqes)?;
         for &(data, res, flags) in &cqes {
             s.complete(data, res, flags, &mut stats)?;
         }
