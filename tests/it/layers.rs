@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 pub const CRATES: &[&[&str]] = &[
     &["costlab-core"],
     &["costlab-history"],
-    &["costlab-lab"],
+    &["costlab-lab", "costlab-bpf"],
     &["labs"],
     &["costlab"],
 ];
@@ -444,6 +444,44 @@ fn no_crate_or_module_runs_up_a_layer_and_no_file_circles() {
         bad.is_empty(),
         "{} layering violation(s) (the layers are CRATES and MODULES in tests/it/layers.rs and ARCHITECTURE.md):\n{}",
         bad.len(),
+        bad.join("\n")
+    );
+}
+
+/// Only costlab-bpf speaks bpf(2) and spells BPF's numbers: no other source (tests and
+/// examples included) calls bpf(2), names a bpf(2) command or opcode constant of its own,
+/// builds an instruction from an opcode byte or compares one with an opcode byte.
+#[test]
+fn only_the_bpf_crate_speaks_bpf2_and_spells_opcodes() {
+    const SPOKEN: [&str; 8] = [
+        "SYS_bpf",
+        "const BPF_",
+        "BPF_PROG_LOAD",
+        "Insn::new(",
+        ".code == 0x",
+        ".code & 0x",
+        ".code, 0x",
+        "i.code, 0x",
+    ];
+    let mut files = Vec::new();
+    for dir in ["src", "tests", "crates", "examples"] {
+        rust_files(&root().join(dir), &mut files);
+    }
+    let bpf = root().join("crates/bpf");
+    let this = root().join("tests/it/layers.rs");
+    let mut bad = Vec::new();
+    for f in files.iter().filter(|f| !f.starts_with(&bpf) && **f != this) {
+        let text = std::fs::read_to_string(f).unwrap_or_default();
+        for (n, line) in text.lines().enumerate() {
+            if let Some(w) = SPOKEN.iter().find(|w| line.contains(*w)) {
+                bad.push(format!("{}:{}: {w}", f.display(), n + 1));
+            }
+        }
+    }
+    assert!(files.len() > 100, "found only {} files", files.len());
+    assert!(
+        bad.is_empty(),
+        "BPF numbers outside crates/bpf (write them with costlab_bpf's insn, asm and uapi):\n{}",
         bad.join("\n")
     );
 }

@@ -11,11 +11,11 @@
 //! (ns a call). Run as root: `cargo run --release -p costlab-price --example stepcost [ROUNDS]`.
 //! A timing tool for choosing what the programs do (see measured/prog.rs), not a test.
 
-use std::os::fd::AsRawFd;
 use std::time::Instant;
 
-use costlab_price::bpf::asm::{Asm, Helper, FP, R0, R1, R2, R3, R7, R9};
-use costlab_price::measured::{load, prog};
+use costlab_bpf::uapi::perf::PERF_COUNT_SW_CPU_CLOCK;
+use costlab_bpf::{attach, Asm, Helper, Hook, Map, FP, R0, R1, R2, R3, R7, R9};
+use costlab_price::measured::prog;
 
 const CALLS: u32 = 1_000_000;
 
@@ -50,9 +50,9 @@ fn main() -> anyhow::Result<()> {
         .nth(1)
         .and_then(|r| r.parse().ok())
         .unwrap_or(5);
-    let st = load::map(load::MAP_PERCPU_ARRAY, prog::STATE_SIZE, 1)?;
-    let slots = load::map(load::MAP_PERCPU_ARRAY, prog::SLOT_SIZE, prog::SLOTS)?;
-    let (st, slots) = (st.as_raw_fd(), slots.as_raw_fd());
+    let st_map = Map::percpu_array(prog::STATE_SIZE, 1)?;
+    let slots_map = Map::percpu_array(prog::SLOT_SIZE, prog::SLOTS)?;
+    let (st, slots) = (st_map.fd(), slots_map.fd());
     let mut variants: Vec<(&str, Asm)> = Vec::new();
     let mut a = Asm::new();
     end(&mut a);
@@ -98,7 +98,7 @@ fn main() -> anyhow::Result<()> {
     for _ in 0..rounds {
         for (i, (_, a)) in variants.iter().enumerate() {
             let b = loop_ns();
-            let p = load::attach(&a.finish()?, &load::Hook::RawTracepoint("sys_exit".into()))?;
+            let p = attach(&a.finish()?, &Hook::raw_tracepoint("sys_exit"))?;
             let t = loop_ns();
             drop(p);
             bare.push(b);
@@ -154,9 +154,13 @@ fn main() -> anyhow::Result<()> {
         let mut more = Vec::new();
         for _ in 0..rounds {
             let b = spin();
-            let p = load::attach(
+            let p = attach(
                 &prog::user_tick(&m).finish()?,
-                &load::Hook::PerfSoftware(0, period_ms * 1_000_000, "cpu-clock".into()),
+                &Hook::PerfSoftware {
+                    config: PERF_COUNT_SW_CPU_CLOCK,
+                    period: period_ms * 1_000_000,
+                    name: "cpu-clock".into(),
+                },
             )?;
             let t = spin();
             drop(p);
