@@ -157,18 +157,30 @@ pub(super) fn enter_and_reap(
 pub(super) const SPIN_USEC: u64 = 20;
 
 /// Whether to watch the ring before sleeping, from how the last watches went: one that found
-/// work adds 1 to a credit (up to 8), one that found none takes 8, and the server watches while
-/// the credit is not negative, so while about 8 watches in 9 find work. Each sleep taken
-/// without watching gives 1 back, so watching is tried again 8 sleeps later: at one
-/// connection, where the next request is a round trip away, the server watches before one
-/// sleep in nine and wastes at most SPIN_USEC each time.
-#[derive(Debug, Default)]
+/// work adds 1 to a credit (up to 8), one that found none takes a penalty (8, doubling with
+/// each miss in a row up to 128, back to 8 after a hit), and the server watches while the
+/// credit is not negative, so under load while about 8 watches in 9 find work. Each sleep
+/// taken without watching gives 1 back: at one connection, where the next request is a round
+/// trip away, the server watches before one sleep in 9, then 17, 33, 65, 129, and wastes at
+/// most SPIN_USEC each time.
+#[derive(Debug)]
 pub(super) struct Spin {
     credit: i32,
+    penalty: i32,
+}
+
+impl Default for Spin {
+    fn default() -> Spin {
+        Spin {
+            credit: 0,
+            penalty: Spin::MISS,
+        }
+    }
 }
 
 impl Spin {
     const MISS: i32 = 8;
+    const MAX_MISS: i32 = 128;
     const MAX: i32 = 8;
 
     pub(super) fn should(&mut self) -> bool {
@@ -180,11 +192,13 @@ impl Spin {
     }
 
     pub(super) fn found(&mut self, work: bool) {
-        self.credit = if work {
-            (self.credit + 1).min(Self::MAX)
+        if work {
+            self.credit = (self.credit + 1).min(Self::MAX);
+            self.penalty = Self::MISS;
         } else {
-            self.credit - Self::MISS
-        };
+            self.credit -= self.penalty;
+            self.penalty = (self.penalty * 2).min(Self::MAX_MISS);
+        }
     }
 }
 
@@ -457,6 +471,20 @@ mod tests {
         assert!(s.should());
         s.found(false);
         assert!(!s.should());
+        // Misses in a row pause it longer each time: 8, then 16 sleeps.
+        let mut idle = Spin::default();
+        let mut pauses = Vec::new();
+        for _ in 0..3 {
+            assert!(idle.should());
+            idle.found(false);
+            let mut n = 0;
+            while !idle.should() {
+                n += 1;
+            }
+            pauses.push(n);
+            // `should` said yes: the watch happens and misses again.
+        }
+        assert_eq!(pauses, [8, 16, 32]);
     }
 
     #[test]
