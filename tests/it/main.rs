@@ -18,6 +18,7 @@ mod docs;
 mod echo;
 mod echo_netns;
 mod echo_sizes;
+mod echo_uring;
 mod flags;
 mod fleet;
 mod gc;
