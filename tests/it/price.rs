@@ -236,9 +236,17 @@ fn the_thp_what_if_names_its_figure_and_needs_512_faults() {
     assert!(pricing::uring_what_if(&fixture_counts(), &units).is_none());
 }
 
+/// costlab price refused, in one line, with the status costlab's own refusals take beside a
+/// program's (README, "Exit status"): 125, or 127 for a program that is not there.
 fn one_line_exit_2(out: &std::process::Output, what: &str) -> String {
+    use costlab_core::error::beside_program::{COSTLAB, NOT_FOUND};
     let err = String::from_utf8_lossy(&out.stderr).to_string();
-    assert_eq!(out.status.code(), Some(2), "{what}: {err}");
+    let want = if err.contains("no such command") {
+        NOT_FOUND
+    } else {
+        COSTLAB
+    };
+    assert_eq!(out.status.code(), Some(want.into()), "{what}: {err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{what}: {err}");
     err
 }
@@ -653,6 +661,13 @@ fn the_programs_exit_status_and_output_pass_through() {
     assert_eq!(stdout, "to-stdout\n");
     assert!(stderr.starts_with("to-stderr\n"), "{stderr}");
     assert!(stderr.contains("the counted events"), "{stderr}");
+    // One line says the program failed, after costlab's table.
+    assert!(
+        stderr
+            .trim_end()
+            .ends_with("costlab: the program exited with status 7"),
+        "{stderr}"
+    );
     // Stored like every lab's run.
     let h = common::costlab_db(&db, &["history"]);
     let listed = String::from_utf8_lossy(&h.stdout);
@@ -1402,7 +1417,8 @@ fn bad_fleet_input_exits_2_with_one_line_and_stores_nothing() {
     );
     // --from with a command or a --pid: one or the other.
     let out = crate::common::costlab_db(&db, &["price", "--from", &counts, "--", "true"]);
-    assert_eq!(out.status.code(), Some(2));
+    let refused = costlab_core::error::beside_program::COSTLAB;
+    assert_eq!(out.status.code(), Some(refused.into()));
     let out = crate::common::costlab_db(&db, &["history"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(!text.contains("costlab price"), "nothing stored: {text}");

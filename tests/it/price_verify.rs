@@ -17,9 +17,17 @@ const THP: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
 /// THP mode changes, and compare them with perf's counts of another run.
 use crate::price::SERIAL;
 
+/// costlab price refused, in one line, with the status costlab's own refusals take beside a
+/// program's (README, "Exit status"): 125, or 127 for a program that is not there.
 fn one_line_exit_2(out: &Output, what: &str) -> String {
+    use costlab_core::error::beside_program::{COSTLAB, NOT_FOUND};
     let err = String::from_utf8_lossy(&out.stderr).to_string();
-    assert_eq!(out.status.code(), Some(2), "{what}: {err}");
+    let want = if err.contains("no such command") {
+        NOT_FOUND
+    } else {
+        COSTLAB
+    };
+    assert_eq!(out.status.code(), Some(want.into()), "{what}: {err}");
     assert_eq!(err.trim().lines().count(), 1, "{what}: one line: {err}");
     assert!(!err.contains("panicked"), "{what}: {err}");
     err
@@ -280,7 +288,9 @@ fn strict_exits_3_when_a_trial_refutes_a_what_if() {
         ),
         "{err}"
     );
-    assert_eq!(out.status.code(), Some(3), "{err}");
+    // --strict beside a program's status: 124, never the program's 3.
+    let strict = costlab_core::error::beside_program::STRICT;
+    assert_eq!(out.status.code(), Some(strict.into()), "{err}");
     // The trials were judged on the measured split, the tracer's own cost taken out.
     assert!(
         err.contains("the split's own cost, measured here now"),

@@ -103,8 +103,7 @@ fn from_pid(args: &PriceArgs, pid: u32) -> Result<Counted> {
 /// untraced --runs times.
 fn from_command(args: &PriceArgs, ctx: &Ctx) -> Result<Counted> {
     let c = count::count_command(&args.command, !args.count_only)?;
-    ctx.program_exit
-        .store(c.exit_status, std::sync::atomic::Ordering::Relaxed);
+    ctx.program_ended(c.exit_status);
     let path = count::program(&args.command)?;
     let mut go_gc = None;
     let mut go_cycles = Vec::new();

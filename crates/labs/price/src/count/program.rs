@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 
 use super::host::{is_executable, which};
-use costlab_core::error::usage;
+use costlab_core::error::{usage, CannotRun, ProgramEnd};
 
 /// A program's times, ns.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -27,16 +27,34 @@ impl Times {
     }
 }
 
-/// The resolved program of `argv`, or exit 2 with one line.
+/// The resolved program of `argv`, or one line: nothing to run or bad input (exit 2), no such
+/// program (`CannotRun`, 127 beside a program's status), or one found that cannot be executed
+/// (126).
 pub fn program(argv: &[String]) -> Result<PathBuf> {
     let name = argv.first().ok_or_else(|| {
         usage("no command to price: give one after --, like costlab price -- ls -l")
     })?;
-    which(name).filter(|p| is_executable(p)).ok_or_else(|| {
-        usage(format!(
-            "no such command '{name}': give a program on PATH or a path to an executable"
-        ))
-    })
+    if let Some(p) = which(name).filter(|p| is_executable(p)) {
+        return Ok(p);
+    }
+    let path = Path::new(name);
+    if name.contains('/') && path.exists() {
+        let what = if path.is_dir() {
+            "a directory"
+        } else {
+            "not executable"
+        };
+        return Err(anyhow::Error::new(CannotRun {
+            msg: format!(
+                "'{name}' is {what}: give an executable program (chmod +x it, or name its interpreter: costlab price -- sh {name})"
+            ),
+            found: true,
+        }));
+    }
+    Err(anyhow::Error::new(CannotRun {
+        msg: format!("no such command '{name}': give a program on PATH or a path to an executable"),
+        found: false,
+    }))
 }
 
 /// How a run's stdio is set: passed through, quiet (untraced re-runs), or quiet with a Go
@@ -61,7 +79,7 @@ pub fn run_program(
     argv: &[String],
     cgroup: Option<&Path>,
     stdio: Stdio3,
-) -> Result<(Times, i32, u64, u64)> {
+) -> Result<(Times, ProgramEnd, u64, u64)> {
     use std::os::fd::AsRawFd;
     use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(path);
@@ -164,9 +182,9 @@ fn proc_io(pid: u32) -> (u64, u64) {
     (field("rchar:"), field("wchar:"))
 }
 
-/// Reap our own child `pid` (retrying on EINTR): its exit status as a shell gives it (128 +
-/// the signal for a killed one) and the rusage of it and its reaped descendants.
-pub fn reap(pid: i32) -> (i32, libc::rusage) {
+/// Reap our own child `pid` (retrying on EINTR): how it ended (its exit status, or the signal
+/// that killed it) and the rusage of it and its reaped descendants.
+pub fn reap(pid: i32) -> (ProgramEnd, libc::rusage) {
     let mut status = 0;
     // SAFETY: an all-zero rusage is a valid out buffer; reaping our own child.
     let ru = unsafe {
@@ -176,12 +194,5 @@ pub fn reap(pid: i32) -> (i32, libc::rusage) {
         {}
         ru
     };
-    let exit = if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else if libc::WIFSIGNALED(status) {
-        128 + libc::WTERMSIG(status)
-    } else {
-        1
-    };
-    (exit, ru)
+    (ProgramEnd::from_wait_status(status), ru)
 }
