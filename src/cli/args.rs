@@ -105,7 +105,8 @@ pub struct CompareArgs {
         long,
         value_name = "PCT",
         default_value_t = 5.0,
-        allow_hyphen_values = true
+        allow_hyphen_values = true,
+        value_parser = costlab_lab::args::percent
     )]
     pub min_effect: f64,
     /// Write the comparison as JSON to FILE, or "-" for stdout (then the table goes to stderr):
@@ -202,6 +203,6 @@ pub struct ReportArgs {
     #[arg(long, value_name = "RUN", conflicts_with = "machines")]
     pub against: Option<String>,
     /// With --against: the smallest change of a median, in percent, that is called a change
-    #[arg(long, value_name = "PCT", default_value_t = costlab_history::analysis::compare::MIN_EFFECT_PCT, requires = "against")]
+    #[arg(long, value_name = "PCT", default_value_t = costlab_history::analysis::compare::MIN_EFFECT_PCT, requires = "against", allow_hyphen_values = true, value_parser = costlab_lab::args::percent)]
     pub min_effect: f64,
 }

@@ -27,8 +27,28 @@ pub fn clap_message(e: &clap::Error) -> String {
         return line;
     }
     let text = e.render().to_string();
-    match text.strip_prefix("error: ") {
+    let text = match text.strip_prefix("error: ") {
         Some(rest) => format!("costlab: {rest}"),
         None => text,
+    };
+    // A list under the first line (the required arguments not given) joins it, so that the
+    // first line names what is expected; the usage lines stay.
+    let mut lines = text.lines();
+    let mut first = lines.next().unwrap_or_default().to_string();
+    let mut rest: Vec<&str> = lines.collect();
+    while rest.first().is_some_and(|l| l.starts_with("  ")) {
+        if first.ends_with(':') {
+            first.push(' ');
+        } else {
+            first.push_str(", ");
+        }
+        first.push_str(rest.remove(0).trim());
     }
+    let mut out = first;
+    for l in rest {
+        out.push('\n');
+        out.push_str(l);
+    }
+    out.push('\n');
+    out
 }

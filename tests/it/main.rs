@@ -30,6 +30,7 @@ mod price_chart;
 mod price_measured;
 mod price_verify;
 mod prometheus;
+mod refusals;
 mod remote_loaders;
 mod report;
 mod runner;

@@ -174,6 +174,14 @@ pub fn whole<T: TryFrom<u64>, const LO: u64, const HI: u64>(text: &str) -> Resul
     T::try_from(n).map_err(|_| bad())
 }
 
+/// A percent (`--min-effect 5`): a number from 0 to 1000.
+pub fn percent(text: &str) -> Result<f64, BadNumber> {
+    match text.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && (0.0..=1000.0).contains(&x) => Ok(x),
+        _ => Err(BadNumber("use a percent from 0 to 1000, like 5".into())),
+    }
+}
+
 /// A number in seconds or a count that may have a fraction (`--seconds 1.5`), above zero.
 pub fn positive(text: &str) -> Result<f64, BadNumber> {
     match text.trim().parse::<f64>() {

@@ -51,6 +51,7 @@ const TRACING_PAIRS: usize = 15;
 /// opened, `Ctx::history`), price, check.
 pub fn run(args: &PriceArgs, ctx: &Ctx) -> Result<Outcome> {
     argcheck::check_runs(args)?;
+    argcheck::check_duration(args)?;
     argcheck::check_verify(args)?;
     verify::rate_pattern(args.rate.as_deref())?;
     // Bad input is found before anything runs: the machine --on names, the --from file, the
