@@ -193,9 +193,12 @@ const FULL: &[&str] = &["is full", "free some space", "--db"];
 const LISTED: &[&str] = &["20261122T100000Z-f1x7e0"];
 const EXPORTED: &[&str] = &["lab,"];
 
+/// `costlab price` refuses with 125, beside its program's own statuses (docs/src/exit-status.md).
+const REFUSED_BESIDE_PROGRAM: i32 = costlab_core::error::beside_program::COSTLAB as i32;
+
 const CASES: &[Case] = &[
     case(History::Foreign, LAB, 2, FOREIGN),
-    case(History::Foreign, PRICE, 2, FOREIGN),
+    case(History::Foreign, PRICE, REFUSED_BESIDE_PROGRAM, FOREIGN),
     case(History::Foreign, IMPORT, 2, FOREIGN),
     case(History::Foreign, HISTORY, 2, FOREIGN),
     case(History::Foreign, EXPORT, 2, FOREIGN),
@@ -203,22 +206,32 @@ const CASES: &[Case] = &[
     case(History::ForeignRuns, IMPORT, 2, FOREIGN),
     case(History::ForeignRuns, HISTORY, 2, FOREIGN),
     case(History::DamagedPage, LAB, 2, DAMAGED),
-    case(History::DamagedPage, PRICE, 2, DAMAGED),
+    case(History::DamagedPage, PRICE, REFUSED_BESIDE_PROGRAM, DAMAGED),
     case(History::DamagedPage, IMPORT, 2, DAMAGED),
     case(History::DamagedPage, HISTORY, 2, DAMAGED),
     case(History::DamagedPage, EXPORT, 2, DAMAGED),
     case(History::MissingTable, LAB, 2, MISSING),
-    case(History::MissingTable, PRICE, 2, MISSING),
+    case(
+        History::MissingTable,
+        PRICE,
+        REFUSED_BESIDE_PROGRAM,
+        MISSING,
+    ),
     case(History::MissingTable, IMPORT, 2, MISSING),
     case(History::MissingTable, HISTORY, 2, MISSING),
     case(History::MissingTable, EXPORT, 2, MISSING),
     case(History::ReadOnlyMount, LAB, 2, READ_ONLY),
-    case(History::ReadOnlyMount, PRICE, 2, READ_ONLY),
+    case(
+        History::ReadOnlyMount,
+        PRICE,
+        REFUSED_BESIDE_PROGRAM,
+        READ_ONLY,
+    ),
     case(History::ReadOnlyMount, IMPORT, 2, READ_ONLY),
     case(History::ReadOnlyMount, HISTORY, 0, LISTED),
     case(History::ReadOnlyMount, EXPORT, 0, EXPORTED),
     case(History::FullDisk, LAB, 2, FULL),
-    case(History::FullDisk, PRICE, 2, FULL),
+    case(History::FullDisk, PRICE, REFUSED_BESIDE_PROGRAM, FULL),
     case(History::FullDisk, IMPORT, 2, FULL),
     case(History::FullDisk, HISTORY, 0, LISTED),
 ];
@@ -282,7 +295,7 @@ fn a_history_costlab_may_not_write_is_refused_before_the_work_and_left_as_it_was
             fail(format!("exit {:?}, not {}", out.status.code(), c.exit));
             continue;
         }
-        if c.exit == 2 {
+        if c.exit == 2 || c.exit == REFUSED_BESIDE_PROGRAM {
             let lines: Vec<&str> = stderr.lines().collect();
             if lines.len() != 1 {
                 fail(format!("{} lines on stderr, not one", lines.len()));

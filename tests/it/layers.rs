@@ -589,3 +589,68 @@ fn print_the_graph() {
         }
     }
 }
+
+/// Each place in the binary's files under `src` (tests included: they run the binary's code)
+/// that names a lab crate (`costlab_mem::...`), but the registry (`src/registry.rs`), which
+/// names every lab once. The binary reaches a lab only through the `Lab` contract, so adding a
+/// lab stays a crate and one line in the registry.
+pub fn lab_names_outside_the_registry(src: &Path, labs: &[String]) -> Vec<String> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    files.sort();
+    let mut found = Vec::new();
+    for f in files {
+        if f == src.join("registry.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).unwrap_or_default();
+        for (i, line) in text.lines().enumerate() {
+            for lab in labs {
+                let path = lab.replace('-', "_");
+                let named = line
+                    .match_indices(&path)
+                    .any(|(at, _)| line[at + path.len()..].starts_with("::"));
+                if named {
+                    found.push(format!("{}:{}: names {lab}", f.display(), i + 1));
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_binary_names_no_lab_outside_the_registry() {
+    let all = crates(&root());
+    let labs: Vec<String> = all
+        .iter()
+        .filter(|c| c.is_lab)
+        .map(|c| c.name.clone())
+        .collect();
+    assert!(labs.len() >= 12, "found only {} labs", labs.len());
+    let bad = lab_names_outside_the_registry(&root().join("src"), &labs);
+    assert!(
+        bad.is_empty(),
+        "the binary reaches a lab only through the Lab contract and src/registry.rs:\n{}",
+        bad.join("\n")
+    );
+    // The check itself, on files written here: a path into a lab is found, the registry's
+    // are not.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("registry.rs"),
+        "Box::new(costlab_mem::MemLab)",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("main.rs"),
+        "fn f() {}\nlet l = costlab_price::verify::rows::refuted_lines(r);",
+    )
+    .unwrap();
+    let found = lab_names_outside_the_registry(dir.path(), &labs);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].ends_with("main.rs:2: names costlab-price"),
+        "{found:?}"
+    );
+}

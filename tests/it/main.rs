@@ -40,6 +40,7 @@ mod price_fleet;
 mod price_measured;
 mod price_verify;
 mod prometheus;
+mod refusals;
 mod remote_loaders;
 mod report;
 mod restore_first;

@@ -6,7 +6,7 @@
 //! and strace, by thread, by fd kind, io_uring; a costlab killed while counting) and
 //! price_fleet.rs (counts saved and priced again, here and on another machine).
 
-use crate::common::one_line_exit_2;
+use crate::common::price_refused;
 use crate::common::{self, skip};
 
 use std::collections::BTreeMap;
@@ -241,24 +241,24 @@ fn bad_input_exits_2_with_one_line_and_stores_nothing() {
     let db = dir.path().join("h.db");
     let _one = crate::common::serial();
     let out = common::costlab_db(&db, &["price", "--", "no-such-command-costlab"]);
-    let err = one_line_exit_2(&out, &[]);
+    let err = price_refused(&out, &[]);
     assert!(
         err.contains("no such command 'no-such-command-costlab'"),
         "{err}"
     );
     let out = common::costlab_db(&db, &["price"]);
-    let err = one_line_exit_2(&out, &[]);
+    let err = price_refused(&out, &[]);
     assert!(err.contains("no command to price"), "{err}");
     let out = common::costlab_db(&db, &["price", "--runs", "0", "--", "true"]);
-    one_line_exit_2(&out, &[]);
+    price_refused(&out, &[]);
     let out = common::costlab_db(&db, &["price", "--runs", "-1", "--", "true"]);
-    let err = one_line_exit_2(&out, &[]);
+    let err = price_refused(&out, &[]);
     assert!(err.contains("--runs -1"), "{err}");
     let out = common::costlab_db(&db, &["price", "--pid", "1", "--duration", "0s"]);
-    let err = one_line_exit_2(&out, &[]);
+    let err = price_refused(&out, &[]);
     assert!(err.contains("--duration"), "{err}");
     let out = common::costlab_db(&db, &["price", "--terms-run", "no-such-run", "--", "true"]);
-    let err = one_line_exit_2(&out, &[]);
+    let err = price_refused(&out, &[]);
     assert!(err.contains("no run 'no-such-run'"), "{err}");
     let out = common::costlab_db(&db, &["history"]);
     let text = String::from_utf8_lossy(&out.stdout);
@@ -431,6 +431,13 @@ fn the_programs_exit_status_and_output_pass_through() {
     assert_eq!(stdout, "to-stdout\n");
     assert!(stderr.starts_with("to-stderr\n"), "{stderr}");
     assert!(stderr.contains("the counted events"), "{stderr}");
+    // One line says the program failed, after costlab's table.
+    assert!(
+        stderr
+            .trim_end()
+            .ends_with("costlab: the program exited with status 7"),
+        "{stderr}"
+    );
     // Stored like every lab's run.
     let h = common::costlab_db(&db, &["history"]);
     let listed = String::from_utf8_lossy(&h.stdout);

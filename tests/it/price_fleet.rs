@@ -2,7 +2,7 @@
 //! machine (no root), in SQLite and PostgreSQL; terms the history holds only noisy; two prices
 //! of one command compared; the report's chart and the exports; `--strict`; bad fleet input.
 
-use crate::common::{one_line_exit_2, skip};
+use crate::common::{price_refused, skip};
 use crate::price::{build_events, FIXTURES};
 
 use std::collections::BTreeMap;
@@ -408,7 +408,7 @@ fn bad_fleet_input_exits_2_with_one_line_and_stores_nothing() {
     fleet_history(&db);
     let check = |args: &[&str], needles: &[&str]| {
         let out = crate::common::costlab_db(&db, args);
-        let err = one_line_exit_2(&out, &[]);
+        let err = price_refused(&out, &[]);
         for n in needles {
             assert!(err.contains(n), "{args:?}: {err}");
         }
@@ -476,7 +476,8 @@ fn bad_fleet_input_exits_2_with_one_line_and_stores_nothing() {
     );
     // --from with a command or a --pid: one or the other.
     let out = crate::common::costlab_db(&db, &["price", "--from", &counts, "--", "true"]);
-    assert_eq!(out.status.code(), Some(2));
+    let refused = costlab_core::error::beside_program::COSTLAB;
+    assert_eq!(out.status.code(), Some(refused.into()));
     let out = crate::common::costlab_db(&db, &["history"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(!text.contains("costlab price"), "nothing stored: {text}");

@@ -4,7 +4,7 @@
 //! bpftrace; changing the THP mode needs root and THP: those tests say why they skip. None
 //! asserts a time.
 
-use crate::common::one_line_exit_2;
+use crate::common::price_refused;
 use crate::common::{self, skip};
 
 use std::process::Command;
@@ -22,21 +22,21 @@ fn verify_bad_input_exits_2_with_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("h.db");
     let out = common::costlab_db(&db, &["price", "--verify", "--rate", "([0-9", "--", "true"]);
-    let err = one_line_exit_2(&out, &[]);
+    let err = price_refused(&out, &[]);
     assert!(
         err.contains("--rate ([0-9: not a regular expression"),
         "{err}"
     );
     let out = common::costlab_db(&db, &["price", "--rate", "x", "--", "true"]);
-    let err = one_line_exit_2(&out, &[]);
+    let err = price_refused(&out, &[]);
     assert!(err.contains("--verify"), "{err}");
     let out = common::costlab_db(&db, &["price", "--reserve-hugepages", "--", "true"]);
-    one_line_exit_2(&out, &[]);
+    price_refused(&out, &[]);
     let out = common::costlab_db(&db, &["price", "--verify", "--pid", "1"]);
-    let err = one_line_exit_2(&out, &[]);
+    let err = price_refused(&out, &[]);
     assert!(err.starts_with("costlab: --verify with --pid"), "{err}");
     let out = common::costlab_db(&db, &["price", "--verify", "--", "no-such-command-costlab"]);
-    let err = one_line_exit_2(&out, &[]);
+    let err = price_refused(&out, &[]);
     assert!(err.contains("no such command"), "{err}");
     let h = common::costlab_db(&db, &["history"]);
     assert!(!String::from_utf8_lossy(&h.stdout).contains("price"));
@@ -272,7 +272,9 @@ fn strict_exits_3_when_a_trial_refutes_a_what_if() {
         ),
         "{err}"
     );
-    assert_eq!(out.status.code(), Some(3), "{err}");
+    // --strict beside a program's status: 124, never the program's 3.
+    let strict = costlab_core::error::beside_program::STRICT;
+    assert_eq!(out.status.code(), Some(strict.into()), "{err}");
     // The trials were judged on the measured split, the tracer's own cost taken out.
     assert!(
         err.contains("the split's own cost, measured here now"),

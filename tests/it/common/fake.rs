@@ -89,15 +89,15 @@ impl Lab for Fake {
 }
 
 pub fn ctx() -> Ctx {
-    Ctx {
-        machine: costlab_core::machine::Machine::probe(),
-        spec: costlab_core::measure::SampleSpec::quick(),
-        counters: false,
+    let quick = costlab_lab::Common {
         quick: true,
-        reserve_hugepages: false,
-        history: None,
-        program_exit: Default::default(),
-    }
+        ..Default::default()
+    };
+    Ctx::new(
+        costlab_core::machine::Machine::probe(),
+        &quick,
+        costlab_lab::Scope::Command,
+    )
 }
 
 pub fn run_info(id: &str) -> costlab_history::report::RunInfo {

@@ -161,8 +161,29 @@ pub fn json(out: &Output) -> serde_json::Value {
 /// stdout, one line on stderr (costlab's, no panic) holding each of `needles`, never the test
 /// PostgreSQL's password. The line, for the caller's own checks.
 pub fn one_line_exit_2(out: &Output, needles: &[&str]) -> String {
+    one_line_refusal(out, 2, needles)
+}
+
+/// `costlab price` refused the same way, with the status its own refusals take beside a
+/// program's (docs/src/exit-status.md): 127 for a program that is not there, 126 for one that
+/// cannot be executed, 125 for everything else.
+pub fn price_refused(out: &Output, needles: &[&str]) -> String {
+    use costlab_core::error::beside_program::{COSTLAB, NOT_FOUND};
     let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "exit status: {err}");
+    let want = if err.contains("no such command") {
+        NOT_FOUND
+    } else if err.contains("is not executable") || err.contains("is a directory") {
+        126
+    } else {
+        COSTLAB
+    };
+    one_line_refusal(out, want.into(), needles)
+}
+
+/// One refusal line and exit `status`, nothing on stdout: see `one_line_exit_2`.
+fn one_line_refusal(out: &Output, status: i32, needles: &[&str]) -> String {
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(status), "exit status: {err}");
     assert!(
         out.stdout.is_empty(),
         "nothing half-written on stdout: {}\n{err}",

@@ -105,8 +105,9 @@ pub trait Tx {
     fn batch(&mut self, sql: &str) -> Result<()>;
 }
 
-/// A history database.
-pub trait Backend {
+/// A history database. `Send`, so that a lab's context (`Ctx`, shared with the lab's threads)
+/// can hold the opened history behind a lock.
+pub trait Backend: Send {
     fn dialect(&self) -> Dialect;
     /// Where it is, with any password redacted.
     fn describe(&self) -> String;

@@ -60,7 +60,7 @@ pub fn measure(terms: &[&'static str], ctx: &Ctx) -> Result<Outcome> {
     for &term in terms {
         bar.set_message(term.to_string());
         let mut why = None;
-        let case = judged_case(&format!("cost {term}"), &cpus, || {
+        let case = judged_case(&format!("cost {term}"), &cpus, &ctx.retry, || {
             let mut out = Outcome::default();
             match unitcost::measure(term, &ctx.spec) {
                 Ok(figs) => out.results.extend(figs.iter().filter_map(row_of)),

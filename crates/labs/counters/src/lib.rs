@@ -365,15 +365,14 @@ mod tests {
     }
 
     fn ctx() -> Ctx {
-        Ctx {
-            machine: Default::default(),
-            spec: costlab_core::measure::SampleSpec::quick(),
-            counters: false,
-            quick: true,
-            reserve_hugepages: false,
-            history: None,
-            program_exit: Default::default(),
-        }
+        Ctx::new(
+            Default::default(),
+            &costlab_lab::Common {
+                quick: true,
+                ..Default::default()
+            },
+            costlab_lab::Scope::Command,
+        )
     }
 
     #[test]

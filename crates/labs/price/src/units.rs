@@ -1,7 +1,6 @@
 //! The unit costs a price needs: the newest ok figures in the history (or one run's), and
 //! those it lacks measured first, as the cost and syscall labs measure them.
 
-use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Result;
@@ -18,14 +17,8 @@ use costlab_lab::Ctx;
 
 /// The units `counts` needs: from the history (or `--terms-run`), the missing ones measured
 /// here now unless interrupted, and those derived from others; each choice said in a note.
-pub fn units_for(
-    db: Option<&Path>,
-    ctx: &Ctx,
-    args: &PriceArgs,
-    counts: &Counts,
-    o: &mut Outcome,
-) -> Result<Units> {
-    let mut units = units_from_history(db, ctx, args.terms.as_deref())?;
+pub fn units_for(ctx: &Ctx, args: &PriceArgs, counts: &Counts, o: &mut Outcome) -> Result<Units> {
+    let mut units = units_from_history(ctx, args.terms.as_deref())?;
     if let Some(run) = &args.terms {
         o.notes.push(format!(
             "unit costs from run {run} only ({} of them); the others measured here now",
@@ -68,10 +61,8 @@ pub fn units_for(
 
 /// The unit costs in the history: for each term, the newest ok figure of this machine's runs,
 /// or (`--terms-run RUN`) the ok figures of that one run.
-fn units_from_history(db: Option<&Path>, ctx: &Ctx, only: Option<&str>) -> Result<Units> {
-    // Read only: the history may have filled its disk while the program ran, and the counts
-    // must still reach the store's fallback file.
-    let store = costlab_history::store::open_existing(db)?;
+fn units_from_history(ctx: &Ctx, only: Option<&str>) -> Result<Units> {
+    let store = ctx.history()?;
     let me = costlab_history::store::machine_id(&serde_json::to_value(&ctx.machine)?);
     let only = only.map(|r| store.resolve(r)).transpose()?;
     fleet::units_of(&store, &me, only.as_deref(), unit_key, has_every_term)

@@ -12,7 +12,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 
 use super::host::{is_executable, which};
-use costlab_core::error::usage;
+use costlab_core::error::{usage, CannotRun, ProgramEnd};
 
 /// A program's times, ns.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -31,16 +31,34 @@ impl Times {
     }
 }
 
-/// The resolved program of `argv`, or exit 2 with one line.
+/// The resolved program of `argv`, or one line: nothing to run or bad input (exit 2), no such
+/// program (`CannotRun`, 127 beside a program's status), or one found that cannot be executed
+/// (126).
 pub fn program(argv: &[String]) -> Result<PathBuf> {
     let name = argv.first().ok_or_else(|| {
         usage("no command to price: give one after --, like costlab price -- ls -l")
     })?;
-    which(name).filter(|p| is_executable(p)).ok_or_else(|| {
-        usage(format!(
-            "no such command '{name}': give a program on PATH or a path to an executable"
-        ))
-    })
+    if let Some(p) = which(name).filter(|p| is_executable(p)) {
+        return Ok(p);
+    }
+    let path = Path::new(name);
+    if name.contains('/') && path.exists() {
+        let what = if path.is_dir() {
+            "a directory"
+        } else {
+            "not executable"
+        };
+        return Err(anyhow::Error::new(CannotRun {
+            msg: format!(
+                "'{name}' is {what}: give an executable program (chmod +x it, or name its interpreter: costlab price -- sh {name})"
+            ),
+            found: true,
+        }));
+    }
+    Err(anyhow::Error::new(CannotRun {
+        msg: format!("no such command '{name}': give a program on PATH or a path to an executable"),
+        found: false,
+    }))
 }
 
 /// How a run's stdio is set: passed through, quiet (untraced re-runs), or quiet with a Go
@@ -64,13 +82,13 @@ pub fn run_program(
     argv: &[String],
     cgroup: Option<&Path>,
     stdio: Stdio3,
-) -> Result<(Times, i32, u64, u64)> {
+) -> Result<(Times, ProgramEnd, u64, u64)> {
     let mut spawn = Spawn::new(path, argv).stdio(stdio)?;
     if let Some(dir) = cgroup {
         spawn = spawn.in_cgroup(dir);
     }
     let e = spawn.run()?;
-    Ok((e.times, e.status, e.rchar, e.wchar))
+    Ok((e.times, e.end, e.rchar, e.wchar))
 }
 
 /// How to start the priced program, the one way every run of it starts (the counting, the
@@ -90,6 +108,8 @@ pub struct Spawn<'a> {
 pub struct Ended {
     /// Its exit status as a shell gives it (128 + the signal for a killed one).
     pub status: i32,
+    /// How it ended: its exit status, or the signal that killed it.
+    pub end: ProgramEnd,
     /// Its tree's user and system time (wait4's rusage) and its wall time, from the spawn to
     /// its exit.
     pub times: Times,
@@ -210,12 +230,13 @@ impl<'a> Spawn<'a> {
         wait_exited(pid);
         let wall = t0.elapsed();
         let (rchar, wchar) = proc_io(pid as u32);
-        let (status, ru) = reap(pid);
+        let (end, ru) = reap(pid);
         // The child is reaped: std must not wait for it again.
         std::mem::forget(child);
         let tv = |t: libc::timeval| t.tv_sec as f64 * 1e9 + t.tv_usec as f64 * 1e3;
         Ok(Ended {
-            status,
+            status: i32::from(end.shell_status()),
+            end,
             times: Times {
                 user_ns: tv(ru.ru_utime),
                 sys_ns: tv(ru.ru_stime),
@@ -309,9 +330,9 @@ fn proc_io(pid: u32) -> (u64, u64) {
     (field("rchar:"), field("wchar:"))
 }
 
-/// Reap our own child `pid` (retrying on EINTR): its exit status as a shell gives it (128 +
-/// the signal for a killed one) and the rusage of it and its reaped descendants.
-pub fn reap(pid: i32) -> (i32, libc::rusage) {
+/// Reap our own child `pid` (retrying on EINTR): how it ended (its exit status, or the signal
+/// that killed it) and the rusage of it and its reaped descendants.
+pub fn reap(pid: i32) -> (ProgramEnd, libc::rusage) {
     let mut status = 0;
     // SAFETY: an all-zero rusage is a valid out buffer; reaping our own child.
     let ru = unsafe {
@@ -321,14 +342,7 @@ pub fn reap(pid: i32) -> (i32, libc::rusage) {
         {}
         ru
     };
-    let exit = if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else if libc::WIFSIGNALED(status) {
-        128 + libc::WTERMSIG(status)
-    } else {
-        1
-    };
-    (exit, ru)
+    (ProgramEnd::from_wait_status(status), ru)
 }
 
 #[cfg(test)]

@@ -56,7 +56,8 @@ pub struct RunMeasure {
     /// The calls that map and return memory (mmap, munmap, madvise, brk), counted by costlab's
     /// BPF syscall counter on the run's cgroup; empty where it could not attach.
     pub memory_calls: BTreeMap<String, u64>,
-    pub exit_status: i32,
+    /// How the run's program ended.
+    pub exit_status: costlab_core::error::ProgramEnd,
     /// The measured split of a traced run, and what the tracer itself cost in it; where a run
     /// is traced, `cpu_usage_ns`, `user_ns` and `system_ns` are the split's, the tracer's cost
     /// taken out.
@@ -224,7 +225,7 @@ pub fn run_once(
             Vec::new()
         },
         memory_calls,
-        exit_status: ended.status,
+        exit_status: ended.end,
         traced,
     })
 }
