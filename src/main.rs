@@ -5,25 +5,34 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use costlab::cli::{Command, Common, Parsed};
-use costlab::{commands, runner};
-use costlab_core::error::ProgramExit;
-use costlab_core::error::{exit_code, one_line};
+use costlab::{commands, registry, runner};
+use costlab_core::error::{exit_code, exit_code_beside_program, one_line, ProgramFailed};
 use costlab_core::machine::{restore, Machine};
-use costlab_core::measure::{cancel, SampleSpec};
+use costlab_core::measure::cancel;
 use costlab_history::report::{json, time, Doc, Outcome, RunInfo};
 use costlab_history::store;
 use costlab_lab::args::Measure;
-use costlab_lab::{Ctx, Invocation, Lab};
+use costlab_lab::{Ctx, Invocation, Lab, Scope};
 
 fn main() -> ExitCode {
     install_panic_hook();
     cancel::install(|| {
         restore::restore_all();
     });
+    // A costlab killed mid-change (SIGKILL) left settings changed: put them back first, on
+    // any invocation (`--version`, `--help`, `help` and a bad flag included).
+    let recovered = restore::journal::recover_stale();
     let parsed = match costlab::cli::parse_from(std::env::args_os()) {
         Ok(p) => p,
-        Err(e) => return clap_exit(e),
+        Err(e) => {
+            recovered.iter().for_each(|n| eprintln!("costlab: {n}"));
+            return clap_exit(e);
+        }
     };
+    // A command that runs the user's program exits with its status: costlab's own statuses
+    // keep out of its way (`error::beside_program`).
+    let beside_program =
+        matches!(&parsed, Parsed::Lab { lab, name, .. } if lab.runs_a_program(name));
     // An old spelling (`--engine`, `--size`, ...) still works; one line says the new one.
     if let Some(w) = costlab::cli::old_spelling_warning(std::env::args_os()) {
         eprintln!("{w}");
@@ -33,8 +42,6 @@ fn main() -> ExitCode {
         Parsed::Own(cli) => cli.db.clone(),
         Parsed::Lab { db, .. } => db.clone(),
     };
-    // A costlab killed mid-change (SIGKILL) left settings changed: put them back first.
-    let recovered = restore::journal::recover_stale();
     let explicit =
         matches!(&parsed, Parsed::Own(cli) if matches!(cli.command, Command::Restore(_)));
     if !explicit {
@@ -53,11 +60,16 @@ fn main() -> ExitCode {
     }
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        // The priced program said what it had to say; its status is all costlab adds.
-        Err(e) if e.is::<ProgramExit>() => ExitCode::from(exit_code(&e)),
+        // `--strict` printed its lines; a failed program's one line is printed here.
         Err(e) => {
-            eprintln!("costlab: {}", one_line(&e));
-            ExitCode::from(exit_code(&e))
+            if !e.is::<costlab_core::error::NotOk>() {
+                eprintln!("costlab: {}", one_line(&e));
+            }
+            ExitCode::from(if beside_program {
+                exit_code_beside_program(&e)
+            } else {
+                exit_code(&e)
+            })
         }
     }
 }
@@ -82,7 +94,14 @@ fn clap_exit(e: clap::Error) -> ExitCode {
         );
     }
     eprint!("{}", costlab::cli::clap_message(&e));
-    ExitCode::from(2)
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let beside_program =
+        costlab::cli::command_name(&argv).is_some_and(|n| registry::runs_a_program(&n));
+    ExitCode::from(if beside_program {
+        costlab_core::error::beside_program::COSTLAB
+    } else {
+        2
+    })
 }
 
 /// A bug must not show a backtrace: one line, state restored, exit 101.
@@ -134,64 +153,16 @@ fn command_line() -> String {
     store::redact(&format!("costlab {}", args.join(" ")))
 }
 
-/// The lab's context, after checking what can be checked before measuring: `--samples`
-/// in range, `--json` writable, `--cpus` allowed (the process then runs on those CPUs only).
-fn ctx_for(common: &Common, db: Option<&Path>) -> Result<Ctx> {
-    check_common(common)?;
-    let base = if common.quick {
-        SampleSpec::quick()
-    } else {
-        SampleSpec::default()
-    };
-    costlab_core::measure::conditions::set_retry_budget(std::time::Duration::from_secs(
-        common.retry_budget,
-    ));
-    Ok(Ctx {
-        machine: Machine::probe(),
-        spec: base.with_samples(common.samples),
-        counters: common.counters,
-        quick: common.quick,
-        reserve_hugepages: false,
-        history: db.map(Path::to_path_buf),
-        program_exit: Default::default(),
-    })
-}
-
-fn check_common(common: &Common) -> Result<()> {
-    use costlab::cli::MAX_SAMPLES;
-    use costlab_core::error::usage;
-    match common.samples {
-        Some(0) => {
-            return Err(usage(
-                "--samples 0: take at least 1 sample (2 or more for a spread)",
-            ))
-        }
-        Some(n) if n > MAX_SAMPLES => {
-            return Err(usage(format!(
-                "--samples {n}: at most {MAX_SAMPLES} per figure (each sample lasts 10 ms or more)"
-            )))
-        }
-        _ => {}
-    }
-    if let Some(dest) = &common.json {
-        costlab_history::report::dest::check_file("--json", dest)?;
-    }
-    if let Some(list) = &common.cpus {
-        costlab_core::measure::cpus::restrict_process(list)?;
-    }
-    Ok(())
-}
-
 /// What a measuring command needs before it measures: the common options checked, the
 /// machine probed, and the history opened. The history is opened here, not after the run:
 /// an unreachable server, an unknown `scheme://` or an unwritable path is bad input (exit 2,
 /// one line, password masked), found before minutes of measuring and before any file exists.
-fn measuring(common: &Common, db: Option<&Path>) -> Result<(store::Store, Ctx)> {
-    let ctx = ctx_for(common, db)?;
-    let history = store::open(db)?;
+fn measuring(common: &Common, db: Option<&Path>) -> Result<Ctx> {
+    costlab::cli::check_common(common)?;
+    let history = store::open_for_run(db)?;
     // Cases an earlier lab in this process finished are not this run's.
     cancel::take_finished();
-    Ok((history, ctx))
+    Ok(Ctx::new(Machine::probe(), common, Scope::Command).with_history(history))
 }
 
 /// A lab's outcome, and whether Ctrl-C cut it short. Interrupted, the lab's error unwound its
@@ -214,27 +185,34 @@ fn lab_command(lab: &dyn Lab, m: Measure, db: Option<&Path>) -> Result<()> {
         render,
         stdout_is_the_programs,
     } = m;
-    let (history, ctx) = measuring(&common, db)?;
+    let ctx = measuring(&common, db)?;
     let (outcome, interrupted) = outcome_or_finished(run(&ctx))?;
     let done = Measured {
         outcome,
         interrupted,
         to_stderr: stdout_is_the_programs,
     };
+    let history = ctx.history()?;
     let to = Stored {
         history: &history,
         db,
     };
-    match render {
+    let shown = match render {
         Some(render) => emit(render, done, &common, &ctx.machine, to),
         None => emit(|o| lab.render(o), done, &common, &ctx.machine, to),
-    }?;
-    // A priced program's status is costlab's, once its run is stored and shown.
-    match ctx.program_exit.load(std::sync::atomic::Ordering::Relaxed) {
-        0 => Ok(()),
-        code => Err(anyhow::Error::new(ProgramExit(
-            u8::try_from(code).unwrap_or(1),
-        ))),
+    };
+    // A program that failed gives the command its status once its run is stored and shown;
+    // costlab's own failure, if any, keeps its line.
+    match ctx.program_end().filter(|end| end.failed()) {
+        Some(end) => {
+            if let Err(e) = &shown {
+                if !e.is::<costlab_core::error::NotOk>() {
+                    eprintln!("costlab: {}", one_line(e));
+                }
+            }
+            Err(anyhow::Error::new(ProgramFailed(end)))
+        }
+        None => shown,
     }
 }
 
@@ -325,11 +303,11 @@ fn emit(
     strict_check(common.strict, &doc.results)
 }
 
-/// `--strict`: every figure that is not ok is an error, one line each, exit 3.
+/// `--strict`: every figure that is not ok, and each lab's own line, is an error, one line
+/// each, exit 3.
 fn strict_check(strict: bool, rows: &[costlab_history::report::ResultRow]) -> Result<()> {
-    let mut lines = costlab_history::report::verdict::not_ok_lines(rows);
-    // A what-if its trial refuted (price --verify) fails --strict like a figure not ok.
-    lines.extend(costlab_price::verify::rows::refuted_lines(rows));
+    // Each lab's own lines too: a what-if its trial refuted (price --verify).
+    let lines = registry::strict_lines(rows);
     if !strict || lines.is_empty() {
         return Ok(());
     }

@@ -2,7 +2,7 @@
 //! `costlab --help` lists their commands. It stands at the top, in the binary's crate, so that no
 //! crate below names every lab; adding a lab is a crate under crates/labs/ and one line here.
 
-use costlab_core::model::{Doc, LabSheet, LabStatus, Outcome};
+use costlab_core::model::{Doc, LabSheet, LabStatus, Outcome, ResultRow};
 use costlab_history::report::charts::Chart;
 use costlab_lab::Lab;
 
@@ -38,6 +38,29 @@ pub fn owner_of(name: &str) -> Option<Box<dyn Lab>> {
 /// callers hand `report::html` (the report draws only the models' charts itself).
 pub fn charts(doc: &Doc) -> Vec<Chart> {
     all().iter().flat_map(|lab| lab.charts(doc)).collect()
+}
+
+/// What `--strict` fails on in `rows`, one line each: every figure that is not ok, and each
+/// lab's own lines (`Lab::strict_lines`: price's refuted what-ifs).
+pub fn strict_lines(rows: &[ResultRow]) -> Vec<String> {
+    let mut lines = costlab_history::report::verdict::not_ok_lines(rows);
+    lines.extend(all().iter().flat_map(|lab| lab.strict_lines(rows)));
+    lines
+}
+
+/// Each lab's own lines for `costlab compare A B` (`Lab::compare_lines`), in the registry's
+/// order.
+pub fn compare_lines(a: &Doc, b: &Doc) -> Vec<String> {
+    all()
+        .iter()
+        .flat_map(|lab| lab.compare_lines(a, b))
+        .collect()
+}
+
+/// Whether the top-level command `name` runs the user's program and exits with its status
+/// (`Lab::runs_a_program`): costlab's own exit statuses then keep out of the program's way.
+pub fn runs_a_program(name: &str) -> bool {
+    owner_of(name).is_some_and(|lab| lab.runs_a_program(name))
 }
 
 /// The cost sheet of a document whose labs are known here (a lab run alone).
@@ -89,15 +112,12 @@ mod tests {
     use costlab_lab::{Ctx, Invocation};
 
     fn ctx(samples: Option<usize>) -> Ctx {
-        Ctx {
-            machine: Default::default(),
-            spec: costlab_core::measure::SampleSpec::quick().with_samples(samples),
-            counters: false,
+        let common = costlab_lab::Common {
+            samples,
             quick: true,
-            reserve_hugepages: false,
-            history: None,
-            program_exit: Default::default(),
-        }
+            ..Default::default()
+        };
+        Ctx::new(Default::default(), &common, costlab_lab::Scope::Command)
     }
 
     #[test]

@@ -11,7 +11,7 @@ use costlab_core::machine::restore;
 use costlab_core::measure::cancel;
 use costlab_core::model::{Doc, Outcome, RunInfo};
 use costlab_core::model::{LabSheet, LabStatus};
-use costlab_lab::{Ctx, Lab};
+use costlab_lab::{Ctx, Lab, Scope};
 
 /// The labs named in `--labs a,b` (in the order `all` runs them), or all of them.
 pub fn select(all: Vec<Box<dyn Lab>>, list: Option<&str>) -> Result<Vec<Box<dyn Lab>>> {
@@ -78,12 +78,12 @@ pub fn run_labs(labs: &[Box<dyn Lab>], ctx: &Ctx, full: bool, run: RunInfo) -> R
                 if full { "full" } else { "quick" }
             );
             let t = Instant::now();
-            let retried = costlab_core::measure::conditions::time_retrying();
+            let retried = ctx.retry.spent();
             cancel::take_finished();
             match lab.run_plan(ctx, full) {
                 Ok(mut o) => {
                     costlab_core::measure::quality::judge_rows(&mut o.results);
-                    let again = costlab_core::measure::conditions::time_retrying() - retried;
+                    let again = ctx.retry.spent() - retried;
                     eprintln!(
                         "costlab run: [{}/{total}] {name}: done in {:.1} s{}, {} figures",
                         i + 1,
@@ -143,7 +143,7 @@ pub fn run_labs(labs: &[Box<dyn Lab>], ctx: &Ctx, full: bool, run: RunInfo) -> R
             .push("no lab is built into this costlab".to_string());
     }
     let secs = started.elapsed().as_secs_f64();
-    let again = costlab_core::measure::conditions::time_retrying().as_secs_f64();
+    let again = ctx.retry.spent().as_secs_f64();
     if again > 0.0 {
         eprintln!(
             "costlab run: {total} labs in {secs:.1} s ({again:.1} s of it re-measuring; {:.1} s without)",
@@ -162,29 +162,6 @@ pub fn run_labs(labs: &[Box<dyn Lab>], ctx: &Ctx, full: bool, run: RunInfo) -> R
     })
 }
 
-/// `costlab run`: select, run, print the sheet, write the report, keep the history.
-/// The context every lab of the run is given: the quick or full plan's sampling, the machine
-/// probed once, and the history the run reads unit costs from.
-fn run_ctx(args: &crate::cli::RunArgs, db: Option<&std::path::Path>) -> Ctx {
-    let base = if args.full {
-        costlab_core::measure::SampleSpec::default()
-    } else {
-        costlab_core::measure::SampleSpec::quick()
-    };
-    costlab_core::measure::conditions::set_retry_budget(std::time::Duration::from_secs(
-        args.retry_budget,
-    ));
-    Ctx {
-        machine: costlab_core::machine::Machine::probe(),
-        spec: base,
-        counters: args.counters,
-        quick: !args.full,
-        reserve_hugepages: args.reserve_hugepages,
-        history: db.map(std::path::Path::to_path_buf),
-        program_exit: Default::default(),
-    }
-}
-
 /// `--metrics-file`: the run in Prometheus's text format, its sheet judged as `export` judges a
 /// stored one, written whole (a temporary file renamed over FILE).
 fn write_metrics(file: &std::path::Path, done: &Finished) -> Result<()> {
@@ -200,6 +177,7 @@ fn write_metrics(file: &std::path::Path, done: &Finished) -> Result<()> {
     costlab_history::report::export::prometheus::write_file(file, &text)
 }
 
+/// `costlab run`: select, run, print the sheet, write the report, keep the history.
 pub fn command(
     args: &crate::cli::RunArgs,
     db: Option<&std::path::Path>,
@@ -211,21 +189,27 @@ pub fn command(
         .filter(|l| l.in_run())
         .collect();
     let labs = select(in_run, args.labs.as_deref())?;
-    // Open the history before measuring: a bad --db is bad input, found before the minutes
-    // of measuring rather than after.
-    let store = costlab_history::store::open(db)?;
-    // Output paths too: a report that cannot be written is found now, not after the run.
+    // The common options and the output paths are checked before measuring: a report that
+    // cannot be written is found now, not after the run.
+    crate::cli::check_common(&args.common)?;
     if let Some(dir) = &args.report {
         costlab_history::report::dest::check_dir("--out-dir", dir)?;
-    }
-    if let Some(dest) = &args.json {
-        costlab_history::report::dest::check_file("--json", dest)?;
     }
     if let Some(file) = &args.metrics_file {
         costlab_history::report::export::prometheus::check_destination(file)?;
     }
+    // Open the history before measuring: a bad --db (another program's, damaged, read-only,
+    // full) is bad input, found before the minutes of measuring rather than after.
+    let store = costlab_history::store::open_for_run(db)?;
     let full = args.full;
-    let ctx = run_ctx(args, db);
+    // The context every lab of the run is given: the quick or full plan's sampling, the
+    // machine probed once, and the history the run reads unit costs from.
+    let scope = Scope::Run {
+        full,
+        reserve_hugepages: args.reserve_hugepages,
+    };
+    let ctx =
+        Ctx::new(costlab_core::machine::Machine::probe(), &args.common, scope).with_history(store);
     let run = RunInfo {
         id: time::run_id(),
         started: time::now_rfc3339(),
@@ -249,9 +233,9 @@ pub fn command(
     drop(tuned);
     // The whole run in one transaction: a history that fails now (a server stopped during the
     // run, a full disk) holds all of it or none, and the figures go to a file (exit 1).
-    let stored = costlab_history::store::record(&store, db, &done.doc, &done.sheet);
+    let stored = costlab_history::store::record(&*ctx.history()?, db, &done.doc, &done.sheet);
     let text = sheet::render_text(&done.sheet);
-    if args.json.as_deref() == Some("-") {
+    if args.common.json.as_deref() == Some("-") {
         eprint!("{text}");
     } else {
         print!("{text}");
@@ -263,7 +247,7 @@ pub fn command(
     let charts = crate::registry::charts(&done.doc);
     let page = html::write_report(&dir, &done.doc, &done.sheet, charts)?;
     eprintln!("costlab run: report {}", page.display());
-    if let Some(dest) = &args.json {
+    if let Some(dest) = &args.common.json {
         json::write_doc(dest, &done.doc)?;
     }
     // The metrics of a run the history could not take are still this run's figures: written
@@ -287,8 +271,8 @@ pub fn command(
     if done.interrupted {
         return Err(anyhow::Error::new(Interrupted));
     }
-    let lines = costlab_history::report::verdict::not_ok_lines(&done.doc.results);
-    if args.strict && !lines.is_empty() {
+    let lines = crate::registry::strict_lines(&done.doc.results);
+    if args.common.strict && !lines.is_empty() {
         for l in &lines {
             eprintln!("costlab: strict: {l}");
         }

@@ -100,8 +100,8 @@ pub fn compare(db: Option<&Path>, args: &CompareArgs) -> Result<()> {
     // With the JSON on stdout, the table goes to stderr so stdout stays parseable.
     let json_stdout = args.json.as_deref() == Some("-");
     let mut text = costlab_history::report::compare::render(&c, &a, &b);
-    // Two verified prices: each what-if's verdict in both.
-    for l in costlab_price::verify::rows::compare_lines(&da, &db_) {
+    // The labs' own lines: two verified prices, each what-if's verdict in both.
+    for l in registry::compare_lines(&da, &db_) {
         text.push_str(&format!("{l}\n"));
     }
     let differ = compare::machine_differences(&da.machine, &db_.machine);

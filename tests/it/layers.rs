@@ -13,12 +13,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+mod sizes;
+
 /// The crates' layers, bottom first. "labs" stands for every crate under crates/labs/: each may
 /// use the layers below, never another lab.
 pub const CRATES: &[&[&str]] = &[
     &["costlab-core"],
     &["costlab-history"],
-    &["costlab-lab"],
+    &["costlab-lab", "costlab-bpf"],
     &["labs"],
     &["costlab"],
 ];
@@ -28,7 +30,7 @@ pub const CRATES: &[&[&str]] = &[
 pub const MODULES: &[(&str, &[&[&str]])] = &[
     (
         "costlab-core",
-        &[&["error", "model"], &["measure"], &["machine"]],
+        &[&["error", "model", "symbols"], &["measure"], &["machine"]],
     ),
     ("costlab-history", &[&["analysis"], &["store"], &["report"]]),
     (
@@ -448,6 +450,44 @@ fn no_crate_or_module_runs_up_a_layer_and_no_file_circles() {
     );
 }
 
+/// Only costlab-bpf speaks bpf(2) and spells BPF's numbers: no other source (tests and
+/// examples included) calls bpf(2), names a bpf(2) command or opcode constant of its own,
+/// builds an instruction from an opcode byte or compares one with an opcode byte.
+#[test]
+fn only_the_bpf_crate_speaks_bpf2_and_spells_opcodes() {
+    const SPOKEN: [&str; 8] = [
+        "SYS_bpf",
+        "const BPF_",
+        "BPF_PROG_LOAD",
+        "Insn::new(",
+        ".code == 0x",
+        ".code & 0x",
+        ".code, 0x",
+        "i.code, 0x",
+    ];
+    let mut files = Vec::new();
+    for dir in ["src", "tests", "crates", "examples"] {
+        rust_files(&root().join(dir), &mut files);
+    }
+    let bpf = root().join("crates/bpf");
+    let this = root().join("tests/it/layers.rs");
+    let mut bad = Vec::new();
+    for f in files.iter().filter(|f| !f.starts_with(&bpf) && **f != this) {
+        let text = std::fs::read_to_string(f).unwrap_or_default();
+        for (n, line) in text.lines().enumerate() {
+            if let Some(w) = SPOKEN.iter().find(|w| line.contains(*w)) {
+                bad.push(format!("{}:{}: {w}", f.display(), n + 1));
+            }
+        }
+    }
+    assert!(files.len() > 100, "found only {} files", files.len());
+    assert!(
+        bad.is_empty(),
+        "BPF numbers outside crates/bpf (write them with costlab_bpf's insn, asm and uapi):\n{}",
+        bad.join("\n")
+    );
+}
+
 /// The checker itself, on a workspace written here: a lab depending on a lab, a crate
 /// depending upwards, a module using a higher module, and a circle through `super::` are each
 /// caught; test code is not read.
@@ -548,4 +588,69 @@ fn print_the_graph() {
             println!("{k:>16}: {f} -> {t} ({n})");
         }
     }
+}
+
+/// Each place in the binary's files under `src` (tests included: they run the binary's code)
+/// that names a lab crate (`costlab_mem::...`), but the registry (`src/registry.rs`), which
+/// names every lab once. The binary reaches a lab only through the `Lab` contract, so adding a
+/// lab stays a crate and one line in the registry.
+pub fn lab_names_outside_the_registry(src: &Path, labs: &[String]) -> Vec<String> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    files.sort();
+    let mut found = Vec::new();
+    for f in files {
+        if f == src.join("registry.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).unwrap_or_default();
+        for (i, line) in text.lines().enumerate() {
+            for lab in labs {
+                let path = lab.replace('-', "_");
+                let named = line
+                    .match_indices(&path)
+                    .any(|(at, _)| line[at + path.len()..].starts_with("::"));
+                if named {
+                    found.push(format!("{}:{}: names {lab}", f.display(), i + 1));
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_binary_names_no_lab_outside_the_registry() {
+    let all = crates(&root());
+    let labs: Vec<String> = all
+        .iter()
+        .filter(|c| c.is_lab)
+        .map(|c| c.name.clone())
+        .collect();
+    assert!(labs.len() >= 12, "found only {} labs", labs.len());
+    let bad = lab_names_outside_the_registry(&root().join("src"), &labs);
+    assert!(
+        bad.is_empty(),
+        "the binary reaches a lab only through the Lab contract and src/registry.rs:\n{}",
+        bad.join("\n")
+    );
+    // The check itself, on files written here: a path into a lab is found, the registry's
+    // are not.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("registry.rs"),
+        "Box::new(costlab_mem::MemLab)",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("main.rs"),
+        "fn f() {}\nlet l = costlab_price::verify::rows::refuted_lines(r);",
+    )
+    .unwrap();
+    let found = lab_names_outside_the_registry(dir.path(), &labs);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].ends_with("main.rs:2: names costlab-price"),
+        "{found:?}"
+    );
 }

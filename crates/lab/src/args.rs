@@ -26,12 +26,13 @@ pub struct Common {
     #[arg(long)]
     pub quick: bool,
     /// Exit 3 if any figure is not ok (disturbed or noisy), one line per figure: for CI
+    /// (`costlab price`: 124, out of its program's way)
     #[arg(long)]
     pub strict: bool,
     /// Seconds the command may spend re-measuring disturbed or noisy cases (each case is
-    /// measured at most 3 times; 0 = never re-measure)
-    #[arg(long, value_name = "SECS", env = "COSTLAB_RETRY_BUDGET", default_value_t = costlab_core::measure::conditions::DEFAULT_RETRY_BUDGET_S, allow_hyphen_values = true, value_parser = whole::<u64, 0, {u64::MAX}>)]
-    pub retry_budget: u64,
+    /// measured at most 3 times; 0 = never re-measure) [default: 30; 60 for `costlab run`]
+    #[arg(long, value_name = "SECS", env = "COSTLAB_RETRY_BUDGET", allow_hyphen_values = true, value_parser = whole::<u64, 0, {u64::MAX}>)]
+    pub retry_budget: Option<u64>,
 }
 
 /// The most samples one figure may take: beyond it a run would last hours, not minutes.
@@ -103,7 +104,7 @@ pub struct Measure {
     /// The terminal tables of the outcome; `None`: the lab's `Lab::render`.
     pub render: Option<Render>,
     /// Stdout belongs to a program the lab ran (price): the lab's tables go to stderr, and
-    /// the command exits with the program's status (`Ctx::program_exit`).
+    /// the command exits with the program's status when it failed (`Ctx::program_ended`).
     pub stdout_is_the_programs: bool,
 }
 
@@ -133,7 +134,7 @@ impl Invocation {
     }
 
     /// A lab that runs the user's program: its tables go to stderr (stdout is the program's)
-    /// and the command exits with the program's status (`Ctx::program_exit`).
+    /// and the command exits with the program's status when it failed (`Ctx::program_ended`).
     pub fn program(mut self) -> Self {
         if let Invocation::Measure(m) = &mut self {
             m.stdout_is_the_programs = true;
@@ -171,6 +172,14 @@ pub fn whole<T: TryFrom<u64>, const LO: u64, const HI: u64>(text: &str) -> Resul
         return Err(bad());
     }
     T::try_from(n).map_err(|_| bad())
+}
+
+/// A percent (`--min-effect 5`): a number from 0 to 1000.
+pub fn percent(text: &str) -> Result<f64, BadNumber> {
+    match text.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && (0.0..=1000.0).contains(&x) => Ok(x),
+        _ => Err(BadNumber("use a percent from 0 to 1000, like 5".into())),
+    }
 }
 
 /// A number in seconds or a count that may have a fraction (`--seconds 1.5`), above zero.

@@ -89,15 +89,15 @@ impl Lab for Fake {
 }
 
 pub fn ctx() -> Ctx {
-    Ctx {
-        machine: costlab_core::machine::Machine::probe(),
-        spec: costlab_core::measure::SampleSpec::quick(),
-        counters: false,
+    let quick = costlab_lab::Common {
         quick: true,
-        reserve_hugepages: false,
-        history: None,
-        program_exit: Default::default(),
-    }
+        ..Default::default()
+    };
+    Ctx::new(
+        costlab_core::machine::Machine::probe(),
+        &quick,
+        costlab_lab::Scope::Command,
+    )
 }
 
 pub fn run_info(id: &str) -> costlab_history::report::RunInfo {
@@ -108,12 +108,4 @@ pub fn run_info(id: &str) -> costlab_history::report::RunInfo {
         command: "costlab run (test)".into(),
         complete: false,
     }
-}
-
-/// Tests that run labs in this process share its Ctrl-C state (`measure::cancel`) and restore
-/// journal: since the integration tests are one binary, such tests take this lock so one
-/// test's simulated Ctrl-C never reaches another's run.
-pub fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }

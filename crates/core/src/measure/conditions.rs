@@ -1,5 +1,5 @@
 //! What else happened on the machine while a case took its samples, so every figure carries
-//! the conditions it was taken under (DESIGN: "Say under what conditions each figure was taken").
+//! the conditions it was taken under (docs/src/measuring.md: "Say under what conditions each figure was taken").
 //!
 //! A `Watch` is started before a case's samples and finished after them. It reads, at both
 //! ends, /proc/stat per CPU (all CPU time on the CPUs the case used), this process's own
@@ -79,47 +79,71 @@ impl Outcome {
     }
 }
 
-/// The time left for re-measuring disturbed or noisy cases, shared by the whole command (ms).
-static RETRY_BUDGET_MS: AtomicU64 = AtomicU64::new(DEFAULT_RETRY_BUDGET_S * 1000);
-/// `--retry-budget` default, seconds.
-pub const DEFAULT_RETRY_BUDGET_S: u64 = 30;
-/// The time the command has spent re-measuring so far (ms): attempts after a case's first.
-static RETRIED_MS: AtomicU64 = AtomicU64::new(0);
+/// The time a command may spend re-measuring disturbed or noisy cases (`--retry-budget SECS`),
+/// and the time it has spent so far. One per command, carried by the lab's `Ctx`: every case
+/// of the command draws on it (`judged_case`), so a command never re-measures longer than
+/// asked.
+#[derive(Debug)]
+pub struct RetryBudget {
+    /// What is left to spend (ms).
+    left_ms: AtomicU64,
+    /// What the command has spent re-measuring so far (ms): attempts after a case's first.
+    spent_ms: AtomicU64,
+}
 
-/// How long the command has spent re-measuring disturbed or noisy cases so far, so that a
-/// plan's time can be quoted with and without it.
-pub fn time_retrying() -> Duration {
-    Duration::from_millis(RETRIED_MS.load(Ordering::SeqCst))
+/// `--retry-budget`'s default for a lab's own command, seconds.
+pub const LAB_RETRY_BUDGET_S: u64 = 30;
+/// `--retry-budget`'s default for `costlab run` (every lab's plan in one go), seconds.
+pub const RUN_RETRY_BUDGET_S: u64 = 60;
+
+impl RetryBudget {
+    /// A budget of `d` (zero: never re-measure).
+    pub fn new(d: Duration) -> RetryBudget {
+        RetryBudget {
+            left_ms: AtomicU64::new(d.as_millis().try_into().unwrap_or(u64::MAX)),
+            spent_ms: AtomicU64::new(0),
+        }
+    }
+
+    /// How long the command has spent re-measuring so far, so that a plan's time can be
+    /// quoted with and without it.
+    pub fn spent(&self) -> Duration {
+        Duration::from_millis(self.spent_ms.load(Ordering::SeqCst))
+    }
+
+    /// What is left to spend.
+    pub fn left(&self) -> Duration {
+        Duration::from_millis(self.left_ms.load(Ordering::SeqCst))
+    }
+
+    /// Take `d` from what is left, if that much is left (never from an empty budget).
+    fn take(&self, d: Duration) -> bool {
+        let want = d.as_millis().try_into().unwrap_or(u64::MAX);
+        self.left_ms
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+                (left >= want && left > 0).then(|| left - want)
+            })
+            .is_ok()
+    }
+
+    fn spend(&self, d: Duration) {
+        let ms = d.as_millis().try_into().unwrap_or(u64::MAX);
+        self.spent_ms.fetch_add(ms, Ordering::SeqCst);
+    }
 }
 
 /// At most this many measurements of one case (the first and two more).
 pub const MAX_ATTEMPTS: usize = 3;
 
-/// Set the command's re-measuring budget (`--retry-budget SECS`; 0 turns re-measuring off).
-pub fn set_retry_budget(d: Duration) {
-    RETRY_BUDGET_MS.store(d.as_millis() as u64, Ordering::SeqCst);
-}
-
-fn take_budget(d: Duration) -> bool {
-    take_budget_from(&RETRY_BUDGET_MS, d)
-}
-
-fn take_budget_from(budget: &AtomicU64, d: Duration) -> bool {
-    let want = d.as_millis() as u64;
-    budget
-        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
-            (left >= want && left > 0).then(|| left - want)
-        })
-        .is_ok()
-}
-
 /// Measure one case with its conditions and a verdict on every row, and measure it again
 /// (up to `MAX_ATTEMPTS` in all, within the command's budget) while any row is disturbed or
 /// noisy. The attempt kept is the best judged; a note says what was re-measured and why.
 /// `cpus`: the CPUs the case runs on (empty: all allowed). `what`: the case, for the note.
+/// `budget`: the command's (`Ctx::retry`), which every re-measurement draws on.
 pub fn judged_case(
     what: &str,
     cpus: &[usize],
+    budget: &RetryBudget,
     mut measure: impl FnMut() -> anyhow::Result<Outcome>,
 ) -> anyhow::Result<Outcome> {
     let mut best: Option<(Quality, usize, Outcome)> = None;
@@ -157,7 +181,7 @@ pub fn judged_case(
                 .find_map(|r| r.quality_reasons.first().cloned());
         }
         if tries > 1 {
-            RETRIED_MS.fetch_add(started.elapsed().as_millis() as u64, Ordering::SeqCst);
+            budget.spend(started.elapsed());
         }
         let better = best
             .as_ref()
@@ -166,7 +190,7 @@ pub fn judged_case(
             best = Some((worst, bad, o));
         }
         let (q, _, _) = best.as_ref().expect("set above");
-        if *q == Quality::Ok || tries >= MAX_ATTEMPTS || !take_budget(started.elapsed()) {
+        if *q == Quality::Ok || tries >= MAX_ATTEMPTS || !budget.take(started.elapsed()) {
             break;
         }
         super::cancel::check()?;
@@ -195,10 +219,9 @@ mod tests {
 
     #[test]
     fn a_noisy_case_is_measured_again_and_the_better_attempt_kept() {
-        set_retry_budget(Duration::from_secs(30));
+        let budget = RetryBudget::new(Duration::from_secs(LAB_RETRY_BUDGET_S));
         let calls = AtomicUsize::new(0);
-        let before = time_retrying();
-        let o = judged_case("test case", &[], || {
+        let o = judged_case("test case", &[], &budget, || {
             let n = calls.fetch_add(1, Ordering::SeqCst);
             if n > 0 {
                 // Each attempt after the first counts as time spent re-measuring.
@@ -217,7 +240,7 @@ mod tests {
         // Quiet: the second attempt is ok and kept. Busy (disturbed both times): all three
         // attempts are made and the last, as good as any, kept.
         assert!(calls.load(Ordering::SeqCst) >= 2);
-        assert!(time_retrying() - before >= Duration::from_millis(20));
+        assert!(budget.spent() >= Duration::from_millis(20));
         let r = &o.results[0];
         assert_eq!(r.summary.median, 10.0);
         assert!(r.conditions.is_some() && r.quality.is_some());
@@ -230,14 +253,23 @@ mod tests {
 
     #[test]
     fn a_case_with_no_budget_is_measured_once() {
-        // Budget 0 is shared process-wide; this only checks the helper's arithmetic.
-        assert!(!take_budget_from(
-            &AtomicU64::new(0),
-            Duration::from_millis(1)
-        ));
-        assert!(take_budget_from(
-            &AtomicU64::new(10),
-            Duration::from_millis(4)
-        ));
+        let budget = RetryBudget::new(Duration::ZERO);
+        let calls = AtomicUsize::new(0);
+        let o = judged_case("noisy case", &[], &budget, || {
+            calls.fetch_add(1, Ordering::SeqCst);
+            let mut o = Outcome::default();
+            let samples = vec![1.0, 10.0, 100.0, 5.0, 50.0];
+            o.push("t", crate::case! {"k" => 1}, "latency", "ns", samples);
+            Ok(o)
+        })
+        .unwrap();
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        assert_eq!(budget.spent(), Duration::ZERO);
+        assert_ne!(o.results[0].quality, Some(Quality::Ok));
+        // The arithmetic: a budget gives what it has, never more.
+        let b = RetryBudget::new(Duration::from_millis(10));
+        assert!(b.take(Duration::from_millis(4)));
+        assert!(!b.take(Duration::from_millis(7)));
+        assert_eq!(b.left(), Duration::from_millis(6));
     }
 }

@@ -46,10 +46,17 @@ pub fn parse_duration(
     max: std::time::Duration,
 ) -> anyhow::Result<std::time::Duration> {
     let t = text.trim();
-    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
+    // Every unit a message of costlab's names: 500us, 500ms, 90s (or bare seconds), 2m, 1h.
+    let (num, scale) = if let Some(n) = t.strip_suffix("us") {
+        (n, 1e-6)
+    } else if let Some(n) = t.strip_suffix("ms") {
         (n, 1e-3)
     } else if let Some(n) = t.strip_suffix('s') {
         (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = t.strip_suffix('h') {
+        (n, 3600.0)
     } else {
         (t, 1.0)
     };
@@ -67,7 +74,7 @@ pub fn parse_duration(
         .filter(|d| (min..=max).contains(d))
         .ok_or_else(|| {
             crate::error::usage(format!(
-                "bad {what} '{text}': use a time {range}, like 2s or 500ms"
+                "bad {what} '{text}': use a time {range}, like 2s, 500ms, 2m or 1h"
             ))
         })
 }
@@ -137,7 +144,7 @@ mod sig_tests {
         assert_eq!(crate::error::exit_code(&e), 2);
         assert_eq!(
             e.to_string(),
-            "bad --duration '10ms': use a time from 50ms to 600s, like 2s or 500ms"
+            "bad --duration '10ms': use a time from 50ms to 600s, like 2s, 500ms, 2m or 1h"
         );
         for huge in ["1e30", "inf", "NaN"] {
             assert!(
@@ -148,7 +155,24 @@ mod sig_tests {
         let e = parse_duration("x", "--duration", Duration::ZERO, Duration::from_secs(3600));
         assert_eq!(
             e.unwrap_err().to_string(),
-            "bad --duration 'x': use a time above zero and at most 1h, like 2s or 500ms"
+            "bad --duration 'x': use a time above zero and at most 1h, like 2s, 500ms, 2m or 1h"
         );
+        // Every unit a message names parses, up to the limit it names.
+        let hour = Duration::from_secs(3600);
+        for (text, want) in [
+            ("1h", hour),
+            ("2m", Duration::from_secs(120)),
+            ("90s", Duration::from_secs(90)),
+            ("500ms", Duration::from_millis(500)),
+            ("250us", Duration::from_micros(250)),
+            (" 0.5m ", Duration::from_secs(30)),
+        ] {
+            assert_eq!(
+                parse_duration(text, "--duration", Duration::ZERO, hour).unwrap(),
+                want,
+                "{text}"
+            );
+        }
+        assert!(parse_duration("61m", "--duration", Duration::ZERO, hour).is_err());
     }
 }

@@ -55,7 +55,16 @@ pub fn check_file(flag: &str, dest: &str) -> Result<()> {
             .map(|_| ())
             .map_err(|e| usage(format!("cannot write {flag} {dest}: {e}")));
     }
+    // A file is written into its folder as it is: costlab creates no folder for it, so a
+    // missing one is refused now, not after the run.
     let parent = path.parent().unwrap_or(Path::new("."));
+    if !parent.as_os_str().is_empty() && !parent.exists() {
+        return Err(usage(format!(
+            "cannot write {flag} {dest}: no folder {}: create it (mkdir -p {}) or give another path",
+            parent.display(),
+            parent.display()
+        )));
+    }
     check_creatable(flag, dest, parent)
 }
 
@@ -112,5 +121,10 @@ mod tests {
         check_file("--json", f.to_str().unwrap()).unwrap();
         assert!(check_dir("--out", &f).is_err());
         assert!(check_file("--json", dir.path().to_str().unwrap()).is_err());
+        let missing = dir.path().join("no/such/a.json");
+        let e = check_file("--json", missing.to_str().unwrap()).unwrap_err();
+        assert_eq!(exit_code(&e), 2);
+        assert!(e.to_string().contains("no folder"), "{e}");
+        assert!(!dir.path().join("no").exists());
     }
 }

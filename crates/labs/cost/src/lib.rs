@@ -84,7 +84,7 @@ pub fn measure_in(terms: &[&'static str], ctx: &Ctx, dir: &std::path::Path) -> R
     for &term in terms {
         bar.set_message(term.to_string());
         let mut why = None;
-        let case = judged_case(&format!("cost {term}"), &cpus, || {
+        let case = judged_case(&format!("cost {term}"), &cpus, &ctx.retry, || {
             let mut out = Outcome::default();
             match unitcost::measure_in(term, &ctx.spec, dir) {
                 Ok(figs) => out.results.extend(figs.iter().filter_map(row_of)),

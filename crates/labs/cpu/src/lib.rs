@@ -233,7 +233,7 @@ fn timed(
     elements: usize,
     mut pass: impl FnMut(),
 ) -> Result<Outcome> {
-    judged_case(what, &[cpu], || {
+    judged_case(what, &[cpu], &ctx.retry, || {
         let (samples, readings) = counters::around(ctx.counters, || {
             sample_fn(&ctx.spec, |iters| {
                 for _ in 0..iters {

@@ -166,21 +166,19 @@ fn counter_columns_say_unsupported_where_there_is_no_pmu() {
     assert!(!text.contains("unsupported"), "{text}");
 }
 
-/// The whole lab on this machine at tiny sizes: rows with the keys and units DESIGN.md names.
+/// The whole lab on this machine at tiny sizes: rows with the keys and units docs/src/contract.md names.
 #[test]
 fn a_tiny_run_gives_every_row() {
-    let ctx = Ctx {
-        machine: Machine::default(),
-        spec: costlab_core::measure::SampleSpec {
-            samples: 3,
-            min_sample: std::time::Duration::from_millis(1),
-            warmup: std::time::Duration::from_millis(1),
-        },
+    let common = costlab_lab::Common {
         counters: true,
         quick: true,
-        reserve_hugepages: false,
-        history: None,
-        program_exit: Default::default(),
+        ..Default::default()
+    };
+    let mut ctx = Ctx::new(Machine::default(), &common, costlab_lab::Scope::Command);
+    ctx.spec = costlab_core::measure::SampleSpec {
+        samples: 3,
+        min_sample: std::time::Duration::from_millis(1),
+        warmup: std::time::Duration::from_millis(1),
     };
     let plans = [
         Plan {

@@ -131,7 +131,7 @@ pub fn latency(plan: &LatencyPlan, ctx: &Ctx) -> Result<Outcome> {
                     bar.set_message(format!("{} {}", format_size(size), names.join("+")));
                     let mut notes = Vec::new();
                     let what = format!("mem chase {} {}", format_size(size), names.join("+"));
-                    let case_out = judged_case(&what, &[cpu], || {
+                    let case_out = judged_case(&what, &[cpu], &ctx.retry, || {
                         let ((ns, huge), readings) = counters::around(ctx.counters, || {
                             measure_chases(&next, size, &kinds, ctx, &mut notes)
                         })?;

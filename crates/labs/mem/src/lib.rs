@@ -562,15 +562,14 @@ mod plan_tests {
     #[test]
     #[ignore]
     fn quick_plan_runs_and_gives_headlines() {
-        let ctx = Ctx {
-            machine: Machine::probe(),
-            spec: costlab_core::measure::SampleSpec::quick(),
-            counters: false,
-            quick: true,
-            reserve_hugepages: false,
-            history: None,
-            program_exit: Default::default(),
-        };
+        let ctx = Ctx::new(
+            Machine::probe(),
+            &costlab_lab::Common {
+                quick: true,
+                ..Default::default()
+            },
+            costlab_lab::Scope::Command,
+        );
         let t0 = std::time::Instant::now();
         let out = MemLab.run_plan(&ctx, false).unwrap();
         eprintln!("quick plan: {:.1} s", t0.elapsed().as_secs_f64());

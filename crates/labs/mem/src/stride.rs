@@ -152,7 +152,7 @@ pub fn stride(plan: &StridePlan, ctx: &Ctx) -> Result<Outcome> {
                 for &st in &plan.strides {
                     bar.set_message(format!("{} stride {st}", format_size(block)));
                     let what = format!("mem stride {st} over {}", format_size(block));
-                    let o = judged_case(&what, &[cpu], || {
+                    let o = judged_case(&what, &[cpu], &ctx.retry, || {
                         let mut pos = 0usize;
                         let (samples, readings) = counters::around(ctx.counters, || {
                             sample_fn(&ctx.spec, |n| touch(data, st as usize, &mut pos, n))

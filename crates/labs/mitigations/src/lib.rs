@@ -28,7 +28,7 @@ use anyhow::{bail, Context, Result};
 use args::{MitigationsArgs, MitigationsCommand, MitigationsRunArgs};
 use costlab_core::error::usage;
 use costlab_core::machine::speculation::{self, Control, Offer};
-use costlab_core::measure::conditions::judged_case;
+use costlab_core::measure::conditions::{judged_case, RetryBudget};
 use costlab_core::measure::quality::Quality;
 use costlab_core::measure::syscost::MAX_BATCH;
 use costlab_history::report::{progress, Model, Outcome, ResultRow};
@@ -178,7 +178,7 @@ pub fn run(args: &MitigationsRunArgs, ctx: &Ctx) -> Result<Outcome> {
         .iter()
         .map(|&c| speculation::offer(c))
         .collect();
-    run_plan(&plan, &offers)
+    run_plan(&plan, &offers, &ctx.retry)
 }
 
 /// The outcome with no figure: one note per control that cannot be measured, saying why.
@@ -190,7 +190,7 @@ pub fn unmeasured(offers: &[Offer]) -> Outcome {
 }
 
 /// Measure every offered control on and off, round after round.
-pub fn run_plan(plan: &Plan, offers: &[Offer]) -> Result<Outcome> {
+pub fn run_plan(plan: &Plan, offers: &[Offer], retry: &RetryBudget) -> Result<Outcome> {
     let mut out = unmeasured(offers);
     let measured: Vec<Control> = offers
         .iter()
@@ -215,7 +215,7 @@ pub fn run_plan(plan: &Plan, offers: &[Offer]) -> Result<Outcome> {
                     state.name()
                 );
                 progress::note(&what);
-                let terms = judged_case(&what, &[], || {
+                let terms = judged_case(&what, &[], retry, || {
                     let report = run_child(&exe, plan, control, state)?;
                     Ok(report.outcome(control, state))
                 })?;
@@ -513,7 +513,7 @@ impl Lab for MitigationsLab {
             quick: true,
             conns: "1,128".into(),
         };
-        run_plan(&plan, &offers)
+        run_plan(&plan, &offers, &ctx.retry)
     }
     fn headlines(&self, o: &Outcome) -> Vec<Headline> {
         headlines(o)

@@ -54,7 +54,8 @@ fn where_no_control_is_offered_nothing_is_measured_and_each_control_gets_one_lin
         quick: true,
         conns: "1".into(),
     };
-    let o = run_plan(&plan, &offers).unwrap();
+    let no_retry = costlab_core::measure::conditions::RetryBudget::new(Default::default());
+    let o = run_plan(&plan, &offers, &no_retry).unwrap();
     assert!(o.results.is_empty());
     assert_eq!(o.notes.len(), 2, "{:?}", o.notes);
     assert!(o.notes[0].starts_with("store-bypass: no per-task control"));

@@ -11,11 +11,11 @@
 //! (ns a call). Run as root: `cargo run --release -p costlab-price --example stepcost [ROUNDS]`.
 //! A timing tool for choosing what the programs do (see measured/prog.rs), not a test.
 
-use std::os::fd::AsRawFd;
 use std::time::Instant;
 
-use costlab_price::bpf::asm::{Asm, Helper, FP, R0, R1, R2, R3, R7, R9};
-use costlab_price::measured::{load, prog};
+use costlab_bpf::uapi::perf::PERF_COUNT_SW_CPU_CLOCK;
+use costlab_bpf::{attach, Asm, Helper, Hook, Map, FP, R0, R1, R2, R3, R7, R9};
+use costlab_price::measured::prog;
 
 const CALLS: u32 = 1_000_000;
 
@@ -45,14 +45,26 @@ fn state(a: &mut Asm, map: i32) {
     a.mov(R9, R0);
 }
 
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
 fn main() -> anyhow::Result<()> {
     let rounds: usize = std::env::args()
         .nth(1)
         .and_then(|r| r.parse().ok())
         .unwrap_or(5);
-    let st = load::map(load::MAP_PERCPU_ARRAY, prog::STATE_SIZE, 1)?;
-    let slots = load::map(load::MAP_PERCPU_ARRAY, prog::SLOT_SIZE, prog::SLOTS)?;
-    let (st, slots) = (st.as_raw_fd(), slots.as_raw_fd());
+    let st_map = Map::percpu_array(prog::STATE_SIZE, 1)?;
+    let slots_map = Map::percpu_array(prog::SLOT_SIZE, prog::SLOTS)?;
+    let (st, slots) = (st_map.fd(), slots_map.fd());
+    steps(rounds, st, slots)?;
+    ticks(rounds, st, slots)?;
+    whole(rounds)
+}
+
+/// Each step's program on raw sys_exit: ns a getppid call, against the bare loop.
+fn steps(rounds: usize, st: i32, slots: i32) -> anyhow::Result<()> {
     let mut variants: Vec<(&str, Asm)> = Vec::new();
     let mut a = Asm::new();
     end(&mut a);
@@ -98,17 +110,13 @@ fn main() -> anyhow::Result<()> {
     for _ in 0..rounds {
         for (i, (_, a)) in variants.iter().enumerate() {
             let b = loop_ns();
-            let p = load::attach(&a.finish()?, &load::Hook::RawTracepoint("sys_exit".into()))?;
+            let p = attach(&a.finish()?, &Hook::raw_tracepoint("sys_exit"))?;
             let t = loop_ns();
             drop(p);
             bare.push(b);
             deltas[i].push(t - b);
         }
     }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(|a, b| a.total_cmp(b));
-        v[v.len() / 2]
-    };
     println!(
         "getppid bare: {:.1} ns a call (median of {})",
         median(&mut bare),
@@ -125,7 +133,11 @@ fn main() -> anyhow::Result<()> {
                 .collect::<Vec<_>>()
         );
     }
-    // The tick's cost on a loop without syscalls: % more CPU time, period 1 ms and 4 ms.
+    Ok(())
+}
+
+/// The cpu-clock tick's cost on a loop without syscalls: % more CPU time, period 1 ms and 4 ms.
+fn ticks(rounds: usize, st: i32, slots: i32) -> anyhow::Result<()> {
     let spin = || {
         let cpu = || {
             let mut t = libc::timespec {
@@ -154,9 +166,13 @@ fn main() -> anyhow::Result<()> {
         let mut more = Vec::new();
         for _ in 0..rounds {
             let b = spin();
-            let p = load::attach(
+            let p = attach(
                 &prog::user_tick(&m).finish()?,
-                &load::Hook::PerfSoftware(0, period_ms * 1_000_000, "cpu-clock".into()),
+                &Hook::PerfSoftware {
+                    config: PERF_COUNT_SW_CPU_CLOCK,
+                    period: period_ms * 1_000_000,
+                    name: "cpu-clock".into(),
+                },
             )?;
             let t = spin();
             drop(p);
@@ -170,7 +186,11 @@ fn main() -> anyhow::Result<()> {
                 .collect::<Vec<_>>()
         );
     }
-    // The whole split and the counting-only counter, this process in a cgroup of its own.
+    Ok(())
+}
+
+/// The whole split and the counting-only counter, this process in a cgroup of its own.
+fn whole(rounds: usize) -> anyhow::Result<()> {
     let cg = costlab_price::count::Cgroup::create()?;
     let own = std::fs::read_to_string("/proc/self/cgroup")?;
     let own = own

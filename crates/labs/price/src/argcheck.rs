@@ -19,6 +19,17 @@ pub fn check_runs(args: &PriceArgs) -> Result<()> {
     Ok(())
 }
 
+/// `--duration` is read only with `--pid`, but a value that is not a time is refused whatever
+/// else is given: accepted and ignored, it would read as used.
+pub fn check_duration(args: &PriceArgs) -> Result<std::time::Duration> {
+    costlab_core::measure::units::parse_duration(
+        &args.duration,
+        "--duration",
+        std::time::Duration::ZERO,
+        std::time::Duration::from_secs(3600),
+    )
+}
+
 /// `--verify` runs the command it tries; `--rate` and `--reserve-hugepages` serve it only.
 pub fn check_verify(args: &PriceArgs) -> Result<()> {
     if args.verify && (args.pid.is_some() || args.from.is_some()) {

@@ -47,19 +47,17 @@ pub const LAB: &str = "price";
 /// (short loops, so more of them: `tracecost::CALLS`).
 const TRACING_PAIRS: usize = 15;
 
-/// `costlab price`: count, look up or measure the unit costs, price, check.
-pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
+/// `costlab price`: count, look up or measure the unit costs (from the history the command
+/// opened, `Ctx::history`), price, check.
+pub fn run(args: &PriceArgs, ctx: &Ctx) -> Result<Outcome> {
     argcheck::check_runs(args)?;
+    argcheck::check_duration(args)?;
     argcheck::check_verify(args)?;
     verify::rate_pattern(args.rate.as_deref())?;
     // Bad input is found before anything runs: the machine --on names, the --from file, the
     // --save-counts path.
     let on = match &args.on {
-        Some(name) => Some(fleet::resolve(
-            &costlab_history::store::open(db)?,
-            name,
-            unit_key,
-        )?),
+        Some(name) => Some(fleet::resolve(&*ctx.history()?, name, unit_key)?),
         None => None,
     };
     if let Some(p) = &args.save_counts {
@@ -87,7 +85,7 @@ pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
     // The unit costs first: reading them from the history takes longer than the RCU grace
     // period that the tracing-cost calibration's attach (in `times_for`) would otherwise
     // wait for after the counting detached from sys_enter (`tracecost::per_syscall`).
-    let units = units::units_for(db, ctx, args, counts, &mut o)?;
+    let units = units::units_for(ctx, args, counts, &mut o)?;
     let times = times::times_for(args, from.is_some(), &counted, &mut o)?;
     let priced = pricing::price(counts, &units);
     let cpu = Summary::of(
@@ -182,7 +180,7 @@ pub fn run(args: &PriceArgs, ctx: &Ctx, db: Option<&Path>) -> Result<Outcome> {
         }
     }
     if let Some(m) = &on {
-        price_on(&mut o, &mut model, m, db, counts, &priced, &units, cmdline)?;
+        price_on(&mut o, &mut model, m, ctx, counts, &priced, &units, cmdline)?;
     }
     if let Some(smp) = &counts.samples {
         model.verdict.extend(samples::verdict(smp));
@@ -298,13 +296,13 @@ fn price_on(
     o: &mut Outcome,
     model: &mut Model,
     machine: &fleet::Machine,
-    db: Option<&Path>,
+    ctx: &Ctx,
     counts: &count::Counts,
     here: &[Priced],
     units_here: &Units,
     cmd: &str,
 ) -> Result<()> {
-    let store = costlab_history::store::open(db)?;
+    let store = ctx.history()?;
     let mut there_units = fleet::units_of(&store, &machine.id, None, unit_key, has_every_term)?;
     if let Ok((fs, _)) = units::program_fs() {
         units::alias_fs(&mut there_units, &fs);
@@ -599,16 +597,14 @@ impl Lab for PriceLab {
         vec![costlab_lab::args::command::<PriceArgs>(
             "price",
             "What a program costs here: its syscalls, faults and switches counted in the kernel, priced at the unit costs measured on this machine, checked against its system time",
-            "Examples:\n  costlab price -- tar czf /tmp/x.tgz /usr/share/doc\n  costlab price --verify --runs 5 --rate '([0-9.]+) ops/s' -- ./server-bench\n  costlab price --runs 3 --json price.json -- dd if=/dev/zero of=/dev/null bs=512 count=2M\n  costlab price --pid 1234 --duration 5s",
+            "Examples:\n  costlab price -- tar czf /tmp/x.tgz /usr/share/doc\n  costlab price --verify --runs 5 --rate '([0-9.]+) ops/s' -- ./server-bench\n  costlab price --runs 3 --json price.json -- dd if=/dev/zero of=/dev/null bs=512 count=2M\n  costlab price --pid 1234 --duration 5s\n\nExit status: 0 the program exited 0; the program's own when it failed (128 + the signal\nthat killed it), after one line saying so. costlab's own keep out of its way, as timeout's\ndo: 124 --strict and a figure not ok or a what-if refuted; 125 costlab refused (bad input,\na missing prerequisite) or failed; 126 the program cannot be executed; 127 no such\nprogram; 130 Ctrl-C.",
         )]
     }
     fn invoke(&self, _name: &str, m: &clap::ArgMatches) -> Result<costlab_lab::Invocation> {
         let args: PriceArgs = costlab_lab::args::parsed(m)?;
         Ok(
-            costlab_lab::Invocation::measure(args.common.clone(), move |ctx| {
-                run(&args, ctx, ctx.history.as_deref())
-            })
-            .program(),
+            costlab_lab::Invocation::measure(args.common.clone(), move |ctx| run(&args, ctx))
+                .program(),
         )
     }
     /// Price needs a program: it is reached through `costlab price`, never `costlab run`.
@@ -632,5 +628,21 @@ impl Lab for PriceLab {
         doc: &costlab_history::report::Doc,
     ) -> Vec<costlab_history::report::charts::Chart> {
         charts::charts(doc)
+    }
+    /// A what-if its trial refuted (`--verify`) fails `--strict` like a figure not ok.
+    fn strict_lines(&self, rows: &[ResultRow]) -> Vec<String> {
+        verify::rows::refuted_lines(rows)
+    }
+    /// Two verified prices: each what-if's verdict in both.
+    fn compare_lines(
+        &self,
+        a: &costlab_history::report::Doc,
+        b: &costlab_history::report::Doc,
+    ) -> Vec<String> {
+        verify::rows::compare_lines(a, b)
+    }
+    /// `costlab price -- CMD` runs the user's program and exits with its status.
+    fn runs_a_program(&self, _name: &str) -> bool {
+        true
     }
 }

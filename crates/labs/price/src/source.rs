@@ -2,7 +2,6 @@
 //! command counted here and then run untraced for the times the price is checked against.
 
 use std::path::Path;
-use std::time::Duration;
 
 use anyhow::Result;
 
@@ -83,12 +82,7 @@ fn from_saved(args: &PriceArgs, s: &SavedCounts, o: &mut Outcome) -> Counted {
 
 /// A running process's threads, counted for --duration.
 fn from_pid(args: &PriceArgs, pid: u32) -> Result<Counted> {
-    let d = costlab_core::measure::units::parse_duration(
-        &args.duration,
-        "--duration",
-        Duration::ZERO,
-        Duration::from_secs(3600),
-    )?;
+    let d = crate::argcheck::check_duration(args)?;
     let c = count::count_pid(pid, d)?;
     Ok(Counted {
         counts: c,
@@ -116,8 +110,7 @@ fn from_command(args: &PriceArgs, ctx: &Ctx) -> Result<Counted> {
             "one untraced warm-up run first (its stdio on /dev/null), so the traced and untraced runs see the same caches".into(),
         );
     }
-    ctx.program_exit
-        .store(c.exit_status, std::sync::atomic::Ordering::Relaxed);
+    ctx.program_ended(c.exit_status);
     let path = count::program(&args.command)?;
     let mut go_gc = None;
     let mut go_cycles = Vec::new();

@@ -18,20 +18,20 @@ use costlab_lab::Ctx;
 
 /// The units `counts` needs: from the history (or `--terms-run`), the missing ones measured
 /// here now unless interrupted, and those derived from others; each choice said in a note.
-pub fn units_for(
-    db: Option<&Path>,
-    ctx: &Ctx,
-    args: &PriceArgs,
-    counts: &Counts,
-    o: &mut Outcome,
-) -> Result<Units> {
-    let mut units = units_from_history(db, ctx, args.terms.as_deref())?;
+pub fn units_for(ctx: &Ctx, args: &PriceArgs, counts: &Counts, o: &mut Outcome) -> Result<Units> {
+    let mut units = units_from_history(ctx, args.terms.as_deref())?;
     let (fs, scratch) = program_fs()?;
     if let Some(run) = &args.terms {
         o.notes.push(format!(
-            "unit costs from run {run} only ({} of them); the others measured here now",
+            "unit costs from run {run} ({} of them); the others from this machine's history, or measured here now",
             units.len()
         ));
+        // A term the pinned run lacks (a newer term than the run) is this machine's figure
+        // from its history before it is measured again: a price --from the same counts then
+        // reads the figure the first price measured and stored, not a second measurement.
+        for (k, u) in units_from_history(ctx, None)? {
+            units.entry(k).or_insert(u);
+        }
     }
     let flagged: Vec<String> = pricing::needed(counts)
         .into_iter()
@@ -84,8 +84,8 @@ pub fn units_for(
 
 /// The unit costs in the history: for each term, the newest ok figure of this machine's runs,
 /// or (`--terms-run RUN`) the ok figures of that one run.
-fn units_from_history(db: Option<&Path>, ctx: &Ctx, only: Option<&str>) -> Result<Units> {
-    let store = costlab_history::store::open(db)?;
+fn units_from_history(ctx: &Ctx, only: Option<&str>) -> Result<Units> {
+    let store = ctx.history()?;
     let me = costlab_history::store::machine_id(&serde_json::to_value(&ctx.machine)?);
     let only = only.map(|r| store.resolve(r)).transpose()?;
     fleet::units_of(&store, &me, only.as_deref(), unit_key, has_every_term)

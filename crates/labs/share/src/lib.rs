@@ -26,7 +26,7 @@ use serde_json::{json, Map, Value};
 use args::{C2cArgs, ShareArgs, ShareWhat};
 use cases::{Bench, Variant};
 use costlab_core::error::usage;
-use costlab_core::measure::conditions::{judged_case, Watch};
+use costlab_core::measure::conditions::{judged_case, RetryBudget, Watch};
 use costlab_core::measure::cputime::thread_cpu_ns;
 use costlab_core::measure::{counters, cpus, stats, team, SampleSpec, Summary};
 use costlab_history::report::{progress, table, Model, ModelPoint, Outcome, ResultRow};
@@ -59,7 +59,14 @@ pub fn run(args: &ShareArgs, ctx: &Ctx) -> Result<Outcome> {
     threads.sort_unstable();
     threads.dedup();
     let load_before = load_average();
-    let mut out = measure_cases(&variants, &threads, &allowed, &ctx.spec, ctx.counters)?;
+    let mut out = measure_cases(
+        &variants,
+        &threads,
+        &allowed,
+        &ctx.spec,
+        ctx.counters,
+        &ctx.retry,
+    )?;
     out.notes
         .extend(busy_note(load_before, load_average(), allowed.len()));
     Ok(out)
@@ -214,7 +221,14 @@ impl Lab for ShareLab {
             (default_threads(allowed.len(), true), spec)
         };
         let load_before = load_average();
-        let mut out = measure_cases(&Variant::ALL, &threads, &allowed, &spec, ctx.counters)?;
+        let mut out = measure_cases(
+            &Variant::ALL,
+            &threads,
+            &allowed,
+            &spec,
+            ctx.counters,
+            &ctx.retry,
+        )?;
         out.notes
             .extend(busy_note(load_before, load_average(), allowed.len()));
         if allowed.len() >= 2 {

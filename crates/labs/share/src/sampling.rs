@@ -9,6 +9,7 @@ pub(super) fn measure_cases(
     allowed: &[usize],
     spec: &SampleSpec,
     with_counters: bool,
+    retry: &RetryBudget,
 ) -> Result<Outcome> {
     let mut out = Outcome::default();
     let (mut clean_total, mut taken_total, mut unclean) = (0, 0, Vec::new());
@@ -20,7 +21,7 @@ pub(super) fn measure_cases(
             let bench = Bench::new(v, t);
             let team_cpus = cpus::cpus_for_threads(t, allowed);
             let what = format!("share {} T={t}", v.name());
-            let case_out = judged_case(&what, &team_cpus, || {
+            let case_out = judged_case(&what, &team_cpus, retry, || {
                 let (taken, readings) =
                     counters::around(with_counters, || take_samples(&bench, &team_cpus, spec))?;
                 let mut o = Outcome::default();

@@ -35,15 +35,14 @@ fn fake_outcome() -> Outcome {
 
 #[test]
 fn the_quick_plan_gives_every_headline() {
-    let ctx = Ctx {
-        machine: costlab_core::machine::Machine::probe(),
-        spec: SampleSpec::quick(),
-        counters: false,
-        quick: true,
-        reserve_hugepages: false,
-        history: None,
-        program_exit: Default::default(),
-    };
+    let ctx = Ctx::new(
+        costlab_core::machine::Machine::probe(),
+        &costlab_lab::Common {
+            quick: true,
+            ..Default::default()
+        },
+        costlab_lab::Scope::Command,
+    );
     let t0 = std::time::Instant::now();
     let o = ShareLab.run_plan(&ctx, false).unwrap();
     eprintln!("quick plan took {:?}", t0.elapsed());

@@ -107,7 +107,7 @@ pub fn run_plan(plan: &Plan, ctx: &Ctx) -> Result<Outcome> {
             bar.set_message(label.to_string());
             progress::note(&format!("syscall: {label}"));
             let mut step_readings = None;
-            let o = judged_case(&format!("syscall {label}"), &cpu, || {
+            let o = judged_case(&format!("syscall {label}"), &cpu, &ctx.retry, || {
                 let (figs, r) = counters::around(ctx.counters, &mut *f)?;
                 let mut o = Outcome::default();
                 for fig in &figs {

@@ -26,14 +26,12 @@
 //! task is a thread where its clone flags hold CLONE_THREAD.
 
 use std::collections::BTreeMap;
-use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 
 use anyhow::Result;
 
-use super::asm::R0;
-use super::asm::{Asm, R1, R2, R6};
-use super::{add_one, array, filter, load_and_attach, machine_cpus, read_slot, Insn, Whose};
+use super::{add_one, array, filter, load_and_attach, read_slot, Whose};
+use costlab_bpf::{Asm, Attached as Program, Insn, Map, R0, R1, R2, R6};
 
 /// How a tracepoint's hits are parted between the two slots.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -167,15 +165,13 @@ pub fn program(tp: &Tracepoint, whose: Whose, map_fd: i32) -> Vec<Insn> {
 /// when dropped.
 struct Attached {
     tp: &'static Tracepoint,
-    map: OwnedFd,
-    _prog: OwnedFd,
-    _link: OwnedFd,
+    map: Map,
+    _prog: Program,
 }
 
 /// The tracepoints counted for one run.
 pub struct TracepointCounter {
     attached: Vec<Attached>,
-    cpus: usize,
 }
 
 impl TracepointCounter {
@@ -187,16 +183,16 @@ impl TracepointCounter {
         whose: Whose,
         notes: &mut Vec<String>,
     ) -> Result<TracepointCounter> {
-        let cpus = machine_cpus()?;
+        // The one error: the possible CPUs, which size every array, unread.
+        costlab_bpf::cpus::possible()?;
         let mut attached = Vec::new();
         for tp in present(tracefs) {
             let one = array(2).and_then(|map| {
-                let (prog, link) = load_and_attach(&program(tp, whose, map.as_raw_fd()), tp.raw)?;
+                let prog = load_and_attach(&program(tp, whose, map.fd()), tp.raw)?;
                 Ok(Attached {
                     tp,
                     map,
                     _prog: prog,
-                    _link: link,
                 })
             });
             match one {
@@ -204,7 +200,7 @@ impl TracepointCounter {
                 Err(e) => notes.push(format!("{} not counted: {e}", tp.names())),
             }
         }
-        Ok(TracepointCounter { attached, cpus })
+        Ok(TracepointCounter { attached })
     }
 
     /// Counts so far by (class, event), zeros left out; a tracepoint whose array cannot be
@@ -216,7 +212,7 @@ impl TracepointCounter {
                 let Some((class, event)) = a.tp.key(slot) else {
                     continue;
                 };
-                match read_slot(&a.map, slot as u32, self.cpus) {
+                match read_slot(&a.map, slot as u32) {
                     Ok(0) => {}
                     Ok(n) => {
                         out.insert((class.to_string(), event.to_string()), n);
@@ -232,7 +228,9 @@ impl TracepointCounter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bpf::asm::Helper;
+    use costlab_bpf::insn;
+    use costlab_bpf::uapi::{BPF_JEQ, BPF_JMP, BPF_JNE, BPF_JSET, BPF_K};
+    use costlab_bpf::{Helper, FP};
 
     fn tp(raw: &str) -> &'static Tracepoint {
         TRACEPOINTS.iter().find(|t| t.raw == raw).unwrap()
@@ -241,8 +239,7 @@ mod tests {
     /// (index of each conditional jump, where it lands).
     fn jumps(p: &[Insn]) -> Vec<(usize, usize)> {
         (0..p.len())
-            .filter(|&i| p[i].code & 0x07 == 0x05 && !matches!(p[i].code, 0x85 | 0x95))
-            .map(|i| (i, i + 1 + p[i].off as usize))
+            .filter_map(|i| Some((i, p[i].target(i)?)))
             .collect()
     }
 
@@ -253,23 +250,19 @@ mod tests {
                 let a = program_asm(t, whose, 7);
                 let p = a.finish().unwrap();
                 let exit = p.len() - 2;
-                assert_eq!(p[exit], Insn::new(0xb7, 0, 0, 0, 0), "{}", a.listing());
-                assert_eq!(p[exit + 1].code, 0x95);
+                assert_eq!(p[exit], insn::mov_imm(R0, 0), "{}", a.listing());
+                assert!(p[exit + 1].is_exit());
                 // The filter's helper call comes right after the arguments are kept.
                 let helper = match whose {
                     Whose::Cgroup(_) => Helper::GetCurrentCgroupId,
                     Whose::Process(_) => Helper::GetCurrentPidTgid,
                 };
-                assert_eq!(p[1], Insn::new(0x85, 0, 0, 0, helper as i32));
+                assert_eq!(p[1], insn::call(helper));
                 for (j, to) in jumps(&p) {
                     assert!(to <= exit, "jump at {j} to {to}:\n{}", a.listing());
                 }
                 // One array, the one given.
-                let maps: Vec<i32> = p
-                    .iter()
-                    .filter(|i| i.code == 0x18 && i.src == 1)
-                    .map(|i| i.imm)
-                    .collect();
+                let maps: Vec<i32> = p.iter().filter_map(Insn::map_fd).collect();
                 assert_eq!(maps, vec![7]);
                 // Every comment-worthy line has one: the listing reads as the table above.
                 assert!(a
@@ -286,25 +279,33 @@ mod tests {
         // task *, unsigned int).
         let preempt = p
             .iter()
-            .position(|i| *i == Insn::new(0x79, 2, 6, 0, 0))
+            .position(|i| *i == insn::ldx_dw(R2, R6, 0))
             .unwrap();
         let state = p
             .iter()
-            .position(|i| *i == Insn::new(0x79, 2, 6, 24, 0))
+            .position(|i| *i == insn::ldx_dw(R2, R6, 24))
             .unwrap();
         assert!(preempt < state);
         // Slot 1 first; both tests jump past the move to slot 0, to the count.
-        assert_eq!(p[preempt - 1], Insn::new(0xb7, 1, 0, 0, 1));
-        assert_eq!(p[preempt + 1].code, 0x55, "jne preempt, 0");
-        assert_eq!(p[state + 1].code, 0x15, "jeq prev_state, 0");
+        assert_eq!(p[preempt - 1], insn::mov_imm(R1, 1));
+        assert_eq!(
+            p[preempt + 1].code,
+            BPF_JMP | BPF_JNE | BPF_K,
+            "jne preempt, 0"
+        );
+        assert_eq!(
+            p[state + 1].code,
+            BPF_JMP | BPF_JEQ | BPF_K,
+            "jeq prev_state, 0"
+        );
         let voluntary = state + 2;
-        assert_eq!(p[voluntary], Insn::new(0xb7, 1, 0, 0, 0));
+        assert_eq!(p[voluntary], insn::mov_imm(R1, 0));
         let count = voluntary + 1;
         let js = jumps(&p);
         assert!(js.contains(&(preempt + 1, count)));
         assert!(js.contains(&(state + 1, count)));
         // The count stores r1 as the key.
-        assert_eq!(p[count], Insn::new(0x63, 10, 1, -4, 0));
+        assert_eq!(p[count], insn::stx_w(FP, -4, R1));
     }
 
     #[test]
@@ -327,12 +328,12 @@ mod tests {
         let p = program(tp("task_newtask"), Whose::Cgroup(9), 3);
         let flags = p
             .iter()
-            .position(|i| *i == Insn::new(0x79, 2, 6, 8, 0))
+            .position(|i| *i == insn::ldx_dw(R2, R6, 8))
             .unwrap();
-        assert_eq!(p[flags - 1], Insn::new(0xb7, 1, 0, 0, 0));
-        assert_eq!(p[flags + 1].code, 0x45, "jset");
-        assert_eq!(p[flags + 1].imm, 0x10000);
-        assert_eq!(p[flags + 2], Insn::new(0xb7, 1, 0, 0, 1));
+        assert_eq!(p[flags - 1], insn::mov_imm(R1, 0));
+        assert_eq!(p[flags + 1].code, BPF_JMP | BPF_JSET | BPF_K, "jset");
+        assert_eq!(p[flags + 1].imm, CLONE_THREAD);
+        assert_eq!(p[flags + 2], insn::mov_imm(R1, 1));
         assert!(jumps(&p).contains(&(flags + 1, flags + 3)));
     }
 
@@ -341,12 +342,9 @@ mod tests {
         for raw in ["sched_wakeup", "tlb_flush"] {
             let t = tp(raw);
             let p = program(t, Whose::Process(1), 3);
-            assert!(p.contains(&Insn::new(0xb7, 1, 0, 0, 0)));
+            assert!(p.contains(&insn::mov_imm(R1, 0)));
             // r1 = 1 only as the increment, never as a slot.
-            let ones = p
-                .iter()
-                .filter(|i| **i == Insn::new(0xb7, 1, 0, 0, 1))
-                .count();
+            let ones = p.iter().filter(|i| **i == insn::mov_imm(R1, 1)).count();
             assert_eq!(ones, 1);
             assert!(t.key(0).is_some() && t.key(1).is_none());
         }

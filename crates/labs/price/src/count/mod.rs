@@ -35,7 +35,7 @@ pub use cgroup::Cgroup;
 pub use fdwatch::{fd_kind, split_by_fd_kind, FdKinds, FdWatch, Procs};
 pub use host::{mount_point, tracefs, unavailable, which};
 pub use perfcount::{Events, Filter, PerfCounter};
-pub use program::{gctrace_path, program, run_program, Stdio3, Times};
+pub use program::{gctrace_path, program, run_program, Ended, Spawn, Stdio3, Times};
 pub use syscalls::{named, parse_unistd, syscall_names, traced_syscalls};
 
 /// Everything counted of one run.
@@ -49,8 +49,8 @@ pub struct Counts {
     /// Bytes read and written through syscalls (/proc/PID/io rchar, wchar of the tree).
     pub rchar: u64,
     pub wchar: u64,
-    /// The program's exit status as a shell gives it (128 + signal when killed).
-    pub exit_status: i32,
+    /// How the program ended: its exit status, or the signal that killed it.
+    pub exit_status: costlab_core::error::ProgramEnd,
     pub notes: Vec<String>,
     /// The CPU time split at the kernel's transitions (absent with --count-only or --pid).
     pub measured: Option<crate::measured::Split>,
@@ -314,7 +314,7 @@ pub fn count_pid(pid: u32, duration: Duration) -> Result<Counts> {
         },
         rchar: 0,
         wchar: 0,
-        exit_status: 0,
+        exit_status: Default::default(),
         notes,
         tracer_ns: None,
         measured: None,

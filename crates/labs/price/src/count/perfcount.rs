@@ -95,14 +95,6 @@ pub fn total(readings: &[Reading]) -> (u64, bool) {
     (sum, scaled)
 }
 
-/// The CPUs online now (a cgroup's events are opened on each).
-fn online_cpus() -> Result<Vec<usize>> {
-    let path = "/sys/devices/system/cpu/online";
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {path}"))?;
-    costlab_core::measure::cpus::parse_cpu_list(text.trim())
-        .with_context(|| format!("cannot parse {path} ({:?})", text.trim()))
-}
-
 /// The thread ids of a process, from /proc/PID/task.
 fn threads(pid: u32) -> BTreeSet<u32> {
     std::fs::read_dir(format!("/proc/{pid}/task"))
@@ -145,7 +137,8 @@ impl PerfCounter {
             Filter::Cgroup(dir) => {
                 let cg = File::open(dir)
                     .with_context(|| format!("opening the cgroup {}", dir.display()))?;
-                let cpus = online_cpus()?;
+                // A cgroup's events are opened on each CPU online now.
+                let cpus = costlab_bpf::cpus::online()?;
                 raise_fd_limit(specs.len() * cpus.len());
                 for spec in specs {
                     let mut b = builder(&spec);

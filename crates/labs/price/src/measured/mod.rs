@@ -4,18 +4,16 @@
 //! interrupts and softirqs that ran while it was current. The classes are checked against the
 //! cgroup's own cpu.stat usage (the scheduler's sum_exec_runtime): they must add up to it.
 //!
-//! `prog` holds the programs (written with `asm`'s named instructions), `load` loads them,
+//! `prog` holds the programs (written with costlab-bpf's named instructions, which loads them),
 //! `btf` finds the two kernel facts they need. `measure_command` measures one run of a
 //! command in a fresh cgroup; `Tracer` attaches to a cgroup for a caller that runs it.
 
 pub mod beside;
 pub mod btf;
 pub mod chart;
-pub mod load;
 pub mod prog;
 
 use std::collections::BTreeMap;
-use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 
 use anyhow::{bail, Result};
@@ -25,6 +23,10 @@ use crate::count::cgroup::Cgroup;
 use crate::count::host;
 use crate::count::program::{self, Stdio3, Times};
 use crate::count::syscalls;
+use costlab_bpf::uapi::perf::{
+    PERF_COUNT_SW_CPU_CLOCK, PERF_COUNT_SW_PAGE_FAULTS_MAJ, PERF_COUNT_SW_PAGE_FAULTS_MIN,
+};
+use costlab_bpf::{Asm, Attached, Hook, Map};
 use costlab_core::error::usage;
 use prog::{IrqSlot, Maps, Target};
 
@@ -265,12 +267,11 @@ pub struct Counted {
 
 /// The split's programs, attached for one cgroup; detached when dropped.
 pub struct Tracer {
-    slots: OwnedFd,
-    by_fd: Option<OwnedFd>,
-    _state: OwnedFd,
-    _tasks: OwnedFd,
-    _progs: Vec<load::Attached>,
-    cpus: usize,
+    slots: Map,
+    by_fd: Option<Map>,
+    _state: Map,
+    _tasks: Map,
+    _progs: Vec<Attached>,
     notes: Vec<String>,
 }
 
@@ -279,12 +280,9 @@ impl Tracer {
     /// the split cannot do without (sys_enter, sys_exit, sched_switch, sched_process_fork)
     /// fail it; one of the others that fails leaves a note naming it and the reason.
     pub fn attach(cgroup_id: u64) -> Result<Tracer> {
-        let release = rustix::system::uname()
-            .release()
-            .to_string_lossy()
-            .into_owned();
+        let release = costlab_bpf::kernel_release();
         let has_btf = Path::new("/sys/kernel/btf/vmlinux").exists();
-        if let Some(why) = load::missing(&release, has_btf) {
+        if let Some(why) = missing(&release, has_btf) {
             bail!(usage(why));
         }
         let btf = btf::Btf::vmlinux().map_err(|e| {
@@ -295,33 +293,33 @@ impl Tracer {
         let pid_offset = btf.member_offset("task_struct", "pid").ok_or_else(|| {
             usage("this kernel's BTF has no task_struct.pid: the measured split cannot follow switches; use --count-only")
         })?;
-        let cpus = crate::bpf::machine_cpus()?;
-        let fail = |e: anyhow::Error| {
+        // The possible CPUs size every per-CPU map: unread, that is its own error.
+        costlab_bpf::cpus::possible()?;
+        let fail = |e: &dyn std::fmt::Display| {
             usage(format!(
                 "cannot measure in the kernel: {e}; costlab price needs root and BPF (or use --count-only)"
             ))
         };
-        let slots =
-            load::map(load::MAP_PERCPU_ARRAY, prog::SLOT_SIZE, prog::SLOTS).map_err(fail)?;
-        let state = load::map(load::MAP_PERCPU_ARRAY, prog::STATE_SIZE, 1).map_err(fail)?;
-        let tasks = load::map(load::MAP_HASH, prog::TASK_SIZE, 1 << 16).map_err(fail)?;
+        let slots = Map::percpu_array(prog::SLOT_SIZE, prog::SLOTS).map_err(|e| fail(&e))?;
+        let state = Map::percpu_array(prog::STATE_SIZE, 1).map_err(|e| fail(&e))?;
+        let tasks = Map::hash(prog::TASK_SIZE, 1 << 16).map_err(|e| fail(&e))?;
         // The by-fd sample reads the first argument from pt_regs, whose layout is x86-64's.
         let by_fd = if cfg!(target_arch = "x86_64") {
-            Some(load::map(load::MAP_PERCPU_ARRAY, 8, crate::bpf::FD_SLOTS).map_err(fail)?)
+            Some(Map::percpu_array(8, crate::bpf::FD_SLOTS).map_err(|e| fail(&e))?)
         } else {
             None
         };
         let m = Maps {
-            slots: slots.as_raw_fd(),
-            state: state.as_raw_fd(),
-            tasks: tasks.as_raw_fd(),
-            by_fd: by_fd.as_ref().map(|f| f.as_raw_fd()),
+            slots: slots.fd(),
+            state: state.fd(),
+            tasks: tasks.fd(),
+            by_fd: by_fd.as_ref().map(Map::fd),
         };
         let t = Target {
             cgroup: cgroup_id,
             pid_offset: pid_offset as i32,
         };
-        let raw = |n: &str| load::Hook::RawTracepoint(n.to_string());
+        let raw = Hook::raw_tracepoint;
         let mut progs = Vec::new();
         // Switches and forks first, so that no task starts untracked once the syscalls are.
         for (a, hook) in [
@@ -330,12 +328,12 @@ impl Tracer {
             (prog::sys_exit(&m, &t), raw("sys_exit")),
             (prog::sys_enter(&m, &t), raw("sys_enter")),
         ] {
-            progs.push(load::attach(&a.finish()?, &hook).map_err(fail)?);
+            progs.push(costlab_bpf::attach(&a.finish()?, &hook).map_err(|e| fail(&e))?);
         }
         let mut notes = Vec::new();
-        let mut optional = |a: crate::bpf::asm::Asm, hook: load::Hook, what: &str| match a
+        let mut optional = |a: Asm, hook: Hook, what: &str| match a
             .finish()
-            .and_then(|p| load::attach(&p, &hook))
+            .and_then(|p| Ok(costlab_bpf::attach(&p, &hook)?))
         {
             Ok(p) => progs.push(p),
             Err(e) => notes.push(format!("{what} not measured: {e}")),
@@ -348,12 +346,24 @@ impl Tracer {
             "user page faults (their start)",
         );
         for (slot, config, name) in [
-            (prog::FAULT_MINOR, 5, "page-faults-min"),
-            (prog::FAULT_MAJOR, 6, "page-faults-maj"),
+            (
+                prog::FAULT_MINOR,
+                PERF_COUNT_SW_PAGE_FAULTS_MIN,
+                "page-faults-min",
+            ),
+            (
+                prog::FAULT_MAJOR,
+                PERF_COUNT_SW_PAGE_FAULTS_MAJ,
+                "page-faults-maj",
+            ),
         ] {
             optional(
                 prog::fault_end(&m, slot),
-                load::Hook::PerfSoftware(config, 1, name.into()),
+                Hook::PerfSoftware {
+                    config,
+                    period: 1,
+                    name: name.into(),
+                },
                 &format!("user page faults' end ({name})"),
             );
         }
@@ -378,11 +388,15 @@ impl Tracer {
             "softirqs' end",
         );
         if cfg!(target_arch = "x86_64") {
-            // cpu-clock every USER_TICK_PERIOD_NS of each CPU (config 0, period in ns): the
-            // ticks that share the user class between user mode and the kernel work inside it.
+            // cpu-clock every USER_TICK_PERIOD_NS of each CPU (its period in ns): the ticks
+            // that share the user class between user mode and the kernel work inside it.
             optional(
                 prog::user_tick(&m),
-                load::Hook::PerfSoftware(0, prog::USER_TICK_PERIOD_NS, "cpu-clock".into()),
+                Hook::PerfSoftware {
+                    config: PERF_COUNT_SW_CPU_CLOCK,
+                    period: prog::USER_TICK_PERIOD_NS,
+                    name: "cpu-clock".into(),
+                },
                 "the kernel work inside user time (sampled)",
             );
             for (i, v) in prog::VECTORS.iter().enumerate() {
@@ -405,7 +419,6 @@ impl Tracer {
             _state: state,
             _tasks: tasks,
             _progs: progs,
-            cpus,
             notes,
         })
     }
@@ -423,14 +436,13 @@ impl Tracer {
             slots,
             by_fd,
             _progs,
-            cpus,
             mut notes,
             ..
         } = self;
         drop(_progs);
         let mut counted = Counted {
             by_fd: match &by_fd {
-                Some(map) => crate::bpf::read_by_fd(map, cpus)?,
+                Some(map) => crate::bpf::read_by_fd(map)?,
                 None => BTreeMap::new(),
             },
             ..Counted::default()
@@ -442,7 +454,7 @@ impl Tracer {
         let mut ticks = [0u64; 2];
         for s in 0..prog::SLOTS {
             let mut v = [0u64; 4];
-            for cpu in load::read_percpu(&slots, s, prog::SLOT_SIZE, cpus)? {
+            for cpu in slots.values(s)? {
                 for (i, x) in v.iter_mut().enumerate() {
                     *x += u64::from_le_bytes(cpu[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
                 }
@@ -498,9 +510,29 @@ impl Tracer {
     }
 }
 
+/// What the split needs that a kernel may lack: None, or one line naming it and the version
+/// that has it.
+pub fn missing(release: &str, btf: bool) -> Option<String> {
+    match costlab_bpf::kernel_version(release) {
+        Some(v) if v < (5, 5) => Some(format!(
+            "kernel {release} lacks bpf_probe_read_kernel and BTF for its own types, which the measured split needs (5.5 or later); use --count-only"
+        )),
+        None => Some(format!(
+            "cannot tell the kernel's version from '{release}': the measured split needs 5.5 or later; use --count-only"
+        )),
+        _ if !btf => Some(format!(
+            "kernel {release} has no /sys/kernel/btf/vmlinux (CONFIG_DEBUG_INFO_BTF, 5.5 or later with the option), which the measured split needs; use --count-only"
+        )),
+        _ => None,
+    }
+}
+
 /// One measured run of `argv` in a fresh cgroup: its split, its times and exit status. What
 /// the what-ifs' A/B runs are judged on.
-pub fn measure_command(argv: &[String], stdio: Stdio3) -> Result<(Split, Times, i32)> {
+pub fn measure_command(
+    argv: &[String],
+    stdio: Stdio3,
+) -> Result<(Split, Times, costlab_core::error::ProgramEnd)> {
     let path = program::program(argv)?;
     if let Some(why) = host::unavailable() {
         bail!(usage(why));
@@ -525,6 +557,16 @@ mod tests {
             cpu_ns: cpu,
             ..Line::default()
         }
+    }
+
+    #[test]
+    fn what_is_missing_is_one_line_with_the_version_that_has_it() {
+        assert_eq!(missing("6.18.44", true), None);
+        let old = missing("5.4.0-100-generic", true).unwrap();
+        assert!(old.contains("5.5 or later") && !old.contains('\n'));
+        let nobtf = missing("6.1.0", false).unwrap();
+        assert!(nobtf.contains("CONFIG_DEBUG_INFO_BTF") && !nobtf.contains('\n'));
+        assert!(missing("junk", true).unwrap().contains("version"));
     }
 
     #[test]
@@ -637,7 +679,7 @@ mod tests {
             eprintln!("{l:?}");
         }
         eprintln!("{:?} notes {:?}", split.check(), split.notes);
-        assert_eq!(status, 0);
+        assert!(!status.failed(), "{}", status.line());
         let read = split.line("syscall", "read").expect("dd's reads");
         assert!(read.count >= 200_000 && read.cpu_ns > 0);
         assert!(split.line("syscall", "write").unwrap().count >= 200_000);

@@ -1,4 +1,4 @@
-//! The split's BPF programs, written with the named-instruction assembler (`asm`).
+//! The split's BPF programs, written with costlab-bpf's named-instruction assembler.
 //!
 //! One idea runs through all of them: each CPU keeps, for the tracked task running on it, the
 //! class its time is going to now (user, a syscall's number, a fault, an irq...) and when that
@@ -22,7 +22,8 @@
 //! Registers, in every program: r6 the context, r7 now (ns), r8 the current thread id, r9 this
 //! CPU's state.
 
-use crate::bpf::asm::{Asm, Helper, Reg, FP, R0, R1, R2, R3, R4, R6, R7, R8, R9};
+use costlab_bpf::insn::BPF_ANY;
+use costlab_bpf::{Asm, Helper, Reg, FP, R0, R1, R2, R3, R4, R6, R7, R8, R9};
 
 /// Slots of the per-CPU accounting array, one per class and event.
 pub const SYS_OTHER: u32 = 511; // syscall numbers from here up share a slot
@@ -253,7 +254,7 @@ pub fn sched_switch(m: &Maps, t: &Target) -> Asm {
     a.ld_map(R1, m.tasks);
     a.mov(R2, FP).add_imm(R2, -8);
     a.mov(R3, FP).add_imm(R3, -24);
-    a.mov_imm(R4, 0).note("BPF_ANY");
+    a.mov_imm(R4, BPF_ANY).note("BPF_ANY");
     a.call(Helper::MapUpdateElem);
     a.label("next");
     a.st_w(R9, ST_TID, 0)
@@ -314,7 +315,7 @@ pub fn sched_process_fork(m: &Maps, t: &Target) -> Asm {
     a.ld_map(R1, m.tasks);
     a.mov(R2, FP).add_imm(R2, -8);
     a.mov(R3, FP).add_imm(R3, -24);
-    a.mov_imm(R4, 0);
+    a.mov_imm(R4, BPF_ANY);
     a.call(Helper::MapUpdateElem);
     epilogue(&mut a);
     a
@@ -442,6 +443,7 @@ pub fn irq_exit(m: &Maps, softirq: bool) -> Asm {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use costlab_bpf::{insn, Insn};
 
     const M: Maps = Maps {
         slots: 3,
@@ -475,10 +477,9 @@ mod tests {
     fn every_program_assembles_ends_in_exit_and_jumps_inside() {
         for (name, a) in all() {
             let p = a.finish().unwrap_or_else(|e| panic!("{name}: {e}"));
-            assert_eq!(p.last().unwrap().code, 0x95, "{name}");
+            assert!(p.last().unwrap().is_exit(), "{name}");
             for (i, insn) in p.iter().enumerate() {
-                let jmp = insn.code & 0x07 == 0x05 && !matches!(insn.code, 0x85 | 0x95);
-                if jmp {
+                if insn.is_jump() {
                     let to = i as i64 + 1 + insn.off as i64;
                     assert!(
                         to > i as i64 && (to as usize) < p.len(),
@@ -495,15 +496,11 @@ mod tests {
         let l = sched_switch(&M, &T).listing();
         assert!(l.contains("&next->pid"));
         let p = sched_switch(&M, &T).finish().unwrap();
-        assert!(p.iter().any(|i| i.code == 0x07 && i.imm == 2480));
-        let maps: Vec<i32> = p
-            .iter()
-            .filter(|i| i.code == 0x18 && i.src == 1)
-            .map(|i| i.imm)
-            .collect();
+        assert!(p.iter().any(|i| *i == insn::add_imm(R3, 2480)));
+        let maps: Vec<i32> = p.iter().filter_map(Insn::map_fd).collect();
         assert!(maps.contains(&3) && maps.contains(&4) && maps.contains(&5));
         let p = sys_enter(&M, &T).finish().unwrap();
-        let wide = p.iter().position(|i| i.code == 0x18 && i.src == 0).unwrap();
+        let wide = p.iter().position(Insn::is_ld_imm64).unwrap();
         assert_eq!(p[wide].imm as u32, 0x42);
         assert_eq!(p[wide + 1].imm as u32, 1);
     }
@@ -517,28 +514,21 @@ mod tests {
         let p = sys_enter(&M, &T).finish().unwrap();
         let read = p
             .iter()
-            .position(|i| i.code == 0x85 && i.imm == Helper::ProbeReadKernel as i32)
+            .position(|i| i.is_call(Helper::ProbeReadKernel))
             .expect("the fd is read");
-        assert_eq!(p[read - 1].code, 0x07);
-        assert_eq!(p[read - 1].imm, PT_REGS_DI);
+        assert_eq!(p[read - 1], insn::add_imm(R3, PT_REGS_DI));
         assert!(p
             .iter()
-            .any(|i| i.code == 0x57 && i.imm == (SAMPLE - 1) as i32));
+            .any(|i| *i == insn::and_imm(R1, (SAMPLE - 1) as i32)));
         assert!(p
             .iter()
-            .any(|i| i.code == 0x67 && i.imm == FDS.trailing_zeros() as i32));
-        let maps: Vec<i32> = p
-            .iter()
-            .filter(|i| i.code == 0x18 && i.src == 1)
-            .map(|i| i.imm)
-            .collect();
+            .any(|i| *i == insn::lsh_imm(R2, FDS.trailing_zeros() as i32)));
+        let maps: Vec<i32> = p.iter().filter_map(Insn::map_fd).collect();
         assert!(maps.contains(&6), "{maps:?}");
         let l = sys_enter(&M, &T).listing();
         assert!(l.contains("not this call's turn") && l.contains("the fd"));
         let bare = Maps { by_fd: None, ..M };
         let p = sys_enter(&bare, &T).finish().unwrap();
-        assert!(!p
-            .iter()
-            .any(|i| i.code == 0x85 && i.imm == Helper::ProbeReadKernel as i32));
+        assert!(!p.iter().any(|i| i.is_call(Helper::ProbeReadKernel)));
     }
 }

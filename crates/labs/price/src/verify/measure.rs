@@ -9,15 +9,12 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Instant;
 
 use anyhow::{Context, Result};
 
-use crate::count::Cgroup;
+use crate::count::{Cgroup, Spawn};
 use crate::verify::gogc::{self, Cycle};
 use crate::verify::overhead::{Events, Overhead};
-use costlab_core::error::usage;
 
 /// The calls that map and return memory, counted on every run.
 pub const MEMORY_CALLS: [&str; 4] = ["mmap", "munmap", "madvise", "brk"];
@@ -59,7 +56,8 @@ pub struct RunMeasure {
     /// The calls that map and return memory (mmap, munmap, madvise, brk), counted by costlab's
     /// BPF syscall counter on the run's cgroup; empty where it could not attach.
     pub memory_calls: BTreeMap<String, u64>,
-    pub exit_status: i32,
+    /// How the run's program ended.
+    pub exit_status: costlab_core::error::ProgramEnd,
     /// The measured split of a traced run, and what the tracer itself cost in it; where a run
     /// is traced, `cpu_usage_ns`, `user_ns` and `system_ns` are the split's, the tracer's cost
     /// taken out.
@@ -124,68 +122,21 @@ pub fn run_once(
     rate: Option<&regex_lite::Regex>,
     split: Option<&Overhead>,
 ) -> Result<RunMeasure> {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::process::CommandExt;
     let cg = Cgroup::create()?;
     let out_path = scratch("out");
     let err_path = scratch("err");
     let out = std::fs::File::create(&out_path).context("creating the run's output file")?;
     let err = std::fs::File::create(&err_path).context("creating the run's error file")?;
-    let mut cmd = Command::new(path);
-    cmd.args(&argv[1..])
-        .arg0(&argv[0])
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err);
+    let mut spawn = Spawn::new(path, argv)
+        .output_to(out, err)
+        .in_cgroup(&cg.dir)
+        .pin(&setup.cpus)
+        .interleave(setup.interleave);
     for (k, v) in &setup.env {
-        cmd.env(k, v);
+        spawn = spawn.env(k, v);
     }
     if setup.gctrace {
-        let godebug = match std::env::var("GODEBUG") {
-            Ok(v) if !v.is_empty() => format!("{v},gctrace=1"),
-            _ => "gctrace=1".to_string(),
-        };
-        cmd.env("GODEBUG", godebug);
-    }
-    let procs = std::fs::OpenOptions::new()
-        .write(true)
-        .open(cg.dir.join("cgroup.procs"))
-        .with_context(|| format!("opening {}/cgroup.procs", cg.dir.display()))?;
-    let fd = procs.as_raw_fd();
-    // SAFETY: an all-zero cpu_set_t is the empty set; CPU_SET writes inside it.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for &c in &setup.cpus {
-        // SAFETY: `set` is a valid cpu_set_t; CPU_SET ignores CPUs beyond its size.
-        unsafe { libc::CPU_SET(c, &mut set) };
-    }
-    let pin = !setup.cpus.is_empty();
-    let interleave = setup.interleave;
-    // SAFETY: the hook runs in the forked child before exec and makes only raw syscalls
-    // (write, sched_setaffinity, set_mempolicy), which are async-signal-safe; every buffer
-    // it reads was made before the fork.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if pin && libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if interleave != 0 {
-                let mask: u64 = interleave;
-                const MPOL_INTERLEAVE: libc::c_long = 3;
-                if libc::syscall(
-                    libc::SYS_set_mempolicy,
-                    MPOL_INTERLEAVE,
-                    &mask as *const u64,
-                    64 as libc::c_ulong,
-                ) != 0
-                {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            Ok(())
-        });
+        spawn = spawn.gctrace();
     }
     // A traced run counts its syscalls in the split; an untraced one with the counter (both
     // sides of a trial alike).
@@ -202,19 +153,7 @@ pub fn run_once(
             .ok(),
     };
     let before = thp_now(&cg.dir);
-    let t0 = Instant::now();
-    let child = cmd.spawn().map_err(|e| {
-        usage(format!(
-            "cannot start '{}': {e}; give a program this user may run",
-            argv[0]
-        ))
-    })?;
-    drop(procs);
-    let pid = child.id() as i32;
-    let (exit_status, ru) = crate::count::program::reap(pid);
-    let wall = t0.elapsed();
-    // The child is reaped: std must not wait for it again.
-    std::mem::forget(child);
+    let ended = spawn.run()?;
     let after = thp_now(&cg.dir);
     let split_run = tracer.map(|t| t.finish(&cg.dir)).transpose()?;
     let memory_calls = counter
@@ -247,7 +186,7 @@ pub fn run_once(
         (Some((b, scope)), Some((a, _))) => (delta(&b, &a), scope),
         _ => (BTreeMap::new(), "none"),
     };
-    let switches = (ru.ru_nvcsw + ru.ru_nivcsw) as u64;
+    let switches = ended.switches;
     let traced = split_run.zip(split).map(|(s, o)| {
         let events = Events::of(&s, switches);
         Traced {
@@ -269,10 +208,10 @@ pub fn run_once(
         cpu_usage_ns: usage_ns,
         user_ns,
         system_ns,
-        wall_ns: wall.as_nanos() as f64,
-        minor_faults: ru.ru_minflt as u64,
-        major_faults: ru.ru_majflt as u64,
-        max_rss: ru.ru_maxrss as u64 * 1024,
+        wall_ns: ended.times.wall_ns,
+        minor_faults: ended.minor_faults,
+        major_faults: ended.major_faults,
+        max_rss: ended.max_rss,
         thp,
         thp_scope,
         rate: rate.and_then(|re| rate_in(re, &format!("{out_text}\n{err_text}"))),
@@ -286,7 +225,7 @@ pub fn run_once(
             Vec::new()
         },
         memory_calls,
-        exit_status,
+        exit_status: ended.end,
         traced,
     })
 }

@@ -230,8 +230,8 @@ fn run_loop(kind: Kind, traced: bool) -> Result<LoopRun> {
     drop(procs);
     let (status, ru) = crate::count::program::reap(pid);
     let split = tracer.map(|t| t.finish(&cg.dir)).transpose()?;
-    if status != 0 {
-        bail!("the {} loop failed (exit {status})", kind.word());
+    if status.failed() {
+        bail!("the {} loop failed ({})", kind.word(), status.line());
     }
     let stat = std::fs::read_to_string(cg.dir.join("cpu.stat")).unwrap_or_default();
     let (usage, _, _) = parse_cpu_stat(&stat).context("no cpu.stat for the tracer's loops")?;
