@@ -102,7 +102,10 @@ fn from_pid(args: &PriceArgs, pid: u32) -> Result<Counted> {
 /// The command counted from exec to exit (its exit status kept for costlab's own), then run
 /// untraced --runs times.
 fn from_command(args: &PriceArgs, ctx: &Ctx) -> Result<Counted> {
-    let c = count::count_command(&args.command, !args.count_only)?;
+    let c = count::count_command(
+        &args.command,
+        (!args.count_only).then_some(args.time_one_in.max(1)),
+    )?;
     ctx.program_exit
         .store(c.exit_status, std::sync::atomic::Ordering::Relaxed);
     let path = count::program(&args.command)?;

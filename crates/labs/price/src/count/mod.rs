@@ -164,8 +164,10 @@ fn detach_off_path(counter: SyscallCounter) {
         .spawn(move || drop(counter));
 }
 
-/// Count `argv` from its exec to its exit; with `split`, measure where its CPU time went too.
-pub fn count_command(argv: &[String], split: bool) -> Result<Counts> {
+/// Count `argv` from its exec to its exit; with `split` (one syscall in that many timed),
+/// measure where its CPU time went too.
+pub fn count_command(argv: &[String], period: Option<u32>) -> Result<Counts> {
+    let split = period.is_some();
     let path = program(argv)?;
     if let Some(why) = unavailable() {
         bail!(usage(why));
@@ -195,7 +197,10 @@ pub fn count_command(argv: &[String], split: bool) -> Result<Counts> {
         None
     };
     let tracer = if split {
-        Some(crate::measured::Tracer::attach(bpf::cgroup_id(&cg.dir)?)?)
+        Some(crate::measured::Tracer::attach_with(
+            bpf::cgroup_id(&cg.dir)?,
+            period.unwrap_or(1),
+        )?)
     } else {
         None
     };

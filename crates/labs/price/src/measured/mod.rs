@@ -28,6 +28,7 @@ use costlab_bpf::uapi::perf::{
 };
 use costlab_bpf::{Asm, Attached, Hook, Map};
 use costlab_core::error::usage;
+use costlab_core::model::Quality;
 use prog::{IrqSlot, Maps, Target};
 
 /// One class and event's measured time.
@@ -44,6 +45,17 @@ pub struct Line {
     pub wait_ns: u64,
     /// How many times it was switched out inside it.
     pub waits: u64,
+    /// A sampled split's syscall: the calls timed (of `count`), from which `cpu_ns`,
+    /// `wait_ns` and `waits` are estimated. 0: every call timed, the figures exact.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub timed: u64,
+    /// The estimate's 95% interval, half its width, ns (0 where exact).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cpu_ci_ns: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// The measured split of one run, and the cgroup's cpu.stat to check it against.
@@ -58,6 +70,16 @@ pub struct Split {
     /// What could not be measured and why (an event this kernel or machine lacks).
     #[serde(default)]
     pub notes: Vec<String>,
+    /// Differences of two clock reads that came out below zero, dropped (their time stays
+    /// where the later read put it).
+    #[serde(default)]
+    pub dropped: u64,
+    /// Syscalls of tasks outside the cgroup while the split ran (each took the traced path).
+    #[serde(default)]
+    pub others_syscalls: u64,
+    /// One syscall in this many of each kind was timed (0 or 1: every call).
+    #[serde(default)]
+    pub sample_period: u32,
 }
 
 /// The classes against the cgroup's usage.
@@ -82,8 +104,49 @@ impl Split {
         self.lines
             .iter()
             .filter(|l| !(l.class == "kernel-other" && l.event == "unmeasured"))
-            .map(|l| l.cpu_ns)
-            .sum()
+            .fold(0u64, |a, l| a.saturating_add(l.cpu_ns))
+    }
+
+    /// Every syscall figure is an estimate from one call in `sample_period` timed.
+    pub fn sampled(&self) -> bool {
+        self.sample_period > 1
+    }
+
+    /// Lines that cannot be: more time in one class than the whole cgroup used.
+    pub fn impossible(&self) -> Vec<&Line> {
+        self.lines
+            .iter()
+            .filter(|l| self.usage_ns > 0 && l.cpu_ns > self.usage_ns)
+            .collect()
+    }
+
+    /// The split's own verdict and its reasons: not ok (disturbed) where a class passes the
+    /// cgroup's usage, or the unmeasured time passes 1% of it; noisy where the classes miss
+    /// the usage by more than 2%.
+    pub fn quality(&self) -> (Quality, Vec<String>) {
+        let mut why = Vec::new();
+        let mut q = Quality::Ok;
+        for l in self.impossible() {
+            q = Quality::Disturbed;
+            why.push(format!(
+                "{} {} holds more CPU time than the cgroup used: the split is not ok",
+                l.class, l.event
+            ));
+        }
+        let rest = self.unmeasured_ns();
+        if self.usage_ns > 0 && rest as f64 > 0.01 * self.usage_ns as f64 {
+            q = Quality::Disturbed;
+            why.push(format!(
+                "{:.1}% of the usage is unmeasured ({} clock differences dropped): more than 1%",
+                100.0 * rest as f64 / self.usage_ns as f64,
+                self.dropped
+            ));
+        }
+        if q == Quality::Ok && self.check().is_some_and(|c| !c.holds()) {
+            q = Quality::Noisy;
+            why.push("the measured classes do not add up to the cgroup's usage within 2%".into());
+        }
+        (q, why)
     }
 
     /// ns of kernel-other time (measured inside user time, or the unmeasured rest).
@@ -151,13 +214,22 @@ impl Split {
     /// and in user mode (`user`): the kernel's part becomes the line kernel-other
     /// "inside user time" (the entry and exit paths, signals, returns from preemption).
     pub fn share_user(&mut self, kernel: u64, user: u64) {
+        self.share_user_less(kernel, user, 0)
+    }
+
+    /// `share_user` after `estimate` took `extra` ns (untimed syscalls, which the ticks also
+    /// found in kernel mode) out of the user class: the ticks' kernel part of the user class
+    /// as it was, less what the estimate already took.
+    pub fn share_user_less(&mut self, kernel: u64, user: u64, extra: u64) {
         if kernel == 0 || kernel + user == 0 {
             return;
         }
         let Some(u) = self.lines.iter_mut().find(|l| l.class == "user") else {
             return;
         };
-        let part = (u.cpu_ns as f64 * kernel as f64 / (kernel + user) as f64) as u64;
+        let before = u.cpu_ns + extra;
+        let whole = (before as f64 * kernel as f64 / (kernel + user) as f64) as u64;
+        let part = whole.saturating_sub(extra).min(u.cpu_ns);
         u.cpu_ns -= part;
         self.lines.push(Line {
             class: "kernel-other".into(),
@@ -170,6 +242,91 @@ impl Split {
             "{kernel} of {} cpu-clock ticks in user time found the task in the kernel (entry and exit paths, signals, returns from preemption): that share of user time is kernel-other",
             kernel + user
         ));
+    }
+
+    /// A sampled split: each syscall line's timed calls scaled up to all its calls (cpu,
+    /// wait, waits), with the estimate's 95% interval from the timed calls' spread (`squares`
+    /// by slot: the sum of their last on-CPU stretch's squares), and the time the untimed
+    /// calls left in the user class taken out of it. Returns that time (ns).
+    pub fn estimate(&mut self, squares: &BTreeMap<String, u64>) -> u64 {
+        let mut extra = 0u64;
+        let mut var_sum = 0f64;
+        for l in self.lines.iter_mut().filter(|l| l.class == "syscall") {
+            if l.timed == 0 || l.timed >= l.count {
+                continue;
+            }
+            let (n, all) = (l.timed as f64, l.count as f64);
+            let f = all / n;
+            let cpu = l.cpu_ns as f64 * f;
+            let mean = l.cpu_ns as f64 / n;
+            let sq = squares.get(&l.event).copied().unwrap_or(0) as f64 / n;
+            let var = (sq - mean * mean).max(0.0);
+            // The total over `all` calls from `n` drawn: its variance, finite population.
+            let v = all * all * var / n * (1.0 - n / all);
+            var_sum += v;
+            l.cpu_ci_ns = (1.96 * v.sqrt()) as u64;
+            extra += (cpu as u64).saturating_sub(l.cpu_ns);
+            l.cpu_ns = cpu as u64;
+            l.wait_ns = (l.wait_ns as f64 * f) as u64;
+            l.waits = (l.waits as f64 * f) as u64;
+        }
+        if let Some(u) = self.lines.iter_mut().find(|l| l.class == "user") {
+            extra = extra.min(u.cpu_ns);
+            u.cpu_ns -= extra;
+            u.cpu_ci_ns = (1.96 * var_sum.sqrt()) as u64;
+        }
+        extra
+    }
+
+    /// The unmeasured rest as a line (its count: the clock differences dropped), and the
+    /// notes on what the split could not time.
+    pub fn close(&mut self) {
+        let rest = self.unmeasured_ns();
+        if rest > 0 || self.dropped > 0 {
+            self.lines.push(Line {
+                class: "kernel-other".into(),
+                event: "unmeasured".into(),
+                count: self.dropped,
+                cpu_ns: rest,
+                ..Line::default()
+            });
+        }
+        if self.dropped > 0 {
+            self.notes.push(format!(
+                "{} differences of two clock reads came out below zero (a program nested inside another on an interrupt): dropped, counted on the unmeasured line",
+                self.dropped
+            ));
+        }
+        if self.sampled() {
+            self.notes.push(format!(
+                "an estimate: one syscall in {} of each kind was timed on each CPU (every call counted); each syscall's time is its timed calls' scaled to all its calls, with a 95% interval",
+                self.sample_period
+            ));
+            let kernel = self.kernel_ns().max(1) as f64;
+            let mut big: Vec<&Line> = self
+                .lines
+                .iter()
+                .filter(|l| l.cpu_ci_ns > 0 && l.cpu_ns as f64 >= 0.01 * kernel)
+                .collect();
+            big.sort_by_key(|l| std::cmp::Reverse(l.cpu_ns));
+            for l in big.iter().take(8) {
+                let of = if l.timed > 0 {
+                    format!("; {} of {} calls timed", l.timed, l.count)
+                } else {
+                    String::new()
+                };
+                let name = if l.class == l.event {
+                    l.event.clone()
+                } else {
+                    format!("{} {}", l.class, l.event)
+                };
+                self.notes.push(format!(
+                    "estimate: {name} {:.3} ms ± {:.3} ms (95%{of})",
+                    l.cpu_ns as f64 / 1e6,
+                    l.cpu_ci_ns as f64 / 1e6,
+                ));
+            }
+        }
     }
 
     /// The line of `class`/`event`.
@@ -271,15 +428,30 @@ pub struct Tracer {
     by_fd: Option<Map>,
     _state: Map,
     _tasks: Map,
-    _progs: Vec<Attached>,
+    _progs: Vec<(String, Attached)>,
     notes: Vec<String>,
+    period: u32,
 }
+
+/// Time every syscall (the default), or one in `n` of each kind.
+pub const EVERY_CALL: u32 = 1;
 
 impl Tracer {
     /// Probe the kernel, build and attach every program for the cgroup `cgroup_id`. The four
     /// the split cannot do without (sys_enter, sys_exit, sched_switch, sched_process_fork)
     /// fail it; one of the others that fails leaves a note naming it and the reason.
     pub fn attach(cgroup_id: u64) -> Result<Tracer> {
+        Tracer::attach_with(cgroup_id, EVERY_CALL)
+    }
+
+    /// `attach`, timing one syscall in `period` of each kind (a power of two, 1 to 1024; 1:
+    /// every call) on each CPU; every call is counted either way.
+    pub fn attach_with(cgroup_id: u64, period: u32) -> Result<Tracer> {
+        if !(1..=1024).contains(&period) || !period.is_power_of_two() {
+            bail!(usage(format!(
+                "cannot time one call in {period}: give a power of two from 1 to 1024"
+            )));
+        }
         let release = costlab_bpf::kernel_release();
         let has_btf = Path::new("/sys/kernel/btf/vmlinux").exists();
         if let Some(why) = missing(&release, has_btf) {
@@ -318,6 +490,7 @@ impl Tracer {
         let t = Target {
             cgroup: cgroup_id,
             pid_offset: pid_offset as i32,
+            period,
         };
         let raw = Hook::raw_tracepoint;
         let mut progs = Vec::new();
@@ -328,14 +501,15 @@ impl Tracer {
             (prog::sys_exit(&m, &t), raw("sys_exit")),
             (prog::sys_enter(&m, &t), raw("sys_enter")),
         ] {
-            progs.push(costlab_bpf::attach(&a.finish()?, &hook).map_err(|e| fail(&e))?);
+            let p = costlab_bpf::attach(&a.finish()?, &hook).map_err(|e| fail(&e))?;
+            progs.push((hook.name(), p));
         }
         let mut notes = Vec::new();
         let mut optional = |a: Asm, hook: Hook, what: &str| match a
             .finish()
             .and_then(|p| Ok(costlab_bpf::attach(&p, &hook)?))
         {
-            Ok(p) => progs.push(p),
+            Ok(p) => progs.push((hook.name(), p)),
             Err(e) => notes.push(format!("{what} not measured: {e}")),
         };
         // A fault's start is the exceptions tracepoint; its end, the software event the
@@ -420,7 +594,17 @@ impl Tracer {
             _tasks: tasks,
             _progs: progs,
             notes,
+            period,
         })
+    }
+
+    /// Each attached program's runs and their time so far, by its hook (counted only while
+    /// `costlab_bpf::RunStats` is held).
+    pub fn run_stats(&self) -> Vec<(String, costlab_bpf::Runs)> {
+        self._progs
+            .iter()
+            .filter_map(|(h, p)| Some((h.clone(), p.program().run_stats().ok()?)))
+            .collect()
     }
 
     /// Detach and read every slot, named, with the cgroup's cpu.stat from `cgroup_dir`.
@@ -437,6 +621,7 @@ impl Tracer {
             by_fd,
             _progs,
             mut notes,
+            period,
             ..
         } = self;
         drop(_progs);
@@ -452,24 +637,45 @@ impl Tracer {
             parse_interrupts(&std::fs::read_to_string("/proc/interrupts").unwrap_or_default());
         let mut lines = Vec::new();
         let mut ticks = [0u64; 2];
+        let (mut dropped, mut others) = (0, 0);
+        let mut squares = BTreeMap::new();
+        const WORDS: usize = prog::SLOT_SIZE as usize / 8;
         for s in 0..prog::SLOTS {
-            let mut v = [0u64; 4];
+            let mut v = [0u64; WORDS];
             for cpu in slots.values(s)? {
                 for (i, x) in v.iter_mut().enumerate() {
-                    *x += u64::from_le_bytes(cpu[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+                    let w = u64::from_le_bytes(cpu[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+                    *x = x.saturating_add(w);
                 }
             }
-            if v == [0; 4] {
+            if v == [0; WORDS] {
                 continue;
             }
             if s < prog::SYS_OTHER && v[0] > 0 {
                 counted.ids.insert(s, v[0]);
             }
-            if s == prog::USER_TICK_KERNEL || s == prog::USER_TICK_USER {
-                ticks[(s - prog::USER_TICK_KERNEL) as usize] = v[0];
-                continue;
+            match s {
+                prog::USER_TICK_KERNEL | prog::USER_TICK_USER => {
+                    ticks[(s - prog::USER_TICK_KERNEL) as usize] = v[0];
+                    continue;
+                }
+                prog::DROPPED => {
+                    dropped = v[0];
+                    continue;
+                }
+                prog::OTHERS => {
+                    others = v[0];
+                    continue;
+                }
+                _ => {}
             }
             let (class, event) = slot_name(s, &syscalls, &irqs);
+            let timed = if period > 1 && s <= prog::SYS_OTHER {
+                squares.insert(event.clone(), v[prog::SLOT_SQUARES as usize / 8]);
+                v[prog::SLOT_TIMED as usize / 8]
+            } else {
+                0
+            };
             lines.push(Line {
                 class: class.into(),
                 event,
@@ -477,6 +683,8 @@ impl Tracer {
                 cpu_ns: v[1],
                 wait_ns: v[2],
                 waits: v[3],
+                timed,
+                ..Line::default()
             });
         }
         let (usage_ns, stat_user_ns, stat_system_ns) = match parse_cpu_stat(&stat) {
@@ -495,17 +703,17 @@ impl Tracer {
             stat_user_ns,
             stat_system_ns,
             notes,
+            dropped,
+            others_syscalls: others,
+            sample_period: period,
         };
-        split.share_user(ticks[0], ticks[1]);
-        let rest = split.unmeasured_ns();
-        if rest > 0 {
-            split.lines.push(Line {
-                class: "kernel-other".into(),
-                event: "unmeasured".into(),
-                cpu_ns: rest,
-                ..Line::default()
-            });
-        }
+        let extra = if period > 1 {
+            split.estimate(&squares)
+        } else {
+            0
+        };
+        split.share_user_less(ticks[0], ticks[1], extra);
+        split.close();
         Ok((split, counted))
     }
 }
@@ -651,6 +859,108 @@ mod tests {
         assert_eq!(s.unnamed_kernel_ns(), 200);
         let (all, kernel) = s.attributed(0).unwrap();
         assert!((all - 80.0).abs() < 1e-9 && (kernel - 50.0).abs() < 1e-9);
+    }
+
+    /// A line above the cgroup's usage (a difference gone below zero, read unsigned) makes
+    /// the split not ok and fails its sum check, which sums the printed lines without
+    /// wrapping; unmeasured time past 1% of the usage makes it disturbed, with the dropped
+    /// differences counted on the unmeasured line.
+    #[test]
+    fn an_impossible_line_is_not_ok_and_unmeasured_past_one_percent_is_disturbed() {
+        let wrapped = Split {
+            lines: vec![
+                line("user", "user", 600),
+                line("syscall", "rt_sigaction", u64::MAX - 400),
+                line("syscall", "read", 800),
+            ],
+            usage_ns: 1000,
+            ..Split::default()
+        };
+        assert_eq!(wrapped.impossible().len(), 1);
+        assert_eq!(wrapped.measured_ns(), u64::MAX);
+        assert!(!wrapped.check().unwrap().holds());
+        let (q, why) = wrapped.quality();
+        assert_eq!(q, Quality::Disturbed);
+        assert!(
+            why[0].contains("rt_sigaction") && why[0].contains("not ok"),
+            "{why:?}"
+        );
+
+        let mut s = Split {
+            lines: vec![line("user", "user", 700), line("syscall", "read", 285)],
+            usage_ns: 1000,
+            dropped: 3,
+            ..Split::default()
+        };
+        s.close();
+        let u = s.line("kernel-other", "unmeasured").unwrap();
+        assert_eq!((u.count, u.cpu_ns), (3, 15));
+        assert!(s.notes.iter().any(|n| n.starts_with("3 differences")));
+        let (q, why) = s.quality();
+        assert_eq!(q, Quality::Disturbed, "{why:?}");
+        assert!(why[0].contains("1.5% of the usage is unmeasured (3 clock differences dropped)"));
+        // Within 1%: ok, the dropped differences still shown.
+        let mut s = Split {
+            lines: vec![line("user", "user", 700), line("syscall", "read", 295)],
+            usage_ns: 1000,
+            dropped: 2,
+            ..Split::default()
+        };
+        s.close();
+        assert_eq!(s.quality(), (Quality::Ok, vec![]));
+        assert_eq!(s.line("kernel-other", "unmeasured").unwrap().count, 2);
+    }
+
+    /// A sampled split: 100 of 1600 reads timed, 200 ns each with a spread, scaled to all
+    /// 1600; the untimed calls' time that stayed in user comes out of it; the ticks' kernel
+    /// share is taken of user as it was, less what the estimate took; the sum is kept.
+    #[test]
+    fn a_sampled_split_is_scaled_with_an_interval_and_keeps_its_sum() {
+        let mut s = Split {
+            lines: vec![
+                Line {
+                    timed: 100,
+                    wait_ns: 10,
+                    ..line("syscall", "read", 20_000)
+                },
+                line("user", "user", 800_000),
+            ],
+            usage_ns: 820_000,
+            sample_period: 16,
+            ..Split::default()
+        };
+        s.lines[0].count = 1600;
+        let before = s.measured_ns();
+        // Each timed call 200 ns ± 50 (var 2500): squares = n (mean² + var).
+        let sq: BTreeMap<String, u64> = [("read".to_string(), 100 * (40_000 + 2_500))].into();
+        let extra = s.estimate(&sq);
+        assert_eq!(extra, 300_000);
+        let r = s.line("syscall", "read").unwrap();
+        assert_eq!((r.cpu_ns, r.wait_ns), (320_000, 160));
+        // sd 50, n 100 of 1600: 1600 * 50 / 10 * sqrt(1 - 1/16) * 1.96.
+        let ci = 1.96 * 1600.0 * 5.0 * (15.0f64 / 16.0).sqrt();
+        assert!((r.cpu_ci_ns as f64 - ci).abs() < 2.0, "{}", r.cpu_ci_ns);
+        assert_eq!(s.class_ns("user"), 500_000);
+        assert_eq!(s.measured_ns(), before);
+        // Half the ticks in kernel mode: half of user as it was (400 us) is kernel, of which
+        // the estimate took 300.
+        s.share_user_less(50, 50, extra);
+        assert_eq!(s.class_ns("user"), 400_000);
+        assert_eq!(
+            s.line("kernel-other", "inside user time").unwrap().cpu_ns,
+            100_000
+        );
+        assert_eq!(s.measured_ns(), before);
+        s.close();
+        assert!(s
+            .notes
+            .iter()
+            .any(|n| n.starts_with("an estimate: one syscall in 16")));
+        assert!(s
+            .notes
+            .iter()
+            .any(|n| n.starts_with("estimate: syscall read 0.320 ms ±")
+                && n.contains("100 of 1600 calls timed")));
     }
 
     /// A real run of dd in a fresh cgroup: its reads and writes, user time, the sum check.
