@@ -89,7 +89,11 @@ fn from_pid(args: &PriceArgs, pid: u32) -> Result<Counted> {
         Duration::ZERO,
         Duration::from_secs(3600),
     )?;
-    let c = count::count_pid(pid, d)?;
+    let c = count::count_pid(
+        pid,
+        d,
+        (!args.count_only).then_some(args.time_one_in.max(1)),
+    )?;
     Ok(Counted {
         counts: c,
         cmdline: format!("--pid {pid}"),

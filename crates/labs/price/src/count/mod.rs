@@ -257,8 +257,9 @@ pub fn count_command(argv: &[String], period: Option<u32>) -> Result<Counts> {
     })
 }
 
-/// Count a running process's threads for `duration`.
-pub fn count_pid(pid: u32, duration: Duration) -> Result<Counts> {
+/// Count a running process's threads for `duration`; with `split` (one syscall in that many
+/// timed), measure where their CPU time went too.
+pub fn count_pid(pid: u32, duration: Duration, period: Option<u32>) -> Result<Counts> {
     if !Path::new(&format!("/proc/{pid}")).exists() {
         bail!(usage(format!(
             "no process {pid}: give the PID of a running process"
@@ -268,12 +269,16 @@ pub fn count_pid(pid: u32, duration: Duration) -> Result<Counts> {
         bail!(usage(why));
     }
     let (tracefs, _mounted) = tracefs()?;
+    let tracer = period
+        .map(|p| crate::measured::Tracer::attach_to(crate::measured::prog::Who::Process(pid), p))
+        .transpose()?;
+    let cpu_before = crate::measured::ProcessCpu::read(pid).unwrap_or_default();
     let counting = Counting::start(
         &tracefs,
         Filter::Pid(pid),
         Whose::Process(pid),
         Procs::One(pid),
-        true,
+        tracer.is_none(),
     )?;
     let before = proc_times(pid);
     let t0 = Instant::now();
@@ -291,7 +296,11 @@ pub fn count_pid(pid: u32, duration: Duration) -> Result<Counts> {
     let after = proc_times(pid);
     let wall = t0.elapsed();
     let mut notes = Vec::new();
-    let (syscalls, events) = counting.finish(&mut notes, None)?;
+    let (measured, counted) = tracer
+        .map(|t| t.finish_process(pid, &cpu_before))
+        .transpose()?
+        .unzip();
+    let (syscalls, events) = counting.finish(&mut notes, counted)?;
     notes.insert(
         0,
         format!(
@@ -318,7 +327,7 @@ pub fn count_pid(pid: u32, duration: Duration) -> Result<Counts> {
         wchar: 0,
         exit_status: 0,
         notes,
-        measured: None,
+        measured,
         samples: None,
     })
 }

@@ -337,6 +337,70 @@ impl Split {
     }
 }
 
+/// What a process's threads have run so far: the process's CPU clock (every thread's
+/// sum_exec_runtime, those that ended included, brought up to date for a thread running now:
+/// the figure a cgroup's usage sums), and its user and system time (/proc/PID/stat,
+/// tick-sampled).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProcessCpu {
+    pub cpu_ns: u64,
+    pub user_ns: u64,
+    pub system_ns: u64,
+}
+
+impl ProcessCpu {
+    pub fn read(pid: u32) -> Option<ProcessCpu> {
+        let cpu_ns = process_clock_ns(pid)?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let (u, s) = parse_stat_times(&stat)?;
+        let hz = costlab_core::measure::procstat::ticks_per_second().max(1);
+        Some(ProcessCpu {
+            cpu_ns,
+            user_ns: u * 1_000_000_000 / hz,
+            system_ns: s * 1_000_000_000 / hz,
+        })
+    }
+
+    /// (usage, user, system) ns from `before` to this reading.
+    pub fn since(&self, before: &ProcessCpu) -> (u64, u64, u64) {
+        (
+            self.cpu_ns.saturating_sub(before.cpu_ns),
+            self.user_ns.saturating_sub(before.user_ns),
+            self.system_ns.saturating_sub(before.system_ns),
+        )
+    }
+}
+
+/// Another process's CPU clock (clock_getcpuclockid), ns.
+fn process_clock_ns(pid: u32) -> Option<u64> {
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: clock_getcpuclockid writes one clockid_t to the valid pointer given.
+    if unsafe { libc::clock_getcpuclockid(pid as libc::pid_t, &mut clock) } != 0 {
+        return None;
+    }
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec to the valid pointer given.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return None;
+    }
+    Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
+/// schedstat's first field: the thread's time on CPU, ns.
+pub fn parse_schedstat(text: &str) -> Option<u64> {
+    text.split_whitespace().next()?.parse().ok()
+}
+
+/// /proc/PID/stat's utime and stime (fields 14 and 15), in clock ticks.
+pub fn parse_stat_times(text: &str) -> Option<(u64, u64)> {
+    let rest = &text[text.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some((f.get(11)?.parse().ok()?, f.get(12)?.parse().ok()?))
+}
+
 /// cpu.stat's usage_usec, user_usec, system_usec as ns.
 pub fn parse_cpu_stat(text: &str) -> Option<(u64, u64, u64)> {
     let field = |name: &str| {
@@ -447,6 +511,11 @@ impl Tracer {
     /// `attach`, timing one syscall in `period` of each kind (a power of two, 1 to 1024; 1:
     /// every call) on each CPU; every call is counted either way.
     pub fn attach_with(cgroup_id: u64, period: u32) -> Result<Tracer> {
+        Tracer::attach_to(prog::Who::Cgroup(cgroup_id), period)
+    }
+
+    /// `attach_with` for `who`: a cgroup's tasks, or a running process's threads.
+    pub fn attach_to(who: prog::Who, period: u32) -> Result<Tracer> {
         if !(1..=1024).contains(&period) || !period.is_power_of_two() {
             bail!(usage(format!(
                 "cannot time one call in {period}: give a power of two from 1 to 1024"
@@ -488,7 +557,7 @@ impl Tracer {
             by_fd: by_fd.as_ref().map(Map::fd),
         };
         let t = Target {
-            cgroup: cgroup_id,
+            who,
             pid_offset: pid_offset as i32,
             period,
         };
@@ -615,7 +684,33 @@ impl Tracer {
     /// `finish`, and the syscall counts sys_enter kept (the run's counts: by number, every
     /// number below the shared slot, as `bpf::SyscallCounter` reads them; and by fd).
     pub fn finish_counted(self, cgroup_dir: &Path) -> Result<(Split, Counted)> {
-        let stat = std::fs::read_to_string(cgroup_dir.join("cpu.stat")).unwrap_or_default();
+        self.finish_with(|| {
+            let stat = std::fs::read_to_string(cgroup_dir.join("cpu.stat")).unwrap_or_default();
+            parse_cpu_stat(&stat).ok_or_else(|| {
+                format!(
+                    "no cpu.stat in {}: nothing to check the split against",
+                    cgroup_dir.display()
+                )
+            })
+        })
+    }
+
+    /// `finish_counted` for a process's threads: the usage is what its threads ran since
+    /// `before` (`ProcessCpu::read` when the tracer attached).
+    pub fn finish_process(self, pid: u32, before: &ProcessCpu) -> Result<(Split, Counted)> {
+        self.finish_with(|| match ProcessCpu::read(pid) {
+            Some(after) => Ok(after.since(before)),
+            None => Err(format!(
+                "process {pid} is gone: its threads' run time was not read, nothing to check the split against"
+            )),
+        })
+    }
+
+    /// Read `stat` (usage, user, system ns) and every slot, detach, and build the split.
+    fn finish_with(
+        self,
+        stat: impl FnOnce() -> std::result::Result<(u64, u64, u64), String>,
+    ) -> Result<(Split, Counted)> {
         let Tracer {
             slots,
             by_fd,
@@ -624,7 +719,11 @@ impl Tracer {
             period,
             ..
         } = self;
-        drop(_progs);
+        // The usage and the slots are read while the programs still run, one right after the
+        // other, so that both cover the same time: a process priced by --pid runs on, and
+        // programs detached one by one (a sys_enter's detach takes 15-20 ms) would charge it
+        // with a switch program gone.
+        let stat = stat();
         let mut counted = Counted {
             by_fd: match &by_fd {
                 Some(map) => crate::bpf::read_by_fd(map)?,
@@ -687,13 +786,10 @@ impl Tracer {
                 ..Line::default()
             });
         }
-        let (usage_ns, stat_user_ns, stat_system_ns) = match parse_cpu_stat(&stat) {
-            Some(t) => t,
-            None => {
-                notes.push(format!(
-                    "no cpu.stat in {}: nothing to check the split against",
-                    cgroup_dir.display()
-                ));
+        let (usage_ns, stat_user_ns, stat_system_ns) = match stat {
+            Ok(t) => t,
+            Err(why) => {
+                notes.push(why);
                 (0, 0, 0)
             }
         };
@@ -714,6 +810,7 @@ impl Tracer {
         };
         split.share_user_less(ticks[0], ticks[1], extra);
         split.close();
+        drop(_progs);
         Ok((split, counted))
     }
 }
@@ -772,6 +869,32 @@ mod tests {
         let nobtf = missing("6.1.0", false).unwrap();
         assert!(nobtf.contains("CONFIG_DEBUG_INFO_BTF") && !nobtf.contains('\n'));
         assert!(missing("junk", true).unwrap().contains("version"));
+    }
+
+    #[test]
+    fn a_processs_cpu_clock_and_times_are_read_and_differenced() {
+        assert_eq!(parse_schedstat("123456 789 10\n"), Some(123456));
+        assert_eq!(parse_schedstat(""), None);
+        let stat = "42 (a (b) c) S 1 42 42 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 3 0 1 0\n";
+        assert_eq!(parse_stat_times(stat), Some((250, 75)));
+        let before = ProcessCpu {
+            cpu_ns: 1500,
+            user_ns: 10,
+            system_ns: 5,
+        };
+        let after = ProcessCpu {
+            cpu_ns: 2400,
+            user_ns: 30,
+            system_ns: 6,
+        };
+        assert_eq!(after.since(&before), (900, 20, 1));
+        // This process's own clock: read, and moving.
+        let me = ProcessCpu::read(std::process::id()).unwrap();
+        let mut x = 0u64;
+        for i in 0..2_000_000u64 {
+            x = std::hint::black_box(x.wrapping_add(i));
+        }
+        assert!(ProcessCpu::read(std::process::id()).unwrap().cpu_ns > me.cpu_ns);
     }
 
     #[test]

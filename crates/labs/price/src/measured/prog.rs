@@ -109,11 +109,21 @@ pub struct Maps {
     pub by_fd: Option<i32>,
 }
 
-/// The tracked thread: the cgroup (for the first event a task shows there) and where `pid`
+/// Whose tasks the split tracks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Who {
+    /// Every task of this cgroup (by its id).
+    Cgroup(u64),
+    /// Every thread of this process (by its tgid), and the tasks they start.
+    Process(u32),
+}
+
+/// The tracked thread: whose tasks (for the first event a task shows there) and where `pid`
 /// sits in `struct task_struct` (to read the next task's at a switch).
 #[derive(Debug, Clone, Copy)]
 pub struct Target {
-    pub cgroup: u64,
+    /// Whose tasks are tracked (from the first event each shows on a CPU).
+    pub who: Who,
     pub pid_offset: i32,
     /// Time one syscall in `period` of each number on each CPU (a power of two; 1: every
     /// call). Every call is counted either way.
@@ -131,10 +141,10 @@ impl Target {
 enum Join {
     /// Leave it (to `out`).
     No,
-    /// A task of this cgroup seen for the first time on this CPU starts being tracked here.
-    Cgroup(u64),
-    /// As `Cgroup`, and a task outside it is counted in `OTHERS` (sys_enter).
-    CgroupCountingOthers(u64),
+    /// A task of these seen for the first time on this CPU starts being tracked here.
+    Of(Who),
+    /// As `Of`, and a task outside them is counted in `OTHERS` (sys_enter).
+    OfCountingOthers(Who),
 }
 
 /// r6 = ctx, r8 = tid, r9 = state, and with `clock` r7 = now. Untracked: to `out`, or per
@@ -150,11 +160,21 @@ fn prologue(a: &mut Asm, m: &Maps, join: Join, clock: bool) {
     a.jeq(R1, R8, "tracked")
         .note("this CPU runs a tracked task");
     match join {
-        Join::Cgroup(cg) | Join::CgroupCountingOthers(cg) => {
-            a.call(Helper::GetCurrentCgroupId);
-            a.ld_imm64(R1, cg);
-            a.jeq(R0, R1, "joins").note("the program's cgroup");
-            if let Join::CgroupCountingOthers(_) = join {
+        Join::Of(who) | Join::OfCountingOthers(who) => {
+            match who {
+                Who::Cgroup(cg) => {
+                    a.call(Helper::GetCurrentCgroupId);
+                    a.ld_imm64(R1, cg);
+                    a.jeq(R0, R1, "joins").note("the program's cgroup");
+                }
+                Who::Process(tgid) => {
+                    a.call(Helper::GetCurrentPidTgid);
+                    a.rsh_imm(R0, 32);
+                    a.jeq_imm(R0, tgid as i32, "joins")
+                        .note("the process's thread");
+                }
+            }
+            if let Join::OfCountingOthers(_) = join {
                 a.mov_imm(R1, OTHERS as i32)
                     .note("a syscall of a task outside it: counted");
                 count(a, m, R1);
@@ -258,7 +278,7 @@ fn epilogue(a: &mut Asm) {
 pub fn sys_enter(m: &Maps, t: &Target) -> Asm {
     let mut a = Asm::new();
     let sampled = t.sampled();
-    prologue(&mut a, m, Join::CgroupCountingOthers(t.cgroup), !sampled);
+    prologue(&mut a, m, Join::OfCountingOthers(t.who), !sampled);
     if !sampled {
         charge(&mut a, m, false);
     }
@@ -333,7 +353,7 @@ pub fn sys_exit(m: &Maps, t: &Target) -> Asm {
         a.label("timed_exit");
         a.mov(Reg(1), R6);
     }
-    prologue(&mut a, m, Join::Cgroup(t.cgroup), true);
+    prologue(&mut a, m, Join::Of(t.who), true);
     charge(&mut a, m, t.sampled());
     a.st_w(R9, ST_CLASS, USER as i32);
     epilogue(&mut a);
@@ -565,7 +585,7 @@ mod tests {
         by_fd: Some(6),
     };
     const T: Target = Target {
-        cgroup: 0x1_0000_0042,
+        who: Who::Cgroup(0x1_0000_0042),
         pid_offset: 2480,
         period: 1,
     };
