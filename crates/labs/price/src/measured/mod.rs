@@ -249,33 +249,52 @@ impl Split {
     /// by slot: the sum of their last on-CPU stretch's squares), and the time the untimed
     /// calls left in the user class taken out of it. Returns that time (ns).
     pub fn estimate(&mut self, squares: &BTreeMap<String, u64>) -> u64 {
-        let mut extra = 0u64;
+        let user = self.class_ns("user");
+        // Each sampled line's scaled figures and the time it takes out of user.
+        let mut wanted = Vec::new();
         let mut var_sum = 0f64;
-        for l in self.lines.iter_mut().filter(|l| l.class == "syscall") {
-            if l.timed == 0 || l.timed >= l.count {
+        for (i, l) in self.lines.iter().enumerate() {
+            if l.class != "syscall" || l.timed == 0 || l.timed >= l.count {
                 continue;
             }
             let (n, all) = (l.timed as f64, l.count as f64);
-            let f = all / n;
-            let cpu = l.cpu_ns as f64 * f;
             let mean = l.cpu_ns as f64 / n;
             let sq = squares.get(&l.event).copied().unwrap_or(0) as f64 / n;
             let var = (sq - mean * mean).max(0.0);
             // The total over `all` calls from `n` drawn: its variance, finite population.
             let v = all * all * var / n * (1.0 - n / all);
             var_sum += v;
-            l.cpu_ci_ns = (1.96 * v.sqrt()) as u64;
-            extra += (cpu as u64).saturating_sub(l.cpu_ns);
-            l.cpu_ns = cpu as u64;
+            let extra = l.cpu_ns as f64 * (all / n - 1.0);
+            wanted.push((i, all / n, extra, (1.96 * v.sqrt()) as u64));
+        }
+        // The untimed calls' time can only have come from the user class: an estimate that
+        // wants more is scaled down to it (each line alike), so no line passes the usage.
+        let total: f64 = wanted.iter().map(|w| w.2).sum();
+        let fit = if total > user as f64 && total > 0.0 {
+            self.notes.push(format!(
+                "the sampled estimate wanted {:.3} ms more than the {:.3} ms the untimed calls can have taken from user time: scaled down to it",
+                (total - user as f64) / 1e6,
+                user as f64 / 1e6
+            ));
+            user as f64 / total
+        } else {
+            1.0
+        };
+        let mut taken = 0u64;
+        for (i, f, extra, ci) in wanted {
+            let l = &mut self.lines[i];
+            let add = ((extra * fit) as u64).min(user - taken);
+            taken += add;
+            l.cpu_ns += add;
+            l.cpu_ci_ns = ci;
             l.wait_ns = (l.wait_ns as f64 * f) as u64;
             l.waits = (l.waits as f64 * f) as u64;
         }
         if let Some(u) = self.lines.iter_mut().find(|l| l.class == "user") {
-            extra = extra.min(u.cpu_ns);
-            u.cpu_ns -= extra;
+            u.cpu_ns -= taken;
             u.cpu_ci_ns = (1.96 * var_sum.sqrt()) as u64;
         }
-        extra
+        taken
     }
 
     /// The unmeasured rest as a line (its count: the clock differences dropped), and the
@@ -1069,6 +1088,25 @@ mod tests {
         // the estimate took 300.
         s.share_user_less(50, 50, extra);
         assert_eq!(s.class_ns("user"), 400_000);
+        // An estimate that wants more than user holds is scaled down to it: no line passes
+        // the usage, the sum is kept.
+        let mut over = Split {
+            lines: vec![
+                Line {
+                    timed: 10,
+                    count: 160,
+                    ..line("syscall", "read", 10_000)
+                },
+                line("user", "user", 50_000),
+            ],
+            usage_ns: 60_000,
+            sample_period: 16,
+            ..Split::default()
+        };
+        assert_eq!(over.estimate(&BTreeMap::new()), 50_000);
+        assert_eq!(over.line("syscall", "read").unwrap().cpu_ns, 60_000);
+        assert_eq!(over.class_ns("user"), 0);
+        assert!(over.notes[0].contains("scaled down"));
         assert_eq!(
             s.line("kernel-other", "inside user time").unwrap().cpu_ns,
             100_000
