@@ -297,6 +297,37 @@ impl Split {
         taken
     }
 
+    /// What the split cost the rest of the machine: its other tasks' syscalls (counted by
+    /// sys_enter) at `foreign_ns` each (measured when it attached), against the machine's
+    /// busy time outside the split's tasks (`busy_ns`, all of it, less the usage). A note
+    /// when that passes 5% of their time, one line either way.
+    pub fn note_others(&mut self, foreign_ns: f64, busy_ns: Option<u64>) {
+        if self.others_syscalls == 0 {
+            return;
+        }
+        let cost = self.others_syscalls as f64 * foreign_ns;
+        let theirs = busy_ns.map(|b| b.saturating_sub(self.usage_ns) as f64);
+        let head = format!(
+            "{} syscalls of other tasks took the traced path while the split ran, {:.0} ns each more (measured at attach): {:.2} ms of their time",
+            self.others_syscalls,
+            foreign_ns,
+            cost / 1e6
+        );
+        self.notes.push(match theirs {
+            Some(t) if t > 0.0 && cost > 0.05 * t => format!(
+                "{head}, {:.1}% of the {:.1} ms the rest of the machine ran: above 5%, the tracing slowed the other tasks (--time-one-in does not help them; a shorter run does)",
+                100.0 * cost / t,
+                t / 1e6
+            ),
+            Some(t) if t > 0.0 => format!(
+                "{head}, {:.1}% of the {:.1} ms the rest of the machine ran",
+                100.0 * cost / t,
+                t / 1e6
+            ),
+            _ => head,
+        });
+    }
+
     /// The unmeasured rest as a line (its count: the clock differences dropped), and the
     /// notes on what the split could not time.
     pub fn close(&mut self) {
@@ -514,6 +545,46 @@ pub struct Tracer {
     _progs: Vec<(String, Attached)>,
     notes: Vec<String>,
     period: u32,
+    /// What a syscall of a task outside the split costs more while it is attached (ns, a
+    /// getppid loop of costlab's own before and after attaching), and the machine's busy CPU
+    /// time when it attached (ns).
+    foreign_ns: f64,
+    busy_at_attach: Option<u64>,
+}
+
+/// getppid calls in each of the loops that time a foreign syscall's added cost.
+const FOREIGN_CALLS: u32 = 20_000;
+
+/// ns per getppid of this thread (the fastest of three loops).
+fn getppid_ns() -> f64 {
+    (0..3)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            for _ in 0..FOREIGN_CALLS {
+                std::hint::black_box(rustix::process::getppid());
+            }
+            t.elapsed().as_nanos() as f64 / FOREIGN_CALLS as f64
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// The machine's busy CPU time so far (/proc/stat's cpu line less idle and iowait), ns.
+pub fn machine_busy_ns(stat: &str) -> Option<u64> {
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let f: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .map(|v| v.parse().ok())
+        .collect::<Option<_>>()?;
+    let all: u64 = f.iter().sum();
+    let idle = f.get(3)? + f.get(4)?;
+    let hz = costlab_core::measure::procstat::ticks_per_second().max(1);
+    Some((all - idle) * 1_000_000_000 / hz)
+}
+
+fn busy_now() -> Option<u64> {
+    machine_busy_ns(&std::fs::read_to_string("/proc/stat").ok()?)
 }
 
 /// Time every syscall (the default), or one in `n` of each kind.
@@ -582,6 +653,7 @@ impl Tracer {
         };
         let raw = Hook::raw_tracepoint;
         let mut progs = Vec::new();
+        let bare = getppid_ns();
         // Switches and forks first, so that no task starts untracked once the syscalls are.
         for (a, hook) in [
             (prog::sched_switch(&m, &t), raw("sched_switch")),
@@ -675,6 +747,9 @@ impl Tracer {
                 );
             }
         }
+        // costlab is outside the split's tasks: its getppid now takes the path every other
+        // task's syscalls take while the split is attached.
+        let foreign_ns = (getppid_ns() - bare).max(0.0);
         Ok(Tracer {
             slots,
             by_fd,
@@ -683,6 +758,8 @@ impl Tracer {
             _progs: progs,
             notes,
             period,
+            foreign_ns,
+            busy_at_attach: busy_now(),
         })
     }
 
@@ -736,6 +813,8 @@ impl Tracer {
             _progs,
             mut notes,
             period,
+            foreign_ns,
+            busy_at_attach,
             ..
         } = self;
         // The usage and the slots are read while the programs still run, one right after the
@@ -743,6 +822,9 @@ impl Tracer {
         // programs detached one by one (a sys_enter's detach takes 15-20 ms) would charge it
         // with a switch program gone.
         let stat = stat();
+        let busy = busy_now()
+            .zip(busy_at_attach)
+            .map(|(b, a)| b.saturating_sub(a));
         let mut counted = Counted {
             by_fd: match &by_fd {
                 Some(map) => crate::bpf::read_by_fd(map)?,
@@ -828,6 +910,7 @@ impl Tracer {
             0
         };
         split.share_user_less(ticks[0], ticks[1], extra);
+        split.note_others(foreign_ns, busy);
         split.close();
         drop(_progs);
         Ok((split, counted))
@@ -914,6 +997,35 @@ mod tests {
             x = std::hint::black_box(x.wrapping_add(i));
         }
         assert!(ProcessCpu::read(std::process::id()).unwrap().cpu_ns > me.cpu_ns);
+    }
+
+    #[test]
+    fn the_other_tasks_cost_is_noted_above_five_percent_of_their_time() {
+        let stat = "cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 1 2 3 4\n";
+        let hz = costlab_core::measure::procstat::ticks_per_second();
+        assert_eq!(machine_busy_ns(stat), Some(150 * 1_000_000_000 / hz));
+        let mut s = Split {
+            usage_ns: 1_000_000,
+            others_syscalls: 100_000,
+            ..Split::default()
+        };
+        // 100000 calls x 100 ns = 10 ms of 101 - 1 = 100 ms: 10%.
+        s.note_others(100.0, Some(101_000_000));
+        assert!(
+            s.notes[0].contains("10.0% of the 100.0 ms") && s.notes[0].contains("above 5%"),
+            "{:?}",
+            s.notes
+        );
+        let mut s = Split {
+            usage_ns: 1_000_000,
+            others_syscalls: 1_000,
+            ..Split::default()
+        };
+        s.note_others(100.0, Some(101_000_000));
+        assert!(s.notes[0].contains("0.1% of") && !s.notes[0].contains("above 5%"));
+        let mut none = Split::default();
+        none.note_others(100.0, Some(1));
+        assert!(none.notes.is_empty());
     }
 
     #[test]
