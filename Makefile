@@ -5,7 +5,7 @@ COSTLAB := ./target/release/costlab
 # Extra options for `make run`, e.g. make run RUN_ARGS="--labs mem,syscall --report /tmp/r"
 RUN_ARGS ?=
 
-.PHONY: all deps build labs run test clippy fmt clean-report
+.PHONY: all deps build labs run test clippy fmt clean-report deb docs
 
 all: build
 
@@ -41,6 +41,24 @@ test: deps
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
 	COSTLAB_RETRY_BUDGET=0 COSTLAB_DB=$${COSTLAB_DB:-$$(mktemp -d)/test-history.db} $(CARGO) test --workspace --release
 	@if [ -d gcbench ]; then cd gcbench && go test ./...; fi
+	$(MAKE) docs
+
+# The Debian package: target/debian/costlab_<version>_amd64.deb (cargo-deb; scripts/deb.sh
+# writes the man pages and completions it holds), then lintian on it: an error fails, and the
+# tags it may still print are explained in contrib/debian/lintian-overrides.
+deb: build
+	./scripts/deb.sh
+	@if command -v lintian >/dev/null 2>&1; then \
+		lintian --fail-on error --suppress-tags-from-file contrib/debian/lintian-overrides target/debian/costlab_*_amd64.deb; \
+	else \
+		echo "make: no lintian; the package is not checked (apt-get install -y lintian)"; \
+	fi
+
+# The manual (an mdBook in docs/): built into docs/book/, then every link of it checked, offline.
+MDBOOK ?= $(shell command -v mdbook || echo $(HOME)/.cargo/bin/mdbook)
+docs:
+	$(MDBOOK) build docs
+	./scripts/check-links.py docs/book README.md ARCHITECTURE.md
 
 clippy:
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings

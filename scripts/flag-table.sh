@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 #! Prints the Markdown table of every flag of every costlab command, read from each command's
-#! -h (so it cannot drift from the binary); --write puts it in README.md between the
-#! `<!-- flags:begin -->` and `<!-- flags:end -->` markers, --check exits 1 when the README's
-#! copy is stale.
+#! -h (so it cannot drift from the binary); --write puts it in the manual's page on the
+#! command line (docs/src/cli.md) between the `<!-- flags:begin -->` and `<!-- flags:end -->`
+#! markers, --check exits 1 when the page's copy is stale.
 #
 # Usage: scripts/flag-table.sh [--check | --write]   (COSTLAB=path/to/costlab, default: the
-# release build in $CARGO_TARGET_DIR or target/)
+# release build in $CARGO_TARGET_DIR or target/; PAGE=another Markdown file than docs/src/cli.md)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${COSTLAB:-${CARGO_TARGET_DIR:-$root/target}/release/costlab}
-readme=${README:-$root/README.md}
+readme=${PAGE:-$root/docs/src/cli.md}
 if [[ ! -x $bin ]]; then
     echo "flag-table: no costlab binary at $bin; build it (cargo build --release) or set COSTLAB" >&2
     exit 2
@@ -40,6 +40,9 @@ rows() {
             sub(/^ +/, "", rest)
             gsub(/ \[env: [^]]*\]/, "", rest)
             gsub(/\|/, "\\|", rest)
+            # A <placeholder> in the prose would be read as an HTML tag by the manual.
+            gsub(/</, "\\&lt;", rest)
+            gsub(/>/, "\\&gt;", rest)
             gsub(/\|/, "\\|", value)
             if (flag == "--help" || flag == "--version") next
             if (flag == "--db" && top > 0) next
@@ -61,7 +64,7 @@ table() {
     done
 }
 
-# The README's lines between the markers.
+# The page's lines between the markers.
 current() {
     awk '/<!-- flags:end -->/ {on=0} on {print} /<!-- flags:begin -->/ {on=1}' "$readme"
 }

@@ -42,6 +42,15 @@ need systemd-analyze systemd
 need man man-db
 need nroff groff-base
 [ -f /usr/share/bash-completion/bash_completion ] || missing+=(bash-completion)
+# The Debian package (make deb, tests/it/deb.rs): lintian checks it; dpkg installs it into a
+# throwaway root (an overlay over / in a mount namespace), where the test runs man, bash's
+# completion and systemd-analyze on what it installed.
+need lintian lintian
+need dpkg-shlibdeps dpkg-dev     # cargo-deb's $auto dependencies
+need unshare util-linux
+# The result contract: scripts/check-json.py validates every costlab/1 document the tests
+# read back against docs/src/costlab-1.schema.json, with Debian's jsonschema module.
+/usr/bin/python3 -c 'import jsonschema' >/dev/null 2>&1 || missing+=(python3-jsonschema)
 
 if [ "${#missing[@]}" -gt 0 ]; then
     SUDO=""
@@ -75,3 +84,17 @@ if ! command -v cargo >/dev/null 2>&1; then
     echo "install-deps: no Rust toolchain (cargo); install it with rustup (https://rustup.rs)" >&2
     exit 2
 fi
+
+# Tools from crates.io, built once into ~/.cargo/bin (a few minutes each on 2 CPUs): the
+# manual's builder (make docs; its search index only, no server or watcher) and the package
+# builder (make deb). Pinned, so the book and the package build the same everywhere.
+cargo_tool() { # cargo_tool COMMAND CRATE VERSION [cargo install options]
+    local cmd=$1 crate=$2 version=$3
+    shift 3
+    if ! command -v "$cmd" >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/$cmd" ]; then
+        echo "install-deps: installing $crate $version (cargo install)"
+        cargo install --quiet --locked "$crate" --version "$version" "$@"
+    fi
+}
+cargo_tool mdbook mdbook 0.5.4 --no-default-features --features search
+cargo_tool cargo-deb cargo-deb 3.8.0

@@ -20,9 +20,15 @@ fn main() -> ExitCode {
     cancel::install(|| {
         restore::restore_all();
     });
+    // A costlab killed mid-change (SIGKILL) left settings changed: put them back first, on
+    // any invocation (`--version`, `--help`, `help` and a bad flag included).
+    let recovered = restore::journal::recover_stale();
     let parsed = match costlab::cli::parse_from(std::env::args_os()) {
         Ok(p) => p,
-        Err(e) => return clap_exit(e),
+        Err(e) => {
+            recovered.iter().for_each(|n| eprintln!("costlab: {n}"));
+            return clap_exit(e);
+        }
     };
     // An old spelling (`--engine`, `--size`, ...) still works; one line says the new one.
     if let Some(w) = costlab::cli::old_spelling_warning(std::env::args_os()) {
@@ -33,8 +39,6 @@ fn main() -> ExitCode {
         Parsed::Own(cli) => cli.db.clone(),
         Parsed::Lab { db, .. } => db.clone(),
     };
-    // A costlab killed mid-change (SIGKILL) left settings changed: put them back first.
-    let recovered = restore::journal::recover_stale();
     let explicit =
         matches!(&parsed, Parsed::Own(cli) if matches!(cli.command, Command::Restore(_)));
     if !explicit {
@@ -188,7 +192,7 @@ fn check_common(common: &Common) -> Result<()> {
 /// one line, password masked), found before minutes of measuring and before any file exists.
 fn measuring(common: &Common, db: Option<&Path>) -> Result<(store::Store, Ctx)> {
     let ctx = ctx_for(common, db)?;
-    let history = store::open(db)?;
+    let history = store::open_for_run(db)?;
     // Cases an earlier lab in this process finished are not this run's.
     cancel::take_finished();
     Ok((history, ctx))

@@ -213,7 +213,7 @@ pub fn command(
     let labs = select(in_run, args.labs.as_deref())?;
     // Open the history before measuring: a bad --db is bad input, found before the minutes
     // of measuring rather than after.
-    let store = costlab_history::store::open(db)?;
+    let store = costlab_history::store::open_for_run(db)?;
     // Output paths too: a report that cannot be written is found now, not after the run.
     if let Some(dir) = &args.report {
         costlab_history::report::dest::check_dir("--out-dir", dir)?;

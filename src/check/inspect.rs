@@ -19,7 +19,8 @@ pub fn inspect(root: &Root, window: Duration, need_bytes: u64) -> Report {
     let vm0 = root.read("proc/vmstat").unwrap_or_default();
     let p0 = process_ticks(&root.0);
     let t = Instant::now();
-    std::thread::sleep(window);
+    // Ctrl-C ends the look early: the rates are over the time it lasted.
+    costlab_core::measure::cancel::sleep(window);
     let secs = t.elapsed().as_secs_f64();
     let p1 = process_ticks(&root.0);
     let stat1 = root.read("proc/stat").unwrap_or_default();

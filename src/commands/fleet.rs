@@ -9,7 +9,7 @@ use crate::cli::{ImportArgs, PushArgs};
 use crate::registry::sheet_of;
 use costlab_core::error::usage;
 use costlab_core::model::Doc;
-use costlab_history::store::{open, open_existing, Store};
+use costlab_history::store::{open_existing, Store};
 
 /// Read and check every file first: a bad one stops the import before anything is written.
 fn read_docs(files: &[PathBuf]) -> Result<Vec<(PathBuf, Doc)>> {
@@ -42,7 +42,8 @@ fn read_docs(files: &[PathBuf]) -> Result<Vec<(PathBuf, Doc)>> {
 
 pub fn import(db: Option<&Path>, args: &ImportArgs) -> Result<()> {
     let docs = read_docs(&args.files)?;
-    let store = open(db)?;
+    // A damaged history or a full disk is said before any file is stored.
+    let store = costlab_history::store::open_for_run(db)?;
     let (mut added, mut skipped) = (0, 0);
     for (file, doc) in docs {
         // Each document is one transaction: all of it lands, or none.

@@ -57,6 +57,43 @@ pub(crate) fn screenshot(page: &Path, png: &Path, profile: &Path) {
     }
 }
 
+/// The page's DOM as headless Chromium built it (`--dump-dom`), with a time limit.
+fn dom(page: &Path, profile: &Path) -> String {
+    let child = Command::new(chromium())
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("file://{}", page.display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("chromium starts");
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(Duration::from_secs(90)) {
+        Ok(out) => {
+            let out = out.expect("waiting for chromium");
+            assert!(out.status.success(), "chromium exited with {}", out.status);
+            String::from_utf8(out.stdout).expect("the DOM is UTF-8")
+        }
+        Err(_) => {
+            // SAFETY: kill(2) on the pid of the child this test started, which has not been
+            // reaped (its waiter is still blocked on it).
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            panic!("chromium took over 90 s to dump the DOM");
+        }
+    }
+}
+
 /// Decoded RGB pixels of a PNG, with its size.
 pub(crate) fn pixels(png: &Path) -> (u32, u32, Vec<[u8; 3]>) {
     let file = std::fs::File::open(png).expect("screenshot written");
@@ -171,4 +208,60 @@ fn a_one_lab_report_renders_without_cards_for_labs_that_did_not_run() {
         dark > 2_000,
         "too little text on the page ({dark} dark pixels)"
     );
+}
+
+/// The report agrees with its sheet, as a browser shows it: a chart card never says a run has
+/// no figures of a kind the sheet beside it shows (the mem lab's bandwidth rows carry the
+/// kernel's ISA and store kind, which the chart once took for a kind it does not draw), and a
+/// figure not read for its spread gives its reason once, in the quality column.
+#[test]
+fn the_report_agrees_with_its_sheet_and_says_a_reason_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut doc = common::fixture();
+    for r in doc.results.iter_mut() {
+        if r.lab == "mem" && r.metric == "bandwidth" && r.case.len() == 5 {
+            let store = if r.key("op") == "read" {
+                "none"
+            } else {
+                "temporal"
+            };
+            r.case.insert("isa".into(), "avx2".into());
+            r.case.insert("store".into(), store.into());
+        }
+    }
+    let mut sheet = common::fixture_sheet(&doc);
+    let reason = "MAD is 15.5% of the median, above the 5% that bandwidth allows";
+    let h = &mut sheet[0].headlines[0];
+    h.quality = Some(costlab_core::model::Quality::Noisy);
+    h.quality_reasons = vec![reason.into()];
+    costlab_history::report::verdict::follow(&mut sheet[0].headlines, &[]);
+    let page = costlab_history::report::html::write_report(
+        &dir.path().join("report"),
+        &doc,
+        &sheet,
+        costlab::registry::charts(&doc),
+    )
+    .unwrap();
+    let html = dom(&page, &dir.path().join("profile"));
+    assert!(
+        html.contains("seq read bandwidth"),
+        "the sheet shows the figure"
+    );
+    assert!(
+        html.contains("<svg id=\"chart-mem-bandwidth-seq\""),
+        "the sequential bandwidth chart is drawn"
+    );
+    for card in html.split("Not drawn: ").skip(1) {
+        let card = &card[..card.find("</p>").unwrap_or(card.len())];
+        assert!(
+            !card.contains("bandwidth figures in this run"),
+            "a card says there are no bandwidth figures beside a sheet that shows one: {card}"
+        );
+    }
+    assert_eq!(
+        html.matches(reason).count(),
+        1,
+        "the reason is printed once"
+    );
+    assert!(html.contains("not read; more samples or a quieter machine would resolve it"));
 }

@@ -2,15 +2,12 @@
 //! sample counts checked before anything is measured, degenerate input refused or explained.
 
 use crate::common;
+use crate::common::text;
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::TcpListener;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 #[test]
 fn parse_errors_keep_clap_s_whole_message_and_exit_2() {
@@ -170,7 +167,7 @@ fn a_server_that_never_answers_is_named_not_measured() {
 fn echo_load_takes_the_samples_it_is_asked_for() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("h.db");
-    let mut server = Command::new(env!("CARGO_BIN_EXE_costlab"))
+    let mut server = crate::common::command()
         .args(["echo", "serve", "--case", "epoll", "--duration", "30s"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -199,8 +196,7 @@ fn echo_load_takes_the_samples_it_is_asked_for() {
     let _ = server.kill();
     let _ = server.wait();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let doc: serde_json::Value = crate::common::schema::doc_file(&json);
     let tp = doc["results"]
         .as_array()
         .unwrap()

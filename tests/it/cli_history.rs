@@ -2,14 +2,11 @@
 
 use crate::common;
 use crate::common::costlab_db as costlab;
+use crate::common::text;
 
 use std::process::Command;
 
 use costlab_history::store::Store;
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 #[test]
 fn unknown_labs_and_conflicting_plans_are_bad_input() {
@@ -70,9 +67,10 @@ fn run_writes_sheet_report_and_history_and_two_runs_at_once_both_land() {
         let page = std::fs::read_to_string(dir.path().join(name).join("index.html")).unwrap();
         assert!(page.contains("Cost sheet"));
         let doc = std::fs::read_to_string(dir.path().join(format!("{name}.json"))).unwrap();
+        crate::common::schema::doc(&doc);
         let doc = costlab_history::report::Doc::from_json(&doc).unwrap();
         assert!(doc.run.command.starts_with("costlab --db"));
-        assert!(dir.path().join(name).join("results.json").is_file());
+        crate::common::schema::doc_file(dir.path().join(name).join("results.json"));
     }
     let out = costlab(&db, &["history"]);
     assert_eq!(out.status.code(), Some(0));
@@ -235,6 +233,7 @@ fn export_and_report_a_stored_run() {
         .unwrap();
     let out = costlab(&db, &["export", "last", "--format", "json"]);
     assert_eq!(out.status.code(), Some(0));
+    crate::common::schema::doc(&out.stdout);
     let back = costlab_history::report::Doc::from_json(&text(&out.stdout)).unwrap();
     assert_eq!(back.results.len(), doc.results.len());
     let out = costlab(&db, &["export", "20261122T", "--format", "csv"]);
@@ -297,7 +296,7 @@ fn the_database_can_come_from_the_environment() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("env.db");
     let with_env = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_costlab"))
+        crate::common::command()
             .args(args)
             .env("COSTLAB_DB", &db)
             .output()

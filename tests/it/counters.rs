@@ -34,7 +34,7 @@ fn a_running_process_gives_count_and_rate_rows_per_event() {
         "stderr: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc: Value = crate::common::schema::doc(&out.stdout);
     let rows = doc["results"].as_array().unwrap();
     for event in [
         "task-clock",

@@ -2,20 +2,11 @@
 //! DESIGN.md names, their models, the counter columns (read, or unsupported with why), and
 //! one-line exit-2 errors on bad input. No timing is asserted.
 
-use std::process::Output;
+use crate::common::json;
 
 use serde_json::Value;
 
 use crate::common::costlab;
-
-fn json(out: &Output) -> Value {
-    assert!(
-        out.status.success(),
-        "stderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("stdout is one JSON document")
-}
 
 fn time_rows(doc: &Value) -> Vec<&Value> {
     doc["results"]

@@ -1,6 +1,8 @@
 //! The echo lab end to end: the servers echo byte-exact under concurrency, partial writes and
 //! misbehaving clients; the loader counts what it sees and never hangs; exit codes; the
-//! experiment's JSON; serve and load across two network namespaces. No timing is asserted.
+//! experiment's JSON and its attribution. Beside it: echo_netns.rs (serve and load across two
+//! network namespaces, a buffer ring run dry) and echo_sizes.rs (every size, each feature,
+//! clients that never read, restarts). No timing is asserted.
 
 use crate::common::{costlab, skip};
 
@@ -14,37 +16,41 @@ use std::time::{Duration, Instant};
 use costlab_echo::load::{self, fill_request, ClientKind, LoadSpec};
 use costlab_echo::stats::ServerStats;
 
-const BIN: &str = env!("CARGO_BIN_EXE_costlab");
-const ENGINES: [&str; 3] = ["epoll", "uring", "uring-basic"];
+pub(crate) const ENGINES: [&str; 3] = ["epoll", "uring", "uring-basic"];
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A server process; killed on drop.
-struct Server {
-    child: Child,
+pub(crate) struct Server {
+    pub(crate) child: Child,
     lines: mpsc::Receiver<String>,
-    addr: SocketAddr,
+    pub(crate) addr: SocketAddr,
 }
 
 impl Server {
-    fn start(engine: &str) -> Server {
-        Server::start_with(Command::new(BIN), engine, "127.0.0.1:0")
+    pub(crate) fn start(engine: &str) -> Server {
+        Server::start_with(crate::common::command(), engine, "127.0.0.1:0")
     }
 
     /// The uring server with `--features`.
-    fn start_features(features: &str) -> Server {
+    pub(crate) fn start_features(features: &str) -> Server {
         Server::start_extra(
-            Command::new(BIN),
+            crate::common::command(),
             "uring",
             "127.0.0.1:0",
             &["--features", features],
         )
     }
 
-    fn start_with(cmd: Command, engine: &str, addr: &str) -> Server {
+    pub(crate) fn start_with(cmd: Command, engine: &str, addr: &str) -> Server {
         Server::start_extra(cmd, engine, addr, &[])
     }
 
-    fn start_extra(mut cmd: Command, engine: &str, addr: &str, extra: &[&str]) -> Server {
+    pub(crate) fn start_extra(
+        mut cmd: Command,
+        engine: &str,
+        addr: &str,
+        extra: &[&str],
+    ) -> Server {
         cmd.args(["echo", "serve", "--case", engine, "--addr", addr])
             .args(["--duration", "60s", "--sizes", "16"])
             .args(extra)
@@ -77,7 +83,7 @@ impl Server {
     }
 
     /// SIGTERM, then the counts from its last line; it must exit 0 within 10 s.
-    fn stop(mut self) -> ServerStats {
+    pub(crate) fn stop(mut self) -> ServerStats {
         let pid = rustix::process::Pid::from_raw(self.child.id() as i32).unwrap();
         rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
         let t0 = Instant::now();
@@ -106,7 +112,7 @@ impl Drop for Server {
     }
 }
 
-fn connect(addr: SocketAddr) -> TcpStream {
+pub(crate) fn connect(addr: SocketAddr) -> TcpStream {
     let s = TcpStream::connect_timeout(&addr, IO_TIMEOUT).expect("connect");
     s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
     s.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
@@ -114,7 +120,7 @@ fn connect(addr: SocketAddr) -> TcpStream {
 }
 
 /// Send `data` from one thread while reading its echo on another; the echo must be exact.
-fn echo_exact(addr: SocketAddr, data: Vec<u8>) {
+pub(crate) fn echo_exact(addr: SocketAddr, data: Vec<u8>) {
     let s = connect(addr);
     let mut w = s.try_clone().unwrap();
     let len = data.len();
@@ -134,7 +140,7 @@ fn linger_zero(s: &TcpStream) {
     let _ = rustix::net::sockopt::set_socket_linger(s, Some(Duration::ZERO));
 }
 
-fn pattern(conn: u64, len: usize) -> Vec<u8> {
+pub(crate) fn pattern(conn: u64, len: usize) -> Vec<u8> {
     let mut v = vec![0u8; len];
     fill_request(conn, 1, &mut v);
     v
@@ -145,7 +151,7 @@ fn faults_against(engine: &str) {
 }
 
 fn faults_against_with(engine: &str, extra: &[&str]) {
-    let mut server = Server::start_extra(Command::new(BIN), engine, "127.0.0.1:0", extra);
+    let mut server = Server::start_extra(crate::common::command(), engine, "127.0.0.1:0", extra);
     let addr = server.addr;
     // A client that connects and never sends, held for the whole test.
     let idle = connect(addr);
@@ -517,7 +523,7 @@ fn the_experiment_writes_every_metric_for_every_point() {
     ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let doc: serde_json::Value = crate::common::schema::doc(&out.stdout);
     assert_eq!(doc["schema"], "costlab/1");
     let results = doc["results"].as_array().unwrap();
     for engine in ENGINES {
@@ -578,7 +584,7 @@ fn attribution_splits_each_points_cpu_into_parts() {
     ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let doc: serde_json::Value = crate::common::schema::doc(&out.stdout);
     let parts: Vec<&serde_json::Value> = doc["results"]
         .as_array()
         .unwrap()
@@ -622,7 +628,7 @@ fn attribution_splits_each_points_cpu_into_parts() {
     assert!(err.contains("recv copy"), "{err}");
 
     let empty = std::env::temp_dir();
-    let out = Command::new(BIN)
+    let out = crate::common::command()
         .args(["echo", "--conns", "2", "--attribute"])
         .env("PATH", &empty)
         .output()
@@ -631,372 +637,4 @@ fn attribution_splits_each_points_cpu_into_parts() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("perf") && err.contains("linux-perf"), "{err}");
-}
-
-// ---------------------------------------------------------------- two network namespaces
-
-/// Two namespaces joined by a veth pair; deleted on drop (deleting a namespace deletes its
-/// end of the veth, and with it the pair).
-struct NetPair {
-    a: String,
-    b: String,
-}
-
-fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run `ip` ({e}); install iproute2"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "`ip {}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-impl NetPair {
-    /// Names unique to this process; addresses from 10.213.0.0/16, which exist only
-    /// inside the two namespaces.
-    fn create() -> Result<NetPair, String> {
-        if !crate::common::is_root() {
-            return Err("network namespaces need root; run this test as root".into());
-        }
-        let tag = std::process::id() % 100_000;
-        let pair = NetPair {
-            a: format!("costlab-a{tag}"),
-            b: format!("costlab-b{tag}"),
-        };
-        let (va, vb) = (format!("cla{tag}"), format!("clb{tag}"));
-        let third = (tag % 250) + 1;
-        let addr_a = format!("10.213.{third}.1/30");
-        let addr_b = format!("10.213.{third}.2/30");
-        ip(&["netns", "add", &pair.a])?;
-        ip(&["netns", "add", &pair.b])?;
-        ip(&["link", "add", &va, "type", "veth", "peer", "name", &vb])?;
-        ip(&["link", "set", &va, "netns", &pair.a])?;
-        ip(&["link", "set", &vb, "netns", &pair.b])?;
-        for (ns, dev, addr) in [(&pair.a, &va, &addr_a), (&pair.b, &vb, &addr_b)] {
-            ip(&["-n", ns, "addr", "add", addr, "dev", dev])?;
-            ip(&["-n", ns, "link", "set", dev, "up"])?;
-            ip(&["-n", ns, "link", "set", "lo", "up"])?;
-        }
-        Ok(pair)
-    }
-
-    fn server_ip(&self) -> String {
-        let tag = std::process::id() % 100_000;
-        format!("10.213.{}.1", (tag % 250) + 1)
-    }
-}
-
-impl Drop for NetPair {
-    fn drop(&mut self) {
-        let _ = ip(&["netns", "del", &self.a]);
-        let _ = ip(&["netns", "del", &self.b]);
-        // If setup stopped before the veth moved into the namespaces, it is still here.
-        let tag = std::process::id() % 100_000;
-        let _ = ip(&["link", "del", &format!("cla{tag}")]);
-    }
-}
-
-/// Run a command, killing it past `limit`.
-fn run_bounded(mut cmd: Command, limit: Duration) -> std::process::Output {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let t0 = Instant::now();
-    while matches!(child.try_wait(), Ok(None)) {
-        if t0.elapsed() > limit {
-            let _ = child.kill();
-            break;
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().expect("output")
-}
-
-#[test]
-fn serve_and_load_work_across_two_network_namespaces() {
-    let pair = match NetPair::create() {
-        Ok(p) => p,
-        Err(why) => panic!("cannot set up two network namespaces joined by a veth pair: {why}"),
-    };
-    for engine in ENGINES {
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &pair.a, BIN]);
-        let server = Server::start_with(cmd, engine, &format!("{}:0", pair.server_ip()));
-        assert_eq!(server.addr.ip().to_string(), pair.server_ip());
-        let mut load = Command::new("ip");
-        load.args(["netns", "exec", &pair.b, BIN, "echo", "load"])
-            .args(["--target", &server.addr.to_string()])
-            .args([
-                "--conns",
-                "4",
-                "--depth",
-                "2",
-                "--duration",
-                "300ms",
-                "--json",
-                "-",
-            ]);
-        let out = run_bounded(load, Duration::from_secs(20));
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            out.status.success(),
-            "{engine}: load across namespaces failed: {err}"
-        );
-        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("load JSON");
-        let rows = doc["results"].as_array().unwrap();
-        let metric = |m: &str| {
-            rows.iter()
-                .find(|r| r["metric"] == m)
-                .and_then(|r| r["summary"]["median"].as_f64())
-                .unwrap_or(-1.0)
-        };
-        assert!(metric("throughput") > 0.0, "{engine}: {doc}");
-        assert_eq!(metric("errors"), 0.0, "{engine}: {err}");
-        let stats = server.stop();
-        assert!(
-            stats.requests > 0 && stats.accepted == 4,
-            "{engine}: {stats:?}"
-        );
-    }
-    drop(pair);
-}
-
-#[test]
-fn uring_recovers_when_its_buffer_ring_runs_dry() {
-    // 48 clients each send 200 KB before reading anything: together they want more buffers
-    // than the ring holds, so recvs end with ENOBUFS and must be re-armed as sends complete.
-    let server = Server::start("uring");
-    let addr = server.addr;
-    let clients: Vec<_> = (0..48u64)
-        .map(|c| {
-            thread::spawn(move || {
-                let s = connect(addr);
-                let data = pattern(2000 + c, 200_000);
-                let mut w = s.try_clone().unwrap();
-                let sent = data.clone();
-                let writer = thread::spawn(move || w.write_all(&sent).is_ok());
-                thread::sleep(Duration::from_millis(300));
-                let mut got = vec![0u8; data.len()];
-                let mut r = s;
-                r.read_exact(&mut got).expect("read the echo");
-                assert!(writer.join().unwrap());
-                assert!(got == data, "client {c}: echo differs");
-            })
-        })
-        .collect();
-    for c in clients {
-        c.join().expect("a client saw a wrong echo");
-    }
-    let stats = server.stop();
-    eprintln!("uring under buffer pressure: enobufs {}", stats.enobufs);
-    assert_eq!(stats.bytes, 48 * 200_000);
-}
-
-// ---------------------------------------------------------------- sizes, features, restarts
-
-/// Sizes from 1 B to 1 MiB, with some on each side of the 2 KiB and 32 KiB buffer sizes.
-const SIZES: [usize; 15] = [
-    1,
-    16,
-    512,
-    2047,
-    2048,
-    2049,
-    4096,
-    16 * 1024,
-    32 * 1024 - 1,
-    32 * 1024,
-    32 * 1024 + 1,
-    64 * 1024,
-    64 * 1024 + 7,
-    300_000,
-    1 << 20,
-];
-
-/// On one connection: each size in turn, each echoed before the next (so small messages
-/// share partly filled buffers and large ones straddle buffers), then all of them written
-/// back to back while reading.
-fn echo_every_size(addr: SocketAddr, seed: u64) {
-    let s = connect(addr);
-    let mut w = s.try_clone().unwrap();
-    let mut r = s;
-    for (k, &len) in SIZES.iter().enumerate() {
-        let data = pattern(seed * 100 + k as u64, len);
-        let sent = data.clone();
-        let writer = thread::spawn(move || {
-            w.write_all(&sent).expect("write");
-            w
-        });
-        let mut got = vec![0u8; len];
-        r.read_exact(&mut got).expect("read the echo");
-        w = writer.join().unwrap();
-        assert!(got == data, "echo of {len} bytes differs");
-    }
-    let all: Vec<u8> = SIZES
-        .iter()
-        .enumerate()
-        .flat_map(|(k, &len)| pattern(seed * 100 + 50 + k as u64, len))
-        .collect();
-    let sent = all.clone();
-    let writer = thread::spawn(move || w.write_all(&sent).expect("write"));
-    let mut got = vec![0u8; all.len()];
-    r.read_exact(&mut got).expect("read the pipelined echo");
-    writer.join().unwrap();
-    assert!(got == all, "pipelined echo differs");
-}
-
-#[test]
-fn uring_echoes_every_size_exactly_with_each_feature_on_and_off() {
-    for features in [
-        "all",
-        "-big",
-        "-bundle",
-        "-inc",
-        "-sendmsg",
-        "-fixed",
-        "-huge",
-        "zc=1K",
-        "none",
-        "hot=1",
-        "hot=1,-fixed",
-    ] {
-        let server = Server::start_features(features);
-        let addr = server.addr;
-        let clients: Vec<_> = (0..4u64)
-            .map(|c| thread::spawn(move || echo_every_size(addr, 3000 + c)))
-            .collect();
-        for c in clients {
-            c.join()
-                .unwrap_or_else(|_| panic!("--features {features}: a client saw a wrong echo"));
-        }
-        let stats = server.stop();
-        let per_client: usize = 2 * SIZES.iter().sum::<usize>();
-        assert_eq!(
-            stats.bytes as usize,
-            4 * per_client,
-            "--features {features}"
-        );
-        assert_eq!(stats.errors, 0, "--features {features}: {stats:?}");
-        // 16-byte messages: the hot path only where its threshold is forced down.
-        assert_eq!(
-            stats.features.contains("hot>=1"),
-            features.starts_with("hot=1"),
-            "--features {features}: on {}",
-            stats.features
-        );
-        eprintln!("--features {features}: on {}", stats.features);
-    }
-}
-
-#[test]
-fn every_engine_echoes_every_size_exactly() {
-    for engine in ["epoll", "uring-basic"] {
-        let server = Server::start(engine);
-        let addr = server.addr;
-        let clients: Vec<_> = (0..4u64)
-            .map(|c| thread::spawn(move || echo_every_size(addr, 4000 + c)))
-            .collect();
-        for c in clients {
-            c.join()
-                .unwrap_or_else(|_| panic!("{engine}: a client saw a wrong echo"));
-        }
-        let _ = server.stop();
-    }
-}
-
-#[test]
-fn a_client_that_never_reads_does_not_grow_the_uring_server() {
-    never_reading_clients_against(&[]);
-}
-
-#[test]
-fn a_client_that_never_reads_does_not_grow_the_hot_path() {
-    never_reading_clients_against(&["--features", "hot=1"]);
-}
-
-fn never_reading_clients_against(extra: &[&str]) {
-    // Peers that send 32 MiB each and never read: the server stops reading them at its
-    // per-connection bound, so its resident memory stays far below what they sent, and a
-    // well-behaved client is still served.
-    let server = Server::start_extra(Command::new(BIN), "uring", "127.0.0.1:0", extra);
-    let addr = server.addr;
-    let rss = |pid: u32| -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or(0)
-    };
-    let pid = server.child.id();
-    let hogs: Vec<_> = (0..4u64)
-        .map(|c| {
-            thread::spawn(move || {
-                let mut s = connect(addr);
-                s.set_write_timeout(Some(Duration::from_secs(1))).unwrap();
-                let chunk = pattern(5000 + c, 64 * 1024);
-                let mut sent = 0usize;
-                for _ in 0..512 {
-                    match s.write_all(&chunk) {
-                        Ok(()) => sent += chunk.len(),
-                        Err(_) => break,
-                    }
-                }
-                (s, sent)
-            })
-        })
-        .collect();
-    let hogs: Vec<(TcpStream, usize)> = hogs.into_iter().map(|h| h.join().unwrap()).collect();
-    for (_, sent) in &hogs {
-        assert!(
-            *sent < 32 << 20,
-            "a peer that never reads could send all 32 MiB"
-        );
-    }
-    echo_exact(addr, pattern(5999, 200_000));
-    let kib = rss(pid);
-    // The buffer pool (32 MiB) is mapped lazily; the hogs may pin at most their bound each.
-    assert!(
-        kib < 64 * 1024,
-        "server RSS {kib} KiB with 4 peers that never read"
-    );
-    drop(hogs);
-    let stats = server.stop();
-    assert!(stats.accepted >= 5, "{stats:?}");
-}
-
-#[test]
-fn servers_restart_on_the_same_port_twenty_times() {
-    for engine in ENGINES {
-        let first = Server::start(engine);
-        let addr = first.addr.to_string();
-        // A client is connected when each server stops, as in a real restart.
-        let mut held = connect(first.addr);
-        held.write_all(b"hello").unwrap();
-        let mut prev = first;
-        for round in 0..20 {
-            let _ = prev.stop();
-            let next = Server::start_with(Command::new(BIN), engine, &addr);
-            assert_eq!(next.addr.to_string(), addr, "{engine} round {round}");
-            held = connect(next.addr);
-            held.write_all(b"again").unwrap();
-            let mut got = [0u8; 5];
-            held.read_exact(&mut got).unwrap();
-            assert_eq!(&got, b"again", "{engine} round {round}");
-            prev = next;
-        }
-        let _ = prev.stop();
-        drop(held);
-    }
 }

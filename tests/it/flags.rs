@@ -1,6 +1,6 @@
 //! One vocabulary across commands: each meaning has one visible spelling, the old spellings
-//! still parse and warn once, negative counts get costlab's own line, and the README's flag
-//! table is the one `scripts/flag-table.sh` prints from `--help`.
+//! still parse and warn once, negative counts get costlab's own line, and the manual's flag
+//! table (docs/src/cli.md) is the one `scripts/flag-table.sh` prints from `--help`.
 
 use std::path::Path;
 
@@ -270,12 +270,15 @@ fn negative_numbers_get_costlab_s_own_line() {
 }
 
 #[test]
-fn the_readme_and_help_examples_parse() {
-    // Every `costlab ...` line of the README's code blocks and every help's examples parse
-    // with the spellings of today (no old spelling, no unknown flag).
+fn the_readme_manual_and_help_examples_parse() {
+    // Every `costlab ...` line of the README's and the manual's code blocks and every help's
+    // examples parse with the spellings of today (no old spelling, no unknown flag).
     let root = env!("CARGO_MANIFEST_DIR");
-    let readme = std::fs::read_to_string(Path::new(root).join("README.md")).unwrap();
-    let mut lines: Vec<String> = readme
+    let mut text = std::fs::read_to_string(Path::new(root).join("README.md")).unwrap();
+    for page in crate::common::manual_pages() {
+        text += &std::fs::read_to_string(page).unwrap();
+    }
+    let mut lines: Vec<String> = text
         .lines()
         .filter_map(|l| l.trim_start().strip_prefix("$ costlab "))
         .map(|l| format!("costlab {l}"))
@@ -366,7 +369,7 @@ fn shell_words(line: &str) -> Vec<String> {
 }
 
 #[test]
-fn the_readme_flag_table_is_the_one_the_script_prints() {
+fn the_manuals_flag_table_is_the_one_the_script_prints() {
     let root = env!("CARGO_MANIFEST_DIR");
     let out = std::process::Command::new("bash")
         .arg(Path::new(root).join("scripts/flag-table.sh"))

@@ -5,28 +5,12 @@
 
 use crate::common;
 use crate::common::costlab_db as costlab;
+use crate::common::{one_line_exit_2, text, with_id};
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use costlab_history::report::{Doc, Outcome, RunInfo};
 use costlab_history::store::Store;
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// Exit 2, one line on stderr, containing every `needles`, never the test password.
-fn one_line_exit_2(out: &Output, needles: &[&str]) -> String {
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    for n in needles {
-        assert!(err.contains(n), "missing '{n}' in: {err}");
-    }
-    assert!(!err.contains(common::pg::PASSWORD), "{err}");
-    err
-}
 
 #[test]
 fn bad_db_paths_are_named_and_left_alone() {
@@ -102,7 +86,7 @@ fn a_history_that_cannot_be_used_is_refused_before_measuring_and_nothing_is_crea
         costlab(&from, &["import", common::FIXTURE]).status.code(),
         Some(0)
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_costlab"))
+    let out = crate::common::command()
         .current_dir(&cwd)
         .arg("--db")
         .arg(&from)
@@ -156,7 +140,7 @@ fn postgres_connection_errors_are_one_line_with_cause_and_fix() {
         &["bad PostgreSQL URL"],
     );
     // The password from PGPASSWORD, and from a password file (mode 600), both work.
-    let out = Command::new(env!("CARGO_BIN_EXE_costlab"))
+    let out = crate::common::command()
         .args([
             "--db",
             &c.url_without_password("postgres"),
@@ -174,7 +158,7 @@ fn postgres_connection_errors_are_one_line_with_cause_and_fix() {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&pass, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_costlab"))
+    let out = crate::common::command()
         .args(["--db", &c.url_without_password("postgres"), "history"])
         .env_remove("PGPASSWORD")
         .env("PGPASSFILE", &pass)
@@ -182,12 +166,6 @@ fn postgres_connection_errors_are_one_line_with_cause_and_fix() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("FIXTURE CPU"));
-}
-
-fn with_id(mut doc: Doc, id: &str, started: &str) -> Doc {
-    doc.run.id = id.to_string();
-    doc.run.started = started.to_string();
-    doc
 }
 
 fn write_doc(dir: &Path, doc: &Doc) -> PathBuf {
@@ -201,16 +179,10 @@ fn import_and_push_are_idempotent_and_push_lands_whole_runs() {
     let c = common::pg::cluster();
     let dir = tempfile::tempdir().unwrap();
     let local = dir.path().join("local.db");
-    let a = with_id(
-        common::fixture(),
-        "20260101T000000Z-aaaaaa",
-        "2026-01-01T00:00:00Z",
-    );
-    let b = with_id(
-        common::fixture(),
-        "20260102T000000Z-bbbbbb",
-        "2026-01-02T00:00:00Z",
-    );
+    let mut a = with_id(common::fixture(), "20260101T000000Z-aaaaaa");
+    a.run.started = "2026-01-01T00:00:00Z".into();
+    let mut b = with_id(common::fixture(), "20260102T000000Z-bbbbbb");
+    b.run.started = "2026-01-02T00:00:00Z".into();
     let (fa, fb) = (write_doc(dir.path(), &a), write_doc(dir.path(), &b));
     let (fa, fb) = (fa.to_str().unwrap(), fb.to_str().unwrap());
     let out = costlab(&local, &["import", fa, fb]);
@@ -432,7 +404,7 @@ fn two_runs_at_once_into_one_postgres_both_land_complete() {
     let dir = tempfile::tempdir().unwrap();
     let runs: Vec<_> = (0..2)
         .map(|i| {
-            Command::new(env!("CARGO_BIN_EXE_costlab"))
+            crate::common::command()
                 .args([
                     "--db",
                     &url,

@@ -102,7 +102,7 @@ fn tiny_sweep_and_taxes_write_costlab_json() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc: serde_json::Value = crate::common::schema::doc(&out.stdout);
     assert_eq!(doc["schema"], "costlab/1");
     let results = doc["results"].as_array().unwrap();
     for metric in ["gc_cpu_share", "slowdown", "max_pause", "peak_rss"] {
@@ -139,7 +139,7 @@ fn tiny_sweep_and_taxes_write_costlab_json() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc: serde_json::Value = crate::common::schema::doc(&out.stdout);
     let results = doc["results"].as_array().unwrap();
     for kind in ["prologue", "bounds"] {
         for method in ["ab", "aa"] {
@@ -381,7 +381,7 @@ fn attribution_writes_shares_and_sample_counts() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc: serde_json::Value = crate::common::schema::doc(&out.stdout);
     let results = doc["results"].as_array().unwrap();
     for w in ["heap", "server"] {
         let (mut total, mut user_total) = (0.0, 0.0);
@@ -545,7 +545,7 @@ fn a_tiny_java_point_writes_a_runtime_row() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc: serde_json::Value = crate::common::schema::doc(&out.stdout);
     let r = doc["results"]
         .as_array()
         .unwrap()

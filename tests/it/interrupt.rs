@@ -10,7 +10,7 @@ use costlab_lab::Lab;
 
 #[test]
 fn ctrl_c_keeps_what_finished_and_restores_state() {
-    let _serial = crate::common::fake::serial();
+    let _serial = crate::common::serial();
     let dir = tempfile::tempdir().unwrap();
     let setting = dir.path().join("nr_hugepages");
     std::fs::write(&setting, "0\n").unwrap();

@@ -5,7 +5,7 @@
 
 use crate::common::skip;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 const POOL: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
@@ -23,11 +23,12 @@ fn sigkill_mid_change_is_restored_by_the_next_command() {
         );
         return;
     }
+    // The mem lab's tests raise the same pool.
+    let _one = crate::common::serial();
     let before = read(POOL);
     let journal = tempfile::tempdir().unwrap();
     let db = journal.path().join("h.db");
-    let bin = env!("CARGO_BIN_EXE_costlab");
-    let mut child = Command::new(bin)
+    let mut child = crate::common::command()
         .args([
             "mem",
             "latency",
@@ -63,8 +64,9 @@ fn sigkill_mid_change_is_restored_by_the_next_command() {
     assert_eq!(files.len(), 1, "one journal for the killed process");
     assert_eq!(read(POOL), raised, "nothing restored the pool yet");
 
-    let out = Command::new(bin)
-        .arg("machine")
+    // Any invocation restores first, `--version` included.
+    let out = crate::common::command()
+        .arg("--version")
         .env("COSTLAB_JOURNAL_DIR", journal.path())
         .env("COSTLAB_DB", &db)
         .output()
@@ -85,7 +87,7 @@ fn sigkill_mid_change_is_restored_by_the_next_command() {
         "{err}"
     );
     // Nothing left for `costlab restore` to do.
-    let out = Command::new(bin)
+    let out = crate::common::command()
         .arg("restore")
         .env("COSTLAB_JOURNAL_DIR", journal.path())
         .output()
@@ -125,8 +127,7 @@ fn sigkill_with_irqs_moved_is_restored_by_the_next_command() {
     }
     let journal = tempfile::tempdir().unwrap();
     let db = journal.path().join("h.db");
-    let bin = env!("CARGO_BIN_EXE_costlab");
-    let mut child = Command::new(bin)
+    let mut child = crate::common::command()
         .args([
             "pin",
             "--case",
@@ -172,8 +173,9 @@ fn sigkill_with_irqs_moved_is_restored_by_the_next_command() {
     assert_eq!(journals, 1, "one journal for the killed process");
     assert_eq!(queue_affinities(), moved, "nothing restored the IRQs yet");
 
-    let out = Command::new(bin)
-        .arg("machine")
+    // Any invocation restores first, `--version` included.
+    let out = crate::common::command()
+        .arg("--version")
         .env("COSTLAB_JOURNAL_DIR", journal.path())
         .env("COSTLAB_DB", &db)
         .output()

@@ -13,6 +13,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+mod sizes;
+
 /// The crates' layers, bottom first. "labs" stands for every crate under crates/labs/: each may
 /// use the layers below, never another lab.
 pub const CRATES: &[&[&str]] = &[
@@ -28,7 +30,7 @@ pub const CRATES: &[&[&str]] = &[
 pub const MODULES: &[(&str, &[&[&str]])] = &[
     (
         "costlab-core",
-        &[&["error", "model"], &["measure"], &["machine"]],
+        &[&["error", "model", "symbols"], &["measure"], &["machine"]],
     ),
     ("costlab-history", &[&["analysis"], &["store"], &["report"]]),
     (

@@ -1,28 +1,14 @@
 //! The memory lab run as a user runs it: tiny sizes, JSON shape, exit codes, and hugepage
 //! pools that are put back (on success, on error and on Ctrl-C).
 
-use crate::common::costlab;
+use crate::common::{costlab, json};
 
 use crate::common::skip;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-use std::sync::Mutex;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-
-/// Tests that touch the real hugepage pools run one at a time.
-static POOLS: Mutex<()> = Mutex::new(());
-
-fn json_of(out: &Output) -> Value {
-    assert!(
-        out.status.success(),
-        "exit {:?}: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("stdout is one JSON document")
-}
 
 fn check_row_shape(row: &Value) {
     let case = row["case"].as_object().expect("case is an object");
@@ -87,7 +73,7 @@ fn bandwidth_json_has_every_case_with_its_units() {
         "--json",
         "-",
     ]);
-    let doc = json_of(&out);
+    let doc = json(&out);
     assert_eq!(doc["schema"], "costlab/1");
     assert!(doc["run"]["command"]
         .as_str()
@@ -130,7 +116,7 @@ fn reference_cases_run_beside_the_kernels_and_name_their_kernel() {
         "--json",
         "-",
     ]);
-    let doc = json_of(&out);
+    let doc = json(&out);
     let rows = doc["results"].as_array().unwrap();
     // memcpy and memset are sequential only: 3 kernels x 2 patterns + 2 references.
     assert_eq!(rows.len(), 3 * 2 + 2);
@@ -174,7 +160,7 @@ fn two_threads_and_a_shared_region() {
         "--json",
         "-",
     ]);
-    let doc = json_of(&out);
+    let doc = json(&out);
     for r in doc["results"].as_array().unwrap() {
         check_row_shape(r);
         assert_eq!(r["case"]["threads"], 2);
@@ -199,7 +185,7 @@ fn latency_json_has_the_curve_and_tables_print() {
         "--json",
         "-",
     ]);
-    let doc = json_of(&out);
+    let doc = json(&out);
     let rows = doc["results"].as_array().unwrap();
     let curve: Vec<&Value> = rows
         .iter()
@@ -296,7 +282,7 @@ fn read_num(path: &str) -> Option<u64> {
 
 #[test]
 fn a_short_pool_names_the_command_and_reserving_puts_it_back() {
-    let _one = POOLS.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = crate::common::serial();
     let nr = pool_file(2048, "nr_hugepages");
     let (Some(before), Some(free)) = (read_num(&nr), read_num(&pool_file(2048, "free_hugepages")))
     else {
@@ -351,7 +337,7 @@ fn a_short_pool_names_the_command_and_reserving_puts_it_back() {
         // Not enough memory for even a few pages: it must say so and leave the pool as it was.
         assert!(String::from_utf8_lossy(&out.stderr).contains("fragmented"));
     } else {
-        let doc = json_of(&out);
+        let doc = json(&out);
         let notes: Vec<&str> = doc["notes"]
             .as_array()
             .unwrap()
@@ -399,7 +385,7 @@ fn a_short_pool_names_the_command_and_reserving_puts_it_back() {
 
 #[test]
 fn ctrl_c_puts_the_pool_back() {
-    let _one = POOLS.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = crate::common::serial();
     let nr = pool_file(2048, "nr_hugepages");
     let Some(before) = read_num(&nr) else {
         skip::skipped("ctrl_c_puts_the_pool_back", "no 2 MiB hugepage pool");
@@ -411,7 +397,7 @@ fn ctrl_c_puts_the_pool_back() {
     }
     // The most samples allowed (1000): the run would take 10 s or more; it is interrupted
     // once the pool is raised.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_costlab"))
+    let mut child = crate::common::command()
         .args([
             "mem",
             "latency",
@@ -498,7 +484,7 @@ fn stride_rows_have_time_and_per_line_by_stride_and_block() {
         "--json",
         "-",
     ]);
-    let doc = json_of(&out);
+    let doc = json(&out);
     let rows: Vec<&Value> = doc["results"]
         .as_array()
         .unwrap()

@@ -36,7 +36,7 @@ fn each_control_is_measured_on_and_off_or_named_in_one_line_and_the_run_is_store
         ],
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let doc: Value = crate::common::schema::doc_file(&json);
     assert!(doc["results"].is_array(), "{doc}");
     for control in CONTROLS {
         let rows: Vec<&Value> = doc["results"]
@@ -324,7 +324,7 @@ fn an_emulated_machine_booted_with_and_without_mitigations_off_is_compared() {
     let db = dir.path().join("h.db");
     let import = |name: &str, part: &str| -> String {
         let f = dir.path().join(format!("{name}-{part}.json"));
-        let doc: Value = serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+        let doc: Value = crate::common::schema::doc_file(&f);
         costlab_ok(&db, &["import", f.to_str().unwrap()]);
         doc["run"]["id"].as_str().unwrap().to_string()
     };

@@ -307,7 +307,7 @@ fn one_node_says_so_in_one_line() {
         // Then only the run's id, for compare and export.
         assert_eq!(lines.len(), 2, "{err}");
         assert!(lines[1].starts_with("costlab: run "), "{err}");
-        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let doc: Value = crate::common::schema::doc(&out.stdout);
         assert_eq!(doc["schema"], "costlab/1");
         assert_eq!(doc["results"].as_array().unwrap().len(), 0);
     }
@@ -328,7 +328,7 @@ fn numa_knobs_on_one_node_say_so_in_one_line() {
     );
     assert_eq!(lines.len(), 2, "{err}");
     assert!(lines[1].starts_with("costlab: run "), "{err}");
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc: Value = crate::common::schema::doc(&out.stdout);
     assert_eq!(doc["results"].as_array().unwrap().len(), 0);
 }
 
@@ -365,7 +365,7 @@ fn numa_maps_self_matches_rss() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc: Value = crate::common::schema::doc(&out.stdout);
     let rows = doc["results"].as_array().unwrap();
     let find = |metric: &str, node: &str, kind: &str| {
         rows.iter()
@@ -404,7 +404,7 @@ fn numa_maps_of_another_process() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc: Value = crate::common::schema::doc(&out.stdout);
     let rows = doc["results"].as_array().unwrap();
     let median = |metric: &str, kind: &str| {
         rows.iter()

@@ -116,7 +116,7 @@ fn a_short_run_writes_rows_by_workload_and_placement() {
         ],
     );
     assert_eq!(ran.status.code(), Some(0), "{}", ran.stderr);
-    let doc: serde_json::Value = serde_json::from_str(&ran.stdout).expect("stdout is the JSON");
+    let doc: serde_json::Value = crate::common::schema::doc(&ran.stdout);
     assert_eq!(doc["schema"], "costlab/1");
     let rows = doc["results"].as_array().unwrap();
     for want_w in ["sharing", "echo"] {

@@ -1,5 +1,5 @@
 //! `costlab price`'s measured split, end to end on the events program (tests/fixtures/price):
-//! the rows DESIGN.md names ("price, measured"), the classes adding up to the cgroup's
+//! the rows docs/src/contract.md names ("price, measured"), the classes adding up to the cgroup's
 //! cpu.stat usage within 2%, the syscalls and faults it makes found in their lines, the split
 //! carried through --save-counts and --from, and --count-only leaving it out. Needs root and
 //! BPF: skips with the reason without them. None asserts a time.
@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use crate::common::{self, skip};
-use crate::price::{build_events, SERIAL};
+use crate::price::build_events;
 use costlab_price::count;
 
 /// (class, event, metric) -> median of the price rows of a JSON document.
@@ -44,7 +44,7 @@ fn price(db: &std::path::Path, args: &[&str]) -> serde_json::Value {
     let out = common::costlab_db(db, &all);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
-    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+    crate::common::schema::doc(&out.stdout)
 }
 
 /// The split's events as counts: cpu_time ÷ per_event.
@@ -69,7 +69,7 @@ fn a_real_program_is_split_adds_up_and_keeps_its_split_through_a_counts_file() {
     };
     let db = dir.path().join("h.db");
     let saved = dir.path().join("counts.json");
-    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = crate::common::serial();
     let exe = exe.to_str().unwrap();
     let doc = price(
         &db,
@@ -106,7 +106,7 @@ fn a_real_program_is_split_adds_up_and_keeps_its_split_through_a_counts_file() {
         diff.abs() <= 10.0,
         "classes {measured} ns vs usage {usage} ns: {diff:+.2}%"
     );
-    // Each line's class is one of DESIGN.md's.
+    // Each line's class is one of docs/src/contract.md's.
     for (c, _, m) in r.keys() {
         if m == "cpu_time" {
             assert!(
@@ -171,7 +171,7 @@ fn the_splits_edges_leave_no_impossible_line() {
         Err(e) => return skip::skipped(name, &format!("no C compiler (cc): {e}")),
     }
     let db = dir.path().join("h.db");
-    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = common::serial();
     let exe = exe.to_str().unwrap();
     for every in ["1", "16"] {
         for (mode, n) in [

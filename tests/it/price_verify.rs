@@ -4,9 +4,10 @@
 //! bpftrace; changing the THP mode needs root and THP: those tests say why they skip. None
 //! asserts a time.
 
+use crate::common::one_line_exit_2;
 use crate::common::{self, skip};
 
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use costlab_price::count;
@@ -15,36 +16,27 @@ const THP: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
 
 /// Runs that may change the THP mode hold price's own lock: its tests count faults, which the
 /// THP mode changes, and compare them with perf's counts of another run.
-use crate::price::SERIAL;
-
-fn one_line_exit_2(out: &Output, what: &str) -> String {
-    let err = String::from_utf8_lossy(&out.stderr).to_string();
-    assert_eq!(out.status.code(), Some(2), "{what}: {err}");
-    assert_eq!(err.trim().lines().count(), 1, "{what}: one line: {err}");
-    assert!(!err.contains("panicked"), "{what}: {err}");
-    err
-}
 
 #[test]
 fn verify_bad_input_exits_2_with_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("h.db");
     let out = common::costlab_db(&db, &["price", "--verify", "--rate", "([0-9", "--", "true"]);
-    let err = one_line_exit_2(&out, "a bad --rate");
+    let err = one_line_exit_2(&out, &[]);
     assert!(
         err.contains("--rate ([0-9: not a regular expression"),
         "{err}"
     );
     let out = common::costlab_db(&db, &["price", "--rate", "x", "--", "true"]);
-    let err = one_line_exit_2(&out, "--rate without --verify");
+    let err = one_line_exit_2(&out, &[]);
     assert!(err.contains("--verify"), "{err}");
     let out = common::costlab_db(&db, &["price", "--reserve-hugepages", "--", "true"]);
-    one_line_exit_2(&out, "--reserve-hugepages without --verify");
+    one_line_exit_2(&out, &[]);
     let out = common::costlab_db(&db, &["price", "--verify", "--pid", "1"]);
-    let err = one_line_exit_2(&out, "--verify --pid");
+    let err = one_line_exit_2(&out, &[]);
     assert!(err.starts_with("costlab: --verify with --pid"), "{err}");
     let out = common::costlab_db(&db, &["price", "--verify", "--", "no-such-command-costlab"]);
-    let err = one_line_exit_2(&out, "no such command");
+    let err = one_line_exit_2(&out, &[]);
     assert!(err.contains("no such command"), "{err}");
     let h = common::costlab_db(&db, &["history"]);
     assert!(!String::from_utf8_lossy(&h.stdout).contains("price"));
@@ -94,7 +86,7 @@ fn verified(db: &std::path::Path) -> serde_json::Value {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(err.contains("costlab: verify: round 2/2"), "{err}");
-    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+    crate::common::schema::doc(&out.stdout)
 }
 
 #[test]
@@ -103,7 +95,7 @@ fn a_small_verify_tries_each_remedy_and_puts_the_thp_mode_back() {
     if let Some(why) = thp_unavailable() {
         return skip::skipped_unless_ci(name, &why);
     }
-    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = crate::common::serial();
     let before = thp_mode();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("h.db");
@@ -247,7 +239,7 @@ fn strict_exits_3_when_a_trial_refutes_a_what_if() {
         Ok(o) => panic!("cc failed: {}", String::from_utf8_lossy(&o.stderr)),
         Err(e) => return skip::skipped_unless_ci(name, &format!("no C compiler (cc): {e}")),
     }
-    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = crate::common::serial();
     let before = thp_mode();
     let db = dir.path().join("h.db");
     let out = common::costlab_db(
@@ -319,7 +311,7 @@ fn a_costlab_killed_while_thp_was_changed_leaves_it_for_the_next_command_to_put_
     if let Some(why) = thp_unavailable() {
         return skip::skipped_unless_ci(name, &why);
     }
-    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = crate::common::serial();
     let before = thp_mode().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("h.db");
@@ -327,7 +319,7 @@ fn a_costlab_killed_while_thp_was_changed_leaves_it_for_the_next_command_to_put_
     let journal = dir.path().join("journal");
     // The program is slow on purpose: each run sleeps, so a run with THP changed lasts
     // long enough to be killed in.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_costlab"))
+    let mut child = crate::common::command()
         .args([
             "price",
             "--verify",
@@ -364,7 +356,7 @@ fn a_costlab_killed_while_thp_was_changed_leaves_it_for_the_next_command_to_put_
         Some("always"),
         "a SIGKILL runs no guard: the mode stays until the next command"
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_costlab"))
+    let out = crate::common::command()
         .arg("history")
         .env("COSTLAB_DB", &db)
         .env("COSTLAB_JOURNAL_DIR", &journal)
@@ -392,11 +384,11 @@ fn ctrl_c_while_thp_was_changed_puts_it_back_and_stores_the_rounds_that_ran() {
     if let Some(why) = thp_unavailable() {
         return skip::skipped_unless_ci(name, &why);
     }
-    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = crate::common::serial();
     let before = thp_mode().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("h.db");
-    let child = Command::new(env!("CARGO_BIN_EXE_costlab"))
+    let child = crate::common::command()
         .args([
             "price",
             "--verify",

@@ -27,7 +27,7 @@ fn history_with(dir: &Path, results: &str) -> (PathBuf, Value) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let doc: Value = serde_json::from_str(&std::fs::read_to_string(results).unwrap()).unwrap();
+    let doc: Value = crate::common::schema::doc_file(results);
     (db, doc)
 }
 
@@ -196,6 +196,98 @@ fn export_prometheus_of_a_run_not_in_the_history_exits_2_with_one_line() {
     assert!(out.stdout.is_empty());
 }
 
+/// The largest 4k-page chase of a run (the DRAM point): of the rows at the largest block, the
+/// measured one (fewest keys), not the plateau row the lab reads off it.
+fn dram_chase_row(doc: &Value) -> Option<&Value> {
+    doc["results"]
+        .as_array()?
+        .iter()
+        .filter(|r| r["lab"] == "mem" && r["case"]["op"] == "chase" && r["case"]["pages"] == "4k")
+        .max_by_key(|r| {
+            let keys = r["case"].as_object().map_or(0, |c| c.len());
+            (
+                r["case"]["block"].as_u64().unwrap_or(0),
+                std::cmp::Reverse(keys),
+            )
+        })
+}
+
+/// Every label the series of `row` must carry in Prometheus, exactly: its case keys, its
+/// quality, the machine's, and the scrape's job and instance.
+fn series_labels(
+    name: &str,
+    row: &Value,
+    doc: &Value,
+    machine: &str,
+    exporter_port: u16,
+) -> BTreeMap<String, String> {
+    let mut want: BTreeMap<String, String> = row["case"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().map_or(v.to_string(), str::to_string)))
+        .collect();
+    want.insert(
+        "quality".into(),
+        row["quality"].as_str().unwrap_or("unjudged").into(),
+    );
+    want.insert("machine".into(), machine.into());
+    want.insert(
+        "cpu_model".into(),
+        doc["machine"]["cpu_model"].as_str().unwrap().into(),
+    );
+    want.insert("job".into(), "costlab".into());
+    want.insert("instance".into(), format!("127.0.0.1:{exporter_port}"));
+    want.insert("__name__".into(), name.into());
+    want
+}
+
+/// node_exporter serving the textfile collector's folder `textfiles`, and Prometheus scraping it
+/// every second, both on free ports, their logs and data under `dir`: (exporter, its port,
+/// Prometheus, its port).
+fn scrape_with_prometheus(
+    dir: &Path,
+    exporter: &Path,
+    prometheus: &Path,
+    textfiles: &Path,
+) -> (Daemon, u16, Daemon, u16) {
+    let exporter_port = free_port();
+    let exporter = Daemon::start(
+        "prometheus-node-exporter",
+        Command::new(exporter)
+            .arg(format!("--web.listen-address=127.0.0.1:{exporter_port}"))
+            .arg("--collector.disable-defaults")
+            .arg("--collector.textfile")
+            .arg(format!(
+                "--collector.textfile.directory={}",
+                textfiles.display()
+            )),
+        dir.join("node-exporter.log"),
+    );
+    let config = dir.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: costlab\n    \
+             static_configs:\n      - targets: ['127.0.0.1:{exporter_port}']\n"
+        ),
+    )
+    .unwrap();
+    let prom_port = free_port();
+    let server = Daemon::start(
+        "prometheus",
+        Command::new(prometheus)
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("tsdb").display()
+            )),
+        dir.join("prometheus.log"),
+    );
+    (exporter, exporter_port, server, prom_port)
+}
+
 #[test]
 fn metrics_reach_a_real_prometheus_through_node_exporters_textfile_collector() {
     let test = "metrics_reach_a_real_prometheus_through_node_exporters_textfile_collector";
@@ -232,40 +324,8 @@ fn metrics_reach_a_real_prometheus_through_node_exporters_textfile_collector() {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    let exporter_port = free_port();
-    let mut exporter = Daemon::start(
-        "prometheus-node-exporter",
-        Command::new(exporter)
-            .arg(format!("--web.listen-address=127.0.0.1:{exporter_port}"))
-            .arg("--collector.disable-defaults")
-            .arg("--collector.textfile")
-            .arg(format!(
-                "--collector.textfile.directory={}",
-                textfiles.display()
-            )),
-        dir.path().join("node-exporter.log"),
-    );
-    let config = dir.path().join("prometheus.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: costlab\n    \
-             static_configs:\n      - targets: ['127.0.0.1:{exporter_port}']\n"
-        ),
-    )
-    .unwrap();
-    let prom_port = free_port();
-    let mut server = Daemon::start(
-        "prometheus",
-        Command::new(prometheus)
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("tsdb").display()
-            )),
-        dir.path().join("prometheus.log"),
-    );
+    let (mut exporter, exporter_port, mut server, prom_port) =
+        scrape_with_prometheus(dir.path(), &exporter, &prometheus, &textfiles);
 
     let query = |q: &str| -> Option<Value> {
         let body = http_get(prom_port, &format!("/api/v1/query?query={}", url_encode(q)))?;
@@ -290,22 +350,9 @@ fn metrics_reach_a_real_prometheus_through_node_exporters_textfile_collector() {
 
     // The syscall lab's s (getppid) and the largest 4k-page chase (the DRAM point), as rows:
     // each series Prometheus holds has the row's median in seconds and exactly its labels.
-    let rows = doc["results"].as_array().unwrap();
-    let chase = rows
-        .iter()
-        .filter(|r| r["lab"] == "mem" && r["case"]["op"] == "chase" && r["case"]["pages"] == "4k")
-        // Of the rows at the largest block, the measured one (fewest keys), not the plateau
-        // row the lab reads off it.
-        .max_by_key(|r| {
-            let keys = r["case"].as_object().map_or(0, |c| c.len());
-            (
-                r["case"]["block"].as_u64().unwrap_or(0),
-                std::cmp::Reverse(keys),
-            )
-        });
     let checked: Vec<(&str, &Value)> = [
         ("costlab_syscall_latency_seconds", getppid_row(&doc)),
-        ("costlab_mem_latency_seconds", chase),
+        ("costlab_mem_latency_seconds", dram_chase_row(&doc)),
     ]
     .into_iter()
     .filter_map(|(name, row)| Some((name, row?)))
@@ -329,22 +376,7 @@ fn metrics_reach_a_real_prometheus_through_node_exporters_textfile_collector() {
         let got = wait_for(Duration::from_secs(30), || query(&q))
             .unwrap_or_else(|| panic!("Prometheus has no {q}"));
         eprintln!("$ curl 'http://127.0.0.1:{prom_port}/api/v1/query?query={q}'\n{got}");
-        let mut want: BTreeMap<String, String> = case
-            .iter()
-            .map(|(k, v)| (k.clone(), v.as_str().map_or(v.to_string(), str::to_string)))
-            .collect();
-        want.insert(
-            "quality".into(),
-            row["quality"].as_str().unwrap_or("unjudged").into(),
-        );
-        want.insert("machine".into(), machine.clone());
-        want.insert(
-            "cpu_model".into(),
-            doc["machine"]["cpu_model"].as_str().unwrap().into(),
-        );
-        want.insert("job".into(), "costlab".into());
-        want.insert("instance".into(), format!("127.0.0.1:{exporter_port}"));
-        want.insert("__name__".into(), name.into());
+        let want = series_labels(name, row, &doc, &machine, exporter_port);
         // The selector also matches a row with more keys (the chase's plateau row): the one
         // with exactly the row's labels is the row.
         let series = got["data"]["result"]
@@ -561,7 +593,7 @@ fn the_systemd_units_verify() {
         );
     }
     // Where the service runs costlab from: a script that runs the costlab under test.
-    let installed = root.join("usr/local/bin/costlab");
+    let installed = root.join("usr/bin/costlab");
     std::fs::create_dir_all(installed.parent().unwrap()).unwrap();
     std::fs::write(
         &installed,

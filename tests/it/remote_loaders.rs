@@ -3,13 +3,14 @@
 //! known_hosts file written for them (host keys are checked); the servers run in the root
 //! namespace, reached over veth pairs. Checks the merge, not any timing.
 
+use crate::common::one_line_exit_2;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use costlab_echo::remote::{decode_histogram, LoaderReport};
 
-const BIN: &str = env!("CARGO_BIN_EXE_costlab");
+use crate::common::BIN;
 
 fn run(cmd: &str, args: &[&str]) -> Result<String, String> {
     let out = Command::new(cmd)
@@ -210,7 +211,7 @@ fn setup() -> Lab {
 
 fn echo(lab: &Lab, loaders: &str, extra: &[&str]) -> std::process::Output {
     let ssh = format!("ssh -F {}", lab.dir.join("ssh_config").display());
-    Command::new(BIN)
+    crate::common::command()
         .args(["echo", "--loaders", loaders, "--addr", &lab.server_ip])
         .args(["--ssh", &ssh, "--loader-costlab", BIN])
         .args(["--case", "epoll", "--conns", "4", "--sizes", "16"])
@@ -221,15 +222,6 @@ fn echo(lab: &Lab, loaders: &str, extra: &[&str]) -> std::process::Output {
         .stdin(Stdio::null())
         .output()
         .expect("run costlab")
-}
-
-fn one_line_exit_2(out: &std::process::Output, want: &str) {
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("costlab: ")).collect();
-    assert_eq!(lines.len(), 1, "{err}");
-    assert!(lines[0].contains(want), "{err}");
-    assert!(out.stdout.is_empty(), "nothing half-written");
 }
 
 #[test]
@@ -247,7 +239,7 @@ fn two_loaders_over_ssh_merge_counts_and_histograms() {
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let doc: serde_json::Value = crate::common::schema::doc(&out.stdout);
     let rows = doc["results"].as_array().unwrap();
     let samples = |metric: &str, loader: Option<&str>| -> Vec<f64> {
         rows.iter()
@@ -304,10 +296,10 @@ fn two_loaders_over_ssh_merge_counts_and_histograms() {
     );
 
     // Host keys are checked: a host whose known key differs is refused, exit 2.
-    one_line_exit_2(&echo(&lab, "loader-a,wrong-key", &[]), "host key");
+    one_line_exit_2(&echo(&lab, "loader-a,wrong-key", &[]), &["host key"]);
     // A loader host without costlab.
     let ssh = format!("ssh -F {}", lab.dir.join("ssh_config").display());
-    let out = Command::new(BIN)
+    let out = crate::common::command()
         .args([
             "echo",
             "--loaders",
@@ -321,7 +313,7 @@ fn two_loaders_over_ssh_merge_counts_and_histograms() {
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    one_line_exit_2(&out, "costlab is not there");
+    one_line_exit_2(&out, &["costlab is not there"]);
 }
 
 #[test]
@@ -334,7 +326,7 @@ fn a_refusing_ssh_host_exits_2_with_one_line() {
         "Host refuser\n  HostName 127.0.0.1\n  Port 1\n  ConnectTimeout 5\n",
     )
     .unwrap();
-    let out = Command::new(BIN)
+    let out = crate::common::command()
         .args(["echo", "--loaders", "refuser", "--addr", "10.214.0.1"])
         .args(["--ssh", &format!("ssh -F {}", cfg.display())])
         .args(["--case", "epoll", "--conns", "4", "--quick"])
@@ -342,5 +334,5 @@ fn a_refusing_ssh_host_exits_2_with_one_line() {
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    one_line_exit_2(&out, "loader refuser: ssh failed");
+    one_line_exit_2(&out, &["loader refuser: ssh failed"]);
 }

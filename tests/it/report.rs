@@ -184,6 +184,7 @@ fn write_report_writes_the_page_and_the_doc() {
     let page = html::write_report(&out, &doc, &[], registry::charts(&doc)).unwrap();
     assert_eq!(page, out.join("index.html"));
     let back = std::fs::read_to_string(out.join("results.json")).unwrap();
+    crate::common::schema::doc(&back);
     let back = costlab_history::report::Doc::from_json(&back).unwrap();
     assert_eq!(back.results.len(), doc.results.len());
     assert_eq!(back.run, doc.run);

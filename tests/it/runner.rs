@@ -10,7 +10,7 @@ use costlab_lab::Lab;
 
 #[test]
 fn skipped_and_failed_labs_are_reported_and_the_rest_go_on() {
-    let _serial = crate::common::fake::serial();
+    let _serial = crate::common::serial();
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("h.db")).unwrap();
     let labs: Vec<Box<dyn Lab>> = vec![
@@ -67,7 +67,7 @@ fn skipped_and_failed_labs_are_reported_and_the_rest_go_on() {
 
 #[test]
 fn a_run_of_available_labs_is_complete() {
-    let _serial = crate::common::fake::serial();
+    let _serial = crate::common::serial();
     let labs: Vec<Box<dyn Lab>> = vec![
         Box::new(Fake {
             name: "syscall",
@@ -87,7 +87,7 @@ fn a_run_of_available_labs_is_complete() {
 
 #[test]
 fn labs_are_selected_by_name_and_unknown_names_are_bad_input() {
-    let _serial = crate::common::fake::serial();
+    let _serial = crate::common::serial();
     let all = || -> Vec<Box<dyn Lab>> {
         vec![
             Box::new(Fake {

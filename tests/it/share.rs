@@ -3,22 +3,12 @@
 //! go through their points, and one-line exit-2 errors on bad input.
 
 use crate::common::costlab;
+use crate::common::json;
 
 use crate::common::skip;
 
-use std::process::Output;
-
 fn cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-fn json(out: &Output) -> serde_json::Value {
-    assert!(
-        out.status.success(),
-        "stderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("stdout is one JSON document")
 }
 
 fn assert_usage_error(args: &[&str], needle: &str) {

@@ -9,7 +9,7 @@
 use crate::common;
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -19,7 +19,7 @@ use costlab_history::store::Store;
 fn sigint_during_a_lab_keeps_the_run_incomplete_and_the_db_sound() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("h.db");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_costlab"))
+    let mut child = crate::common::command()
         .arg("--db")
         .arg(&db)
         .args(["run", "--out-dir"])
@@ -73,7 +73,7 @@ fn sigint_during_a_lab_keeps_the_run_incomplete_and_the_db_sound() {
 fn sigint_during_a_lab_prints_and_stores_the_calls_that_finished() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("h.db");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_costlab"));
+    let mut cmd = crate::common::command();
     cmd.arg("--db")
         .arg(&db)
         .args(["syscall", "--samples", "20"])
@@ -127,7 +127,7 @@ fn sigint_during_a_lab_prints_and_stores_the_calls_that_finished() {
     drop(store);
 
     // `costlab history` says so.
-    let out = Command::new(env!("CARGO_BIN_EXE_costlab"))
+    let out = crate::common::command()
         .arg("--db")
         .arg(&db)
         .arg("history")

@@ -5,17 +5,13 @@
 
 use crate::common;
 use crate::common::command_db as costlab_bin;
+use crate::common::with_id;
 
 use std::path::PathBuf;
 
 use costlab_core::error::exit_code;
 use costlab_history::report::sheet::LabStatus;
 use costlab_history::store::{migrate, Store};
-
-fn with_id(mut doc: costlab_history::report::Doc, id: &str) -> costlab_history::report::Doc {
-    doc.run.id = id.to_string();
-    doc
-}
 
 /// A fresh, empty history on one backend.
 pub struct Fresh {
@@ -312,6 +308,7 @@ fn a_lab_run_alone_is_recorded_with_its_sheet() {
 /// The results file a run fell back to: a costlab/1 document with figures in it.
 fn fallback_doc(file: &std::path::Path) -> costlab_history::report::Doc {
     let text = std::fs::read_to_string(file).unwrap();
+    crate::common::schema::doc(&text);
     let doc = costlab_history::report::Doc::from_json(&text).unwrap();
     assert_eq!(doc.schema, "costlab/1");
     assert!(!doc.results.is_empty(), "{text}");

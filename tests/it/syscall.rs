@@ -29,7 +29,7 @@ fn a_tiny_run_writes_the_json_contract() {
     ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    let doc: serde_json::Value = crate::common::schema::doc(&out.stdout);
     assert_eq!(doc["schema"], "costlab/1");
     assert!(doc["run"]["command"]
         .as_str()

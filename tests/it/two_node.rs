@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::common::vng::{self, json_in, section};
 
-const BIN: &str = env!("CARGO_BIN_EXE_costlab");
+use crate::common::BIN;
 
 /// The machine: 4 CPUs as 2 sockets x 1 core x 2 threads, one node per socket (CPUs 0-1 on
 /// node 0, 2-3 on node 1), 1G each. QEMU's `-smp` is given again with the topology (vng's

@@ -45,7 +45,7 @@ fn a_tiny_run_writes_rows_by_method_size_and_link() {
         ],
     );
     assert_eq!(ran.status.code(), Some(0), "{}", ran.stderr);
-    let doc: serde_json::Value = serde_json::from_str(&ran.stdout).expect("stdout is the JSON");
+    let doc: serde_json::Value = crate::common::schema::doc(&ran.stdout);
     let rows = doc["results"].as_array().unwrap();
     assert!(!rows.is_empty());
     for method in ["read-write", "send"] {

@@ -187,14 +187,22 @@ fn symbolize_elf(
 }
 
 fn symbolize(data: &PathBuf, compare: bool, debug_syms: bool) -> Result<(), String> {
+    let (maps, comms, samples) = read_samples(data)?;
+    let (names, knames) = name_frames(&maps, &samples, debug_syms);
+    write_text(&maps, &comms, &samples, &names, &knames, compare)
+}
+
+/// Names of user frames by (file, offset), and of kernel frames by address.
+type Names = (HashMap<(usize, u64), Named>, HashMap<u64, Named>);
+
+/// Pass 1: the samples, each frame placed in a file or the kernel; the maps and the commands.
+fn read_samples(data: &PathBuf) -> Result<(Maps, Vec<String>, Vec<Sample>), String> {
     let file = std::fs::File::open(data).map_err(|e| e.to_string())?;
     let PerfFileReader {
         mut perf_file,
         mut record_iter,
     } = PerfFileReader::parse_file(BufReader::new(file))
         .map_err(|e| format!("not a perf.data file ({e})"))?;
-
-    // Pass 1: the samples, each frame placed in a file or the kernel.
     let mut maps = Maps::default();
     let mut comms: Vec<String> = Vec::new();
     let mut comm_ids: HashMap<String, usize> = HashMap::new();
@@ -289,15 +297,18 @@ fn symbolize(data: &PathBuf, compare: bool, debug_syms: bool) -> Result<(), Stri
             _ => {}
         }
     }
+    Ok((maps, comms, samples))
+}
 
-    // Pass 2: each distinct address named once, one batch per file and one for the kernel.
+/// Pass 2: each distinct address named once, one batch per file and one for the kernel.
+fn name_frames(maps: &Maps, samples: &[Sample], debug_syms: bool) -> Names {
     let symbolizer = Symbolizer::builder()
         .enable_code_info(false)
         .enable_inlined_fns(false)
         .build();
     let mut per_file: HashMap<usize, Vec<u64>> = HashMap::new();
     let mut kernel_addrs: Vec<u64> = Vec::new();
-    for s in &samples {
+    for s in samples {
         for f in &s.frames {
             match *f {
                 Loc::Kernel(a) => kernel_addrs.push(a),
@@ -367,8 +378,18 @@ fn symbolize(data: &PathBuf, compare: bool, debug_syms: bool) -> Result<(), Stri
         );
         knames.extend(kernel_addrs.iter().copied().zip(res));
     }
+    (names, knames)
+}
 
-    // Pass 3: the text.
+/// Pass 3: the text `perf script` would write.
+fn write_text(
+    maps: &Maps,
+    comms: &[String],
+    samples: &[Sample],
+    names: &HashMap<(usize, u64), Named>,
+    knames: &HashMap<u64, Named>,
+    compare: bool,
+) -> Result<(), String> {
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
     let w = |out: &mut BufWriter<_>, ip: u64, n: Option<&Named>, dso: &str| {
@@ -379,7 +400,7 @@ fn symbolize(data: &PathBuf, compare: bool, debug_syms: bool) -> Result<(), Stri
         };
         r.map_err(|e| e.to_string())
     };
-    for s in &samples {
+    for s in samples {
         let comm = &comms[s.comm];
         let r = if compare {
             writeln!(

@@ -109,11 +109,3 @@ pub fn run_info(id: &str) -> costlab_history::report::RunInfo {
         complete: false,
     }
 }
-
-/// Tests that run labs in this process share its Ctrl-C state (`measure::cancel`) and restore
-/// journal: since the integration tests are one binary, such tests take this lock so one
-/// test's simulated Ctrl-C never reaches another's run.
-pub fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}

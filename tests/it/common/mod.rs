@@ -15,6 +15,27 @@ pub const FIXTURE: &str = concat!(
     "/tests/fixtures/results-fixture-all-labs.json"
 );
 
+/// Every page of the manual (docs/src/**/*.md), in a stable order.
+pub fn manual_pages() -> Vec<std::path::PathBuf> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).expect("docs/src readable") {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "md") {
+                out.push(p);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(
+        std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/src")),
+        &mut out,
+    );
+    out.sort();
+    out
+}
+
 /// The hand-made fixture (made-up figures, for tests only).
 pub fn fixture() -> Doc {
     let text = std::fs::read_to_string(FIXTURE).expect("fixture readable");
@@ -124,6 +145,54 @@ pub fn costlab_ok(db: impl AsRef<OsStr>, args: &[&str]) -> Output {
     out
 }
 
+/// Bytes a program wrote, as text.
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A run that must succeed and write one costlab/1 document on stdout: the document, validated
+/// against the result contract's schema first.
+pub fn json(out: &Output) -> serde_json::Value {
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    schema::doc(&out.stdout)
+}
+
+/// Bad input refused the one way costlab refuses it: exit 2 before anything ran, nothing on
+/// stdout, one line on stderr (costlab's, no panic) holding each of `needles`, never the test
+/// PostgreSQL's password. The line, for the caller's own checks.
+pub fn one_line_exit_2(out: &Output, needles: &[&str]) -> String {
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "exit status: {err}");
+    assert!(
+        out.stdout.is_empty(),
+        "nothing half-written on stdout: {}\n{err}",
+        text(&out.stdout)
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    assert!(err.starts_with("costlab"), "costlab's own line: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    for n in needles {
+        assert!(err.contains(n), "missing '{n}' in: {err}");
+    }
+    assert!(!err.contains(pg::PASSWORD), "{err}");
+    err
+}
+
+/// A document with another run id, so that one fixture can be stored more than once.
+pub fn with_id(mut doc: Doc, id: &str) -> Doc {
+    doc.run.id = id.to_string();
+    doc
+}
+
+/// One test at a time where tests share something of this process or this machine: labs run
+/// in this process share its Ctrl-C state (`measure::cancel`) and restore journal, so one
+/// test's simulated Ctrl-C never reaches another's run; `costlab price` runs may mount and
+/// unmount tracefs. The integration tests are one binary, so such tests take this lock.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Whether the tests run as root (the parts that change system state need it).
 pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
@@ -132,6 +201,7 @@ pub fn is_root() -> bool {
 pub mod daemon;
 pub mod fake;
 pub mod pg;
+pub mod schema;
 pub mod skip;
 pub mod vng;
 

@@ -8,7 +8,7 @@
 //! takes the ledger (`take_finished`) to print and store those figures as an incomplete run.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::model::{Outcome, ResultRow};
@@ -37,7 +37,15 @@ pub fn install(on_quit: fn()) {
             eprintln!("costlab: interrupted twice; system state restored, exiting");
             std::process::exit(130);
         }
-        eprintln!("costlab: interrupted; stopping after this sample (Ctrl-C again to quit now)");
+        wake_sleepers();
+        match KERNEL_WAIT.lock().unwrap_or_else(|p| p.into_inner()).as_deref() {
+            Some(what) => eprintln!(
+                "costlab: interrupted; the kernel holds costlab until it has finished {what}, then it stops (Ctrl-C again to quit now)"
+            ),
+            None => eprintln!(
+                "costlab: interrupted; stopping after this sample (Ctrl-C again to quit now)"
+            ),
+        }
     });
 }
 
@@ -58,6 +66,50 @@ pub fn check() -> anyhow::Result<()> {
 /// For tests: pretend Ctrl-C was (or was not) pressed.
 pub fn simulate(pressed: bool) {
     PRESSES.store(usize::from(pressed), Ordering::SeqCst);
+    wake_sleepers();
+}
+
+/// What a call the kernel may hold for long is doing now (one at a time: the main thread's).
+static KERNEL_WAIT: Mutex<Option<String>> = Mutex::new(None);
+
+/// Run `f`, a call the kernel may hold longer than Ctrl-C's second and that no signal cuts
+/// short (a hugepage pool's compaction, an fsync): a Ctrl-C meanwhile says, in one line, what
+/// costlab waits for.
+pub fn in_kernel<T>(what: &str, f: impl FnOnce() -> T) -> T {
+    *KERNEL_WAIT.lock().unwrap_or_else(|p| p.into_inner()) = Some(what.to_string());
+    let out = f();
+    *KERNEL_WAIT.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    out
+}
+
+/// Sleepers wait here; Ctrl-C wakes them all.
+static SLEEP: (Mutex<()>, Condvar) = (Mutex::new(()), Condvar::new());
+
+fn wake_sleepers() {
+    // Taken so that a sleeper between its check and its wait cannot miss the wake-up.
+    let _g = SLEEP.0.lock().unwrap_or_else(|p| p.into_inner());
+    SLEEP.1.notify_all();
+}
+
+/// Sleep for `d`, or until Ctrl-C: true when the whole time passed, false when the user asked
+/// to stop (at once, not at the end of `d`). Every wait of a second or more that is not a
+/// sample's own measured time goes through here, so Ctrl-C stops a command within a second.
+pub fn sleep(d: Duration) -> bool {
+    let deadline = Instant::now() + d;
+    let mut g = SLEEP.0.lock().unwrap_or_else(|p| p.into_inner());
+    loop {
+        if requested() {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return true;
+        }
+        g = match SLEEP.1.wait_timeout(g, deadline - now) {
+            Ok((g, _)) => g,
+            Err(p) => p.into_inner().0,
+        };
+    }
 }
 
 /// The figures of the cases that have finished since the last `take_finished`.

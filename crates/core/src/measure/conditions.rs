@@ -1,5 +1,5 @@
 //! What else happened on the machine while a case took its samples, so every figure carries
-//! the conditions it was taken under (DESIGN: "Say under what conditions each figure was taken").
+//! the conditions it was taken under (docs/src/measuring.md: "Say under what conditions each figure was taken").
 //!
 //! A `Watch` is started before a case's samples and finished after them. It reads, at both
 //! ends, /proc/stat per CPU (all CPU time on the CPUs the case used), this process's own

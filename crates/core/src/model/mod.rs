@@ -1,7 +1,7 @@
 //! The result model, at the bottom of the house: what a lab returns (`Outcome`: figures,
 //! models, notes), one figure (`ResultRow`: case, metric, unit, samples, `Summary`, the
 //! `Conditions` it was taken under and its `Quality`), the document a run writes (`Doc`) and the
-//! cost sheet (`Headline`, `LabSheet`). This is the JSON contract of DESIGN.md: every lab
+//! cost sheet (`Headline`, `LabSheet`). This is the JSON contract (docs/src/contract.md): every lab
 //! writes it and every reader (report, store, analysis, export) reads it. It imports nothing of
 //! costlab's; everything else may import it.
 

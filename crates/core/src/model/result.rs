@@ -1,5 +1,5 @@
 //! The result model: the JSON contract every lab writes and every reader (report, store,
-//! compare, export) reads. Field names are the contract in DESIGN.md; add, never rename.
+//! compare, export) reads. Field names are the contract (docs/src/contract.md); add, never rename.
 
 use std::collections::BTreeMap;
 

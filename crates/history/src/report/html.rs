@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 
 use super::charts::{self, esc, Chart};
 use super::sheet::{figure, spread, LabSheet};
-use super::verdict::{verdict_text, MARKS_LEGEND};
+use super::verdict::{reading_beside_verdict, verdict_text, MARKS_LEGEND};
 use super::Doc;
 use crate::analysis::compare::{Comparison, Verdict};
 
@@ -58,7 +58,8 @@ fn sheet_html(o: &mut String, sheet: &[LabSheet]) {
                     None => "not judged".to_string(),
                     q => esc(&verdict_text(q, &h.quality_reasons)),
                 },
-                esc(&h.reading),
+                // The quality column gives the reasons: the reading does not repeat them.
+                esc(&reading_beside_verdict(h)),
                 q = h.quality.map_or("unjudged", |q| q.word()),
             );
         }

@@ -74,6 +74,26 @@ pub fn mark(r: &ResultRow) -> &'static str {
     r.quality.map_or("", Quality::mark)
 }
 
+/// What would give a reading of a figure not read for its verdict `q`.
+pub fn not_read_remedy(q: Quality) -> &'static str {
+    match q {
+        Quality::Disturbed => "run again on a quiet machine (`costlab check` lists what disturbs)",
+        _ => "more samples or a quieter machine would resolve it",
+    }
+}
+
+/// A headline's reading for a view that shows its verdict and reasons in a column of their
+/// own (the report's sheet): a figure not read says so and what would resolve it, without
+/// repeating the reasons beside it.
+pub fn reading_beside_verdict(h: &costlab_core::model::Headline) -> String {
+    match h.quality {
+        Some(q @ (Quality::Disturbed | Quality::Noisy)) if h.reading.starts_with("not read:") => {
+            format!("not read; {}", not_read_remedy(q))
+        }
+        _ => h.reading.clone(),
+    }
+}
+
 /// Make each headline's verdict and reading follow the evidence:
 /// - a headline read straight from a figure takes that figure's verdict (labs may also set
 ///   it with `Headline::judged_by` for figures derived from several);
@@ -93,22 +113,14 @@ pub fn follow(headlines: &mut [costlab_core::model::Headline], rows: &[ResultRow
             }
         }
         let s = h.summary;
-        match h.quality {
-            Some(Quality::Disturbed) => {
-                h.reading = format!(
-                    "not read: disturbed ({}); run again on a quiet machine (`costlab check` lists what disturbs)",
-                    h.quality_reasons.join("; ")
-                );
-                continue;
-            }
-            Some(Quality::Noisy) => {
-                h.reading = format!(
-                    "not read: noisy ({}); more samples or a quieter machine would resolve it",
-                    h.quality_reasons.join("; ")
-                );
-                continue;
-            }
-            _ => {}
+        if let Some(q @ (Quality::Disturbed | Quality::Noisy)) = h.quality {
+            h.reading = format!(
+                "not read: {} ({}); {}",
+                q.word(),
+                h.quality_reasons.join("; "),
+                not_read_remedy(q)
+            );
+            continue;
         }
         if h.unit == "x" && s.n > 1 && s.min < 1.0 && s.max > 1.0 {
             h.reading = format!(
@@ -188,6 +200,29 @@ mod tests {
         let mut hs = vec![h("uring/epoll", "x", &[1.2, 1.3, 1.4])];
         follow(&mut hs, &[]);
         assert_eq!(hs[0].reading, "a gain of 30%");
+    }
+
+    /// The text sheet has no quality column, so its reading names the reasons; the report's
+    /// sheet gives them in its quality column and its reading only says what would resolve it.
+    #[test]
+    fn a_noisy_headline_names_its_reason_once_beside_its_verdict() {
+        let mut hs = vec![h("TLB cost per access", "ns", &[51.2, 60.6, 88.6])];
+        hs[0].quality = Some(Quality::Noisy);
+        hs[0].quality_reasons = vec!["MAD is 15.5% of the median".into()];
+        follow(&mut hs, &[]);
+        assert_eq!(
+            hs[0].reading,
+            "not read: noisy (MAD is 15.5% of the median); more samples or a quieter machine would resolve it"
+        );
+        let beside = reading_beside_verdict(&hs[0]);
+        assert_eq!(
+            beside,
+            "not read; more samples or a quieter machine would resolve it"
+        );
+        assert!(!beside.contains("MAD"));
+        let mut ok = vec![h("L1 latency", "ns", &[1.0, 1.1, 1.2])];
+        follow(&mut ok, &[]);
+        assert_eq!(reading_beside_verdict(&ok[0]), "a gain of 30%");
     }
 
     #[test]

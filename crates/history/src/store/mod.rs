@@ -12,6 +12,7 @@
 //! the run: SQLite takes its write lock up front (WAL, IMMEDIATE, a busy timeout); PostgreSQL
 //! runs each in its own transaction.
 
+pub mod guard;
 pub mod migrate;
 pub mod policy;
 pub mod postgres;
@@ -113,6 +114,14 @@ pub trait Backend {
     fn transaction(&mut self, f: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()>;
     /// The backend's own check of its storage: "ok" when sound.
     fn integrity(&mut self) -> Result<String>;
+    /// The tables of the latest schema it lacks.
+    fn missing_tables(&self) -> Result<Vec<&'static str>> {
+        Ok(Vec::new())
+    }
+    /// A cheap check before a run's work (pages sound, room to store it).
+    fn probe(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Whether `--db` (or COSTLAB_DB) names a PostgreSQL database rather than a SQLite file.
@@ -151,7 +160,17 @@ pub fn open(db: Option<&Path>) -> Result<Store> {
     Store::open(&default_path(db)?)
 }
 
-/// Open the history for reading: a missing SQLite file is an error and nothing is created.
+/// Open the history for storing a run about to be measured: opened as `open` does, then
+/// checked as cheaply as it can be (`Store::probe`) so that a damaged history or a full disk is
+/// found before the work, not after it.
+pub fn open_for_run(db: Option<&Path>) -> Result<Store> {
+    let store = open(db)?;
+    store.probe()?;
+    Ok(store)
+}
+
+/// Open the history for reading: a missing SQLite file is an error and nothing is created; a
+/// SQLite history is opened read-only (a read-only file or mount reads as it is).
 pub fn open_existing(db: Option<&Path>) -> Result<Store> {
     Store::open_existing(&default_path(db)?)
 }
@@ -207,16 +226,50 @@ impl Store {
     fn open_with(target: &Path, create: bool) -> Result<Store> {
         let text = target.to_string_lossy();
         check_scheme(&text)?;
-        let backend: Box<dyn Backend> = if is_postgres(&text) {
-            Box::new(postgres::PgBackend::connect(&text)?)
+        if is_postgres(&text) {
+            let store = Store::of(Box::new(postgres::PgBackend::connect(&text)?));
+            store.migrate()?;
+            return Ok(store);
+        }
+        sqlite::check_path(target, create)?;
+        let found = guard::inspect(target, create, migrate::LATEST)?;
+        // Reading an older history that can be written brings it up to date first, as storing
+        // into it would; one that cannot be written is read only at the latest schema.
+        let write = create || (found.read_only.is_none() && found.version != Some(migrate::LATEST));
+        let store = if write {
+            let store = Store::of(Box::new(sqlite::SqliteBackend::open(target)?));
+            store.migrate()?;
+            store
         } else {
-            Box::new(sqlite::SqliteBackend::open(target, create)?)
+            if let Some(why) = &found.read_only {
+                if found.version != Some(migrate::LATEST) {
+                    let at = found.version.unwrap_or(0);
+                    return Err(usage(format!(
+                        "the history at {} cannot be written ({why}) and is at schema version \
+                         {at}, older than this costlab reads ({}): copy it where it can be \
+                         written (cp {} /tmp/history.db) and pass --db /tmp/history.db",
+                        target.display(),
+                        migrate::LATEST,
+                        target.display()
+                    )));
+                }
+            }
+            Store::of(Box::new(sqlite::SqliteBackend::open_read(target, &found)?))
         };
-        let store = Store {
+        store.check_tables(target)?;
+        Ok(store)
+    }
+
+    fn of(backend: Box<dyn Backend>) -> Store {
+        Store {
             db: RefCell::new(backend),
-        };
-        let describe = store.describe();
-        migrate::up_to_latest(&store).map_err(|e| {
+        }
+    }
+
+    /// Bring the schema up to date; a failure is bad input with the history named.
+    fn migrate(&self) -> Result<()> {
+        let describe = self.describe();
+        migrate::up_to_latest(self).map_err(|e| {
             if costlab_core::error::exit_code(&e) == 2 {
                 e
             } else {
@@ -225,8 +278,23 @@ impl Store {
                     redact(&costlab_core::error::one_line(&e))
                 ))
             }
-        })?;
-        Ok(store)
+        })
+    }
+
+    /// A history that lacks one of the schema's tables is damaged: said now, with its path,
+    /// rather than as SQL's "no such table" halfway through a command.
+    fn check_tables(&self, path: &Path) -> Result<()> {
+        let missing = self.db.borrow().missing_tables()?;
+        match missing.first() {
+            None => Ok(()),
+            Some(t) => Err(guard::damaged(path, &format!("it has no table {t}"))),
+        }
+    }
+
+    /// The cheap check before measuring (SQLite: `PRAGMA quick_check` and the free space
+    /// beside the file): a damaged history or a full disk is bad input, found before the work.
+    pub fn probe(&self) -> Result<()> {
+        self.db.borrow().probe()
     }
 
     pub fn dialect(&self) -> Dialect {

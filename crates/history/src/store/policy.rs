@@ -18,7 +18,10 @@ use super::{open, redact, Store};
 /// now (a server gone, a full disk) is tried once more on a fresh connection, and failing
 /// again the figures go to a results file named in the error, which exits 1.
 pub fn record(store: &Store, db: Option<&Path>, doc: &Doc, sheets: &[LabSheet]) -> Result<()> {
-    let first = match store.save_doc(doc, sheets) {
+    let first = match costlab_core::measure::cancel::in_kernel(
+        "storing the run in the history (its write and fsync)",
+        || store.save_doc(doc, sheets),
+    ) {
         Ok(()) => return Ok(()),
         Err(e) => e,
     };

@@ -8,12 +8,15 @@ use anyhow::{Context, Result};
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, ToSql, TransactionBehavior};
 
-use super::{Backend, Dialect, Tx, Val};
+use super::{guard, Backend, Dialect, Tx, Val};
 use costlab_core::error::usage;
 
 pub struct SqliteBackend {
     conn: Connection,
     path: PathBuf,
+    /// Opened read-only (history, export, report, ...): transactions are deferred, nothing is
+    /// written, a read-only file or mount reads as it is.
+    read_only: bool,
 }
 
 impl ToSql for Val {
@@ -53,7 +56,7 @@ fn wal_mode(conn: &Connection) -> rusqlite::Result<String> {
 
 /// What is at `path` must be nothing (when creating), or a SQLite file. Checked before SQLite
 /// opens it, so a wrong `--db` is named as such and left as it was.
-fn check_path(path: &Path, create: bool) -> Result<()> {
+pub fn check_path(path: &Path, create: bool) -> Result<()> {
     let shown = path.display();
     match std::fs::metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -96,8 +99,9 @@ fn check_path(path: &Path, create: bool) -> Result<()> {
 }
 
 impl SqliteBackend {
-    pub fn open(path: &Path, create: bool) -> Result<SqliteBackend> {
-        check_path(path, create)?;
+    /// Open the history at `path` for storing runs (created if missing). What is there was
+    /// checked first (`guard::inspect`): nothing, an empty file, or a costlab history.
+    pub fn open(path: &Path) -> Result<SqliteBackend> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| {
                 usage(format!(
@@ -115,9 +119,14 @@ impl SqliteBackend {
         // A writer waits for another instead of failing: two runs at once both land.
         conn.busy_timeout(Duration::from_secs(30))?;
         let mode = wal_mode(&conn).map_err(|e| {
+            let e = guard::explain(path, e.into());
+            if costlab_core::error::exit_code(&e) == 2 {
+                return e;
+            }
             usage(format!(
-                "cannot use the history at {}: {e}; pass another --db",
-                path.display()
+                "cannot use the history at {}: {}; pass another --db",
+                path.display(),
+                costlab_core::error::one_line(&e)
             ))
         })?;
         if !mode.eq_ignore_ascii_case("wal") {
@@ -128,6 +137,29 @@ impl SqliteBackend {
         Ok(SqliteBackend {
             conn,
             path: path.to_path_buf(),
+            read_only: false,
+        })
+    }
+
+    /// Open the history at `path` for reading only: nothing in the file changes (no WAL
+    /// switch, no migration), and a read-only file or mount reads as it is.
+    ///
+    /// Where costlab may write the file, it is opened read-write all the same (without a WAL
+    /// switch or a migration), so that SQLite removes its WAL and shared-memory files on close
+    /// as it does after a write; only `Deferred` transactions run on it, so nothing is written.
+    pub fn open_read(path: &Path, found: &guard::Found) -> Result<SqliteBackend> {
+        let conn = if found.read_only.is_none() && !found.full {
+            let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE
+                | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+            Connection::open_with_flags(path, flags).map_err(|e| guard::explain(path, e.into()))?
+        } else {
+            guard::open_read_only(path, found.full)?
+        };
+        conn.busy_timeout(Duration::from_secs(30))?;
+        Ok(SqliteBackend {
+            conn,
+            path: path.to_path_buf(),
+            read_only: true,
         })
     }
 }
@@ -178,10 +210,26 @@ impl Backend for SqliteBackend {
     }
 
     fn transaction(&mut self, f: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()> {
-        let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)?;
-        f(&mut SqliteTx(&tx))?;
-        tx.commit()?;
-        Ok(())
+        let behavior = if self.read_only {
+            TransactionBehavior::Deferred
+        } else {
+            TransactionBehavior::Immediate
+        };
+        let mut run = || -> Result<()> {
+            let tx = rusqlite::Transaction::new_unchecked(&self.conn, behavior)?;
+            f(&mut SqliteTx(&tx))?;
+            tx.commit()?;
+            Ok(())
+        };
+        run().map_err(|e| guard::explain(&self.path, e))
+    }
+
+    fn missing_tables(&self) -> Result<Vec<&'static str>> {
+        guard::missing_tables(&self.conn).map_err(|e| guard::explain(&self.path, e.into()))
+    }
+
+    fn probe(&self) -> Result<()> {
+        guard::probe(&self.conn, &self.path)
     }
 
     fn integrity(&mut self) -> Result<String> {

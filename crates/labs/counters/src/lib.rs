@@ -102,7 +102,8 @@ pub fn run(args: &CountersArgs, ctx: &Ctx) -> Result<Outcome> {
     let mut last = t0;
     for k in 1..=plan.intervals {
         let due = t0 + step * k as u32;
-        std::thread::sleep(due.saturating_duration_since(Instant::now()));
+        // Ctrl-C ends the interval at once: its counts over the time it lasted are kept.
+        let whole = cancel::sleep(due.saturating_duration_since(Instant::now()));
         let d = a.delta();
         let now = Instant::now();
         seconds.push((now - last).as_secs_f64());
@@ -122,7 +123,14 @@ pub fn run(args: &CountersArgs, ctx: &Ctx) -> Result<Outcome> {
             ));
             break;
         }
-        if cancel::check().is_err() {
+        if !whole || cancel::check().is_err() {
+            if !whole {
+                notes.push(format!(
+                    "interrupted (Ctrl-C) {:.2} s into interval {k} of {}: its counts are over that time",
+                    (now - t0).as_secs_f64() - step.as_secs_f64() * (k - 1) as f64,
+                    plan.intervals
+                ));
+            }
             break;
         }
     }

@@ -166,7 +166,7 @@ fn counter_columns_say_unsupported_where_there_is_no_pmu() {
     assert!(!text.contains("unsupported"), "{text}");
 }
 
-/// The whole lab on this machine at tiny sizes: rows with the keys and units DESIGN.md names.
+/// The whole lab on this machine at tiny sizes: rows with the keys and units docs/src/contract.md names.
 #[test]
 fn a_tiny_run_gives_every_row() {
     let ctx = Ctx {

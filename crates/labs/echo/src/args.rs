@@ -52,8 +52,9 @@ pub struct EchoRunArgs {
     )]
     pub sizes: String,
     /// uring techniques: all, or switch some off (-bundle,-inc; names: big, bundle, inc,
-    /// sendmsg, fixed, huge, zc, hot; zc=64K sends zero-copy from 64 KiB; hot=SIZE moves the
-    /// hot path's threshold, 8K by default, and -hot keeps the buffer ring at every size)
+    /// sendmsg, fixed, huge, zc, hot, spin; zc=64K sends zero-copy from 64 KiB; hot=SIZE moves
+    /// the hot path's threshold, 8K by default, and -hot keeps the buffer ring at every size;
+    /// -spin sleeps at once when idle instead of watching the ring for 20 us first)
     #[arg(
         long,
         default_value = "all",
@@ -139,8 +140,9 @@ pub struct EchoServeArgs {
     #[arg(long)]
     pub sqpoll: bool,
     /// uring techniques: all, or switch some off (-bundle,-inc; names: big, bundle, inc,
-    /// sendmsg, fixed, huge, zc, hot; zc=64K sends zero-copy from 64 KiB; hot=SIZE moves the
-    /// hot path's threshold, 8K by default, and -hot keeps the buffer ring at every size)
+    /// sendmsg, fixed, huge, zc, hot, spin; zc=64K sends zero-copy from 64 KiB; hot=SIZE moves
+    /// the hot path's threshold, 8K by default, and -hot keeps the buffer ring at every size;
+    /// -spin sleeps at once when idle instead of watching the ring for 20 us first)
     #[arg(
         long,
         default_value = "all",

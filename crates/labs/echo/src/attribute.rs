@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use costlab_core::measure::perf::{self, SymbolSamples};
+use costlab_core::symbols::{kernel, Area};
 
 /// Samples per second: enough for a few thousand samples per run, little added load.
 pub const PERF_HZ: u64 = 999;
@@ -74,176 +75,34 @@ impl Part {
         }
     }
 
-    /// The part a symbol belongs to.
+    /// The part a symbol belongs to: its area in `costlab_core::symbols`, in echo's words.
     pub fn of(symbol: &str, kernel: bool) -> Part {
         if !kernel {
             return Part::User;
         }
-        let s = symbol;
-        let any = |names: &[&str]| names.contains(&s);
-        let starts = |prefixes: &[&str]| prefixes.iter().any(|p| s.starts_with(p));
-        if any(&[
-            "_copy_to_iter",
-            "__skb_datagram_iter",
-            "skb_copy_datagram_iter",
-            "simple_copy_to_iter",
-        ]) {
-            Part::RecvCopy
-        } else if starts(&["_copy_from_iter", "copy_from_iter", "skb_copy_to_page"])
-            || any(&["skb_do_copy_data_nocache"])
-        {
-            Part::SendCopy
-        } else if starts(&["io_", "__io_", "tctx_task_work"])
-            || any(&[
-                "__do_sys_io_uring_enter",
-                "__x64_sys_io_uring_enter",
-                "llist_reverse_order",
-                "task_work_run",
-            ])
-        {
-            Part::Uring
-        } else if starts(&["ep_", "do_epoll_", "__x64_sys_epoll", "__do_sys_epoll"])
-            || any(&["sock_poll", "tcp_poll"])
-        {
-            Part::Epoll
-        } else if s.contains("spin_lock")
-            || s.contains("spin_unlock")
-            || s.contains("spin_trylock")
-            || starts(&["_raw_read_", "_raw_write_", "queued_"])
-        {
-            Part::Locks
-        } else if starts(&[
-            "kmem_cache_",
-            "kmalloc",
-            "__kmalloc",
-            "kfree",
-            "__kfree",
-            "___slab",
-            "__slab",
-            "slab_",
-            "get_page_from_freelist",
-            "__alloc_pages",
-            "__alloc_frozen_pages",
-            "alloc_frozen_pages",
-            "__mod_memcg",
-            "mem_cgroup",
-            "__memcg",
-            "memcg_",
-            "alloc_pages",
-            "free_unref_",
-            "__free_pages",
-            "page_frag",
-            "__page_frag",
-            "free_pcppages",
-            "rmqueue",
-            "__rmqueue",
-        ]) {
-            Part::Alloc
-        } else if starts(&[
-            "tcp_",
-            "__tcp_",
-            "tcp4_",
-            "ip_",
-            "__ip_",
-            "ipv4_",
-            "inet_",
-            "__inet_",
-            "skb_",
-            "__skb_",
-            "kfree_skb",
-            "__kfree_skb",
-            "consume_skb",
-            "sk_",
-            "__sk_",
-            "sock_",
-            "__sock_",
-            "net_",
-            "__net",
-            "netif_",
-            "__netif_",
-            "napi_",
-            "dev_",
-            "__dev_",
-            "loopback_",
-            "validate_xmit",
-            "bbr_",
-            "__alloc_skb",
-            "alloc_skb",
-            "release_sock",
-            "__release_sock",
-            "lock_sock",
-            "dst_",
-            "nf_",
-            "raw_",
-            "__sys_recv",
-            "__sys_send",
-            "__x64_sys_recv",
-            "__x64_sys_send",
-            "__x64_sys_read",
-            "__x64_sys_write",
-            "security_sock",
-            "do_softirq",
-            "__do_softirq",
-            "handle_softirqs",
-            "__local_bh",
-            "minmax_",
-            "eth_",
-            "process_backlog",
-            "rps_",
-        ]) {
-            Part::Stack
-        } else if starts(&[
-            "entry_SYSCALL",
-            "do_syscall",
-            "syscall",
-            "__x64_sys_",
-            "ksys_",
-            "vfs_",
-            "rw_verify_area",
-            "fdget",
-            "__fdget",
-            "__fget",
-            "fput",
-            "__check_object_size",
-            "check_heap_object",
-            "__virt_addr_valid",
-            "__check_heap",
-            "exit_to_user",
-            "restore_regs",
-        ]) {
-            Part::Entry
-        } else if starts(&[
-            "schedule",
-            "__schedule",
-            "finish_task_switch",
-            "try_to_wake_up",
-            "ttwu_",
-            "enqueue_",
-            "dequeue_",
-            "pick_next",
-            "update_curr",
-            "update_load",
-            "__wake_up",
-            "wake_up",
-            "autoremove_wake",
-            "psi_",
-            "sched_",
-            "hrtimer_",
-            "__hrtimer",
-            "native_sched",
-            "select_task",
-            "set_next",
-            "put_prev",
-            "__switch_to",
-            "switch_mm",
-            "context_switch",
-            "prepare_task_switch",
-            "timerqueue_",
-            "schedule_hrtimeout",
-        ]) {
-            Part::Sched
-        } else {
-            Part::Other
+        kernel::area(symbol).map_or(Part::Other, Part::of_area)
+    }
+
+    /// Echo's part for a kernel area.
+    pub fn of_area(area: Area) -> Part {
+        match area {
+            Area::CopyOut => Part::RecvCopy,
+            Area::CopyIn => Part::SendCopy,
+            Area::Net | Area::Softirq => Part::Stack,
+            Area::PageAlloc | Area::Slab | Area::Memcg => Part::Alloc,
+            Area::Uring => Part::Uring,
+            Area::Epoll | Area::NetPoll => Part::Epoll,
+            Area::SyscallEntry | Area::FileCalls | Area::UserCopyCheck => Part::Entry,
+            Area::SchedCore | Area::SchedWait | Area::Timer | Area::TimerIrq => Part::Sched,
+            Area::Locks | Area::Futex => Part::Locks,
+            Area::Tracing
+            | Area::UserCopy
+            | Area::PageZero
+            | Area::PageCache
+            | Area::Vm
+            | Area::Fs
+            | Area::Irq
+            | Area::Process => Part::Other,
         }
     }
 }

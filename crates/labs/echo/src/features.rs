@@ -39,11 +39,17 @@ pub struct Features {
     /// kernel copies into memory that stays in cache. The ring cycles through far more
     /// memory than the cache holds, which costs most when messages are large. None: never.
     pub hot: Option<usize>,
+    /// Before the server sleeps for want of completions, it polls the ring a little (at most
+    /// SPIN_USEC) while that has recently found work. A sleeping server is woken by the
+    /// peer's send, which on a virtual machine costs the waker an interrupt sent to a halted
+    /// CPU: a server faster than its clients sleeps after nearly every request and makes each
+    /// of them pay that.
+    pub spin: bool,
 }
 
 /// Names as `--features` spells them, in the order they are reported.
-pub const NAMES: [&str; 8] = [
-    "big", "bundle", "inc", "sendmsg", "fixed", "huge", "zc", "hot",
+pub const NAMES: [&str; 9] = [
+    "big", "bundle", "inc", "sendmsg", "fixed", "huge", "zc", "hot", "spin",
 ];
 
 impl Default for Features {
@@ -57,6 +63,7 @@ impl Default for Features {
             huge: true,
             zc: None,
             hot: Some(DEFAULT_HOT),
+            spin: true,
         }
     }
 }
@@ -84,6 +91,7 @@ impl Features {
             huge: false,
             zc: None,
             hot: None,
+            spin: false,
         }
     }
 
@@ -99,7 +107,7 @@ impl Features {
         let hot = self.hot_for(size);
         match name {
             "hot" => hot,
-            "fixed" => true,
+            "fixed" | "spin" => true,
             _ => !hot,
         }
     }
@@ -150,6 +158,7 @@ impl Features {
                 "huge" => f.huge = on,
                 "zc" => f.zc = on.then_some(DEFAULT_ZC),
                 "hot" => f.hot = on.then_some(DEFAULT_HOT),
+                "spin" => f.spin = on,
                 _ => return Err(bad(item)),
             }
         }
@@ -170,6 +179,7 @@ impl Features {
             ("sendmsg", self.sendmsg, d.sendmsg),
             ("fixed", self.fixed, d.fixed),
             ("huge", self.huge, d.huge),
+            ("spin", self.spin, d.spin),
         ] {
             if mine != def {
                 items.push(format!("{}{name}", if mine { "+" } else { "-" }));
@@ -186,7 +196,7 @@ impl Features {
         items.join(",")
     }
 
-    /// "big,bundle,inc,sendmsg,fixed,huge,hot>=8192" (what is on, in NAMES order), with
+    /// "big,bundle,inc,sendmsg,fixed,huge,hot>=8192,spin" (what is on, in NAMES order), with
     /// "zc>=65536" when set.
     pub fn on_list(&self) -> String {
         let mut on: Vec<String> = [
@@ -207,6 +217,9 @@ impl Features {
         if let Some(h) = self.hot {
             on.push(format!("hot>={h}"));
         }
+        if self.spin {
+            on.push("spin".into());
+        }
         if on.is_empty() {
             "none".into()
         } else {
@@ -226,6 +239,7 @@ impl Features {
             "huge" => f.huge = false,
             "zc" => f.zc = None,
             "hot" => f.hot = None,
+            "spin" => f.spin = false,
             _ => {}
         }
         f
@@ -242,6 +256,7 @@ impl Features {
             "huge" => self.huge,
             "zc" => self.zc.is_some(),
             "hot" => self.hot.is_some(),
+            "spin" => self.spin,
             _ => false,
         }
     }
@@ -273,7 +288,7 @@ mod tests {
         assert_eq!(Features::parse("+zc").unwrap().zc, Some(DEFAULT_ZC));
         assert_eq!(
             Features::parse("zc=1K").unwrap().on_list(),
-            "big,bundle,inc,sendmsg,fixed,huge,zc>=1024,hot>=8192"
+            "big,bundle,inc,sendmsg,fixed,huge,zc>=1024,hot>=8192,spin"
         );
         assert_eq!(Features::none().on_list(), "none");
         assert!(!Features::default().without("inc").has("inc"));
@@ -289,8 +304,16 @@ mod tests {
         assert!(!cold.hot_for(1 << 20) && !Features::none().hot_for(1 << 20));
         assert_eq!(
             Features::none().spec(),
-            "-big,-bundle,-inc,-sendmsg,-fixed,-huge,-hot"
+            "-big,-bundle,-inc,-sendmsg,-fixed,-huge,-spin,-hot"
         );
+        // Spinning before a sleep: on by default, off by name, on both paths.
+        let still = Features::parse("-spin").unwrap();
+        assert!(!still.spin && Features::default().spin && !Features::none().spin);
+        assert_eq!(still.spec(), "-spin");
+        assert_eq!(Features::parse(&still.spec()).unwrap(), still);
+        let d = Features::default();
+        assert!(d.matters_at("spin", 512) && d.matters_at("spin", 65536));
+        assert!(!d.without("spin").has("spin"));
         let d = Features::default();
         assert!(d.matters_at("hot", 65536) && !d.matters_at("hot", 4096));
         assert!(d.matters_at("bundle", 4096) && !d.matters_at("bundle", 65536));

@@ -45,14 +45,21 @@ pub struct ServerStats {
     /// io_uring hot path: times a readable connection waited for a free hot buffer.
     #[serde(default)]
     pub hot_waits: u64,
-    /// io_uring hot path: sends that came back short, their rest copied out of the hot buffer
-    /// (a peer slow to read).
+    /// io_uring: sends that came back short, the rest sent by another send (a peer slow to
+    /// read). On the hot path the rest is copied out of the hot buffer first.
     #[serde(default)]
     pub short_sends: u64,
+    /// io_uring: what the serving loop saw, to tell a slow mode from a fast one by counts.
+    #[serde(default, flatten)]
+    pub ring: RingCounts,
     /// The server's own CPU time (getrusage, whole process), ns.
     pub cpu_user_ns: u64,
     pub cpu_sys_ns: u64,
     pub wall_ns: u64,
+    /// Times the server went to sleep for want of work (voluntary context switches,
+    /// getrusage): with a fixed load, a server that sleeps more per request waits more.
+    #[serde(default)]
+    pub sleeps: u64,
 }
 
 impl ServerStats {
@@ -71,6 +78,7 @@ impl ServerStats {
         let now = Cpu::now();
         self.cpu_user_ns = now.user_ns.saturating_sub(start.user_ns);
         self.cpu_sys_ns = now.sys_ns.saturating_sub(start.sys_ns);
+        self.sleeps = now.sleeps.saturating_sub(start.sleeps);
         self.wall_ns = wall_ns;
     }
 
@@ -109,9 +117,11 @@ impl ServerStats {
         self.enobufs += o.enobufs;
         self.hot_waits += o.hot_waits;
         self.short_sends += o.short_sends;
+        self.ring.add(&o.ring);
         self.cpu_user_ns += o.cpu_user_ns;
         self.cpu_sys_ns += o.cpu_sys_ns;
         self.wall_ns += o.wall_ns;
+        self.sleeps += o.sleeps;
     }
 
     /// The counts the cost model reads, for one sweep point.
@@ -132,11 +142,82 @@ impl ServerStats {
     }
 }
 
+/// The io_uring servers' counts of what each turn of the loop met: how requests arrived
+/// (whole or in pieces), what the kernel's wake-ups cost, how well enters batched.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RingCounts {
+    /// Hot path: multishot poll completions (a connection became readable).
+    #[serde(default)]
+    pub polls: u64,
+    /// Receive completions that brought bytes.
+    #[serde(default)]
+    pub recvs: u64,
+    /// Of those, the ones that ended inside a message (the connection's bytes so far not a
+    /// whole number of messages): a request that arrived in pieces.
+    #[serde(default)]
+    pub partial_recvs: u64,
+    /// Hot path: receives that found nothing (EAGAIN): a wake-up whose data an earlier receive
+    /// had already taken.
+    #[serde(default)]
+    pub empty_recvs: u64,
+    /// Send completions (a zero-copy send's notification not counted apart).
+    #[serde(default)]
+    pub sends: u64,
+    /// Multishot receives or polls armed again after they ended (ring dry, cap, overflow).
+    #[serde(default)]
+    pub rearms: u64,
+    /// `spin`: times the server polled its ring before sleeping and found work (no sleep), and
+    /// times it found none (and slept after all).
+    #[serde(default)]
+    pub spin_hits: u64,
+    #[serde(default)]
+    pub spin_misses: u64,
+    /// Enters by how many completions they reaped: 0, 1, 2-3, 4-7, 8-15, 16-31, 32 and more.
+    #[serde(default)]
+    pub cqes_per_enter: [u64; 7],
+}
+
+impl RingCounts {
+    pub fn add(&mut self, o: &RingCounts) {
+        self.polls += o.polls;
+        self.recvs += o.recvs;
+        self.partial_recvs += o.partial_recvs;
+        self.empty_recvs += o.empty_recvs;
+        self.sends += o.sends;
+        self.rearms += o.rearms;
+        self.spin_hits += o.spin_hits;
+        self.spin_misses += o.spin_misses;
+        for (a, b) in self.cqes_per_enter.iter_mut().zip(o.cqes_per_enter) {
+            *a += b;
+        }
+    }
+
+    /// Count one enter that reaped `n` completions.
+    pub fn enter_reaped(&mut self, n: usize) {
+        let bucket = match n {
+            0 => 0,
+            n => (usize::BITS - n.leading_zeros()).min(6) as usize,
+        };
+        self.cqes_per_enter[bucket] += 1;
+    }
+
+    /// Count a receive of `got` bytes on a connection that had received `before` bytes, with
+    /// messages of `size` bytes.
+    pub fn received(&mut self, before: u64, got: u64, size: u64) {
+        self.recvs += 1;
+        if !(before + got).is_multiple_of(size.max(1)) {
+            self.partial_recvs += 1;
+        }
+    }
+}
+
 /// Process CPU time so far (getrusage RUSAGE_SELF), split user / sys.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Cpu {
     pub user_ns: u64,
     pub sys_ns: u64,
+    /// Voluntary context switches.
+    pub sleeps: u64,
 }
 
 impl Cpu {
@@ -154,6 +235,7 @@ impl Cpu {
         Cpu {
             user_ns: ns(ru.ru_utime),
             sys_ns: ns(ru.ru_stime),
+            sleeps: ru.ru_nvcsw.max(0) as u64,
         }
     }
 }
@@ -196,6 +278,32 @@ mod tests {
         let text = serde_json::to_string(&a).unwrap();
         let back: ServerStats = serde_json::from_str(&text).unwrap();
         assert_eq!(back, a);
+    }
+
+    #[test]
+    fn ring_counts_bucket_enters_and_find_pieces() {
+        let mut c = RingCounts::default();
+        for n in [0, 1, 2, 3, 4, 7, 8, 31, 32, 5000] {
+            c.enter_reaped(n);
+        }
+        assert_eq!(c.cqes_per_enter, [1, 1, 2, 2, 1, 1, 2]);
+        // 64 KiB messages: a whole one, then one in two pieces.
+        c.received(0, 65536, 65536);
+        c.received(65536, 65483, 65536);
+        c.received(65536 + 65483, 53, 65536);
+        assert_eq!((c.recvs, c.partial_recvs), (3, 1));
+        let mut s = ServerStats::new("uring", "plain", 65536);
+        s.ring = c.clone();
+        let text = serde_json::to_string(&s).unwrap();
+        assert!(text.contains("\"partial_recvs\":1"), "{text}");
+        let back: ServerStats = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.ring, c);
+        // A line from a server before these counts still reads, as zeros.
+        let old = text.replace(",\"partial_recvs\":1", "");
+        let back: ServerStats = serde_json::from_str(&old).unwrap();
+        assert_eq!(back.ring.partial_recvs, 0);
+        s.add(&back);
+        assert_eq!(s.ring.recvs, 6);
     }
 
     #[test]

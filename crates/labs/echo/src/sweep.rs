@@ -651,7 +651,7 @@ pub(super) struct Trouble {
     /// Runs where the provided-buffer ring ran dry, and how often in all.
     pub(super) enobufs_runs: usize,
     pub(super) enobufs: u64,
-    /// Runs where the hot path's sends came back short (a peer slow to read), and how often.
+    /// Runs where uring's sends came back short (a peer slow to read), and how often.
     pub(super) short_runs: usize,
     pub(super) short_sends: u64,
 }
@@ -708,7 +708,7 @@ impl Trouble {
         }
         if self.short_runs > 0 {
             notes.push(format!(
-                "{at}: the hot path's sends came back short {} times{} (a peer slow to read; the rest was copied out of the hot buffer and sent from the connection's own)",
+                "{at}: uring's sends came back short {} times{} (a peer slow to read; the rest went in a later send)",
                 self.short_sends,
                 self.in_runs(self.short_runs)
             ));

@@ -110,6 +110,7 @@ fn variants_ablate_each_feature_that_is_on() {
             "uring -sendmsg,-fixed",
             "uring -fixed,-huge",
             "uring -fixed,-hot",
+            "uring -fixed,-spin",
             "uring-basic"
         ]
     );
@@ -166,7 +167,7 @@ fn trouble_makes_one_note_per_point_over_its_runs() {
     }
     assert_eq!(
         hot.notes(at),
-        vec![format!("{at}: the hot path's sends came back short 4 times in 1 of 2 runs (a peer slow to read; the rest was copied out of the hot buffer and sent from the connection's own)")]
+        vec![format!("{at}: uring's sends came back short 4 times in 1 of 2 runs (a peer slow to read; the rest went in a later send)")]
     );
 }
 
@@ -250,11 +251,15 @@ fn ablations_run_only_where_the_technique_acts() {
             "uring -inc",
             "uring -sendmsg",
             "uring -fixed",
-            "uring -huge"
+            "uring -huge",
+            "uring -spin"
         ]
     );
     // On the hot path: only what it uses.
-    assert_eq!(at(65536), ["uring", "uring -fixed", "uring -hot"]);
+    assert_eq!(
+        at(65536),
+        ["uring", "uring -fixed", "uring -hot", "uring -spin"]
+    );
     // The other engines run at every size.
     assert!(vars
         .iter()

@@ -32,9 +32,9 @@ use io_uring::{cqueue, opcode, types, IoUring};
 use super::features::Features;
 use super::listen::Stop;
 use super::ring::{
-    arm_accept, build_server_ring, enter_and_reap, on_accept, on_target, push, push_close,
-    register_file_table, shut_down, take_slot, ud, ud_parts, Target, ACCEPT, CANCEL, CQ_ENTRIES,
-    RECV, SEND,
+    arm_accept, build_server_ring, enter_spin_and_reap, on_accept, on_target, push, push_close,
+    register_file_table, shut_down, take_slot, ud, ud_parts, Spin, Target, ACCEPT, CANCEL,
+    CQ_ENTRIES, RECV, SEND,
 };
 use super::stats::ServerStats;
 use super::uring_conn::{cap_recv, Conn, RecvCap, MAX_HELD_BYTES, MAX_IOV, MIN_ALLOWANCE};
@@ -121,6 +121,12 @@ pub fn run(
     }
     // Not at this message size: the hot path is the other server.
     feats.hot = None;
+    if feats.spin && (sqpoll || setup == "plain") {
+        // With SQPOLL the server already polls (its kernel thread); a plain ring has no
+        // flag that says work arrived, so there is nothing to watch.
+        feats.spin = false;
+        off.push(format!("spin: not on a {setup} ring (no IORING_SQ_TASKRUN to watch, or a kernel thread already polling)"));
+    }
     stats.features = feats.on_list();
     stats.features_off = off;
     // Accepted sockets inherit TCP_NODELAY from the listener (set before listen, in
@@ -139,6 +145,7 @@ pub fn run(
     };
     arm_accept(&mut s.ring, s.listener, s.feats.fixed, &mut stats)?;
     let mut cqes = Vec::with_capacity(CQ_ENTRIES as usize);
+    let mut spin = s.feats.spin.then(Spin::default);
     while !stop.now() {
         s.pool.top_up();
         s.pool.publish();
@@ -147,7 +154,14 @@ pub fn run(
         }
         let want = s.want();
         s.sends_this_turn = 0;
-        enter_and_reap(&mut s.ring, stop, want, &mut stats, &mut cqes)?;
+        enter_spin_and_reap(
+            &mut s.ring,
+            stop,
+            want,
+            spin.as_mut(),
+            &mut stats,
+            &mut cqes,
+        )?;
         for &(data, res, flags) in &cqes {
             s.complete(data, res, flags, &mut stats)?;
         }
@@ -264,6 +278,7 @@ impl Server {
             .map(|s| (s.end - s.start) as usize)
             .sum();
         let zc = feats.zc.is_some_and(|z| bytes >= z);
+        c.asked = bytes;
         c.zc = zc;
         c.zc_res = None;
         let sqe = if n == 1 {
@@ -419,6 +434,8 @@ impl Server {
             }
             self.pool.take(bid, res as usize, &mut c.queue)?;
             c.held += res as usize;
+            stats.ring.received(c.received, res as u64, stats.size);
+            c.received += res as u64;
             let (sending, paused, over) = (c.sending, c.paused, c.over_cap());
             if !sending {
                 self.send_queued(slot, stats)?;
@@ -431,6 +448,7 @@ impl Server {
                 if over {
                     self.conns[slot].paused = true;
                 } else {
+                    stats.ring.rearms += 1;
                     self.arm_recv(slot, stats)?;
                 }
             }
@@ -448,6 +466,7 @@ impl Server {
                 if !more {
                     c.starved = true;
                     self.starved.push(slot);
+                    stats.ring.rearms += 1;
                 }
             }
             libc::EINVAL if c.cap != RecvCap::None => {
@@ -457,6 +476,7 @@ impl Server {
                     self.recv_cap = self.recv_cap.weaker();
                 }
                 if !more && !c.eof && !c.failed {
+                    stats.ring.rearms += 1;
                     self.arm_recv(slot, stats)?;
                 }
             }
@@ -485,6 +505,10 @@ impl Server {
         stats: &mut ServerStats,
     ) -> Result<()> {
         self.conns[slot].sending = false;
+        stats.ring.sends += 1;
+        if res > 0 && (res as usize) < self.conns[slot].asked {
+            stats.short_sends += 1;
+        }
         if res <= 0 {
             let c = &mut self.conns[slot];
             if !c.failed {

@@ -104,6 +104,10 @@ pub(super) struct Conn {
     pub(super) failed: bool,
     /// How the recv in flight was capped.
     pub(super) cap: RecvCap,
+    /// Bytes received so far: where a recv ends inside a message.
+    pub(super) received: u64,
+    /// Bytes the send in flight asked to send: a send that sent fewer came back short.
+    pub(super) asked: usize,
 }
 
 impl Conn {
@@ -127,6 +131,8 @@ impl Conn {
             starved: false,
             failed: false,
             cap: RecvCap::None,
+            received: 0,
+            asked: 0,
         }
     }
 
@@ -145,6 +151,8 @@ impl Conn {
         self.paused = false;
         self.starved = false;
         self.failed = false;
+        self.received = 0;
+        self.asked = 0;
     }
 
     pub(super) fn over_cap(&self) -> bool {

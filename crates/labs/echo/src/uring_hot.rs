@@ -25,9 +25,9 @@ use io_uring::{cqueue, opcode, types, IoUring};
 use super::features::Features;
 use super::listen::Stop;
 use super::ring::{
-    arm_accept, build_server_ring, enter_and_reap, on_accept, on_target, push, push_close,
-    register_file_table, shut_down, take_slot, ud, ud_parts, Target, ACCEPT, CANCEL, POLL, RECV,
-    SEND,
+    arm_accept, build_server_ring, enter_spin_and_reap, on_accept, on_target, push, push_close,
+    register_file_table, shut_down, take_slot, ud, ud_parts, Spin, Target, ACCEPT, CANCEL, POLL,
+    RECV, SEND,
 };
 use super::stats::ServerStats;
 use costlab_core::measure::aligned::AlignedBuf;
@@ -67,6 +67,8 @@ struct Conn {
     out_at: usize,
     eof: bool,
     failed: bool,
+    /// Bytes received so far: where a recv ends inside a message.
+    received: u64,
 }
 
 impl Conn {
@@ -88,6 +90,7 @@ impl Conn {
             out_at: 0,
             eof: false,
             failed: false,
+            received: 0,
         }
     }
 
@@ -145,6 +148,7 @@ pub fn run(
     let mut feats = Features {
         fixed: asked.fixed,
         hot: asked.hot,
+        spin: asked.spin,
         ..Features::none()
     };
     let mut off = Vec::new();
@@ -158,6 +162,12 @@ pub fn run(
         off.push(
             "zc: not on the hot path, whose sends copy from a buffer they free at once".into(),
         );
+    }
+    if feats.spin && (sqpoll || setup == "plain") {
+        // With SQPOLL the server already polls (its kernel thread); a plain ring has no
+        // flag that says work arrived, so there is nothing to watch.
+        feats.spin = false;
+        off.push(format!("spin: not on a {setup} ring (no IORING_SQ_TASKRUN to watch, or a kernel thread already polling)"));
     }
     stats.features = feats.on_list();
     stats.features_off = off;
@@ -176,8 +186,9 @@ pub fn run(
     s.bufs.fill(0);
     arm_accept(&mut s.ring, s.listener, s.fixed, &mut stats)?;
     let mut cqes = Vec::with_capacity(4096);
+    let mut spin = feats.spin.then(Spin::default);
     while !stop.now() {
-        enter_and_reap(&mut s.ring, stop, 1, &mut stats, &mut cqes)?;
+        enter_spin_and_reap(&mut s.ring, stop, 1, spin.as_mut(), &mut stats, &mut cqes)?;
         for &(data, res, flags) in &cqes {
             s.complete(data, res, flags, &mut stats)?;
         }
@@ -256,6 +267,7 @@ impl Server {
         stats: &mut ServerStats,
     ) -> Result<()> {
         let more = cqueue::more(flags);
+        stats.ring.polls += 1;
         let c = &mut self.conns[slot];
         if !more {
             c.poll_armed = false;
@@ -273,6 +285,7 @@ impl Server {
         }
         if !more && !c.cancelling && !c.eof && !c.failed {
             // The multishot poll ended on its own (the completion queue overflowed, say).
+            stats.ring.rearms += 1;
             self.arm_poll(slot, stats)?;
         }
         self.serve(slot, stats)
@@ -318,6 +331,8 @@ impl Server {
             .context("hot path: a recv completed without its buffer")?;
         if res > 0 {
             let len = res as usize;
+            stats.ring.received(c.received, len as u64, stats.size);
+            c.received += len as u64;
             if len == HOT_BUF || c.rdhup {
                 c.ready = true;
             }
@@ -328,7 +343,7 @@ impl Server {
         match -res {
             0 => c.eof = true,
             // The data the poll announced was taken by the recv before this one.
-            libc::EAGAIN => {}
+            libc::EAGAIN => stats.ring.empty_recvs += 1,
             _ => {
                 c.failed = true;
                 stats.errors += 1;
@@ -369,6 +384,7 @@ impl Server {
     fn on_send(&mut self, slot: usize, res: i32, stats: &mut ServerStats) -> Result<()> {
         let c = &mut self.conns[slot];
         c.sending = false;
+        stats.ring.sends += 1;
         let Some(b) = c.buf else {
             // From the overflow.
             if res <= 0 {

@@ -67,63 +67,21 @@ pub fn execute(plan: &Plan, ctx: &Ctx) -> Result<Outcome> {
         ));
     }
     let mut out = Outcome::default();
-    // Every placement worked out before anything runs: one named on the command line that is
-    // impossible here is refused now, in one line, not after minutes of the others.
-    let mut todo = Vec::new();
-    for &w in &plan.workloads {
-        for &p in w
-            .placements()
-            .iter()
-            .filter(|p| plan.placements.contains(p))
-        {
-            let n = w.threads(plan.threads);
-            let sets = match placement::assign(p, n, &layout, &irqs) {
-                Ok(s) => Ok(s),
-                // Moving the interrupts makes a CPU the IRQ CPU even where none takes any yet.
-                Err(_) if p == Placement::IrqCpu && plan.move_irqs && !queues.is_empty() => {
-                    Ok((0..n).map(|i| vec![allowed[i % allowed.len()]]).collect())
-                }
-                Err(why) if p == Placement::IrqCpu => Err(no_irqs.clone().unwrap_or(why)),
-                Err(why) => Err(why),
-            };
-            match sets {
-                Ok(s) => todo.push((w, p, n, s)),
-                Err(why) if plan.explicit => {
-                    return Err(usage(
-                        if why.starts_with(p.name()) || why.starts_with("IRQ") {
-                            why
-                        } else {
-                            format!("{}: {why}", p.name())
-                        },
-                    ))
-                }
-                Err(why) => {
-                    out.notes
-                        .push(format!("{} {}: not measured: {why}", w.name(), p.name()))
-                }
-            }
-        }
-    }
+    let todo = placements_to_run(
+        plan,
+        &layout,
+        &irqs,
+        &queues,
+        no_irqs.as_deref(),
+        &allowed,
+        &mut out,
+    )?;
     if plan.move_irqs {
         if let Some(why) = &no_irqs {
             out.notes.push(why.clone());
         }
     }
-    // Chase chains, built once (a random cycle through CHASE_BYTES of u32 indices), in
-    // parallel: a 64 MiB cycle takes a while to shuffle. At most four: more threads share
-    // them, each starting at its own point of the cycle.
-    let chains: Vec<Vec<u32>> = if todo.iter().any(|t| t.0 == Workload::Memory) {
-        std::thread::scope(|s| {
-            let hs: Vec<_> = (0..plan.threads.clamp(1, 4))
-                .map(|i| s.spawn(move || cycle::sattolo(CHASE_BYTES / 4, 0x9e37 + i as u64)))
-                .collect();
-            hs.into_iter()
-                .map(|h| h.join().map_err(|_| anyhow!("building a chase panicked")))
-                .collect::<Result<Vec<_>>>()
-        })?
-    } else {
-        Vec::new()
-    };
+    let chains = chase_chains(plan, &todo)?;
     let runs = ctx.spec.samples.max(1);
     let each = plan.duration / runs as u32;
     let bar = progress::bar(todo.len() as u64, "pin");
@@ -221,6 +179,77 @@ pub fn execute(plan: &Plan, ctx: &Ctx) -> Result<Outcome> {
     out.notes.extend(readings(&out));
     out.notes.dedup();
     Ok(out)
+}
+
+/// One placement to measure: its workload, placement, thread count and each thread's CPUs.
+type Todo = (Workload, Placement, usize, Vec<Vec<usize>>);
+
+/// Every placement worked out before anything runs: one named on the command line that is
+/// impossible here is refused now, in one line, not after minutes of the others; one the plan
+/// chose by default is left out with a note.
+fn placements_to_run(
+    plan: &Plan,
+    layout: &placement::Layout,
+    irqs: &BTreeMap<usize, u64>,
+    queues: &[irqs::QueueIrq],
+    no_irqs: Option<&str>,
+    allowed: &[usize],
+    out: &mut Outcome,
+) -> Result<Vec<Todo>> {
+    let mut todo = Vec::new();
+    for &w in &plan.workloads {
+        for &p in w
+            .placements()
+            .iter()
+            .filter(|p| plan.placements.contains(p))
+        {
+            let n = w.threads(plan.threads);
+            let sets = match placement::assign(p, n, layout, irqs) {
+                Ok(s) => Ok(s),
+                // Moving the interrupts makes a CPU the IRQ CPU even where none takes any yet.
+                Err(_) if p == Placement::IrqCpu && plan.move_irqs && !queues.is_empty() => {
+                    Ok((0..n).map(|i| vec![allowed[i % allowed.len()]]).collect())
+                }
+                Err(why) if p == Placement::IrqCpu => Err(no_irqs.map_or(why, str::to_string)),
+                Err(why) => Err(why),
+            };
+            match sets {
+                Ok(s) => todo.push((w, p, n, s)),
+                Err(why) if plan.explicit => {
+                    return Err(usage(
+                        if why.starts_with(p.name()) || why.starts_with("IRQ") {
+                            why
+                        } else {
+                            format!("{}: {why}", p.name())
+                        },
+                    ))
+                }
+                Err(why) => {
+                    out.notes
+                        .push(format!("{} {}: not measured: {why}", w.name(), p.name()))
+                }
+            }
+        }
+    }
+    Ok(todo)
+}
+
+/// Chase chains, built once (a random cycle through CHASE_BYTES of u32 indices), in parallel:
+/// a 64 MiB cycle takes a while to shuffle. At most four: more threads share them, each
+/// starting at its own point of the cycle.
+fn chase_chains(plan: &Plan, todo: &[Todo]) -> Result<Vec<Vec<u32>>> {
+    if todo.iter().any(|t| t.0 == Workload::Memory) {
+        std::thread::scope(|s| {
+            let hs: Vec<_> = (0..plan.threads.clamp(1, 4))
+                .map(|i| s.spawn(move || cycle::sattolo(CHASE_BYTES / 4, 0x9e37 + i as u64)))
+                .collect();
+            hs.into_iter()
+                .map(|h| h.join().map_err(|_| anyhow!("building a chase panicked")))
+                .collect::<Result<Vec<_>>>()
+        })
+    } else {
+        Ok(Vec::new())
+    }
 }
 
 pub struct PinLab;

@@ -45,6 +45,11 @@ fn state(a: &mut Asm, map: i32) {
     a.mov(R9, R0);
 }
 
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
 fn main() -> anyhow::Result<()> {
     let rounds: usize = std::env::args()
         .nth(1)
@@ -53,6 +58,13 @@ fn main() -> anyhow::Result<()> {
     let st_map = Map::percpu_array(prog::STATE_SIZE, 1)?;
     let slots_map = Map::percpu_array(prog::SLOT_SIZE, prog::SLOTS)?;
     let (st, slots) = (st_map.fd(), slots_map.fd());
+    steps(rounds, st, slots)?;
+    ticks(rounds, st, slots)?;
+    whole(rounds)
+}
+
+/// Each step's program on raw sys_exit: ns a getppid call, against the bare loop.
+fn steps(rounds: usize, st: i32, slots: i32) -> anyhow::Result<()> {
     let mut variants: Vec<(&str, Asm)> = Vec::new();
     let mut a = Asm::new();
     end(&mut a);
@@ -105,10 +117,6 @@ fn main() -> anyhow::Result<()> {
             deltas[i].push(t - b);
         }
     }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(|a, b| a.total_cmp(b));
-        v[v.len() / 2]
-    };
     println!(
         "getppid bare: {:.1} ns a call (median of {})",
         median(&mut bare),
@@ -125,7 +133,11 @@ fn main() -> anyhow::Result<()> {
                 .collect::<Vec<_>>()
         );
     }
-    // The tick's cost on a loop without syscalls: % more CPU time, period 1 ms and 4 ms.
+    Ok(())
+}
+
+/// The cpu-clock tick's cost on a loop without syscalls: % more CPU time, period 1 ms and 4 ms.
+fn ticks(rounds: usize, st: i32, slots: i32) -> anyhow::Result<()> {
     let spin = || {
         let cpu = || {
             let mut t = libc::timespec {
@@ -174,7 +186,11 @@ fn main() -> anyhow::Result<()> {
                 .collect::<Vec<_>>()
         );
     }
-    // The whole split and the counting-only counter, this process in a cgroup of its own.
+    Ok(())
+}
+
+/// The whole split and the counting-only counter, this process in a cgroup of its own.
+fn whole(rounds: usize) -> anyhow::Result<()> {
     let cg = costlab_price::count::Cgroup::create()?;
     let own = std::fs::read_to_string("/proc/self/cgroup")?;
     let own = own

@@ -265,7 +265,9 @@ fn price_on(
     units_here: &Units,
     cmd: &str,
 ) -> Result<()> {
-    let store = costlab_history::store::open(db)?;
+    // Read only: the history may have filled its disk while the program ran, and the counts
+    // must still reach the store's fallback file.
+    let store = costlab_history::store::open_existing(db)?;
     let mut there_units = fleet::units_of(&store, &machine.id, None, unit_key, has_every_term)?;
     pricing::derive(&mut there_units);
     let there = pricing::price(counts, &there_units);

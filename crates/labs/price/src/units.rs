@@ -69,7 +69,9 @@ pub fn units_for(
 /// The unit costs in the history: for each term, the newest ok figure of this machine's runs,
 /// or (`--terms-run RUN`) the ok figures of that one run.
 fn units_from_history(db: Option<&Path>, ctx: &Ctx, only: Option<&str>) -> Result<Units> {
-    let store = costlab_history::store::open(db)?;
+    // Read only: the history may have filled its disk while the program ran, and the counts
+    // must still reach the store's fallback file.
+    let store = costlab_history::store::open_existing(db)?;
     let me = costlab_history::store::machine_id(&serde_json::to_value(&ctx.machine)?);
     let only = only.map(|r| store.resolve(r)).transpose()?;
     fleet::units_of(&store, &me, only.as_deref(), unit_key, has_every_term)

@@ -41,13 +41,16 @@ pub struct Journal {
 /// Serialises this process's journal writes; the file lock serialises processes.
 static LOCAL: Mutex<()> = Mutex::new(());
 
+/// Where root's journals live.
+const ROOT_DIR: &str = "/run/costlab";
+
 /// Where journals live.
 pub fn dir() -> PathBuf {
     if let Some(d) = std::env::var_os("COSTLAB_JOURNAL_DIR") {
         return PathBuf::from(d);
     }
     if rustix::process::geteuid().is_root() {
-        return PathBuf::from("/run/costlab");
+        return PathBuf::from(ROOT_DIR);
     }
     dirs::data_dir()
         .map(|d| d.join("costlab").join("journal"))
@@ -197,8 +200,14 @@ pub fn forget(id: u64) {
 }
 
 /// What recovering a stale journal did, one line each.
+/// Without root (and with no journal directory named), root's journals are looked at too: a
+/// setting a dead costlab run with sudo left changed is named, with the command that restores it.
 pub fn recover_stale() -> Vec<String> {
-    recover_in(&dir())
+    let mut notes = recover_in(&dir());
+    if std::env::var_os("COSTLAB_JOURNAL_DIR").is_none() && !rustix::process::geteuid().is_root() {
+        notes.extend(left_for_root(Path::new(ROOT_DIR)));
+    }
+    notes
 }
 
 /// Recover the stale journals in `d` (tests point it at a temporary directory).
@@ -222,6 +231,7 @@ pub fn recover_in(d: &Path) -> Vec<String> {
         .filter_map(|p| load(&p).map(|j| (p, j)))
         .collect();
     let mut notes = Vec::new();
+    let (mut unrestored, mut denied_whats) = (Vec::new(), Vec::new());
     let me = std::process::id();
     let stale: Vec<usize> = (0..journals.len())
         .filter(|&i| journals[i].1.pid != me && !alive(&journals[i].1))
@@ -245,42 +255,92 @@ pub fn recover_in(d: &Path) -> Vec<String> {
                 ));
                 continue;
             }
-            if c.mount {
+            let done = if c.mount {
                 // A live costlab reading the same mount keeps its own entry: only a mount no
                 // live process holds is undone.
-                notes.push(match super::unmount(&c.path) {
-                    Ok(()) => format!(
+                super::unmount(&c.path).map(|()| {
+                    format!(
                         "{}: unmounted (left mounted by costlab pid {}, which no longer runs)",
                         c.what, j.pid
-                    ),
-                    Err(e) => format!(
-                        "{}: could NOT unmount {}: {e}; run as root: umount {}",
-                        c.what,
-                        c.path.display(),
-                        c.path.display()
-                    ),
-                });
-                continue;
-            }
-            notes.push(match std::fs::write(&c.path, &c.old) {
-                Ok(()) => format!(
-                    "{}: restored to {} (left at {} by costlab pid {}, which no longer runs)",
-                    c.what, c.old, c.new, j.pid
-                ),
-                Err(e) => format!(
+                    )
+                })
+            } else {
+                std::fs::write(&c.path, &c.old).map(|()| {
+                    format!(
+                        "{}: restored to {} (left at {} by costlab pid {}, which no longer runs)",
+                        c.what, c.old, c.new, j.pid
+                    )
+                })
+            };
+            match done {
+                Ok(line) => notes.push(line),
+                Err(e) if denied(&e) => {
+                    // Kept for a costlab that may: this one says which, and how, once.
+                    unrestored.push(c.clone());
+                    denied_whats.push(c.what.clone());
+                }
+                Err(e) if c.mount => notes.push(format!(
+                    "{}: could NOT unmount {}: {e}; run as root: umount {}",
+                    c.what,
+                    c.path.display(),
+                    c.path.display()
+                )),
+                Err(e) => notes.push(format!(
                     "{}: could NOT restore {} to {}: {e}; run as root: echo {} > {}",
                     c.what,
                     c.path.display(),
                     c.old,
                     c.old,
                     c.path.display()
-                ),
-            });
+                )),
+            }
+        }
+        if !unrestored.is_empty() {
+            let mut left = j.clone();
+            // Gathered last change first: kept in the order they were made.
+            left.changes = std::mem::take(&mut unrestored).into_iter().rev().collect();
+            let _ = store(&path, &left);
+            journals[i].1.changes.clear();
+            continue;
         }
         let _ = std::fs::remove_file(&path);
         journals[i].1.changes.clear();
     }
+    if !denied_whats.is_empty() {
+        notes.push(needs_root(&denied_whats));
+    }
     notes
+}
+
+/// Whether a restore failed for want of rights (another costlab, as root, can do it).
+fn denied(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::PermissionDenied || e.raw_os_error() == Some(libc::EPERM)
+}
+
+/// The one line for settings a dead costlab left changed that this one may not put back.
+fn needs_root(whats: &[String]) -> String {
+    let mut whats = whats.to_vec();
+    whats.dedup();
+    format!(
+        "{} left changed by a costlab that no longer runs; this costlab has no rights to put {} back: run `sudo costlab restore`",
+        whats.join(", "),
+        if whats.len() == 1 { "it" } else { "them" }
+    )
+}
+
+/// Root's journals, as a costlab without root sees them: what a dead costlab run as root left
+/// changed, in one line naming it and `sudo costlab restore` (nothing is touched).
+fn left_for_root(root_dir: &Path) -> Option<String> {
+    let whats: Vec<String> = std::fs::read_dir(root_dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .filter_map(|p| load(&p))
+        .filter(|j| !alive(j))
+        .flat_map(|j| j.changes.into_iter().map(|c| c.what))
+        .collect();
+    (!whats.is_empty()).then(|| needs_root(&whats))
 }
 
 /// Hand the value this process would put back at `path` (`old`) to a live costlab that changed

@@ -93,7 +93,11 @@ fn change_from(path: &Path, old: String, value: &str, what: &str) -> Result<Sett
         what: what.to_string(),
         mount: false,
     });
-    if let Err(e) = std::fs::write(path, value) {
+    let wrote =
+        crate::measure::cancel::in_kernel(&format!("setting the {what} to {value}"), || {
+            std::fs::write(path, value)
+        });
+    if let Err(e) = wrote {
         CHANGES.lock().unwrap().retain(|c| c.id != id);
         journal::forget(id);
         return Err(e).with_context(|| format!("writing {value} to {}", path.display()));

@@ -3,6 +3,7 @@
 //! pieces; the report's caller hands them in. Each chart is either an inline <svg> (with an
 //! id, axes with units and a legend) or the reason it is left out.
 
+mod axis;
 pub mod models;
 pub mod plot;
 

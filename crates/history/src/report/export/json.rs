@@ -1,4 +1,4 @@
-//! JSON export: the run as costlab/1, exactly as `--json` writes it (DESIGN.md's contract).
+//! JSON export: the run as costlab/1, exactly as `--json` writes it (the contract: docs/src/contract.md).
 
 use anyhow::Result;
 

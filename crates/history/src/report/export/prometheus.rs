@@ -1,7 +1,7 @@
 //! A run in Prometheus's text exposition format, as node_exporter's textfile collector reads
 //! it (`costlab export --format prometheus`, `costlab run --metrics-file`).
 //!
-//! The naming rule (DESIGN.md): `costlab_<lab>_<metric>_<unit>`, in Prometheus's base units
+//! The naming rule (docs/src/contract.md): `costlab_<lab>_<metric>_<unit>`, in Prometheus's base units
 //! (seconds, bytes, ratios; rates per second), every family a gauge with HELP and TYPE lines
 //! and no sample timestamps (the collector refuses them). Each figure is four series: its
 //! median under the plain name, and its spread under the same name with `_min`, `_max` or

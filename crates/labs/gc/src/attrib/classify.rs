@@ -2,6 +2,9 @@
 //! each instruction given its class (GC work, prologue, write barrier, safety check, the
 //! load a check folds in, or other) by the rules the attribution module's doc explains.
 
+use costlab_core::symbols::user::go_runtime;
+use costlab_core::symbols::GoRuntime;
+
 /// Where a CPU sample's time went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Class {
@@ -145,55 +148,6 @@ fn call_target(i: &Inst) -> Option<&str> {
     Some(i.args.strip_suffix("(SB)").unwrap_or(&i.args))
 }
 
-fn is_gc_function(name: &str) -> bool {
-    let Some(r) = name.strip_prefix("runtime.") else {
-        return false;
-    };
-    const PARTS: [&str; 20] = [
-        "gcDrain",
-        "scanobject",
-        "greyobject",
-        "scanblock",
-        "scanstack",
-        "scanframe",
-        "scanSpan",
-        "scanConservative",
-        "markroot",
-        "gcAssist",
-        "gcBgMarkWorker",
-        "gcMark",
-        "gcFlushBgCredit",
-        "gcmarknewobject",
-        "findObject",
-        "gcWork",
-        "sweep",
-        "spanQueue",
-        "markBits",
-        "tryDeferToSpanScan",
-    ];
-    r.starts_with("gc") && !r.starts_with("gcWriteBarrier")
-        || PARTS.iter().any(|p| r.contains(p))
-        || r.contains("typePointers")
-        || r.contains("gcBits")
-}
-
-fn is_wb_function(name: &str) -> bool {
-    let Some(r) = name.strip_prefix("runtime.") else {
-        return false;
-    };
-    r.starts_with("gcWriteBarrier")
-        || r.starts_with("wbBufFlush")
-        || r.starts_with("(*wbBuf)")
-        || r.starts_with("bulkBarrier")
-        || r.starts_with("wbZero")
-        || r.starts_with("wbMove")
-        || r.starts_with("typeBitsBulkBarrier")
-}
-
-fn is_stack_growth(name: &str) -> bool {
-    name.starts_with("runtime.morestack") || name == "runtime.newstack"
-}
-
 fn is_safety_panic(callee: &str) -> bool {
     let Some(r) = callee.strip_prefix("runtime.") else {
         return false;
@@ -264,18 +218,14 @@ pub fn classify_func(f: &Func) -> Vec<Class> {
     cls
 }
 
-/// The class of a whole runtime function (a write barrier, the collector, stack growth);
-/// None for one classified instruction by instruction.
-fn whole_class(name: &str) -> Option<Class> {
-    if is_wb_function(name) {
-        Some(Class::WriteBarrier)
-    } else if is_gc_function(name) {
-        Some(Class::Gc)
-    } else if is_stack_growth(name) {
-        Some(Class::Prologue)
-    } else {
-        None
-    }
+/// The class of a whole runtime function (a write barrier, the collector, stack growth, as
+/// `costlab_core::symbols` names them); None for one classified instruction by instruction.
+pub fn whole_class(name: &str) -> Option<Class> {
+    go_runtime(name).map(|g| match g {
+        GoRuntime::Gc => Class::Gc,
+        GoRuntime::WriteBarrier => Class::WriteBarrier,
+        GoRuntime::StackGrowth => Class::Prologue,
+    })
 }
 
 /// Give instruction `i` class `c` unless an earlier pass classed it.

@@ -83,25 +83,12 @@ pub struct ClassMap {
     starts: HashMap<String, u64>,
 }
 
-/// The collector's entry points: a user-mode sample with one of them on its stack is GC
-/// work whatever its leaf (memclr, spanOf, a map of the heap's bits).
-pub const GC_ENTRIES: [&str; 12] = [
-    "runtime.gcBgMarkWorker",
-    "runtime.gcAssistAlloc",
-    "runtime.gcAssistAlloc1",
-    "runtime.bgsweep",
-    "runtime.sweepone",
-    "runtime.deductSweepCredit",
-    "runtime.gcMarkDone",
-    "runtime.gcMarkTermination",
-    "runtime.gcStart",
-    "runtime.markroot",
-    "runtime.gcDrain",
-    "runtime.gcDrainN",
-];
+/// The collector's entry points (`costlab_core::symbols`): a user-mode sample with one of them
+/// on its stack is GC work whatever its leaf (memclr, spanOf, a map of the heap's bits).
+pub use costlab_core::symbols::user::GO_GC_ENTRIES as GC_ENTRIES;
 
 pub(super) fn is_gc_entry(symbol: &str) -> bool {
-    GC_ENTRIES.contains(&symbol)
+    costlab_core::symbols::user::go_gc_entry(symbol)
 }
 
 impl ClassMap {

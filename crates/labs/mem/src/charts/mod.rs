@@ -8,7 +8,7 @@ mod loaded;
 use costlab_history::report::charts::Chart;
 use costlab_history::report::Doc;
 
-/// The mem lab's case keys (DESIGN.md).
+/// The mem lab's case keys (docs/src/contract.md).
 pub const MEM_KEYS: [&str; 5] = ["op", "pattern", "pages", "block", "threads"];
 
 /// The lab's charts of `doc`, in the report's order.

@@ -1,7 +1,7 @@
 //! Each measured line beside its price: the priced lines mapped onto the measured ones (a
 //! syscall's fd kinds onto its name, bytes read and written onto the read and write family's
 //! calls by their counts), the ratio priced ÷ measured, and a reading of what supports a line
-//! far from its floor. Then the rows DESIGN.md names ("price, measured") and the table.
+//! far from its floor. Then the rows the contract names (docs/src/contract.md, "price, measured") and the table.
 
 use std::collections::BTreeMap;
 

@@ -113,7 +113,7 @@ pub fn tally(input: impl BufRead) -> Samples {
             *user
                 .entry(format!("{}:{}", dso_name(&leaf.dso), leaf.sym))
                 .or_default() += 1;
-            if let Some(c) = user_class(&leaf.sym, &leaf.dso) {
+            if let Some(c) = user_class(&leaf.sym) {
                 *s.user_classes.entry(c.into()).or_default() += 1;
             }
         }
@@ -326,7 +326,7 @@ pub fn cgroup_rel(dir: &Path, mount: &Path) -> Option<String> {
         .filter(|p| !p.is_empty())
 }
 
-/// The rows DESIGN.md names: per kernel subsystem and per user DSO:function (and per priced
+/// The rows the contract names (docs/src/contract.md): per kernel subsystem and per user DSO:function (and per priced
 /// user class), samples and share of the tree's samples.
 pub fn push_rows(o: &mut Outcome, s: &Samples, cmd: &str) {
     if s.total == 0 {
