@@ -83,7 +83,11 @@ fn from_saved(args: &PriceArgs, s: &SavedCounts, o: &mut Outcome) -> Counted {
 /// A running process's threads, counted for --duration.
 fn from_pid(args: &PriceArgs, pid: u32) -> Result<Counted> {
     let d = crate::argcheck::check_duration(args)?;
-    let c = count::count_pid(pid, d)?;
+    let c = count::count_pid(
+        pid,
+        d,
+        (!args.count_only).then_some(args.time_one_in.max(1)),
+    )?;
     Ok(Counted {
         counts: c,
         cmdline: format!("--pid {pid}"),
@@ -96,7 +100,10 @@ fn from_pid(args: &PriceArgs, pid: u32) -> Result<Counted> {
 /// The command counted from exec to exit (its exit status kept for costlab's own), then run
 /// untraced --runs times.
 fn from_command(args: &PriceArgs, ctx: &Ctx) -> Result<Counted> {
-    let c = count::count_command(&args.command, !args.count_only)?;
+    let c = count::count_command(
+        &args.command,
+        (!args.count_only).then_some(args.time_one_in.max(1)),
+    )?;
     ctx.program_ended(c.exit_status);
     let path = count::program(&args.command)?;
     let mut go_gc = None;
