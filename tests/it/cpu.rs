@@ -1,5 +1,5 @@
 //! The cpu lab through the binary: the branch and loop-order rows with the keys and units
-//! DESIGN.md names, their models, the counter columns (read, or unsupported with why), and
+//! the contract (docs/src/contract.md) names, their models, the counter columns (read, or unsupported with why), and
 //! one-line exit-2 errors on bad input. No timing is asserted.
 
 use crate::common::json;

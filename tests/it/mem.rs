@@ -466,7 +466,7 @@ fn ctrl_c_puts_the_pool_back() {
 }
 
 /// `costlab mem stride`: a time and a per_line row per block and stride, with the keys
-/// DESIGN.md names, and the model over a block beyond L2 where the machine's L2 is smaller.
+/// the contract (docs/src/contract.md) names, and the model over a block beyond L2 where the machine's L2 is smaller.
 #[test]
 fn stride_rows_have_time_and_per_line_by_stride_and_block() {
     let out = costlab(&[

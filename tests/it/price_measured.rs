@@ -141,3 +141,104 @@ fn a_real_program_is_split_adds_up_and_keeps_its_split_through_a_counts_file() {
         Some(&100.0)
     );
 }
+
+/// The split's edges (tests/fixtures/price/edges.c), every call timed and one in 16: signals
+/// delivered during syscalls (handlers, rt_sigreturn, a restarted read), exec from a
+/// multithreaded process, a task moved between CPUs mid-syscall, vfork, children exiting
+/// while their parent runs. No line may hold more than the cgroup's usage (a clock difference
+/// gone below zero, read unsigned, would hold 2^64 ns), the classes' sum stays near it, no
+/// row says a class passed the usage, and each edge's syscalls are counted exactly or at
+/// least as often as the program made them.
+#[test]
+fn the_splits_edges_leave_no_impossible_line() {
+    let name = "the_splits_edges_leave_no_impossible_line";
+    if let Some(why) = count::unavailable() {
+        return skip::skipped_unless_ci(name, &why);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("edges");
+    let cc = std::process::Command::new("cc")
+        .args(["-O1", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/price/edges.c"
+        ))
+        .output();
+    match cc {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => panic!("cc failed: {}", String::from_utf8_lossy(&o.stderr)),
+        Err(e) => return skip::skipped(name, &format!("no C compiler (cc): {e}")),
+    }
+    let db = dir.path().join("h.db");
+    let _one = common::serial();
+    let exe = exe.to_str().unwrap();
+    for every in ["1", "16"] {
+        for (mode, n) in [
+            ("signals", 2000u64),
+            ("execmt", 5),
+            ("migrate", 2000),
+            ("vfork", 200),
+            ("childexit", 300),
+        ] {
+            let what = format!("{mode} {n}, one call in {every} timed");
+            let doc = price(
+                &db,
+                &["--time-one-in", every, "--", exe, mode, &n.to_string()],
+            );
+            let r = rows(&doc);
+            let usage = r[&("program".into(), "total".into(), "cpu_usage".into())];
+            let mut sum = 0.0;
+            for ((c, e, m), v) in &r {
+                if m == "cpu_time" {
+                    assert!(
+                        *v <= usage,
+                        "{what}: {c} {e} {v} ns above the usage {usage}"
+                    );
+                    if !(c == "kernel-other" && e == "unmeasured") {
+                        sum += v;
+                    }
+                }
+            }
+            // Within 10% as the test above allows under the suite's load; a line gone
+            // below zero would be 10^10 times that.
+            assert!(
+                (sum - usage).abs() <= 0.10 * usage,
+                "{what}: classes {sum} vs usage {usage}"
+            );
+            let reasons = doc["results"].to_string();
+            assert!(
+                !reasons.contains("holds more CPU time than the cgroup used"),
+                "{what}"
+            );
+            let calls = |e: &str| count_of(&r, "syscall", e);
+            match mode {
+                "signals" => {
+                    assert!(calls("rt_sigreturn") >= n as f64, "{what}");
+                    assert!(calls("tgkill") >= n as f64, "{what}");
+                }
+                // The first exec is the program's own, then one a round.
+                "execmt" => assert_eq!(calls("execve"), n as f64 + 1.0, "{what}"),
+                "migrate" => {
+                    // The read family is split by fd kind from a sample (read:dev, read).
+                    let reads: f64 = r
+                        .keys()
+                        .filter(|(c, e, m)| {
+                            c == "syscall"
+                                && m == "cpu_time"
+                                && (e == "read" || e.starts_with("read:"))
+                        })
+                        .map(|(_, e, _)| calls(e))
+                        .sum();
+                    assert!(reads >= n as f64, "{what}: {reads} reads");
+                    assert!(calls("sched_setaffinity") >= 1.0, "{what}");
+                }
+                "vfork" => {
+                    assert_eq!(calls("vfork"), n as f64, "{what}");
+                    assert_eq!(calls("execve"), n as f64 + 1.0, "{what}");
+                }
+                _ => assert!(calls("clone") + calls("clone3") >= n as f64, "{what}"),
+            }
+        }
+    }
+}

@@ -91,6 +91,9 @@ impl Asm {
     pub fn sub(&mut self, dst: Reg, src: Reg) -> &mut Asm {
         self.put(insn::sub(dst, src))
     }
+    pub fn mul(&mut self, dst: Reg, src: Reg) -> &mut Asm {
+        self.put(insn::mul(dst, src))
+    }
     pub fn and_imm(&mut self, dst: Reg, imm: i32) -> &mut Asm {
         self.put(insn::and_imm(dst, imm))
     }
@@ -165,6 +168,14 @@ impl Asm {
     /// Unsigned dst <= imm.
     pub fn jle_imm(&mut self, dst: Reg, imm: i32, to: &str) -> &mut Asm {
         self.jump(insn::jmp_imm(BPF_JLE, dst, imm, 0), to)
+    }
+    /// Signed dst < imm.
+    pub fn jslt_imm(&mut self, dst: Reg, imm: i32, to: &str) -> &mut Asm {
+        self.jump(insn::jmp_imm(BPF_JSLT, dst, imm, 0), to)
+    }
+    /// Unsigned dst < src.
+    pub fn jlt(&mut self, dst: Reg, src: Reg, to: &str) -> &mut Asm {
+        self.jump(insn::jmp_reg(BPF_JLT, dst, src, 0), to)
     }
     /// dst & imm != 0.
     pub fn jset_imm(&mut self, dst: Reg, imm: i32, to: &str) -> &mut Asm {

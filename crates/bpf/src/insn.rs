@@ -132,6 +132,9 @@ pub fn add_imm(dst: Reg, imm: i32) -> Insn {
 pub fn sub(dst: Reg, src: Reg) -> Insn {
     alu64_x(BPF_SUB, dst, src)
 }
+pub fn mul(dst: Reg, src: Reg) -> Insn {
+    alu64_x(BPF_MUL, dst, src)
+}
 pub fn and_imm(dst: Reg, imm: i32) -> Insn {
     alu64_k(BPF_AND, dst, imm)
 }

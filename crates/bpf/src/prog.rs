@@ -89,18 +89,29 @@ impl Program {
     pub fn load_with(l: &Load) -> Result<Program, Refused> {
         let code: Vec<u8> = l.insns.iter().flat_map(|i| i.bytes()).collect();
         let mut log = vec![0u8; LOG_SIZE];
-        let mut load = sys::ProgLoad::new(l.kind, &code, c"GPL")
-            .name(l.name)
-            .attach_btf_id(l.attach_btf_id);
-        if let Some(t) = l.expected_attach_type {
-            load = load.expected_attach_type(t);
-        }
-        match load.log(&mut log).call() {
-            Ok(fd) => Ok(Program { fd, kind: l.kind }),
-            Err(err) => Err(Refused {
-                err,
-                log: log_text(&log),
-            }),
+        // The verifier gives up with EAGAIN when a signal is pending on the loading thread
+        // (a Ctrl-C arriving mid-load): the handler has run by the time the call returns, so
+        // the load is tried again, a few times, as libbpf does.
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            log.iter_mut().for_each(|b| *b = 0);
+            let mut load = sys::ProgLoad::new(l.kind, &code, c"GPL")
+                .name(l.name)
+                .attach_btf_id(l.attach_btf_id);
+            if let Some(t) = l.expected_attach_type {
+                load = load.expected_attach_type(t);
+            }
+            match load.log(&mut log).call() {
+                Ok(fd) => return Ok(Program { fd, kind: l.kind }),
+                Err(err) if err.raw_os_error() == Some(libc::EAGAIN) && tries < 5 => continue,
+                Err(err) => {
+                    return Err(Refused {
+                        err,
+                        log: log_text(&log),
+                    })
+                }
+            }
         }
     }
 

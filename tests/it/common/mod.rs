@@ -296,11 +296,18 @@ pub fn run_acting(cmd: &mut std::process::Command, marker: &str, act: impl FnOnc
     }
 }
 
-/// The results file named in the one line of a run the history could not take (exit 1); no
+/// The results file named in the one line of a run the history could not take (exit 1, or
+/// 125 from `costlab price`); no
 /// run id is printed for it, since it is stored nowhere.
 pub fn figures_file_of_unsaved_run(ran: &Ran) -> std::path::PathBuf {
     let err = &ran.stderr;
-    assert_eq!(ran.status.code(), Some(1), "{err}");
+    // 1, or `costlab price`'s own failure beside its program's statuses (125).
+    let price_failed = i32::from(costlab_core::error::beside_program::COSTLAB);
+    assert!(
+        matches!(ran.status.code(), Some(1)) || ran.status.code() == Some(price_failed),
+        "exit {:?}: {err}",
+        ran.status.code()
+    );
     let lines: Vec<&str> = err
         .lines()
         .filter(|l| l.contains("history not saved"))

@@ -30,6 +30,29 @@ pub fn check_duration(args: &PriceArgs) -> Result<std::time::Duration> {
     )
 }
 
+/// `--time-one-in N` takes a power of two (the programs pick a call by masking its count),
+/// and only where the split runs.
+pub fn check_sampling(args: &PriceArgs) -> Result<()> {
+    // 0 is a default-built PriceArgs (tests, callers): every call.
+    let n = args.time_one_in.max(1);
+    if !n.is_power_of_two() {
+        return Err(usage(format!(
+            "--time-one-in {n}: give a power of two (1, 2, 4 ... 1024), like --time-one-in 16"
+        )));
+    }
+    if n > 1 && (args.count_only || args.from.is_some()) {
+        let flag = if args.count_only {
+            "--count-only"
+        } else {
+            "--from"
+        };
+        return Err(usage(format!(
+            "--time-one-in with {flag}: nothing is timed there; drop one of them"
+        )));
+    }
+    Ok(())
+}
+
 /// `--verify` runs the command it tries; `--rate` and `--reserve-hugepages` serve it only.
 pub fn check_verify(args: &PriceArgs) -> Result<()> {
     if args.verify && (args.pid.is_some() || args.from.is_some()) {
@@ -92,6 +115,19 @@ mod tests {
             runs: 0,
             ..Default::default()
         };
+        let mut s = PriceArgs {
+            time_one_in: 12,
+            ..PriceArgs::default()
+        };
+        let e = check_sampling(&s).unwrap_err().to_string();
+        assert!(e.contains("power of two") && !e.contains('\n'), "{e}");
+        s.time_one_in = 16;
+        assert!(check_sampling(&s).is_ok());
+        s.count_only = true;
+        assert!(check_sampling(&s)
+            .unwrap_err()
+            .to_string()
+            .contains("--count-only"));
         let e = check_runs(&args).unwrap_err();
         assert!(is_usage(&e) && e.to_string().contains("--runs 0"), "{e}");
         args.once = true;

@@ -42,6 +42,11 @@ pub struct PriceArgs {
     /// CPU time at the kernel's transitions, no samples
     #[arg(long)]
     pub count_only: bool,
+    /// Time one syscall in N of each kind in the measured split (a power of two, 1 to 1024;
+    /// 1: every call timed). Every call is still counted; the syscall lines become estimates
+    /// with a 95% interval
+    #[arg(long, value_name = "N", default_value_t = 1, allow_hyphen_values = true, value_parser = costlab_lab::args::whole::<u32, 1, 1024>)]
+    pub time_one_in: u32,
     /// Try each what-if whose remedy can be set from outside the program (GOGC, GOMEMLIMIT,
     /// glibc's hugetlb tunable, the THP mode, pinning, NUMA interleave): --runs rounds of the
     /// program as it is and with each remedy, interleaved, and the saving measured beside the

@@ -53,6 +53,7 @@ pub fn run(args: &PriceArgs, ctx: &Ctx) -> Result<Outcome> {
     argcheck::check_runs(args)?;
     argcheck::check_duration(args)?;
     argcheck::check_verify(args)?;
+    argcheck::check_sampling(args)?;
     verify::rate_pattern(args.rate.as_deref())?;
     // Bad input is found before anything runs: the machine --on names, the --from file, the
     // --save-counts path.

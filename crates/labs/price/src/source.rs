@@ -83,7 +83,11 @@ fn from_saved(args: &PriceArgs, s: &SavedCounts, o: &mut Outcome) -> Counted {
 /// A running process's threads, counted for --duration.
 fn from_pid(args: &PriceArgs, pid: u32) -> Result<Counted> {
     let d = crate::argcheck::check_duration(args)?;
-    let c = count::count_pid(pid, d)?;
+    let c = count::count_pid(
+        pid,
+        d,
+        (!args.count_only).then_some(args.time_one_in.max(1)),
+    )?;
     Ok(Counted {
         counts: c,
         cmdline: format!("--pid {pid}"),
@@ -104,7 +108,10 @@ fn from_command(args: &PriceArgs, ctx: &Ctx) -> Result<Counted> {
         let path = count::program(&args.command)?;
         count::run_program(&path, &args.command, None, Stdio3::Null)?;
     }
-    let mut c = count::count_command(&args.command, !args.count_only)?;
+    let mut c = count::count_command(
+        &args.command,
+        (!args.count_only).then_some(args.time_one_in.max(1)),
+    )?;
     if warm {
         c.notes.push(
             "one untraced warm-up run first (its stdio on /dev/null), so the traced and untraced runs see the same caches".into(),

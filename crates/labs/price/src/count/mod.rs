@@ -166,8 +166,10 @@ fn detach_off_path(counter: SyscallCounter) {
         .spawn(move || drop(counter));
 }
 
-/// Count `argv` from its exec to its exit; with `split`, measure where its CPU time went too.
-pub fn count_command(argv: &[String], split: bool) -> Result<Counts> {
+/// Count `argv` from its exec to its exit; with `split` (one syscall in that many timed),
+/// measure where its CPU time went too.
+pub fn count_command(argv: &[String], period: Option<u32>) -> Result<Counts> {
+    let split = period.is_some();
     let path = program(argv)?;
     if let Some(why) = unavailable() {
         bail!(usage(why));
@@ -197,7 +199,10 @@ pub fn count_command(argv: &[String], split: bool) -> Result<Counts> {
         None
     };
     let tracer = if split {
-        Some(crate::measured::Tracer::attach(bpf::cgroup_id(&cg.dir)?)?)
+        Some(crate::measured::Tracer::attach_with(
+            bpf::cgroup_id(&cg.dir)?,
+            period.unwrap_or(1),
+        )?)
     } else {
         None
     };
@@ -255,8 +260,9 @@ pub fn count_command(argv: &[String], split: bool) -> Result<Counts> {
     })
 }
 
-/// Count a running process's threads for `duration`.
-pub fn count_pid(pid: u32, duration: Duration) -> Result<Counts> {
+/// Count a running process's threads for `duration`; with `split` (one syscall in that many
+/// timed), measure where their CPU time went too.
+pub fn count_pid(pid: u32, duration: Duration, period: Option<u32>) -> Result<Counts> {
     if !Path::new(&format!("/proc/{pid}")).exists() {
         bail!(usage(format!(
             "no process {pid}: give the PID of a running process"
@@ -266,12 +272,16 @@ pub fn count_pid(pid: u32, duration: Duration) -> Result<Counts> {
         bail!(usage(why));
     }
     let (tracefs, _mounted) = tracefs()?;
+    let tracer = period
+        .map(|p| crate::measured::Tracer::attach_to(crate::measured::prog::Who::Process(pid), p))
+        .transpose()?;
+    let cpu_before = crate::measured::ProcessCpu::read(pid).unwrap_or_default();
     let counting = Counting::start(
         &tracefs,
         Filter::Pid(pid),
         Whose::Process(pid),
         Procs::One(pid),
-        true,
+        tracer.is_none(),
     )?;
     let before = proc_times(pid);
     let t0 = Instant::now();
@@ -289,7 +299,11 @@ pub fn count_pid(pid: u32, duration: Duration) -> Result<Counts> {
     let after = proc_times(pid);
     let wall = t0.elapsed();
     let mut notes = Vec::new();
-    let (syscalls, events) = counting.finish(&mut notes, None)?;
+    let (measured, counted) = tracer
+        .map(|t| t.finish_process(pid, &cpu_before))
+        .transpose()?
+        .unzip();
+    let (syscalls, events) = counting.finish(&mut notes, counted)?;
     notes.insert(
         0,
         format!(
@@ -317,7 +331,7 @@ pub fn count_pid(pid: u32, duration: Duration) -> Result<Counts> {
         exit_status: Default::default(),
         notes,
         tracer_ns: None,
-        measured: None,
+        measured,
         samples: None,
     })
 }

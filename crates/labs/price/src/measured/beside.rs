@@ -154,15 +154,10 @@ pub fn push_rows(
     cmd: &str,
     sampled_named_ns: u64,
 ) {
-    let fails = split.check().is_some_and(|c| !c.holds());
+    let (q, why) = split.quality();
     let mark = |r: &mut ResultRow| {
-        if fails {
-            r.quality = Some(Quality::Noisy);
-            r.quality_reasons =
-                vec!["the measured classes do not add up to the cgroup's usage within 2%".into()];
-        } else {
-            r.quality = Some(Quality::Ok);
-        }
+        r.quality = Some(q);
+        r.quality_reasons = why.clone();
     };
     for b in lines {
         let l = &b.line;

@@ -12,12 +12,12 @@ pub mod beside;
 pub mod btf;
 pub mod chart;
 pub mod prog;
+mod split;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{bail, Result};
-use serde::{Deserialize, Serialize};
 
 use crate::count::cgroup::Cgroup;
 use crate::count::host;
@@ -30,154 +30,70 @@ use costlab_bpf::{Asm, Attached, Hook, Map};
 use costlab_core::error::usage;
 use prog::{IrqSlot, Maps, Target};
 
-/// One class and event's measured time.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Line {
-    /// user, syscall, fault, irq, softirq, kernel-other.
-    pub class: String,
-    /// The syscall's name, minor/major, the irq or softirq's name; `user` for user time.
-    pub event: String,
-    pub count: u64,
-    /// ns on CPU in it.
+pub use split::*;
+
+/// What a process's threads have run so far: the process's CPU clock (every thread's
+/// sum_exec_runtime, those that ended included, brought up to date for a thread running now:
+/// the figure a cgroup's usage sums), and its user and system time (/proc/PID/stat,
+/// tick-sampled).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProcessCpu {
     pub cpu_ns: u64,
-    /// ns off CPU inside it (switched out in a syscall or a fault).
-    pub wait_ns: u64,
-    /// How many times it was switched out inside it.
-    pub waits: u64,
+    pub user_ns: u64,
+    pub system_ns: u64,
 }
 
-/// The measured split of one run, and the cgroup's cpu.stat to check it against.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Split {
-    pub lines: Vec<Line>,
-    /// cpu.stat usage_usec, in ns: the figure the classes must add up to.
-    pub usage_ns: u64,
-    /// cpu.stat user_usec and system_usec (tick-sampled), ns.
-    pub stat_user_ns: u64,
-    pub stat_system_ns: u64,
-    /// What could not be measured and why (an event this kernel or machine lacks).
-    #[serde(default)]
-    pub notes: Vec<String>,
-}
-
-/// The classes against the cgroup's usage.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SumCheck {
-    pub measured_ns: u64,
-    pub usage_ns: u64,
-    /// (measured - usage) / usage, %.
-    pub diff_pct: f64,
-}
-
-impl SumCheck {
-    /// Within the 2% the split promises.
-    pub fn holds(&self) -> bool {
-        self.diff_pct.abs() <= 2.0
-    }
-}
-
-impl Split {
-    /// ns on CPU in the measured classes (every line but the unmeasured rest).
-    pub fn measured_ns(&self) -> u64 {
-        self.lines
-            .iter()
-            .filter(|l| !(l.class == "kernel-other" && l.event == "unmeasured"))
-            .map(|l| l.cpu_ns)
-            .sum()
-    }
-
-    /// ns of kernel-other time (measured inside user time, or the unmeasured rest).
-    pub fn kernel_other_ns(&self) -> u64 {
-        self.class_ns("kernel-other")
-    }
-    pub fn class_ns(&self, class: &str) -> u64 {
-        self.lines
-            .iter()
-            .filter(|l| l.class == class)
-            .map(|l| l.cpu_ns)
-            .sum()
-    }
-    pub fn check(&self) -> Option<SumCheck> {
-        (self.usage_ns > 0).then(|| {
-            let m = self.measured_ns();
-            SumCheck {
-                measured_ns: m,
-                usage_ns: self.usage_ns,
-                diff_pct: 100.0 * (m as f64 - self.usage_ns as f64) / self.usage_ns as f64,
-            }
+impl ProcessCpu {
+    pub fn read(pid: u32) -> Option<ProcessCpu> {
+        let cpu_ns = process_clock_ns(pid)?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let (u, s) = parse_stat_times(&stat)?;
+        let hz = costlab_core::measure::procstat::ticks_per_second().max(1);
+        Some(ProcessCpu {
+            cpu_ns,
+            user_ns: u * 1_000_000_000 / hz,
+            system_ns: s * 1_000_000_000 / hz,
         })
     }
-    /// The kernel part of the usage: usage less the measured user time.
-    pub fn kernel_ns(&self) -> u64 {
-        self.usage_ns.saturating_sub(self.class_ns("user"))
-    }
-    /// The kernel time no transition names: usage less every measured class (0 where the
-    /// classes reach or pass the usage).
-    pub fn unmeasured_ns(&self) -> u64 {
-        self.usage_ns.saturating_sub(self.measured_ns())
-    }
 
-    /// The kernel time no transition names: the kernel-other found inside user time and the
-    /// unmeasured rest.
-    pub fn unnamed_kernel_ns(&self) -> u64 {
-        let inside: u64 = self
-            .lines
-            .iter()
-            .filter(|l| l.class == "kernel-other" && l.event != "unmeasured")
-            .map(|l| l.cpu_ns)
-            .sum();
-        inside + self.unmeasured_ns()
+    /// (usage, user, system) ns from `before` to this reading.
+    pub fn since(&self, before: &ProcessCpu) -> (u64, u64, u64) {
+        (
+            self.cpu_ns.saturating_sub(before.cpu_ns),
+            self.user_ns.saturating_sub(before.user_ns),
+            self.system_ns.saturating_sub(before.system_ns),
+        )
     }
-    /// `attributed` and `kernel_attributed` (%), with `sampled_named_ns` of the otherwise
-    /// unnamed kernel time named by samples (a subsystem), capped at that time.
-    pub fn attributed(&self, sampled_named_ns: u64) -> Option<(f64, f64)> {
-        if self.usage_ns == 0 {
-            return None;
-        }
-        let unnamed = self.unnamed_kernel_ns();
-        let named = self.usage_ns.saturating_sub(unnamed) + sampled_named_ns.min(unnamed);
-        let kernel = self.kernel_ns();
-        let kernel_named = kernel.saturating_sub(unnamed) + sampled_named_ns.min(unnamed);
-        let pct = |a: u64, b: u64| {
-            if b == 0 {
-                100.0
-            } else {
-                100.0 * a as f64 / b as f64
-            }
-        };
-        Some((pct(named, self.usage_ns), pct(kernel_named, kernel)))
-    }
-    /// Share the user class by the cpu-clock ticks that found it in kernel mode (`kernel`)
-    /// and in user mode (`user`): the kernel's part becomes the line kernel-other
-    /// "inside user time" (the entry and exit paths, signals, returns from preemption).
-    pub fn share_user(&mut self, kernel: u64, user: u64) {
-        if kernel == 0 || kernel + user == 0 {
-            return;
-        }
-        let Some(u) = self.lines.iter_mut().find(|l| l.class == "user") else {
-            return;
-        };
-        let part = (u.cpu_ns as f64 * kernel as f64 / (kernel + user) as f64) as u64;
-        u.cpu_ns -= part;
-        self.lines.push(Line {
-            class: "kernel-other".into(),
-            event: "inside user time".into(),
-            count: kernel,
-            cpu_ns: part,
-            ..Line::default()
-        });
-        self.notes.push(format!(
-            "{kernel} of {} cpu-clock ticks in user time found the task in the kernel (entry and exit paths, signals, returns from preemption): that share of user time is kernel-other",
-            kernel + user
-        ));
-    }
+}
 
-    /// The line of `class`/`event`.
-    pub fn line(&self, class: &str, event: &str) -> Option<&Line> {
-        self.lines
-            .iter()
-            .find(|l| l.class == class && l.event == event)
+/// Another process's CPU clock (clock_getcpuclockid), ns.
+fn process_clock_ns(pid: u32) -> Option<u64> {
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: clock_getcpuclockid writes one clockid_t to the valid pointer given.
+    if unsafe { libc::clock_getcpuclockid(pid as libc::pid_t, &mut clock) } != 0 {
+        return None;
     }
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec to the valid pointer given.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return None;
+    }
+    Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
+/// schedstat's first field: the thread's time on CPU, ns.
+pub fn parse_schedstat(text: &str) -> Option<u64> {
+    text.split_whitespace().next()?.parse().ok()
+}
+
+/// /proc/PID/stat's utime and stime (fields 14 and 15), in clock ticks.
+pub fn parse_stat_times(text: &str) -> Option<(u64, u64)> {
+    let rest = &text[text.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some((f.get(11)?.parse().ok()?, f.get(12)?.parse().ok()?))
 }
 
 /// cpu.stat's usage_usec, user_usec, system_usec as ns.
@@ -271,15 +187,91 @@ pub struct Tracer {
     by_fd: Option<Map>,
     _state: Map,
     _tasks: Map,
-    _progs: Vec<Attached>,
+    _progs: Vec<(String, Attached)>,
     notes: Vec<String>,
+    period: u32,
+    /// What a syscall of a task outside the split costs more while it is attached (ns, a
+    /// getppid loop of costlab's own before and after attaching), and the machine's busy CPU
+    /// time when it attached (ns).
+    foreign_ns: f64,
+    busy_at_attach: Option<u64>,
 }
+
+/// getppid calls in each of the loops that time a foreign syscall's added cost.
+const FOREIGN_CALLS: u32 = 20_000;
+
+/// ns per getppid of this thread (the fastest of three loops).
+fn getppid_ns() -> f64 {
+    (0..3)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            for _ in 0..FOREIGN_CALLS {
+                std::hint::black_box(rustix::process::getppid());
+            }
+            t.elapsed().as_nanos() as f64 / FOREIGN_CALLS as f64
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// The machine's busy CPU time so far (/proc/stat's cpu line less idle and iowait), ns.
+pub fn machine_busy_ns(stat: &str) -> Option<u64> {
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let f: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .map(|v| v.parse().ok())
+        .collect::<Option<_>>()?;
+    let all: u64 = f.iter().sum();
+    let idle = f.get(3)? + f.get(4)?;
+    let hz = costlab_core::measure::procstat::ticks_per_second().max(1);
+    Some((all - idle) * 1_000_000_000 / hz)
+}
+
+fn busy_now() -> Option<u64> {
+    machine_busy_ns(&std::fs::read_to_string("/proc/stat").ok()?)
+}
+
+/// The split's maps: the slots, each CPU's state, the switched-out tasks, and the by-fd
+/// sample (x86-64 only: it reads the first argument from pt_regs, whose layout is x86-64's).
+fn maps() -> Result<(Map, Map, Map, Option<Map>)> {
+    let by_fd = if cfg!(target_arch = "x86_64") {
+        Some(Map::percpu_array(8, crate::bpf::FD_SLOTS)?)
+    } else {
+        None
+    };
+    Ok((
+        Map::percpu_array(prog::SLOT_SIZE, prog::SLOTS)?,
+        Map::percpu_array(prog::STATE_SIZE, 1)?,
+        Map::hash(prog::TASK_SIZE, 1 << 16)?,
+        by_fd,
+    ))
+}
+
+/// Time every syscall (the default), or one in `n` of each kind.
+pub const EVERY_CALL: u32 = 1;
 
 impl Tracer {
     /// Probe the kernel, build and attach every program for the cgroup `cgroup_id`. The four
     /// the split cannot do without (sys_enter, sys_exit, sched_switch, sched_process_fork)
     /// fail it; one of the others that fails leaves a note naming it and the reason.
     pub fn attach(cgroup_id: u64) -> Result<Tracer> {
+        Tracer::attach_with(cgroup_id, EVERY_CALL)
+    }
+
+    /// `attach`, timing one syscall in `period` of each kind (a power of two, 1 to 1024; 1:
+    /// every call) on each CPU; every call is counted either way.
+    pub fn attach_with(cgroup_id: u64, period: u32) -> Result<Tracer> {
+        Tracer::attach_to(prog::Who::Cgroup(cgroup_id), period)
+    }
+
+    /// `attach_with` for `who`: a cgroup's tasks, or a running process's threads.
+    pub fn attach_to(who: prog::Who, period: u32) -> Result<Tracer> {
+        if !(1..=1024).contains(&period) || !period.is_power_of_two() {
+            bail!(usage(format!(
+                "cannot time one call in {period}: give a power of two from 1 to 1024"
+            )));
+        }
         let release = costlab_bpf::kernel_release();
         let has_btf = Path::new("/sys/kernel/btf/vmlinux").exists();
         if let Some(why) = missing(&release, has_btf) {
@@ -300,15 +292,7 @@ impl Tracer {
                 "cannot measure in the kernel: {e}; costlab price needs root and BPF (or use --count-only)"
             ))
         };
-        let slots = Map::percpu_array(prog::SLOT_SIZE, prog::SLOTS).map_err(|e| fail(&e))?;
-        let state = Map::percpu_array(prog::STATE_SIZE, 1).map_err(|e| fail(&e))?;
-        let tasks = Map::hash(prog::TASK_SIZE, 1 << 16).map_err(|e| fail(&e))?;
-        // The by-fd sample reads the first argument from pt_regs, whose layout is x86-64's.
-        let by_fd = if cfg!(target_arch = "x86_64") {
-            Some(Map::percpu_array(8, crate::bpf::FD_SLOTS).map_err(|e| fail(&e))?)
-        } else {
-            None
-        };
+        let (slots, state, tasks, by_fd) = maps().map_err(|e| fail(&e))?;
         let m = Maps {
             slots: slots.fd(),
             state: state.fd(),
@@ -316,11 +300,13 @@ impl Tracer {
             by_fd: by_fd.as_ref().map(Map::fd),
         };
         let t = Target {
-            cgroup: cgroup_id,
+            who,
             pid_offset: pid_offset as i32,
+            period,
         };
         let raw = Hook::raw_tracepoint;
         let mut progs = Vec::new();
+        let bare = getppid_ns();
         // Switches and forks first, so that no task starts untracked once the syscalls are.
         for (a, hook) in [
             (prog::sched_switch(&m, &t), raw("sched_switch")),
@@ -328,14 +314,15 @@ impl Tracer {
             (prog::sys_exit(&m, &t), raw("sys_exit")),
             (prog::sys_enter(&m, &t), raw("sys_enter")),
         ] {
-            progs.push(costlab_bpf::attach(&a.finish()?, &hook).map_err(|e| fail(&e))?);
+            let p = costlab_bpf::attach(&a.finish()?, &hook).map_err(|e| fail(&e))?;
+            progs.push((hook.name(), p));
         }
         let mut notes = Vec::new();
         let mut optional = |a: Asm, hook: Hook, what: &str| match a
             .finish()
             .and_then(|p| Ok(costlab_bpf::attach(&p, &hook)?))
         {
-            Ok(p) => progs.push(p),
+            Ok(p) => progs.push((hook.name(), p)),
             Err(e) => notes.push(format!("{what} not measured: {e}")),
         };
         // A fault's start is the exceptions tracepoint; its end, the software event the
@@ -413,6 +400,9 @@ impl Tracer {
                 );
             }
         }
+        // costlab is outside the split's tasks: its getppid now takes the path every other
+        // task's syscalls take while the split is attached.
+        let foreign_ns = (getppid_ns() - bare).max(0.0);
         Ok(Tracer {
             slots,
             by_fd,
@@ -420,7 +410,19 @@ impl Tracer {
             _tasks: tasks,
             _progs: progs,
             notes,
+            period,
+            foreign_ns,
+            busy_at_attach: busy_now(),
         })
+    }
+
+    /// Each attached program's runs and their time so far, by its hook (counted only while
+    /// `costlab_bpf::RunStats` is held).
+    pub fn run_stats(&self) -> Vec<(String, costlab_bpf::Runs)> {
+        self._progs
+            .iter()
+            .filter_map(|(h, p)| Some((h.clone(), p.program().run_stats().ok()?)))
+            .collect()
     }
 
     /// Detach and read every slot, named, with the cgroup's cpu.stat from `cgroup_dir`.
@@ -431,15 +433,51 @@ impl Tracer {
     /// `finish`, and the syscall counts sys_enter kept (the run's counts: by number, every
     /// number below the shared slot, as `bpf::SyscallCounter` reads them; and by fd).
     pub fn finish_counted(self, cgroup_dir: &Path) -> Result<(Split, Counted)> {
-        let stat = std::fs::read_to_string(cgroup_dir.join("cpu.stat")).unwrap_or_default();
+        self.finish_with(|| {
+            let stat = std::fs::read_to_string(cgroup_dir.join("cpu.stat")).unwrap_or_default();
+            parse_cpu_stat(&stat).ok_or_else(|| {
+                format!(
+                    "no cpu.stat in {}: nothing to check the split against",
+                    cgroup_dir.display()
+                )
+            })
+        })
+    }
+
+    /// `finish_counted` for a process's threads: the usage is what its threads ran since
+    /// `before` (`ProcessCpu::read` when the tracer attached).
+    pub fn finish_process(self, pid: u32, before: &ProcessCpu) -> Result<(Split, Counted)> {
+        self.finish_with(|| match ProcessCpu::read(pid) {
+            Some(after) => Ok(after.since(before)),
+            None => Err(format!(
+                "process {pid} is gone: its threads' run time was not read, nothing to check the split against"
+            )),
+        })
+    }
+
+    /// Read `stat` (usage, user, system ns) and every slot, detach, and build the split.
+    fn finish_with(
+        self,
+        stat: impl FnOnce() -> std::result::Result<(u64, u64, u64), String>,
+    ) -> Result<(Split, Counted)> {
         let Tracer {
             slots,
             by_fd,
             _progs,
             mut notes,
+            period,
+            foreign_ns,
+            busy_at_attach,
             ..
         } = self;
-        drop(_progs);
+        // The usage and the slots are read while the programs still run, one right after the
+        // other, so that both cover the same time: a process priced by --pid runs on, and
+        // programs detached one by one (a sys_enter's detach takes 15-20 ms) would charge it
+        // with a switch program gone.
+        let stat = stat();
+        let busy = busy_now()
+            .zip(busy_at_attach)
+            .map(|(b, a)| b.saturating_sub(a));
         let mut counted = Counted {
             by_fd: match &by_fd {
                 Some(map) => crate::bpf::read_by_fd(map)?,
@@ -452,24 +490,45 @@ impl Tracer {
             parse_interrupts(&std::fs::read_to_string("/proc/interrupts").unwrap_or_default());
         let mut lines = Vec::new();
         let mut ticks = [0u64; 2];
+        let (mut dropped, mut others) = (0, 0);
+        let mut squares = BTreeMap::new();
+        const WORDS: usize = prog::SLOT_SIZE as usize / 8;
         for s in 0..prog::SLOTS {
-            let mut v = [0u64; 4];
+            let mut v = [0u64; WORDS];
             for cpu in slots.values(s)? {
                 for (i, x) in v.iter_mut().enumerate() {
-                    *x += u64::from_le_bytes(cpu[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+                    let w = u64::from_le_bytes(cpu[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+                    *x = x.saturating_add(w);
                 }
             }
-            if v == [0; 4] {
+            if v == [0; WORDS] {
                 continue;
             }
             if s < prog::SYS_OTHER && v[0] > 0 {
                 counted.ids.insert(s, v[0]);
             }
-            if s == prog::USER_TICK_KERNEL || s == prog::USER_TICK_USER {
-                ticks[(s - prog::USER_TICK_KERNEL) as usize] = v[0];
-                continue;
+            match s {
+                prog::USER_TICK_KERNEL | prog::USER_TICK_USER => {
+                    ticks[(s - prog::USER_TICK_KERNEL) as usize] = v[0];
+                    continue;
+                }
+                prog::DROPPED => {
+                    dropped = v[0];
+                    continue;
+                }
+                prog::OTHERS => {
+                    others = v[0];
+                    continue;
+                }
+                _ => {}
             }
             let (class, event) = slot_name(s, &syscalls, &irqs);
+            let timed = if period > 1 && s <= prog::SYS_OTHER {
+                squares.insert(event.clone(), v[prog::SLOT_SQUARES as usize / 8]);
+                v[prog::SLOT_TIMED as usize / 8]
+            } else {
+                0
+            };
             lines.push(Line {
                 class: class.into(),
                 event,
@@ -477,15 +536,14 @@ impl Tracer {
                 cpu_ns: v[1],
                 wait_ns: v[2],
                 waits: v[3],
+                timed,
+                ..Line::default()
             });
         }
-        let (usage_ns, stat_user_ns, stat_system_ns) = match parse_cpu_stat(&stat) {
-            Some(t) => t,
-            None => {
-                notes.push(format!(
-                    "no cpu.stat in {}: nothing to check the split against",
-                    cgroup_dir.display()
-                ));
+        let (usage_ns, stat_user_ns, stat_system_ns) = match stat {
+            Ok(t) => t,
+            Err(why) => {
+                notes.push(why);
                 (0, 0, 0)
             }
         };
@@ -495,17 +553,19 @@ impl Tracer {
             stat_user_ns,
             stat_system_ns,
             notes,
+            dropped,
+            others_syscalls: others,
+            sample_period: period,
         };
-        split.share_user(ticks[0], ticks[1]);
-        let rest = split.unmeasured_ns();
-        if rest > 0 {
-            split.lines.push(Line {
-                class: "kernel-other".into(),
-                event: "unmeasured".into(),
-                cpu_ns: rest,
-                ..Line::default()
-            });
-        }
+        let extra = if period > 1 {
+            split.estimate(&squares)
+        } else {
+            0
+        };
+        split.share_user_less(ticks[0], ticks[1], extra);
+        split.note_others(foreign_ns, busy);
+        split.close();
+        drop(_progs);
         Ok((split, counted))
     }
 }
@@ -546,145 +606,4 @@ pub fn measure_command(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn line(class: &str, event: &str, cpu: u64) -> Line {
-        Line {
-            class: class.into(),
-            event: event.into(),
-            count: 1,
-            cpu_ns: cpu,
-            ..Line::default()
-        }
-    }
-
-    #[test]
-    fn what_is_missing_is_one_line_with_the_version_that_has_it() {
-        assert_eq!(missing("6.18.44", true), None);
-        let old = missing("5.4.0-100-generic", true).unwrap();
-        assert!(old.contains("5.5 or later") && !old.contains('\n'));
-        let nobtf = missing("6.1.0", false).unwrap();
-        assert!(nobtf.contains("CONFIG_DEBUG_INFO_BTF") && !nobtf.contains('\n'));
-        assert!(missing("junk", true).unwrap().contains("version"));
-    }
-
-    #[test]
-    fn cpu_stat_and_interrupts_parse() {
-        let s = "usage_usec 1500\nuser_usec 1000\nsystem_usec 500\nnr_periods 0\n";
-        assert_eq!(parse_cpu_stat(s), Some((1_500_000, 1_000_000, 500_000)));
-        assert_eq!(parse_cpu_stat("nr_periods 0\n"), None);
-        let i = "           CPU0       CPU1\n  4:        120          0  IO-APIC   4-edge      ttyS0\n NMI:          0          0   Non-maskable interrupts\n 24:  5  6  PCI-MSI 49152-edge      virtio0-input.0\n";
-        let m = parse_interrupts(i);
-        assert_eq!(m.get(&4).map(String::as_str), Some("ttyS0"));
-        assert_eq!(m.get(&24).map(String::as_str), Some("virtio0-input.0"));
-        assert_eq!(m.len(), 2);
-    }
-
-    #[test]
-    fn slots_are_named_for_their_class() {
-        let sys: BTreeMap<u32, String> = [(0, "read".to_string())].into();
-        let irq: BTreeMap<u32, String> = [(4, "ttyS0".to_string())].into();
-        assert_eq!(slot_name(0, &sys, &irq), ("syscall", "read".into()));
-        assert_eq!(slot_name(7, &sys, &irq), ("syscall", "syscall_7".into()));
-        assert_eq!(slot_name(prog::USER, &sys, &irq).0, "user");
-        assert_eq!(
-            slot_name(prog::FAULT_MAJOR, &sys, &irq),
-            ("fault", "major".into())
-        );
-        assert_eq!(
-            slot_name(prog::SOFTIRQ_BASE + 3, &sys, &irq),
-            ("softirq", "net_rx".into())
-        );
-        assert_eq!(
-            slot_name(prog::VEC_BASE, &sys, &irq),
-            ("irq", "local_timer".into())
-        );
-        assert_eq!(
-            slot_name(prog::IRQ_BASE + 4, &sys, &irq),
-            ("irq", "4:ttyS0".into())
-        );
-    }
-
-    #[test]
-    fn the_sum_check_and_the_attributed_shares() {
-        let s = Split {
-            lines: vec![
-                line("user", "user", 600),
-                line("syscall", "read", 300),
-                line("fault", "minor", 50),
-                line("kernel-other", "unmeasured", 50),
-            ],
-            usage_ns: 1000,
-            ..Split::default()
-        };
-        let c = s.check().unwrap();
-        assert_eq!(c.measured_ns, 950);
-        assert!((c.diff_pct + 5.0).abs() < 1e-9);
-        assert!(!c.holds());
-        assert_eq!(s.unnamed_kernel_ns(), 50);
-        let (all, kernel) = s.attributed(0).unwrap();
-        assert!((all - 95.0).abs() < 1e-9);
-        assert!((kernel - 350.0 / 400.0 * 100.0).abs() < 1e-9);
-        // Samples naming 20 ns of the unmeasured 50.
-        let (all, _) = s.attributed(20).unwrap();
-        assert!((all - 97.0).abs() < 1e-9);
-        // A split that passes its usage names everything.
-        let over = Split {
-            lines: vec![line("user", "user", 1010)],
-            usage_ns: 1000,
-            ..Split::default()
-        };
-        assert!(over.check().unwrap().holds());
-        assert_eq!(over.attributed(0).unwrap().0, 100.0);
-        assert!(Split::default().check().is_none());
-        // Ticks share user time: a quarter of its ticks in kernel mode.
-        let mut s = Split {
-            lines: vec![line("user", "user", 800), line("syscall", "read", 200)],
-            usage_ns: 1000,
-            ..Split::default()
-        };
-        s.share_user(25, 75);
-        assert_eq!(s.class_ns("user"), 600);
-        assert_eq!(
-            s.line("kernel-other", "inside user time").unwrap().cpu_ns,
-            200
-        );
-        assert_eq!(s.measured_ns(), 1000);
-        assert_eq!(s.unnamed_kernel_ns(), 200);
-        let (all, kernel) = s.attributed(0).unwrap();
-        assert!((all - 80.0).abs() < 1e-9 && (kernel - 50.0).abs() < 1e-9);
-    }
-
-    /// A real run of dd in a fresh cgroup: its reads and writes, user time, the sum check.
-    /// Needs root and BPF: skipped with the reason where they are missing.
-    #[test]
-    fn a_real_run_is_split_and_adds_up() {
-        if !rustix::process::geteuid().is_root() {
-            eprintln!("skipped: the measured split needs root");
-            return;
-        }
-        let argv: Vec<String> = "dd if=/dev/zero of=/dev/null bs=512 count=200000"
-            .split(' ')
-            .map(String::from)
-            .collect();
-        let (split, _, status) = match measure_command(&argv, Stdio3::Null) {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("skipped: {e}");
-                return;
-            }
-        };
-        for l in &split.lines {
-            eprintln!("{l:?}");
-        }
-        eprintln!("{:?} notes {:?}", split.check(), split.notes);
-        assert!(!status.failed(), "{}", status.line());
-        let read = split.line("syscall", "read").expect("dd's reads");
-        assert!(read.count >= 200_000 && read.cpu_ns > 0);
-        assert!(split.line("syscall", "write").unwrap().count >= 200_000);
-        assert!(split.class_ns("user") > 0);
-        let c = split.check().expect("cpu.stat read");
-        assert!(c.diff_pct.abs() < 10.0, "{c:?}");
-    }
-}
+mod tests;

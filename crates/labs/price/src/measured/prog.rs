@@ -50,7 +50,13 @@ pub const IRQS: u32 = 256;
 /// names) and in user mode: they share out the user class's time.
 pub const USER_TICK_KERNEL: u32 = IRQ_BASE + IRQS;
 pub const USER_TICK_USER: u32 = USER_TICK_KERNEL + 1;
-pub const SLOTS: u32 = USER_TICK_USER + 1;
+/// Differences of two clock reads that went below zero (a program that an interrupt's
+/// program nested inside moved `since` past the `now` it had read): dropped, counted here.
+pub const DROPPED: u32 = USER_TICK_USER + 1;
+/// Syscalls entered by tasks outside the cgroup while the split ran (they all take the
+/// traced slow path): counted, to say what the tracing cost the rest of the machine.
+pub const OTHERS: u32 = DROPPED + 1;
+pub const SLOTS: u32 = OTHERS + 1;
 /// The cpu-clock period of those ticks, ns. Each tick is a timer interrupt, which on a VM
 /// costs exits: every 1 ms took +2.3% of a busy CPU's time here, every 4 ms +0.5%
 /// (examples/stepcost.rs, 7 rounds, 2026-11-26; a later run under twice the load could not
@@ -65,10 +71,14 @@ const _: () = assert!(SYS_OTHER < USER && FAULT_OPEN < SOFTIRQ_BASE);
 const _: () = assert!(SOFTIRQ_BASE + SOFTIRQS <= VEC_BASE);
 const _: () = assert!(VEC_BASE + VECTORS.len() as u32 <= IRQ_BASE);
 
-/// One slot's value: count, cpu ns, wait ns, waits (u64 each).
-pub const SLOT_SIZE: u32 = 32;
+/// One slot's value: count, cpu ns, wait ns, waits, and for a sampled split the sum of the
+/// squares of the timed calls' last on-CPU stretch (ns², @32) and the timed calls (@40) (u64
+/// each).
+pub const SLOT_SIZE: u32 = 48;
+pub const SLOT_SQUARES: i16 = 32;
+pub const SLOT_TIMED: i16 = 40;
 /// One CPU's state: tid u32 @0, class u32 @4, since u64 @8, class under a hardirq u32 @16,
-/// class under a softirq u32 @20.
+/// class under a softirq u32 @20, the current syscall is untimed (sampled split) u32 @24.
 pub const STATE_SIZE: u32 = 32;
 /// A switched-out task's value: class u32 @0, when it left u64 @8 (0: nothing to wait on).
 pub const TASK_SIZE: u32 = 16;
@@ -78,6 +88,12 @@ const ST_CLASS: i16 = 4;
 const ST_SINCE: i16 = 8;
 const ST_UNDER_IRQ: i16 = 16;
 const ST_UNDER_SOFTIRQ: i16 = 20;
+const ST_SKIP: i16 = 24;
+/// Stack slots past the ones the programs' keys and values use: the delta being charged, the
+/// syscall's number and its count before this call.
+const FP_DELTA: i16 = -48;
+const FP_NR: i16 = -56;
+const FP_BEFORE: i16 = -64;
 
 /// The maps every program uses, by fd.
 #[derive(Debug, Clone, Copy)]
@@ -93,17 +109,47 @@ pub struct Maps {
     pub by_fd: Option<i32>,
 }
 
-/// The tracked thread: the cgroup (for the first event a task shows there) and where `pid`
+/// Whose tasks the split tracks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Who {
+    /// Every task of this cgroup (by its id).
+    Cgroup(u64),
+    /// Every thread of this process (by its tgid), and the tasks they start.
+    Process(u32),
+}
+
+/// The tracked thread: whose tasks (for the first event a task shows there) and where `pid`
 /// sits in `struct task_struct` (to read the next task's at a switch).
 #[derive(Debug, Clone, Copy)]
 pub struct Target {
-    pub cgroup: u64,
+    /// Whose tasks are tracked (from the first event each shows on a CPU).
+    pub who: Who,
     pub pid_offset: i32,
+    /// Time one syscall in `period` of each number on each CPU (a power of two; 1: every
+    /// call). Every call is counted either way.
+    pub period: u32,
 }
 
-/// r6 = ctx, r8 = tid, r9 = state, r7 = now. Untracked: to `out`, or with `join`, a task of
-/// the cgroup seen for the first time on this CPU starts being tracked here, as user.
-fn prologue(a: &mut Asm, m: &Maps, join: Option<u64>) {
+impl Target {
+    fn sampled(&self) -> bool {
+        self.period > 1
+    }
+}
+
+/// How the prologue treats a task it does not track yet.
+#[derive(Clone, Copy)]
+enum Join {
+    /// Leave it (to `out`).
+    No,
+    /// A task of these seen for the first time on this CPU starts being tracked here.
+    Of(Who),
+    /// As `Of`, and a task outside them is counted in `OTHERS` (sys_enter).
+    OfCountingOthers(Who),
+}
+
+/// r6 = ctx, r8 = tid, r9 = state, and with `clock` r7 = now. Untracked: to `out`, or per
+/// `join`. A task joined has its clock read (r7) whether `clock` or not.
+fn prologue(a: &mut Asm, m: &Maps, join: Join, clock: bool) {
     a.mov(R6, Reg(1)).note("r6 = the context");
     a.call(Helper::GetCurrentPidTgid);
     a.mov32(R8, R0).note("r8 = the thread id");
@@ -114,10 +160,27 @@ fn prologue(a: &mut Asm, m: &Maps, join: Option<u64>) {
     a.jeq(R1, R8, "tracked")
         .note("this CPU runs a tracked task");
     match join {
-        Some(cg) => {
-            a.call(Helper::GetCurrentCgroupId);
-            a.ld_imm64(R1, cg);
-            a.jne(R0, R1, "out").note("not the program's cgroup");
+        Join::Of(who) | Join::OfCountingOthers(who) => {
+            match who {
+                Who::Cgroup(cg) => {
+                    a.call(Helper::GetCurrentCgroupId);
+                    a.ld_imm64(R1, cg);
+                    a.jeq(R0, R1, "joins").note("the program's cgroup");
+                }
+                Who::Process(tgid) => {
+                    a.call(Helper::GetCurrentPidTgid);
+                    a.rsh_imm(R0, 32);
+                    a.jeq_imm(R0, tgid as i32, "joins")
+                        .note("the process's thread");
+                }
+            }
+            if let Join::OfCountingOthers(_) = join {
+                a.mov_imm(R1, OTHERS as i32)
+                    .note("a syscall of a task outside it: counted");
+                count(a, m, R1);
+            }
+            a.ja("out");
+            a.label("joins");
             a.call(Helper::KtimeGetNs);
             a.mov(R7, R0);
             a.stx_w(R9, ST_TID, R8)
@@ -128,13 +191,15 @@ fn prologue(a: &mut Asm, m: &Maps, join: Option<u64>) {
             a.st_w(R9, ST_UNDER_SOFTIRQ, USER as i32);
             a.ja("timed");
         }
-        None => {
+        Join::No => {
             a.ja("out");
         }
     }
     a.label("tracked");
-    a.call(Helper::KtimeGetNs);
-    a.mov(R7, R0).note("r7 = now");
+    if clock {
+        a.call(Helper::KtimeGetNs);
+        a.mov(R7, R0).note("r7 = now");
+    }
     a.label("timed");
 }
 
@@ -157,17 +222,35 @@ fn slot(a: &mut Asm, m: &Maps, key: Reg, none: &str) {
     a.jeq_imm(R0, 0, none);
 }
 
-/// Add now - since to the current class's cpu time; since = now.
-fn charge(a: &mut Asm, m: &Maps) {
+/// Add now - since to the current class's cpu time; since = now. A difference below zero
+/// (an interrupt's program, nested inside this one after its clock read, moved `since` past
+/// that read) is dropped and counted in `DROPPED`, and `since` stays. With `squares`, the
+/// square of the difference is added at `SLOT_SQUARES` too (the sampled split's interval).
+fn charge(a: &mut Asm, m: &Maps, squares: bool) {
     let done = a.fresh("charged");
+    let dropped = a.fresh("dropped");
+    a.ldx_dw(R1, R9, ST_SINCE);
+    a.mov(R2, R7).sub(R2, R1).note("r2 = now - since");
+    a.jslt_imm(R2, 0, &dropped)
+        .note("below zero: not a time, dropped");
+    a.stx_dw(FP, FP_DELTA, R2);
+    a.stx_dw(R9, ST_SINCE, R7);
     a.ldx_w(R1, R9, ST_CLASS)
         .note("charge the class being left");
     slot(a, m, R1, &done);
-    a.ldx_dw(R1, R9, ST_SINCE);
-    a.mov(R2, R7).sub(R2, R1).note("r2 = now - since");
+    a.ldx_dw(R2, FP, FP_DELTA);
     a.ldx_dw(R3, R0, 8).add(R3, R2).stx_dw(R0, 8, R3);
+    if squares {
+        a.mul(R2, R2);
+        a.ldx_dw(R3, R0, SLOT_SQUARES)
+            .add(R3, R2)
+            .stx_dw(R0, SLOT_SQUARES, R3);
+    }
+    a.ja(&done);
+    a.label(&dropped);
+    a.mov_imm(R1, DROPPED as i32);
+    count(a, m, R1);
     a.label(&done);
-    a.stx_dw(R9, ST_SINCE, R7);
 }
 
 /// Count one event in the slot `key` holds.
@@ -185,34 +268,66 @@ fn epilogue(a: &mut Asm) {
 }
 
 /// raw sys_enter: the class becomes the syscall's number, counted (these counts are the
-/// run's syscall counts: no other counter is attached beside the split). With `by_fd`, one
-/// call in `SAMPLE` of the read/write family (of each number, on each CPU, the first
-/// included) is also counted by (number, fd), as `bpf::program_asm` does.
+/// run's syscall counts: no other counter is attached beside the split). Sampled (`period` >
+/// 1), only one call in `period` of each number on each CPU (the first included) is timed:
+/// the others are counted, read no clock, and leave the class as it is (their time stays in
+/// the class they interrupt, user, until the split's reader takes the estimate out). With
+/// `by_fd`, one call in `SAMPLE` of the read/write family (of each number, on each CPU, the
+/// first included) is also counted by (number, fd), as `bpf::program_asm` does. A syscall of
+/// a task outside the cgroup is counted in `OTHERS`.
 pub fn sys_enter(m: &Maps, t: &Target) -> Asm {
     let mut a = Asm::new();
-    prologue(&mut a, m, Some(t.cgroup));
-    charge(&mut a, m);
+    let sampled = t.sampled();
+    prologue(&mut a, m, Join::OfCountingOthers(t.who), !sampled);
+    if !sampled {
+        charge(&mut a, m, false);
+    }
     a.ldx_dw(R1, R6, 8).note("r1 = args[1], the syscall number");
     a.jlt_imm(R1, SYS_OTHER as i32, "numbered");
     a.mov_imm(R1, SYS_OTHER as i32)
         .note("past the slots (or -1): the shared slot");
     a.label("numbered");
-    a.stx_w(R9, ST_CLASS, R1);
+    if !sampled {
+        a.stx_w(R9, ST_CLASS, R1);
+    }
+    a.stx_w(FP, FP_NR, R1);
     slot(&mut a, m, R1, "out");
     a.ldx_dw(R1, R0, 0)
         .note("r1 = the number's count before this call");
     a.mov(R2, R1).add_imm(R2, 1).stx_dw(R0, 0, R2);
+    a.stx_dw(FP, FP_BEFORE, R1);
+    if sampled {
+        a.and_imm(R1, (t.period - 1) as i32);
+        a.jeq_imm(R1, 0, "timed_call")
+            .note("this number's turn to be timed");
+        a.st_w(R9, ST_SKIP, 1)
+            .note("untimed: its exit reads no clock");
+        a.ja("after_timing");
+        a.label("timed_call");
+        a.st_w(R9, ST_SKIP, 0);
+        a.call(Helper::KtimeGetNs);
+        a.mov(R7, R0).note("r7 = now");
+        charge(&mut a, m, false);
+        a.ldx_w(R1, FP, FP_NR).stx_w(R9, ST_CLASS, R1);
+        slot(&mut a, m, R1, "out");
+        a.ldx_dw(R1, R0, SLOT_TIMED)
+            .add_imm(R1, 1)
+            .stx_dw(R0, SLOT_TIMED, R1)
+            .note("one more timed call");
+        a.label("after_timing");
+    }
     if let Some(by_fd) = m.by_fd {
+        a.ldx_dw(R1, FP, FP_BEFORE);
         by_fd_sample(&mut a, by_fd);
     }
     epilogue(&mut a);
     a
 }
 
-/// The by-fd sample, with r1 = the number's count before this call and the number at fp-8
-/// (where `slot` left the key).
+/// The by-fd sample, with r1 = the number's count before this call and the number at
+/// `FP_NR`.
 fn by_fd_sample(a: &mut Asm, by_fd: i32) {
-    a.ldx_w(R8, FP, -8)
+    a.ldx_w(R8, FP, FP_NR)
         .note("r8 = the number (the thread id is not needed past here)");
     crate::bpf::fd_sample_key(a, R8, "out");
     a.stx_w(FP, -4, R1).note("the key");
@@ -223,11 +338,23 @@ fn by_fd_sample(a: &mut Asm, by_fd: i32) {
     a.ldx_dw(R1, R0, 0).add_imm(R1, 1).stx_dw(R0, 0, R1);
 }
 
-/// raw sys_exit: back to user.
+/// raw sys_exit: back to user. Sampled, an untimed call's exit only clears the mark (no
+/// clock read), and a timed one adds its last stretch's square for the interval.
 pub fn sys_exit(m: &Maps, t: &Target) -> Asm {
     let mut a = Asm::new();
-    prologue(&mut a, m, Some(t.cgroup));
-    charge(&mut a, m);
+    if t.sampled() {
+        a.mov(R6, Reg(1));
+        state(&mut a, m);
+        a.ldx_w(R1, R9, ST_SKIP);
+        a.jeq_imm(R1, 0, "timed_exit");
+        a.st_w(R9, ST_SKIP, 0)
+            .note("an untimed call ends: nothing to charge");
+        a.ja("out");
+        a.label("timed_exit");
+        a.mov(Reg(1), R6);
+    }
+    prologue(&mut a, m, Join::Of(t.who), true);
+    charge(&mut a, m, t.sampled());
     a.st_w(R9, ST_CLASS, USER as i32);
     epilogue(&mut a);
     a
@@ -246,7 +373,7 @@ pub fn sched_switch(m: &Maps, t: &Target) -> Asm {
     a.jeq_imm(R8, 0, "next").note("prev is the idle task");
     a.ldx_w(R1, R9, ST_TID);
     a.jne(R1, R8, "next").note("prev is not tracked");
-    charge(&mut a, m);
+    charge(&mut a, m, false);
     a.stx_w(FP, -8, R8).note("tasks[prev] = {class, now}");
     a.ldx_w(R1, R9, ST_CLASS).stx_w(FP, -24, R1);
     a.st_w(FP, -20, 0);
@@ -259,6 +386,8 @@ pub fn sched_switch(m: &Maps, t: &Target) -> Asm {
     a.label("next");
     a.st_w(R9, ST_TID, 0)
         .note("nobody tracked here until next is found");
+    a.st_w(R9, ST_SKIP, 0)
+        .note("no untimed syscall is open on this CPU");
     a.mov(R1, FP).add_imm(R1, -32);
     a.mov_imm(R2, 4);
     a.ldx_dw(R3, R6, 16).note("r3 = args[2], next");
@@ -283,16 +412,20 @@ pub fn sched_switch(m: &Maps, t: &Target) -> Asm {
     a.jeq_imm(R2, 0, "out").note("a new task: nothing waited");
     a.jeq_imm(R1, USER as i32, "out")
         .note("preempted in user mode: not a wait inside an event");
-    a.mov(R3, R7)
-        .sub(R3, R2)
-        .stx_dw(FP, -40, R3)
-        .note("the time away");
+    a.mov(R3, R7).sub(R3, R2).note("the time away");
+    a.jslt_imm(R3, 0, "wait_dropped")
+        .note("below zero: not a time, dropped");
+    a.stx_dw(FP, -40, R3);
     slot(&mut a, m, R1, "out");
     a.ldx_dw(R1, R0, 16)
         .ldx_dw(R2, FP, -40)
         .add(R1, R2)
         .stx_dw(R0, 16, R1);
     a.ldx_dw(R1, R0, 24).add_imm(R1, 1).stx_dw(R0, 24, R1);
+    a.ja("out");
+    a.label("wait_dropped");
+    a.mov_imm(R1, DROPPED as i32);
+    count(&mut a, m, R1);
     epilogue(&mut a);
     a
 }
@@ -301,7 +434,7 @@ pub fn sched_switch(m: &Maps, t: &Target) -> Asm {
 /// first switch in, in the parent's class (the clone it returns from).
 pub fn sched_process_fork(m: &Maps, t: &Target) -> Asm {
     let mut a = Asm::new();
-    prologue(&mut a, m, None);
+    prologue(&mut a, m, Join::No, true);
     a.mov(R1, FP).add_imm(R1, -32);
     a.mov_imm(R2, 4);
     a.ldx_dw(R3, R6, 8).note("r3 = args[1], the child");
@@ -324,8 +457,8 @@ pub fn sched_process_fork(m: &Maps, t: &Target) -> Asm {
 /// raw page_fault_user: a user fault begins.
 pub fn fault_begin(m: &Maps) -> Asm {
     let mut a = Asm::new();
-    prologue(&mut a, m, None);
-    charge(&mut a, m);
+    prologue(&mut a, m, Join::No, true);
+    charge(&mut a, m, false);
     a.st_w(R9, ST_CLASS, FAULT_OPEN as i32);
     epilogue(&mut a);
     a
@@ -336,12 +469,12 @@ pub fn fault_begin(m: &Maps) -> Asm {
 /// (FAULT_MINOR or FAULT_MAJOR), counted; a fault taken inside a syscall stays the syscall's.
 pub fn fault_end(m: &Maps, slot: u32) -> Asm {
     let mut a = Asm::new();
-    prologue(&mut a, m, None);
+    prologue(&mut a, m, Join::No, true);
     a.ldx_w(R1, R9, ST_CLASS);
     a.jne_imm(R1, FAULT_OPEN as i32, "out")
         .note("a fault inside a syscall: the syscall's");
     a.st_w(R9, ST_CLASS, slot as i32);
-    charge(&mut a, m);
+    charge(&mut a, m, false);
     a.st_w(R9, ST_CLASS, USER as i32).note("back to user");
     a.mov_imm(R1, slot as i32);
     count(&mut a, m, R1);
@@ -354,7 +487,7 @@ pub fn fault_end(m: &Maps, slot: u32) -> Asm {
 /// registers' privilege level (x86-64).
 pub fn user_tick(m: &Maps) -> Asm {
     let mut a = Asm::new();
-    prologue(&mut a, m, None);
+    prologue(&mut a, m, Join::No, true);
     a.ldx_w(R1, R9, ST_CLASS);
     a.jne_imm(R1, VEC_BASE as i32, "out")
         .note("not inside the local timer's interrupt");
@@ -388,8 +521,8 @@ pub enum IrqSlot {
 /// counted.
 pub fn irq_enter(m: &Maps, which: IrqSlot) -> Asm {
     let mut a = Asm::new();
-    prologue(&mut a, m, None);
-    charge(&mut a, m);
+    prologue(&mut a, m, Join::No, true);
+    charge(&mut a, m, false);
     let save = match which {
         IrqSlot::Softirq => ST_UNDER_SOFTIRQ,
         _ => ST_UNDER_IRQ,
@@ -423,7 +556,7 @@ pub fn irq_enter(m: &Maps, which: IrqSlot) -> Asm {
 /// this level is what runs: an exit whose entry came before the attach changes nothing).
 pub fn irq_exit(m: &Maps, softirq: bool) -> Asm {
     let mut a = Asm::new();
-    prologue(&mut a, m, None);
+    prologue(&mut a, m, Join::No, true);
     let (lo, hi, save) = if softirq {
         (SOFTIRQ_BASE, SOFTIRQ_BASE + SOFTIRQS, ST_UNDER_SOFTIRQ)
     } else {
@@ -432,7 +565,7 @@ pub fn irq_exit(m: &Maps, softirq: bool) -> Asm {
     a.ldx_w(R1, R9, ST_CLASS);
     a.jlt_imm(R1, lo as i32, "out");
     a.jge_imm(R1, hi as i32, "out");
-    charge(&mut a, m);
+    charge(&mut a, m, false);
     a.ldx_w(R1, R9, save)
         .stx_w(R9, ST_CLASS, R1)
         .note("resume the class under it");
@@ -452,14 +585,18 @@ mod tests {
         by_fd: Some(6),
     };
     const T: Target = Target {
-        cgroup: 0x1_0000_0042,
+        who: Who::Cgroup(0x1_0000_0042),
         pid_offset: 2480,
+        period: 1,
     };
+    const SAMPLED: Target = Target { period: 16, ..T };
 
     fn all() -> Vec<(&'static str, Asm)> {
         vec![
             ("sys_enter", sys_enter(&M, &T)),
             ("sys_exit", sys_exit(&M, &T)),
+            ("sys_enter sampled", sys_enter(&M, &SAMPLED)),
+            ("sys_exit sampled", sys_exit(&M, &SAMPLED)),
             ("sched_switch", sched_switch(&M, &T)),
             ("fork", sched_process_fork(&M, &T)),
             ("fault_begin", fault_begin(&M)),
@@ -530,5 +667,76 @@ mod tests {
         let bare = Maps { by_fd: None, ..M };
         let p = sys_enter(&bare, &T).finish().unwrap();
         assert!(!p.iter().any(|i| i.is_call(Helper::ProbeReadKernel)));
+    }
+
+    /// Every charge and the switch's wait drop a difference below zero (a signed test) and
+    /// count it in DROPPED, never adding it.
+    #[test]
+    fn differences_below_zero_are_dropped_and_counted() {
+        use costlab_bpf::uapi::{BPF_JMP, BPF_JSLT, BPF_K};
+        for (name, a) in all() {
+            let l = a.listing();
+            let p = a.finish().unwrap();
+            let signed = p
+                .iter()
+                .filter(|i| i.code == BPF_JMP | BPF_JSLT | BPF_K && i.imm == 0)
+                .count();
+            let charges = l.matches("below zero: not a time, dropped").count();
+            assert_eq!(signed, charges, "{name}");
+            if charges > 0 {
+                assert!(
+                    p.iter().any(|i| *i == insn::mov_imm(R1, DROPPED as i32)),
+                    "{name}"
+                );
+            }
+        }
+        assert_eq!(
+            sched_switch(&M, &T).listing().matches("below zero").count(),
+            2,
+            "the charge and the wait"
+        );
+    }
+
+    /// Sampled, an untimed call reads no clock: sys_exit tests the mark before any clock
+    /// read, and sys_enter reads the clock only after the turn test; every call is counted.
+    #[test]
+    fn a_sampled_split_reads_the_clock_only_for_timed_calls() {
+        let p = sys_exit(&M, &SAMPLED).finish().unwrap();
+        let clock = p
+            .iter()
+            .position(|i| i.is_call(Helper::KtimeGetNs))
+            .unwrap();
+        let skip = p
+            .iter()
+            .position(|i| *i == insn::st_w(R9, ST_SKIP, 0))
+            .unwrap();
+        assert!(skip < clock);
+        let l = sys_enter(&M, &SAMPLED).listing();
+        let turn = l.find("this number's turn to be timed").unwrap();
+        let counted = l.find("the number's count before this call").unwrap();
+        assert!(counted < turn);
+        let p = sys_enter(&M, &SAMPLED).finish().unwrap();
+        assert!(p.iter().any(|i| *i == insn::and_imm(R1, 15)));
+        // The clock is read on the join path and the timed path only.
+        assert_eq!(
+            p.iter().filter(|i| i.is_call(Helper::KtimeGetNs)).count(),
+            2
+        );
+        // Every call timed: no mark, no mask.
+        let p = sys_exit(&M, &T).finish().unwrap();
+        assert!(!p.iter().any(|i| *i == insn::st_w(R9, ST_SKIP, 1)));
+    }
+
+    /// sys_enter counts the syscalls of tasks outside the cgroup in OTHERS; sys_exit does not.
+    #[test]
+    fn other_tasks_syscalls_are_counted_on_enter_only() {
+        let others = |a: Asm| {
+            a.finish()
+                .unwrap()
+                .iter()
+                .any(|i| *i == insn::mov_imm(R1, OTHERS as i32))
+        };
+        assert!(others(sys_enter(&M, &T)) && others(sys_enter(&M, &SAMPLED)));
+        assert!(!others(sys_exit(&M, &T)));
     }
 }

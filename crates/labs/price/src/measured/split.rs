@@ -1,0 +1,364 @@
+//! The measured split of one run (its lines, the cgroup's usage to check them against), its
+//! sum check and verdict, and what the reader makes of a sampled split (the estimate and its
+//! interval), the unmeasured rest and the other tasks' cost.
+
+use std::collections::BTreeMap;
+
+use costlab_core::model::Quality;
+use serde::{Deserialize, Serialize};
+
+/// One class and event's measured time.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Line {
+    /// user, syscall, fault, irq, softirq, kernel-other.
+    pub class: String,
+    /// The syscall's name, minor/major, the irq or softirq's name; `user` for user time.
+    pub event: String,
+    pub count: u64,
+    /// ns on CPU in it.
+    pub cpu_ns: u64,
+    /// ns off CPU inside it (switched out in a syscall or a fault).
+    pub wait_ns: u64,
+    /// How many times it was switched out inside it.
+    pub waits: u64,
+    /// A sampled split's syscall: the calls timed (of `count`), from which `cpu_ns`,
+    /// `wait_ns` and `waits` are estimated. 0: every call timed, the figures exact.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub timed: u64,
+    /// The estimate's 95% interval, half its width, ns (0 where exact).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cpu_ci_ns: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// The measured split of one run, and the cgroup's cpu.stat to check it against.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Split {
+    pub lines: Vec<Line>,
+    /// cpu.stat usage_usec, in ns: the figure the classes must add up to.
+    pub usage_ns: u64,
+    /// cpu.stat user_usec and system_usec (tick-sampled), ns.
+    pub stat_user_ns: u64,
+    pub stat_system_ns: u64,
+    /// What could not be measured and why (an event this kernel or machine lacks).
+    #[serde(default)]
+    pub notes: Vec<String>,
+    /// Differences of two clock reads that came out below zero, dropped (their time stays
+    /// where the later read put it).
+    #[serde(default)]
+    pub dropped: u64,
+    /// Syscalls of tasks outside the cgroup while the split ran (each took the traced path).
+    #[serde(default)]
+    pub others_syscalls: u64,
+    /// One syscall in this many of each kind was timed (0 or 1: every call).
+    #[serde(default)]
+    pub sample_period: u32,
+}
+
+/// The classes against the cgroup's usage.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SumCheck {
+    pub measured_ns: u64,
+    pub usage_ns: u64,
+    /// (measured - usage) / usage, %.
+    pub diff_pct: f64,
+}
+
+impl SumCheck {
+    /// Within the 2% the split promises.
+    pub fn holds(&self) -> bool {
+        self.diff_pct.abs() <= 2.0
+    }
+}
+
+impl Split {
+    /// ns on CPU in the measured classes (every line but the unmeasured rest).
+    pub fn measured_ns(&self) -> u64 {
+        self.lines
+            .iter()
+            .filter(|l| !(l.class == "kernel-other" && l.event == "unmeasured"))
+            .fold(0u64, |a, l| a.saturating_add(l.cpu_ns))
+    }
+
+    /// Every syscall figure is an estimate from one call in `sample_period` timed.
+    pub fn sampled(&self) -> bool {
+        self.sample_period > 1
+    }
+
+    /// Lines that cannot be: more time in one class than the whole cgroup used.
+    pub fn impossible(&self) -> Vec<&Line> {
+        self.lines
+            .iter()
+            .filter(|l| self.usage_ns > 0 && l.cpu_ns > self.usage_ns)
+            .collect()
+    }
+
+    /// The split's own verdict and its reasons: not ok (disturbed) where a class passes the
+    /// cgroup's usage, or the unmeasured time passes 1% of it; noisy where the classes miss
+    /// the usage by more than 2%.
+    pub fn quality(&self) -> (Quality, Vec<String>) {
+        let mut why = Vec::new();
+        let mut q = Quality::Ok;
+        for l in self.impossible() {
+            q = Quality::Disturbed;
+            why.push(format!(
+                "{} {} holds more CPU time than the cgroup used: the split is not ok",
+                l.class, l.event
+            ));
+        }
+        let rest = self.unmeasured_ns();
+        if self.usage_ns > 0 && rest as f64 > 0.01 * self.usage_ns as f64 {
+            q = Quality::Disturbed;
+            why.push(format!(
+                "{:.1}% of the usage is unmeasured ({} clock differences dropped): more than 1%",
+                100.0 * rest as f64 / self.usage_ns as f64,
+                self.dropped
+            ));
+        }
+        if q == Quality::Ok && self.check().is_some_and(|c| !c.holds()) {
+            q = Quality::Noisy;
+            why.push("the measured classes do not add up to the cgroup's usage within 2%".into());
+        }
+        (q, why)
+    }
+
+    /// ns of kernel-other time (measured inside user time, or the unmeasured rest).
+    pub fn kernel_other_ns(&self) -> u64 {
+        self.class_ns("kernel-other")
+    }
+    pub fn class_ns(&self, class: &str) -> u64 {
+        self.lines
+            .iter()
+            .filter(|l| l.class == class)
+            .map(|l| l.cpu_ns)
+            .sum()
+    }
+    pub fn check(&self) -> Option<SumCheck> {
+        (self.usage_ns > 0).then(|| {
+            let m = self.measured_ns();
+            SumCheck {
+                measured_ns: m,
+                usage_ns: self.usage_ns,
+                diff_pct: 100.0 * (m as f64 - self.usage_ns as f64) / self.usage_ns as f64,
+            }
+        })
+    }
+    /// The kernel part of the usage: usage less the measured user time.
+    pub fn kernel_ns(&self) -> u64 {
+        self.usage_ns.saturating_sub(self.class_ns("user"))
+    }
+    /// The kernel time no transition names: usage less every measured class (0 where the
+    /// classes reach or pass the usage).
+    pub fn unmeasured_ns(&self) -> u64 {
+        self.usage_ns.saturating_sub(self.measured_ns())
+    }
+
+    /// The kernel time no transition names: the kernel-other found inside user time and the
+    /// unmeasured rest.
+    pub fn unnamed_kernel_ns(&self) -> u64 {
+        let inside: u64 = self
+            .lines
+            .iter()
+            .filter(|l| l.class == "kernel-other" && l.event != "unmeasured")
+            .map(|l| l.cpu_ns)
+            .sum();
+        inside + self.unmeasured_ns()
+    }
+    /// `attributed` and `kernel_attributed` (%), with `sampled_named_ns` of the otherwise
+    /// unnamed kernel time named by samples (a subsystem), capped at that time.
+    pub fn attributed(&self, sampled_named_ns: u64) -> Option<(f64, f64)> {
+        if self.usage_ns == 0 {
+            return None;
+        }
+        let unnamed = self.unnamed_kernel_ns();
+        let named = self.usage_ns.saturating_sub(unnamed) + sampled_named_ns.min(unnamed);
+        let kernel = self.kernel_ns();
+        let kernel_named = kernel.saturating_sub(unnamed) + sampled_named_ns.min(unnamed);
+        let pct = |a: u64, b: u64| {
+            if b == 0 {
+                100.0
+            } else {
+                100.0 * a as f64 / b as f64
+            }
+        };
+        Some((pct(named, self.usage_ns), pct(kernel_named, kernel)))
+    }
+    /// Share the user class by the cpu-clock ticks that found it in kernel mode (`kernel`)
+    /// and in user mode (`user`): the kernel's part becomes the line kernel-other
+    /// "inside user time" (the entry and exit paths, signals, returns from preemption).
+    pub fn share_user(&mut self, kernel: u64, user: u64) {
+        self.share_user_less(kernel, user, 0)
+    }
+
+    /// `share_user` after `estimate` took `extra` ns (untimed syscalls, which the ticks also
+    /// found in kernel mode) out of the user class: the ticks' kernel part of the user class
+    /// as it was, less what the estimate already took.
+    pub fn share_user_less(&mut self, kernel: u64, user: u64, extra: u64) {
+        if kernel == 0 || kernel + user == 0 {
+            return;
+        }
+        let Some(u) = self.lines.iter_mut().find(|l| l.class == "user") else {
+            return;
+        };
+        let before = u.cpu_ns + extra;
+        let whole = (before as f64 * kernel as f64 / (kernel + user) as f64) as u64;
+        let part = whole.saturating_sub(extra).min(u.cpu_ns);
+        u.cpu_ns -= part;
+        self.lines.push(Line {
+            class: "kernel-other".into(),
+            event: "inside user time".into(),
+            count: kernel,
+            cpu_ns: part,
+            ..Line::default()
+        });
+        self.notes.push(format!(
+            "{kernel} of {} cpu-clock ticks in user time found the task in the kernel (entry and exit paths, signals, returns from preemption): that share of user time is kernel-other",
+            kernel + user
+        ));
+    }
+
+    /// A sampled split: each syscall line's timed calls scaled up to all its calls (cpu,
+    /// wait, waits), with the estimate's 95% interval from the timed calls' spread (`squares`
+    /// by slot: the sum of their last on-CPU stretch's squares), and the time the untimed
+    /// calls left in the user class taken out of it. Returns that time (ns).
+    pub fn estimate(&mut self, squares: &BTreeMap<String, u64>) -> u64 {
+        let user = self.class_ns("user");
+        // Each sampled line's scaled figures and the time it takes out of user.
+        let mut wanted = Vec::new();
+        let mut var_sum = 0f64;
+        for (i, l) in self.lines.iter().enumerate() {
+            if l.class != "syscall" || l.timed == 0 || l.timed >= l.count {
+                continue;
+            }
+            let (n, all) = (l.timed as f64, l.count as f64);
+            let mean = l.cpu_ns as f64 / n;
+            let sq = squares.get(&l.event).copied().unwrap_or(0) as f64 / n;
+            let var = (sq - mean * mean).max(0.0);
+            // The total over `all` calls from `n` drawn: its variance, finite population.
+            let v = all * all * var / n * (1.0 - n / all);
+            var_sum += v;
+            let extra = l.cpu_ns as f64 * (all / n - 1.0);
+            wanted.push((i, all / n, extra, (1.96 * v.sqrt()) as u64));
+        }
+        // The untimed calls' time can only have come from the user class: an estimate that
+        // wants more is scaled down to it (each line alike), so no line passes the usage.
+        let total: f64 = wanted.iter().map(|w| w.2).sum();
+        let fit = if total > user as f64 && total > 0.0 {
+            self.notes.push(format!(
+                "the sampled estimate wanted {:.3} ms more than the {:.3} ms the untimed calls can have taken from user time: scaled down to it",
+                (total - user as f64) / 1e6,
+                user as f64 / 1e6
+            ));
+            user as f64 / total
+        } else {
+            1.0
+        };
+        let mut taken = 0u64;
+        for (i, f, extra, ci) in wanted {
+            let l = &mut self.lines[i];
+            let add = ((extra * fit) as u64).min(user - taken);
+            taken += add;
+            l.cpu_ns += add;
+            l.cpu_ci_ns = ci;
+            l.wait_ns = (l.wait_ns as f64 * f) as u64;
+            l.waits = (l.waits as f64 * f) as u64;
+        }
+        if let Some(u) = self.lines.iter_mut().find(|l| l.class == "user") {
+            u.cpu_ns -= taken;
+            u.cpu_ci_ns = (1.96 * var_sum.sqrt()) as u64;
+        }
+        taken
+    }
+
+    /// What the split cost the rest of the machine: its other tasks' syscalls (counted by
+    /// sys_enter) at `foreign_ns` each (measured when it attached), against the machine's
+    /// busy time outside the split's tasks (`busy_ns`, all of it, less the usage). A note
+    /// when that passes 5% of their time, one line either way.
+    pub fn note_others(&mut self, foreign_ns: f64, busy_ns: Option<u64>) {
+        if self.others_syscalls == 0 {
+            return;
+        }
+        let cost = self.others_syscalls as f64 * foreign_ns;
+        let theirs = busy_ns.map(|b| b.saturating_sub(self.usage_ns) as f64);
+        let head = format!(
+            "{} syscalls of other tasks took the traced path while the split ran, {:.0} ns each more (measured at attach): {:.2} ms of their time",
+            self.others_syscalls,
+            foreign_ns,
+            cost / 1e6
+        );
+        self.notes.push(match theirs {
+            Some(t) if t > 0.0 && cost > 0.05 * t => format!(
+                "{head}, {:.1}% of the {:.1} ms the rest of the machine ran: above 5%, the tracing slowed the other tasks (--time-one-in does not help them; a shorter run does)",
+                100.0 * cost / t,
+                t / 1e6
+            ),
+            Some(t) if t > 0.0 => format!(
+                "{head}, {:.1}% of the {:.1} ms the rest of the machine ran",
+                100.0 * cost / t,
+                t / 1e6
+            ),
+            _ => head,
+        });
+    }
+
+    /// The unmeasured rest as a line (its count: the clock differences dropped), and the
+    /// notes on what the split could not time.
+    pub fn close(&mut self) {
+        let rest = self.unmeasured_ns();
+        if rest > 0 || self.dropped > 0 {
+            self.lines.push(Line {
+                class: "kernel-other".into(),
+                event: "unmeasured".into(),
+                count: self.dropped,
+                cpu_ns: rest,
+                ..Line::default()
+            });
+        }
+        if self.dropped > 0 {
+            self.notes.push(format!(
+                "{} differences of two clock reads came out below zero (a program nested inside another on an interrupt): dropped, counted on the unmeasured line",
+                self.dropped
+            ));
+        }
+        if self.sampled() {
+            self.notes.push(format!(
+                "an estimate: one syscall in {} of each kind was timed on each CPU (every call counted); each syscall's time is its timed calls' scaled to all its calls, with a 95% interval",
+                self.sample_period
+            ));
+            let kernel = self.kernel_ns().max(1) as f64;
+            let mut big: Vec<&Line> = self
+                .lines
+                .iter()
+                .filter(|l| l.cpu_ci_ns > 0 && l.cpu_ns as f64 >= 0.01 * kernel)
+                .collect();
+            big.sort_by_key(|l| std::cmp::Reverse(l.cpu_ns));
+            for l in big.iter().take(8) {
+                let of = if l.timed > 0 {
+                    format!("; {} of {} calls timed", l.timed, l.count)
+                } else {
+                    String::new()
+                };
+                let name = if l.class == l.event {
+                    l.event.clone()
+                } else {
+                    format!("{} {}", l.class, l.event)
+                };
+                self.notes.push(format!(
+                    "estimate: {name} {:.3} ms ± {:.3} ms (95%{of})",
+                    l.cpu_ns as f64 / 1e6,
+                    l.cpu_ci_ns as f64 / 1e6,
+                ));
+            }
+        }
+    }
+
+    /// The line of `class`/`event`.
+    pub fn line(&self, class: &str, event: &str) -> Option<&Line> {
+        self.lines
+            .iter()
+            .find(|l| l.class == class && l.event == event)
+    }
+}
