@@ -100,13 +100,18 @@ fn from_pid(args: &PriceArgs, pid: u32) -> Result<Counted> {
 /// The command counted from exec to exit (its exit status kept for costlab's own), then run
 /// untraced --runs times.
 fn from_command(args: &PriceArgs, ctx: &Ctx) -> Result<Counted> {
-    // A warm-up run first, untraced, so the traced run and the untraced ones after it find
-    // the same page cache and dentries (a first run reading cold files would otherwise put
-    // its misses in the traced run only).
-    let warm = !args.once && !args.count_only;
+    let path = count::program(&args.command)?;
+    let mut go_gc = None;
+    let mut go_cycles = Vec::new();
+    // The first untraced run goes before the traced one, so the traced run and the untraced
+    // runs after it find the same page cache and dentries (a first run reading cold files
+    // would otherwise put its misses in the traced run only). It is one of the --runs, so
+    // the order changes and the number of runs does not.
+    let warm = !args.once && !args.count_only && args.runs > 0;
+    let mut runs = Vec::new();
     if warm {
-        let path = count::program(&args.command)?;
-        count::run_program(&path, &args.command, None, Stdio3::Null)?;
+        runs = untraced_runs(args, &path, 0..1, &mut go_gc, &mut go_cycles)?;
+        costlab_core::measure::cancel::check()?;
     }
     let mut c = count::count_command(
         &args.command,
@@ -114,17 +119,15 @@ fn from_command(args: &PriceArgs, ctx: &Ctx) -> Result<Counted> {
     )?;
     if warm {
         c.notes.push(
-            "one untraced warm-up run first (its stdio on /dev/null), so the traced and untraced runs see the same caches".into(),
+            "the traced run came second, after one of the untraced runs, so that it and the untraced runs after it found the same caches".into(),
         );
     }
     ctx.program_ended(c.exit_status);
-    let path = count::program(&args.command)?;
-    let mut go_gc = None;
-    let mut go_cycles = Vec::new();
-    let mut runs = Vec::new();
     // Ctrl-C reached the program too: price what it did until then, from its own run.
     if !args.once && !costlab_core::measure::cancel::requested() {
-        runs = untraced_runs(args, &path, &mut go_gc, &mut go_cycles)?;
+        let from = usize::from(warm);
+        let rest = untraced_runs(args, &path, from..args.runs, &mut go_gc, &mut go_cycles)?;
+        runs.extend(rest);
     }
     Ok(Counted {
         counts: c,
@@ -140,12 +143,13 @@ fn from_command(args: &PriceArgs, ctx: &Ctx) -> Result<Counted> {
 fn untraced_runs(
     args: &PriceArgs,
     path: &Path,
+    which: std::ops::Range<usize>,
     go_gc: &mut Option<Option<f64>>,
     go_cycles: &mut Vec<crate::verify::gogc::Cycle>,
 ) -> Result<Vec<Times>> {
     let mut runs = Vec::new();
     let go = gowhatif::is_go_program(path);
-    for i in 0..args.runs {
+    for i in which {
         costlab_core::measure::cancel::check()?;
         let stdio = if go && i == 0 {
             Stdio3::GcTrace
