@@ -287,6 +287,23 @@ fn bad_input_exits_2_with_one_line_and_stores_nothing() {
     assert!(!text.contains("price"), "nothing stored: {text}");
 }
 
+/// For a test that counts in the kernel: a fresh folder with the test program built in it, or
+/// None, the test skipped with the reason (no BPF or root, which CI must have; no C compiler).
+pub(crate) fn events_or_skip(name: &str) -> Option<(tempfile::TempDir, PathBuf)> {
+    if let Some(why) = count::unavailable() {
+        skip::skipped_unless_ci(name, &why);
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    match build_events(dir.path()) {
+        Ok(exe) => Some((dir, exe)),
+        Err(why) => {
+            skip::skipped(name, &why);
+            None
+        }
+    }
+}
+
 /// The test program, built with the system's C compiler; None (with the reason) without one.
 pub(crate) fn build_events(dir: &Path) -> Result<PathBuf, String> {
     let exe = dir.join("events");
@@ -370,13 +387,8 @@ pub(crate) const HANDFUL: f64 = 16.0;
 #[test]
 fn the_test_programs_events_are_counted_exactly() {
     let name = "the_test_programs_events_are_counted_exactly";
-    if let Some(why) = count::unavailable() {
-        return skip::skipped_unless_ci(name, &why);
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let exe = match build_events(dir.path()) {
-        Ok(e) => e,
-        Err(why) => return skip::skipped(name, &why),
+    let Some((dir, exe)) = events_or_skip(name) else {
+        return;
     };
     let db = dir.path().join("h.db");
     let _one = crate::common::serial();

@@ -5,7 +5,9 @@
 //! they skip without it. None asserts a time.
 
 use crate::common::{self, skip};
-use crate::price::{build_events, counted, fixture_counts, fixture_units, unit, HANDFUL};
+use crate::price::{
+    build_events, counted, events_or_skip, fixture_counts, fixture_units, unit, HANDFUL,
+};
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -174,13 +176,8 @@ fn the_faults_switches_and_spawns_match_perf_stats_counts_of_the_same_cgroup() {
 #[test]
 fn a_running_process_has_its_switches_and_wakeups_counted_by_thread() {
     let name = "a_running_process_has_its_switches_and_wakeups_counted_by_thread";
-    if let Some(why) = count::unavailable() {
-        return skip::skipped_unless_ci(name, &why);
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let exe = match build_events(dir.path()) {
-        Ok(e) => e,
-        Err(why) => return skip::skipped(name, &why),
+    let Some((dir, exe)) = events_or_skip(name) else {
+        return;
     };
     let db = dir.path().join("h.db");
     let _one = crate::common::serial();
@@ -269,13 +266,8 @@ fn strace_counts(exe: &Path, args: &[&str], dir: &Path) -> Result<BTreeMap<Strin
 #[test]
 fn the_counts_agree_with_strace_for_every_syscall_it_lists() {
     let name = "the_counts_agree_with_strace_for_every_syscall_it_lists";
-    if let Some(why) = count::unavailable() {
-        return skip::skipped_unless_ci(name, &why);
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let exe = match build_events(dir.path()) {
-        Ok(e) => e,
-        Err(why) => return skip::skipped(name, &why),
+    let Some((dir, exe)) = events_or_skip(name) else {
+        return;
     };
     let theirs = match strace_counts(&exe, &["fork", "5"], dir.path()) {
         Ok(c) => c,

@@ -2,13 +2,11 @@
 //! machine (no root), in SQLite and PostgreSQL; terms the history holds only noisy; two prices
 //! of one command compared; the report's chart and the exports; `--strict`; bad fleet input.
 
-use crate::common::{price_refused, skip};
-use crate::price::{build_events, FIXTURES};
+use crate::common::price_refused;
+use crate::price::{events_or_skip, FIXTURES};
 
 use std::collections::BTreeMap;
 use std::path::Path;
-
-use costlab_price::count;
 
 /// The fixture run of machine A's (made-up) unit costs, and machine B's id.
 const RUN_A: &str = "20261120T100000Z-f1a701";
@@ -486,13 +484,8 @@ fn bad_fleet_input_exits_2_with_one_line_and_stores_nothing() {
 #[test]
 fn saved_counts_price_the_same_as_the_run_that_counted_them() {
     let name = "saved_counts_price_the_same_as_the_run_that_counted_them";
-    if let Some(why) = count::unavailable() {
-        return skip::skipped_unless_ci(name, &why);
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let exe = match build_events(dir.path()) {
-        Ok(e) => e,
-        Err(why) => return skip::skipped(name, &why),
+    let Some((dir, exe)) = events_or_skip(name) else {
+        return;
     };
     let db = dir.path().join("h.db").display().to_string();
     fleet_history(&db);

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use crate::common::{self, skip};
-use crate::price::build_events;
+use crate::price::events_or_skip;
 use costlab_price::count;
 
 /// (class, event, metric) -> median of the price rows of a JSON document.
@@ -59,13 +59,8 @@ fn count_of(r: &BTreeMap<(String, String, String), f64>, class: &str, event: &st
 #[test]
 fn a_real_program_is_split_adds_up_and_keeps_its_split_through_a_counts_file() {
     let name = "a_real_program_is_split_adds_up_and_keeps_its_split_through_a_counts_file";
-    if let Some(why) = count::unavailable() {
-        return skip::skipped_unless_ci(name, &why);
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let exe = match build_events(dir.path()) {
-        Ok(e) => e,
-        Err(why) => return skip::skipped(name, &why),
+    let Some((dir, exe)) = events_or_skip(name) else {
+        return;
     };
     let db = dir.path().join("h.db");
     let saved = dir.path().join("counts.json");
