@@ -39,7 +39,7 @@ deps:
 test: deps
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
-	COSTLAB_RETRY_BUDGET=0 COSTLAB_DB=$${COSTLAB_DB:-$$(mktemp -d)/test-history.db} $(CARGO) test --workspace --release
+	COSTLAB_RETRY_BUDGET=0 COSTLAB_DB=$${COSTLAB_DB:-$$(mktemp -d)/test-history.db} $(CARGO) test --workspace --release --no-fail-fast
 	@if [ -d gcbench ]; then cd gcbench && go test ./...; fi
 	$(MAKE) docs
 

@@ -296,11 +296,32 @@ mod tests {
             return;
         };
         a.enable().unwrap();
-        let v: Vec<u8> = vec![1; 4 << 20];
-        std::hint::black_box(&v);
-        let d = a.delta();
+        // Work on this thread until its own CPU clock has moved 2 ms, and read. One CI run read
+        // a task-clock of 0 after a single 4 MiB fill beside the other tests (not reproduced in
+        // 300 runs under load): the reading is taken up to five times, and summed, so a read
+        // that lags is told from one that never counts.
+        let mut d = Vec::new();
+        let mut clock = 0.0;
+        for _ in 0..5 {
+            let start = crate::measure::cputime::thread_cpu_ns();
+            while crate::measure::cputime::thread_cpu_ns() - start < 2_000_000 {
+                let v: Vec<u8> = vec![1; 1 << 20];
+                std::hint::black_box(&v);
+            }
+            d = a.delta();
+            clock += d
+                .iter()
+                .find(|(x, _)| *x == Event::TaskClock)
+                .map_or(0.0, |x| x.1);
+            if clock > 0.0 {
+                break;
+            }
+        }
         let got = |e: Event| d.iter().find(|(x, _)| *x == e).map(|x| x.1);
-        assert!(got(Event::TaskClock).unwrap() > 0.0);
+        assert!(
+            clock > 0.0,
+            "task-clock read 0 five times after 2 ms of work each"
+        );
         for e in Event::ALL {
             assert!(
                 got(e).is_some() || a.unsupported.contains_key(e.name()),
