@@ -77,6 +77,7 @@ fn targets(p: &Priced, split: &Split) -> Vec<((String, String), f64)> {
         }
         ("bytes", "read") => family(&READS),
         ("bytes", "written") => family(&WRITES),
+        ("bytes", "dirents") => vec![(("syscall".into(), "getdents64".into()), 1.0)],
         (c, e) => vec![((c.to_string(), e.to_string()), 1.0)],
     }
 }
@@ -334,7 +335,7 @@ fn why(b: &Beside, split: &Split, ev: &Evidence) -> Vec<String> {
             if let (Some(o), Some(c)) = (term("open"), term("create")) {
                 if (per - c).abs() < (per - o).abs() {
                     why.push(format!(
-                        "its {} a call is nearer a create's {} than an open's {} here: files created (O_CREAT), which the split does not tell apart from opens",
+                        "its {} a call is nearer a create's {} than an open's {} here, though the creates (O_CREAT) are on openat:create: long paths, cold directory entries, or opens that truncate",
                         human_ns(per), human_ns(c), human_ns(o)
                     ));
                 }
@@ -343,7 +344,7 @@ fn why(b: &Beside, split: &Split, ev: &Evidence) -> Vec<String> {
         ("syscall", "getdents64" | "getdents") => {
             if let Some(e) = term("getdents64/entry") {
                 why.push(format!(
-                    "about {:.0} entries a call at {} an entry: the entries returned are not counted, the term assumes a 64-entry directory",
+                    "about {:.0} entries a call at {} an entry (where the split counted the entries' bytes, they are priced on bytes dirents at 48 bytes an entry: shorter names make more entries than that)",
                     per / e.max(1.0),
                     human_ns(e)
                 ));

@@ -60,7 +60,12 @@ pub const OTHERS: u32 = DROPPED + 1;
 /// with the flag), which on a journalled file system costs several times an open. Their
 /// count and time go here instead of openat's slot, to be priced at the create term.
 pub const OPEN_CREATE: u32 = OTHERS + 1;
-pub const SLOTS: u32 = OPEN_CREATE + 1;
+/// The bytes of directory entries getdents64 returned to tracked tasks (in the count word):
+/// priced per entry at the getdents64 term's entry size.
+pub const DIRENT_BYTES: u32 = OPEN_CREATE + 1;
+pub const SLOTS: u32 = DIRENT_BYTES + 1;
+/// x86-64's getdents64.
+pub const NR_GETDENTS64: i32 = 217;
 /// x86-64's openat, and the O_CREAT bit of its flags.
 pub const NR_OPENAT: i32 = 257;
 pub const O_CREAT: i32 = 0o100;
@@ -87,7 +92,8 @@ pub const SLOT_SIZE: u32 = 48;
 pub const SLOT_SQUARES: i16 = 32;
 pub const SLOT_TIMED: i16 = 40;
 /// One CPU's state: tid u32 @0, class u32 @4, since u64 @8, class under a hardirq u32 @16,
-/// class under a softirq u32 @20, the current syscall is untimed (sampled split) u32 @24.
+/// class under a softirq u32 @20, the current syscall is untimed (sampled split) u32 @24, the
+/// current syscall's slot u32 @28 (set by every sys_enter of a tracked task, timed or not).
 pub const STATE_SIZE: u32 = 32;
 /// A switched-out task's value: class u32 @0, when it left u64 @8 (0: nothing to wait on).
 pub const TASK_SIZE: u32 = 16;
@@ -98,6 +104,7 @@ const ST_SINCE: i16 = 8;
 const ST_UNDER_IRQ: i16 = 16;
 const ST_UNDER_SOFTIRQ: i16 = 20;
 const ST_SKIP: i16 = 24;
+const ST_NR: i16 = 28;
 /// Stack slots past the ones the programs' keys and values use: the delta being charged, the
 /// syscall's number and its count before this call.
 const FP_DELTA: i16 = -48;
@@ -297,6 +304,8 @@ pub fn sys_enter(m: &Maps, t: &Target) -> Asm {
         .note("past the slots (or -1): the shared slot");
     a.label("numbered");
     open_create(&mut a);
+    a.stx_w(R9, ST_NR, R1)
+        .note("the call's slot, for its exit (getdents64's bytes)");
     if !sampled {
         a.stx_w(R9, ST_CLASS, R1);
     }
@@ -332,6 +341,30 @@ pub fn sys_enter(m: &Maps, t: &Target) -> Asm {
     }
     epilogue(&mut a);
     a
+}
+
+/// At a syscall's exit, with r6 = the context and r9 = this CPU's state: a getdents64 of the
+/// tracked task on this CPU adds the bytes it returned (args[1], when above 0) to
+/// `DIRENT_BYTES`. Any other call passes with one load and one compare.
+fn dirent_bytes(a: &mut Asm, m: &Maps) {
+    a.ldx_w(R1, R9, ST_NR);
+    a.jne_imm(R1, NR_GETDENTS64, "dirents_done");
+    a.st_w(R9, ST_NR, SYS_OTHER as i32)
+        .note("counted once, whatever exits next");
+    a.call(Helper::GetCurrentPidTgid);
+    a.mov32(R0, R0);
+    a.ldx_w(R1, R9, ST_TID);
+    a.jne(R0, R1, "dirents_done")
+        .note("not the tracked task's call");
+    a.ldx_dw(R1, R6, 8).note("r1 = args[1], the bytes returned");
+    a.jslt_imm(R1, 1, "dirents_done")
+        .note("the end of the directory, or an error");
+    a.stx_dw(FP, FP_DELTA, R1);
+    a.mov_imm(R1, DIRENT_BYTES as i32);
+    slot(a, m, R1, "dirents_done");
+    a.ldx_dw(R2, FP, FP_DELTA);
+    a.ldx_dw(R1, R0, 0).add(R1, R2).stx_dw(R0, 0, R1);
+    a.label("dirents_done");
 }
 
 /// With r1 = the syscall's slot: an openat whose flags hold O_CREAT goes to `OPEN_CREATE`
@@ -372,17 +405,19 @@ fn by_fd_sample(a: &mut Asm, by_fd: i32) {
 /// clock read), and a timed one adds its last stretch's square for the interval.
 pub fn sys_exit(m: &Maps, t: &Target) -> Asm {
     let mut a = Asm::new();
+    a.mov(R6, Reg(1));
+    state(&mut a, m);
+    dirent_bytes(&mut a, m);
     if t.sampled() {
-        a.mov(R6, Reg(1));
-        state(&mut a, m);
         a.ldx_w(R1, R9, ST_SKIP);
         a.jeq_imm(R1, 0, "timed_exit");
         a.st_w(R9, ST_SKIP, 0)
             .note("an untimed call ends: nothing to charge");
         a.ja("out");
         a.label("timed_exit");
-        a.mov(Reg(1), R6);
     }
+    a.mov(Reg(1), R6)
+        .note("the context again, for the prologue");
     prologue(&mut a, m, Join::Of(t.who), true);
     charge(&mut a, m, t.sampled());
     a.st_w(R9, ST_CLASS, USER as i32);
