@@ -95,7 +95,8 @@ pub const SLOT_TIMED: i16 = 40;
 /// class under a softirq u32 @20, the current syscall is untimed (sampled split) u32 @24, the
 /// current syscall's slot u32 @28 (set by every sys_enter of a tracked task, timed or not).
 pub const STATE_SIZE: u32 = 32;
-/// A switched-out task's value: class u32 @0, when it left u64 @8 (0: nothing to wait on).
+/// A switched-out task's value: class u32 @0, the syscall slot it was in u32 @4, when it
+/// left u64 @8 (0: nothing to wait on).
 pub const TASK_SIZE: u32 = 16;
 
 const ST_TID: i16 = 0;
@@ -441,7 +442,9 @@ pub fn sched_switch(m: &Maps, t: &Target) -> Asm {
     charge(&mut a, m, false);
     a.stx_w(FP, -8, R8).note("tasks[prev] = {class, now}");
     a.ldx_w(R1, R9, ST_CLASS).stx_w(FP, -24, R1);
-    a.st_w(FP, -20, 0);
+    a.ldx_w(R1, R9, ST_NR)
+        .stx_w(FP, -20, R1)
+        .note("and the syscall it is in, for its exit");
     a.stx_dw(FP, -16, R7);
     a.ld_map(R1, m.tasks);
     a.mov(R2, FP).add_imm(R2, -8);
@@ -453,6 +456,7 @@ pub fn sched_switch(m: &Maps, t: &Target) -> Asm {
         .note("nobody tracked here until next is found");
     a.st_w(R9, ST_SKIP, 0)
         .note("no untimed syscall is open on this CPU");
+    a.st_w(R9, ST_NR, SYS_OTHER as i32);
     a.mov(R1, FP).add_imm(R1, -32);
     a.mov_imm(R2, 4);
     a.ldx_dw(R3, R6, 16).note("r3 = args[2], next");
@@ -467,6 +471,9 @@ pub fn sched_switch(m: &Maps, t: &Target) -> Asm {
     a.call(Helper::MapLookupElem);
     a.jeq_imm(R0, 0, "out").note("next is not tracked");
     a.ldx_w(R1, FP, -8).stx_w(R9, ST_TID, R1);
+    a.ldx_w(R3, R0, 4)
+        .stx_w(R9, ST_NR, R3)
+        .note("the syscall it was in");
     a.ldx_w(R1, R0, 0)
         .stx_w(R9, ST_CLASS, R1)
         .note("its class again");
@@ -508,7 +515,9 @@ pub fn sched_process_fork(m: &Maps, t: &Target) -> Asm {
     a.jne_imm(R0, 0, "out");
     a.ldx_w(R1, FP, -32).stx_w(FP, -8, R1);
     a.ldx_w(R1, R9, ST_CLASS).stx_w(FP, -24, R1);
-    a.st_w(FP, -20, 0);
+    a.ldx_w(R1, R9, ST_NR)
+        .stx_w(FP, -20, R1)
+        .note("and the syscall it is in, for its exit");
     a.st_dw(FP, -16, 0).note("no time away yet");
     a.ld_map(R1, m.tasks);
     a.mov(R2, FP).add_imm(R2, -8);
