@@ -78,6 +78,8 @@ fn targets(p: &Priced, split: &Split) -> Vec<((String, String), f64)> {
         ("bytes", "read") => family(&READS),
         ("bytes", "written") => family(&WRITES),
         ("bytes", "dirents") => vec![(("syscall".into(), "getdents64".into()), 1.0)],
+        // The pages an exit unmaps are its work, measured inside exit_group (or exit).
+        ("bytes", "unmapped") => family(&["exit_group", "exit"]),
         (c, e) => vec![((c.to_string(), e.to_string()), 1.0)],
     }
 }
@@ -525,6 +527,35 @@ mod tests {
         assert_eq!(of("write").priced_ns, None);
         assert_eq!(of("minor").ratio(), Some(1.0));
         assert_eq!(of("user").priced_ns, None);
+    }
+
+    /// Lines the split measures apart from their syscall's name: creates on their own line,
+    /// getdents64's entries on getdents64, an exit's unmapped pages on exit_group.
+    #[test]
+    fn creates_entries_and_unmapped_pages_meet_the_lines_that_hold_them() {
+        let s = Split {
+            lines: vec![
+                line("syscall", "openat", 10, 1000),
+                line("syscall", "openat:create", 2, 2000),
+                line("syscall", "getdents64", 4, 400),
+                line("syscall", "exit_group", 1, 300),
+            ],
+            usage_ns: 3700,
+            ..Split::default()
+        };
+        let p = vec![
+            priced("syscall", "openat", 10, 100.0),
+            priced("syscall", "openat:create", 2, 1000.0),
+            priced("syscall", "getdents64", 4, 50.0),
+            priced("bytes", "dirents", 480, 0.5),
+            priced("bytes", "unmapped", 4096, 0.05),
+        ];
+        let b = beside(&s, &p);
+        let of = |e: &str| b.iter().find(|x| x.line.event == e).unwrap();
+        assert_eq!(of("openat").priced_ns, Some(1000.0));
+        assert_eq!(of("openat:create").priced_ns, Some(2000.0));
+        assert_eq!(of("getdents64").priced_ns, Some(200.0 + 240.0));
+        assert_eq!(of("exit_group").priced_ns, Some(204.8));
     }
 
     #[test]
