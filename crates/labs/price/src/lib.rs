@@ -164,8 +164,16 @@ pub fn run(args: &PriceArgs, ctx: &Ctx) -> Result<Outcome> {
             ));
         }
         let ev = evidence(counts, &units);
-        for line in measured::beside::outside(s, lines, net, &ev) {
-            model.verdict.push(format!("outside 0.67-1.5x: {line}"));
+        let outside = measured::beside::outside(s, lines, net, &ev);
+        for o in &outside {
+            model
+                .verdict
+                .push(format!("outside 0.67-1.5x: {}", o.text()));
+        }
+        if !outside.is_empty() {
+            model
+                .params
+                .insert("outside".into(), serde_json::to_value(&outside)?);
         }
         if let Some((all, kernel)) = s.attributed(sampled_named) {
             model
