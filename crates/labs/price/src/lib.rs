@@ -13,6 +13,7 @@ pub mod gowhatif;
 pub mod measured;
 pub mod pricing;
 mod render;
+pub mod report;
 mod rows;
 pub mod samples;
 pub mod saved;
@@ -187,6 +188,13 @@ pub fn run(args: &PriceArgs, ctx: &Ctx) -> Result<Outcome> {
                 json!((kernel * 10.0).round() / 10.0),
             );
         }
+    }
+    if from.is_none() && args.pid.is_none() {
+        let end = counted.counts.exit_status;
+        model.params.insert("ended".into(), json!(end.line()));
+        model
+            .params
+            .insert("exit_status".into(), json!(end.shell_status()));
     }
     if let Some(m) = &on {
         price_on(&mut o, &mut model, m, ctx, counts, &priced, &units, cmdline)?;
@@ -637,6 +645,13 @@ impl Lab for PriceLab {
         doc: &costlab_history::report::Doc,
     ) -> Vec<costlab_history::report::charts::Chart> {
         charts::charts(doc)
+    }
+    /// A price's report leads with the program, where its time went and its what-ifs.
+    fn lead(
+        &self,
+        doc: &costlab_history::report::Doc,
+    ) -> Option<costlab_history::report::html::Lead> {
+        report::lead(doc)
     }
     /// A what-if its trial refuted (`--verify`) fails `--strict` like a figure not ok.
     fn strict_lines(&self, rows: &[ResultRow]) -> Vec<String> {
