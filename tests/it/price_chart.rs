@@ -102,7 +102,7 @@ fn the_measured_price_chart_renders_in_headless_chromium() {
 }
 
 /// The price model and a `--verify` trial as a price run stores them, beside `doc()`'s split:
-/// 1.9 s of kernel time, 0.1 s of it the tracer's own cost.
+/// 365.2 ms of kernel time, 10 ms of it the tracer's own cost.
 fn verified_doc() -> Doc {
     use costlab_price::verify::{rows, verdict::Verdict, Of, Tried};
     let mut doc = doc();
@@ -119,7 +119,7 @@ fn verified_doc() -> Doc {
     let mut params = serde_json::Map::new();
     for (k, v) in [
         ("priced_kernel_ns", 130e6),
-        ("kernel_ns", 355e6),
+        ("kernel_ns", 355.2e6),
         ("tracer_ns", 10e6),
         ("cpu_usage_ns", 3_165e6),
         ("explained_pct", 36.6),
@@ -189,7 +189,7 @@ fn a_price_report_tells_the_program_its_one_total_and_its_what_ifs() {
         &[
             "report",
             json.to_str().unwrap(),
-            "--out",
+            "--out-dir",
             out_dir.to_str().unwrap(),
         ],
     );
@@ -215,23 +215,23 @@ fn a_price_report_tells_the_program_its_one_total_and_its_what_ifs() {
     assert!(program < html.find("id=\"where\"").unwrap() && program < what_ifs);
     assert!(html.contains("the program exited with status 0"));
     // One total: the split's kernel time less the tracer's, and the CPU on it.
-    assert!(html.contains("<th>kernel total</th><th class=\"num\">355.0 ms</th>"));
-    assert!(html
-        .contains("<td>the tracer&#39;s own cost, taken out</td><td class=\"num\">−10.0 ms</td>"));
+    assert!(html.contains("<th>kernel total</th><th class=\"num\">355.20 ms</th>"));
+    assert!(
+        html.contains("<td>the tracer's own cost, taken out</td><td class=\"num\">−10.00 ms</td>")
+    );
     assert!(html.contains("<th>CPU total</th><th class=\"num\">3.16 s</th>"));
     assert!(html.contains("explained: 37% of the kernel total"));
     // Each line's ratio, and the heavy line outside the band with its evidence.
-    assert!(html.contains("<td>syscall</td><td>read</td><td class=\"num\">230.0 ms</td>"));
-    assert!(
-        html.contains("<b>syscall execve</b>: 40.0 ms measured (11% of the kernel total), no term")
-    );
+    assert!(html.contains("<td>syscall</td><td>read</td><td class=\"num\">230.00 ms</td>"));
+    assert!(html
+        .contains("<b>syscall execve</b>: 40.00 ms measured (11% of the kernel total), no term"));
     assert!(
         html.contains("<b>syscall read</b>"),
         "read (0.10x) is outside"
     );
-    assert!(html.contains("it would have to be 11.5 us"));
+    assert!(html.contains("it would have to be 11.50 us"));
     // The what-ifs: prediction, measured saving, interval, verdict.
-    assert!(html.contains("<td>thp</td><td>THP always</td><td>kernel</td><td class=\"num\">10.0 ms (8.0 ms–12.0 ms)</td><td class=\"num\">10.5 ms over 3 pairs</td><td class=\"num\">9.0 ms to 11.0 ms</td><td><b>confirmed</b></td>"));
+    assert!(html.contains("<td>thp</td><td>THP always</td><td>kernel</td><td class=\"num\">10.00 ms (8.00 ms–12.00 ms)</td><td class=\"num\">10.50 ms over 3 pairs</td><td class=\"num\">9.00 ms to 11.00 ms</td><td><b>confirmed</b></td>"));
     assert!(html.contains("<b>level</b>"));
     assert!(html.contains("what-ifs tried over 3 pairs: 1 confirmed, 0 refuted, 1 level"));
     assert!(html.contains("id=\"chart-price-measured\""));
