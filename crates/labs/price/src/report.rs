@@ -113,7 +113,10 @@ impl Run<'_> {
                 ),
             );
         }
-        match (self.param("kernel_ns"), self.param("cpu_usage_ns")) {
+        let usage = self
+            .param("cpu_usage_ns")
+            .or_else(|| self.program_figure("cpu_usage"));
+        match (self.param("kernel_ns"), usage) {
             (Some(kernel), Some(usage)) => {
                 let tracer = self.param("tracer_ns").unwrap_or(0.0);
                 row(

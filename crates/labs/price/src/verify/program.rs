@@ -2,9 +2,9 @@
 //! starts through a script (a pyenv shim that execs python, a wrapper that execs the real
 //! binary) runs another program than the one named. While the first run of `--verify` runs,
 //! the processes of its cgroup are looked at every few milliseconds (`ExecWatch`: each one's
-//! /proc/PID/exe), and the program seen most often, the one that ran longest, is judged. A run
-//! too short to be seen falls back on the `#!` chain of the file named (its interpreter, through
-//! `/usr/bin/env`).
+//! /proc/PID/exe): the program the command's own process ran last, the end of its exec chain,
+//! is judged. A run too short to be seen falls back on the `#!` chain of the file named (its
+//! interpreter, through `/usr/bin/env`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -16,22 +16,35 @@ use std::time::Duration;
 /// How often the cgroup's processes are looked at.
 const EVERY: Duration = Duration::from_millis(2);
 
-/// The programs seen running in a run: each executable and how many looks found it.
+/// The programs seen running in a run: each executable and in how many looks it ran, and the
+/// program the run's first process ran last (the end of its exec chain).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Seen {
     pub programs: BTreeMap<PathBuf, u64>,
+    /// The first process seen (the command's own: it joins the cgroup before its exec, its
+    /// children after), and its executable at the last look that found it.
+    pub root: Option<(u32, PathBuf)>,
+    looks: u64,
 }
 
 impl Seen {
-    /// The program seen most often (the first path in order on a tie), if any was seen.
-    pub fn longest(&self) -> Option<&Path> {
-        self.programs
-            .iter()
-            .fold(None, |best: Option<(&PathBuf, u64)>, (p, n)| match best {
-                Some((_, m)) if m >= *n => best,
-                _ => Some((p, *n)),
-            })
-            .map(|(p, _)| p.as_path())
+    /// Record one look: each listed process and its executable.
+    fn record(&mut self, procs: &[(u32, PathBuf)]) {
+        self.looks += 1;
+        let mut here: Vec<&PathBuf> = procs.iter().map(|(_, exe)| exe).collect();
+        here.sort();
+        here.dedup();
+        for exe in here {
+            *self.programs.entry(exe.clone()).or_default() += 1;
+        }
+        match &mut self.root {
+            Some((pid, exe)) => {
+                if let Some((_, now)) = procs.iter().find(|(p, _)| p == pid) {
+                    *exe = now.clone();
+                }
+            }
+            None => self.root = procs.iter().min_by_key(|(p, _)| *p).cloned(),
+        }
     }
 }
 
@@ -71,31 +84,34 @@ fn look(procs: &Path, seen: &mut Seen) {
     let Ok(text) = std::fs::read_to_string(procs) else {
         return;
     };
-    for pid in text
+    let now: Vec<(u32, PathBuf)> = text
         .split_whitespace()
         .filter_map(|p| p.parse::<u32>().ok())
-    {
-        if let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) {
-            *seen.programs.entry(exe).or_default() += 1;
-        }
+        .filter_map(|pid| Some((pid, std::fs::read_link(format!("/proc/{pid}/exe")).ok()?)))
+        .collect();
+    if !now.is_empty() {
+        seen.record(&now);
     }
 }
 
-/// The program to judge, and how it was found (for the note that names it): the one seen
-/// running longest, else the end of `path`'s `#!` chain, else `path`.
+/// The program to judge, and how it was found (for the note that names it): the program the
+/// command's own process ran last (the end of its exec chain: a shim's python), else the one
+/// seen in the most looks, else the end of `path`'s `#!` chain, else `path`.
 pub fn judged(path: &Path, seen: &Seen) -> (PathBuf, String) {
-    if let Some(p) = seen.longest() {
-        let looks: u64 = seen.programs.values().sum();
-        let how = if p == path || std::fs::canonicalize(path).is_ok_and(|c| c == p) {
+    let named = |p: &Path| p == path || std::fs::canonicalize(path).is_ok_and(|c| c == p);
+    let looks = |p: &Path| seen.programs.get(p).copied().unwrap_or(0);
+    if let Some((_, p)) = &seen.root {
+        let how = if named(p) {
             "the program named, which ran".to_string()
         } else {
             format!(
-                "the program that ran longest in the first run ({} of {looks} looks at its processes), exec'd through {}",
-                seen.programs.get(p).copied().unwrap_or(0),
-                path.display()
+                "the program the command's process ran last, the end of its exec chain from {} (running in {} of {} looks at the run's processes)",
+                path.display(),
+                looks(p),
+                seen.looks
             )
         };
-        return (p.to_path_buf(), how);
+        return (p.clone(), how);
     }
     match interpreter(path, 0) {
         Some(i) => (
@@ -163,7 +179,7 @@ mod tests {
         let (p, how) = judged(&shim, &seen);
         let real = std::fs::canonicalize(&sleep).unwrap();
         assert_eq!(p, real, "{seen:?}");
-        assert!(how.contains("ran longest") && how.contains("shim"), "{how}");
+        assert!(how.contains("exec chain") && how.contains("shim"), "{how}");
         assert!(super::super::remedy::is_glibc_dynamic(&p) || !is_glibc_host());
         assert!(!super::super::remedy::is_glibc_dynamic(&shim));
     }
@@ -196,11 +212,32 @@ mod tests {
     }
 
     #[test]
-    fn the_longest_seen_wins() {
+    fn the_first_process_seen_is_the_commands_and_its_last_program_is_judged() {
+        let (bash, pyenv, python) = (
+            PathBuf::from("/usr/bin/bash"),
+            PathBuf::from("/usr/bin/sed"),
+            PathBuf::from("/usr/bin/python3.11"),
+        );
         let mut s = Seen::default();
-        s.programs.insert("/usr/bin/bash".into(), 3);
-        s.programs.insert("/usr/bin/python3".into(), 40);
-        assert_eq!(s.longest(), Some(Path::new("/usr/bin/python3")));
-        assert_eq!(Seen::default().longest(), None);
+        s.record(&[(100, bash.clone())]);
+        // The shim's subshells run beside it, and in more looks than the program it execs.
+        for _ in 0..5 {
+            s.record(&[
+                (100, bash.clone()),
+                (101, pyenv.clone()),
+                (102, bash.clone()),
+            ]);
+        }
+        s.record(&[(100, python.clone())]);
+        s.record(&[(100, python.clone()), (103, bash.clone())]);
+        assert_eq!(s.programs[&bash], 7);
+        assert_eq!(s.programs[&python], 2);
+        let (p, how) = judged(Path::new("/root/.pyenv/shims/python3"), &s);
+        assert_eq!(p, python);
+        assert!(
+            how.contains("end of its exec chain from /root/.pyenv/shims/python3"),
+            "{how}"
+        );
+        assert!(how.contains("2 of 8 looks"), "{how}");
     }
 }
