@@ -165,6 +165,16 @@ fn verified_doc() -> Doc {
                 Some((8e6, 10e6, 12e6)),
                 vec![-1e6, 2e6, 0.5e6],
             ),
+            Tried {
+                lines: vec!["numa-policy (interleave): not tried: one node".into()],
+                ..trial(
+                    "numa-policy",
+                    "interleave",
+                    Verdict::NotTried,
+                    None,
+                    Vec::new(),
+                )
+            },
         ],
         "tar czf x.tgz /usr/share/doc",
     );
@@ -233,6 +243,10 @@ fn a_price_report_tells_the_program_its_one_total_and_its_what_ifs() {
     // The what-ifs: prediction, measured saving, interval, verdict.
     assert!(html.contains("<td>thp</td><td>THP always</td><td>kernel</td><td class=\"num\">10.00 ms (8.00 ms–12.00 ms)</td><td class=\"num\">10.50 ms over 3 pairs</td><td class=\"num\">9.00 ms to 11.00 ms</td><td><b>confirmed</b></td>"));
     assert!(html.contains("<b>level</b>"));
-    assert!(html.contains("what-ifs tried over 3 pairs: 1 confirmed, 0 refuted, 1 level"));
+    assert!(html.contains("<td>numa-policy</td><td>interleave</td>"));
+    assert!(html.contains("<b>not-tried</b>: one node"));
+    assert!(html.contains(
+        "what-ifs tried over 3 pairs: 1 confirmed, 0 refuted, 1 level, 0 size-off; 1 not tried"
+    ));
     assert!(html.contains("id=\"chart-price-measured\""));
 }

@@ -388,6 +388,25 @@ impl Run<'_> {
         if tried.is_empty() && offered.is_empty() && self.tried.is_none() {
             return None;
         }
+        // Why each what-if was not tried, from its trial's line ("what (remedy): not tried: why").
+        let why_not: Vec<(&str, &str, &str)> = self
+            .tried
+            .iter()
+            .flat_map(|m| &m.verdict)
+            .filter(|l| !l.starts_with(' '))
+            .filter_map(|l| {
+                let (head, why) = l.split_once("): not tried: ")?;
+                let (what, remedy) = head.split_once(" (")?;
+                Some((what, remedy, why))
+            })
+            .collect();
+        let verdict_cell = |what: &str, remedy: &str, verdict: &str| match why_not
+            .iter()
+            .find(|w| w.0 == what && w.1 == remedy)
+        {
+            Some((_, _, why)) => format!("<b>{}</b>: {}", esc(verdict), esc(why)),
+            None => format!("<b>{}</b>", esc(verdict)),
+        };
         let mut h = String::from("<table id=\"what-if-table\"><tr><th>what-if</th><th>remedy</th><th>saving of</th><th>predicted saving</th><th>measured saving</th><th>interval (pairs' min–max)</th><th>verdict</th></tr>");
         let predicted = |r: &ResultRow| {
             let s = &r.summary;
@@ -410,7 +429,7 @@ impl Run<'_> {
             });
             let _ = write!(
                 h,
-                "<tr class=\"v-{v}\"><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td><b>{v}</b></td></tr>",
+                "<tr class=\"v-{v}\"><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
                 esc(&r.key("what")),
                 esc(&r.key("remedy")),
                 esc(&r.key("of")),
@@ -429,6 +448,7 @@ impl Run<'_> {
                     human_ns(m.summary.min),
                     human_ns(m.summary.max)
                 ))),
+                verdict_cell(&r.key("what"), &r.key("remedy"), &r.key("verdict")),
                 v = esc(&r.key("verdict")),
             );
         }
@@ -454,6 +474,20 @@ impl Run<'_> {
                     human_ns(m.summary.max)
                 )),
                 v = esc(&m.key("verdict")),
+            );
+        }
+        // A what-if not tried with no prediction has no row: its line says why.
+        for (what, remedy, _) in why_not.iter().filter(|(what, remedy, _)| {
+            !tried
+                .iter()
+                .any(|t| t.key("what") == *what && t.key("remedy") == *remedy)
+        }) {
+            let _ = write!(
+                h,
+                "<tr class=\"v-not-tried\"><td>{}</td><td>{}</td><td></td><td>—</td><td>—</td><td>—</td><td>{}</td></tr>",
+                esc(what),
+                esc(remedy),
+                verdict_cell(what, remedy, "not-tried")
             );
         }
         if self.tried.is_none() {
