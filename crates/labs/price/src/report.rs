@@ -15,7 +15,7 @@ use costlab_history::report::charts::esc;
 use costlab_history::report::html::{Lead, Section};
 use costlab_history::report::{Doc, Model, ResultRow};
 
-use crate::measured::beside::BAND;
+use crate::measured::beside::{BAND, HEAVY_SHARE};
 use crate::measured::chart::CLASSES;
 use crate::LAB;
 
@@ -113,17 +113,20 @@ impl Run<'_> {
                 ),
             );
         }
-        let usage = self
-            .param("cpu_usage_ns")
-            .or_else(|| self.program_figure("cpu_usage"));
-        match (self.param("kernel_ns"), usage) {
-            (Some(kernel), Some(usage)) => {
+        let user: f64 = self
+            .lines()
+            .iter()
+            .filter(|l| l.0 == "user")
+            .map(|l| l.2)
+            .sum();
+        match self.param("kernel_ns") {
+            Some(kernel) => {
                 let tracer = self.param("tracer_ns").unwrap_or(0.0);
                 row(
                     "CPU time",
                     format!(
                         "{} in the traced run, the tracer's own {} taken out",
-                        human_ns((usage - tracer).max(0.0)),
+                        human_ns(user + kernel),
                         human_ns(tracer)
                     ),
                 );
@@ -170,7 +173,7 @@ impl Run<'_> {
             Some(kernel) if !lines.is_empty() => {
                 self.classes(&mut h, &lines, kernel, priced_kernel, explained);
                 self.lines_table(&mut h, &lines, kernel);
-                self.outside(&mut h);
+                self.outside(&mut h, kernel);
             }
             _ => {
                 let sys = self.param("sys_time_ns").unwrap_or(0.0);
@@ -216,6 +219,7 @@ impl Run<'_> {
             esc(&human_ns(user)),
             share(user)
         );
+        let mut classes_ns = 0.0;
         for class in CLASSES.iter().filter(|c| **c != "user") {
             let mine: Vec<&(String, String, f64)> =
                 lines.iter().filter(|l| l.0 == *class).collect();
@@ -223,6 +227,7 @@ impl Run<'_> {
                 continue;
             }
             let measured: f64 = mine.iter().map(|l| l.2).sum();
+            classes_ns += measured;
             let priced: Option<f64> = mine
                 .iter()
                 .filter_map(|l| self.priced(l))
@@ -245,6 +250,18 @@ impl Run<'_> {
             esc(&human_ns(tracer)),
             share(tracer)
         );
+        // The kernel total is the cgroup's usage less user time; the classes meet it within the
+        // split's sum check, and what they leave is said, not hidden.
+        let gap = kernel - (classes_ns - tracer);
+        if gap.abs() >= 1.0 {
+            let _ = write!(
+                h,
+                "<tr><td>the classes against the cgroup's usage (the split's sum check)</td><td class=\"num\">{sign}{}</td><td class=\"num\">{sign}{}</td><td></td><td></td></tr>",
+                esc(&human_ns(gap.abs())),
+                share(gap.abs()),
+                sign = if gap < 0.0 { "−" } else { "+" },
+            );
+        }
         let _ = write!(
             h,
             "<tr><th>kernel total</th><th class=\"num\">{}</th><th class=\"num\">{}</th><th class=\"num\">{}</th><th class=\"num\">{}</th></tr>",
@@ -267,7 +284,8 @@ impl Run<'_> {
             .iter()
             .filter(|r| r.metric == "wait_time")
             .map(|r| r.summary.median)
-            .sum();
+            .sum::<f64>()
+            + 0.0;
         let _ = write!(
             h,
             "<p class=\"meta\" id=\"explained\">explained: {} of the kernel total (priced {} ÷ measured {}); lines with no term count 0 in the price. Waited inside syscalls and faults, off CPU: {} (not CPU time, beside the total).</p>",
@@ -329,13 +347,23 @@ impl Run<'_> {
     }
 
     /// The heavy lines outside the band, each with its evidence (the model's `outside`).
-    fn outside(&self, h: &mut String) {
+    fn outside(&self, h: &mut String, kernel: f64) {
         let Some(Value::Array(out)) = self.model.params.get("outside") else {
-            let _ = write!(
-                h,
-                "<p class=\"meta\" id=\"outside\">Every line carrying 5% or more of the kernel total is within {}–{}x of its price.</p>",
-                BAND.0, BAND.1
-            );
+            let heavy = self.heavy_outside(kernel);
+            let _ = match heavy.is_empty() {
+                true => write!(
+                    h,
+                    "<p class=\"meta\" id=\"outside\">Every line carrying 5% or more of the kernel total is within {}–{}x of its price.</p>",
+                    BAND.0, BAND.1
+                ),
+                false => write!(
+                    h,
+                    "<p class=\"meta\" id=\"outside\">Outside {}–{}x with 5% or more of the kernel total: {}. This run stored no evidence for them (priced before the evidence was kept with the run).</p>",
+                    BAND.0,
+                    BAND.1,
+                    esc(&heavy.join(", "))
+                ),
+            };
             return;
         };
         let _ = write!(
@@ -370,6 +398,20 @@ impl Run<'_> {
             h.push_str("</ul></li>");
         }
         h.push_str("</ul>");
+    }
+
+    /// The lines carrying `HEAVY_SHARE` or more of `kernel` outside the band or with no term
+    /// (what `beside::outside` names at price time), read from the rows.
+    fn heavy_outside(&self, kernel: f64) -> Vec<String> {
+        self.lines()
+            .iter()
+            .filter(|l| l.0 != "user" && kernel > 0.0 && l.2 >= HEAVY_SHARE * kernel)
+            .filter(|l| {
+                self.get(&l.0, &l.1, "priced_ratio")
+                    .is_none_or(|r| !(BAND.0..=BAND.1).contains(&r.summary.median))
+            })
+            .map(|l| format!("{} {}", l.0, l.1))
+            .collect()
     }
 
     /// Each what-if: its prediction, and where `--verify` tried it, the measured saving over
@@ -523,5 +565,97 @@ impl Run<'_> {
             title: "What-ifs".into(),
             html: h,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use costlab_history::report::{Outcome, RunInfo};
+
+    fn row(class: &str, event: &str, metric: &str, v: f64) -> ResultRow {
+        ResultRow::new(
+            LAB,
+            costlab_core::case! {"class" => class, "event" => event, "command" => "dd"},
+            metric,
+            "ns",
+            vec![v],
+        )
+        .unwrap()
+    }
+
+    fn doc(kernel_ns: f64) -> Doc {
+        let o = Outcome {
+            results: vec![
+                row("user", "user", "cpu_time", 100.0),
+                row("syscall", "read", "cpu_time", 60.0),
+                row("syscall", "read", "priced_ratio", 0.5),
+                row("fault", "minor", "cpu_time", 50.0),
+            ],
+            ..Default::default()
+        };
+        let run = RunInfo {
+            id: "t".into(),
+            started: String::new(),
+            costlab: String::new(),
+            command: String::new(),
+            complete: true,
+        };
+        let mut d = Doc::new(run, Value::Null, o);
+        let mut params = serde_json::Map::new();
+        for (k, v) in [
+            ("kernel_ns", kernel_ns),
+            ("tracer_ns", 5.0),
+            ("priced_kernel_ns", 30.0),
+        ] {
+            params.insert(k.into(), serde_json::json!(v));
+        }
+        d.models.push(Model {
+            lab: LAB.into(),
+            name: "price of dd".into(),
+            params,
+            points: Vec::new(),
+            verdict: Vec::new(),
+        });
+        d
+    }
+
+    fn page(d: &Doc) -> String {
+        lead(d)
+            .unwrap()
+            .sections
+            .iter()
+            .map(|s| s.html.clone())
+            .collect()
+    }
+
+    #[test]
+    fn the_classes_less_the_tracer_meet_the_kernel_total_or_the_gap_is_said() {
+        // 110 ns of kernel classes less the tracer's 5: the kernel total of 105, no gap.
+        let even = page(&doc(105.0));
+        assert!(even.contains("<th>kernel total</th><th class=\"num\">105.0 ns</th>"));
+        assert!(!even.contains("sum check"), "{even}");
+        assert!(even.contains("<td>kernel: syscall</td><td class=\"num\">60.0 ns</td>"));
+        assert!(even.contains("<td class=\"num\">30.0 ns</td><td class=\"num\">0.50</td>"));
+        // The classes passing the usage by 5 ns: said on a line of its own.
+        let over = page(&doc(100.0));
+        assert!(
+            over.contains("(the split's sum check)</td><td class=\"num\">−5.0 ns</td><td class=\"num\">−2.5%</td>"),
+            "{over}"
+        );
+        assert!(over.contains("<th>CPU total</th><th class=\"num\">200.0 ns</th>"));
+        assert!(over.contains(
+            "<td>200.0 ns in the traced run, the tracer&#39;s own 5.0 ns taken out</td>"
+        ));
+        assert!(over.contains("off CPU: 0.0 ns"));
+        // No evidence stored (a run priced before it was kept): the heavy lines are named.
+        assert!(
+            over.contains("with 5% or more of the kernel total: syscall read, fault minor."),
+            "{over}"
+        );
+        // Without the price model there is no lead: the page is the lab report.
+        let mut none = doc(100.0);
+        none.models.clear();
+        assert!(lead(&none).is_none());
     }
 }
