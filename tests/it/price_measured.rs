@@ -279,3 +279,35 @@ fn creates_are_told_from_opens_and_counted_exactly() {
         );
     }
 }
+
+/// An execve that fails (a PATH search) is a line of its own, `execve:failed`, with its count
+/// and time, priced as the path lookup it made; execve keeps the execs that loaded a program.
+#[test]
+fn failed_execs_are_told_from_execs() {
+    let name = "failed_execs_are_told_from_execs";
+    if let Some(why) = count::unavailable() {
+        return skip::skipped_unless_ci(name, &why);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let _one = common::serial();
+    // env's execvp tries /nonexistent-a/true and /nonexistent-b/true (ENOENT), then
+    // /usr/bin/true: two failed, and the two execs that ran (env's own and true's).
+    let doc = price(
+        &db,
+        &[
+            "--",
+            "env",
+            "PATH=/nonexistent-a:/nonexistent-b:/usr/bin:/bin",
+            "true",
+        ],
+    );
+    let r = rows(&doc);
+    assert_eq!(count_of(&r, "syscall", "execve:failed"), 2.0, "{r:?}");
+    assert_eq!(count_of(&r, "syscall", "execve"), 2.0, "{r:?}");
+    assert_eq!(
+        r.get(&("syscall".into(), "execve:failed".into(), "count".into())),
+        Some(&2.0),
+        "priced apart: {r:?}"
+    );
+}

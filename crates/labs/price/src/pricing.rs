@@ -176,6 +176,11 @@ pub fn syscall_pricing(name: &str) -> Option<Pricing> {
                 "on a character device: priced at a write to /dev/null (the syscall lab's); what another device does is not measured here",
             ),
             "socket" => syscall_pricing(if read { "recvfrom" } else { "sendto" }),
+            "failed" if base == "execve" => by(
+                "stat",
+                1.0,
+                "an execve that failed (a PATH search): priced as the path lookup it made, a stat",
+            ),
             "create" => by(
                 "create",
                 1.0,
@@ -278,7 +283,11 @@ pub fn event_pricing(class: &str, event: &str) -> Option<Pricing> {
             "a same-CPU hand-off minus its futex wake and wait",
         ),
         ("spawn", "thread") => by("thread-spawn", 1.0, "a thread created and joined"),
-        ("spawn", "process") => by("fork-exit", 1.0, "fork, exit and wait"),
+        ("spawn", "process") => by(
+            "fork",
+            1.0,
+            "a fork by a parent with few pages touched (the fork term's fixed part; a parent with more pages mapped costs more, its pages are not counted); the child's exit is on exit_group",
+        ),
         ("irq", "local_timer") => by("tick", 1.0, "the local timer's interrupt, per tick"),
         ("bytes", "dirents") => by(
             "getdents64/entry",

@@ -135,9 +135,9 @@ impl Counting {
     ) -> Result<(BTreeMap<String, u64>, Events)> {
         notes.extend(self.notes.iter().cloned());
         let kinds = self.watch.stop();
-        let (ids, by_fd, creates, dirent_bytes) = match (&self.syscalls, split) {
-            (Some(c), _) => (c.read()?, c.read_by_fd()?, 0, 0),
-            (None, Some(s)) => (s.ids, s.by_fd, s.creates, s.dirent_bytes),
+        let (ids, by_fd, creates, dirent_bytes, exec_failed) = match (&self.syscalls, split) {
+            (Some(c), _) => (c.read()?, c.read_by_fd()?, 0, 0, 0),
+            (None, Some(s)) => (s.ids, s.by_fd, s.creates, s.dirent_bytes, s.exec_failed),
             (None, None) => bail!("no syscall counts: neither the counter nor the split ran"),
         };
         if let Some(c) = self.syscalls {
@@ -154,26 +154,27 @@ impl Counting {
         let names = syscall_names(Path::new("/"));
         let mut syscalls = named(&ids, &names);
         split_by_fd_kind(&mut syscalls, &by_fd, &kinds, &names);
-        split_creates(&mut syscalls, creates);
+        split_off(&mut syscalls, "openat", "openat:create", creates);
+        split_off(&mut syscalls, "execve", "execve:failed", exec_failed);
         Ok((syscalls, events))
     }
 }
 
-/// Take the openat calls that had O_CREAT (`creates`, counted by the split) out of openat's
-/// count into `openat:create`, which is priced as a create.
-pub fn split_creates(syscalls: &mut BTreeMap<String, u64>, creates: u64) {
-    if creates == 0 {
+/// Take `n` of `name`'s calls that the split told apart (openat's with O_CREAT, execve's that
+/// failed) out of its count into `part` (`openat:create`, `execve:failed`), priced apart.
+pub fn split_off(syscalls: &mut BTreeMap<String, u64>, name: &str, part: &str, n: u64) {
+    if n == 0 {
         return;
     }
-    let Some(all) = syscalls.get_mut("openat") else {
+    let Some(all) = syscalls.get_mut(name) else {
         return;
     };
-    let c = creates.min(*all);
+    let c = n.min(*all);
     *all -= c;
     if *all == 0 {
-        syscalls.remove("openat");
+        syscalls.remove(name);
     }
-    syscalls.insert("openat:create".into(), c);
+    syscalls.insert(part.into(), c);
 }
 
 /// Detach the syscall counter (its counts already read) in a thread of its own: releasing the
@@ -379,21 +380,28 @@ mod tests {
     #[test]
     fn creates_leave_openat_for_a_line_of_their_own() {
         let mut s: BTreeMap<String, u64> = [("openat".into(), 10), ("read".into(), 3)].into();
-        split_creates(&mut s, 4);
+        split_off(&mut s, "openat", "openat:create", 4);
         assert_eq!(s["openat"], 6);
         assert_eq!(s["openat:create"], 4);
         // Every open a create: openat's line goes; never more creates than opens.
         let mut s: BTreeMap<String, u64> = [("openat".into(), 2)].into();
-        split_creates(&mut s, 5);
+        split_off(&mut s, "openat", "openat:create", 5);
         assert_eq!(s.get("openat"), None);
         assert_eq!(s["openat:create"], 2);
         let mut s: BTreeMap<String, u64> = [("read".into(), 2)].into();
-        split_creates(&mut s, 0);
-        split_creates(&mut s, 3);
+        split_off(&mut s, "openat", "openat:create", 0);
+        split_off(&mut s, "openat", "openat:create", 3);
         assert_eq!(s, [("read".to_string(), 2)].into());
         assert_eq!(
             crate::pricing::syscall_pricing("openat:create").map(|p| p.unit),
             Some("create")
+        );
+        let mut s: BTreeMap<String, u64> = [("execve".into(), 5)].into();
+        split_off(&mut s, "execve", "execve:failed", 3);
+        assert_eq!((s["execve"], s["execve:failed"]), (2, 3));
+        assert_eq!(
+            crate::pricing::syscall_pricing("execve:failed").map(|p| p.unit),
+            Some("stat")
         );
     }
 }

@@ -138,6 +138,7 @@ pub fn slot_name(
         SYS_OTHER => ("syscall", "syscall_511_and_up".into()),
         OPEN_CREATE => ("syscall", "openat:create".into()),
         DIRENT_BYTES => ("bytes", "dirents".into()),
+        EXEC_FAILED => ("syscall", "execve:failed".into()),
         s if s < SYS_OTHER => (
             "syscall",
             syscalls
@@ -185,6 +186,8 @@ pub struct Counted {
     pub creates: u64,
     /// The bytes of directory entries getdents64 returned.
     pub dirent_bytes: u64,
+    /// execve calls that failed (not in `ids`' execve: added back there, as creates are).
+    pub exec_failed: u64,
 }
 
 /// The split's programs, attached for one cgroup; detached when dropped.
@@ -512,6 +515,10 @@ impl Tracer {
             }
             if s < prog::SYS_OTHER && v[0] > 0 {
                 *counted.ids.entry(s).or_default() += v[0];
+            }
+            if s == prog::EXEC_FAILED && v[0] > 0 {
+                *counted.ids.entry(prog::NR_EXECVE as u32).or_default() += v[0];
+                counted.exec_failed = v[0];
             }
             if s == prog::OPEN_CREATE && v[0] > 0 {
                 // Still openat calls, for every count that compares by number.

@@ -63,7 +63,12 @@ pub const OPEN_CREATE: u32 = OTHERS + 1;
 /// The bytes of directory entries getdents64 returned to tracked tasks (in the count word):
 /// priced per entry at the getdents64 term's entry size.
 pub const DIRENT_BYTES: u32 = OPEN_CREATE + 1;
-pub const SLOTS: u32 = DIRENT_BYTES + 1;
+/// execve calls that failed (a shell's search of PATH tries each folder): their count and,
+/// every call timed, their time, apart from the execs that loaded a program.
+pub const EXEC_FAILED: u32 = DIRENT_BYTES + 1;
+pub const SLOTS: u32 = EXEC_FAILED + 1;
+/// x86-64's execve.
+pub const NR_EXECVE: i32 = 59;
 /// x86-64's getdents64.
 pub const NR_GETDENTS64: i32 = 217;
 /// x86-64's openat, and the O_CREAT bit of its flags.
@@ -368,6 +373,37 @@ fn dirent_bytes(a: &mut Asm, m: &Maps) {
     a.label("dirents_done");
 }
 
+/// Every call timed, at a syscall's exit (r6 = the context, r9 = this CPU's state): an
+/// execve of the tracked task that failed (args[1] below 0) leaves execve's count for
+/// `EXEC_FAILED`'s, and its time is charged there (the class becomes that slot).
+fn exec_failed(a: &mut Asm, m: &Maps) {
+    a.ldx_w(R1, R9, ST_NR);
+    a.jne_imm(R1, NR_EXECVE, "exec_done");
+    a.ldx_dw(R1, R6, 8)
+        .note("r1 = args[1], what execve returned");
+    a.rsh_imm(R1, 63).note("its sign bit: an error");
+    a.jeq_imm(R1, 0, "exec_done");
+    a.call(Helper::GetCurrentPidTgid);
+    a.mov32(R0, R0);
+    a.ldx_w(R1, R9, ST_TID);
+    a.jne(R0, R1, "exec_done")
+        .note("not the tracked task's call");
+    a.ldx_w(R1, R9, ST_CLASS);
+    a.jne_imm(R1, NR_EXECVE, "exec_done")
+        .note("its time is not open on execve's slot");
+    a.mov_imm(R1, NR_EXECVE);
+    slot(a, m, R1, "exec_done");
+    a.ldx_dw(R1, R0, 0)
+        .add_imm(R1, -1)
+        .stx_dw(R0, 0, R1)
+        .note("one execve fewer");
+    a.mov_imm(R1, EXEC_FAILED as i32);
+    count(a, m, R1);
+    a.st_w(R9, ST_CLASS, EXEC_FAILED as i32)
+        .note("and its time goes to the failed ones");
+    a.label("exec_done");
+}
+
 /// With r1 = the syscall's slot: an openat whose flags hold O_CREAT goes to `OPEN_CREATE`
 /// (r0, r2-r5 clobbered; r1 stays the slot). Flags that cannot be read leave it openat's.
 fn open_create(a: &mut Asm) {
@@ -409,6 +445,9 @@ pub fn sys_exit(m: &Maps, t: &Target) -> Asm {
     a.mov(R6, Reg(1));
     state(&mut a, m);
     dirent_bytes(&mut a, m);
+    if !t.sampled() {
+        exec_failed(&mut a, m);
+    }
     if t.sampled() {
         a.ldx_w(R1, R9, ST_SKIP);
         a.jeq_imm(R1, 0, "timed_exit");

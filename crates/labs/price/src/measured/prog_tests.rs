@@ -196,3 +196,18 @@ fn other_tasks_syscalls_are_counted_on_enter_only() {
     assert!(others(sys_enter(&M, &T)) && others(sys_enter(&M, &SAMPLED)));
     assert!(!others(sys_exit(&M, &T)));
 }
+
+/// Every call timed, sys_exit moves a failed execve to EXEC_FAILED (its count and its
+/// class); sampled, it leaves execve alone (its timed calls' estimate stays whole).
+#[test]
+fn sys_exit_tells_failed_execs_every_call_timed_only() {
+    let moves = |t: &Target| {
+        sys_exit(&M, t)
+            .finish()
+            .unwrap()
+            .iter()
+            .any(|i| *i == insn::mov_imm(R1, EXEC_FAILED as i32))
+    };
+    assert!(moves(&T));
+    assert!(!moves(&SAMPLED));
+}
