@@ -55,6 +55,10 @@ pub fn run(args: &PriceArgs, ctx: &Ctx) -> Result<Outcome> {
     argcheck::check_verify(args)?;
     argcheck::check_sampling(args)?;
     verify::rate_pattern(args.rate.as_deref())?;
+    // A zombie or a kernel thread has no program to count: refused before counting.
+    if let (Some(pid), None) = (args.pid, &args.from) {
+        costlab_core::measure::procstat::check_countable(pid)?;
+    }
     // Bad input is found before anything runs: the machine --on names, the --from file, the
     // --save-counts path.
     let on = match &args.on {
@@ -112,7 +116,17 @@ pub fn run(args: &PriceArgs, ctx: &Ctx) -> Result<Outcome> {
     }
     let what_ifs = what_ifs(counts, &units, &counted, &times, cpu.as_ref(), &mut o);
     let tried = match args.verify && !costlab_core::measure::cancel::requested() {
-        true => Some(try_what_ifs(args, counts, &units, &what_ifs, &mut o)?),
+        true => {
+            let t = try_what_ifs(args, counts, &units, &what_ifs, &mut o)?;
+            // A program that failed in both arms of a trial gives the command its status.
+            if let Some(end) = t
+                .failed
+                .filter(|_| ctx.program_end().is_none_or(|e| !e.failed()))
+            {
+                ctx.program_ended(end);
+            }
+            Some(t.tried)
+        }
         false => None,
     };
     // A what-if its trial did not confirm is never printed as advice.
@@ -201,7 +215,7 @@ fn try_what_ifs(
     units: &Units,
     what_ifs: &[pricing::WhatIf],
     o: &mut Outcome,
-) -> Result<Vec<verify::Tried>> {
+) -> Result<verify::Trials> {
     let path = count::program(&args.command)?;
     let pairs = if args.runs < 2 {
         let n = if args.common.quick { 2 } else { 3 };
