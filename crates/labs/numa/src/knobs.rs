@@ -126,10 +126,25 @@ impl KnobPlan {
                 sizes::format_size(bytes)
             )));
         }
+        let fill = one("--fill", fill)?;
+        // The page-cache fill and its folder serve zone-reclaim alone; a folder where it
+        // cannot be written is refused before anything runs (on a one-node machine too).
+        if !knobs.contains(&Knob::ZoneReclaim) {
+            for (flag, given) in [("--dir", dir.is_some()), ("--fill", fill.is_some())] {
+                if given {
+                    return Err(usage(format!(
+                        "{flag} serves only the zone-reclaim knob's page-cache fill: add zone-reclaim to --case, or leave out {flag}"
+                    )));
+                }
+            }
+        }
+        if let Some(d) = dir {
+            check_dir(Path::new(d))?;
+        }
         Ok(KnobPlan {
             knobs,
             bytes,
-            fill: one("--fill", fill)?,
+            fill,
             dir: PathBuf::from(dir.unwrap_or("/var/tmp")),
             run: if quick {
                 Duration::from_secs(3)
@@ -220,12 +235,6 @@ fn fill_page_cache(dir: &Path, bytes: u64) -> Result<PathBuf> {
     f.sync_data()
         .with_context(|| format!("flushing {}", path.display()))?;
     Ok(path)
-}
-
-/// True when `dir` is on tmpfs (its pages are shared memory, which reclaim cannot drop
-/// without swap).
-fn on_tmpfs(dir: &Path) -> bool {
-    rustix::fs::statfs(dir).is_ok_and(|s| s.f_type as u64 == 0x0102_1994)
 }
 
 /// The figures of one case besides numastat.
@@ -336,13 +345,9 @@ pub fn execute(machine: &Machine, plan: &KnobPlan) -> Result<Outcome> {
     }
     let root = Root::new(Path::new("/"));
     let ids: Vec<usize> = machine.nodes.iter().map(|n| n.id).collect();
-    let mut out = Outcome::default();
-    if plan.knobs.contains(&Knob::ZoneReclaim) && on_tmpfs(&plan.dir) {
-        out.notes.push(format!(
-            "page-cache-fill: {} is tmpfs, so the fill is shared memory that reclaim cannot drop without swap; give --dir on a disk for page cache",
-            plan.dir.display()
-        ));
-    }
+    let out = Outcome::default();
+    // The default folder is checked here (one the user gave, when the plan was parsed): a
+    // tmpfs one is refused before anything runs.
     if plan.knobs.contains(&Knob::ZoneReclaim) {
         check_dir(&plan.dir)?;
     }
@@ -641,12 +646,73 @@ pub fn render(out: &Outcome) -> String {
     text
 }
 
-/// The page-cache directory exists.
+/// File systems with no page cache to fill, or where no file can be created: proc, sysfs,
+/// devpts, cgroup (1 and 2), debugfs, tracefs, bpf, securityfs, configfs, pstore, efivarfs,
+/// mqueue, hugetlbfs (statfs f_type magics, linux/magic.h).
+const NO_PAGE_CACHE: [(u64, &str); 14] = [
+    (0x9fa0, "proc"),
+    (0x6265_6572, "sysfs"),
+    (0x1cd1, "devpts"),
+    (0x0027_e0eb, "cgroup"),
+    (0x6367_7270, "cgroup2"),
+    (0x6462_6720, "debugfs"),
+    (0x7472_6163, "tracefs"),
+    (0xcafe_4a11, "bpf"),
+    (0x7363_6673, "securityfs"),
+    (0x6265_6570, "configfs"),
+    (0x6165_676c, "pstore"),
+    (0xde5e_81e4, "efivarfs"),
+    (0x1980_0202, "mqueue"),
+    (0x9584_58f6, "hugetlbfs"),
+];
+
+/// The page-cache directory: a folder (not missing, not a file) where costlab may create its
+/// fill file, on a file system with a page cache. Checked before anything runs.
 pub fn check_dir(dir: &Path) -> Result<()> {
-    if !dir.is_dir() {
+    let d = dir.display();
+    let meta = std::fs::metadata(dir).map_err(|e| {
+        usage(format!(
+            "--dir {d}: {}; give an existing writable directory on a disk, like /var/tmp",
+            match e.kind() {
+                std::io::ErrorKind::NotFound => "no such directory".to_string(),
+                _ => e.to_string(),
+            }
+        ))
+    })?;
+    if !meta.is_dir() {
         return Err(usage(format!(
-            "--dir {}: not a directory; give a writable directory on a disk",
-            dir.display()
+            "--dir {d}: not a directory; give a writable directory on a disk, like /var/tmp"
+        )));
+    }
+    let fs = rustix::fs::statfs(dir)
+        .map(|s| s.f_type as u64)
+        .unwrap_or(0);
+    if let Some((_, name)) = NO_PAGE_CACHE.iter().find(|(m, _)| *m == fs) {
+        return Err(usage(format!(
+            "--dir {d}: a {name} file system, which has no page cache to fill; give a writable directory on a disk, like /var/tmp"
+        )));
+    }
+    // tmpfs and ramfs pages are shared memory, which reclaim cannot drop without swap: the
+    // fill would not be page cache, and zone-reclaim would find nothing to reclaim.
+    if let Some(name) = match fs {
+        0x0102_1994 => Some("tmpfs"),
+        0x8584_58f6 => Some("ramfs"),
+        _ => None,
+    } {
+        return Err(usage(format!(
+            "--dir {d}: a {name} file system, whose pages are memory that reclaim cannot drop, so zone-reclaim would have no page cache to reclaim; give a writable directory on a disk, like /var/tmp"
+        )));
+    }
+    if let Err(e) = rustix::fs::access(
+        dir,
+        rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
+    ) {
+        let why = match e {
+            rustix::io::Errno::ROFS => "on a read-only file system".to_string(),
+            e => format!("not writable ({e})"),
+        };
+        return Err(usage(format!(
+            "--dir {d}: {why}; give a writable directory on a disk, like /var/tmp"
         )));
     }
     Ok(())
@@ -673,7 +739,8 @@ mod tests {
         assert_eq!(p.bytes, 16 << 20);
         assert_eq!(p.samples, 3);
         assert_eq!(p.dir, PathBuf::from("/var/tmp"));
-        let all = KnobPlan::parse(None, None, Some("1G"), Some("/tmp"), true, false, 1).unwrap();
+        let disk = env!("CARGO_MANIFEST_DIR");
+        let all = KnobPlan::parse(None, None, Some("1G"), Some(disk), true, false, 1).unwrap();
         assert_eq!(all.knobs, KNOBS.to_vec());
         assert_eq!(all.bytes, 256 << 20);
         assert_eq!(all.fill, Some(1 << 30));
@@ -685,6 +752,40 @@ mod tests {
             let e = KnobPlan::parse(k, s, None, None, false, true, 1).unwrap_err();
             assert_eq!(exit_code(&e), 2, "{e}");
             assert!(e.to_string().contains(want), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_page_cache_folder_that_cannot_serve_is_refused_before_anything_runs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("f");
+        std::fs::write(&file, "x").unwrap();
+        let missing = tmp.path().join("no-such-folder");
+        let mut cases = vec![
+            (missing.clone(), "no such directory"),
+            (file.clone(), "not a directory"),
+            (PathBuf::from("/proc"), "a proc file system"),
+        ];
+        if std::fs::metadata("/dev/shm").is_ok() {
+            cases.push((PathBuf::from("/dev/shm"), "a tmpfs file system"));
+        }
+        for (dir, says) in cases {
+            let d = dir.display().to_string();
+            let e = KnobPlan::parse(None, None, None, Some(&d), false, true, 1).unwrap_err();
+            assert_eq!(exit_code(&e), 2, "{e}");
+            let msg = e.to_string();
+            assert!(msg.starts_with(&format!("--dir {d}: {says}")), "{msg}");
+            assert!(msg.contains("give") && !msg.contains('\n'), "{msg}");
+        }
+        // --dir and --fill serve zone-reclaim alone.
+        for (dir, fill) in [(Some("/var/tmp"), None), (None, Some("1G"))] {
+            let e = KnobPlan::parse(Some("numa-balancing"), None, fill, dir, false, true, 1)
+                .unwrap_err();
+            assert_eq!(exit_code(&e), 2, "{e}");
+            assert!(
+                e.to_string().contains("serves only the zone-reclaim knob"),
+                "{e}"
+            );
         }
     }
 
