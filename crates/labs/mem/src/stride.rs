@@ -497,7 +497,7 @@ mod tests {
     #[test]
     fn plans_parse_and_bad_strides_exit_2() {
         let m = machine();
-        let p = StridePlan::parse("64,1,16,16", None, &m, true).unwrap();
+        let p = StridePlan::parse("64,1,16", None, &m, true).unwrap();
         assert_eq!(p.strides, [1, 16, 64]);
         assert_eq!(p.blocks, [24 << 10, 64 << 20]);
         assert_eq!(

@@ -42,10 +42,21 @@ pub fn run(args: &NumaArgs, ctx: &Ctx) -> Result<Outcome> {
 
 fn request_from(args: &NumaArgs, ctx: &Ctx) -> Result<Request> {
     let nodes = match &args.nodes {
-        Some(t) => Some(parse_cpu_list(t).map_err(|_| {
-            usage(format!(
-                "bad node list '{t}': use node ids and ranges like 0,1 or 0-3"
-            ))
+        Some(t) => Some(parse_cpu_list(t).map_err(|e| {
+            // A node given twice is named, as in every list; anything else is malformed.
+            let e = e.to_string();
+            match e
+                .rsplit_once(": CPU ")
+                .filter(|_| e.contains("given twice"))
+            {
+                Some((_, dup)) => usage(format!(
+                    "bad node list '{t}': node {}",
+                    dup.replace("CPU", "node")
+                )),
+                None => usage(format!(
+                    "bad node list '{t}': use node ids and ranges like 0,1 or 0-3"
+                )),
+            }
         })?),
         None => None,
     };

@@ -152,7 +152,7 @@ impl Plan {
 }
 
 /// `--case memory,echo`: names from `names`, in the order given.
-fn choices<T>(
+fn choices<T: PartialEq>(
     text: &str,
     flag: &str,
     what: &str,
