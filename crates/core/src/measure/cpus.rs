@@ -167,11 +167,8 @@ pub fn check_threads(threads: &[usize], cpus: usize, oversubscribe: bool) -> any
 /// Parse a `--threads` list ("1,2,4").
 pub fn parse_threads(text: &str) -> anyhow::Result<Vec<usize>> {
     crate::measure::sizes::parse_list(text, |s| {
-        s.parse::<usize>().map_err(|_| {
-            usage(format!(
-                "bad thread count '{s}': expected a whole number like 1,2,4"
-            ))
-        })
+        crate::measure::units::parse_count(s, "thread count", 1, 1 << 16, "1,2,4")
+            .map(|n| n as usize)
     })
 }
 

@@ -114,12 +114,9 @@ impl LoadedPlan {
             None => DELAYS.to_vec(),
             Some(t) => {
                 let steps = costlab_core::measure::sizes::parse_list(t, |w| {
-                    w.parse::<u64>().map_err(|_| {
-                        usage(format!(
-                            "bad delay '{w}' in --delays: give whole loop steps per line like 2000,100,0"
-                        ))
-                    })
-                })?;
+                    costlab_core::measure::units::parse_count(w, "delay", 0, 1 << 30, "2000,100,0")
+                })
+                .map_err(|e| usage(format!("--delays: {}", costlab_core::error::one_line(&e))))?;
                 std::iter::once(None)
                     .chain(steps.into_iter().map(Some))
                     .collect()

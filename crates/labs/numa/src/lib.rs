@@ -61,16 +61,13 @@ fn request_from(args: &NumaArgs, ctx: &Ctx) -> Result<Request> {
         None => None,
     };
     let threads = match &args.threads {
-        Some(t) => Some(
-            costlab_lab::args::one("--threads", t, "numa runs one thread count per placement")?
-                .trim()
-                .parse::<usize>()
-                .map_err(|_| {
-                    usage(format!(
-                        "bad --threads '{t}': expected a whole number like 8"
-                    ))
-                })?,
-        ),
+        Some(t) => Some(costlab_core::measure::units::parse_count(
+            costlab_lab::args::one("--threads", t, "numa runs one thread count per placement")?,
+            "--threads",
+            1,
+            1 << 16,
+            "8",
+        )? as usize),
         None => None,
     };
     let size = args

@@ -46,17 +46,8 @@ pub const QUICK_BATCHES: [u32; 5] = [1, 4, 16, 64, 256];
 /// Parse `--batches`: a comma list of whole numbers from 1 to 4096.
 pub fn parse_batches(text: &str) -> Result<Vec<u32>> {
     let mut v = costlab_core::measure::sizes::parse_list(text, |item| {
-        let n: u32 = item.parse().map_err(|_| {
-            usage(format!(
-                "bad batch '{item}': expected a whole number from 1 to {MAX_BATCH}, like --batches 1,4,16"
-            ))
-        })?;
-        if n == 0 || n > MAX_BATCH {
-            return Err(usage(format!(
-                "bad batch '{item}': a batch is 1 to {MAX_BATCH} io_uring ops per enter"
-            )));
-        }
-        Ok(n)
+        costlab_core::measure::units::parse_count(item, "batch", 1, MAX_BATCH.into(), "1,4,16")
+            .map(|n| n as u32)
     })
     .map_err(|e| usage(format!("--batches: {}", costlab_core::error::one_line(&e))))?;
     v.sort_unstable();
