@@ -237,3 +237,35 @@ fn the_splits_edges_leave_no_impossible_line() {
         }
     }
 }
+
+/// openat with O_CREAT is a line of its own, `openat:create`, counted exactly (every call
+/// timed and one in 16) and priced at the create term, and openat keeps the other opens.
+#[test]
+fn creates_are_told_from_opens_and_counted_exactly() {
+    let name = "creates_are_told_from_opens_and_counted_exactly";
+    if let Some(why) = count::unavailable() {
+        return skip::skipped_unless_ci(name, &why);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let files = dir.path().join("files");
+    std::fs::create_dir(&files).unwrap();
+    let script = format!(
+        "cd {} && rm -f f* && for i in $(seq 40); do : > f$i; done && for i in $(seq 40); do read x < f$i || true; done",
+        files.display()
+    );
+    let _one = common::serial();
+    for every in ["1", "16"] {
+        let doc = price(&db, &["--time-one-in", every, "--", "sh", "-c", &script]);
+        let r = rows(&doc);
+        assert_eq!(
+            count_of(&r, "syscall", "openat:create"),
+            40.0,
+            "one in {every}: {r:?}"
+        );
+        assert!(
+            count_of(&r, "syscall", "openat") >= 40.0,
+            "one in {every}: the 40 reads' opens stay openat: {r:?}"
+        );
+    }
+}

@@ -327,8 +327,11 @@ fn strict_exits_3_when_a_trial_refutes_a_what_if() {
             "price",
             "--verify",
             "--strict",
+            // Four pairs, not two: with two the interval is the mean ± 12.7 standard errors
+            // (Student's t at one degree of freedom), and under a loaded CI machine a 40-fold
+            // slowdown once stayed inside it (level); with four it is ± 3.2.
             "--runs",
-            "2",
+            "4",
             "--quick",
             "--samples",
             "3",

@@ -176,6 +176,11 @@ pub fn syscall_pricing(name: &str) -> Option<Pricing> {
                 "on a character device: priced at a write to /dev/null (the syscall lab's); what another device does is not measured here",
             ),
             "socket" => syscall_pricing(if read { "recvfrom" } else { "sendto" }),
+            "create" => by(
+                "create",
+                1.0,
+                "an openat with O_CREAT: priced as a create of a new name on this file system",
+            ),
             _ => syscall_pricing(base),
         };
     }

@@ -135,9 +135,9 @@ impl Counting {
     ) -> Result<(BTreeMap<String, u64>, Events)> {
         notes.extend(self.notes.iter().cloned());
         let kinds = self.watch.stop();
-        let (ids, by_fd) = match (&self.syscalls, split) {
-            (Some(c), _) => (c.read()?, c.read_by_fd()?),
-            (None, Some(s)) => (s.ids, s.by_fd),
+        let (ids, by_fd, creates) = match (&self.syscalls, split) {
+            (Some(c), _) => (c.read()?, c.read_by_fd()?, 0),
+            (None, Some(s)) => (s.ids, s.by_fd, s.creates),
             (None, None) => bail!("no syscall counts: neither the counter nor the split ran"),
         };
         if let Some(c) = self.syscalls {
@@ -151,8 +151,26 @@ impl Counting {
         let names = syscall_names(Path::new("/"));
         let mut syscalls = named(&ids, &names);
         split_by_fd_kind(&mut syscalls, &by_fd, &kinds, &names);
+        split_creates(&mut syscalls, creates);
         Ok((syscalls, events))
     }
+}
+
+/// Take the openat calls that had O_CREAT (`creates`, counted by the split) out of openat's
+/// count into `openat:create`, which is priced as a create.
+pub fn split_creates(syscalls: &mut BTreeMap<String, u64>, creates: u64) {
+    if creates == 0 {
+        return;
+    }
+    let Some(all) = syscalls.get_mut("openat") else {
+        return;
+    };
+    let c = creates.min(*all);
+    *all -= c;
+    if *all == 0 {
+        syscalls.remove("openat");
+    }
+    syscalls.insert("openat:create".into(), c);
 }
 
 /// Detach the syscall counter (its counts already read) in a thread of its own: releasing the
@@ -349,4 +367,30 @@ fn proc_times(pid: u32) -> Option<(f64, f64)> {
             .map(|t| t / hz * 1e9)
     };
     Some((tick(11)?, tick(12)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn creates_leave_openat_for_a_line_of_their_own() {
+        let mut s: BTreeMap<String, u64> = [("openat".into(), 10), ("read".into(), 3)].into();
+        split_creates(&mut s, 4);
+        assert_eq!(s["openat"], 6);
+        assert_eq!(s["openat:create"], 4);
+        // Every open a create: openat's line goes; never more creates than opens.
+        let mut s: BTreeMap<String, u64> = [("openat".into(), 2)].into();
+        split_creates(&mut s, 5);
+        assert_eq!(s.get("openat"), None);
+        assert_eq!(s["openat:create"], 2);
+        let mut s: BTreeMap<String, u64> = [("read".into(), 2)].into();
+        split_creates(&mut s, 0);
+        split_creates(&mut s, 3);
+        assert_eq!(s, [("read".to_string(), 2)].into());
+        assert_eq!(
+            crate::pricing::syscall_pricing("openat:create").map(|p| p.unit),
+            Some("create")
+        );
+    }
 }

@@ -61,6 +61,16 @@ fn targets(p: &Priced, split: &Split) -> Vec<((String, String), f64)> {
             .collect::<Vec<_>>()
     };
     match (p.class.as_str(), p.event.as_str()) {
+        // A line of its own where the split measured one (openat:create), else the
+        // syscall's (read:file is measured as read).
+        ("syscall", e)
+            if split
+                .lines
+                .iter()
+                .any(|l| l.class == "syscall" && l.event == e) =>
+        {
+            vec![(("syscall".into(), e.to_string()), 1.0)]
+        }
         ("syscall", e) => {
             let base = e.split(':').next().unwrap_or(e).to_string();
             vec![(("syscall".into(), base), 1.0)]

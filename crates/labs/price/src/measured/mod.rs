@@ -136,6 +136,7 @@ pub fn slot_name(
     use prog::*;
     match slot {
         SYS_OTHER => ("syscall", "syscall_511_and_up".into()),
+        OPEN_CREATE => ("syscall", "openat:create".into()),
         s if s < SYS_OTHER => (
             "syscall",
             syscalls
@@ -179,6 +180,8 @@ pub fn slot_name(
 pub struct Counted {
     pub ids: BTreeMap<u32, u64>,
     pub by_fd: BTreeMap<(u32, u32), u64>,
+    /// Of openat's calls (in `ids`), those with O_CREAT: priced as creates.
+    pub creates: u64,
 }
 
 /// The split's programs, attached for one cgroup; detached when dropped.
@@ -505,7 +508,12 @@ impl Tracer {
                 continue;
             }
             if s < prog::SYS_OTHER && v[0] > 0 {
-                counted.ids.insert(s, v[0]);
+                *counted.ids.entry(s).or_default() += v[0];
+            }
+            if s == prog::OPEN_CREATE && v[0] > 0 {
+                // Still openat calls, for every count that compares by number.
+                *counted.ids.entry(prog::NR_OPENAT as u32).or_default() += v[0];
+                counted.creates = v[0];
             }
             match s {
                 prog::USER_TICK_KERNEL | prog::USER_TICK_USER => {
@@ -523,7 +531,7 @@ impl Tracer {
                 _ => {}
             }
             let (class, event) = slot_name(s, &syscalls, &irqs);
-            let timed = if period > 1 && s <= prog::SYS_OTHER {
+            let timed = if period > 1 && (s <= prog::SYS_OTHER || s == prog::OPEN_CREATE) {
                 squares.insert(event.clone(), v[prog::SLOT_SQUARES as usize / 8]);
                 v[prog::SLOT_TIMED as usize / 8]
             } else {
