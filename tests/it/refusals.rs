@@ -219,8 +219,6 @@ fn own_cases(tmp: &Path) -> Vec<Case> {
 /// what parses, and a reviewer's fresh set of bad input.
 fn list_and_folder_cases(tmp: &Path) -> Vec<Case> {
     use Lines::*;
-    let c = beside_program::COSTLAB;
-    let missing = tmp.join("no-such-folder").display().to_string();
     let twice = "is given twice";
     let mut cases = vec![
         case(
@@ -271,6 +269,18 @@ fn list_and_folder_cases(tmp: &Path) -> Vec<Case> {
             One,
             "an item is empty",
         ),
+    ];
+    cases.extend(folder_and_count_cases(tmp));
+    cases
+}
+
+/// numa-knobs' folder, price --pid, and counts, durations and sizes whose messages say what
+/// parses: a reviewer's fresh set.
+fn folder_and_count_cases(tmp: &Path) -> Vec<Case> {
+    use Lines::*;
+    let c = beside_program::COSTLAB;
+    let missing = tmp.join("no-such-folder").display().to_string();
+    let mut cases = vec![
         case(
             &["numa-knobs", "--dir", &missing],
             2,
@@ -346,6 +356,16 @@ fn list_and_folder_cases(tmp: &Path) -> Vec<Case> {
             One,
             "--samples 1,1",
         ),
+    ];
+    cases.extend(reviewer_cases());
+    cases
+}
+
+/// Sizes, counts and lists as a reviewer mistypes them.
+fn reviewer_cases() -> Vec<Case> {
+    use Lines::*;
+    let c = beside_program::COSTLAB;
+    let mut cases = vec![
         case(
             &["mem", "bandwidth", "--sizes", "16T"],
             2,
@@ -401,6 +421,64 @@ fn list_and_folder_cases(tmp: &Path) -> Vec<Case> {
             "give one value",
         ),
         case(&["numa-knobs", "--fill", "0"], 2, One, "above zero"),
+        case(&["numa-knobs", "--dir", ""], 2, One, "--dir is empty"),
+        case(
+            &["numa-knobs", "--dir", "/sys"],
+            2,
+            One,
+            "a sysfs file system",
+        ),
+        case(
+            &["cpu", "branch", "--cpus", "-1"],
+            2,
+            One,
+            "bad CPU list '-1'",
+        ),
+        case(
+            &["mem", "loaded", "--delays", "-5"],
+            2,
+            One,
+            "bad delay '-5'",
+        ),
+        case(
+            &["mem", "loaded", "--delays", "1,,2"],
+            2,
+            One,
+            "an item is empty",
+        ),
+        case(
+            &["mem", "loaded", "--traffic", "read,rw,read-write"],
+            2,
+            One,
+            "'rw' and 'read-write' are the same",
+        ),
+        case(&["echo", "--conns", "0"], 2, One, "from 1 to 1048576"),
+        case(
+            &["syscall", "--batches", "4096,4097"],
+            2,
+            One,
+            "bad batch '4097'",
+        ),
+        case(&["pin", "--threads", "300"], 2, One, "from 1 to 256"),
+        case(&["numa", "--threads", "0"], 2, One, "bad --threads '0'"),
+        case(
+            &["mem", "bandwidth", "--sizes", "1.5"],
+            2,
+            One,
+            "not a whole number",
+        ),
+        case(
+            &["price", "--runs", "0x10", "--", "true"],
+            c,
+            One,
+            "--runs 0x10",
+        ),
+        case(
+            &["price", "--pid", "1", "--duration", "1e400"],
+            c,
+            One,
+            "--duration",
+        ),
     ];
     // /dev/shm where it is tmpfs: its pages are memory, no page cache to reclaim.
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();

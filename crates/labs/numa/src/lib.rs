@@ -7,6 +7,7 @@
 
 pub mod args;
 mod cases;
+mod dir;
 mod execute;
 pub mod kernels;
 pub mod knobs;

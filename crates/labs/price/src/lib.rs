@@ -55,10 +55,7 @@ pub fn run(args: &PriceArgs, ctx: &Ctx) -> Result<Outcome> {
     argcheck::check_verify(args)?;
     argcheck::check_sampling(args)?;
     verify::rate_pattern(args.rate.as_deref())?;
-    // A zombie or a kernel thread has no program to count: refused before counting.
-    if let (Some(pid), None) = (args.pid, &args.from) {
-        costlab_core::measure::procstat::check_countable(pid)?;
-    }
+    argcheck::check_pid(args)?;
     // Bad input is found before anything runs: the machine --on names, the --from file, the
     // --save-counts path.
     let on = match &args.on {
@@ -116,17 +113,7 @@ pub fn run(args: &PriceArgs, ctx: &Ctx) -> Result<Outcome> {
     }
     let what_ifs = what_ifs(counts, &units, &counted, &times, cpu.as_ref(), &mut o);
     let tried = match args.verify && !costlab_core::measure::cancel::requested() {
-        true => {
-            let t = try_what_ifs(args, counts, &units, &what_ifs, &mut o)?;
-            // A program that failed in both arms of a trial gives the command its status.
-            if let Some(end) = t
-                .failed
-                .filter(|_| ctx.program_end().is_none_or(|e| !e.failed()))
-            {
-                ctx.program_ended(end);
-            }
-            Some(t.tried)
-        }
+        true => Some(try_what_ifs(args, ctx, counts, &units, &what_ifs, &mut o)?),
         false => None,
     };
     // A what-if its trial did not confirm is never printed as advice.
@@ -211,11 +198,12 @@ pub fn run(args: &PriceArgs, ctx: &Ctx) -> Result<Outcome> {
 /// `--verify`: each what-if whose remedy can be set from outside, tried in --runs rounds.
 fn try_what_ifs(
     args: &PriceArgs,
+    ctx: &Ctx,
     counts: &count::Counts,
     units: &Units,
     what_ifs: &[pricing::WhatIf],
     o: &mut Outcome,
-) -> Result<verify::Trials> {
+) -> Result<Vec<verify::Tried>> {
     let path = count::program(&args.command)?;
     let pairs = if args.runs < 2 {
         let n = if args.common.quick { 2 } else { 3 };
@@ -227,7 +215,7 @@ fn try_what_ifs(
     } else {
         args.runs
     };
-    verify::verify(
+    let t = verify::verify(
         &verify::Inputs {
             path: &path,
             argv: &args.command,
@@ -239,7 +227,15 @@ fn try_what_ifs(
             reserve_hugepages: args.reserve_hugepages,
         },
         &mut o.notes,
-    )
+    )?;
+    // A program that failed in both arms of a trial gives the command its status.
+    if let Some(end) = t
+        .failed
+        .filter(|_| ctx.program_end().is_none_or(|e| !e.failed()))
+    {
+        ctx.program_ended(end);
+    }
+    Ok(t.tried)
 }
 
 /// `--save-counts`: what was counted, with this machine and the untraced times, to price
