@@ -40,6 +40,11 @@ pub fn charts(doc: &Doc) -> Vec<Chart> {
     all().iter().flat_map(|lab| lab.charts(doc)).collect()
 }
 
+/// What leads the report of `doc`: the first lab that tells the run whole (`Lab::lead`).
+pub fn lead(doc: &Doc) -> Option<costlab_history::report::html::Lead> {
+    all().iter().find_map(|lab| lab.lead(doc))
+}
+
 /// What `--strict` fails on in `rows`, one line each: every figure that is not ok, and each
 /// lab's own lines (`Lab::strict_lines`: price's refuted what-ifs).
 pub fn strict_lines(rows: &[ResultRow]) -> Vec<String> {

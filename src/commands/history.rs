@@ -272,12 +272,18 @@ pub fn report(db: Option<&Path>, args: &ReportArgs) -> Result<()> {
             html::render_against(
                 &doc,
                 &sheet,
+                registry::lead(&doc).as_ref(),
                 charts,
                 (&other, other_charts),
                 args.min_effect,
             )
         }
-        None => html::render(&doc, &sheet, registry::charts(&doc)),
+        None => html::render_led(
+            &doc,
+            &sheet,
+            registry::lead(&doc).as_ref(),
+            registry::charts(&doc),
+        ),
     };
     let dir = args
         .out

@@ -239,7 +239,8 @@ fn the_splits_edges_leave_no_impossible_line() {
 }
 
 /// openat with O_CREAT is a line of its own, `openat:create`, counted exactly (every call
-/// timed and one in 16) and priced at the create term, and openat keeps the other opens.
+/// timed and one in 16) and priced at the create term, and openat keeps the other opens; the
+/// bytes getdents64 returned are counted exactly too.
 #[test]
 fn creates_are_told_from_opens_and_counted_exactly() {
     let name = "creates_are_told_from_opens_and_counted_exactly";
@@ -251,21 +252,30 @@ fn creates_are_told_from_opens_and_counted_exactly() {
     let files = dir.path().join("files");
     std::fs::create_dir(&files).unwrap();
     let script = format!(
-        "cd {} && rm -f f* && for i in $(seq 40); do : > f$i; done && for i in $(seq 40); do read x < f$i || true; done",
+        "cd {} && for i in $(seq 40); do : > f$i; done && for i in $(seq 40); do read x < f$i || true; done && ls > /dev/null",
         files.display()
     );
     let _one = common::serial();
     for every in ["1", "16"] {
         let doc = price(&db, &["--time-one-in", every, "--", "sh", "-c", &script]);
         let r = rows(&doc);
+        // 40 files, and ls's `> /dev/null` (O_CREAT too: a create by its flags).
         assert_eq!(
             count_of(&r, "syscall", "openat:create"),
-            40.0,
+            41.0,
             "one in {every}: {r:?}"
         );
         assert!(
             count_of(&r, "syscall", "openat") >= 40.0,
             "one in {every}: the 40 reads' opens stay openat: {r:?}"
+        );
+        // ls reads the directory once through: 42 entries (f1..f40, . and ..), each a
+        // 24-byte record (19 bytes of header, a name of at most 3 bytes and its NUL,
+        // rounded up to 8), and a last call that returns 0.
+        assert_eq!(
+            r.get(&("bytes".into(), "dirents".into(), "count".into())),
+            Some(&(42.0 * 24.0)),
+            "one in {every}: {r:?}"
         );
     }
 }

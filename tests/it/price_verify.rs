@@ -273,7 +273,8 @@ fn a_small_verify_tries_each_remedy_and_puts_the_thp_mode_back() {
         .unwrap_or_else(|| panic!("no thp verdict line in {text}"));
     assert!(line.contains(", B "), "{line}");
 
-    // The report's price section: the trial's predicted saving beside the measured one.
+    // The report's what-ifs: the trial's predicted saving beside the measured one, its
+    // interval and verdict, in the page's lead.
     let report = dir.path().join("report");
     let out = common::costlab_db(&db, &["report", a, "--out-dir", report.to_str().unwrap()]);
     assert_eq!(
@@ -284,13 +285,14 @@ fn a_small_verify_tries_each_remedy_and_puts_the_thp_mode_back() {
     );
     let html = std::fs::read_to_string(report.join("index.html")).unwrap();
     assert!(
-        html.contains("what-ifs tried on dd"),
-        "no trial model in the report"
+        html.contains("id=\"what-ifs\""),
+        "no what-ifs in the report"
     );
     assert!(
-        html.contains("what=thp remedy=THP always verdict="),
-        "no thp point in the report"
+        html.contains("<td>thp</td><td>THP always</td><td>kernel</td>"),
+        "no thp trial in the report"
     );
+    assert!(html.contains("what-ifs tried over 2 pairs"), "no tally");
 }
 
 #[test]

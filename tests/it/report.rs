@@ -347,6 +347,7 @@ fn against_overlays_the_second_run_and_rings_changes() {
     let page = html::render_against(
         &a,
         &[],
+        None,
         registry::charts(&a),
         (&b, registry::charts(&b)),
         5.0,
@@ -368,6 +369,7 @@ fn against_overlays_the_second_run_and_rings_changes() {
     let same = html::render_against(
         &b,
         &[],
+        None,
         registry::charts(&b),
         (&b, registry::charts(&b)),
         5.0,

@@ -184,6 +184,15 @@ pub trait Lab {
     ) -> Vec<costlab_history::report::charts::Chart> {
         Vec::new()
     }
+    /// What leads the HTML report of a run this lab tells whole (price: the program it ran,
+    /// where its time went, its what-ifs), in place of the cost sheet; None (the default) for
+    /// a lab whose figures sit on the sheet like the others'.
+    fn lead(
+        &self,
+        _doc: &costlab_history::report::Doc,
+    ) -> Option<costlab_history::report::html::Lead> {
+        None
+    }
     /// The lab's own lines for `--strict`, beside the figures that are not ok (one line each;
     /// any line fails the command with exit status 3): price's refuted what-ifs.
     fn strict_lines(&self, _rows: &[costlab_history::report::ResultRow]) -> Vec<String> {

@@ -35,6 +35,24 @@ tr.q-noisy td.quality{color:#a66300;font-weight:bold}
 table#quality td{font-size:13px}
 ";
 
+/// A section of the page, its HTML already escaped.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Section {
+    pub id: String,
+    pub title: String,
+    pub html: String,
+}
+
+/// What leads the page of a run that one lab tells whole (price: the program it ran), in
+/// place of the cost sheet: the page's title and the lab's sections. Such a page has no cost
+/// sheet, no "Not run" line, and leaves out that lab's models, which its sections tell.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lead {
+    pub lab: String,
+    pub title: String,
+    pub sections: Vec<Section>,
+}
+
 fn sheet_html(o: &mut String, sheet: &[LabSheet]) {
     let _ = write!(
         o,
@@ -281,7 +299,17 @@ fn quality_html(o: &mut String, doc: &Doc) {
 /// The whole page. `lab_charts` are the labs' charts of `doc` (`labs::charts`): the report
 /// draws them where they belong, and the models' charts itself.
 pub fn render(doc: &Doc, sheet: &[LabSheet], lab_charts: Vec<Chart>) -> String {
-    render_with(doc, sheet, lab_charts, None)
+    render_with(doc, sheet, None, lab_charts, None)
+}
+
+/// The page, led by `lead` where a lab tells the run whole (`Lab::lead`), else as `render`.
+pub fn render_led(
+    doc: &Doc,
+    sheet: &[LabSheet],
+    lead: Option<&Lead>,
+    lab_charts: Vec<Chart>,
+) -> String {
+    render_with(doc, sheet, lead, lab_charts, None)
 }
 
 /// The page of run `doc` with run `b` overlaid in every chart; changes called with a minimum
@@ -289,6 +317,7 @@ pub fn render(doc: &Doc, sheet: &[LabSheet], lab_charts: Vec<Chart>) -> String {
 pub fn render_against(
     doc: &Doc,
     sheet: &[LabSheet],
+    lead: Option<&Lead>,
     lab_charts: Vec<Chart>,
     b: (&Doc, Vec<Chart>),
     min_effect_pct: f64,
@@ -296,15 +325,40 @@ pub fn render_against(
     let (b, b_charts) = b;
     // B is the reference: a change is A's median against B's.
     let cmp = crate::analysis::compare::compare_with(b, doc, min_effect_pct);
-    render_with(doc, sheet, lab_charts, Some((b, b_charts, &cmp)))
+    render_with(doc, sheet, lead, lab_charts, Some((b, b_charts, &cmp)))
+}
+
+/// The lead's sections, each under its heading.
+fn lead_html(o: &mut String, lead: &Lead) {
+    for sec in &lead.sections {
+        let _ = write!(
+            o,
+            "<h2 id=\"{}\">{}</h2>{}",
+            esc(&sec.id),
+            esc(&sec.title),
+            sec.html
+        );
+    }
 }
 
 fn render_with(
     doc: &Doc,
     sheet: &[LabSheet],
+    lead: Option<&Lead>,
     lab_charts: Vec<Chart>,
     against: Option<(&Doc, Vec<Chart>, &Comparison)>,
 ) -> String {
+    // A lead tells its lab's models: the page leaves them out of its charts and tables.
+    let led;
+    let doc = match lead {
+        Some(l) => {
+            let mut d = doc.clone();
+            d.models.retain(|m| m.lab != l.lab);
+            led = d;
+            &led
+        }
+        None => doc,
+    };
     let mut o = String::new();
     let _ = write!(
         o,
@@ -313,7 +367,8 @@ fn render_with(
     );
     let _ = write!(
         o,
-        "<h1>What this machine charges</h1><div class=\"meta\">run <code>{}</code> · started {} · <code>{}</code> · costlab {}<br>machine: {}</div>",
+        "<h1>{}</h1><div class=\"meta\">run <code>{}</code> · started {} · <code>{}</code> · costlab {}<br>machine: {}</div>",
+        esc(lead.map_or("What this machine charges", |l| l.title.as_str())),
         esc(&doc.run.id),
         esc(&doc.run.started),
         esc(&doc.run.command),
@@ -323,8 +378,13 @@ fn render_with(
     if !doc.run.complete {
         o.push_str("<div class=\"incomplete\">This run is incomplete: a lab failed or it was interrupted. What finished is shown.</div>");
     }
-    o.push_str("<h2>Cost sheet</h2>");
-    sheet_html(&mut o, sheet);
+    match lead {
+        Some(l) => lead_html(&mut o, l),
+        None => {
+            o.push_str("<h2>Cost sheet</h2>");
+            sheet_html(&mut o, sheet);
+        }
+    }
     quality_html(&mut o, doc);
     let charts = match against {
         Some((b, b_charts, cmp)) => {
@@ -406,7 +466,7 @@ fn render_with(
         }
         o.push_str("</ul>");
     }
-    if !not_run.is_empty() {
+    if !not_run.is_empty() && lead.is_none() {
         let _ = write!(
             o,
             "<p class=\"skipped\" id=\"not-run\">Not run: {}.</p>",

@@ -82,7 +82,8 @@ fn commands(doc: &Doc) -> Vec<String> {
     v
 }
 
-/// One chart per priced command; none when the run priced nothing (price is never part of
+/// One chart per priced command (measured beside priced where the split ran, else the
+/// untraced CPU bar); none when the run priced nothing (price is never part of
 /// `costlab run`, so its absence is not worth a line).
 pub fn charts(doc: &Doc) -> Vec<Chart> {
     let mut out = Vec::new();
@@ -92,17 +93,16 @@ pub fn charts(doc: &Doc) -> Vec<Chart> {
         } else {
             format!("-{i}")
         };
-        out.push(chart(
-            &format!("chart-price-cpu{suffix}"),
-            c,
-            &pieces(doc, c),
-        ));
-        // Where the run measured the split: priced beside measured.
-        out.extend(crate::measured::chart::chart(
-            doc,
-            &format!("chart-price-measured{suffix}"),
-            c,
-        ));
+        // Where the run measured the split, priced beside measured on its total; else the
+        // untraced runs' CPU time: one total per chart, never both.
+        match crate::measured::chart::chart(doc, &format!("chart-price-measured{suffix}"), c) {
+            Some(measured) => out.push(measured),
+            None => out.push(chart(
+                &format!("chart-price-cpu{suffix}"),
+                c,
+                &pieces(doc, c),
+            )),
+        }
     }
     out
 }

@@ -13,6 +13,7 @@ pub mod gowhatif;
 pub mod measured;
 pub mod pricing;
 mod render;
+pub mod report;
 mod rows;
 pub mod samples;
 pub mod saved;
@@ -139,47 +140,16 @@ pub fn run(args: &PriceArgs, ctx: &Ctx) -> Result<Outcome> {
     });
     let mut model = check(&mut o, &priced, &times, cmdline, &advice, kernel.as_ref());
     if let (Some(s), Some(lines)) = (split, &measured) {
-        model
-            .verdict
-            .extend(measured::beside::verdict(s, lines, sampled_named));
         let net = kernel.as_ref().map_or(0.0, Kernel::net);
-        let no_term: Vec<&measured::beside::Beside> = lines
-            .iter()
-            .filter(|b| b.priced_ns.is_none() && b.line.class == "syscall" && b.line.cpu_ns > 0)
-            .collect();
-        if !no_term.is_empty() && net > 0.0 {
-            let sum: u64 = no_term.iter().map(|b| b.line.cpu_ns).sum();
-            let mut top = no_term.clone();
-            top.sort_by_key(|b| std::cmp::Reverse(b.line.cpu_ns));
-            let names: Vec<String> = top
-                .iter()
-                .take(6)
-                .map(|b| format!("{} {}", b.line.event, human_ns(b.line.cpu_ns as f64)))
-                .collect();
-            model.verdict.push(format!(
-                "no term: {} syscalls with no unit cost of their own took {} ({:.1}% of the kernel time), 0 in the price: {}",
-                no_term.len(),
-                human_ns(sum as f64),
-                100.0 * sum as f64 / net,
-                names.join(", ")
-            ));
-        }
         let ev = evidence(counts, &units);
-        for line in measured::beside::outside(s, lines, net, &ev) {
-            model.verdict.push(format!("outside 0.67-1.5x: {line}"));
-        }
-        if let Some((all, kernel)) = s.attributed(sampled_named) {
-            model
-                .params
-                .insert("cpu_usage_ns".into(), json!(s.usage_ns));
-            model
-                .params
-                .insert("attributed_pct".into(), json!((all * 10.0).round() / 10.0));
-            model.params.insert(
-                "kernel_attributed_pct".into(),
-                json!((kernel * 10.0).round() / 10.0),
-            );
-        }
+        split_lines(&mut model, s, lines, net, &ev, sampled_named)?;
+    }
+    if from.is_none() && args.pid.is_none() {
+        let end = counted.counts.exit_status;
+        model.params.insert("ended".into(), json!(end.line()));
+        model
+            .params
+            .insert("exit_status".into(), json!(end.shell_status()));
     }
     if let Some(m) = &on {
         price_on(&mut o, &mut model, m, ctx, counts, &priced, &units, cmdline)?;
@@ -193,6 +163,67 @@ pub fn run(args: &PriceArgs, ctx: &Ctx) -> Result<Outcome> {
         verify::rows::push(&mut o, t, cmdline);
     }
     Ok(o)
+}
+
+/// The model's lines and parameters from the measured split: its own check, the syscalls no
+/// term prices, the heavy lines outside the band with their evidence (`outside`), what is
+/// attributed. `net`: the kernel time less the tracer's own cost.
+fn split_lines(
+    model: &mut Model,
+    s: &measured::Split,
+    lines: &[measured::beside::Beside],
+    net: f64,
+    ev: &measured::beside::Evidence,
+    sampled_named: u64,
+) -> Result<()> {
+    model
+        .verdict
+        .extend(measured::beside::verdict(s, lines, sampled_named));
+    let no_term: Vec<&measured::beside::Beside> = lines
+        .iter()
+        .filter(|b| b.priced_ns.is_none() && b.line.class == "syscall" && b.line.cpu_ns > 0)
+        .collect();
+    if !no_term.is_empty() && net > 0.0 {
+        let sum: u64 = no_term.iter().map(|b| b.line.cpu_ns).sum();
+        let mut top = no_term.clone();
+        top.sort_by_key(|b| std::cmp::Reverse(b.line.cpu_ns));
+        let names: Vec<String> = top
+            .iter()
+            .take(6)
+            .map(|b| format!("{} {}", b.line.event, human_ns(b.line.cpu_ns as f64)))
+            .collect();
+        model.verdict.push(format!(
+            "no term: {} syscalls with no unit cost of their own took {} ({:.1}% of the kernel time), 0 in the price: {}",
+            no_term.len(),
+            human_ns(sum as f64),
+            100.0 * sum as f64 / net,
+            names.join(", ")
+        ));
+    }
+    let outside = measured::beside::outside(s, lines, net, ev);
+    for o in &outside {
+        model
+            .verdict
+            .push(format!("outside 0.67-1.5x: {}", o.text()));
+    }
+    if !outside.is_empty() {
+        model
+            .params
+            .insert("outside".into(), serde_json::to_value(&outside)?);
+    }
+    if let Some((all, kernel)) = s.attributed(sampled_named) {
+        model
+            .params
+            .insert("cpu_usage_ns".into(), json!(s.usage_ns));
+        model
+            .params
+            .insert("attributed_pct".into(), json!((all * 10.0).round() / 10.0));
+        model.params.insert(
+            "kernel_attributed_pct".into(),
+            json!((kernel * 10.0).round() / 10.0),
+        );
+    }
+    Ok(())
 }
 
 /// `--verify`: each what-if whose remedy can be set from outside, tried in --runs rounds.
@@ -639,6 +670,13 @@ impl Lab for PriceLab {
         doc: &costlab_history::report::Doc,
     ) -> Vec<costlab_history::report::charts::Chart> {
         charts::charts(doc)
+    }
+    /// A price's report leads with the program, where its time went and its what-ifs.
+    fn lead(
+        &self,
+        doc: &costlab_history::report::Doc,
+    ) -> Option<costlab_history::report::html::Lead> {
+        report::lead(doc)
     }
     /// A what-if its trial refuted (`--verify`) fails `--strict` like a figure not ok.
     fn strict_lines(&self, rows: &[ResultRow]) -> Vec<String> {

@@ -280,6 +280,11 @@ pub fn event_pricing(class: &str, event: &str) -> Option<Pricing> {
         ("spawn", "thread") => by("thread-spawn", 1.0, "a thread created and joined"),
         ("spawn", "process") => by("fork-exit", 1.0, "fork, exit and wait"),
         ("irq", "local_timer") => by("tick", 1.0, "the local timer's interrupt, per tick"),
+        ("bytes", "dirents") => by(
+            "getdents64/entry",
+            1.0 / costlab_core::measure::unitcost::fsops::DIRENT_RECLEN as f64,
+            "the directory entries getdents64 returned, by their bytes: one entry per 48 bytes (the term's own entries; a shorter name makes an entry shorter)",
+        ),
         _ => None,
     }
 }
@@ -330,6 +335,13 @@ pub fn derive(units: &mut Units) {
     ) {
         let d = h.minus(&[w, e]);
         units.insert("switch".into(), d);
+    }
+    // A getdents64 call's own part: the term reads a DIR_ENTRIES[0]-entry directory through
+    // in two calls (the entries, then the empty one), so each call holds half its entries.
+    if let (Some(call), Some(entry)) = (units.get("getdents64"), units.get("getdents64/entry")) {
+        let per_call = costlab_core::measure::unitcost::fsops::DIR_ENTRIES[0] as f64 / 2.0;
+        let d = call.minus(&[&entry.scaled(per_call)]);
+        units.insert("getdents64-call".into(), d);
     }
     units.insert(
         "none".into(),
@@ -400,12 +412,23 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
         .measured
         .as_ref()
         .is_some_and(|s| s.line("kernel-other", "inside user time").is_some());
+    // Where the split counted the entries getdents64 returned, its calls are priced at their
+    // own part and the entries on a line of their own.
+    let entries_counted = counts
+        .events
+        .contains_key(&("bytes".to_string(), "dirents".to_string()))
+        && units.contains_key("getdents64-call");
     for (name, &n) in &counts.syscalls {
         let p = syscall_pricing(name).map(|p| match p.how {
             LIGHT_HOW if split_entry => Pricing {
                 unit: "none",
                 factor: 0.0,
                 how: LIGHT_SPLIT_HOW,
+            },
+            _ if p.unit == "getdents64" && entries_counted => Pricing {
+                unit: "getdents64-call",
+                factor: 1.0,
+                how: "a getdents64 call's own part (the term's call less the entries it returned); the entries this program was returned are priced on bytes dirents",
             },
             _ => p,
         });
@@ -744,3 +767,7 @@ pub fn uring_what_if(counts: &Counts, units: &Units) -> Option<WhatIf> {
 pub fn sys_summary(runs: &[Times]) -> Option<Summary> {
     Summary::of(&runs.iter().map(|t| t.sys_ns).collect::<Vec<_>>())
 }
+
+#[cfg(test)]
+#[path = "pricing_tests.rs"]
+mod tests;

@@ -242,6 +242,14 @@ pub fn sync(spec: &SampleSpec, dir: &Path, size: usize, data_only: bool) -> Resu
 /// difference gives the cost per entry.
 pub const DIR_ENTRIES: [usize; 2] = [64, 1024];
 
+/// The name each measured entry has, and the bytes getdents64 gives it (its d_reclen: 19
+/// bytes of header, the name and its NUL, rounded up to 8), by which a program's entries
+/// are counted from the bytes it was returned.
+pub fn entry_name(i: usize) -> String {
+    format!("entry-{i:05}-of-a-directory")
+}
+pub const DIRENT_RECLEN: usize = (19 + 26 + 1usize).div_ceil(8) * 8;
+
 /// Read a whole directory with getdents64 into a 32 KiB buffer (glibc's readdir size):
 /// (CPU ns, calls made including the one that returns 0, entries).
 fn read_dir(path: &CString, buf: &mut [u8]) -> Result<(f64, u64, u64)> {
@@ -286,13 +294,8 @@ pub fn getdents(spec: &SampleSpec, dir: &Path) -> Result<(Vec<f64>, Vec<f64>)> {
         let d = format!("d{n}");
         std::fs::create_dir(s.path().join(&d)).context("mkdir in the scratch directory")?;
         for i in 0..n {
-            std::fs::write(
-                s.path()
-                    .join(&d)
-                    .join(format!("entry-{i:05}-of-a-directory")),
-                b"",
-            )
-            .context("creating directory entries")?;
+            std::fs::write(s.path().join(&d).join(entry_name(i)), b"")
+                .context("creating directory entries")?;
         }
         dirs.push(s.c(&d));
     }
@@ -434,6 +437,41 @@ pub fn fs_in_mountinfo(text: &str, path: &Path) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+
+    /// The entries the getdents64 term reads are DIRENT_RECLEN bytes each, as the kernel
+    /// gives them: the size by which a program's entries are counted from its bytes.
+    #[test]
+    fn the_terms_entries_have_the_record_length_prices_count_by() {
+        let d = tempfile::tempdir().unwrap();
+        for i in [0, 7, 99_999] {
+            assert_eq!(entry_name(i).len(), 26);
+            std::fs::write(d.path().join(entry_name(i)), b"").unwrap();
+        }
+        let dir = std::fs::File::open(d.path()).unwrap();
+        let mut buf = vec![0u8; 4096];
+        // SAFETY: buf is writable for its length; the fd is the open directory.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_getdents64,
+                std::os::fd::AsRawFd::as_raw_fd(&dir),
+                buf.as_mut_ptr(),
+                buf.len(),
+            )
+        };
+        assert!(n > 0);
+        let mut off = 0;
+        let mut ours = 0;
+        while off < n as usize {
+            let reclen = u16::from_ne_bytes([buf[off + 16], buf[off + 17]]) as usize;
+            if buf[off + 19..off + 19 + 6] == *b"entry-" {
+                assert_eq!(reclen, DIRENT_RECLEN);
+                ours += 1;
+            }
+            off += reclen;
+        }
+        assert_eq!(ours, 3);
+    }
+
     use super::*;
 
     #[test]

@@ -135,9 +135,9 @@ impl Counting {
     ) -> Result<(BTreeMap<String, u64>, Events)> {
         notes.extend(self.notes.iter().cloned());
         let kinds = self.watch.stop();
-        let (ids, by_fd, creates) = match (&self.syscalls, split) {
-            (Some(c), _) => (c.read()?, c.read_by_fd()?, 0),
-            (None, Some(s)) => (s.ids, s.by_fd, s.creates),
+        let (ids, by_fd, creates, dirent_bytes) = match (&self.syscalls, split) {
+            (Some(c), _) => (c.read()?, c.read_by_fd()?, 0, 0),
+            (None, Some(s)) => (s.ids, s.by_fd, s.creates, s.dirent_bytes),
             (None, None) => bail!("no syscall counts: neither the counter nor the split ran"),
         };
         if let Some(c) = self.syscalls {
@@ -148,6 +148,9 @@ impl Counting {
         events.extend(self.tracepoints.read(notes));
         drop(self.tracepoints);
         add_submissions(&mut events, self.submissions);
+        if dirent_bytes > 0 {
+            events.insert(("bytes".into(), "dirents".into()), dirent_bytes);
+        }
         let names = syscall_names(Path::new("/"));
         let mut syscalls = named(&ids, &names);
         split_by_fd_kind(&mut syscalls, &by_fd, &kinds, &names);

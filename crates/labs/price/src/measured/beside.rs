@@ -1,7 +1,7 @@
 //! Each measured line beside its price: the priced lines mapped onto the measured ones (a
 //! syscall's fd kinds onto its name, bytes read and written onto the read and write family's
-//! calls by their counts), the ratio priced ÷ measured, and a reading of what supports a line
-//! far from its floor. Then the rows the contract names (docs/src/contract.md, "price, measured") and the table.
+//! calls by their counts), the ratio priced ÷ measured, and the evidence the same run gives
+//! for a heavy line outside the band (`evidence`). Then the rows the contract names (docs/src/contract.md, "price, measured") and the table.
 
 use std::collections::BTreeMap;
 
@@ -15,11 +15,6 @@ use crate::LAB;
 
 const READS: [&str; 5] = ["read", "pread64", "readv", "preadv", "preadv2"];
 const WRITES: [&str; 5] = ["write", "pwrite64", "writev", "pwritev", "pwritev2"];
-
-/// A measured line far above its floor is priced at less than this share of it.
-pub const FAR_ABOVE: f64 = 0.5;
-/// A line far below its floor is priced at more than this multiple of it.
-pub const FAR_BELOW: f64 = 2.0;
 
 /// One measured line with its price.
 #[derive(Debug, Clone, PartialEq)]
@@ -77,6 +72,9 @@ fn targets(p: &Priced, split: &Split) -> Vec<((String, String), f64)> {
         }
         ("bytes", "read") => family(&READS),
         ("bytes", "written") => family(&WRITES),
+        ("bytes", "dirents") => vec![(("syscall".into(), "getdents64".into()), 1.0)],
+        // The pages an exit unmaps are its work, measured inside exit_group (or exit).
+        ("bytes", "unmapped") => family(&["exit_group", "exit"]),
         (c, e) => vec![((c.to_string(), e.to_string()), 1.0)],
     }
 }
@@ -106,48 +104,6 @@ pub fn beside(split: &Split, priced: &[Priced]) -> Vec<Beside> {
             }
         })
         .collect()
-}
-
-/// What supports a line's distance from its floor, in words.
-pub fn reading(b: &Beside, split: &Split) -> String {
-    let l = &b.line;
-    let Some(r) = b.ratio() else {
-        return if l.class == "user" || l.class == "kernel-other" {
-            String::new()
-        } else {
-            "no term prices it".into()
-        };
-    };
-    if r < FAR_ABOVE {
-        let mut why = Vec::new();
-        if l.waits > 0 {
-            why.push(format!(
-                "contention: switched out {} times inside it ({} off CPU)",
-                l.waits,
-                human_ns(l.wait_ns as f64)
-            ));
-        }
-        let major = split.line("fault", "major").map_or(0, |m| m.count);
-        if major > 0 && (l.class == "fault" || READS.contains(&l.event.as_str())) {
-            why.push(format!("a cold page cache: {major} major faults"));
-        }
-        if l.class == "syscall"
-            && (READS.contains(&l.event.as_str()) || WRITES.contains(&l.event.as_str()))
-        {
-            why.push("larger sizes than the unit's: see the bytes priced".into());
-        }
-        if why.is_empty() {
-            why.push(
-                "nothing counted explains it: kernel work no term prices (the samples name it)"
-                    .into(),
-            );
-        }
-        format!("far above its floor: {}", why.join("; "))
-    } else if r > FAR_BELOW {
-        "far below its floor: warm caches or batched work the unit does not see".into()
-    } else {
-        "near its floor".into()
-    }
 }
 
 fn row(case: &costlab_core::model::Case, metric: &str, unit: &str, v: f64) -> Option<ResultRow> {
@@ -265,11 +221,53 @@ pub struct Evidence {
     pub terms: Vec<(String, f64)>,
 }
 
+/// A heavy line outside the band, with the evidence the same run gives for it: what the text's
+/// verdict, the JSON's `outside` parameter and the report all say of it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Outside {
+    pub class: String,
+    pub event: String,
+    pub measured_ns: f64,
+    /// Its share of the kernel time, %.
+    pub share_pct: f64,
+    pub count: u64,
+    /// priced ns, None where no term prices it.
+    pub priced_ns: Option<f64>,
+    /// priced ÷ measured, None where no term prices it.
+    pub ratio: Option<f64>,
+    pub evidence: Vec<String>,
+}
+
+impl Outside {
+    /// The line as the text's verdict says it.
+    pub fn text(&self) -> String {
+        format!(
+            "{} {}: {} measured ({:.0}% of the kernel time){}; {}: {}",
+            self.class,
+            self.event,
+            human_ns(self.measured_ns),
+            self.share_pct,
+            if self.count > 0 {
+                format!(
+                    ", {} events at {} each",
+                    self.count,
+                    human_ns(self.measured_ns / self.count as f64)
+                )
+            } else {
+                String::new()
+            },
+            match (self.ratio, self.priced_ns) {
+                (Some(r), Some(p)) => format!("priced {} ({r:.2}x)", human_ns(p)),
+                _ => "no term".into(),
+            },
+            self.evidence.join("; ")
+        )
+    }
+}
+
 /// Every line carrying `HEAVY_SHARE` or more of `kernel_ns` whose priced ÷ measured is outside
-/// `BAND` (or that no term prices), with why, from what the same run shows: where it waited,
-/// the faults, the signals, the kernel's sampled subsystems, and the per-event cost the term
-/// would need.
-pub fn outside(split: &Split, lines: &[Beside], kernel_ns: f64, ev: &Evidence) -> Vec<String> {
+/// `BAND` (or that no term prices), with its `evidence`.
+pub fn outside(split: &Split, lines: &[Beside], kernel_ns: f64, ev: &Evidence) -> Vec<Outside> {
     let mut out = Vec::new();
     for b in lines {
         let l = &b.line;
@@ -280,33 +278,25 @@ pub fn outside(split: &Split, lines: &[Beside], kernel_ns: f64, ev: &Evidence) -
         if ratio.is_some_and(|r| (BAND.0..=BAND.1).contains(&r)) {
             continue;
         }
-        let head = format!(
-            "{} {}: {} measured ({:.0}% of the kernel time){}; {}",
-            l.class,
-            l.event,
-            human_ns(l.cpu_ns as f64),
-            100.0 * l.cpu_ns as f64 / kernel_ns,
-            if l.count > 0 {
-                format!(
-                    ", {} events at {} each",
-                    l.count,
-                    human_ns(l.cpu_ns as f64 / l.count as f64)
-                )
-            } else {
-                String::new()
-            },
-            match (ratio, b.priced_ns) {
-                (Some(r), Some(p)) => format!("priced {} ({r:.2}x)", human_ns(p)),
-                _ => "no term".into(),
-            }
-        );
-        out.push(format!("{head}: {}", why(b, split, ev).join("; ")));
+        out.push(Outside {
+            class: l.class.clone(),
+            event: l.event.clone(),
+            measured_ns: l.cpu_ns as f64,
+            share_pct: 100.0 * l.cpu_ns as f64 / kernel_ns,
+            count: l.count,
+            priced_ns: b.priced_ns.filter(|_| ratio.is_some()),
+            ratio,
+            evidence: evidence(split, b, ev),
+        });
     }
     out
 }
 
-/// The evidence for one line's distance, most specific first.
-fn why(b: &Beside, split: &Split, ev: &Evidence) -> Vec<String> {
+/// The evidence in the same run for one line's distance from its price, most specific first:
+/// where it waited, the faults, the signals, the per-event cost the term would need, the
+/// kernel's sampled subsystems. The one place it is gathered (the text, the JSON and the
+/// report read it through `outside`).
+pub fn evidence(split: &Split, b: &Beside, ev: &Evidence) -> Vec<String> {
     let l = &b.line;
     let per = if l.count > 0 {
         l.cpu_ns as f64 / l.count as f64
@@ -334,7 +324,7 @@ fn why(b: &Beside, split: &Split, ev: &Evidence) -> Vec<String> {
             if let (Some(o), Some(c)) = (term("open"), term("create")) {
                 if (per - c).abs() < (per - o).abs() {
                     why.push(format!(
-                        "its {} a call is nearer a create's {} than an open's {} here: files created (O_CREAT), which the split does not tell apart from opens",
+                        "its {} a call is nearer a create's {} than an open's {} here, though the creates (O_CREAT) are on openat:create: long paths, cold directory entries, or opens that truncate",
                         human_ns(per), human_ns(c), human_ns(o)
                     ));
                 }
@@ -343,7 +333,7 @@ fn why(b: &Beside, split: &Split, ev: &Evidence) -> Vec<String> {
         ("syscall", "getdents64" | "getdents") => {
             if let Some(e) = term("getdents64/entry") {
                 why.push(format!(
-                    "about {:.0} entries a call at {} an entry: the entries returned are not counted, the term assumes a 64-entry directory",
+                    "about {:.0} entries a call at {} an entry (where the split counted the entries' bytes, they are priced on bytes dirents at 48 bytes an entry: shorter names make more entries than that)",
                     per / e.max(1.0),
                     human_ns(e)
                 ));
@@ -526,8 +516,37 @@ mod tests {
         assert_eq!(of("user").priced_ns, None);
     }
 
+    /// Lines the split measures apart from their syscall's name: creates on their own line,
+    /// getdents64's entries on getdents64, an exit's unmapped pages on exit_group.
     #[test]
-    fn readings_name_what_supports_the_distance() {
+    fn creates_entries_and_unmapped_pages_meet_the_lines_that_hold_them() {
+        let s = Split {
+            lines: vec![
+                line("syscall", "openat", 10, 1000),
+                line("syscall", "openat:create", 2, 2000),
+                line("syscall", "getdents64", 4, 400),
+                line("syscall", "exit_group", 1, 300),
+            ],
+            usage_ns: 3700,
+            ..Split::default()
+        };
+        let p = vec![
+            priced("syscall", "openat", 10, 100.0),
+            priced("syscall", "openat:create", 2, 1000.0),
+            priced("syscall", "getdents64", 4, 50.0),
+            priced("bytes", "dirents", 480, 0.5),
+            priced("bytes", "unmapped", 4096, 0.05),
+        ];
+        let b = beside(&s, &p);
+        let of = |e: &str| b.iter().find(|x| x.line.event == e).unwrap();
+        assert_eq!(of("openat").priced_ns, Some(1000.0));
+        assert_eq!(of("openat:create").priced_ns, Some(2000.0));
+        assert_eq!(of("getdents64").priced_ns, Some(200.0 + 240.0));
+        assert_eq!(of("exit_group").priced_ns, Some(204.8));
+    }
+
+    #[test]
+    fn the_evidence_names_what_supports_the_distance() {
         let s = split();
         let mut b = Beside {
             line: Line {
@@ -538,15 +557,27 @@ mod tests {
             priced_ns: Some(100.0),
             rows: Vec::new(),
         };
-        assert!(reading(&b, &s).contains("contention: switched out 3 times"));
+        let ev = Evidence::default();
+        let e = evidence(&s, &b, &ev);
+        assert!(e[0].starts_with("it was switched out 3 times"), "{e:?}");
+        assert!(
+            e[1].contains("prices 33.3 ns an event; it would have to be 333.3 ns"),
+            "{e:?}"
+        );
         b.line.waits = 0;
-        assert!(reading(&b, &s).contains("nothing counted"));
-        b.priced_ns = Some(5000.0);
-        assert!(reading(&b, &s).starts_with("far below"));
-        b.priced_ns = Some(900.0);
-        assert_eq!(reading(&b, &s), "near its floor");
         b.priced_ns = None;
-        assert_eq!(reading(&b, &s), "no term prices it");
+        assert_eq!(
+            evidence(&s, &b, &ev),
+            ["nothing counted in this run explains it"]
+        );
+        let ev = Evidence {
+            subsystems: vec![("futex".into(), 60.0), ("sched".into(), 30.0)],
+            terms: Vec::new(),
+        };
+        assert_eq!(
+            evidence(&s, &b, &ev),
+            ["the run's kernel samples: futex 60%, sched 30%"]
+        );
     }
 
     #[test]
@@ -614,7 +645,10 @@ mod tests {
             subsystems: vec![("ext4".into(), 40.0)],
             terms: vec![("open".into(), 10.0), ("create".into(), 90.0)],
         };
-        let out = outside(&s, &b, 1340.0, &ev);
+        let out: Vec<String> = outside(&s, &b, 1340.0, &ev)
+            .iter()
+            .map(Outside::text)
+            .collect();
         // openat (0.10x, 75% of the kernel time) and execve (no term, 15%); read is within
         // the band, the minor faults under 5%.
         assert_eq!(out.len(), 2, "{out:?}");

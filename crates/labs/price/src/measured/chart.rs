@@ -47,6 +47,17 @@ pub fn by_class(doc: &Doc, command: &str) -> Vec<(&'static str, f64, Option<f64>
         .collect()
 }
 
+/// The tracer's own cost in the traced run of `command` (the price model's `tracer_ns`), 0
+/// where it was not measured.
+fn tracer_ns(doc: &Doc, command: &str) -> f64 {
+    doc.models
+        .iter()
+        .find(|m| m.lab == LAB && m.name == format!("price of {command}"))
+        .and_then(|m| m.params.get("tracer_ns"))
+        .and_then(serde_json::Value::as_f64)
+        .unwrap_or(0.0)
+}
+
 /// The chart, or None where the run has no measured split for `command`.
 pub fn chart(doc: &Doc, id: &str, command: &str) -> Option<Chart> {
     let classes = by_class(doc, command);
@@ -57,7 +68,11 @@ pub fn chart(doc: &Doc, id: &str, command: &str) -> Option<Chart> {
     let measured: f64 = classes.iter().map(|c| c.1).sum();
     let user = classes.iter().find(|c| c.0 == "user").map_or(0.0, |c| c.1);
     let priced: f64 = classes.iter().filter_map(|c| c.2).sum();
-    let kernel = measured - user;
+    // The one total: what the split measured less the tracer's own cost (the price model's
+    // `tracer_ns`), as the page's table and the text's verdict have it.
+    let tracer = tracer_ns(doc, command).clamp(0.0, (measured - user).max(0.0));
+    let net = measured - tracer;
+    let kernel = net - user;
     let unpriced = (kernel - priced).max(0.0);
     let total = measured.max(user + priced);
     let (w, left, right, label_w) = (760.0, 20.0, 740.0, 90.0);
@@ -113,12 +128,32 @@ pub fn chart(doc: &Doc, id: &str, command: &str) -> Option<Chart> {
     }
     priced_parts.push(("kernel time no term prices".into(), unpriced, UNPRICED));
     bar(&mut s, top, "measured", &measured_parts);
+    if tracer > 0.0 {
+        // The tracer's own cost is inside the classes: the measured bar's end past the total,
+        // faded.
+        let _ = write!(
+            s,
+            r##"<rect x="{:.1}" y="{top}" width="{:.1}" height="{bar_h}" fill="#ffffff" fill-opacity="0.7" stroke="#757575" stroke-dasharray="3,2"><title>the tracer's own cost, taken out: {}</title></rect>"##,
+            x0 + net * scale,
+            tracer * scale,
+            human_ns(tracer)
+        );
+    }
     bar(&mut s, top + bar_h + 12.0, "priced", &priced_parts);
     let axis_y = top + 2.0 * (bar_h + 12.0) + 4.0;
     let _ = write!(
         s,
-        r#"<text x="{x0}" y="{axis_y}" font-size="11">0</text><text x="{right}" y="{axis_y}" font-size="11" text-anchor="end">{} (the cgroup's CPU time, measured)</text>"#,
-        esc(&human_ns(measured))
+        r#"<text x="{x0}" y="{axis_y}" font-size="11">0</text><text x="{:.1}" y="{axis_y}" font-size="11" text-anchor="end">{} (the cgroup's CPU time, measured{})</text>"#,
+        (x0 + net * scale).max(x0 + 300.0),
+        esc(&human_ns(net)),
+        if tracer > 0.0 {
+            format!(
+                ", less the tracer's own {}: the faded end",
+                esc(&human_ns(tracer))
+            )
+        } else {
+            String::new()
+        }
     );
     for (i, (c, m, p)) in classes.iter().enumerate() {
         let ly = axis_y + 26.0 + 20.0 * i as f64;
@@ -132,7 +167,7 @@ pub fn chart(doc: &Doc, id: &str, command: &str) -> Option<Chart> {
             color(c),
             left + 18.0,
             esc(&human_ns(*m)),
-            100.0 * m / measured,
+            100.0 * m / net.max(1.0),
             esc(&ratio)
         );
     }
@@ -141,7 +176,7 @@ pub fn chart(doc: &Doc, id: &str, command: &str) -> Option<Chart> {
         id,
         &title,
         s,
-        "Above: the program's CPU time as measured at the kernel's transitions, by class. Below: user time as measured, then each class at its price (count × this machine's unit cost), then the kernel time no term prices. Each class's priced ÷ measured is in the legend.",
+        "Above: the program's CPU time as measured at the kernel's transitions, by class; its faded end is the tracer's own cost, taken out of the total. Below: user time as measured, then each class at its price (count × this machine's unit cost), then the kernel time no term prices. Each class's priced ÷ measured is in the legend.",
     ))
 }
 
@@ -180,7 +215,16 @@ mod tests {
             command: String::new(),
             complete: true,
         };
-        let doc = Doc::new(run, serde_json::Value::Null, o);
+        let mut doc = Doc::new(run, serde_json::Value::Null, o);
+        let mut params = serde_json::Map::new();
+        params.insert("tracer_ns".into(), serde_json::json!(50.0));
+        doc.models.push(costlab_history::report::Model {
+            lab: LAB.into(),
+            name: "price of dd".into(),
+            params,
+            points: Vec::new(),
+            verdict: Vec::new(),
+        });
         let c = by_class(&doc, "dd");
         assert_eq!(
             c,
@@ -197,6 +241,11 @@ mod tests {
         assert!(svg.contains("id=\"chart-price-measured\""));
         assert!(svg.contains("0.38× measured"), "{svg}");
         assert!(svg.contains("kernel time no term prices"));
+        // One total: 1050 ns measured less the tracer's 50.
+        assert!(
+            svg.contains("1.00 us (the cgroup's CPU time, measured, less the tracer's own 50.0 ns"),
+            "{svg}"
+        );
         assert!(chart(&doc, "x", "other command").is_none());
     }
 }

@@ -137,6 +137,7 @@ pub fn slot_name(
     match slot {
         SYS_OTHER => ("syscall", "syscall_511_and_up".into()),
         OPEN_CREATE => ("syscall", "openat:create".into()),
+        DIRENT_BYTES => ("bytes", "dirents".into()),
         s if s < SYS_OTHER => (
             "syscall",
             syscalls
@@ -182,6 +183,8 @@ pub struct Counted {
     pub by_fd: BTreeMap<(u32, u32), u64>,
     /// Of openat's calls (in `ids`), those with O_CREAT: priced as creates.
     pub creates: u64,
+    /// The bytes of directory entries getdents64 returned.
+    pub dirent_bytes: u64,
 }
 
 /// The split's programs, attached for one cgroup; detached when dropped.
@@ -526,6 +529,10 @@ impl Tracer {
                 }
                 prog::OTHERS => {
                     others = v[0];
+                    continue;
+                }
+                prog::DIRENT_BYTES => {
+                    counted.dirent_bytes = v[0];
                     continue;
                 }
                 _ => {}

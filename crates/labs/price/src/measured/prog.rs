@@ -60,7 +60,12 @@ pub const OTHERS: u32 = DROPPED + 1;
 /// with the flag), which on a journalled file system costs several times an open. Their
 /// count and time go here instead of openat's slot, to be priced at the create term.
 pub const OPEN_CREATE: u32 = OTHERS + 1;
-pub const SLOTS: u32 = OPEN_CREATE + 1;
+/// The bytes of directory entries getdents64 returned to tracked tasks (in the count word):
+/// priced per entry at the getdents64 term's entry size.
+pub const DIRENT_BYTES: u32 = OPEN_CREATE + 1;
+pub const SLOTS: u32 = DIRENT_BYTES + 1;
+/// x86-64's getdents64.
+pub const NR_GETDENTS64: i32 = 217;
 /// x86-64's openat, and the O_CREAT bit of its flags.
 pub const NR_OPENAT: i32 = 257;
 pub const O_CREAT: i32 = 0o100;
@@ -87,9 +92,11 @@ pub const SLOT_SIZE: u32 = 48;
 pub const SLOT_SQUARES: i16 = 32;
 pub const SLOT_TIMED: i16 = 40;
 /// One CPU's state: tid u32 @0, class u32 @4, since u64 @8, class under a hardirq u32 @16,
-/// class under a softirq u32 @20, the current syscall is untimed (sampled split) u32 @24.
+/// class under a softirq u32 @20, the current syscall is untimed (sampled split) u32 @24, the
+/// current syscall's slot u32 @28 (set by every sys_enter of a tracked task, timed or not).
 pub const STATE_SIZE: u32 = 32;
-/// A switched-out task's value: class u32 @0, when it left u64 @8 (0: nothing to wait on).
+/// A switched-out task's value: class u32 @0, the syscall slot it was in u32 @4, when it
+/// left u64 @8 (0: nothing to wait on).
 pub const TASK_SIZE: u32 = 16;
 
 const ST_TID: i16 = 0;
@@ -98,6 +105,7 @@ const ST_SINCE: i16 = 8;
 const ST_UNDER_IRQ: i16 = 16;
 const ST_UNDER_SOFTIRQ: i16 = 20;
 const ST_SKIP: i16 = 24;
+const ST_NR: i16 = 28;
 /// Stack slots past the ones the programs' keys and values use: the delta being charged, the
 /// syscall's number and its count before this call.
 const FP_DELTA: i16 = -48;
@@ -297,6 +305,8 @@ pub fn sys_enter(m: &Maps, t: &Target) -> Asm {
         .note("past the slots (or -1): the shared slot");
     a.label("numbered");
     open_create(&mut a);
+    a.stx_w(R9, ST_NR, R1)
+        .note("the call's slot, for its exit (getdents64's bytes)");
     if !sampled {
         a.stx_w(R9, ST_CLASS, R1);
     }
@@ -332,6 +342,30 @@ pub fn sys_enter(m: &Maps, t: &Target) -> Asm {
     }
     epilogue(&mut a);
     a
+}
+
+/// At a syscall's exit, with r6 = the context and r9 = this CPU's state: a getdents64 of the
+/// tracked task on this CPU adds the bytes it returned (args[1], when above 0) to
+/// `DIRENT_BYTES`. Any other call passes with one load and one compare.
+fn dirent_bytes(a: &mut Asm, m: &Maps) {
+    a.ldx_w(R1, R9, ST_NR);
+    a.jne_imm(R1, NR_GETDENTS64, "dirents_done");
+    a.st_w(R9, ST_NR, SYS_OTHER as i32)
+        .note("counted once, whatever exits next");
+    a.call(Helper::GetCurrentPidTgid);
+    a.mov32(R0, R0);
+    a.ldx_w(R1, R9, ST_TID);
+    a.jne(R0, R1, "dirents_done")
+        .note("not the tracked task's call");
+    a.ldx_dw(R1, R6, 8).note("r1 = args[1], the bytes returned");
+    a.jslt_imm(R1, 1, "dirents_done")
+        .note("the end of the directory, or an error");
+    a.stx_dw(FP, FP_DELTA, R1);
+    a.mov_imm(R1, DIRENT_BYTES as i32);
+    slot(a, m, R1, "dirents_done");
+    a.ldx_dw(R2, FP, FP_DELTA);
+    a.ldx_dw(R1, R0, 0).add(R1, R2).stx_dw(R0, 0, R1);
+    a.label("dirents_done");
 }
 
 /// With r1 = the syscall's slot: an openat whose flags hold O_CREAT goes to `OPEN_CREATE`
@@ -372,17 +406,19 @@ fn by_fd_sample(a: &mut Asm, by_fd: i32) {
 /// clock read), and a timed one adds its last stretch's square for the interval.
 pub fn sys_exit(m: &Maps, t: &Target) -> Asm {
     let mut a = Asm::new();
+    a.mov(R6, Reg(1));
+    state(&mut a, m);
+    dirent_bytes(&mut a, m);
     if t.sampled() {
-        a.mov(R6, Reg(1));
-        state(&mut a, m);
         a.ldx_w(R1, R9, ST_SKIP);
         a.jeq_imm(R1, 0, "timed_exit");
         a.st_w(R9, ST_SKIP, 0)
             .note("an untimed call ends: nothing to charge");
         a.ja("out");
         a.label("timed_exit");
-        a.mov(Reg(1), R6);
     }
+    a.mov(Reg(1), R6)
+        .note("the context again, for the prologue");
     prologue(&mut a, m, Join::Of(t.who), true);
     charge(&mut a, m, t.sampled());
     a.st_w(R9, ST_CLASS, USER as i32);
@@ -406,7 +442,9 @@ pub fn sched_switch(m: &Maps, t: &Target) -> Asm {
     charge(&mut a, m, false);
     a.stx_w(FP, -8, R8).note("tasks[prev] = {class, now}");
     a.ldx_w(R1, R9, ST_CLASS).stx_w(FP, -24, R1);
-    a.st_w(FP, -20, 0);
+    a.ldx_w(R1, R9, ST_NR)
+        .stx_w(FP, -20, R1)
+        .note("and the syscall it is in, for its exit");
     a.stx_dw(FP, -16, R7);
     a.ld_map(R1, m.tasks);
     a.mov(R2, FP).add_imm(R2, -8);
@@ -418,6 +456,7 @@ pub fn sched_switch(m: &Maps, t: &Target) -> Asm {
         .note("nobody tracked here until next is found");
     a.st_w(R9, ST_SKIP, 0)
         .note("no untimed syscall is open on this CPU");
+    a.st_w(R9, ST_NR, SYS_OTHER as i32);
     a.mov(R1, FP).add_imm(R1, -32);
     a.mov_imm(R2, 4);
     a.ldx_dw(R3, R6, 16).note("r3 = args[2], next");
@@ -432,6 +471,9 @@ pub fn sched_switch(m: &Maps, t: &Target) -> Asm {
     a.call(Helper::MapLookupElem);
     a.jeq_imm(R0, 0, "out").note("next is not tracked");
     a.ldx_w(R1, FP, -8).stx_w(R9, ST_TID, R1);
+    a.ldx_w(R3, R0, 4)
+        .stx_w(R9, ST_NR, R3)
+        .note("the syscall it was in");
     a.ldx_w(R1, R0, 0)
         .stx_w(R9, ST_CLASS, R1)
         .note("its class again");
@@ -473,7 +515,9 @@ pub fn sched_process_fork(m: &Maps, t: &Target) -> Asm {
     a.jne_imm(R0, 0, "out");
     a.ldx_w(R1, FP, -32).stx_w(FP, -8, R1);
     a.ldx_w(R1, R9, ST_CLASS).stx_w(FP, -24, R1);
-    a.st_w(FP, -20, 0);
+    a.ldx_w(R1, R9, ST_NR)
+        .stx_w(FP, -20, R1)
+        .note("and the syscall it is in, for its exit");
     a.st_dw(FP, -16, 0).note("no time away yet");
     a.ld_map(R1, m.tasks);
     a.mov(R2, FP).add_imm(R2, -8);
@@ -604,200 +648,5 @@ pub fn irq_exit(m: &Maps, softirq: bool) -> Asm {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use costlab_bpf::{insn, Insn};
-
-    const M: Maps = Maps {
-        slots: 3,
-        state: 4,
-        tasks: 5,
-        by_fd: Some(6),
-    };
-    const T: Target = Target {
-        who: Who::Cgroup(0x1_0000_0042),
-        pid_offset: 2480,
-        period: 1,
-    };
-    const SAMPLED: Target = Target { period: 16, ..T };
-
-    fn all() -> Vec<(&'static str, Asm)> {
-        vec![
-            ("sys_enter", sys_enter(&M, &T)),
-            ("sys_exit", sys_exit(&M, &T)),
-            ("sys_enter sampled", sys_enter(&M, &SAMPLED)),
-            ("sys_exit sampled", sys_exit(&M, &SAMPLED)),
-            ("sched_switch", sched_switch(&M, &T)),
-            ("fork", sched_process_fork(&M, &T)),
-            ("fault_begin", fault_begin(&M)),
-            ("fault_end", fault_end(&M, FAULT_MINOR)),
-            ("irq", irq_enter(&M, IrqSlot::Numbered)),
-            ("softirq", irq_enter(&M, IrqSlot::Softirq)),
-            ("timer", irq_enter(&M, IrqSlot::Fixed(VEC_BASE))),
-            ("irq_exit", irq_exit(&M, false)),
-            ("user_tick", user_tick(&M)),
-            ("softirq_exit", irq_exit(&M, true)),
-        ]
-    }
-
-    #[test]
-    fn every_program_assembles_ends_in_exit_and_jumps_inside() {
-        for (name, a) in all() {
-            let p = a.finish().unwrap_or_else(|e| panic!("{name}: {e}"));
-            assert!(p.last().unwrap().is_exit(), "{name}");
-            for (i, insn) in p.iter().enumerate() {
-                if insn.is_jump() {
-                    let to = i as i64 + 1 + insn.off as i64;
-                    assert!(
-                        to > i as i64 && (to as usize) < p.len(),
-                        "{name}: jump at {i}"
-                    );
-                }
-            }
-            assert!(p.len() < 4096, "{name}");
-        }
-    }
-
-    #[test]
-    fn the_programs_use_the_maps_and_offsets_given() {
-        let l = sched_switch(&M, &T).listing();
-        assert!(l.contains("&next->pid"));
-        let p = sched_switch(&M, &T).finish().unwrap();
-        assert!(p.iter().any(|i| *i == insn::add_imm(R3, 2480)));
-        let maps: Vec<i32> = p.iter().filter_map(Insn::map_fd).collect();
-        assert!(maps.contains(&3) && maps.contains(&4) && maps.contains(&5));
-        let p = sys_enter(&M, &T).finish().unwrap();
-        let wide = p.iter().position(Insn::is_ld_imm64).unwrap();
-        assert_eq!(p[wide].imm as u32, 0x42);
-        assert_eq!(p[wide + 1].imm as u32, 1);
-    }
-
-    /// sys_enter counts each call in its number's slot and, with a by-fd map, samples the
-    /// read/write family by (number, fd) as the separate counter did: 1 in SAMPLE, fd from
-    /// regs->di, key number * FDS + fd; without one, it reads no argument.
-    #[test]
-    fn sys_enter_counts_and_samples_by_fd() {
-        use crate::bpf::{FDS, PT_REGS_DI, SAMPLE};
-        let p = sys_enter(&M, &T).finish().unwrap();
-        let reads_after = |p: &[Insn], what: Insn| {
-            p.windows(2)
-                .filter(|w| w[0] == what && w[1].is_call(Helper::ProbeReadKernel))
-                .count()
-        };
-        assert_eq!(
-            reads_after(&p, insn::add_imm(R3, PT_REGS_DI)),
-            1,
-            "the fd is read"
-        );
-        assert!(p
-            .iter()
-            .any(|i| *i == insn::and_imm(R1, (SAMPLE - 1) as i32)));
-        assert!(p
-            .iter()
-            .any(|i| *i == insn::lsh_imm(R2, FDS.trailing_zeros() as i32)));
-        let maps: Vec<i32> = p.iter().filter_map(Insn::map_fd).collect();
-        assert!(maps.contains(&6), "{maps:?}");
-        let l = sys_enter(&M, &T).listing();
-        assert!(l.contains("not this call's turn") && l.contains("the fd"));
-        let bare = Maps { by_fd: None, ..M };
-        let p = sys_enter(&bare, &T).finish().unwrap();
-        assert_eq!(reads_after(&p, insn::add_imm(R3, PT_REGS_DI)), 0);
-    }
-
-    /// Every sys_enter, sampled or not, with or without the by-fd sample, reads openat's
-    /// flags (and only openat's) and sends O_CREAT to the create slot.
-    #[test]
-    fn sys_enter_tells_creates_from_opens() {
-        let bare = Maps { by_fd: None, ..M };
-        for (m, t) in [(&M, &T), (&M, &SAMPLED), (&bare, &T), (&bare, &SAMPLED)] {
-            let p = sys_enter(m, t).finish().unwrap();
-            let flags = p
-                .windows(2)
-                .position(|w| {
-                    w[0] == insn::add_imm(R3, PT_REGS_DX) && w[1].is_call(Helper::ProbeReadKernel)
-                })
-                .expect("openat's flags are read");
-            assert!(
-                p[..flags]
-                    .iter()
-                    .any(|i| i.is_jump() && i.dst == R1.0 && i.imm == NR_OPENAT),
-                "only openat goes on to the flags"
-            );
-            assert!(p[flags..].iter().any(|i| *i == insn::and_imm(R2, O_CREAT)));
-            assert!(p[flags..]
-                .iter()
-                .any(|i| *i == insn::mov_imm(R1, OPEN_CREATE as i32)));
-        }
-    }
-
-    /// Every charge and the switch's wait drop a difference below zero (a signed test) and
-    /// count it in DROPPED, never adding it.
-    #[test]
-    fn differences_below_zero_are_dropped_and_counted() {
-        use costlab_bpf::uapi::{BPF_JMP, BPF_JSLT, BPF_K};
-        for (name, a) in all() {
-            let l = a.listing();
-            let p = a.finish().unwrap();
-            let signed = p
-                .iter()
-                .filter(|i| i.code == BPF_JMP | BPF_JSLT | BPF_K && i.imm == 0)
-                .count();
-            let charges = l.matches("below zero: not a time, dropped").count();
-            assert_eq!(signed, charges, "{name}");
-            if charges > 0 {
-                assert!(
-                    p.iter().any(|i| *i == insn::mov_imm(R1, DROPPED as i32)),
-                    "{name}"
-                );
-            }
-        }
-        assert_eq!(
-            sched_switch(&M, &T).listing().matches("below zero").count(),
-            2,
-            "the charge and the wait"
-        );
-    }
-
-    /// Sampled, an untimed call reads no clock: sys_exit tests the mark before any clock
-    /// read, and sys_enter reads the clock only after the turn test; every call is counted.
-    #[test]
-    fn a_sampled_split_reads_the_clock_only_for_timed_calls() {
-        let p = sys_exit(&M, &SAMPLED).finish().unwrap();
-        let clock = p
-            .iter()
-            .position(|i| i.is_call(Helper::KtimeGetNs))
-            .unwrap();
-        let skip = p
-            .iter()
-            .position(|i| *i == insn::st_w(R9, ST_SKIP, 0))
-            .unwrap();
-        assert!(skip < clock);
-        let l = sys_enter(&M, &SAMPLED).listing();
-        let turn = l.find("this number's turn to be timed").unwrap();
-        let counted = l.find("the number's count before this call").unwrap();
-        assert!(counted < turn);
-        let p = sys_enter(&M, &SAMPLED).finish().unwrap();
-        assert!(p.iter().any(|i| *i == insn::and_imm(R1, 15)));
-        // The clock is read on the join path and the timed path only.
-        assert_eq!(
-            p.iter().filter(|i| i.is_call(Helper::KtimeGetNs)).count(),
-            2
-        );
-        // Every call timed: no mark, no mask.
-        let p = sys_exit(&M, &T).finish().unwrap();
-        assert!(!p.iter().any(|i| *i == insn::st_w(R9, ST_SKIP, 1)));
-    }
-
-    /// sys_enter counts the syscalls of tasks outside the cgroup in OTHERS; sys_exit does not.
-    #[test]
-    fn other_tasks_syscalls_are_counted_on_enter_only() {
-        let others = |a: Asm| {
-            a.finish()
-                .unwrap()
-                .iter()
-                .any(|i| *i == insn::mov_imm(R1, OTHERS as i32))
-        };
-        assert!(others(sys_enter(&M, &T)) && others(sys_enter(&M, &SAMPLED)));
-        assert!(!others(sys_exit(&M, &T)));
-    }
-}
+#[path = "prog_tests.rs"]
+mod tests;

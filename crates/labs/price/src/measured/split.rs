@@ -204,7 +204,11 @@ impl Split {
             return;
         };
         let before = u.cpu_ns + extra;
-        let whole = (before as f64 * kernel as f64 / (kernel + user) as f64) as u64;
+        // The kernel's share of the user class, from few ticks: Jeffreys' estimate of a
+        // proportion, (k + 1/2) / (n + 1), which a handful of ticks that all found the task
+        // in the kernel (a short, kernel-heavy run) does not turn into "no user time at all".
+        let share = (kernel as f64 + 0.5) / ((kernel + user) as f64 + 1.0);
+        let whole = (before as f64 * share) as u64;
         let part = whole.saturating_sub(extra).min(u.cpu_ns);
         u.cpu_ns -= part;
         self.lines.push(Line {

@@ -145,22 +145,31 @@ fn the_sum_check_and_the_attributed_shares() {
     assert!(over.check().unwrap().holds());
     assert_eq!(over.attributed(0).unwrap().0, 100.0);
     assert!(Split::default().check().is_none());
-    // Ticks share user time: a quarter of its ticks in kernel mode.
+    // Ticks share user time: a quarter of its ticks in kernel mode, (25 + 1/2) / 101 of
+    // it by Jeffreys' estimate.
     let mut s = Split {
         lines: vec![line("user", "user", 800), line("syscall", "read", 200)],
         usage_ns: 1000,
         ..Split::default()
     };
     s.share_user(25, 75);
-    assert_eq!(s.class_ns("user"), 600);
+    assert_eq!(s.class_ns("user"), 599);
     assert_eq!(
         s.line("kernel-other", "inside user time").unwrap().cpu_ns,
-        200
+        201
     );
     assert_eq!(s.measured_ns(), 1000);
-    assert_eq!(s.unnamed_kernel_ns(), 200);
+    assert_eq!(s.unnamed_kernel_ns(), 201);
     let (all, kernel) = s.attributed(0).unwrap();
-    assert!((all - 80.0).abs() < 1e-9 && (kernel - 50.0).abs() < 1e-9);
+    assert!((all - 79.9).abs() < 1e-9 && (kernel - 200.0 / 401.0 * 100.0).abs() < 1e-9);
+    // Three ticks, all in the kernel: 3.5 / 4 of user time is kernel, not all of it.
+    let mut s = Split {
+        lines: vec![line("user", "user", 800)],
+        usage_ns: 800,
+        ..Split::default()
+    };
+    s.share_user(3, 0);
+    assert_eq!(s.class_ns("user"), 100);
 }
 
 /// A line above the cgroup's usage (a difference gone below zero, read unsigned) makes

@@ -58,6 +58,8 @@ pub struct RunMeasure {
     pub memory_calls: BTreeMap<String, u64>,
     /// How the run's program ended.
     pub exit_status: costlab_core::error::ProgramEnd,
+    /// The programs seen running in its cgroup (with `Setup::watch_programs`).
+    pub seen: super::program::Seen,
     /// The measured split of a traced run, and what the tracer itself cost in it; where a run
     /// is traced, `cpu_usage_ns`, `user_ns` and `system_ns` are the split's, the tracer's cost
     /// taken out.
@@ -111,6 +113,9 @@ pub struct Setup {
     pub interleave: u64,
     /// Ask the Go runtime for its GC trace (both sides of a Go trial ask).
     pub gctrace: bool,
+    /// Look at which programs run in the cgroup (the first run only: the looks cost CPU
+    /// beside a trial's runs).
+    pub watch_programs: bool,
 }
 
 /// Run `argv` (resolved to `path`) once under `setup`, in a cgroup of its own, and measure it;
@@ -153,7 +158,14 @@ pub fn run_once(
             .ok(),
     };
     let before = thp_now(&cg.dir);
-    let ended = spawn.run()?;
+    let watch = setup
+        .watch_programs
+        .then(|| super::program::ExecWatch::start(cg.dir.join("cgroup.procs")));
+    let ended = spawn.run();
+    let seen = watch
+        .map(super::program::ExecWatch::finish)
+        .unwrap_or_default();
+    let ended = ended?;
     let after = thp_now(&cg.dir);
     let split_run = tracer.map(|t| t.finish(&cg.dir)).transpose()?;
     let memory_calls = counter
@@ -226,6 +238,7 @@ pub fn run_once(
         },
         memory_calls,
         exit_status: ended.end,
+        seen,
         traced,
     })
 }

@@ -24,6 +24,7 @@ mod judge;
 pub mod measure;
 pub mod overhead;
 mod plan;
+pub mod program;
 pub mod remedy;
 pub mod rows;
 pub mod thp;
@@ -162,8 +163,15 @@ pub fn verify(inp: &Inputs, notes: &mut Vec<String>) -> Result<Trials> {
         ..Default::default()
     };
     eprintln!("costlab: verify: a first run as it is, for the models");
-    let probe = measure::run_once(inp.path, inp.argv, &base, rate.as_ref(), None)?;
-    let (trials, mut not_tried) = plan(inp, go, &base, &probe);
+    let first = Setup {
+        watch_programs: true,
+        ..base.clone()
+    };
+    let probe = measure::run_once(inp.path, inp.argv, &first, rate.as_ref(), None)?;
+    // The program that ran is judged, not the first file exec'd (a shim, a wrapper script).
+    let (judged, how) = program::judged(inp.path, &probe.seen);
+    notes.push(format!("--verify judged {}: {how}", judged.display()));
+    let (trials, mut not_tried) = plan(inp, go, &base, &probe, &judged);
     // The trials are judged on the measured split, the tracer's own cost per event taken out;
     // where the split cannot run here, on the cgroup's cpu.stat.
     let overhead = match trials.is_empty() {

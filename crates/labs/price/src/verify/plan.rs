@@ -3,6 +3,8 @@
 //! pinning, a NUMA policy), with its model's prediction; and the what-ifs that cannot be tried
 //! here, with why.
 
+use std::path::Path;
+
 use costlab_core::measure::units::human_ns;
 use costlab_core::measure::Summary;
 
@@ -60,6 +62,7 @@ pub(super) fn plan(
     go: bool,
     base: &Setup,
     probe: &RunMeasure,
+    judged: &Path,
 ) -> (Vec<Trial>, Vec<Tried>) {
     let mut trials = Vec::new();
     let mut skipped = Vec::new();
@@ -72,7 +75,15 @@ pub(super) fn plan(
     if go {
         go_trials(inp, probe, &with_env, &mut trials, &mut skipped);
     }
-    thp_trials(inp, go, base, probe, &with_env, &mut trials, &mut skipped);
+    thp_trials(
+        inp,
+        (go, judged),
+        base,
+        probe,
+        &with_env,
+        &mut trials,
+        &mut skipped,
+    );
     placement_trials(inp, base, &mut trials, &mut skipped);
     for w in inp.what_ifs.iter().filter(|w| w.what == "uring-batch") {
         let s = Summary::of(&w.saved).map(|s| (s.min, s.median, s.max));
@@ -87,10 +98,10 @@ pub(super) fn plan(
 }
 
 /// THP always, and glibc's hugetlb tunables (1: madvise; 2: a reserved pool) for a glibc
-/// program, where its faults are at least a huge page's worth.
+/// program (`judged`: the one that ran), where its faults are at least a huge page's worth.
 fn thp_trials(
     inp: &Inputs,
-    go: bool,
+    (go, judged): (bool, &Path),
     base: &Setup,
     probe: &RunMeasure,
     with_env: &WithEnv<'_>,
@@ -136,7 +147,8 @@ fn thp_trials(
         }),
     }
     if !go && faults >= 512 {
-        if remedy::is_glibc_dynamic(inp.path) {
+        // The program that ran (`program::judged`), not a script that exec'd it.
+        if remedy::is_glibc_dynamic(judged) {
             if mode.as_deref() == Some("never") {
                 skipped.push(not_tried(
                     "glibc-hugetlb",
@@ -180,8 +192,10 @@ fn thp_trials(
             skipped.push(not_tried(
                 "glibc-hugetlb",
                 "GLIBC_TUNABLES=glibc.malloc.hugetlb=1",
-                "not a dynamically linked glibc program: the tunable does not reach its allocator"
-                    .into(),
+                format!(
+                    "{} is not a dynamically linked glibc program: the tunable does not reach its allocator",
+                    judged.display()
+                ),
                 None,
             ));
         }

@@ -1,0 +1,198 @@
+//! The split's programs, assembled: each ends in exit, jumps inside, uses the maps and
+//! offsets given, and does what its comment says (prog.rs).
+
+use super::*;
+use costlab_bpf::{insn, Insn};
+
+const M: Maps = Maps {
+    slots: 3,
+    state: 4,
+    tasks: 5,
+    by_fd: Some(6),
+};
+const T: Target = Target {
+    who: Who::Cgroup(0x1_0000_0042),
+    pid_offset: 2480,
+    period: 1,
+};
+const SAMPLED: Target = Target { period: 16, ..T };
+
+fn all() -> Vec<(&'static str, Asm)> {
+    vec![
+        ("sys_enter", sys_enter(&M, &T)),
+        ("sys_exit", sys_exit(&M, &T)),
+        ("sys_enter sampled", sys_enter(&M, &SAMPLED)),
+        ("sys_exit sampled", sys_exit(&M, &SAMPLED)),
+        ("sched_switch", sched_switch(&M, &T)),
+        ("fork", sched_process_fork(&M, &T)),
+        ("fault_begin", fault_begin(&M)),
+        ("fault_end", fault_end(&M, FAULT_MINOR)),
+        ("irq", irq_enter(&M, IrqSlot::Numbered)),
+        ("softirq", irq_enter(&M, IrqSlot::Softirq)),
+        ("timer", irq_enter(&M, IrqSlot::Fixed(VEC_BASE))),
+        ("irq_exit", irq_exit(&M, false)),
+        ("user_tick", user_tick(&M)),
+        ("softirq_exit", irq_exit(&M, true)),
+    ]
+}
+
+#[test]
+fn every_program_assembles_ends_in_exit_and_jumps_inside() {
+    for (name, a) in all() {
+        let p = a.finish().unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(p.last().unwrap().is_exit(), "{name}");
+        for (i, insn) in p.iter().enumerate() {
+            if insn.is_jump() {
+                let to = i as i64 + 1 + insn.off as i64;
+                assert!(
+                    to > i as i64 && (to as usize) < p.len(),
+                    "{name}: jump at {i}"
+                );
+            }
+        }
+        assert!(p.len() < 4096, "{name}");
+    }
+}
+
+#[test]
+fn the_programs_use_the_maps_and_offsets_given() {
+    let l = sched_switch(&M, &T).listing();
+    assert!(l.contains("&next->pid"));
+    let p = sched_switch(&M, &T).finish().unwrap();
+    assert!(p.iter().any(|i| *i == insn::add_imm(R3, 2480)));
+    let maps: Vec<i32> = p.iter().filter_map(Insn::map_fd).collect();
+    assert!(maps.contains(&3) && maps.contains(&4) && maps.contains(&5));
+    let p = sys_enter(&M, &T).finish().unwrap();
+    let wide = p.iter().position(Insn::is_ld_imm64).unwrap();
+    assert_eq!(p[wide].imm as u32, 0x42);
+    assert_eq!(p[wide + 1].imm as u32, 1);
+}
+
+/// sys_enter counts each call in its number's slot and, with a by-fd map, samples the
+/// read/write family by (number, fd) as the separate counter did: 1 in SAMPLE, fd from
+/// regs->di, key number * FDS + fd; without one, it reads no argument.
+#[test]
+fn sys_enter_counts_and_samples_by_fd() {
+    use crate::bpf::{FDS, PT_REGS_DI, SAMPLE};
+    let p = sys_enter(&M, &T).finish().unwrap();
+    let reads_after = |p: &[Insn], what: Insn| {
+        p.windows(2)
+            .filter(|w| w[0] == what && w[1].is_call(Helper::ProbeReadKernel))
+            .count()
+    };
+    assert_eq!(
+        reads_after(&p, insn::add_imm(R3, PT_REGS_DI)),
+        1,
+        "the fd is read"
+    );
+    assert!(p
+        .iter()
+        .any(|i| *i == insn::and_imm(R1, (SAMPLE - 1) as i32)));
+    assert!(p
+        .iter()
+        .any(|i| *i == insn::lsh_imm(R2, FDS.trailing_zeros() as i32)));
+    let maps: Vec<i32> = p.iter().filter_map(Insn::map_fd).collect();
+    assert!(maps.contains(&6), "{maps:?}");
+    let l = sys_enter(&M, &T).listing();
+    assert!(l.contains("not this call's turn") && l.contains("the fd"));
+    let bare = Maps { by_fd: None, ..M };
+    let p = sys_enter(&bare, &T).finish().unwrap();
+    assert_eq!(reads_after(&p, insn::add_imm(R3, PT_REGS_DI)), 0);
+}
+
+/// Every sys_enter, sampled or not, with or without the by-fd sample, reads openat's
+/// flags (and only openat's) and sends O_CREAT to the create slot.
+#[test]
+fn sys_enter_tells_creates_from_opens() {
+    let bare = Maps { by_fd: None, ..M };
+    for (m, t) in [(&M, &T), (&M, &SAMPLED), (&bare, &T), (&bare, &SAMPLED)] {
+        let p = sys_enter(m, t).finish().unwrap();
+        let flags = p
+            .windows(2)
+            .position(|w| {
+                w[0] == insn::add_imm(R3, PT_REGS_DX) && w[1].is_call(Helper::ProbeReadKernel)
+            })
+            .expect("openat's flags are read");
+        assert!(
+            p[..flags]
+                .iter()
+                .any(|i| i.is_jump() && i.dst == R1.0 && i.imm == NR_OPENAT),
+            "only openat goes on to the flags"
+        );
+        assert!(p[flags..].iter().any(|i| *i == insn::and_imm(R2, O_CREAT)));
+        assert!(p[flags..]
+            .iter()
+            .any(|i| *i == insn::mov_imm(R1, OPEN_CREATE as i32)));
+    }
+}
+
+/// Every charge and the switch's wait drop a difference below zero (a signed test) and
+/// count it in DROPPED, never adding it.
+#[test]
+fn differences_below_zero_are_dropped_and_counted() {
+    use costlab_bpf::uapi::{BPF_JMP, BPF_JSLT, BPF_K};
+    for (name, a) in all() {
+        let l = a.listing();
+        let p = a.finish().unwrap();
+        let signed = p
+            .iter()
+            .filter(|i| i.code == BPF_JMP | BPF_JSLT | BPF_K && i.imm == 0)
+            .count();
+        let charges = l.matches("below zero: not a time, dropped").count();
+        assert_eq!(signed, charges, "{name}");
+        if charges > 0 {
+            assert!(
+                p.iter().any(|i| *i == insn::mov_imm(R1, DROPPED as i32)),
+                "{name}"
+            );
+        }
+    }
+    assert_eq!(
+        sched_switch(&M, &T).listing().matches("below zero").count(),
+        2,
+        "the charge and the wait"
+    );
+}
+
+/// Sampled, an untimed call reads no clock: sys_exit tests the mark before any clock
+/// read, and sys_enter reads the clock only after the turn test; every call is counted.
+#[test]
+fn a_sampled_split_reads_the_clock_only_for_timed_calls() {
+    let p = sys_exit(&M, &SAMPLED).finish().unwrap();
+    let clock = p
+        .iter()
+        .position(|i| i.is_call(Helper::KtimeGetNs))
+        .unwrap();
+    let skip = p
+        .iter()
+        .position(|i| *i == insn::st_w(R9, ST_SKIP, 0))
+        .unwrap();
+    assert!(skip < clock);
+    let l = sys_enter(&M, &SAMPLED).listing();
+    let turn = l.find("this number's turn to be timed").unwrap();
+    let counted = l.find("the number's count before this call").unwrap();
+    assert!(counted < turn);
+    let p = sys_enter(&M, &SAMPLED).finish().unwrap();
+    assert!(p.iter().any(|i| *i == insn::and_imm(R1, 15)));
+    // The clock is read on the join path and the timed path only.
+    assert_eq!(
+        p.iter().filter(|i| i.is_call(Helper::KtimeGetNs)).count(),
+        2
+    );
+    // Every call timed: no mark, no mask.
+    let p = sys_exit(&M, &T).finish().unwrap();
+    assert!(!p.iter().any(|i| *i == insn::st_w(R9, ST_SKIP, 1)));
+}
+
+/// sys_enter counts the syscalls of tasks outside the cgroup in OTHERS; sys_exit does not.
+#[test]
+fn other_tasks_syscalls_are_counted_on_enter_only() {
+    let others = |a: Asm| {
+        a.finish()
+            .unwrap()
+            .iter()
+            .any(|i| *i == insn::mov_imm(R1, OTHERS as i32))
+    };
+    assert!(others(sys_enter(&M, &T)) && others(sys_enter(&M, &SAMPLED)));
+    assert!(!others(sys_exit(&M, &T)));
+}

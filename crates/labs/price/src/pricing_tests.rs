@@ -1,0 +1,46 @@
+//! Pricing's own tests (pricing.rs).
+
+use super::*;
+use crate::count::Counts;
+
+fn unit(x: f64) -> Unit {
+    Unit {
+        samples: vec![x],
+        rows: Vec::new(),
+        from: "test".into(),
+    }
+}
+
+/// With the entries counted (bytes dirents), a getdents64 call is priced at its own
+/// part, the term's call less its 32 entries, and the entries at the per-entry term by
+/// 48-byte records; without them, at the whole call as before.
+#[test]
+fn getdents64_is_priced_by_call_and_entries_where_the_entries_were_counted() {
+    let mut units: Units = [
+        ("getdents64".to_string(), unit(10_000.0)),
+        ("getdents64/entry".to_string(), unit(100.0)),
+    ]
+    .into();
+    derive(&mut units);
+    assert_eq!(
+        units["getdents64-call"].samples,
+        vec![10_000.0 - 32.0 * 100.0]
+    );
+    let mut counts = Counts::default();
+    counts.syscalls.insert("getdents64".into(), 10);
+    let by = |rows: &[Priced], c: &str, e: &str| {
+        rows.iter()
+            .find(|p| p.class == c && p.event == e)
+            .and_then(|p| p.priced())
+            .map(|s| s.median)
+    };
+    let whole = price(&counts, &units);
+    assert_eq!(by(&whole, "syscall", "getdents64"), Some(100_000.0));
+    counts
+        .events
+        .insert(("bytes".into(), "dirents".into()), 4800);
+    let split = price(&counts, &units);
+    assert_eq!(by(&split, "syscall", "getdents64"), Some(68_000.0));
+    let entries = by(&split, "bytes", "dirents").unwrap();
+    assert!((entries - 100.0 * 100.0).abs() < 1e-6, "{entries}");
+}
