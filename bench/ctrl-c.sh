@@ -25,6 +25,8 @@ commands=(
     "counters --pid $target --duration 60s --samples 3"
     "price -- sleep 30"
     "echo --quick"
+    "echo --client blocking --duration 30s --quick"
+    "price --verify --runs 3 -- sleep 5"
     "cpu branch"
 )
 for c in "${commands[@]}"; do

@@ -165,14 +165,46 @@ fn measuring(common: &Common, db: Option<&Path>) -> Result<Ctx> {
     Ok(Ctx::new(Machine::probe(), common, Scope::Command).with_history(history))
 }
 
-/// A lab's outcome, and whether Ctrl-C cut it short. Interrupted, the lab's error unwound its
-/// loops; the cases that finished before it are in the cancel ledger.
-fn outcome_or_finished(r: Result<Outcome>) -> Result<(Outcome, bool)> {
+/// How a lab's run ended.
+enum Stop {
+    Done,
+    /// Ctrl-C cut it short.
+    Interrupted,
+    /// The lab failed after some cases finished: their figures are kept, then this error.
+    Failed(anyhow::Error),
+}
+
+/// A lab's outcome, and how it ended. Interrupted, the lab's error unwound its loops; the
+/// cases that finished before it are in the cancel ledger. A lab that fails after some cases
+/// finished loses nothing either: those cases are kept (stored incomplete) before its error.
+fn outcome_or_finished(r: Result<Outcome>) -> Result<(Outcome, Stop)> {
     match r {
         // A lab that stops its loop on Ctrl-C and returns what it has is partial too.
-        Ok(o) => Ok((o, cancel::requested())),
-        Err(e) if cancel::is_interrupt(&e) => Ok((cancel::take_finished(), true)),
-        Err(e) => Err(e),
+        Ok(o) if cancel::requested() => Ok((o, Stop::Interrupted)),
+        Ok(o) => Ok((o, Stop::Done)),
+        Err(e) if cancel::is_interrupt(&e) => Ok((cancel::take_finished(), Stop::Interrupted)),
+        Err(e) => {
+            let kept = cancel::take_finished();
+            if kept.results.is_empty() {
+                Err(e)
+            } else {
+                Ok((kept, Stop::Failed(e)))
+            }
+        }
+    }
+}
+
+/// The one line of a lab that failed after measuring: its error, and the run that keeps
+/// what it measured first (the same exit status as the error alone).
+fn kept_after(e: anyhow::Error, figures: usize, id: &str) -> anyhow::Error {
+    let line = format!(
+        "{}; the {figures} figures measured before it are kept in run {id} (incomplete): costlab export {id}",
+        one_line(&e)
+    );
+    if exit_code(&e) == 2 {
+        costlab_core::error::usage(line)
+    } else {
+        anyhow::anyhow!(line)
     }
 }
 
@@ -186,10 +218,10 @@ fn lab_command(lab: &dyn Lab, m: Measure, db: Option<&Path>) -> Result<()> {
         stdout_is_the_programs,
     } = m;
     let ctx = measuring(&common, db)?;
-    let (outcome, interrupted) = outcome_or_finished(run(&ctx))?;
+    let (outcome, stop) = outcome_or_finished(run(&ctx))?;
     let done = Measured {
         outcome,
-        interrupted,
+        stop,
         to_stderr: stdout_is_the_programs,
     };
     let history = ctx.history()?;
@@ -227,7 +259,7 @@ struct Stored<'a> {
 /// A lab's figures, whole or (after Ctrl-C) those of the cases that finished.
 struct Measured {
     outcome: Outcome,
-    interrupted: bool,
+    stop: Stop,
     /// The tables go to stderr (stdout is a priced program's).
     to_stderr: bool,
 }
@@ -246,9 +278,21 @@ fn emit(
     let Stored { history, db } = to;
     let Measured {
         mut outcome,
-        interrupted,
+        stop,
         to_stderr,
     } = done;
+    let interrupted = matches!(stop, Stop::Interrupted);
+    let failed = match stop {
+        Stop::Failed(e) => Some(e),
+        _ => None,
+    };
+    if let Some(e) = &failed {
+        outcome.notes.push(format!(
+            "stopped by an error: {} figures from the cases that finished before it; the rest was not measured ({})",
+            outcome.results.len(),
+            one_line(e)
+        ));
+    }
     if interrupted && outcome.results.is_empty() {
         eprintln!("costlab: interrupted before any case finished: nothing to store");
         return Err(anyhow::Error::new(costlab_core::error::Interrupted));
@@ -268,7 +312,7 @@ fn emit(
         started: time::now_rfc3339(),
         costlab: env!("CARGO_PKG_VERSION").to_string(),
         command: command_line(),
-        complete: !interrupted,
+        complete: !interrupted && failed.is_none(),
     };
     let doc = Doc::new(run, serde_json::to_value(machine)?, outcome);
     let stored = store::record(history, db, &doc, &costlab::registry::sheet_of(&doc));
@@ -292,6 +336,9 @@ fn emit(
     }
     stored?;
     // The id `compare`, `export` and `report` take; stderr, so stdout stays the tables.
+    if let Some(e) = failed {
+        return Err(kept_after(e, doc.results.len(), &doc.run.id));
+    }
     if interrupted {
         eprintln!("costlab: run {} (incomplete: interrupted)", doc.run.id);
         return Err(anyhow::Error::new(costlab_core::error::Interrupted));
@@ -366,5 +413,75 @@ fn dispatch(parsed: Parsed, db: Option<&Path>) -> Result<()> {
         Command::Trend(args) => commands::trend::command(db, &args),
         Command::Completions(args) => commands::shell::completions(&args),
         Command::Man(args) => commands::shell::man(&args),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use costlab_core::case;
+
+    /// A lab that fails after one case finished: that case's figures are stored (the run
+    /// incomplete, with a note), and the one error line names the run that keeps them, with
+    /// the error's own exit status.
+    #[test]
+    fn a_lab_that_fails_after_measuring_keeps_what_it_measured() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("h.db");
+        let m = Measure {
+            common: Common::default(),
+            run: Box::new(|_ctx: &Ctx| {
+                let mut done = Outcome::default();
+                done.push(
+                    "example",
+                    case! {"what" => "first"},
+                    "latency",
+                    "ns",
+                    vec![7.0],
+                );
+                cancel::finished(&done);
+                Err(anyhow::anyhow!(
+                    "the second case's buffer could not be mapped"
+                ))
+            }),
+            render: Some(Box::new(|_o: &Outcome| String::new())),
+            stdout_is_the_programs: false,
+        };
+        // Any registered lab: the run and its drawing are the test's own.
+        let lab = registry::all().remove(0);
+        let e = lab_command(lab.as_ref(), m, Some(&db)).unwrap_err();
+        assert_eq!(exit_code(&e), 1);
+        let line = one_line(&e);
+        assert!(
+            line.starts_with("the second case's buffer could not be mapped; the 1 figures measured before it are kept in run "),
+            "{line}"
+        );
+        let history = store::open_existing(Some(&db)).unwrap();
+        let runs = history.runs().unwrap();
+        assert_eq!(runs.len(), 1);
+        let doc = history.load_doc(&history.resolve("last").unwrap()).unwrap();
+        assert!(line.contains(&doc.run.id), "{line}");
+        assert!(!doc.run.complete);
+        assert_eq!(doc.results.len(), 1);
+        assert_eq!(doc.results[0].summary.median, 7.0);
+        assert!(
+            doc.notes
+                .iter()
+                .any(|n| n.starts_with("stopped by an error: 1 figures")),
+            "{:?}",
+            doc.notes
+        );
+
+        // A lab that fails before any case finished stores nothing: its error alone.
+        let m = Measure {
+            common: Common::default(),
+            run: Box::new(|_ctx: &Ctx| Err(costlab_core::error::usage("--x 0: give 1 or more"))),
+            render: None,
+            stdout_is_the_programs: false,
+        };
+        let e = lab_command(lab.as_ref(), m, Some(&db)).unwrap_err();
+        assert_eq!(exit_code(&e), 2);
+        assert_eq!(one_line(&e), "--x 0: give 1 or more");
+        assert_eq!(history.runs().unwrap().len(), 1);
     }
 }

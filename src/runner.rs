@@ -16,29 +16,29 @@ use costlab_lab::{Ctx, Lab, Scope};
 /// The labs named in `--labs a,b` (in the order `all` runs them), or all of them.
 pub fn select(all: Vec<Box<dyn Lab>>, list: Option<&str>) -> Result<Vec<Box<dyn Lab>>> {
     let Some(list) = list else { return Ok(all) };
-    let names: Vec<&str> = list
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .collect();
-    if names.is_empty() {
+    if list.split(',').all(|s| s.trim().is_empty()) {
         return Err(usage(
             "--labs is empty: give a comma list such as --labs mem,syscall",
         ));
     }
     let known: Vec<&'static str> = all.iter().map(|l| l.name()).collect();
-    for n in &names {
-        if !known.contains(n) {
+    // The one list rule: no empty item, no lab named twice (docs/src/cli.md).
+    let names: Vec<&str> = costlab_core::measure::sizes::parse_list(list, |n| {
+        known.iter().copied().find(|k| *k == n).ok_or_else(|| {
             let have = if known.is_empty() {
                 "none are built in".to_string()
             } else {
                 known.join(", ")
             };
-            return Err(usage(format!(
-                "unknown lab '{n}' in --labs: the labs are {have}"
-            )));
-        }
-    }
+            usage(format!("unknown lab '{n}' in --labs: the labs are {have}"))
+        })
+    })
+    .map_err(
+        |e| match e.downcast_ref::<costlab_core::error::UsageError>() {
+            Some(u) if u.0.starts_with("bad list") => usage(format!("--labs: {}", u.0)),
+            _ => e,
+        },
+    )?;
     Ok(all
         .into_iter()
         .filter(|l| names.contains(&l.name()))

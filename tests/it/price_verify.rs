@@ -42,6 +42,85 @@ fn verify_bad_input_exits_2_with_one_line() {
     assert!(!String::from_utf8_lossy(&h.stdout).contains("price"));
 }
 
+/// A program that fails every run (`sh -c 'exit 3'`) fails in both arms of the first trial:
+/// `--verify` stops there, with one line saying so, instead of running every round; the
+/// command exits with the program's status, after its line, and the run is stored.
+#[test]
+fn verify_stops_a_trial_whose_program_fails_in_both_arms() {
+    let name = "verify_stops_a_trial_whose_program_fails_in_both_arms";
+    if let Some(why) = count::unavailable() {
+        return skip::skipped_unless_ci(name, &why);
+    }
+    let _one = crate::common::serial();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let out = common::costlab_db(
+        &db,
+        &[
+            "price",
+            "--verify",
+            "--runs",
+            "4",
+            "--quick",
+            "--samples",
+            "3",
+            "--json",
+            "-",
+            "--",
+            "sh",
+            "-c",
+            "exit 3",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "the program's status: {err}");
+    let stop: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("costlab: --verify stopped: "))
+        .collect();
+    assert_eq!(stop.len(), 1, "one line says the trial stopped: {err}");
+    assert!(
+        stop[0].contains("failed as it is (exit status 3) and with the remedy '")
+            && stop[0].contains("(exit status 3)"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("round 2/4"),
+        "no round after the first: {err}"
+    );
+    assert_eq!(
+        err.trim_end().lines().last(),
+        Some("costlab: the program exited with status 3"),
+        "{err}"
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let judged = doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["lab"] == "price" && r["case"].get("verdict").is_some())
+        .count();
+    assert_eq!(judged, 0, "no trial is judged on a failing program");
+    let tried = doc["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| {
+            m["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("what-ifs tried"))
+        })
+        .expect("the trials' model")
+        .to_string();
+    assert!(tried.contains("over 0 pairs"), "{tried}");
+    assert!(tried.contains("not tried: --verify stopped: "), "{tried}");
+    let h = common::costlab_db(&db, &["history"]);
+    assert!(
+        String::from_utf8_lossy(&h.stdout).contains("price"),
+        "stored"
+    );
+}
+
 fn thp_mode() -> Option<String> {
     std::fs::read_to_string(THP)
         .ok()

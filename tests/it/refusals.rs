@@ -214,6 +214,288 @@ fn own_cases(tmp: &Path) -> Vec<Case> {
     ]
 }
 
+/// Issue 44's last part: lists with an item twice (one rule, docs/src/cli.md), numa-knobs'
+/// page-cache folder, price --pid of a kernel thread, count and duration messages that say
+/// what parses, and a reviewer's fresh set of bad input.
+fn list_and_folder_cases(tmp: &Path) -> Vec<Case> {
+    use Lines::*;
+    let twice = "is given twice";
+    let mut cases = vec![
+        case(
+            &["mem", "bandwidth", "--sizes", "16K,16K"],
+            2,
+            One,
+            "'16K' is given twice",
+        ),
+        case(
+            &["mem", "bandwidth", "--sizes", "16K,16384"],
+            2,
+            One,
+            "'16K' and '16384' are the same",
+        ),
+        case(&["mem", "bandwidth", "--threads", "1,1"], 2, One, twice),
+        case(&["mem", "bandwidth", "--case", "read,read"], 2, One, twice),
+        case(&["mem", "bandwidth", "--pages", "4k,4k"], 2, One, twice),
+        case(&["mem", "latency", "--sizes", "4K,4K"], 2, One, twice),
+        case(&["mem", "stride", "--case", "16,16"], 2, One, twice),
+        case(&["syscall", "--batches", "1,1"], 2, One, twice),
+        case(&["cost", "--terms", "fault-4k,fault-4k"], 2, One, twice),
+        case(&["echo", "--conns", "1,1"], 2, One, twice),
+        case(&["echo", "--sizes", "64,64"], 2, One, twice),
+        case(&["echo", "--case", "epoll,epoll"], 2, One, twice),
+        case(&["mitigations", "--conns", "1,1"], 2, One, twice),
+        case(&["share", "--case", "arc-shared,arc-shared"], 2, One, twice),
+        case(&["zerocopy", "--sizes", "4K,4K"], 2, One, twice),
+        case(&["pin", "--case", "memory,memory"], 2, One, twice),
+        case(&["pin", "--cpus", "0,0"], 2, One, "CPU 0 is given twice"),
+        case(
+            &["cpu", "branch", "--cpus", "0-1,1"],
+            2,
+            One,
+            "CPU 1 is given twice",
+        ),
+        case(&["numa", "--nodes", "0,0"], 2, One, "node 0 is given twice"),
+        case(
+            &["numa-knobs", "--case", "zone-reclaim,zone-reclaim"],
+            2,
+            One,
+            twice,
+        ),
+        case(&["run", "--labs", "mem,mem"], 2, One, "--labs: bad list"),
+        case(&["run", "--labs", "mem,,cpu"], 2, One, "an item is empty"),
+        case(
+            &["mem", "bandwidth", "--sizes", "16K,,4M"],
+            2,
+            One,
+            "an item is empty",
+        ),
+    ];
+    cases.extend(folder_and_count_cases(tmp));
+    cases
+}
+
+/// numa-knobs' folder, price --pid, and counts, durations and sizes whose messages say what
+/// parses: a reviewer's fresh set.
+fn folder_and_count_cases(tmp: &Path) -> Vec<Case> {
+    use Lines::*;
+    let c = beside_program::COSTLAB;
+    let missing = tmp.join("no-such-folder").display().to_string();
+    let mut cases = vec![
+        case(
+            &["numa-knobs", "--dir", &missing],
+            2,
+            One,
+            "no such directory",
+        ),
+        case(
+            &["numa-knobs", "--dir", "/etc/passwd"],
+            2,
+            One,
+            "not a directory",
+        ),
+        case(
+            &["numa-knobs", "--dir", "/proc"],
+            2,
+            One,
+            "a proc file system",
+        ),
+        case(
+            &[
+                "numa-knobs",
+                "--case",
+                "numa-balancing",
+                "--dir",
+                "/var/tmp",
+            ],
+            2,
+            One,
+            "--dir serves only the zone-reclaim knob",
+        ),
+        case(
+            &["numa-knobs", "--case", "numa-balancing", "--fill", "1G"],
+            2,
+            One,
+            "--fill serves only the zone-reclaim knob",
+        ),
+        case(&["price", "--pid", "2"], c, One, "is a kernel thread"),
+        case(&["price", "--pid", "4194304"], c, One, "no such process"),
+        case(
+            &["price", "--runs", "1001", "--", "true"],
+            c,
+            One,
+            "from 1 to 1000 (or 0 with --once)",
+        ),
+        case(
+            &["price", "--runs", "1.5", "--", "true"],
+            c,
+            One,
+            "--runs 1.5",
+        ),
+        case(
+            &["price", "--pid", "1", "--duration", "1h5m"],
+            c,
+            One,
+            "at most 1h",
+        ),
+        case(
+            &["price", "--time-one-in", "3", "--", "true"],
+            c,
+            One,
+            "power of two",
+        ),
+        case(&["echo", "--duration", "5ms"], 2, One, "from 100ms to 1h"),
+        case(
+            &["counters", "--pid", "1", "--duration", "2h"],
+            2,
+            One,
+            "from 10ms to 1h",
+        ),
+        case(
+            &["counters", "--pid", "1", "--samples", "1,1"],
+            2,
+            One,
+            "--samples 1,1",
+        ),
+    ];
+    cases.extend(reviewer_cases());
+    cases
+}
+
+/// Sizes, counts and lists as a reviewer mistypes them.
+fn reviewer_cases() -> Vec<Case> {
+    use Lines::*;
+    let c = beside_program::COSTLAB;
+    let mut cases = vec![
+        case(
+            &["mem", "bandwidth", "--sizes", "16T"],
+            2,
+            One,
+            "unknown unit 'T'",
+        ),
+        case(
+            &["mem", "bandwidth", "--sizes", "1e3"],
+            2,
+            One,
+            "bad size '1e3'",
+        ),
+        case(
+            &["mem", "bandwidth", "--sizes", "0x10"],
+            2,
+            One,
+            "bad size '0x10'",
+        ),
+        case(
+            &["mem", "bandwidth", "--sizes", " "],
+            2,
+            One,
+            "an item is empty",
+        ),
+        case(
+            &["mem", "bandwidth", "--sizes", "99999999999999999999"],
+            2,
+            One,
+            "too large",
+        ),
+        case(
+            &["mem", "bandwidth", "--threads", "99999999999999999999999"],
+            2,
+            One,
+            "bad thread count",
+        ),
+        case(
+            &["cpu", "branch", "--cpus", "5-3"],
+            2,
+            One,
+            "bad CPU list '5-3'",
+        ),
+        case(
+            &["compare", "a", "b", "--min-effect", "nan"],
+            2,
+            One,
+            "--min-effect nan",
+        ),
+        case(
+            &["mem", "loaded", "--sizes", "1G,1G"],
+            2,
+            One,
+            "give one value",
+        ),
+        case(&["numa-knobs", "--fill", "0"], 2, One, "above zero"),
+        case(&["numa-knobs", "--dir", ""], 2, One, "--dir is empty"),
+        case(
+            &["numa-knobs", "--dir", "/sys"],
+            2,
+            One,
+            "a sysfs file system",
+        ),
+        case(
+            &["cpu", "branch", "--cpus", "-1"],
+            2,
+            One,
+            "bad CPU list '-1'",
+        ),
+        case(
+            &["mem", "loaded", "--delays", "-5"],
+            2,
+            One,
+            "bad delay '-5'",
+        ),
+        case(
+            &["mem", "loaded", "--delays", "1,,2"],
+            2,
+            One,
+            "an item is empty",
+        ),
+        case(
+            &["mem", "loaded", "--traffic", "read,rw,read-write"],
+            2,
+            One,
+            "'rw' and 'read-write' are the same",
+        ),
+        case(&["echo", "--conns", "0"], 2, One, "from 1 to 1048576"),
+        case(
+            &["syscall", "--batches", "4096,4097"],
+            2,
+            One,
+            "bad batch '4097'",
+        ),
+        case(&["pin", "--threads", "300"], 2, One, "from 1 to 256"),
+        case(&["numa", "--threads", "0"], 2, One, "bad --threads '0'"),
+        case(
+            &["mem", "bandwidth", "--sizes", "1.5"],
+            2,
+            One,
+            "not a whole number",
+        ),
+        case(
+            &["price", "--runs", "0x10", "--", "true"],
+            c,
+            One,
+            "--runs 0x10",
+        ),
+        case(
+            &["price", "--pid", "1", "--duration", "1e400"],
+            c,
+            One,
+            "--duration",
+        ),
+    ];
+    // /dev/shm where it is tmpfs: its pages are memory, no page cache to reclaim.
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    if mounts
+        .lines()
+        .any(|l| l.split(' ').nth(4) == Some("/dev/shm") && l.contains(" - tmpfs "))
+    {
+        cases.push(case(
+            &["numa-knobs", "--dir", "/dev/shm"],
+            2,
+            One,
+            "a tmpfs file system",
+        ));
+    }
+    cases
+}
+
 /// Run `case` on the history `db` with `tmp` as the only place it could write: its status,
 /// its lines, what it says, and nothing stored or written.
 fn check(case: &Case, db: &Path, tmp: &Path) -> Result<(), String> {
@@ -287,6 +569,7 @@ fn every_refusal_comes_first_in_one_line_and_leaves_nothing() {
     let db = dir.path().join("h.db");
     let mut cases = common_cases(dir.path());
     cases.extend(own_cases(dir.path()));
+    cases.extend(list_and_folder_cases(dir.path()));
     assert!(cases.len() >= 150, "{} cases", cases.len());
     let failed: Vec<String> = cases
         .iter()
@@ -299,4 +582,37 @@ fn every_refusal_comes_first_in_one_line_and_leaves_nothing() {
         cases.len(),
         failed.join("\n")
     );
+}
+
+/// `price --pid` of a zombie (a child that exited and is not reaped yet): nothing to count,
+/// refused before counting as `counters --pid` refuses it, and nothing stored.
+#[test]
+fn price_refuses_a_zombie_before_counting() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    let stat = format!("/proc/{pid}/stat");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::fs::read_to_string(&stat).ok().and_then(|s| {
+        s.rsplit_once(')')
+            .map(|(_, r)| r.trim_start().starts_with('Z'))
+    }) != Some(true)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{pid} never became a zombie"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let pid_text = pid.to_string();
+    let c = case(
+        &["price", "--pid", &pid_text],
+        beside_program::COSTLAB,
+        Lines::One,
+        "a zombie",
+    );
+    let r = check(&c, &db, dir.path());
+    child.wait().unwrap();
+    r.unwrap();
 }

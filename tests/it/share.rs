@@ -222,7 +222,10 @@ fn bad_input_exits_2_with_one_line() {
         "unknown case 'arc-shard'",
     );
     assert_usage_error(&["share", "--threads", "4096"], "--oversubscribe");
-    assert_usage_error(&["share", "--threads", "0"], "at least one thread");
+    assert_usage_error(
+        &["share", "--threads", "0"],
+        "bad thread count '0': use a whole number from 1",
+    );
     assert_usage_error(&["share", "--threads", "two"], "bad thread count");
     assert_usage_error(&["share", "c2c", "--cpus", "4095"], "CPU 4095");
     assert_usage_error(&["share", "c2c", "--cpus", "0"], "at least two CPUs");

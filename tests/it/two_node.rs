@@ -58,10 +58,14 @@ fn pin_script() -> String {
 }
 
 /// The NUMA knobs, each set to 0 and 1 through the journal; the journal must be empty after.
+/// The guest's /tmp is tmpfs, which numa-knobs refuses for its page-cache fill: the fill goes
+/// to an ext4 file system on a loop device (its image on tmpfs, its page cache ext4's).
 fn knobs_script() -> String {
     format!(
         "echo '==knobs-before'; cat /proc/sys/vm/zone_reclaim_mode /proc/sys/kernel/numa_balancing; \
-         echo '==knobs'; {BIN} numa-knobs --change-knobs --quick --samples 1 --sizes 8M --fill 64M --dir /tmp --json - 2>/dev/null; \
+         modprobe -q loop; modprobe -q ext4; truncate -s 160M /tmp/knobs.img; mkfs.ext4 -q -F /tmp/knobs.img; \
+         mkdir -p /tmp/knobs; mount -o loop /tmp/knobs.img /tmp/knobs; \
+         echo '==knobs'; {BIN} numa-knobs --change-knobs --quick --samples 1 --sizes 8M --fill 64M --dir /tmp/knobs --json - 2>/dev/null; \
          echo '==knobs-after'; cat /proc/sys/vm/zone_reclaim_mode /proc/sys/kernel/numa_balancing"
     )
 }

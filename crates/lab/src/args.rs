@@ -17,7 +17,7 @@ pub struct Common {
     #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = samples)]
     pub samples: Option<usize>,
     /// Run on these CPUs only (kernel list: 0-3,6); threads and child processes stay inside
-    #[arg(long, value_name = "LIST")]
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     pub cpus: Option<String>,
     /// Read perf counters around each case (software counters always; hardware where a PMU exists)
     #[arg(long)]

@@ -2,7 +2,8 @@
 
 use crate::error::usage;
 
-/// Parse a kernel CPU list ("0-3,8,10-11"), as in sysfs and `--cpus`. Sorted, deduplicated.
+/// Parse a kernel CPU list ("0-3,8,10-11"), as in sysfs and `--cpus`, sorted. A CPU given twice
+/// (`0-3,2`) is refused, naming it: every list option keeps that rule.
 pub fn parse_cpu_list(text: &str) -> anyhow::Result<Vec<usize>> {
     let mut cpus = Vec::new();
     let t = text.trim();
@@ -28,7 +29,12 @@ pub fn parse_cpu_list(text: &str) -> anyhow::Result<Vec<usize>> {
         }
     }
     cpus.sort_unstable();
-    cpus.dedup();
+    if let Some(w) = cpus.windows(2).find(|w| w[0] == w[1]) {
+        return Err(usage(format!(
+            "bad CPU list '{text}': CPU {} is given twice; give each CPU once",
+            w[0]
+        )));
+    }
     Ok(cpus)
 }
 
@@ -161,11 +167,8 @@ pub fn check_threads(threads: &[usize], cpus: usize, oversubscribe: bool) -> any
 /// Parse a `--threads` list ("1,2,4").
 pub fn parse_threads(text: &str) -> anyhow::Result<Vec<usize>> {
     crate::measure::sizes::parse_list(text, |s| {
-        s.parse::<usize>().map_err(|_| {
-            usage(format!(
-                "bad thread count '{s}': expected a whole number like 1,2,4"
-            ))
-        })
+        crate::measure::units::parse_count(s, "thread count", 1, 1 << 16, "1,2,4")
+            .map(|n| n as usize)
     })
 }
 
@@ -187,7 +190,11 @@ mod tests {
             vec![0, 1, 2, 3, 8, 10, 11]
         );
         assert_eq!(parse_cpu_list("").unwrap(), Vec::<usize>::new());
-        assert_eq!(parse_cpu_list("3,1,1").unwrap(), vec![1, 3]);
+        assert_eq!(parse_cpu_list("3,1").unwrap(), vec![1, 3]);
+        // A CPU given twice is refused, naming it (the one rule of every list).
+        let e = parse_cpu_list("3,1,1").unwrap_err();
+        assert_eq!(exit_code(&e), 2);
+        assert!(e.to_string().contains("CPU 1 is given twice"), "{e}");
         assert_eq!(format_cpu_list(&[0, 1, 2, 3, 8, 10, 11]), "0-3,8,10-11");
         assert!(parse_cpu_list("3-1").is_err());
         assert!(parse_cpu_list("a").is_err());

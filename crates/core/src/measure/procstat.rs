@@ -71,6 +71,45 @@ pub fn parse_pid_stat(text: &str) -> Option<PidStat> {
     })
 }
 
+/// The kernel's PF_KTHREAD, in /proc/PID/stat's flags (field 9).
+const PF_KTHREAD: u64 = 0x0020_0000;
+
+/// Why a process `--pid` names cannot be counted, from its /proc/PID/stat: a zombie (it ran
+/// to its end and waits for its parent), or a kernel thread (no user memory, no program).
+/// None when it can be. Checked before anything is counted.
+pub fn not_countable(pid: u32, stat: &str) -> Option<String> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let state = *f.first()?;
+    // rest[0] is field 3 (state), so the flags (field 9) are index 6.
+    let flags = f.get(6).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
+    if state == "Z" || state == "X" {
+        Some(format!(
+            "process {pid} has ended (a zombie waiting for its parent): there is nothing to count; give the PID of a running process"
+        ))
+    } else if flags & PF_KTHREAD != 0 {
+        Some(format!(
+            "process {pid} is a kernel thread: it runs no program to count; give the PID of a user process"
+        ))
+    } else {
+        None
+    }
+}
+
+/// `--pid PID` checked before counting: a process that runs a program (exit 2 otherwise, one
+/// line naming why).
+pub fn check_countable(pid: u32) -> anyhow::Result<()> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).map_err(|_| {
+        crate::error::usage(format!(
+            "--pid {pid}: no such process; give the PID of a running process"
+        ))
+    })?;
+    match not_countable(pid, &stat) {
+        Some(why) => Err(crate::error::usage(format!("--pid {pid}: {why}"))),
+        None => Ok(()),
+    }
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct PidStat {
     pub ppid: u32,
@@ -324,6 +363,19 @@ pub fn boost() -> Option<bool> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn zombies_and_kernel_threads_are_not_countable() {
+        let kthreadd = "2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 1 0 0 20 0 1 0 25 0";
+        let why = super::not_countable(2, kthreadd).unwrap();
+        assert!(why.contains("kernel thread"), "{why}");
+        let zombie = "77 (sh (x)) Z 1 77 77 0 -1 4227140 0 0 0 0 0 0 0 0 20 0 1 0 9 0";
+        let why = super::not_countable(77, zombie).unwrap();
+        assert!(why.contains("zombie"), "{why}");
+        let user = "9 (a b) S 1 9 9 0 -1 4194560 0 0 0 0 3 1 0 0 20 0 1 0 9 0";
+        assert_eq!(super::not_countable(9, user), None);
+        assert_eq!(super::not_countable(9, "garbage"), None);
+    }
+
     use super::*;
 
     const STAT: &str = "cpu  100 0 50 1000 5 0 0 7 0 0\n\

@@ -71,8 +71,10 @@ pub fn parse_size_list(text: &str) -> anyhow::Result<Vec<u64>> {
     parse_list(text, parse_size)
 }
 
-/// Parse a comma-separated list with `item`; empty items are errors.
-pub fn parse_list<T>(
+/// Parse a comma-separated list with `item`; empty items are errors, and so is an item given
+/// twice (`16K,16K`, or `16K,16384`: the same value), named in the message. Every list option
+/// keeps this one rule (docs/src/cli.md).
+pub fn parse_list<T: PartialEq>(
     text: &str,
     item: impl Fn(&str) -> anyhow::Result<T>,
 ) -> anyhow::Result<Vec<T>> {
@@ -82,7 +84,25 @@ pub fn parse_list<T>(
             "bad list '{text}': an item is empty; separate items with single commas"
         )));
     }
-    parts.into_iter().map(item).collect()
+    let mut out: Vec<T> = Vec::with_capacity(parts.len());
+    for p in &parts {
+        let v = item(p)?;
+        if let Some(j) = out.iter().position(|o| *o == v) {
+            return Err(duplicate(text, parts[j], p));
+        }
+        out.push(v);
+    }
+    Ok(out)
+}
+
+/// The one message for a list item given twice.
+pub fn duplicate(text: &str, first: &str, again: &str) -> anyhow::Error {
+    let what = if first == again {
+        format!("'{again}' is given twice")
+    } else {
+        format!("'{first}' and '{again}' are the same")
+    };
+    usage(format!("bad list '{text}': {what}; give each item once"))
 }
 
 /// Shortest exact binary form: 16384 -> "16K", 3 << 30 -> "3G", 1000 -> "1000".

@@ -79,6 +79,27 @@ pub fn parse_duration(
         })
 }
 
+/// A count on the command line, alone or as one item of a list: a whole number from `lo` to
+/// `hi` (`hi` = u64::MAX: no upper limit). The one parser every count goes through, so
+/// that every message says what parses: "bad {what} '{text}': use a whole number from 1 to
+/// 4096, like {example}" (exit 2).
+pub fn parse_count(text: &str, what: &str, lo: u64, hi: u64, example: &str) -> anyhow::Result<u64> {
+    let range = if hi == u64::MAX {
+        format!("from {lo} up")
+    } else {
+        format!("from {lo} to {hi}")
+    };
+    text.trim()
+        .parse::<u64>()
+        .ok()
+        .filter(|n| (lo..=hi).contains(n))
+        .ok_or_else(|| {
+            crate::error::usage(format!(
+                "bad {what} '{text}': use a whole number {range}, like {example}"
+            ))
+        })
+}
+
 /// A limit as the user writes it: "1h", "600s", "50ms".
 fn duration_text(d: std::time::Duration) -> String {
     let ms = d.as_millis();
@@ -115,6 +136,25 @@ pub fn sig(x: f64, digits: usize) -> String {
     let mag = x.abs().log10().floor() as i64;
     let decimals = (digits as i64 - 1 - mag).max(0) as usize;
     format!("{x:.decimals$}")
+}
+
+#[cfg(test)]
+mod count_tests {
+    #[test]
+    fn counts_parse_within_their_range_and_say_it() {
+        use super::parse_count;
+        assert_eq!(parse_count(" 16 ", "batch", 1, 4096, "1,16").unwrap(), 16);
+        for bad in ["0", "4097", "-1", "2.5", "x", "", "99999999999999999999999"] {
+            let e = parse_count(bad, "batch", 1, 4096, "1,16").unwrap_err();
+            assert_eq!(crate::error::exit_code(&e), 2);
+            assert_eq!(
+                e.to_string(),
+                format!("bad batch '{bad}': use a whole number from 1 to 4096, like 1,16")
+            );
+        }
+        let e = parse_count("x", "connection count", 1, u64::MAX, "1,128").unwrap_err();
+        assert!(e.to_string().contains("from 1 up"), "{e}");
+    }
 }
 
 #[cfg(test)]

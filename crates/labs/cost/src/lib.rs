@@ -18,21 +18,16 @@ pub use args::CostArgs;
 
 pub const LAB: &str = "cost";
 
-/// Parse `--terms`: a comma list of term names.
+/// Parse `--terms`: a comma list of term names, each once (the one list rule).
 pub fn parse_terms(text: &str) -> Result<Vec<&'static str>> {
-    let mut v = Vec::new();
-    for item in text.split(',').map(str::trim) {
-        let t = TERMS.iter().find(|t| **t == item).ok_or_else(|| {
+    costlab_core::measure::sizes::parse_list(text, |item| {
+        TERMS.iter().copied().find(|t| *t == item).ok_or_else(|| {
             usage(format!(
                 "unknown term '{item}': choose from {}",
                 TERMS.join(", ")
             ))
-        })?;
-        if !v.contains(t) {
-            v.push(*t);
-        }
-    }
-    Ok(v)
+        })
+    })
 }
 
 /// `costlab cost`.
@@ -208,9 +203,13 @@ mod tests {
     #[test]
     fn terms_parse_and_unknown_ones_exit_2() {
         assert_eq!(
-            parse_terms("stat, fault-4k,stat").unwrap(),
+            parse_terms("stat, fault-4k").unwrap(),
             vec!["stat", "fault-4k"]
         );
+        // A term given twice is refused, naming it (docs/src/cli.md's one list rule).
+        let e = parse_terms("stat, fault-4k,stat").unwrap_err();
+        assert_eq!(costlab_core::error::exit_code(&e), 2);
+        assert!(e.to_string().contains("'stat' is given twice"), "{e}");
         let e = parse_terms("stat,nope").unwrap_err();
         assert_eq!(costlab_core::error::exit_code(&e), 2);
         assert!(e.to_string().contains("unknown term 'nope'"));

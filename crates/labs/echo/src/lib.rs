@@ -63,10 +63,15 @@ use render::*;
 pub use render::{cpu_ratios, reading, render, render_load, throughput_ratios};
 pub use sweep::{sweep, variants, Plan, Variant};
 
-/// Parse a duration: "2" (seconds), "2s", "500ms", "1.5s".
+/// Parse a duration: "2" (seconds), "2s", "500ms", "1.5s", from `MIN_RUN` to `MAX_RUN`.
 pub fn parse_duration(text: &str, what: &str) -> Result<Duration> {
-    costlab_core::measure::units::parse_duration(text, what, Duration::ZERO, MAX_RUN)
+    costlab_core::measure::units::parse_duration(text, what, MIN_RUN, MAX_RUN)
 }
+
+/// The shortest run a `--duration` may ask for: a run's window is its middle 60%, and under
+/// 60 ms a loaded 2-CPU machine may answer no request in it (a run of 5ms measured nothing
+/// three times, then failed, before this limit).
+const MIN_RUN: Duration = Duration::from_millis(100);
 
 /// The longest run a `--duration` may ask for.
 const MAX_RUN: Duration = Duration::from_secs(3600);

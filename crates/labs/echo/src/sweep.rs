@@ -52,11 +52,8 @@ impl Plan {
         let conns_text = quick_default(&args.conns, "1,16,128,1000", "1,128");
         let duration_text = quick_default(&args.duration, "2s", "1s");
         let mut conns = sizes::parse_list(&conns_text, |s| {
-            s.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
-                usage(format!(
-                    "bad connection count '{s}': use whole numbers above zero, like 1,16,128"
-                ))
-            })
+            costlab_core::measure::units::parse_count(s, "connection count", 1, 1 << 20, "1,16,128")
+                .map(|n| n as usize)
         })?;
         let mut clients = sizes::parse_list(&args.client, ClientKind::parse)?;
         let mut note = None;

@@ -491,9 +491,13 @@ mod tests {
     #[test]
     fn runtimes_parse() {
         assert_eq!(
-            parse_runtimes("go,java-g1,java-zgc,go").unwrap(),
+            parse_runtimes("go,java-g1,java-zgc").unwrap(),
             vec![Runtime::Go, Runtime::JavaG1, Runtime::JavaZgc]
         );
+        // A runtime given twice is refused, naming it (docs/src/cli.md's one list rule).
+        let e = parse_runtimes("go,java-g1,java-zgc,go").unwrap_err();
+        assert_eq!(exit_code(&e), 2);
+        assert!(e.to_string().contains("'go' is given twice"), "{e}");
         assert_eq!(exit_code(&parse_runtimes("java-cms").unwrap_err()), 2);
         assert_eq!(Runtime::JavaParallel.jvm_flag(), Some("-XX:+UseParallelGC"));
     }

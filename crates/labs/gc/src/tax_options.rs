@@ -141,9 +141,13 @@ mod tests {
     #[test]
     fn kinds_parse() {
         assert_eq!(
-            parse_kinds("bounds,prologue,write-barrier,bounds").unwrap(),
+            parse_kinds("bounds,prologue,write-barrier").unwrap(),
             vec![Kind::Bounds, Kind::Prologue, Kind::WriteBarrier]
         );
+        // A kind given twice is refused, naming it (docs/src/cli.md's one list rule).
+        let e = parse_kinds("bounds,prologue,write-barrier,bounds").unwrap_err();
+        assert_eq!(costlab_core::error::exit_code(&e), 2);
+        assert!(e.to_string().contains("'bounds' is given twice"), "{e}");
         assert_eq!(exit_code(&parse_kinds("nil").unwrap_err()), 2);
     }
 }

@@ -78,7 +78,7 @@ pub struct MemLoadedArgs {
     /// Loop steps (about a cycle each) each load thread waits after every line, heaviest load
     /// last; the idle point (no load) always comes first [default: 2000,500,100,20,0;
     /// 300,50,0 with --quick]
-    #[arg(long, value_name = "LIST")]
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     pub delays: Option<String>,
     /// The chase's region, one size (make it larger than the last-level cache)
     #[arg(

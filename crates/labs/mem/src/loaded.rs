@@ -104,29 +104,22 @@ impl LoadedPlan {
     }
 
     pub fn parse(a: &MemLoadedArgs, quick: bool) -> Result<LoadedPlan> {
-        let traffic = a
-            .traffic
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(Traffic::parse)
-            .collect::<Result<Vec<_>>>()?;
-        if traffic.is_empty() {
+        if a.traffic.split(',').all(|s| s.trim().is_empty()) {
             return Err(usage("--traffic is empty: give read, read-write or both"));
         }
+        // Lists keep the one rule: no empty item, none given twice (docs/src/cli.md).
+        let traffic = costlab_core::measure::sizes::parse_list(&a.traffic, Traffic::parse)?;
         let delays = match &a.delays {
             None if quick => QUICK_DELAYS.to_vec(),
             None => DELAYS.to_vec(),
             Some(t) => {
-                let mut v = vec![None];
-                for w in t.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-                    v.push(Some(w.parse::<u64>().map_err(|_| {
-                        usage(format!(
-                            "bad delay '{w}' in --delays: give loop steps per line like 2000,100,0"
-                        ))
-                    })?));
-                }
-                v
+                let steps = costlab_core::measure::sizes::parse_list(t, |w| {
+                    costlab_core::measure::units::parse_count(w, "delay", 0, 1 << 30, "2000,100,0")
+                })
+                .map_err(|e| usage(format!("--delays: {}", costlab_core::error::one_line(&e))))?;
+                std::iter::once(None)
+                    .chain(steps.into_iter().map(Some))
+                    .collect()
             }
         };
         let size = parse_size(costlab_lab::args::one(

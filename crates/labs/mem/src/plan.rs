@@ -354,8 +354,8 @@ mod tests {
 
     #[test]
     fn reference_ops_parse_and_know_their_kind() {
-        let p = BandwidthPlan::parse(&text("copy,copy-nt,memcpy,memset,copy", "1G", "1", "4k"), 2)
-            .unwrap();
+        let p =
+            BandwidthPlan::parse(&text("copy,copy-nt,memcpy,memset", "1G", "1", "4k"), 2).unwrap();
         assert_eq!(p.ops, vec![Op::Copy, Op::CopyNt, Op::Memcpy, Op::Memset]);
         assert!(Op::Memcpy.is_copy() && Op::Memcpy.is_libc() && !Op::Memcpy.is_nt());
         assert!(Op::CopyNt.is_copy() && Op::CopyNt.is_nt() && !Op::CopyNt.is_libc());

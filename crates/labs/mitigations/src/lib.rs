@@ -109,14 +109,14 @@ pub fn parse_controls(text: &str) -> Result<Vec<Control>> {
 /// Parse `--batches`: whole numbers from 1 to MAX_BATCH, ascending.
 pub fn parse_batches(text: &str) -> Result<Vec<u32>> {
     let mut v = costlab_core::measure::sizes::parse_list(text, |item| {
-        item.parse::<u32>()
-            .ok()
-            .filter(|n| (1..=MAX_BATCH).contains(n))
-            .ok_or_else(|| {
-                usage(format!(
-                    "--batches {text}: bad batch '{item}': use whole numbers from 1 to {MAX_BATCH}, like 1,16"
-                ))
-            })
+        costlab_core::measure::units::parse_count(item, "batch", 1, MAX_BATCH.into(), "1,16")
+            .map(|n| n as u32)
+    })
+    .map_err(|e| {
+        usage(format!(
+            "--batches {text}: {}",
+            costlab_core::error::one_line(&e)
+        ))
     })?;
     v.sort_unstable();
     v.dedup();
@@ -147,12 +147,21 @@ impl Plan {
             String::new()
         } else {
             let n = costlab_core::measure::sizes::parse_list(&a.conns, |s| {
-                s.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
-                    usage(format!(
-                        "--conns {}: bad connection count '{s}': use whole numbers above zero, like 1,128",
-                        a.conns
-                    ))
-                })
+                costlab_core::measure::units::parse_count(
+                    s,
+                    "connection count",
+                    1,
+                    1 << 20,
+                    "1,128",
+                )
+                .map(|n| n as usize)
+            })
+            .map_err(|e| {
+                usage(format!(
+                    "--conns {}: {}",
+                    a.conns,
+                    costlab_core::error::one_line(&e)
+                ))
             })?;
             n.iter()
                 .map(|c| c.to_string())

@@ -15,13 +15,13 @@ fn controls_and_batches_parse_and_bad_ones_exit_2_in_one_line() {
         parse_controls("indirect-branch").unwrap(),
         vec![Control::IndirectBranch]
     );
-    assert_eq!(parse_batches("16,1,16").unwrap(), vec![1, 16]);
-    for bad in ["mds", "store-bypass,", ""] {
+    assert_eq!(parse_batches("16,1").unwrap(), vec![1, 16]);
+    for bad in ["mds", "store-bypass,", "", "store-bypass,store-bypass"] {
         let e = parse_controls(bad).unwrap_err();
         assert_eq!(exit_code(&e), 2, "{bad}");
         assert!(!e.to_string().contains('\n'));
     }
-    for bad in ["0", "x", "5000", "1,,2"] {
+    for bad in ["0", "x", "5000", "1,,2", "16,1,16"] {
         assert_eq!(exit_code(&parse_batches(bad).unwrap_err()), 2, "{bad}");
     }
 }

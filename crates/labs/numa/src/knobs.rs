@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context, Result};
 use serde_json::Value;
 
+use super::dir::check_dir;
 use super::kernels;
 use super::policy::{self, Placement, Region};
 use costlab_core::case;
@@ -126,10 +127,25 @@ impl KnobPlan {
                 sizes::format_size(bytes)
             )));
         }
+        let fill = one("--fill", fill)?;
+        // The page-cache fill and its folder serve zone-reclaim alone; a folder where it
+        // cannot be written is refused before anything runs (on a one-node machine too).
+        if !knobs.contains(&Knob::ZoneReclaim) {
+            for (flag, given) in [("--dir", dir.is_some()), ("--fill", fill.is_some())] {
+                if given {
+                    return Err(usage(format!(
+                        "{flag} serves only the zone-reclaim knob's page-cache fill: add zone-reclaim to --case, or leave out {flag}"
+                    )));
+                }
+            }
+        }
+        if let Some(d) = dir {
+            check_dir(Path::new(d))?;
+        }
         Ok(KnobPlan {
             knobs,
             bytes,
-            fill: one("--fill", fill)?,
+            fill,
             dir: PathBuf::from(dir.unwrap_or("/var/tmp")),
             run: if quick {
                 Duration::from_secs(3)
@@ -220,12 +236,6 @@ fn fill_page_cache(dir: &Path, bytes: u64) -> Result<PathBuf> {
     f.sync_data()
         .with_context(|| format!("flushing {}", path.display()))?;
     Ok(path)
-}
-
-/// True when `dir` is on tmpfs (its pages are shared memory, which reclaim cannot drop
-/// without swap).
-fn on_tmpfs(dir: &Path) -> bool {
-    rustix::fs::statfs(dir).is_ok_and(|s| s.f_type as u64 == 0x0102_1994)
 }
 
 /// The figures of one case besides numastat.
@@ -336,13 +346,9 @@ pub fn execute(machine: &Machine, plan: &KnobPlan) -> Result<Outcome> {
     }
     let root = Root::new(Path::new("/"));
     let ids: Vec<usize> = machine.nodes.iter().map(|n| n.id).collect();
-    let mut out = Outcome::default();
-    if plan.knobs.contains(&Knob::ZoneReclaim) && on_tmpfs(&plan.dir) {
-        out.notes.push(format!(
-            "page-cache-fill: {} is tmpfs, so the fill is shared memory that reclaim cannot drop without swap; give --dir on a disk for page cache",
-            plan.dir.display()
-        ));
-    }
+    let out = Outcome::default();
+    // The default folder is checked here (one the user gave, when the plan was parsed): a
+    // tmpfs one is refused before anything runs.
     if plan.knobs.contains(&Knob::ZoneReclaim) {
         check_dir(&plan.dir)?;
     }
@@ -641,17 +647,6 @@ pub fn render(out: &Outcome) -> String {
     text
 }
 
-/// The page-cache directory exists.
-pub fn check_dir(dir: &Path) -> Result<()> {
-    if !dir.is_dir() {
-        return Err(usage(format!(
-            "--dir {}: not a directory; give a writable directory on a disk",
-            dir.display()
-        )));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -673,7 +668,8 @@ mod tests {
         assert_eq!(p.bytes, 16 << 20);
         assert_eq!(p.samples, 3);
         assert_eq!(p.dir, PathBuf::from("/var/tmp"));
-        let all = KnobPlan::parse(None, None, Some("1G"), Some("/tmp"), true, false, 1).unwrap();
+        let disk = env!("CARGO_MANIFEST_DIR");
+        let all = KnobPlan::parse(None, None, Some("1G"), Some(disk), true, false, 1).unwrap();
         assert_eq!(all.knobs, KNOBS.to_vec());
         assert_eq!(all.bytes, 256 << 20);
         assert_eq!(all.fill, Some(1 << 30));
@@ -685,6 +681,40 @@ mod tests {
             let e = KnobPlan::parse(k, s, None, None, false, true, 1).unwrap_err();
             assert_eq!(exit_code(&e), 2, "{e}");
             assert!(e.to_string().contains(want), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_page_cache_folder_that_cannot_serve_is_refused_before_anything_runs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("f");
+        std::fs::write(&file, "x").unwrap();
+        let missing = tmp.path().join("no-such-folder");
+        let mut cases = vec![
+            (missing.clone(), "no such directory"),
+            (file.clone(), "not a directory"),
+            (PathBuf::from("/proc"), "a proc file system"),
+        ];
+        if std::fs::metadata("/dev/shm").is_ok() {
+            cases.push((PathBuf::from("/dev/shm"), "a tmpfs file system"));
+        }
+        for (dir, says) in cases {
+            let d = dir.display().to_string();
+            let e = KnobPlan::parse(None, None, None, Some(&d), false, true, 1).unwrap_err();
+            assert_eq!(exit_code(&e), 2, "{e}");
+            let msg = e.to_string();
+            assert!(msg.starts_with(&format!("--dir {d}: {says}")), "{msg}");
+            assert!(msg.contains("give") && !msg.contains('\n'), "{msg}");
+        }
+        // --dir and --fill serve zone-reclaim alone.
+        for (dir, fill) in [(Some("/var/tmp"), None), (None, Some("1G"))] {
+            let e = KnobPlan::parse(Some("numa-balancing"), None, fill, dir, false, true, 1)
+                .unwrap_err();
+            assert_eq!(exit_code(&e), 2, "{e}");
+            assert!(
+                e.to_string().contains("serves only the zone-reclaim knob"),
+                "{e}"
+            );
         }
     }
 

@@ -7,6 +7,7 @@
 
 pub mod args;
 mod cases;
+mod dir;
 mod execute;
 pub mod kernels;
 pub mod knobs;
@@ -42,24 +43,32 @@ pub fn run(args: &NumaArgs, ctx: &Ctx) -> Result<Outcome> {
 
 fn request_from(args: &NumaArgs, ctx: &Ctx) -> Result<Request> {
     let nodes = match &args.nodes {
-        Some(t) => Some(parse_cpu_list(t).map_err(|_| {
-            usage(format!(
-                "bad node list '{t}': use node ids and ranges like 0,1 or 0-3"
-            ))
+        Some(t) => Some(parse_cpu_list(t).map_err(|e| {
+            // A node given twice is named, as in every list; anything else is malformed.
+            let e = e.to_string();
+            match e
+                .rsplit_once(": CPU ")
+                .filter(|_| e.contains("given twice"))
+            {
+                Some((_, dup)) => usage(format!(
+                    "bad node list '{t}': node {}",
+                    dup.replace("CPU", "node")
+                )),
+                None => usage(format!(
+                    "bad node list '{t}': use node ids and ranges like 0,1 or 0-3"
+                )),
+            }
         })?),
         None => None,
     };
     let threads = match &args.threads {
-        Some(t) => Some(
-            costlab_lab::args::one("--threads", t, "numa runs one thread count per placement")?
-                .trim()
-                .parse::<usize>()
-                .map_err(|_| {
-                    usage(format!(
-                        "bad --threads '{t}': expected a whole number like 8"
-                    ))
-                })?,
-        ),
+        Some(t) => Some(costlab_core::measure::units::parse_count(
+            costlab_lab::args::one("--threads", t, "numa runs one thread count per placement")?,
+            "--threads",
+            1,
+            1 << 16,
+            "8",
+        )? as usize),
         None => None,
     };
     let size = args

@@ -101,14 +101,13 @@ impl Plan {
             None => 2,
             Some(t) => {
                 let one = costlab_lab::args::one("--threads", t, "pin runs one thread count")?;
-                match one.trim().parse::<usize>() {
-                    Ok(n) if (1..=MAX_THREADS).contains(&n) => n,
-                    _ => {
-                        return Err(usage(format!(
-                            "bad --threads '{t}': give a count from 1 to {MAX_THREADS}, like 4"
-                        )))
-                    }
-                }
+                costlab_core::measure::units::parse_count(
+                    one,
+                    "--threads",
+                    1,
+                    MAX_THREADS as u64,
+                    "4",
+                )? as usize
             }
         };
         let duration = match &args.duration {
@@ -152,7 +151,7 @@ impl Plan {
 }
 
 /// `--case memory,echo`: names from `names`, in the order given.
-fn choices<T>(
+fn choices<T: PartialEq>(
     text: &str,
     flag: &str,
     what: &str,

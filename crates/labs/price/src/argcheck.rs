@@ -30,6 +30,15 @@ pub fn check_duration(args: &PriceArgs) -> Result<std::time::Duration> {
     )
 }
 
+/// `--pid` names a process that runs a program: a zombie or a kernel thread has none to
+/// count, and is refused before counting (`--from` reads no process).
+pub fn check_pid(args: &PriceArgs) -> Result<()> {
+    match (args.pid, &args.from) {
+        (Some(pid), None) => costlab_core::measure::procstat::check_countable(pid),
+        _ => Ok(()),
+    }
+}
+
 /// `--time-one-in N` takes a power of two (the programs pick a call by masking its count),
 /// and only where the split runs.
 pub fn check_sampling(args: &PriceArgs) -> Result<()> {

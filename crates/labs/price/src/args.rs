@@ -16,7 +16,7 @@ pub struct PriceArgs {
     #[arg(long, value_name = "D", default_value = "5s", requires = "pid")]
     pub duration: String,
     /// Untraced runs of the command whose system time the price is checked against (1 to 1000)
-    #[arg(long, value_name = "N", default_value_t = 1, allow_hyphen_values = true, value_parser = costlab_lab::args::whole::<usize, 0, 1000>)]
+    #[arg(long, value_name = "N", default_value_t = 1, allow_hyphen_values = true, value_parser = runs)]
     pub runs: usize,
     /// Check against the traced run's own times instead of untraced runs (with --count-only
     /// or --pid, less the counter's cost per syscall, measured here now)
@@ -66,4 +66,14 @@ pub struct PriceArgs {
     /// The command to count and price, after `--`
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+/// `--runs N`: 1 to 1000 untraced runs, or 0 with `--once` (`argcheck::check_runs`); the
+/// message names both, so that it says what parses.
+fn runs(text: &str) -> Result<usize, costlab_lab::args::BadNumber> {
+    costlab_lab::args::whole::<usize, 0, 1000>(text).map_err(|_| {
+        costlab_lab::args::BadNumber(
+            "use a whole number from 1 to 1000 (or 0 with --once), like --runs 5".into(),
+        )
+    })
 }

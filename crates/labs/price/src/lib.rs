@@ -56,6 +56,7 @@ pub fn run(args: &PriceArgs, ctx: &Ctx) -> Result<Outcome> {
     argcheck::check_verify(args)?;
     argcheck::check_sampling(args)?;
     verify::rate_pattern(args.rate.as_deref())?;
+    argcheck::check_pid(args)?;
     // Bad input is found before anything runs: the machine --on names, the --from file, the
     // --save-counts path.
     let on = match &args.on {
@@ -113,7 +114,7 @@ pub fn run(args: &PriceArgs, ctx: &Ctx) -> Result<Outcome> {
     }
     let what_ifs = what_ifs(counts, &units, &counted, &times, cpu.as_ref(), &mut o);
     let tried = match args.verify && !costlab_core::measure::cancel::requested() {
-        true => Some(try_what_ifs(args, counts, &units, &what_ifs, &mut o)?),
+        true => Some(try_what_ifs(args, ctx, counts, &units, &what_ifs, &mut o)?),
         false => None,
     };
     // A what-if its trial did not confirm is never printed as advice.
@@ -228,6 +229,7 @@ fn split_lines(
 /// `--verify`: each what-if whose remedy can be set from outside, tried in --runs rounds.
 fn try_what_ifs(
     args: &PriceArgs,
+    ctx: &Ctx,
     counts: &count::Counts,
     units: &Units,
     what_ifs: &[pricing::WhatIf],
@@ -244,7 +246,7 @@ fn try_what_ifs(
     } else {
         args.runs
     };
-    verify::verify(
+    let t = verify::verify(
         &verify::Inputs {
             path: &path,
             argv: &args.command,
@@ -256,7 +258,15 @@ fn try_what_ifs(
             reserve_hugepages: args.reserve_hugepages,
         },
         &mut o.notes,
-    )
+    )?;
+    // A program that failed in both arms of a trial gives the command its status.
+    if let Some(end) = t
+        .failed
+        .filter(|_| ctx.program_end().is_none_or(|e| !e.failed()))
+    {
+        ctx.program_ended(end);
+    }
+    Ok(t.tried)
 }
 
 /// `--save-counts`: what was counted, with this machine and the untraced times, to price

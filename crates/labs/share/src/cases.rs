@@ -354,9 +354,12 @@ mod tests {
     #[test]
     fn case_lists_parse_and_refuse_unknown_names() {
         assert_eq!(
-            parse_cases("arc-shared, atomic-padded,arc-shared").unwrap(),
+            parse_cases("arc-shared, atomic-padded").unwrap(),
             vec![Variant::ArcShared, Variant::AtomicPadded]
         );
+        // A case given twice is refused, naming it (docs/src/cli.md's one list rule).
+        let e = parse_cases("arc-shared, atomic-padded,arc-shared").unwrap_err();
+        assert!(e.to_string().contains("'arc-shared' is given twice"), "{e}");
         let e = parse_cases("arc-shard").unwrap_err();
         assert_eq!(costlab_core::error::exit_code(&e), 2);
         assert!(e.to_string().contains("unknown case 'arc-shard'"));

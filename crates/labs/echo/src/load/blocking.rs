@@ -98,8 +98,10 @@ fn blocking_conn(
         }
         let sent = match (due, interval) {
             (Some(d), Some(iv)) => {
-                if d > now {
-                    std::thread::sleep(d - now);
+                // A slow open loop (--rate below a request a second per connection) waits
+                // for Ctrl-C too.
+                if d > now && !costlab_core::measure::cancel::sleep(d - now) {
+                    break;
                 }
                 due = Some(d + iv);
                 d

@@ -34,7 +34,7 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use costlab_core::error::usage;
+use costlab_core::error::{usage, ProgramEnd};
 use costlab_core::machine::restore;
 use costlab_core::measure::units::human_ns;
 use costlab_core::measure::Summary;
@@ -155,7 +155,7 @@ pub fn rate_pattern(rate: Option<&str>) -> Result<Option<regex_lite::Regex>> {
 }
 
 /// Try every remedy that applies, `pairs` rounds; the not-tried ones said with why.
-pub fn verify(inp: &Inputs, notes: &mut Vec<String>) -> Result<Vec<Tried>> {
+pub fn verify(inp: &Inputs, notes: &mut Vec<String>) -> Result<Trials> {
     let rate = rate_pattern(inp.rate)?;
     let go = crate::gowhatif::is_go_program(inp.path);
     let base = Setup {
@@ -200,6 +200,7 @@ pub fn verify(inp: &Inputs, notes: &mut Vec<String>) -> Result<Vec<Tried>> {
     let mut a_runs: Vec<RunMeasure> = Vec::new();
     let mut a_plain: Vec<RunMeasure> = Vec::new();
     let mut b_runs: Vec<Vec<RunMeasure>> = vec![Vec::new(); trials.len()];
+    let mut stopped: Option<(String, ProgramEnd)> = None;
     'rounds: for round in 0..inp.pairs {
         eprintln!(
             "costlab: verify: round {}/{}: as it is, then {}",
@@ -243,12 +244,32 @@ pub fn verify(inp: &Inputs, notes: &mut Vec<String>) -> Result<Vec<Tried>> {
             };
             let b = measure::run_once(inp.path, inp.argv, &t.setup, rate.as_ref(), split);
             drop(guard);
-            bs.push((i, b?));
+            let b = b?;
+            // A program that fails as it is and with the remedy gives the trial nothing to
+            // compare: the trial stops here, not after every round.
+            if let Some(line) = both_failed(&a, &b, &t.remedy) {
+                stopped = Some((line, a.exit_status));
+                break 'rounds;
+            }
+            bs.push((i, b));
         }
         a_runs.push(a);
         for (i, b) in bs {
             b_runs[i].push(b);
         }
+    }
+    if let Some((line, end)) = stopped {
+        eprintln!("costlab: {line}");
+        notes.push(line.clone());
+        let mut tried: Vec<Tried> = trials
+            .iter()
+            .map(|t| plan::not_tried(t.what, &t.remedy, line.clone(), None))
+            .collect();
+        tried.append(&mut not_tried);
+        return Ok(Trials {
+            tried,
+            failed: Some(end),
+        });
     }
     if a_runs.len() < inp.pairs {
         notes.push(format!(
@@ -272,7 +293,36 @@ pub fn verify(inp: &Inputs, notes: &mut Vec<String>) -> Result<Vec<Tried>> {
     if probe.thp_scope == "machine" {
         notes.push("THP events read from /proc/vmstat over each run: the whole machine's, so another process's huge faults count too (the cgroup has no memory controller here)".into());
     }
-    Ok(tried)
+    Ok(Trials {
+        tried,
+        failed: None,
+    })
+}
+
+/// What a `--verify` tried, and how the program ended where it failed in both arms of a
+/// trial (the command then exits with that status, as for a program that failed its count).
+pub struct Trials {
+    pub tried: Vec<Tried>,
+    pub failed: Option<ProgramEnd>,
+}
+
+/// The line that stops a trial whose program failed as it is (`a`) and with its remedy (`b`).
+fn both_failed(a: &RunMeasure, b: &RunMeasure, remedy: &str) -> Option<String> {
+    (a.exit_status.failed() && b.exit_status.failed()).then(|| {
+        format!(
+            "--verify stopped: the program failed as it is ({}) and with the remedy '{remedy}' ({}): a trial needs a program that succeeds",
+            end_words(a.exit_status),
+            end_words(b.exit_status)
+        )
+    })
+}
+
+/// "exit status 3", "killed by signal 9".
+fn end_words(end: ProgramEnd) -> String {
+    match end {
+        ProgramEnd::Exited(n) => format!("exit status {n}"),
+        ProgramEnd::Killed(s) => format!("killed by signal {s}"),
+    }
 }
 
 /// The 2 MiB pool raised for the hugetlb=2 trial, through the restore journal.

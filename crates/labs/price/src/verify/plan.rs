@@ -36,7 +36,12 @@ pub(super) struct Trial {
     pub after: After,
 }
 
-fn not_tried(what: &'static str, remedy: &str, why: String, predicted: Predicted) -> Tried {
+pub(super) fn not_tried(
+    what: &'static str,
+    remedy: &str,
+    why: String,
+    predicted: Predicted,
+) -> Tried {
     Tried {
         what,
         remedy: remedy.into(),
