@@ -41,7 +41,7 @@ fn the_readme_is_short_and_gives_exactly_the_two_set_up_commands() {
         "make deb",
         "cargo install --locked --path .",
         "cost sheet (median",
-        "$ costlab price -- ",
+        "$ costlab price ",
         "## Read on",
     ] {
         assert!(readme.contains(must), "README.md lacks {must:?}");
