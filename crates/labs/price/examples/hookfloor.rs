@@ -7,15 +7,14 @@
 //!
 //! `cargo run --release -p costlab-price --example hookfloor [COUNT] [ROUNDS]`
 
-use std::ffi::CString;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{anyhow, bail, Result};
 use costlab_bpf::prog::Load;
 use costlab_bpf::uapi::{AttachType, ProgType};
-use costlab_bpf::{sys, Asm, Program, R0};
+use costlab_bpf::{Asm, Program, R0};
 use costlab_price::measured::btf::Btf;
 
 fn empty() -> Result<Vec<costlab_bpf::Insn>> {
@@ -25,15 +24,15 @@ fn empty() -> Result<Vec<costlab_bpf::Insn>> {
     a.finish()
 }
 
-fn raw_tp(name: &str) -> Result<(Program, OwnedFd)> {
+fn raw_tp(name: &str) -> Result<costlab_bpf::Attached> {
     raw_tp_with(name, &empty()?)
 }
 
-fn raw_tp_with(name: &str, insns: &[costlab_bpf::Insn]) -> Result<(Program, OwnedFd)> {
-    let p = Program::load(ProgType::RawTracepoint, insns).map_err(|e| anyhow!("{e}"))?;
-    let n = CString::new(name)?;
-    let l = sys::raw_tracepoint_open(Some(&n), p.as_fd())?;
-    Ok((p, l))
+fn raw_tp_with(name: &str, insns: &[costlab_bpf::Insn]) -> Result<costlab_bpf::Attached> {
+    Ok(costlab_bpf::attach(
+        insns,
+        &costlab_bpf::Hook::raw_tracepoint(name),
+    )?)
 }
 
 fn tracing(btf_id: u32, at: AttachType) -> Result<(Program, OwnedFd)> {
@@ -95,9 +94,9 @@ fn parts(count: u64) -> Result<()> {
         a.mov_imm(R0, 0);
         a.exit();
         let insns = a.finish()?;
-        let (p, _l) = raw_tp_with("sys_enter", &insns)?;
+        let at = raw_tp_with("sys_enter", &insns)?;
         dd(count)?;
-        let r = p.run_stats()?;
+        let r = at.program().run_stats()?;
         let per = r.time_ns as f64 / r.count.max(1) as f64;
         if name == "empty" {
             base = per;

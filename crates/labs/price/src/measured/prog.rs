@@ -349,6 +349,15 @@ pub fn sys_enter(m: &Maps, t: &Target) -> Asm {
     a
 }
 
+/// Jump to `skip` unless the current task is the one this CPU's state tracks (r9 = the
+/// state; r0-r5 clobbered): for a syscall's exit, whose state its entry left.
+fn unless_tracked(a: &mut Asm, skip: &str) {
+    a.call(Helper::GetCurrentPidTgid);
+    a.mov32(R0, R0);
+    a.ldx_w(R1, R9, ST_TID);
+    a.jne(R0, R1, skip).note("not the tracked task's call");
+}
+
 /// At a syscall's exit, with r6 = the context and r9 = this CPU's state: a getdents64 of the
 /// tracked task on this CPU adds the bytes it returned (args[1], when above 0) to
 /// `DIRENT_BYTES`. Any other call passes with one load and one compare.
@@ -357,11 +366,7 @@ fn dirent_bytes(a: &mut Asm, m: &Maps) {
     a.jne_imm(R1, NR_GETDENTS64, "dirents_done");
     a.st_w(R9, ST_NR, SYS_OTHER as i32)
         .note("counted once, whatever exits next");
-    a.call(Helper::GetCurrentPidTgid);
-    a.mov32(R0, R0);
-    a.ldx_w(R1, R9, ST_TID);
-    a.jne(R0, R1, "dirents_done")
-        .note("not the tracked task's call");
+    unless_tracked(a, "dirents_done");
     a.ldx_dw(R1, R6, 8).note("r1 = args[1], the bytes returned");
     a.jslt_imm(R1, 1, "dirents_done")
         .note("the end of the directory, or an error");
@@ -383,11 +388,7 @@ fn exec_failed(a: &mut Asm, m: &Maps) {
         .note("r1 = args[1], what execve returned");
     a.rsh_imm(R1, 63).note("its sign bit: an error");
     a.jeq_imm(R1, 0, "exec_done");
-    a.call(Helper::GetCurrentPidTgid);
-    a.mov32(R0, R0);
-    a.ldx_w(R1, R9, ST_TID);
-    a.jne(R0, R1, "exec_done")
-        .note("not the tracked task's call");
+    unless_tracked(a, "exec_done");
     a.ldx_w(R1, R9, ST_CLASS);
     a.jne_imm(R1, NR_EXECVE, "exec_done")
         .note("its time is not open on execve's slot");
