@@ -36,8 +36,17 @@ fn spawn_in_own_group(cmd: &mut Command) -> Child {
 
 /// SIGINT to the child's process group, as Ctrl-C in a terminal; then how long it took to end.
 fn interrupt(child: &mut Child) -> (Option<std::process::ExitStatus>, Duration) {
-    // SAFETY: kill(2) on the process group of a child we spawned and have not reaped.
-    let rc = unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGINT) };
+    signal_and_wait(child, -(child.id() as libc::pid_t))
+}
+
+/// SIGINT to `to` (a pid, or a process group as its negative); then how long `child` took to
+/// end (None: still running 20 s later, then killed).
+fn signal_and_wait(
+    child: &mut Child,
+    to: libc::pid_t,
+) -> (Option<std::process::ExitStatus>, Duration) {
+    // SAFETY: kill(2) on a child we spawned (or its group) and have not reaped.
+    let rc = unsafe { libc::kill(to, libc::SIGINT) };
     assert_eq!(rc, 0);
     let t = Instant::now();
     loop {
@@ -119,6 +128,30 @@ fn ctrl_c_ends_a_one_hour_counters_interval_and_keeps_its_counts() {
         "{:?}",
         doc.notes
     );
+}
+
+/// A program started in the moment between costlab's last look at Ctrl-C and the signal's
+/// arrival never gets the terminal's SIGINT; costlab passes it on. Here the signal reaches
+/// costlab alone, which is that moment held open.
+#[test]
+fn a_ctrl_c_that_reaches_costlab_alone_still_stops_the_priced_program() {
+    if !common::is_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let mut child = spawn_in_own_group(
+        common::command_db(&db)
+            .env("COSTLAB_RETRY_BUDGET", "0")
+            .args(["price", "--", "sleep", "30"]),
+    );
+    std::thread::sleep(Duration::from_millis(2500));
+    let pid = child.id() as libc::pid_t;
+    let (status, took) = signal_and_wait(&mut child, pid);
+    let (_out, err) = read_all(&mut child);
+    let status = status.unwrap_or_else(|| panic!("price waited out its program: {err}"));
+    assert!(took < BOUND, "price took {took:?} to stop: {err}");
+    assert_eq!(status.code(), Some(130), "{err}");
 }
 
 #[test]

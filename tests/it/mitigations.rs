@@ -249,7 +249,7 @@ fn boot_script(dir: &Path, name: &str) -> String {
         "export COSTLAB_DB=/tmp/costlab-mitigations.db; cat /proc/cmdline; \
          {BIN} syscall --quick --samples 3 --batches 1,16 --retry-budget 0 --json {} >/dev/null 2>{}; \
          echo \"==syscall $?\"; \
-         {BIN} echo --quick --case epoll,uring --conns 1 --duration 300ms --samples 1 --retry-budget 0 \
+         {BIN} echo --quick --case epoll,uring --conns 1 --duration 1s --samples 1 --retry-budget 0 \
          --json {} >/dev/null 2>>{}; echo \"==echo $?\"",
         file("syscall.json"),
         file("err"),

@@ -301,6 +301,7 @@ fn before_exec(cmd: &mut Command, procs: Option<i32>, cpus: &[usize], interleave
 /// Wait for our child `pid` to exit without reaping it, so that its I/O counts are still
 /// there to read.
 fn wait_exited(pid: i32) {
+    watch_ctrl_c(pid);
     // SAFETY: an all-zero siginfo is a valid out buffer; waiting for our own child.
     unsafe {
         let mut info: libc::siginfo_t = std::mem::zeroed();
@@ -316,6 +317,54 @@ fn wait_exited(pid: i32) {
             }
         }
     }
+}
+
+/// How long a program may run on after Ctrl-C before costlab passes the signal on itself.
+const CTRL_C_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Until `pid` exits, watch for Ctrl-C: a terminal's Ctrl-C reaches the program with costlab
+/// (same process group), but a program started in the moment between costlab's last check
+/// and the signal's arrival (the handler runs on its own thread) never got it, and would
+/// hold the stop for its whole run. Still running `CTRL_C_GRACE` after the request, it gets
+/// one SIGINT from costlab. The wait wakes at the exit itself (a pidfd), so the program's
+/// wall time is not rounded to a polling period.
+fn watch_ctrl_c(pid: i32) {
+    use costlab_core::measure::cancel;
+    // SAFETY: pidfd_open on our own unreaped child; the fd is closed below.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+    if fd < 0 {
+        return;
+    }
+    let mut asked: Option<Instant> = None;
+    loop {
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&mut p, 1, 50) };
+        if n > 0 {
+            break;
+        }
+        if n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            break;
+        }
+        if !cancel::requested() {
+            continue;
+        }
+        match asked {
+            None => asked = Some(Instant::now()),
+            Some(t) if t.elapsed() >= CTRL_C_GRACE => {
+                // SAFETY: a signal to our own child, not yet reaped (its pid is still its).
+                unsafe { libc::kill(pid, libc::SIGINT) };
+                break;
+            }
+            Some(_) => {}
+        }
+    }
+    // SAFETY: our own fd.
+    unsafe { libc::close(fd) };
 }
 
 /// rchar and wchar of a process (its exited threads and reaped children included).
