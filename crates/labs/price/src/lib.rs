@@ -468,6 +468,8 @@ fn evidence(counts: &count::Counts, units: &Units) -> measured::beside::Evidence
             .collect();
         subs.sort_by(|a, b| b.1.total_cmp(&a.1));
         ev.subsystems = subs;
+        ev.inside = smp.inside.clone();
+        ev.sampler_interrupts = smp.total;
     }
     for t in ["open", "create", "getdents64/entry"] {
         if let Some(m) = units.get(t).and_then(|u| u.summary()) {

@@ -456,7 +456,20 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
     if split_entry {
         rows.extend(entry_exit(counts, units));
     }
-    for ((class, event), &n) in &counts.events {
+    // The local timer's interrupts the split counted (a count, not a time: it is priced as
+    // any counted event is).
+    let ticks = counts
+        .measured
+        .as_ref()
+        .and_then(|s| s.line("irq", "local_timer"))
+        .map_or(0, |l| l.count);
+    let mut events = counts.events.clone();
+    if ticks > 0 {
+        events
+            .entry(("irq".into(), "local_timer".into()))
+            .or_insert(ticks);
+    }
+    for ((class, event), &n) in &events {
         if (class.as_str(), event.as_str()) == ("uring_submit", "submit") {
             rows.push(uring_submissions(counts, n, units));
             continue;

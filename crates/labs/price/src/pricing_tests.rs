@@ -44,3 +44,32 @@ fn getdents64_is_priced_by_call_and_entries_where_the_entries_were_counted() {
     let entries = by(&split, "bytes", "dirents").unwrap();
     assert!((entries - 100.0 * 100.0).abs() < 1e-6, "{entries}");
 }
+
+/// The local timer's interrupts the split counted are priced at the tick term, as any
+/// counted event; no split, no line.
+#[test]
+fn the_timer_interrupts_the_split_counted_are_priced_per_tick() {
+    let units: Units = [("tick".to_string(), unit(2000.0))].into();
+    let mut counts = Counts::default();
+    let none = price(&counts, &units);
+    assert!(!none.iter().any(|p| p.class == "irq"));
+    counts.measured = Some(crate::measured::Split {
+        lines: vec![crate::measured::Line {
+            class: "irq".into(),
+            event: "local_timer".into(),
+            count: 300,
+            cpu_ns: 3_000_000,
+            ..crate::measured::Line::default()
+        }],
+        ..crate::measured::Split::default()
+    });
+    let rows = price(&counts, &units);
+    let tick = rows
+        .iter()
+        .find(|p| p.class == "irq" && p.event == "local_timer")
+        .unwrap();
+    assert_eq!(
+        (tick.count, tick.priced().map(|s| s.median)),
+        (300, Some(600_000.0))
+    );
+}

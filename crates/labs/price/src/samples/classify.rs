@@ -23,6 +23,56 @@ impl Frame {
     }
 }
 
+/// The event a kernel sample ran inside, as the split names its lines: the innermost of an
+/// interrupt ("irq local_timer", "irq other"), a page fault ("fault"), a syscall ("syscall
+/// openat", from its `__x64_sys_` entry frame), read from the leaf outward.
+pub fn inside_event(frames: &[Frame]) -> Option<String> {
+    for f in frames.iter().filter(|f| f.is_kernel()) {
+        let s = f.sym.as_str();
+        if s == "sysvec_apic_timer_interrupt" || s == "asm_sysvec_apic_timer_interrupt" {
+            return Some("irq local_timer".into());
+        }
+        if s.starts_with("sysvec_") || s.starts_with("common_interrupt") {
+            return Some("irq other".into());
+        }
+        if s == "exc_page_fault" || s == "asm_exc_page_fault" {
+            return Some("fault".into());
+        }
+        // `ksys_read` and the like: the syscall's own wrapper inlined into the dispatcher.
+        for prefix in [
+            "__x64_sys_",
+            "__ia32_sys_",
+            "__do_sys_",
+            "__se_sys_",
+            "ksys_",
+        ] {
+            if let Some(name) = s.strip_prefix(prefix) {
+                return Some(format!("syscall {name}"));
+            }
+        }
+    }
+    None
+}
+
+/// What a few kernel functions that a sample inside a slow call may name are doing, in
+/// words, for a reading.
+pub fn meaning(func: &str) -> Option<&'static str> {
+    Some(match func {
+        "recently_deleted" | "find_inode_bit" => {
+            "ext4 with no journal passing over inodes deleted in the last seconds to find a free one (a create right after many deletions)"
+        }
+        "clear_page_erms" | "clear_page_rep" | "clear_page_orig" => "zeroing new pages",
+        "rep_movs_alternative" | "copy_user_generic" | "_copy_to_iter" | "_copy_from_iter"
+        | "copy_page_to_iter" | "copy_page_from_iter" => "copying to or from user memory",
+        "native_write_msr" => "a timer reprogrammed (an MSR write: a VM exit on a guest)",
+        "smp_call_function_many_cond" => "waiting on other CPUs (an IPI: a TLB shootdown or a cross-CPU call)",
+        "_raw_spin_unlock_irqrestore" | "_raw_spin_unlock_irq" | "finish_task_switch.isra.0" => {
+            "interrupts enabled again after a lock or a switch: time the guest's pending interrupts land on"
+        }
+        _ => return None,
+    })
+}
+
 pub const SUBSYSTEMS: [&str; 11] = [
     "fs/VFS",
     "user copies",
@@ -125,6 +175,47 @@ mod tests {
                 dso: "[kernel.kallsyms]".into(),
             })
             .collect()
+    }
+
+    #[test]
+    fn a_kernel_sample_is_placed_in_the_innermost_event_it_ran_inside() {
+        let inside = |syms: &[&str]| inside_event(&k(syms));
+        assert_eq!(
+            inside(&[
+                "recently_deleted",
+                "__ext4_new_inode",
+                "__x64_sys_openat",
+                "do_syscall_64"
+            ])
+            .as_deref(),
+            Some("syscall openat")
+        );
+        // The wrapper inlined into the dispatcher: ksys_read is read's own frame.
+        assert_eq!(
+            inside(&["_copy_to_iter", "ksys_read", "do_syscall_64"]).as_deref(),
+            Some("syscall read")
+        );
+        assert_eq!(
+            inside(&["__do_sys_newfstatat", "do_syscall_64"]).as_deref(),
+            Some("syscall newfstatat")
+        );
+        // A fault taken inside a syscall is the fault's; a tick inside either is the tick's.
+        assert_eq!(
+            inside(&["clear_page_erms", "exc_page_fault", "ksys_read"]).as_deref(),
+            Some("fault")
+        );
+        assert_eq!(
+            inside(&[
+                "native_write_msr",
+                "sysvec_apic_timer_interrupt",
+                "exc_page_fault"
+            ])
+            .as_deref(),
+            Some("irq local_timer")
+        );
+        assert_eq!(inside(&["schedule", "worker_thread"]), None);
+        assert!(meaning("recently_deleted").unwrap().contains("no journal"));
+        assert_eq!(meaning("memcpy"), None);
     }
 
     #[test]

@@ -1,0 +1,275 @@
+//! Tests of `beside`: the measured lines with their prices, and the readings.
+use super::*;
+use crate::pricing::Unit;
+
+fn line(class: &str, event: &str, count: u64, cpu: u64) -> Line {
+    Line {
+        class: class.into(),
+        event: event.into(),
+        count,
+        cpu_ns: cpu,
+        ..Line::default()
+    }
+}
+
+fn priced(class: &str, event: &str, count: u64, unit: f64) -> Priced {
+    Priced {
+        class: class.into(),
+        event: event.into(),
+        count,
+        unit: Some(Unit {
+            samples: vec![unit],
+            rows: Vec::new(),
+            from: "test".into(),
+        }),
+        unit_name: "s".into(),
+        how: String::new(),
+    }
+}
+
+fn split() -> Split {
+    Split {
+        lines: vec![
+            line("user", "user", 0, 500),
+            line("syscall", "read", 10, 300),
+            line("syscall", "pread64", 10, 100),
+            line("syscall", "write", 10, 100),
+            line("fault", "minor", 4, 40),
+        ],
+        usage_ns: 1040,
+        ..Split::default()
+    }
+}
+
+#[test]
+fn fd_kinds_fold_onto_the_name_and_bytes_onto_the_family_by_count() {
+    let s = split();
+    let p = vec![
+        priced("syscall", "read:file", 6, 10.0),
+        priced("syscall", "read:pipe", 4, 5.0),
+        priced("bytes", "read", 100, 1.0),
+        priced("fault", "minor", 4, 10.0),
+    ];
+    let b = beside(&s, &p);
+    let of = |e: &str| b.iter().find(|x| x.line.event == e).unwrap();
+    // read: 60 + 20 from its kinds, and half the 100 bytes (10 of the family's 20 calls).
+    assert_eq!(of("read").priced_ns, Some(130.0));
+    assert_eq!(of("pread64").priced_ns, Some(50.0));
+    assert_eq!(of("write").priced_ns, None);
+    assert_eq!(of("minor").ratio(), Some(1.0));
+    assert_eq!(of("user").priced_ns, None);
+}
+
+/// Lines the split measures apart from their syscall's name: creates on their own line,
+/// getdents64's entries on getdents64, an exit's unmapped pages on exit_group.
+#[test]
+fn creates_entries_and_unmapped_pages_meet_the_lines_that_hold_them() {
+    let s = Split {
+        lines: vec![
+            line("syscall", "openat", 10, 1000),
+            line("syscall", "openat:create", 2, 2000),
+            line("syscall", "getdents64", 4, 400),
+            line("syscall", "exit_group", 1, 300),
+        ],
+        usage_ns: 3700,
+        ..Split::default()
+    };
+    let p = vec![
+        priced("syscall", "openat", 10, 100.0),
+        priced("syscall", "openat:create", 2, 1000.0),
+        priced("syscall", "getdents64", 4, 50.0),
+        priced("bytes", "dirents", 480, 0.5),
+        priced("bytes", "unmapped", 4096, 0.05),
+    ];
+    let b = beside(&s, &p);
+    let of = |e: &str| b.iter().find(|x| x.line.event == e).unwrap();
+    assert_eq!(of("openat").priced_ns, Some(1000.0));
+    assert_eq!(of("openat:create").priced_ns, Some(2000.0));
+    assert_eq!(of("getdents64").priced_ns, Some(200.0 + 240.0));
+    assert_eq!(of("exit_group").priced_ns, Some(204.8));
+}
+
+#[test]
+fn the_evidence_names_what_supports_the_distance() {
+    let s = split();
+    let mut b = Beside {
+        line: Line {
+            waits: 3,
+            wait_ns: 5000,
+            ..line("syscall", "futex", 3, 1000)
+        },
+        priced_ns: Some(100.0),
+        rows: Vec::new(),
+    };
+    let ev = Evidence::default();
+    let e = evidence(&s, &b, &ev);
+    assert!(e[0].starts_with("it was switched out 3 times"), "{e:?}");
+    assert!(
+        e[1].contains("prices 33.3 ns an event; it would have to be 333.3 ns"),
+        "{e:?}"
+    );
+    b.line.waits = 0;
+    b.priced_ns = None;
+    assert_eq!(
+        evidence(&s, &b, &ev),
+        ["nothing counted in this run explains it"]
+    );
+    let ev = Evidence {
+        subsystems: vec![("futex".into(), 60.0), ("sched".into(), 30.0)],
+        terms: Vec::new(),
+        ..Evidence::default()
+    };
+    assert_eq!(
+        evidence(&s, &b, &ev),
+        ["the run's kernel samples: futex 60%, sched 30%"]
+    );
+}
+
+#[test]
+fn rows_follow_the_contract_and_render() {
+    let s = split();
+    let b = beside(&s, &[priced("syscall", "read", 10, 15.0)]);
+    let mut o = Outcome::default();
+    push_rows(&mut o, &s, &b, "dd", 0);
+    let metrics = |c: &str, e: &str| -> Vec<String> {
+        o.results
+            .iter()
+            .filter(|r| r.key("class") == c && r.key("event") == e)
+            .map(|r| r.metric.clone())
+            .collect()
+    };
+    assert_eq!(
+        metrics("syscall", "read"),
+        ["cpu_time", "wait_time", "per_event", "priced_ratio"]
+    );
+    assert_eq!(metrics("user", "user"), ["cpu_time"]);
+    assert_eq!(
+        metrics("program", "total"),
+        ["cpu_usage", "attributed", "kernel_attributed"]
+    );
+    let ratio = o
+        .results
+        .iter()
+        .find(|r| r.metric == "priced_ratio")
+        .unwrap();
+    assert_eq!(ratio.summary.median, 0.5);
+    assert!(o.results.iter().all(|r| r.quality == Some(Quality::Ok)));
+    let t = render(&o);
+    assert!(
+        t.contains("where the CPU time went") && t.contains("0.50"),
+        "{t}"
+    );
+    let v = verdict(&s, &b, 0);
+    assert!(
+        v[0].contains("+0.00%") && v[0].contains("within 2%"),
+        "{v:?}"
+    );
+}
+
+#[test]
+fn heavy_lines_outside_the_band_are_named_with_evidence_and_the_rest_left_out() {
+    let s = Split {
+        lines: vec![
+            line("user", "user", 0, 5000),
+            line("syscall", "openat", 10, 1000),
+            line("syscall", "read", 10, 100),
+            line("syscall", "execve", 1, 200),
+            line("fault", "minor", 4, 40),
+        ],
+        usage_ns: 6340,
+        ..Split::default()
+    };
+    let b = beside(
+        &s,
+        &[
+            priced("syscall", "openat", 10, 10.0),
+            priced("syscall", "read", 10, 10.0),
+        ],
+    );
+    let ev = Evidence {
+        subsystems: vec![("ext4".into(), 40.0)],
+        terms: vec![("open".into(), 10.0), ("create".into(), 90.0)],
+        ..Evidence::default()
+    };
+    let out: Vec<String> = outside(&s, &b, 1340.0, &ev)
+        .iter()
+        .map(Outside::text)
+        .collect();
+    // openat (0.10x, 75% of the kernel time) and execve (no term, 15%); read is within
+    // the band, the minor faults under 5%.
+    assert_eq!(out.len(), 2, "{out:?}");
+    assert!(
+        out[0].starts_with("syscall openat:") && out[0].contains("(0.10x)"),
+        "{}",
+        out[0]
+    );
+    assert!(out[0].contains("nearer a create's"), "{}", out[0]);
+    assert!(out[0].contains("would have to be 100.0 ns"), "{}", out[0]);
+    assert!(out[0].contains("ext4 40%"), "{}", out[0]);
+    assert!(
+        out[1].starts_with("syscall execve:") && out[1].contains("no term"),
+        "{}",
+        out[1]
+    );
+}
+
+#[test]
+fn a_reading_cites_the_samples_taken_inside_its_own_line_and_what_they_mean() {
+    let s = split();
+    let b = Beside {
+        line: line("syscall", "openat:create", 10, 100_000),
+        priced_ns: Some(10_000.0),
+        rows: Vec::new(),
+    };
+    let mut ev = Evidence {
+        subsystems: vec![("fs/VFS".into(), 60.0)],
+        ..Evidence::default()
+    };
+    ev.inside.insert(
+        "syscall openat".into(),
+        crate::samples::Subsystem {
+            samples: 20,
+            top: vec![
+                ("recently_deleted".into(), 9),
+                ("find_get_block_common".into(), 7),
+                ("memcpy".into(), 4),
+            ],
+        },
+    );
+    let e = evidence(&s, &b, &ev);
+    let last = e.last().unwrap();
+    assert!(
+        last.starts_with("its 20 kernel samples (the syscall openat line's) stop most in recently_deleted 45%, find_get_block_common 35%, memcpy 20%"),
+        "{e:?}"
+    );
+    assert!(last.contains("ext4 with no journal"), "{last}");
+    // The run-wide subsystems only where the line has no samples of its own (or too few).
+    assert!(!e.iter().any(|x| x.contains("the run's kernel samples")));
+    ev.inside.get_mut("syscall openat").unwrap().samples = 4;
+    let e = evidence(&s, &b, &ev);
+    assert!(
+        e.last()
+            .unwrap()
+            .contains("the run's kernel samples: fs/VFS 60%"),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn the_timer_line_says_how_many_of_its_interrupts_the_sampler_made() {
+    let s = split();
+    let b = Beside {
+        line: line("irq", "local_timer", 300, 3_000_000),
+        priced_ns: Some(600_000.0),
+        rows: Vec::new(),
+    };
+    let ev = Evidence {
+        sampler_interrupts: 120,
+        ..Evidence::default()
+    };
+    let e = evidence(&s, &b, &ev);
+    assert!(
+        e[0].starts_with("120 of its 300 interrupts were the sampler's own"),
+        "{e:?}"
+    );
+}
