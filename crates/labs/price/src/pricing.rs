@@ -298,6 +298,21 @@ pub fn event_pricing(class: &str, event: &str) -> Option<Pricing> {
     }
 }
 
+/// Of the local timer's interrupts the split counted on the program's CPUs, those that were
+/// the kernel's tick: the rest were the tracers' own, the sampler's (`sampled`, one a
+/// sample) and the split's cpu-clock (one every `USER_TICK_PERIOD_NS` of the program's CPU).
+/// Each is a local timer interrupt on this kernel: every hrtimer expires in it.
+pub fn own_ticks(split: &crate::measured::Split, sampled: u64) -> u64 {
+    let all = split.line("irq", "local_timer").map_or(0, |l| l.count);
+    all.saturating_sub(sampled)
+        .saturating_sub(split_ticks(split))
+}
+
+/// The split's own cpu-clock interrupts over the program's CPU time.
+pub fn split_ticks(split: &crate::measured::Split) -> u64 {
+    split.usage_ns / crate::measured::prog::USER_TICK_PERIOD_NS
+}
+
 /// A light call's pricing without a split: its entry and exit, at s.
 pub const LIGHT_HOW: &str = "a light call: at s, the null call's round trip";
 /// A light call's pricing beside a split, which finds its entry and exit inside user time.
@@ -456,13 +471,11 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
     if split_entry {
         rows.extend(entry_exit(counts, units));
     }
-    // The local timer's interrupts the split counted (a count, not a time: it is priced as
-    // any counted event is).
-    let ticks = counts
-        .measured
-        .as_ref()
-        .and_then(|s| s.line("irq", "local_timer"))
-        .map_or(0, |l| l.count);
+    // The local timer's interrupts the split counted that were the kernel's own tick (a
+    // count, not a time: priced as any counted event is).
+    let ticks = counts.measured.as_ref().map_or(0, |s| {
+        own_ticks(s, counts.samples.as_ref().map_or(0, |x| x.total))
+    });
     let mut events = counts.events.clone();
     if ticks > 0 {
         events

@@ -72,4 +72,19 @@ fn the_timer_interrupts_the_split_counted_are_priced_per_tick() {
         (tick.count, tick.priced().map(|s| s.median)),
         (300, Some(600_000.0))
     );
+    // The tracers' own interrupts are not the program's: 40 samples, and a split tick each
+    // 4 ms of the program's CPU (none at first, then 100 over 400 ms).
+    counts.samples = Some(crate::samples::Samples {
+        total: 40,
+        ..Default::default()
+    });
+    let of = |counts: &Counts| {
+        price(counts, &units)
+            .into_iter()
+            .find(|p| p.class == "irq")
+            .map(|p| p.count)
+    };
+    assert_eq!(of(&counts), Some(260));
+    counts.measured.as_mut().unwrap().usage_ns = 400_000_000;
+    assert_eq!(of(&counts), Some(160));
 }

@@ -391,11 +391,15 @@ pub fn evidence(split: &Split, b: &Beside, ev: &Evidence) -> Vec<String> {
                 "{sigreturns} signals handled (rt_sigreturn calls) in the run: a fault that raises a signal (a JVM's null check or safepoint poll, a Go preemption) runs on through the signal's delivery to the handler"
             ));
         }
-        ("irq", "local_timer") if ev.sampler_interrupts > 0 => why.push(format!(
-            "{} of its {} interrupts were the sampler's own (perf's cpu-clock, one interrupt a sample, each with a stack walk): the tracer's, not the program's, and not taken out",
-            ev.sampler_interrupts.min(l.count),
-            l.count
-        )),
+        ("irq", "local_timer") => {
+            let mine = crate::pricing::split_ticks(split).min(l.count);
+            let sampled = ev.sampler_interrupts.min(l.count - mine);
+            why.push(format!(
+                "of its {} interrupts, {sampled} were the sampler's (perf's cpu-clock: one a sample, with a stack walk; not taken out) and about {mine} the split's own cpu-clock (one each 4 ms of the program's CPU; their cost is taken out of the total, not this line): {} were the kernel's tick, the only ones priced",
+                l.count,
+                l.count - mine - sampled
+            ));
+        }
         ("fault", "unfinished") => why.push(
             "faults whose end the split did not see: one that raised a signal (SIGSEGV, SIGBUS) or failed; they run on until the next transition".into(),
         ),

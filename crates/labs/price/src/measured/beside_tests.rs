@@ -267,9 +267,21 @@ fn the_timer_line_says_how_many_of_its_interrupts_the_sampler_made() {
         sampler_interrupts: 120,
         ..Evidence::default()
     };
+    // usage_ns 1040 ns: no 4 ms of CPU, no split tick.
     let e = evidence(&s, &b, &ev);
     assert!(
-        e[0].starts_with("120 of its 300 interrupts were the sampler's own"),
+        e[0].starts_with("of its 300 interrupts, 120 were the sampler's")
+            && e[0].contains("about 0 the split's own")
+            && e[0].contains("180 were the kernel's tick"),
+        "{e:?}"
+    );
+    let long = Split {
+        usage_ns: 400_000_000,
+        ..split()
+    };
+    let e = evidence(&long, &b, &ev);
+    assert!(
+        e[0].contains("about 100 the split's own") && e[0].contains(": 80 were the kernel's tick"),
         "{e:?}"
     );
 }
