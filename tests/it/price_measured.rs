@@ -238,6 +238,72 @@ fn the_splits_edges_leave_no_impossible_line() {
     }
 }
 
+/// Minor faults are split by kind where the kernel has the page cache's fault tracepoints
+/// (6.9 on): anonymous pages on `fault minor`, page-cache pages mapped on `minor:file`, copies
+/// on write on `minor:cow`, each priced at its own term (edges.c `faults N`: N of each).
+#[test]
+fn minor_faults_are_told_apart_by_kind() {
+    let name = "minor_faults_are_told_apart_by_kind";
+    if let Some(why) = count::unavailable() {
+        return skip::skipped_unless_ci(name, &why);
+    }
+    if !std::path::Path::new("/sys/kernel/tracing/events/filemap/mm_filemap_map_pages").exists()
+        && !std::path::Path::new("/sys/kernel/debug/tracing/events/filemap/mm_filemap_map_pages")
+            .exists()
+    {
+        return skip::skipped(
+            name,
+            "this kernel has no mm_filemap_map_pages tracepoint (6.9 on)",
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("edges");
+    let cc = std::process::Command::new("cc")
+        .args(["-O1", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/price/edges.c"
+        ))
+        .output();
+    match cc {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => panic!("cc failed: {}", String::from_utf8_lossy(&o.stderr)),
+        Err(e) => return skip::skipped(name, &format!("no C compiler (cc): {e}")),
+    }
+    let db = dir.path().join("h.db");
+    let _one = common::serial();
+    let n = 2000.0;
+    let doc = price(&db, &["--", exe.to_str().unwrap(), "faults", "2000"]);
+    let r = rows(&doc);
+    let (anon, file, cow) = (
+        count_of(&r, "fault", "minor"),
+        count_of(&r, "fault", "minor:file"),
+        count_of(&r, "fault", "minor:cow"),
+    );
+    // Each page written once: n zero-fills and n copies (the libc's own faults besides);
+    // the file's n pages mapped 16 at a time at most.
+    assert!(anon >= n, "anonymous {anon}");
+    assert!(cow >= n, "copies on write {cow}");
+    assert!(file >= n / 16.0 && file < n, "file {file}");
+    // Each kind at its own term (fault-4k, fault-file, fault-cow): three unit costs.
+    let unit = |e: &str| {
+        doc["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| {
+                x["case"]["class"] == "fault"
+                    && x["case"]["event"] == e
+                    && x["metric"] == "unit_cost"
+            })
+            .and_then(|x| x["summary"]["median"].as_f64())
+            .unwrap_or_else(|| panic!("no unit cost for fault {e}"))
+    };
+    let (a, f, c) = (unit("minor"), unit("minor:file"), unit("minor:cow"));
+    assert!(a != f && a != c && f != c, "{a} {f} {c}");
+}
+
 /// openat with O_CREAT is a line of its own, `openat:create`, counted exactly (every call
 /// timed and one in 16) and priced at the create term, and openat keeps the other opens; the
 /// bytes getdents64 returned are counted exactly too.

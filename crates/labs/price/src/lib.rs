@@ -18,6 +18,7 @@ mod rows;
 pub mod samples;
 pub mod saved;
 mod source;
+pub mod terms_of;
 mod times;
 pub mod tracecost;
 mod units;

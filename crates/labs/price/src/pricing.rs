@@ -74,23 +74,10 @@ impl Unit {
 /// per-byte part), "s" (the syscall lab's getppid), "t(N)" (its io_uring NOP per op at N).
 pub type Units = BTreeMap<String, Unit>;
 
-/// How one counted event is priced: the unit's name, a factor, and a word on it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Pricing {
-    pub unit: &'static str,
-    pub factor: f64,
-    pub how: &'static str,
-}
-
-fn by(unit: &'static str, factor: f64, how: &'static str) -> Option<Pricing> {
-    Some(Pricing { unit, factor, how })
-}
-
 /// Terms the syscall lab measures (its `call`s at batch 1, 16 B) that price calls here.
 pub const SYSCALL_TERMS: [&str; 4] = ["read-devzero", "write-devnull", "tcp-send", "tcp-recv"];
 
 /// The read/write family's names.
-const READS: [&str; 5] = ["read", "pread64", "readv", "preadv", "preadv2"];
 const WRITES: [&str; 5] = ["write", "pwrite64", "writev", "pwritev", "pwritev2"];
 
 /// A syscall's name without the kind of fd its calls went to (`read:dev` is a `read`).
@@ -98,223 +85,10 @@ pub fn base_name(name: &str) -> &str {
     name.split_once(':').map_or(name, |(b, _)| b)
 }
 
-/// Calls whose work is the entry and exit and a few loads and stores: priced at s, the null
-/// call's round trip. Any other call with no term of its own has no price ("no term").
-pub const LIGHT: [&str; 44] = [
-    "getpid",
-    "getppid",
-    "gettid",
-    "getuid",
-    "geteuid",
-    "getgid",
-    "getegid",
-    "getpgrp",
-    "getpgid",
-    "getsid",
-    "getresuid",
-    "getresgid",
-    "getgroups",
-    "getcwd",
-    "uname",
-    "umask",
-    "rt_sigaction",
-    "rt_sigprocmask",
-    "rt_sigreturn",
-    "sigaltstack",
-    "set_tid_address",
-    "set_robust_list",
-    "get_robust_list",
-    "rseq",
-    "arch_prctl",
-    "prctl",
-    "prlimit64",
-    "getrlimit",
-    "setrlimit",
-    "sched_getaffinity",
-    "sched_yield",
-    "getrandom",
-    "clock_gettime",
-    "clock_getres",
-    "gettimeofday",
-    "time",
-    "lseek",
-    "fcntl",
-    "dup",
-    "dup2",
-    "dup3",
-    "capget",
-    "getpriority",
-    "sysinfo",
-];
+pub use crate::terms_of::{
+    event_pricing, own_ticks, split_ticks, syscall_pricing, Pricing, LIGHT, LIGHT_HOW, READS,
+};
 
-/// The term a syscall is priced at: its own term where costlab measures one (by operation,
-/// the file system's for a file-system call), s for a light call, none otherwise ("no term":
-/// 0 in the priced total, said on its line). The read/write family's calls counted by the
-/// kind of fd they went to (`read:dev`, `write:pipe`) are priced at that kind's term.
-pub fn syscall_pricing(name: &str) -> Option<Pricing> {
-    if let Some((base, kind)) = name.split_once(':') {
-        let read = READS.contains(&base);
-        return match kind {
-            "file" if read => by(
-                "file-read",
-                1.0,
-                "a cached file's read: its fixed part (a pread); its bytes are priced apart",
-            ),
-            "pipe" => by(
-                "pipe-rw",
-                0.5,
-                "on a pipe: half a pipe write+read pair's fixed part; its bytes are priced apart",
-            ),
-            "dev" if read => by(
-                "read-devzero",
-                1.0,
-                "on a character device: priced at a 1-byte read of /dev/zero (the syscall lab's); what another device does is not measured here",
-            ),
-            "dev" => by(
-                "write-devnull",
-                1.0,
-                "on a character device: priced at a write to /dev/null (the syscall lab's); what another device does is not measured here",
-            ),
-            "socket" => syscall_pricing(if read { "recvfrom" } else { "sendto" }),
-            "failed" if base == "execve" => by(
-                "stat",
-                1.0,
-                "an execve that failed (a PATH search): priced as the path lookup it made, a stat",
-            ),
-            "create" => by(
-                "create",
-                1.0,
-                "an openat with O_CREAT: priced as a create of a new name on this file system",
-            ),
-            _ => syscall_pricing(base),
-        };
-    }
-    match name {
-        "futex" => by(
-            "futex-wake",
-            1.0,
-            "a futex call that does not sleep (a sleep is priced as a switch)",
-        ),
-        "open" | "openat" | "openat2" => by(
-            "open",
-            1.0,
-            "an open of an existing file on this file system (a create costs more: see the reading)",
-        ),
-        "creat" => by("create", 1.0, "a create of a new name on this file system"),
-        "close" => by("close", 1.0, "a close of a file just opened"),
-        "mkdir" | "mkdirat" => by("mkdir", 1.0, "a mkdir on this file system"),
-        "rmdir" => by("rmdir", 1.0, "an rmdir of an empty directory on this file system"),
-        "unlink" | "unlinkat" => by("unlink", 1.0, "an unlink of an empty file on this file system"),
-        "rename" | "renameat" | "renameat2" => by("rename", 1.0, "a rename in one directory on this file system"),
-        "fsync" => by("fsync", 1.0, "an fsync after a small write (one page written back)"),
-        "fdatasync" => by("fdatasync", 1.0, "an fdatasync after a small write (one page written back)"),
-        "getdents64" | "getdents" => by(
-            "getdents64",
-            1.0,
-            "a call reading a 64-entry directory through on this file system (entries returned are not counted)",
-        ),
-        "stat" | "lstat" | "newfstatat" | "statx" => by("stat", 1.0, "a path lookup and stat"),
-        "read" | "pread64" | "readv" | "preadv" | "preadv2" => by(
-            "file-read",
-            1.0,
-            "a read's fixed part (a cached file's pread); its bytes are priced apart",
-        ),
-        "write" | "pwrite64" | "writev" | "pwritev" | "pwritev2" => by(
-            "pipe-rw",
-            0.5,
-            "half a pipe write+read pair's fixed part; its bytes are priced apart",
-        ),
-        "sendto" | "sendmsg" | "send" => by(
-            "tcp-send",
-            1.0,
-            "a loopback TCP send of 16 B (the syscall lab's), its delivery to the peer included",
-        ),
-        "recvfrom" | "recvmsg" | "recv" => by(
-            "tcp-recv",
-            1.0,
-            "a TCP recv of 16 B that finds data (the syscall lab's); one that finds none costs less",
-        ),
-        "clone" | "clone3" | "fork" | "vfork" => by(
-            "none",
-            0.0,
-            "the call only: the thread or process it starts is priced in class spawn",
-        ),
-        "execve" | "execveat" => by(
-            "exec",
-            1.0,
-            "an exec of a one-page static program and that program's exit (the pages the old image unmaps are not counted)",
-        ),
-        "exit_group" | "exit" => by(
-            "none",
-            0.0,
-            "its fixed part is in the exec term; the pages it unmaps are priced apart (bytes unmapped)",
-        ),
-        "mmap" | "mprotect" | "brk" | "mremap" => by(
-            "mmap",
-            1.0,
-            "an mmap of 16 untouched pages: a VMA made or changed",
-        ),
-        "munmap" => by(
-            "munmap",
-            1.0,
-            "a munmap of 16 touched pages, no other CPU to flush",
-        ),
-        n if LIGHT.contains(&n) => by("s", 1.0, LIGHT_HOW),
-        _ => None,
-    }
-}
-
-/// The term an event of another class is priced at; None where no term prices it.
-pub fn event_pricing(class: &str, event: &str) -> Option<Pricing> {
-    match (class, event) {
-        ("fault", "minor") => by(
-            "fault-4k",
-            1.0,
-            "an anonymous 4 KiB first touch (file-backed and COW faults priced alike)",
-        ),
-        ("fault", "major") => by(
-            "fault-major",
-            1.0,
-            "a read fault on a file page not cached, its readahead included",
-        ),
-        ("switch", _) => by(
-            "switch",
-            1.0,
-            "a same-CPU hand-off minus its futex wake and wait",
-        ),
-        ("spawn", "thread") => by("thread-spawn", 1.0, "a thread created and joined"),
-        ("spawn", "process") => by(
-            "fork",
-            1.0,
-            "a fork by a parent with few pages touched (the fork term's fixed part; a parent with more pages mapped costs more, its pages are not counted); the child's exit is on exit_group",
-        ),
-        ("irq", "local_timer") => by("tick", 1.0, "the local timer's interrupt, per tick"),
-        ("bytes", "dirents") => by(
-            "getdents64/entry",
-            1.0 / costlab_core::measure::unitcost::fsops::DIRENT_RECLEN as f64,
-            "the directory entries getdents64 returned, by their bytes: one entry per 48 bytes (the term's own entries; a shorter name makes an entry shorter)",
-        ),
-        _ => None,
-    }
-}
-
-/// Of the local timer's interrupts the split counted on the program's CPUs, those that were
-/// the kernel's tick: the rest were the tracers' own, the sampler's (`sampled`, one a
-/// sample) and the split's cpu-clock (one every `USER_TICK_PERIOD_NS` of the program's CPU).
-/// Each is a local timer interrupt on this kernel: every hrtimer expires in it.
-pub fn own_ticks(split: &crate::measured::Split, sampled: u64) -> u64 {
-    let all = split.line("irq", "local_timer").map_or(0, |l| l.count);
-    all.saturating_sub(sampled)
-        .saturating_sub(split_ticks(split))
-}
-
-/// The split's own cpu-clock interrupts over the program's CPU time.
-pub fn split_ticks(split: &crate::measured::Split) -> u64 {
-    split.usage_ns / crate::measured::prog::USER_TICK_PERIOD_NS
-}
-
-/// A light call's pricing without a split: its entry and exit, at s.
-pub const LIGHT_HOW: &str = "a light call: at s, the null call's round trip";
 /// A light call's pricing beside a split, which finds its entry and exit inside user time.
 pub const LIGHT_SPLIT_HOW: &str =
     "a light call: its cost is the entry and exit, priced on the line inside user time";
@@ -588,7 +362,8 @@ fn unmapped_at_exit(counts: &Counts, units: &Units) -> Option<Priced> {
     };
     let munmapped = counts.syscalls.get("munmap").copied().unwrap_or(0)
         * costlab_core::measure::unitcost::MUNMAP_PAGES as u64;
-    let pages = (fault("minor") + fault("major")).saturating_sub(munmapped);
+    let pages = (fault("minor") + fault("minor:file") + fault("minor:cow") + fault("major"))
+        .saturating_sub(munmapped);
     (pages > 0).then(|| Priced {
         class: "bytes".into(),
         event: "unmapped".into(),

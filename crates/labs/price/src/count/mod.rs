@@ -135,6 +135,7 @@ impl Counting {
     ) -> Result<(BTreeMap<String, u64>, Events)> {
         notes.extend(self.notes.iter().cloned());
         let kinds = self.watch.stop();
+        let kinds_of_faults = split.as_ref().map(|s| (s.fault_file, s.fault_cow));
         let (ids, by_fd, creates, dirent_bytes, exec_failed) = match (&self.syscalls, split) {
             (Some(c), _) => (c.read()?, c.read_by_fd()?, 0, 0, 0),
             (None, Some(s)) => (s.ids, s.by_fd, s.creates, s.dirent_bytes, s.exec_failed),
@@ -151,6 +152,9 @@ impl Counting {
         if dirent_bytes > 0 {
             events.insert(("bytes".into(), "dirents".into()), dirent_bytes);
         }
+        if let Some((file, cow)) = kinds_of_faults {
+            split_faults(&mut events, file, cow);
+        }
         let names = syscall_names(Path::new("/"));
         let mut syscalls = named(&ids, &names);
         split_by_fd_kind(&mut syscalls, &by_fd, &kinds, &names);
@@ -158,6 +162,24 @@ impl Counting {
         split_off(&mut syscalls, "execve", "execve:failed", exec_failed);
         Ok((syscalls, events))
     }
+}
+
+/// Take the minor faults the split told apart (a page-cache page mapped, a page copied on
+/// write) out of the counter's minor faults into `minor:file` and `minor:cow`, priced at
+/// their own terms; the rest stay `minor`, anonymous pages.
+pub fn split_faults(events: &mut Events, file: u64, cow: u64) {
+    let key = |e: &str| ("fault".to_string(), e.to_string());
+    let Some(all) = events.get(&key("minor")).copied() else {
+        return;
+    };
+    let file = file.min(all);
+    let cow = cow.min(all - file);
+    for (e, n) in [("minor:file", file), ("minor:cow", cow)] {
+        if n > 0 {
+            events.insert(key(e), n);
+        }
+    }
+    events.insert(key("minor"), all - file - cow);
 }
 
 /// Take `n` of `name`'s calls that the split told apart (openat's with O_CREAT, execve's that

@@ -149,7 +149,11 @@ pub fn slot_name(
         USER => ("user", "user".into()),
         FAULT_MINOR => ("fault", "minor".into()),
         FAULT_MAJOR => ("fault", "major".into()),
-        FAULT_OPEN => ("fault", "unfinished".into()),
+        FAULT_OPEN | FAULT_OPEN_WRITE | FAULT_OPEN_FILE | FAULT_OPEN_COW => {
+            ("fault", "unfinished".into())
+        }
+        FAULT_FILE => ("fault", "minor:file".into()),
+        FAULT_COW => ("fault", "minor:cow".into()),
         s if (SOFTIRQ_BASE..SOFTIRQ_BASE + SOFTIRQS).contains(&s) => {
             let v = (s - SOFTIRQ_BASE) as usize;
             (
@@ -188,6 +192,10 @@ pub struct Counted {
     pub dirent_bytes: u64,
     /// execve calls that failed (not in `ids`' execve: added back there, as creates are).
     pub exec_failed: u64,
+    /// Of the minor faults, those the page cache served and those copied on write (the
+    /// rest are anonymous pages).
+    pub fault_file: u64,
+    pub fault_cow: u64,
 }
 
 /// The split's programs, attached for one cgroup; detached when dropped.
@@ -327,88 +335,7 @@ impl Tracer {
             progs.push((hook.name(), p));
         }
         let mut notes = Vec::new();
-        let mut optional = |a: Asm, hook: Hook, what: &str| match a
-            .finish()
-            .and_then(|p| Ok(costlab_bpf::attach(&p, &hook)?))
-        {
-            Ok(p) => progs.push((hook.name(), p)),
-            Err(e) => notes.push(format!("{what} not measured: {e}")),
-        };
-        // A fault's start is the exceptions tracepoint; its end, the software event the
-        // kernel raises as handle_mm_fault returns (fexit there is refused on some kernels).
-        optional(
-            prog::fault_begin(&m),
-            raw("page_fault_user"),
-            "user page faults (their start)",
-        );
-        for (slot, config, name) in [
-            (
-                prog::FAULT_MINOR,
-                PERF_COUNT_SW_PAGE_FAULTS_MIN,
-                "page-faults-min",
-            ),
-            (
-                prog::FAULT_MAJOR,
-                PERF_COUNT_SW_PAGE_FAULTS_MAJ,
-                "page-faults-maj",
-            ),
-        ] {
-            optional(
-                prog::fault_end(&m, slot),
-                Hook::PerfSoftware {
-                    config,
-                    period: 1,
-                    name: name.into(),
-                },
-                &format!("user page faults' end ({name})"),
-            );
-        }
-        optional(
-            prog::irq_enter(&m, IrqSlot::Numbered),
-            raw("irq_handler_entry"),
-            "interrupts",
-        );
-        optional(
-            prog::irq_exit(&m, false),
-            raw("irq_handler_exit"),
-            "interrupts' end",
-        );
-        optional(
-            prog::irq_enter(&m, IrqSlot::Softirq),
-            raw("softirq_entry"),
-            "softirqs",
-        );
-        optional(
-            prog::irq_exit(&m, true),
-            raw("softirq_exit"),
-            "softirqs' end",
-        );
-        if cfg!(target_arch = "x86_64") {
-            // cpu-clock every USER_TICK_PERIOD_NS of each CPU (its period in ns): the ticks
-            // that share the user class between user mode and the kernel work inside it.
-            optional(
-                prog::user_tick(&m),
-                Hook::PerfSoftware {
-                    config: PERF_COUNT_SW_CPU_CLOCK,
-                    period: prog::USER_TICK_PERIOD_NS,
-                    name: "cpu-clock".into(),
-                },
-                "the kernel work inside user time (sampled)",
-            );
-            for (i, v) in prog::VECTORS.iter().enumerate() {
-                let slot = prog::VEC_BASE + i as u32;
-                optional(
-                    prog::irq_enter(&m, IrqSlot::Fixed(slot)),
-                    raw(&format!("{v}_entry")),
-                    &format!("the {v} interrupt"),
-                );
-                optional(
-                    prog::irq_exit(&m, false),
-                    raw(&format!("{v}_exit")),
-                    &format!("the {v} interrupt's end"),
-                );
-            }
-        }
+        attach_optional(&m, &mut progs, &mut notes);
         // costlab is outside the split's tasks: its getppid now takes the path every other
         // task's syscalls take while the split is attached.
         let foreign_ns = (getppid_ns() - bare).max(0.0);
@@ -544,7 +471,23 @@ impl Tracer {
                 }
                 _ => {}
             }
+            match s {
+                prog::FAULT_FILE => counted.fault_file = v[0],
+                prog::FAULT_COW => counted.fault_cow = v[0],
+                _ => {}
+            }
             let (class, event) = slot_name(s, &syscalls, &irqs);
+            // The four open fault classes are one line, "fault unfinished".
+            if let Some(l) = lines
+                .iter_mut()
+                .find(|l: &&mut Line| l.class == class && l.event == event)
+            {
+                l.count += v[0];
+                l.cpu_ns += v[1];
+                l.wait_ns += v[2];
+                l.waits += v[3];
+                continue;
+            }
             let timed = if period > 1 && (s <= prog::SYS_OTHER || s == prog::OPEN_CREATE) {
                 squares.insert(event.clone(), v[prog::SLOT_SQUARES as usize / 8]);
                 v[prog::SLOT_TIMED as usize / 8]
@@ -589,6 +532,104 @@ impl Tracer {
         split.close();
         drop(_progs);
         Ok((split, counted))
+    }
+}
+
+/// The split's programs that a kernel may lack (each missing one is a note, not an error):
+/// faults and their kinds, interrupts, softirqs, the system vectors and the user-time tick.
+fn attach_optional(m: &Maps, progs: &mut Vec<(String, Attached)>, notes: &mut Vec<String>) {
+    let raw = Hook::raw_tracepoint;
+    let mut optional = |a: Asm, hook: Hook, what: &str| match a
+        .finish()
+        .and_then(|p| Ok(costlab_bpf::attach(&p, &hook)?))
+    {
+        Ok(p) => progs.push((hook.name(), p)),
+        Err(e) => notes.push(format!("{what} not measured: {e}")),
+    };
+    // A fault's start is the exceptions tracepoint; its end, the software event the
+    // kernel raises as handle_mm_fault returns (fexit there is refused on some kernels).
+    optional(
+        prog::fault_begin(m),
+        raw("page_fault_user"),
+        "user page faults (their start)",
+    );
+    // The page cache serving a fault makes it a file fault (or a private file page's
+    // copy on write). Kernels before 6.9 have neither tracepoint: the faults are then
+    // priced by their error code alone.
+    for tp in ["mm_filemap_fault", "mm_filemap_map_pages"] {
+        optional(
+            prog::fault_from_page_cache(m),
+            raw(tp),
+            &format!("file-backed faults ({tp})"),
+        );
+    }
+    for (slot, config, name) in [
+        (
+            prog::FAULT_MINOR,
+            PERF_COUNT_SW_PAGE_FAULTS_MIN,
+            "page-faults-min",
+        ),
+        (
+            prog::FAULT_MAJOR,
+            PERF_COUNT_SW_PAGE_FAULTS_MAJ,
+            "page-faults-maj",
+        ),
+    ] {
+        optional(
+            prog::fault_end(m, slot),
+            Hook::PerfSoftware {
+                config,
+                period: 1,
+                name: name.into(),
+            },
+            &format!("user page faults' end ({name})"),
+        );
+    }
+    optional(
+        prog::irq_enter(m, IrqSlot::Numbered),
+        raw("irq_handler_entry"),
+        "interrupts",
+    );
+    optional(
+        prog::irq_exit(m, false),
+        raw("irq_handler_exit"),
+        "interrupts' end",
+    );
+    optional(
+        prog::irq_enter(m, IrqSlot::Softirq),
+        raw("softirq_entry"),
+        "softirqs",
+    );
+    optional(
+        prog::irq_exit(m, true),
+        raw("softirq_exit"),
+        "softirqs' end",
+    );
+    if cfg!(target_arch = "x86_64") {
+        // cpu-clock every USER_TICK_PERIOD_NS of each CPU (its period in ns): the ticks
+        // that share the user class between user mode and the kernel work inside it.
+        optional(
+            prog::user_tick(m),
+            Hook::PerfSoftware {
+                config: PERF_COUNT_SW_CPU_CLOCK,
+                period: prog::USER_TICK_PERIOD_NS,
+                name: "cpu-clock".into(),
+            },
+            "the kernel work inside user time (sampled)",
+        );
+        for (i, v) in prog::VECTORS.iter().enumerate() {
+            let slot = prog::VEC_BASE + i as u32;
+            optional(
+                prog::irq_enter(m, IrqSlot::Fixed(slot)),
+                raw(&format!("{v}_entry")),
+                &format!("the {v} interrupt"),
+            );
+            optional(
+                prog::irq_exit(m, false),
+                raw(&format!("{v}_exit")),
+                &format!("the {v} interrupt's end"),
+            );
+        }
     }
 }
 

@@ -66,7 +66,24 @@ pub const DIRENT_BYTES: u32 = OPEN_CREATE + 1;
 /// execve calls that failed (a shell's search of PATH tries each folder): their count and,
 /// every call timed, their time, apart from the execs that loaded a program.
 pub const EXEC_FAILED: u32 = DIRENT_BYTES + 1;
-pub const SLOTS: u32 = EXEC_FAILED + 1;
+/// A user fault begun, by what it is so far (the class it holds until its end, which a
+/// switch keeps with the task): `FAULT_OPEN` a read of a page not present (anonymous until a
+/// file's page cache shows up in it), `FAULT_OPEN_WRITE` a write of one (the same),
+/// `FAULT_OPEN_FILE` a read the page cache served (fault-around or filemap_fault),
+/// `FAULT_OPEN_COW` a write to a present page, or a write the page cache served (a private
+/// file page copied). Unfinished, all four are "fault unfinished".
+pub const FAULT_OPEN_WRITE: u32 = EXEC_FAILED + 1;
+pub const FAULT_OPEN_FILE: u32 = FAULT_OPEN_WRITE + 1;
+pub const FAULT_OPEN_COW: u32 = FAULT_OPEN_FILE + 1;
+/// Minor faults finished, by kind, beside `FAULT_MINOR` (anonymous): a page-cache page
+/// mapped, and a page copied on write.
+pub const FAULT_FILE: u32 = FAULT_OPEN_COW + 1;
+pub const FAULT_COW: u32 = FAULT_FILE + 1;
+pub const SLOTS: u32 = FAULT_COW + 1;
+/// The bits of x86's page-fault error code: the page was present (a protection fault), and
+/// the access was a write.
+pub const PF_PRESENT: i32 = 1;
+pub const PF_WRITE: i32 = 2;
 /// x86-64's execve.
 pub const NR_EXECVE: i32 = 59;
 /// x86-64's getdents64.
@@ -568,29 +585,76 @@ pub fn sched_process_fork(m: &Maps, t: &Target) -> Asm {
     a
 }
 
-/// raw page_fault_user: a user fault begins.
+/// raw page_fault_user (address, regs, error_code): a user fault begins, its class by its
+/// error code (`FAULT_OPEN`, `FAULT_OPEN_WRITE` or, a write to a present page,
+/// `FAULT_OPEN_COW`).
 pub fn fault_begin(m: &Maps) -> Asm {
     let mut a = Asm::new();
     prologue(&mut a, m, Join::No, true);
     charge(&mut a, m, false);
-    a.st_w(R9, ST_CLASS, FAULT_OPEN as i32);
+    a.ldx_dw(R1, R6, 16).note("r1 = args[2], the error code");
+    a.mov_imm(R2, FAULT_OPEN as i32);
+    a.jset_imm(R1, PF_WRITE, "write");
+    a.ja("begun");
+    a.label("write");
+    a.mov_imm(R2, FAULT_OPEN_WRITE as i32);
+    a.jset_imm(R1, PF_PRESENT, "cow");
+    a.ja("begun");
+    a.label("cow");
+    a.mov_imm(R2, FAULT_OPEN_COW as i32)
+        .note("a write to a present page: copied on write");
+    a.label("begun");
+    a.stx_w(R9, ST_CLASS, R2);
+    epilogue(&mut a);
+    a
+}
+
+/// raw mm_filemap_fault or mm_filemap_map_pages: the page cache serves the tracked task's
+/// open user fault, which becomes a file fault (a read) or a copy on write (a write: a
+/// private file page copied). Anything else (a fault inside a syscall, readahead) is left.
+pub fn fault_from_page_cache(m: &Maps) -> Asm {
+    let mut a = Asm::new();
+    prologue(&mut a, m, Join::No, false);
+    a.ldx_w(R1, R9, ST_CLASS);
+    a.jeq_imm(R1, FAULT_OPEN as i32, "read");
+    a.jeq_imm(R1, FAULT_OPEN_WRITE as i32, "write");
+    a.ja("out");
+    a.label("read");
+    a.st_w(R9, ST_CLASS, FAULT_OPEN_FILE as i32);
+    a.ja("out");
+    a.label("write");
+    a.st_w(R9, ST_CLASS, FAULT_OPEN_COW as i32);
     epilogue(&mut a);
     a
 }
 
 /// A page fault's end (the software event page-faults-min or -maj, which handle_mm_fault
 /// raises as it returns a completed fault): the open user fault's time goes to `slot`
-/// (FAULT_MINOR or FAULT_MAJOR), counted; a fault taken inside a syscall stays the syscall's.
+/// (FAULT_MAJOR; for FAULT_MINOR, the slot of its kind: FAULT_MINOR for an anonymous page,
+/// FAULT_FILE, FAULT_COW), counted; a fault taken inside a syscall stays the syscall's.
 pub fn fault_end(m: &Maps, slot: u32) -> Asm {
     let mut a = Asm::new();
     prologue(&mut a, m, Join::No, true);
     a.ldx_w(R1, R9, ST_CLASS);
-    a.jne_imm(R1, FAULT_OPEN as i32, "out")
-        .note("a fault inside a syscall: the syscall's");
-    a.st_w(R9, ST_CLASS, slot as i32);
+    a.mov_imm(R2, slot as i32);
+    a.jeq_imm(R1, FAULT_OPEN as i32, "ends");
+    a.jeq_imm(R1, FAULT_OPEN_WRITE as i32, "ends");
+    if slot == FAULT_MINOR {
+        a.mov_imm(R2, FAULT_FILE as i32);
+        a.jeq_imm(R1, FAULT_OPEN_FILE as i32, "ends");
+        a.mov_imm(R2, FAULT_COW as i32);
+        a.jeq_imm(R1, FAULT_OPEN_COW as i32, "ends");
+    } else {
+        a.jeq_imm(R1, FAULT_OPEN_FILE as i32, "ends");
+        a.jeq_imm(R1, FAULT_OPEN_COW as i32, "ends");
+    }
+    a.ja("out").note("a fault inside a syscall: the syscall's");
+    a.label("ends");
+    a.stx_w(R9, ST_CLASS, R2);
+    a.stx_w(FP, FP_NR, R2).note("kept for the count");
     charge(&mut a, m, false);
     a.st_w(R9, ST_CLASS, USER as i32).note("back to user");
-    a.mov_imm(R1, slot as i32);
+    a.ldx_w(R1, FP, FP_NR);
     count(&mut a, m, R1);
     epilogue(&mut a);
     a
