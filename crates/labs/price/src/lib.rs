@@ -76,9 +76,13 @@ pub fn run(args: &PriceArgs, ctx: &Ctx) -> Result<Outcome> {
     let mut counted = source::count(args, ctx, from.as_ref(), &mut o)?;
     // The tracer's own cost in the traced run, measured now beside it (kept with saved counts,
     // so a price --from them takes out the same).
+    let mut per_event = None;
     if let (Some(s), None, None) = (&counted.counts.measured, &from, args.pid) {
         if !costlab_core::measure::cancel::requested() {
-            counted.counts.tracer_ns = tracer_cost(s, &counted.counts, &mut o);
+            if let Some((ns, t)) = tracer_cost(s, &counted.counts, &mut o) {
+                counted.counts.tracer_ns = Some(ns);
+                per_event = Some(t);
+            }
         }
     }
     if let Some(p) = &args.save_counts {
@@ -100,7 +104,13 @@ pub fn run(args: &PriceArgs, ctx: &Ctx) -> Result<Outcome> {
     );
     rows::push_price_rows(&mut o, &priced, cmdline, cpu.map(|c| c.median));
     let split = counts.measured.as_ref();
-    let measured = split.map(|s| measured::beside::beside(s, &priced));
+    let measured = split.map(|s| {
+        let mut lines = measured::beside::beside(s, &priced);
+        if let Some(t) = &per_event {
+            measured::beside::net_of_tracer(&mut lines, t);
+        }
+        lines
+    });
     // The kernel time no transition names, named by samples in the share of kernel samples
     // that name a subsystem.
     let sampled_named = match (split, &counts.samples) {
@@ -429,7 +439,11 @@ impl Kernel {
 
 /// The tracer's own cost in the traced run, measured here now (`verify::overhead`'s loops)
 /// and said in a note; None (and a note) where it cannot be measured.
-fn tracer_cost(split: &measured::Split, counts: &count::Counts, o: &mut Outcome) -> Option<f64> {
+fn tracer_cost(
+    split: &measured::Split,
+    counts: &count::Counts,
+    o: &mut Outcome,
+) -> Option<(f64, measured::beside::TracerCost)> {
     let switches: u64 = counts
         .events
         .iter()
@@ -442,7 +456,13 @@ fn tracer_cost(split: &measured::Split, counts: &count::Counts, o: &mut Outcome)
             let ns = oh.of_run(&ev, split.usage_ns as f64);
             o.notes
                 .push(format!("{}: {} in this run", oh.line(), human_ns(ns)));
-            Some(ns)
+            let per_event = measured::beside::TracerCost {
+                syscall: oh.syscall,
+                fault: oh.fault,
+                switch: oh.switch,
+                tick_ns: oh.of_time(split.usage_ns as f64),
+            };
+            Some((ns, per_event))
         }
         Err(e) if costlab_core::measure::cancel::is_interrupt(&e) => None,
         Err(e) => {

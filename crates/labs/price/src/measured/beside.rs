@@ -24,14 +24,48 @@ pub struct Beside {
     pub priced_ns: Option<f64>,
     /// The unit rows its price came from (their worst verdict is the ratio's).
     pub rows: Vec<ResultRow>,
+    /// The tracer's own cost inside this line (its calibrated cost per event times the
+    /// line's events), ns: 0 where it was not measured.
+    pub tracer_ns: f64,
 }
 
 impl Beside {
-    /// priced ÷ measured.
+    /// The line's own time: its CPU time less the tracer's inside it.
+    pub fn own_ns(&self) -> f64 {
+        (self.line.cpu_ns as f64 - self.tracer_ns).max(0.0)
+    }
+
+    /// priced ÷ measured (the line's own time, net of the tracer's).
     pub fn ratio(&self) -> Option<f64> {
-        self.priced_ns
-            .filter(|_| self.line.cpu_ns > 0)
-            .map(|p| p / self.line.cpu_ns as f64)
+        let own = self.own_ns();
+        self.priced_ns.filter(|_| own > 0.0).map(|p| p / own)
+    }
+}
+
+/// What the tracer costs per event, measured beside the traced run (`verify::overhead`): a
+/// syscall, a user fault, a switch (inside the syscall that waited), and its cpu-clock
+/// tick's interrupts over the run (on the local timer's line).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TracerCost {
+    pub syscall: f64,
+    pub fault: f64,
+    pub switch: f64,
+    pub tick_ns: f64,
+}
+
+/// Put the tracer's own cost on the lines it was paid in, so each line's ratio is read on
+/// the program's own time, as the total is.
+pub fn net_of_tracer(lines: &mut [Beside], t: &TracerCost) {
+    for b in lines {
+        let l = &b.line;
+        let ns = match (l.class.as_str(), l.event.as_str()) {
+            ("syscall", _) => l.count as f64 * t.syscall + l.waits as f64 * t.switch,
+            ("fault", "unfinished") => 0.0,
+            ("fault", _) => l.count as f64 * t.fault,
+            ("irq", "local_timer") => t.tick_ns,
+            _ => 0.0,
+        };
+        b.tracer_ns = ns.min(l.cpu_ns as f64);
     }
 }
 
@@ -101,6 +135,7 @@ pub fn beside(split: &Split, priced: &[Priced]) -> Vec<Beside> {
                 line: l.clone(),
                 priced_ns: got.map(|g| g.0),
                 rows: got.map(|g| g.1.clone()).unwrap_or_default(),
+                tracer_ns: 0.0,
             }
         })
         .collect()
@@ -318,7 +353,7 @@ pub fn outside(split: &Split, lines: &[Beside], kernel_ns: f64, ev: &Evidence) -
     let mut out = Vec::new();
     for b in lines {
         let l = &b.line;
-        if l.class == "user" || kernel_ns <= 0.0 || (l.cpu_ns as f64) < HEAVY_SHARE * kernel_ns {
+        if l.class == "user" || kernel_ns <= 0.0 || b.own_ns() < HEAVY_SHARE * kernel_ns {
             continue;
         }
         let ratio = b.ratio();
@@ -328,8 +363,8 @@ pub fn outside(split: &Split, lines: &[Beside], kernel_ns: f64, ev: &Evidence) -
         out.push(Outside {
             class: l.class.clone(),
             event: l.event.clone(),
-            measured_ns: l.cpu_ns as f64,
-            share_pct: 100.0 * l.cpu_ns as f64 / kernel_ns,
+            measured_ns: b.own_ns(),
+            share_pct: 100.0 * b.own_ns() / kernel_ns,
             count: l.count,
             priced_ns: b.priced_ns.filter(|_| ratio.is_some()),
             ratio,
@@ -346,7 +381,7 @@ pub fn outside(split: &Split, lines: &[Beside], kernel_ns: f64, ev: &Evidence) -
 pub fn evidence(split: &Split, b: &Beside, ev: &Evidence) -> Vec<String> {
     let l = &b.line;
     let per = if l.count > 0 {
-        l.cpu_ns as f64 / l.count as f64
+        b.own_ns() / l.count as f64
     } else {
         0.0
     };
@@ -407,8 +442,17 @@ pub fn evidence(split: &Split, b: &Beside, ev: &Evidence) -> Vec<String> {
     }
     if let (Some(p), true) = (b.priced_ns, l.count > 0) {
         let unit = p / l.count as f64;
+        let net = if b.tracer_ns > 0.0 {
+            format!(
+                " (the line's {} an event less the tracer's own {})",
+                human_ns(l.cpu_ns as f64 / l.count as f64),
+                human_ns(b.tracer_ns / l.count as f64)
+            )
+        } else {
+            String::new()
+        };
         why.push(format!(
-            "its term prices {} an event; it would have to be {}",
+            "its term prices {} an event; it would have to be {}{net}",
             human_ns(unit),
             human_ns(per)
         ));

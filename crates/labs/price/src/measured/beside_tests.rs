@@ -100,6 +100,7 @@ fn the_evidence_names_what_supports_the_distance() {
         },
         priced_ns: Some(100.0),
         rows: Vec::new(),
+        tracer_ns: 0.0,
     };
     let ev = Evidence::default();
     let e = evidence(&s, &b, &ev);
@@ -220,6 +221,7 @@ fn a_reading_cites_the_samples_taken_inside_its_own_line_and_what_they_mean() {
         line: line("syscall", "openat:create", 10, 100_000),
         priced_ns: Some(10_000.0),
         rows: Vec::new(),
+        tracer_ns: 0.0,
     };
     let mut ev = Evidence {
         subsystems: vec![("fs/VFS".into(), 60.0)],
@@ -262,6 +264,7 @@ fn the_timer_line_says_how_many_of_its_interrupts_the_sampler_made() {
         line: line("irq", "local_timer", 300, 3_000_000),
         priced_ns: Some(600_000.0),
         rows: Vec::new(),
+        tracer_ns: 0.0,
     };
     let ev = Evidence {
         sampler_interrupts: 120,
@@ -282,6 +285,48 @@ fn the_timer_line_says_how_many_of_its_interrupts_the_sampler_made() {
     let e = evidence(&long, &b, &ev);
     assert!(
         e[0].contains("about 100 the split's own") && e[0].contains(": 80 were the kernel's tick"),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn a_lines_ratio_is_read_on_its_own_time_net_of_the_tracer_inside_it() {
+    let s = Split {
+        lines: vec![
+            Line {
+                waits: 2,
+                ..line("syscall", "close", 10, 5000)
+            },
+            line("fault", "minor", 4, 4000),
+            line("fault", "unfinished", 1, 100),
+            line("irq", "local_timer", 3, 900),
+            line("user", "user", 0, 9000),
+        ],
+        usage_ns: 19_000,
+        ..Split::default()
+    };
+    let mut b = beside(&s, &[priced("syscall", "close", 10, 100.0)]);
+    let t = TracerCost {
+        syscall: 200.0,
+        fault: 300.0,
+        switch: 500.0,
+        tick_ns: 2000.0,
+    };
+    net_of_tracer(&mut b, &t);
+    let of = |e: &str| b.iter().find(|x| x.line.event == e).unwrap();
+    // 10 calls at 200 and 2 switches at 500 inside close: 3000 of its 5000.
+    assert_eq!(of("close").tracer_ns, 3000.0);
+    assert_eq!(of("close").ratio(), Some(1000.0 / 2000.0));
+    assert_eq!(of("minor").tracer_ns, 1200.0);
+    assert_eq!(of("unfinished").tracer_ns, 0.0);
+    // Never more than the line holds.
+    assert_eq!(of("local_timer").tracer_ns, 900.0);
+    assert_eq!(of("user").tracer_ns, 0.0);
+    let e = evidence(&s, of("close"), &Evidence::default());
+    assert!(
+        e.last().unwrap().contains(
+            "it would have to be 200.0 ns (the line's 500.0 ns an event less the tracer's own 300.0 ns)"
+        ),
         "{e:?}"
     );
 }
