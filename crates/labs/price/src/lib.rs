@@ -76,12 +76,11 @@ pub fn run(args: &PriceArgs, ctx: &Ctx) -> Result<Outcome> {
     let mut counted = source::count(args, ctx, from.as_ref(), &mut o)?;
     // The tracer's own cost in the traced run, measured now beside it (kept with saved counts,
     // so a price --from them takes out the same).
-    let mut per_event = None;
     if let (Some(s), None, None) = (&counted.counts.measured, &from, args.pid) {
         if !costlab_core::measure::cancel::requested() {
             if let Some((ns, t)) = tracer_cost(s, &counted.counts, &mut o) {
                 counted.counts.tracer_ns = Some(ns);
-                per_event = Some(t);
+                counted.counts.tracer_per_event = Some(t);
             }
         }
     }
@@ -106,7 +105,7 @@ pub fn run(args: &PriceArgs, ctx: &Ctx) -> Result<Outcome> {
     let split = counts.measured.as_ref();
     let measured = split.map(|s| {
         let mut lines = measured::beside::beside(s, &priced);
-        if let Some(t) = &per_event {
+        if let Some(t) = &counts.tracer_per_event {
             measured::beside::net_of_tracer(&mut lines, t);
         }
         lines

@@ -276,6 +276,22 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
                 .into(),
         });
     }
+    // The bytes written to files, by the write calls' share on file fds (wchar is not kept
+    // per fd), at the file-write term's per-byte cost; the rest at a pipe's.
+    let file_writes: u64 = counts
+        .syscalls
+        .iter()
+        .filter(|(n, _)| WRITES.contains(&base_name(n)) && n.ends_with(":file"))
+        .map(|(_, c)| *c)
+        .sum();
+    let to_files = {
+        let (_, all) = family_calls(counts, &WRITES);
+        if all > 0 && units.contains_key("file-write/byte") {
+            (counts.wchar as f64 * file_writes as f64 / all as f64).round() as u64
+        } else {
+            0
+        }
+    };
     for (event, bytes, family, unit, factor, how) in [
         (
             "read",
@@ -286,17 +302,31 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
             "bytes read (rchar) at a cached file read's per-byte cost",
         ),
         (
+            "written:file",
+            to_files,
+            &WRITES,
+            "file-write/byte",
+            1.0,
+            "bytes written to files (wchar, by the writes' share on file fds) at the per-byte cost of a write that extends a file",
+        ),
+        (
             "written",
-            counts.wchar,
+            counts.wchar - to_files,
             &WRITES,
             "pipe-rw/byte",
             0.5,
-            "bytes written (wchar) at half a pipe write+read's per-byte cost",
+            "bytes written (wchar; to files apart, where they were told) at half a pipe write+read's per-byte cost",
         ),
     ] {
         // Bytes through character devices are the device's own work, not priced: the bytes
         // are shared out by the calls' count, as rchar and wchar are not kept per fd.
-        let (dev, all) = family_calls(counts, family);
+        let (dev, mut all) = family_calls(counts, family);
+        match event {
+            // Bytes to files are no device's.
+            "written:file" => all = 0,
+            "written" if to_files > 0 => all -= file_writes.min(all),
+            _ => {}
+        }
         let bytes = if dev > 0 && all > 0 {
             (bytes as f64 * (all - dev) as f64 / all as f64).round() as u64
         } else {

@@ -88,3 +88,39 @@ fn the_timer_interrupts_the_split_counted_are_priced_per_tick() {
     counts.measured.as_mut().unwrap().usage_ns = 400_000_000;
     assert_eq!(of(&counts), Some(160));
 }
+
+/// A write to a file is priced at the file-write term, and the bytes written are shared out
+/// by the writes' calls: the files' share at file-write's per-byte cost, the rest at half a
+/// pipe pair's, with the character devices' share left out of the rest.
+#[test]
+fn writes_to_files_and_their_bytes_are_priced_at_the_file_write_term() {
+    let units: Units = [
+        ("file-write".to_string(), unit(2000.0)),
+        ("file-write/byte".to_string(), unit(0.2)),
+        ("pipe-rw".to_string(), unit(1000.0)),
+        ("pipe-rw/byte".to_string(), unit(0.1)),
+    ]
+    .into();
+    let mut counts = Counts::default();
+    counts.syscalls.insert("write:file".into(), 30);
+    counts.syscalls.insert("write:pipe".into(), 60);
+    counts.syscalls.insert("write:dev".into(), 10);
+    counts.wchar = 1_000_000;
+    let rows = price(&counts, &units);
+    let of = |c: &str, e: &str| rows.iter().find(|p| p.class == c && p.event == e).unwrap();
+    assert_eq!(of("syscall", "write:file").unit_name, "file-write");
+    assert_eq!(
+        of("syscall", "write:file").priced().unwrap().median,
+        60_000.0
+    );
+    // 30 of 100 calls on files: 300 000 bytes at 0.2; of the other 70, 10 on a device: the
+    // rest, 700 000 bytes, shared 60 of 70.
+    let files = of("bytes", "written:file");
+    assert_eq!(files.count, 300_000);
+    assert!((files.priced().unwrap().median - 60_000.0).abs() < 1e-6);
+    assert_eq!(of("bytes", "written").count, 600_000);
+    // No file-write term: every byte at the pipe's.
+    let pipe_only: Units = [("pipe-rw/byte".to_string(), unit(0.1))].into();
+    let rows = price(&counts, &pipe_only);
+    assert!(!rows.iter().any(|p| p.event == "written:file"));
+}

@@ -88,6 +88,9 @@ pub struct SavedCounts {
     /// The split's own cost in the traced run, ns (measured beside it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tracer_ns: Option<f64>,
+    /// The same per event, by kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracer_per_event: Option<crate::measured::beside::TracerCost>,
 }
 
 impl SavedCounts {
@@ -128,6 +131,7 @@ impl SavedCounts {
             measured: counts.measured.clone(),
             samples: counts.samples.clone(),
             tracer_ns: counts.tracer_ns,
+            tracer_per_event: counts.tracer_per_event,
         }
     }
 
@@ -144,6 +148,7 @@ impl SavedCounts {
             measured: self.measured.clone(),
             samples: self.samples.clone(),
             tracer_ns: self.tracer_ns,
+            tracer_per_event: self.tracer_per_event,
             ..Default::default()
         };
         for e in &self.events {

@@ -82,6 +82,11 @@ pub fn syscall_pricing(name: &str) -> Option<Pricing> {
                 1.0,
                 "a cached file's read: its fixed part (a pread); its bytes are priced apart",
             ),
+            "file" => by(
+                "file-write",
+                1.0,
+                "a write to a file: priced as one that extends it on this file system (the file-write term's fixed part: new page-cache pages and their blocks reserved; an overwrite costs less); its bytes are priced apart",
+            ),
             "pipe" => by(
                 "pipe-rw",
                 0.5,

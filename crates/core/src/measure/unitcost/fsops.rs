@@ -238,6 +238,41 @@ pub fn sync(spec: &SampleSpec, dir: &Path, size: usize, data_only: bool) -> Resu
     })
 }
 
+/// How far the appended file grows before it is cut back to nothing (untimed): 8 MiB, so the
+/// pages the writes make stay a small share of memory and no writeback starts mid-round.
+const APPEND_SPAN: u64 = 8 << 20;
+
+/// CPU ns of a write of `size` bytes that extends a file: new page-cache pages (allocated,
+/// filled, charged to the cgroup) and the file system's reservation of blocks for them (ext4's
+/// delayed allocation), as a program writing its output does. The file is cut back every
+/// `APPEND_SPAN` bytes, untimed.
+pub fn file_write(spec: &SampleSpec, dir: &Path, size: usize) -> Result<Vec<f64>> {
+    let s = Scratch::new(dir)?;
+    let p = s.path().join("append");
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&p)
+        .with_context(|| format!("creating {}", p.display()))?;
+    let buf = vec![6u8; size];
+    let mut at = 0u64;
+    cpu_samples(spec, || {
+        if at + size as u64 > APPEND_SPAN {
+            f.set_len(0).context("cutting the appended file back")?;
+            at = 0;
+        }
+        let ns = timed(|| {
+            let n = rustix::io::pwrite(&f, &buf, at).context("pwrite")?;
+            if n != size {
+                bail!("pwrite wrote {n} of {size} bytes");
+            }
+            Ok(())
+        })?;
+        at += size as u64;
+        Ok((ns, 1.0))
+    })
+}
+
 /// The directory sizes getdents64 is measured at: a small directory, and a large one whose
 /// difference gives the cost per entry.
 pub const DIR_ENTRIES: [usize; 2] = [64, 1024];

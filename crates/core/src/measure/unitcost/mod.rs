@@ -21,7 +21,7 @@ use anyhow::Result;
 use super::SampleSpec;
 
 /// Every term, in the order they are measured and shown (the `term` case key's values).
-pub const TERMS: [&str; 35] = [
+pub const TERMS: [&str; 36] = [
     "fault-4k",
     "fault-thp",
     "fault-file",
@@ -57,12 +57,13 @@ pub const TERMS: [&str; 35] = [
     "exit",
     "fork",
     "tick",
+    "file-write",
 ];
 
 /// The terms measured in a scratch directory on a file system, whose figures carry the case
 /// key `fs` (its type, as /proc/self/mountinfo names it): a price uses the figure of the file
 /// system its program worked on.
-pub const FS_TERMS: [&str; 14] = [
+pub const FS_TERMS: [&str; 15] = [
     "open",
     "close",
     "create",
@@ -77,6 +78,7 @@ pub const FS_TERMS: [&str; 14] = [
     "read-cold",
     "fault-major",
     "exec",
+    "file-write",
 ];
 
 /// The sizes at which a term with a per-byte part is measured: the fixed part is read at the
@@ -140,6 +142,7 @@ pub fn reading(term: &str) -> &'static str {
         "exit" => "a process's exit after it touched `size` bytes of anonymous memory, CPU time, per exit; per_byte: each byte more unmapped",
         "fork" => "fork by a parent with `size` bytes touched (page tables copied, pages made copy-on-write), the parent's CPU time, per fork",
         "tick" => "the local timer's interrupt as the task it interrupts loses it, per tick",
+        "file-write" => "a write of `size` bytes that extends a file (new page-cache pages, the file system's block reservation), CPU time, per call",
         _ => "",
     }
 }
@@ -233,6 +236,10 @@ fn measure_term(term: &str, spec: &SampleSpec, dir: &Path) -> Result<Vec<TermFig
         "exit" => by_page(procs::exit)?,
         "fork" => by_page(procs::fork)?,
         "tick" => one(tick::tick(spec)?),
+        "file-write" => {
+            let mut kernel = |spec: &SampleSpec, size: usize| fsops::file_write(spec, dir, size);
+            sized_with(t, spec, &SIZES, &mut kernel)?
+        }
         _ => unreachable!("every term in TERMS has a kernel"),
     })
 }

@@ -58,6 +58,8 @@ pub struct Counts {
     pub samples: Option<crate::samples::Samples>,
     /// The split's own cost in this run, ns of kernel time (measured beside it).
     pub tracer_ns: Option<f64>,
+    /// The same per event, by kind: what each measured line holds of it.
+    pub tracer_per_event: Option<crate::measured::beside::TracerCost>,
 }
 
 /// A counter of io_uring submissions where the kernel has the tracepoint, None elsewhere; one
@@ -301,6 +303,7 @@ pub fn count_command(argv: &[String], period: Option<u32>) -> Result<Counts> {
         measured,
         samples,
         tracer_ns: None,
+        tracer_per_event: None,
     })
 }
 
@@ -375,6 +378,7 @@ pub fn count_pid(pid: u32, duration: Duration, period: Option<u32>) -> Result<Co
         exit_status: Default::default(),
         notes,
         tracer_ns: None,
+        tracer_per_event: None,
         measured,
         samples: None,
     })

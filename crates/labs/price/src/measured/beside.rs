@@ -45,7 +45,7 @@ impl Beside {
 /// What the tracer costs per event, measured beside the traced run (`verify::overhead`): a
 /// syscall, a user fault, a switch (inside the syscall that waited), and its cpu-clock
 /// tick's interrupts over the run (on the local timer's line).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TracerCost {
     pub syscall: f64,
     pub fault: f64,
@@ -105,7 +105,7 @@ fn targets(p: &Priced, split: &Split) -> Vec<((String, String), f64)> {
             vec![(("syscall".into(), base), 1.0)]
         }
         ("bytes", "read") => family(&READS),
-        ("bytes", "written") => family(&WRITES),
+        ("bytes", "written" | "written:file") => family(&WRITES),
         ("bytes", "dirents") => vec![(("syscall".into(), "getdents64".into()), 1.0)],
         // The pages an exit unmaps are its work, measured inside exit_group (or exit).
         ("bytes", "unmapped") => family(&["exit_group", "exit"]),
