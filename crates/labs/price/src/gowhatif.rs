@@ -34,6 +34,28 @@ pub fn gctrace_share(stderr: &str) -> Option<f64> {
         .next_back()
 }
 
+/// The share of the program's CPU (%) in its collector's own functions (marking, sweeping,
+/// scavenging, the write barriers: the `go-gc` class), from the samples of its traced run;
+/// None without 100 samples. The runtime's gctrace counts the marking only, and a GOGC moves
+/// the rest with it (fewer cycles sweep and scavenge less), so the what-ifs scale the larger.
+pub fn sampled_share(samples: Option<&crate::samples::Samples>) -> Option<f64> {
+    let s = samples?;
+    let gc = *s.user_classes.get("go-gc")?;
+    (s.total >= 100).then(|| 100.0 * gc as f64 / s.total as f64)
+}
+
+/// The GC share a Go what-if scales (%), and where it came from: the samples' where they see
+/// more than the runtime's own account (which leaves out the sweep), else the runtime's.
+pub fn share_to_scale(gctrace: f64, sampled: Option<f64>) -> (f64, String) {
+    match sampled {
+        Some(s) if s > gctrace => (
+            s,
+            format!("{s:.1}% by its samples in the collector's functions (marking, sweeping, scavenging, write barriers); its runtime's gctrace counts {gctrace:.1}%, the marking alone"),
+        ),
+        _ => (gctrace, format!("{gctrace:.1}% by its runtime's gctrace")),
+    }
+}
+
 /// The GOGC the program ran with (100 when unset; None when GC is off).
 pub fn gogc(env: Option<&str>) -> Option<f64> {
     match env.map(str::trim) {
@@ -116,7 +138,7 @@ pub fn go_what_if(share_pct: f64, gogc: f64, cpu: &Summary, units: &Units) -> Op
         saved: vec![saved],
         after: 0,
         text: format!(
-            "a Go program: its GC took {share_pct:.1}% of its CPU at GOGC={gogc:.0} (its runtime's gctrace); the gc lab's headroom curve here predicts {} (scaled from {from} and the others on the curve)",
+            "a Go program: its GC took {share_pct:.1}% of its CPU at GOGC={gogc:.0}; the gc lab's headroom curve here predicts {} (scaled from {from} and the others on the curve)",
             parts.join(", ")
         ),
         rows,
@@ -133,6 +155,23 @@ mod tests {
                    gc 2 @0.020s 7%: 0.012+0.5+0.004 ms clock, 4->4->1 MB, 5 MB goal, 2 P\nbye\n";
         assert_eq!(gctrace_share(err), Some(7.0));
         assert_eq!(gctrace_share("no gc here\n"), None);
+    }
+
+    #[test]
+    fn the_larger_of_the_runtimes_and_the_samples_gc_share_is_scaled() {
+        let mut smp = crate::samples::Samples {
+            total: 1000,
+            ..Default::default()
+        };
+        smp.user_classes.insert("go-gc".into(), 340);
+        assert_eq!(sampled_share(Some(&smp)), Some(34.0));
+        let (s, why) = share_to_scale(19.0, sampled_share(Some(&smp)));
+        assert_eq!(s, 34.0);
+        assert!(why.contains("34.0% by its samples") && why.contains("gctrace counts 19.0%"));
+        assert_eq!(share_to_scale(40.0, Some(34.0)).0, 40.0);
+        smp.total = 99;
+        assert_eq!(sampled_share(Some(&smp)), None);
+        assert_eq!(sampled_share(None), None);
     }
 
     #[test]

@@ -308,12 +308,18 @@ fn what_ifs(
     o: &mut Outcome,
 ) -> Vec<pricing::WhatIf> {
     let go_what_if = match (counted.go_gc, cpu) {
-        (Some(Some(share)), Some(cpu)) => {
+        (Some(Some(gctrace)), Some(cpu)) => {
             let gogc = gowhatif::gogc(std::env::var("GOGC").ok().as_deref());
+            let (share, whose) =
+                gowhatif::share_to_scale(gctrace, gowhatif::sampled_share(counts.samples.as_ref()));
             gogc.and_then(|g| {
                 let wall = Summary::of(&times.iter().map(|t| t.wall_ns).collect::<Vec<_>>());
                 verify::gogc::what_if(share, g, cpu, wall.map(|w| w.median), &counted.go_cycles)
                     .or_else(|| gowhatif::go_what_if(share, g, cpu, units))
+                    .map(|mut w| {
+                        w.text = format!("{w} (the GC's share: {whose})", w = w.text);
+                        w
+                    })
             })
         }
         (Some(None), _) => {
@@ -442,7 +448,7 @@ fn tracer_cost(
     split: &measured::Split,
     counts: &count::Counts,
     o: &mut Outcome,
-) -> Option<(f64, measured::beside::TracerCost)> {
+) -> Option<(f64, measured::TracerCost)> {
     let switches: u64 = counts
         .events
         .iter()
@@ -455,7 +461,7 @@ fn tracer_cost(
             let ns = oh.of_run(&ev, split.usage_ns as f64);
             o.notes
                 .push(format!("{}: {} in this run", oh.line(), human_ns(ns)));
-            let per_event = measured::beside::TracerCost {
+            let per_event = measured::TracerCost {
                 syscall: oh.syscall,
                 fault: oh.fault,
                 switch: oh.switch,

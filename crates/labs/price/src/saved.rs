@@ -90,7 +90,7 @@ pub struct SavedCounts {
     pub tracer_ns: Option<f64>,
     /// The same per event, by kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tracer_per_event: Option<crate::measured::beside::TracerCost>,
+    pub tracer_per_event: Option<crate::measured::TracerCost>,
 }
 
 impl SavedCounts {

@@ -59,7 +59,7 @@ pub struct Counts {
     /// The split's own cost in this run, ns of kernel time (measured beside it).
     pub tracer_ns: Option<f64>,
     /// The same per event, by kind: what each measured line holds of it.
-    pub tracer_per_event: Option<crate::measured::beside::TracerCost>,
+    pub tracer_per_event: Option<crate::measured::TracerCost>,
 }
 
 /// A counter of io_uring submissions where the kernel has the tracepoint, None elsewhere; one

@@ -42,20 +42,9 @@ impl Beside {
     }
 }
 
-/// What the tracer costs per event, measured beside the traced run (`verify::overhead`): a
-/// syscall, a user fault, a switch (inside the syscall that waited), and its cpu-clock
-/// tick's interrupts over the run (on the local timer's line).
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct TracerCost {
-    pub syscall: f64,
-    pub fault: f64,
-    pub switch: f64,
-    pub tick_ns: f64,
-}
-
 /// Put the tracer's own cost on the lines it was paid in, so each line's ratio is read on
 /// the program's own time, as the total is.
-pub fn net_of_tracer(lines: &mut [Beside], t: &TracerCost) {
+pub fn net_of_tracer(lines: &mut [Beside], t: &super::TracerCost) {
     for b in lines {
         let l = &b.line;
         let ns = match (l.class.as_str(), l.event.as_str()) {
@@ -283,10 +272,19 @@ fn sampled_inside(ev: &Evidence, class: &str, event: &str) -> Option<String> {
         .take(3)
         .map(|(f, n)| format!("{f} {:.0}%", 100.0 * *n as f64 / s.samples as f64))
         .collect();
+    // A sample names the syscall, not the kind of call (an openat's create or open, a read's
+    // fd): those lines share their syscall's samples, and say so.
+    let whose = match class {
+        "syscall" => format!(
+            "inside {} calls (of every kind)",
+            event.split(':').next().unwrap_or(event)
+        ),
+        "fault" => "inside user faults (of every kind)".to_string(),
+        _ => format!("inside the {class} {event} line"),
+    };
     let mut line = format!(
-        "its {} kernel samples (the {} line's) stop most in {}",
+        "the {} kernel samples {whose} stop most in {}",
         s.samples,
-        inside_key(class, event),
         top.join(", ")
     );
     let mut said = Vec::new();

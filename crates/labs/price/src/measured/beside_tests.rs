@@ -241,7 +241,7 @@ fn a_reading_cites_the_samples_taken_inside_its_own_line_and_what_they_mean() {
     let e = evidence(&s, &b, &ev);
     let last = e.last().unwrap();
     assert!(
-        last.starts_with("its 20 kernel samples (the syscall openat line's) stop most in recently_deleted 45%, find_get_block_common 35%, memcpy 20%"),
+        last.starts_with("the 20 kernel samples inside openat calls (of every kind) stop most in recently_deleted 45%, find_get_block_common 35%, memcpy 20%"),
         "{e:?}"
     );
     assert!(last.contains("ext4 with no journal"), "{last}");
@@ -306,7 +306,7 @@ fn a_lines_ratio_is_read_on_its_own_time_net_of_the_tracer_inside_it() {
         ..Split::default()
     };
     let mut b = beside(&s, &[priced("syscall", "close", 10, 100.0)]);
-    let t = TracerCost {
+    let t = crate::measured::TracerCost {
         syscall: 200.0,
         fault: 300.0,
         switch: 500.0,

@@ -366,3 +366,14 @@ impl Split {
             .find(|l| l.class == class && l.event == event)
     }
 }
+
+/// What the tracer costs per event, measured beside the traced run (`verify::overhead`): a
+/// syscall, a user fault, a switch (inside the syscall that waited), and its cpu-clock
+/// tick's interrupts over the run (on the local timer's line).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct TracerCost {
+    pub syscall: f64,
+    pub fault: f64,
+    pub switch: f64,
+    pub tick_ns: f64,
+}

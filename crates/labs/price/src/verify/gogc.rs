@@ -5,8 +5,9 @@
 //! cost here (a fixed part plus a part per live MiB, fitted to its own cycles), and the
 //! program's measured GC CPU is scaled by the replay's ratio.
 //!
-//! What it leaves out, said with its figure: the sweep's and the allocator's work outside the
-//! cycles, idle mark workers that fill more idle CPU when the mark runs longer, and a heap
+//! A cycle the program forced (runtime.GC) stays where it was. What it leaves out, said with
+//! its figure: the sweep's and the allocator's work outside the cycles (the GC's share scaled
+//! is the samples' where they see it, sweep included), idle mark workers that fill more idle CPU when the mark runs longer, and a heap
 //! that grows past what the trace saw.
 
 /// One GC cycle as the runtime's gctrace printed it.
@@ -18,6 +19,9 @@ pub struct Cycle {
     pub start_mb: f64,
     pub end_mb: f64,
     pub live_mb: f64,
+    /// Started by the program (runtime.GC, "(forced)"), not by its heap goal: it happens at
+    /// the same point whatever the GOGC.
+    pub forced: bool,
 }
 
 /// The cycles of a gctrace text (`gc 3 @0.1s 4%: ... ms clock, 0.1+0.2/0.3/0.4+0.05 ms cpu,
@@ -41,6 +45,7 @@ fn cycle(line: &str) -> Option<Cycle> {
         start_mb: h.next()??,
         end_mb: h.next()??,
         live_mb: h.next()??,
+        forced: line.trim_end().ends_with("(forced)"),
     })
 }
 
@@ -88,20 +93,24 @@ pub fn fit(cycles: &[Cycle]) -> (f64, f64) {
 }
 
 /// The program's allocation as the trace shows it: (allocated MiB so far, live MiB) at each
-/// cycle, and the total.
-fn allocation(cycles: &[Cycle]) -> (Vec<(f64, f64)>, f64) {
+/// cycle, the points (allocated MiB) where it forced a cycle, and the total.
+fn allocation(cycles: &[Cycle]) -> (Vec<(f64, f64)>, Vec<f64>, f64) {
     let mut a = 0.0;
     let mut prev_live = 0.0;
     let mut curve = Vec::new();
+    let mut forced = Vec::new();
     for c in cycles {
         a += (c.start_mb - prev_live).max(0.0);
         curve.push((a, c.live_mb));
+        if c.forced {
+            forced.push(a);
+        }
         prev_live = c.live_mb;
     }
     let total = a + cycles
         .last()
         .map_or(0.0, |c| (c.end_mb - c.start_mb).max(0.0));
-    (curve, total)
+    (curve, forced, total)
 }
 
 /// The live heap after `a` MiB allocated: the trace's, linear between its cycles.
@@ -117,13 +126,22 @@ fn live_at(curve: &[(f64, f64)], a: f64) -> f64 {
 }
 
 /// The GC CPU (ns) of the program's allocation replayed under `goal`, and its cycles.
+/// A cycle the program forced (runtime.GC) comes where it came in the trace, whatever the
+/// goal, and the goal starts again from it.
 pub fn replay(cycles: &[Cycle], goal: Goal) -> (f64, usize) {
     let (fixed, per_mb) = fit(cycles);
-    let (curve, total) = allocation(cycles);
+    let (curve, forced, total) = allocation(cycles);
     let (mut a, mut live, mut cpu, mut n) = (0.0, 0.0, 0.0, 0);
+    let mut next_forced = forced.iter().copied().peekable();
     while n < 1_000_000 {
         let room = (goal.after(live) - live).max(0.01);
-        a += room;
+        match next_forced.peek() {
+            Some(&f) if f <= a + room => {
+                a = f;
+                next_forced.next();
+            }
+            _ => a += room,
+        }
         if a > total {
             break;
         }
@@ -199,7 +217,7 @@ pub fn what_if(
         saved: vec![saved],
         after: 0,
         text: format!(
-            "a Go program: its GC took {share_pct:.1}% of its CPU at GOGC={gogc:.0} over {} cycles (its runtime's gctrace); its cycles replayed at another heap goal give {}; less where it waited rather than computed; leaves out the sweep's and allocator's work outside the cycles",
+            "a Go program: its GC took {share_pct:.1}% of its CPU at GOGC={gogc:.0} over {} cycles; its cycles replayed at another heap goal give {}; less where it waited rather than computed",
             cycles.len(),
             parts.join(", ")
         ),
@@ -223,6 +241,30 @@ mod tests {
         assert_eq!((c[0].start_mb, c[0].end_mb, c[0].live_mb), (3.0, 4.0, 1.0));
         assert!((c[1].cpu_ns - 2.028e6).abs() < 1.0);
         assert!(cycles("gc 1 @0.1s 2%: garbled\n").is_empty());
+        assert!(!c[0].forced);
+    }
+
+    /// gcbench's heap at GOGC=100 (go1.26 here): a build to 257 MiB live, a runtime.GC, then
+    /// twice that allocated. At GOGC=400 the runtime ran 3 cycles (16, 80, then the forced
+    /// one at 257 MiB live); the replay keeps the forced one where it was.
+    #[test]
+    fn a_forced_cycle_stays_where_the_program_forced_it() {
+        let trace = "gc 1 @0.000s 5%: 0.04+3.5+0.009 ms clock, 0.04+1/1/1.5+0.01 ms cpu, 6->6->6 MB, 7 MB goal, 2 P
+gc 2 @0.004s 41%: 0.03+13+0.05 ms clock, 0.03+4/4/5+0.05 ms cpu, 14->14->14 MB, 14 MB goal, 2 P
+gc 3 @0.047s 21%: 0.04+8.8+0.05 ms clock, 0.04+3/3/2.8+0.05 ms cpu, 28->29->28 MB, 29 MB goal, 2 P
+gc 4 @0.092s 16%: 0.04+14+0.03 ms clock, 0.04+5/5/4+0.03 ms cpu, 54->57->55 MB, 57 MB goal, 2 P
+gc 5 @0.153s 14%: 0.03+35+0.06 ms clock, 0.03+12/12/11+0.06 ms cpu, 95->112->108 MB, 111 MB goal, 2 P
+gc 6 @0.287s 15%: 0.08+82+0.06 ms clock, 0.08+30/30/22+0.06 ms cpu, 185->211->204 MB, 217 MB goal, 2 P
+gc 7 @0.484s 13%: 0.04+90+0.005 ms clock, 0.09+0/44/123+0.008 ms cpu, 269->269->257 MB, 409 MB goal, 2 P (forced)
+gc 8 @0.755s 22%: 0.09+232+0.06 ms clock, 0.25+108/98/0+0.13 ms cpu, 438->514->328 MB, 515 MB goal, 2 P
+";
+        let c = cycles(trace);
+        assert_eq!(c.iter().filter(|x| x.forced).count(), 1);
+        assert!(c[6].forced);
+        let (_, at_100) = replay(&c, Goal::Gogc(100.0));
+        let (_, at_400) = replay(&c, Goal::Gogc(400.0));
+        assert_eq!(at_400, 3, "16, 80, then the forced one");
+        assert!(at_100 >= 7, "{at_100}");
     }
 
     /// A steady program: 100 MiB live, 50 cycles at GOGC=100, 1 ms + 0.1 ms per live MiB each.
@@ -233,6 +275,7 @@ mod tests {
                 start_mb: 200.0,
                 end_mb: 201.0,
                 live_mb: 100.0,
+                forced: false,
             })
             .collect()
     }
@@ -265,6 +308,7 @@ mod tests {
                 start_mb: start,
                 end_mb: start,
                 live_mb: live,
+                forced: false,
             });
         }
         for _ in 0..5 {
@@ -273,6 +317,7 @@ mod tests {
                 start_mb: 512.0,
                 end_mb: 512.0,
                 live_mb: 256.0,
+                forced: false,
             });
         }
         // Replayed at the GOGC it ran with, the trace gives back its own cycles.
@@ -314,6 +359,7 @@ mod tests {
                 start_mb: 2.0 * l,
                 end_mb: 2.0 * l,
                 live_mb: l,
+                forced: false,
             })
             .collect();
         let (f, s) = fit(&c);

@@ -284,9 +284,13 @@ fn go_trials(
     let cycles = &probe.go_cycles;
     // The runtime's own share of its CPU, applied to the cgroup's CPU: the trace's per-cycle
     // figures are wall times x workers, which a busy machine inflates; their ratio holds.
-    let gc = probe
+    // Where the traced run's samples saw more of the collector than the runtime counts (its
+    // sweep and scavenging), the samples' share.
+    let sampled = crate::gowhatif::sampled_share(inp.counts.samples.as_ref());
+    let share = probe
         .go_gc_cpu_fraction
-        .map_or_else(|| gogc::gc_cpu(cycles), |f| f / 100.0 * probe.cpu_usage_ns);
+        .map(|f| crate::gowhatif::share_to_scale(f, sampled).0);
+    let gc = share.map_or_else(|| gogc::gc_cpu(cycles), |f| f / 100.0 * probe.cpu_usage_ns);
     let ratio = |to: Goal| gogc::predict(cycles, gc, Goal::Gogc(g), to);
     let before = probe.go_gc_cpu_fraction.and_then(|share| {
         let cpu = Summary::of(&[probe.cpu_usage_ns])?;
@@ -299,10 +303,14 @@ fn go_trials(
             Some(then) => Prediction::Saves(
                 Some(point(gc - then)),
                 format!(
-                    "its {} GC cycles ({} of CPU, {:.1}% by its runtime) replayed at GOGC={to:.0}: each cycle costs what one of its live heap cost here, so its GC CPU fraction would be {:.2}x; leaves out the sweep's and allocator's work outside the cycles",
+                    "its {} GC cycles ({} of CPU, {}) replayed at GOGC={to:.0}: each cycle costs what one of its live heap cost here, so its GC CPU would be {:.2}x",
                     cycles.len(),
                     human_ns(gc),
-                    probe.go_gc_cpu_fraction.unwrap_or(f64::NAN),
+                    probe
+                        .go_gc_cpu_fraction
+                        .map_or("its cycles' CPU".to_string(), |f| {
+                            crate::gowhatif::share_to_scale(f, sampled).1
+                        }),
                     then / gc.max(1.0)
                 ),
             ),
