@@ -191,7 +191,12 @@ fn split_lines(
         .extend(measured::beside::verdict(s, lines, sampled_named));
     let no_term: Vec<&measured::beside::Beside> = lines
         .iter()
-        .filter(|b| b.priced_ns.is_none() && b.line.class == "syscall" && b.line.cpu_ns > 0)
+        .filter(|b| {
+            // Priced by its waits' switches alone, a call still has no term of its own.
+            b.priced_ns.is_none_or(|p| p <= b.switch_ns)
+                && b.line.class == "syscall"
+                && b.line.cpu_ns > 0
+        })
         .collect();
     if !no_term.is_empty() && net > 0.0 {
         let sum: u64 = no_term.iter().map(|b| b.line.cpu_ns).sum();
@@ -203,7 +208,7 @@ fn split_lines(
             .map(|b| format!("{} {}", b.line.event, human_ns(b.line.cpu_ns as f64)))
             .collect();
         model.verdict.push(format!(
-            "no term: {} syscalls with no unit cost of their own took {} ({:.1}% of the kernel time), 0 in the price: {}",
+            "no term: {} syscalls with no unit cost of their own took {} ({:.1}% of the kernel time), 0 in the price beyond the switches inside them: {}",
             no_term.len(),
             human_ns(sum as f64),
             100.0 * sum as f64 / net,

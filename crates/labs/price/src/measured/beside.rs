@@ -27,6 +27,9 @@ pub struct Beside {
     /// The tracer's own cost inside this line (its calibrated cost per event times the
     /// line's events), ns: 0 where it was not measured.
     pub tracer_ns: f64,
+    /// Of `priced_ns`, the switches' price placed on it (for its waits): a line priced by
+    /// nothing else has no term of its own.
+    pub switch_ns: f64,
 }
 
 impl Beside {
@@ -78,7 +81,24 @@ fn targets(p: &Priced, split: &Split) -> Vec<((String, String), f64)> {
             })
             .collect::<Vec<_>>()
     };
+    // A switch's work (switching out, and the wake-up back in) runs inside the call or the
+    // fault that waited: the split counts those waits on their lines.
+    let waited = || {
+        let all: u64 = split.lines.iter().map(|l| l.waits).sum();
+        split
+            .lines
+            .iter()
+            .filter(|l| all > 0 && l.waits > 0)
+            .map(|l| {
+                (
+                    (l.class.clone(), l.event.clone()),
+                    l.waits as f64 / all as f64,
+                )
+            })
+            .collect::<Vec<_>>()
+    };
     match (p.class.as_str(), p.event.as_str()) {
+        ("switch", _) if split.lines.iter().any(|l| l.waits > 0) => waited(),
         // A line of its own where the split measured one (openat:create), else the
         // syscall's (read:file is measured as read).
         ("syscall", e)
@@ -105,11 +125,15 @@ fn targets(p: &Priced, split: &Split) -> Vec<((String, String), f64)> {
 /// Every measured line with what the price puts on it.
 pub fn beside(split: &Split, priced: &[Priced]) -> Vec<Beside> {
     let mut on: BTreeMap<(String, String), (f64, Vec<ResultRow>)> = BTreeMap::new();
+    let mut switches: BTreeMap<(String, String), f64> = BTreeMap::new();
     for p in priced {
         let (Some(s), Some(u)) = (p.priced(), &p.unit) else {
             continue;
         };
         for (key, share) in targets(p, split) {
+            if p.class == "switch" {
+                *switches.entry(key.clone()).or_default() += s.median * share;
+            }
             let e = on.entry(key).or_default();
             e.0 += s.median * share;
             e.1.extend(u.rows.iter().cloned());
@@ -125,6 +149,10 @@ pub fn beside(split: &Split, priced: &[Priced]) -> Vec<Beside> {
                 priced_ns: got.map(|g| g.0),
                 rows: got.map(|g| g.1.clone()).unwrap_or_default(),
                 tracer_ns: 0.0,
+                switch_ns: switches
+                    .get(&(l.class.clone(), l.event.clone()))
+                    .copied()
+                    .unwrap_or(0.0),
             }
         })
         .collect()

@@ -101,6 +101,7 @@ fn the_evidence_names_what_supports_the_distance() {
         priced_ns: Some(100.0),
         rows: Vec::new(),
         tracer_ns: 0.0,
+        switch_ns: 0.0,
     };
     let ev = Evidence::default();
     let e = evidence(&s, &b, &ev);
@@ -222,6 +223,7 @@ fn a_reading_cites_the_samples_taken_inside_its_own_line_and_what_they_mean() {
         priced_ns: Some(10_000.0),
         rows: Vec::new(),
         tracer_ns: 0.0,
+        switch_ns: 0.0,
     };
     let mut ev = Evidence {
         subsystems: vec![("fs/VFS".into(), 60.0)],
@@ -265,6 +267,7 @@ fn the_timer_line_says_how_many_of_its_interrupts_the_sampler_made() {
         priced_ns: Some(600_000.0),
         rows: Vec::new(),
         tracer_ns: 0.0,
+        switch_ns: 0.0,
     };
     let ev = Evidence {
         sampler_interrupts: 120,
@@ -329,4 +332,32 @@ fn a_lines_ratio_is_read_on_its_own_time_net_of_the_tracer_inside_it() {
         ),
         "{e:?}"
     );
+}
+
+/// The switches' price goes where the split saw the waits: on the lines that were switched
+/// out inside, by their waits.
+#[test]
+fn the_switches_price_lands_on_the_lines_that_waited() {
+    let s = Split {
+        lines: vec![
+            Line {
+                waits: 3,
+                ..line("syscall", "write", 10, 5000)
+            },
+            Line {
+                waits: 1,
+                ..line("syscall", "futex", 4, 800)
+            },
+            line("syscall", "read", 10, 300),
+        ],
+        usage_ns: 9000,
+        ..Split::default()
+    };
+    let b = beside(&s, &[priced("switch", "voluntary", 4, 100.0)]);
+    let of = |e: &str| b.iter().find(|x| x.line.event == e).unwrap().priced_ns;
+    assert_eq!(of("write"), Some(300.0));
+    assert_eq!(of("futex"), Some(100.0));
+    assert_eq!(of("read"), None);
+    let switch_of = |e: &str| b.iter().find(|x| x.line.event == e).unwrap().switch_ns;
+    assert_eq!((switch_of("write"), switch_of("read")), (300.0, 0.0));
 }
