@@ -137,6 +137,29 @@ fn a_real_program_is_split_adds_up_and_keeps_its_split_through_a_counts_file() {
     );
 }
 
+/// tests/fixtures/price/edges.c built into a fresh folder: the folder and the program; None
+/// (the test skipped, and said so) without a C compiler.
+fn edges(name: &str) -> Option<(tempfile::TempDir, std::path::PathBuf)> {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("edges");
+    let cc = std::process::Command::new("cc")
+        .args(["-O1", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/price/edges.c"
+        ))
+        .output();
+    match cc {
+        Ok(o) if o.status.success() => Some((dir, exe)),
+        Ok(o) => panic!("cc failed: {}", String::from_utf8_lossy(&o.stderr)),
+        Err(e) => {
+            skip::skipped(name, &format!("no C compiler (cc): {e}"));
+            None
+        }
+    }
+}
+
 /// The split's edges (tests/fixtures/price/edges.c), every call timed and one in 16: signals
 /// delivered during syscalls (handlers, rt_sigreturn, a restarted read), exec from a
 /// multithreaded process, a task moved between CPUs mid-syscall, vfork, children exiting
@@ -150,21 +173,9 @@ fn the_splits_edges_leave_no_impossible_line() {
     if let Some(why) = count::unavailable() {
         return skip::skipped_unless_ci(name, &why);
     }
-    let dir = tempfile::tempdir().unwrap();
-    let exe = dir.path().join("edges");
-    let cc = std::process::Command::new("cc")
-        .args(["-O1", "-pthread", "-o"])
-        .arg(&exe)
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/price/edges.c"
-        ))
-        .output();
-    match cc {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => panic!("cc failed: {}", String::from_utf8_lossy(&o.stderr)),
-        Err(e) => return skip::skipped(name, &format!("no C compiler (cc): {e}")),
-    }
+    let Some((dir, exe)) = edges(name) else {
+        return;
+    };
     let db = dir.path().join("h.db");
     let _one = common::serial();
     let exe = exe.to_str().unwrap();
@@ -247,30 +258,17 @@ fn minor_faults_are_told_apart_by_kind() {
     if let Some(why) = count::unavailable() {
         return skip::skipped_unless_ci(name, &why);
     }
-    if !std::path::Path::new("/sys/kernel/tracing/events/filemap/mm_filemap_map_pages").exists()
-        && !std::path::Path::new("/sys/kernel/debug/tracing/events/filemap/mm_filemap_map_pages")
-            .exists()
-    {
+    let has_tracepoint = count::host::tracefs()
+        .is_ok_and(|(at, _mounted)| at.join("events/filemap/mm_filemap_map_pages").exists());
+    if !has_tracepoint {
         return skip::skipped(
             name,
             "this kernel has no mm_filemap_map_pages tracepoint (6.9 on)",
         );
     }
-    let dir = tempfile::tempdir().unwrap();
-    let exe = dir.path().join("edges");
-    let cc = std::process::Command::new("cc")
-        .args(["-O1", "-pthread", "-o"])
-        .arg(&exe)
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/price/edges.c"
-        ))
-        .output();
-    match cc {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => panic!("cc failed: {}", String::from_utf8_lossy(&o.stderr)),
-        Err(e) => return skip::skipped(name, &format!("no C compiler (cc): {e}")),
-    }
+    let Some((dir, exe)) = edges(name) else {
+        return;
+    };
     let db = dir.path().join("h.db");
     let _one = common::serial();
     let n = 2000.0;

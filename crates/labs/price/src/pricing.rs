@@ -86,7 +86,7 @@ pub fn base_name(name: &str) -> &str {
 }
 
 pub use crate::terms_of::{
-    event_pricing, own_ticks, split_ticks, syscall_pricing, Pricing, LIGHT, LIGHT_HOW, READS,
+    event_pricing, syscall_pricing, timer_parts, Pricing, LIGHT, LIGHT_HOW, READS,
 };
 
 /// A light call's pricing beside a split, which finds its entry and exit inside user time.
@@ -248,7 +248,7 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
     // The local timer's interrupts the split counted that were the kernel's own tick (a
     // count, not a time: priced as any counted event is).
     let ticks = counts.measured.as_ref().map_or(0, |s| {
-        own_ticks(s, counts.samples.as_ref().map_or(0, |x| x.total))
+        timer_parts(s, counts.samples.as_ref().map_or(0, |x| x.total)).ticks
     });
     let mut events = counts.events.clone();
     if ticks > 0 {

@@ -235,17 +235,28 @@ pub fn event_pricing(class: &str, event: &str) -> Option<Pricing> {
     }
 }
 
-/// Of the local timer's interrupts the split counted on the program's CPUs, those that were
-/// the kernel's tick: the rest were the tracers' own, the sampler's (`sampled`, one a
-/// sample) and the split's cpu-clock (one every `USER_TICK_PERIOD_NS` of the program's CPU).
-/// Each is a local timer interrupt on this kernel: every hrtimer expires in it.
-pub fn own_ticks(split: &crate::measured::Split, sampled: u64) -> u64 {
-    let all = split.line("irq", "local_timer").map_or(0, |l| l.count);
-    all.saturating_sub(sampled)
-        .saturating_sub(split_ticks(split))
+/// The local timer's interrupts the split counted on the program's CPUs, by whose they
+/// were. Every hrtimer expires in that interrupt on this kernel, so beside the kernel's tick
+/// it holds the tracers' own: the sampler's (one a sample) and the split's cpu-clock (one
+/// every `USER_TICK_PERIOD_NS` of the program's CPU).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimerParts {
+    pub all: u64,
+    pub sampler: u64,
+    pub split: u64,
+    /// The kernel's tick: the rest, the only ones priced.
+    pub ticks: u64,
 }
 
-/// The split's own cpu-clock interrupts over the program's CPU time.
-pub fn split_ticks(split: &crate::measured::Split) -> u64 {
-    split.usage_ns / crate::measured::prog::USER_TICK_PERIOD_NS
+/// `sampled`: the sampler's samples of the program (one interrupt each).
+pub fn timer_parts(split: &crate::measured::Split, sampled: u64) -> TimerParts {
+    let all = split.line("irq", "local_timer").map_or(0, |l| l.count);
+    let mine = (split.usage_ns / crate::measured::prog::USER_TICK_PERIOD_NS).min(all);
+    let sampler = sampled.min(all - mine);
+    TimerParts {
+        all,
+        sampler,
+        split: mine,
+        ticks: all - mine - sampler,
+    }
 }

@@ -330,41 +330,35 @@ const CTRL_C_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
 /// wall time is not rounded to a polling period.
 fn watch_ctrl_c(pid: i32) {
     use costlab_core::measure::cancel;
-    // SAFETY: pidfd_open on our own unreaped child; the fd is closed below.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
-    if fd < 0 {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let Some(child) = rustix::process::Pid::from_raw(pid) else {
         return;
-    }
+    };
+    let Ok(fd) = rustix::process::pidfd_open(child, rustix::process::PidfdFlags::empty()) else {
+        return;
+    };
+    let tick = Timespec {
+        tv_sec: 0,
+        tv_nsec: 50_000_000,
+    };
     let mut asked: Option<Instant> = None;
     loop {
-        let mut p = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        let n = unsafe { libc::poll(&mut p, 1, 50) };
-        if n > 0 {
-            break;
-        }
-        if n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            break;
+        let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+        match poll(&mut fds, Some(&tick)) {
+            Ok(0) | Err(rustix::io::Errno::INTR) => {}
+            // It exited (or the fd cannot be watched: the blocking wait takes over).
+            _ => return,
         }
         if !cancel::requested() {
             continue;
         }
-        match asked {
-            None => asked = Some(Instant::now()),
-            Some(t) if t.elapsed() >= CTRL_C_GRACE => {
-                // SAFETY: a signal to our own child, not yet reaped (its pid is still its).
-                unsafe { libc::kill(pid, libc::SIGINT) };
-                break;
-            }
-            Some(_) => {}
+        let since = *asked.get_or_insert_with(Instant::now);
+        if since.elapsed() >= CTRL_C_GRACE {
+            // Our own child, not yet reaped: its pid is still its.
+            let _ = rustix::process::kill_process(child, rustix::process::Signal::INT);
+            return;
         }
     }
-    // SAFETY: our own fd.
-    unsafe { libc::close(fd) };
 }
 
 /// rchar and wchar of a process (its exited threads and reaped children included).

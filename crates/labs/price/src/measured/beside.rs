@@ -63,40 +63,30 @@ pub fn net_of_tracer(lines: &mut [Beside], t: &super::TracerCost) {
 
 /// Where a priced line's time belongs among the measured ones: (class, event) and its share.
 fn targets(p: &Priced, split: &Split) -> Vec<((String, String), f64)> {
-    let family = |names: &[&str]| {
-        let lines: Vec<&Line> = split
-            .lines
-            .iter()
-            .filter(|l| l.class == "syscall" && names.contains(&l.event.as_str()))
-            .collect();
-        let all: u64 = lines.iter().map(|l| l.count).sum();
+    // The lines `take` picks, each with its share of what `weight` gives them all.
+    let shared = |take: &dyn Fn(&Line) -> bool, weight: fn(&Line) -> u64| {
+        let lines: Vec<&Line> = split.lines.iter().filter(|l| take(l)).collect();
+        let all: u64 = lines.iter().map(|l| weight(l)).sum();
         lines
             .iter()
-            .filter(|_| all > 0)
+            .filter(|l| all > 0 && weight(l) > 0)
             .map(|l| {
                 (
                     (l.class.clone(), l.event.clone()),
-                    l.count as f64 / all as f64,
+                    weight(l) as f64 / all as f64,
                 )
             })
             .collect::<Vec<_>>()
+    };
+    let family = |names: &[&str]| {
+        shared(
+            &|l: &Line| l.class == "syscall" && names.contains(&l.event.as_str()),
+            |l| l.count,
+        )
     };
     // A switch's work (switching out, and the wake-up back in) runs inside the call or the
     // fault that waited: the split counts those waits on their lines.
-    let waited = || {
-        let all: u64 = split.lines.iter().map(|l| l.waits).sum();
-        split
-            .lines
-            .iter()
-            .filter(|l| all > 0 && l.waits > 0)
-            .map(|l| {
-                (
-                    (l.class.clone(), l.event.clone()),
-                    l.waits as f64 / all as f64,
-                )
-            })
-            .collect::<Vec<_>>()
-    };
+    let waited = || shared(&|_: &Line| true, |l| l.waits);
     match (p.class.as_str(), p.event.as_str()) {
         ("switch", _) if split.lines.iter().any(|l| l.waits > 0) => waited(),
         // A line of its own where the split measured one (openat:create), else the
@@ -453,12 +443,10 @@ pub fn evidence(split: &Split, b: &Beside, ev: &Evidence) -> Vec<String> {
             ));
         }
         ("irq", "local_timer") => {
-            let mine = crate::pricing::split_ticks(split).min(l.count);
-            let sampled = ev.sampler_interrupts.min(l.count - mine);
+            let t = crate::pricing::timer_parts(split, ev.sampler_interrupts);
             why.push(format!(
-                "of its {} interrupts, {sampled} were the sampler's (perf's cpu-clock: one a sample, with a stack walk; not taken out) and about {mine} the split's own cpu-clock (one each 4 ms of the program's CPU; their cost is taken out of the total, not this line): {} were the kernel's tick, the only ones priced",
-                l.count,
-                l.count - mine - sampled
+                "of its {} interrupts, {} were the sampler's (perf's cpu-clock: one a sample, with a stack walk; not taken out) and about {} the split's own cpu-clock (one each 4 ms of the program's CPU; their cost is taken out of the total, not this line): {} were the kernel's tick, the only ones priced",
+                t.all, t.sampler, t.split, t.ticks
             ));
         }
         ("fault", "unfinished") => why.push(

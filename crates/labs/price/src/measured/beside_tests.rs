@@ -261,9 +261,11 @@ fn a_reading_cites_the_samples_taken_inside_its_own_line_and_what_they_mean() {
 
 #[test]
 fn the_timer_line_says_how_many_of_its_interrupts_the_sampler_made() {
-    let s = split();
+    let timer = line("irq", "local_timer", 300, 3_000_000);
+    let mut s = split();
+    s.lines.push(timer.clone());
     let b = Beside {
-        line: line("irq", "local_timer", 300, 3_000_000),
+        line: timer,
         priced_ns: Some(600_000.0),
         rows: Vec::new(),
         tracer_ns: 0.0,
@@ -283,7 +285,7 @@ fn the_timer_line_says_how_many_of_its_interrupts_the_sampler_made() {
     );
     let long = Split {
         usage_ns: 400_000_000,
-        ..split()
+        ..s.clone()
     };
     let e = evidence(&long, &b, &ev);
     assert!(

@@ -57,19 +57,24 @@ pub fn inside_event(frames: &[Frame]) -> Option<String> {
 /// What a few kernel functions that a sample inside a slow call may name are doing, in
 /// words, for a reading.
 pub fn meaning(func: &str) -> Option<&'static str> {
-    Some(match func {
+    // The few whose meaning is the function's own, then the symbol table's areas.
+    let own = match func {
         "recently_deleted" | "find_inode_bit" => {
-            "ext4 with no journal passing over inodes deleted in the last seconds to find a free one (a create right after many deletions)"
+            Some("ext4 with no journal passing over inodes deleted in the last seconds to find a free one (a create right after many deletions)")
         }
-        "clear_page_erms" | "clear_page_rep" | "clear_page_orig" => "zeroing new pages",
-        "rep_movs_alternative" | "copy_user_generic" | "_copy_to_iter" | "_copy_from_iter"
-        | "copy_page_to_iter" | "copy_page_from_iter" => "copying to or from user memory",
-        "native_write_msr" => "a timer reprogrammed (an MSR write: a VM exit on a guest)",
-        "smp_call_function_many_cond" => "waiting on other CPUs (an IPI: a TLB shootdown or a cross-CPU call)",
+        "native_write_msr" => Some("a timer reprogrammed (an MSR write: a VM exit on a guest)"),
+        "smp_call_function_many_cond" => {
+            Some("waiting on other CPUs (an IPI: a TLB shootdown or a cross-CPU call)")
+        }
         "_raw_spin_unlock_irqrestore" | "_raw_spin_unlock_irq" | "finish_task_switch.isra.0" => {
-            "interrupts enabled again after a lock or a switch: time the guest's pending interrupts land on"
+            Some("interrupts enabled again after a lock or a switch: time the guest's pending interrupts land on")
         }
-        _ => return None,
+        _ => None,
+    };
+    own.or_else(|| match kernel::area(func)? {
+        Area::PageZero => Some("zeroing new pages"),
+        Area::CopyOut | Area::CopyIn | Area::UserCopy => Some("copying to or from user memory"),
+        _ => None,
     })
 }
 
@@ -216,6 +221,11 @@ mod tests {
         assert_eq!(inside(&["schedule", "worker_thread"]), None);
         assert!(meaning("recently_deleted").unwrap().contains("no journal"));
         assert_eq!(meaning("memcpy"), None);
+        // The generic ones come from the symbol table's areas.
+        assert_eq!(meaning("clear_page_erms"), Some("zeroing new pages"));
+        for f in ["_copy_to_iter", "_copy_from_iter", "rep_movs_alternative"] {
+            assert_eq!(meaning(f), Some("copying to or from user memory"), "{f}");
+        }
     }
 
     #[test]
