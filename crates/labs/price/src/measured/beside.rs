@@ -372,7 +372,8 @@ pub fn outside(split: &Split, lines: &[Beside], kernel_ns: f64, ev: &Evidence) -
         if l.class == "user" || kernel_ns <= 0.0 || b.own_ns() < HEAVY_SHARE * kernel_ns {
             continue;
         }
-        let ratio = b.ratio();
+        // A line priced only for the switches inside it has no term of its own.
+        let ratio = b.ratio().filter(|_| b.priced_ns > Some(b.switch_ns));
         if ratio.is_some_and(|r| (BAND.0..=BAND.1).contains(&r)) {
             continue;
         }

@@ -363,3 +363,24 @@ fn the_switches_price_lands_on_the_lines_that_waited() {
     let switch_of = |e: &str| b.iter().find(|x| x.line.event == e).unwrap().switch_ns;
     assert_eq!((switch_of("write"), switch_of("read")), (300.0, 0.0));
 }
+
+/// A heavy line priced only for the switches inside it is read as having no term.
+#[test]
+fn a_line_priced_only_for_its_switches_reads_as_no_term() {
+    let s = Split {
+        lines: vec![
+            Line {
+                waits: 2,
+                ..line("syscall", "copy_file_range", 10, 5000)
+            },
+            line("user", "user", 0, 1000),
+        ],
+        usage_ns: 6000,
+        ..Split::default()
+    };
+    let b = beside(&s, &[priced("switch", "voluntary", 2, 100.0)]);
+    let out = outside(&s, &b, 5000.0, &Evidence::default());
+    assert_eq!(out.len(), 1);
+    assert_eq!((out[0].priced_ns, out[0].ratio), (None, None));
+    assert!(out[0].text().contains("no term"), "{}", out[0].text());
+}
