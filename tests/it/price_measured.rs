@@ -375,3 +375,67 @@ fn failed_execs_are_told_from_execs() {
         "priced apart: {r:?}"
     );
 }
+
+/// The page cache in and out, counted exactly in both modes: a file's pages made by writes,
+/// written back by its own fdatasync, dropped, read back cold (pages read in), dropped again
+/// by its unlink; each priced at its own term (page-in, page-drop, writeback's per byte).
+#[test]
+fn the_page_cache_is_counted_in_and_out() {
+    let name = "the_page_cache_is_counted_in_and_out";
+    if let Some(why) = count::unavailable() {
+        return skip::skipped_unless_ci(name, &why);
+    }
+    let traced = count::host::tracefs().is_ok_and(|(at, _mounted)| {
+        at.join("events/filemap/mm_filemap_add_to_page_cache/format")
+            .exists()
+            && at.join("events/block/block_bio_queue/format").exists()
+    });
+    if !traced {
+        return skip::skipped(
+            name,
+            "no filemap or block tracepoints in tracefs: the page cache is not counted here",
+        );
+    }
+    let Some((dir, exe)) = edges(name) else {
+        return;
+    };
+    let db = dir.path().join("h.db");
+    let _one = common::serial();
+    let n = 2000.0;
+    for mode in [&[][..], &["--time-one-in", "16"][..]] {
+        let mut args = mode.to_vec();
+        args.extend(["--", exe.to_str().unwrap(), "pages", "2000"]);
+        let doc = price(&db, &args);
+        let r = rows(&doc);
+        let counted = |class: &str, event: &str| {
+            r.get(&(class.into(), event.into(), "count".into()))
+                .copied()
+                .unwrap_or(0.0)
+        };
+        assert_eq!(counted("pages", "read in"), n, "{mode:?}");
+        assert_eq!(counted("pages", "made by writes"), n, "{mode:?}");
+        // DONTNEED drops the n pages the writes made (a folio each); the unlink drops the
+        // folios the cold read made.
+        let dropped = counted("folios", "dropped");
+        assert!(
+            dropped > n && dropped <= 2.0 * n + 64.0,
+            "{mode:?} {dropped}"
+        );
+        let back = counted("bytes", "written back");
+        assert!(
+            back >= n * 4096.0 && back < n * 4096.0 + 1048576.0,
+            "{mode:?} {back}"
+        );
+    }
+    let doc = price(&db, &["--", exe.to_str().unwrap(), "pages", "200"]);
+    for (class, event) in [
+        ("pages", "read in"),
+        ("folios", "dropped"),
+        ("bytes", "written back"),
+    ] {
+        let unit = doc["results"].as_array().unwrap().iter().find(|x| {
+            x["case"]["class"] == class && x["case"]["event"] == event && x["metric"] == "unit_cost"
+        });
+        assert!(unit.is_some(), "no unit cost for {class} {event}");
+    }
+}

@@ -100,6 +100,9 @@ impl Asm {
     pub fn lsh_imm(&mut self, dst: Reg, imm: i32) -> &mut Asm {
         self.put(insn::lsh_imm(dst, imm))
     }
+    pub fn lsh(&mut self, dst: Reg, src: Reg) -> &mut Asm {
+        self.put(insn::lsh(dst, src))
+    }
     pub fn rsh_imm(&mut self, dst: Reg, imm: i32) -> &mut Asm {
         self.put(insn::rsh_imm(dst, imm))
     }
@@ -116,6 +119,9 @@ impl Asm {
     // Loads and stores: dst = *(size *)(src + off); *(size *)(dst + off) = src or imm.
     pub fn ldx_dw(&mut self, dst: Reg, src: Reg, off: i16) -> &mut Asm {
         self.put(insn::ldx_dw(dst, src, off))
+    }
+    pub fn ldx_b(&mut self, dst: Reg, src: Reg, off: i16) -> &mut Asm {
+        self.put(insn::ldx_b(dst, src, off))
     }
     pub fn ldx_w(&mut self, dst: Reg, src: Reg, off: i16) -> &mut Asm {
         self.put(insn::ldx_w(dst, src, off))

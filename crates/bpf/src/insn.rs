@@ -141,6 +141,10 @@ pub fn and_imm(dst: Reg, imm: i32) -> Insn {
 pub fn lsh_imm(dst: Reg, imm: i32) -> Insn {
     alu64_k(BPF_LSH, dst, imm)
 }
+/// dst <<= src.
+pub fn lsh(dst: Reg, src: Reg) -> Insn {
+    alu64_x(BPF_LSH, dst, src)
+}
 pub fn rsh_imm(dst: Reg, imm: i32) -> Insn {
     alu64_k(BPF_RSH, dst, imm)
 }
@@ -169,6 +173,9 @@ pub fn ld_map(dst: Reg, map_fd: i32) -> [Insn; 2] {
 // Loads and stores: dst = *(size *)(src + off); *(size *)(dst + off) = src or imm.
 pub fn ldx_dw(dst: Reg, src: Reg, off: i16) -> Insn {
     Insn::of(BPF_LDX | BPF_MEM | BPF_DW, dst, src, off, 0)
+}
+pub fn ldx_b(dst: Reg, src: Reg, off: i16) -> Insn {
+    Insn::of(BPF_LDX | BPF_MEM | BPF_B, dst, src, off, 0)
 }
 pub fn ldx_w(dst: Reg, src: Reg, off: i16) -> Insn {
     Insn::of(BPF_LDX | BPF_MEM | BPF_W, dst, src, off, 0)

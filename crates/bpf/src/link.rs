@@ -25,6 +25,10 @@ pub enum Hook {
         period: u64,
         name: String,
     },
+    /// A tracepoint by category and name (filemap, mm_filemap_add_to_page_cache), through
+    /// perf: the program reads the event's record (its fields where tracefs's format puts
+    /// them), which a raw tracepoint does not have.
+    Tracepoint { category: String, name: String },
 }
 
 impl Hook {
@@ -37,6 +41,7 @@ impl Hook {
         match self {
             Hook::RawTracepoint(n) => format!("raw tracepoint {n}"),
             Hook::PerfSoftware { name, .. } => format!("software event {name}"),
+            Hook::Tracepoint { category, name } => format!("tracepoint {category}:{name}"),
         }
     }
 
@@ -45,6 +50,7 @@ impl Hook {
         match self {
             Hook::RawTracepoint(_) => ProgType::RawTracepoint,
             Hook::PerfSoftware { .. } => ProgType::PerfEvent,
+            Hook::Tracepoint { .. } => ProgType::Tracepoint,
         }
     }
 
@@ -53,6 +59,16 @@ impl Hook {
         match self {
             Hook::RawTracepoint(n) => n,
             Hook::PerfSoftware { name, .. } => name,
+            Hook::Tracepoint { name, .. } => name,
+        }
+    }
+}
+
+impl Hook {
+    pub fn tracepoint(category: &str, name: &str) -> Hook {
+        Hook::Tracepoint {
+            category: category.to_string(),
+            name: name.to_string(),
         }
     }
 }
@@ -105,6 +121,9 @@ pub fn attach(insns: &[Insn], hook: &Hook) -> Result<Attached, AttachError> {
         Hook::PerfSoftware { config, period, .. } => {
             crate::perf::software_on_each_cpu(*config, *period, &prog)
         }
+        Hook::Tracepoint { category, name } => crate::perf::tracepoint_id(category, name)
+            .and_then(|id| crate::perf::tracepoint(id, &prog))
+            .map(|l| vec![l]),
     }
     .map_err(|e| AttachError::Attach(hook.name(), e))?;
     Ok(Attached {

@@ -87,6 +87,125 @@ pub fn open_software(config: u64, period: u64, cpu: usize) -> std::io::Result<Ow
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
+/// A tracepoint's event (`id`, from tracefs's `events/<category>/<name>/id`) running `prog`
+/// (a tracepoint program) at each hit, on every CPU: a tracepoint's programs belong to the
+/// event itself, so one perf event (on CPU 0, for every task) attaches it everywhere.
+/// Detached when the fd is closed.
+pub fn tracepoint(id: u64, prog: &Program) -> std::io::Result<OwnedFd> {
+    let attr = Attr {
+        kind: PERF_TYPE_TRACEPOINT,
+        size: PERF_ATTR_SIZE_VER6,
+        config: id,
+        sample_period: 1,
+        flags: ATTR_DISABLED,
+        ..Attr::default()
+    };
+    // SAFETY: attr is a perf_event_attr of the size it declares; the kernel only reads it.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            &attr as *const Attr,
+            -1 as libc::c_int,
+            0 as libc::c_int,
+            -1 as libc::c_int,
+            PERF_FLAG_FD_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: perf_event_open returned this fd just now and nothing else owns it.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    ioctl(
+        &fd,
+        PERF_EVENT_IOC_SET_BPF,
+        prog.as_fd().as_raw_fd() as libc::c_ulong,
+    )?;
+    ioctl(&fd, PERF_EVENT_IOC_ENABLE, 0)?;
+    Ok(fd)
+}
+
+/// Where tracefs may be: its mounts in /proc/self/mounts, then the two usual places.
+fn tracefs_roots() -> Vec<String> {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let mut roots: Vec<String> = mounts
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.get(2) == Some(&"tracefs")).then(|| f.get(1).map(|p| p.to_string()))?
+        })
+        .collect();
+    for p in ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"] {
+        if !roots.iter().any(|r| r == p) {
+            roots.push(p.to_string());
+        }
+    }
+    roots
+}
+
+/// A tracepoint's id, from the first tracefs that has it (`category/name`, as
+/// `events/filemap/mm_filemap_add_to_page_cache`).
+pub fn tracepoint_id(category: &str, name: &str) -> std::io::Result<u64> {
+    let mut last = std::io::Error::from_raw_os_error(libc::ENOENT);
+    for root in tracefs_roots() {
+        let path = format!("{root}/events/{category}/{name}/id");
+        match std::fs::read_to_string(&path) {
+            Ok(t) => {
+                return t.trim().parse().map_err(|_| {
+                    std::io::Error::other(format!("{path} holds no number: '{}'", t.trim()))
+                })
+            }
+            Err(e) => last = e,
+        }
+    }
+    Err(std::io::Error::new(
+        last.kind(),
+        format!("no tracefs names {category}:{name} ({last}; is tracefs mounted at /sys/kernel/tracing?)"),
+    ))
+}
+
+/// Where a field of a tracepoint's record sits: (offset, size) in bytes, from tracefs's
+/// format file, which is the only stable layout (the records change between kernels).
+pub fn tracepoint_field(category: &str, name: &str, field: &str) -> std::io::Result<(u16, u16)> {
+    let mut last = std::io::Error::from_raw_os_error(libc::ENOENT);
+    for root in tracefs_roots() {
+        match std::fs::read_to_string(format!("{root}/events/{category}/{name}/format")) {
+            Ok(text) => {
+                return field_in_format(&text, field).ok_or_else(|| {
+                    std::io::Error::other(format!(
+                        "{category}:{name} has no field '{field}' on this kernel"
+                    ))
+                })
+            }
+            Err(e) => last = e,
+        }
+    }
+    Err(std::io::Error::new(
+        last.kind(),
+        format!("no tracefs format for {category}:{name} ({last})"),
+    ))
+}
+
+/// `field`'s (offset, size) in a tracefs format text: its line
+/// `field:unsigned char order;\toffset:36;\tsize:1;\tsigned:0;`, where the name is the
+/// declaration's last word before any array bounds.
+pub fn field_in_format(text: &str, field: &str) -> Option<(u16, u16)> {
+    text.lines().find_map(|line| {
+        let mut parts = line.trim().split(';').map(str::trim);
+        let decl = parts.next()?.strip_prefix("field:")?;
+        let word = decl.split_whitespace().last()?;
+        if word.split('[').next()? != field {
+            return None;
+        }
+        let get = |key: &str| -> Option<u16> {
+            parts
+                .clone()
+                .find_map(|p| p.strip_prefix(key)?.parse().ok())
+        };
+        Some((get("offset:")?, get("size:")?))
+    })
+}
+
 /// Start counting (and running its program) on an event `open_software` opened.
 pub fn enable(fd: &OwnedFd) -> std::io::Result<()> {
     ioctl(fd, PERF_EVENT_IOC_ENABLE, 0)
@@ -103,6 +222,16 @@ fn ioctl(fd: &OwnedFd, req: libc::c_ulong, arg: libc::c_ulong) -> std::io::Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fields_place_is_read_from_the_format_text() {
+        let text = "name: block_bio_queue\nID: 1234\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\tfield:dev_t dev;\toffset:8;\tsize:4;\tsigned:0;\n\tfield:unsigned int nr_sector;\toffset:24;\tsize:4;\tsigned:0;\n\tfield:char rwbs[10];\toffset:28;\tsize:10;\tsigned:0;\n\nprint fmt: \"%d\", REC->dev\n";
+        assert_eq!(field_in_format(text, "nr_sector"), Some((24, 4)));
+        assert_eq!(field_in_format(text, "rwbs"), Some((28, 10)));
+        assert_eq!(field_in_format(text, "common_pid"), Some((4, 4)));
+        assert_eq!(field_in_format(text, "sector"), None);
+        assert_eq!(field_in_format(text, "order"), None);
+    }
 
     #[test]
     fn the_block_is_perf_event_attr_at_its_sixth_size() {

@@ -110,6 +110,9 @@ impl MapType {
 #[repr(u32)]
 pub enum ProgType {
     Kprobe = 2,
+    /// A tracepoint through perf: its context is the event's record, as tracefs's format
+    /// file lays it out.
+    Tracepoint = 5,
     PerfEvent = 7,
     RawTracepoint = 17,
     /// tp_btf, fentry, fexit: loaded with an expected attach type and a BTF id.
@@ -133,6 +136,7 @@ pub const BPF_STATS_RUN_TIME: u32 = 0;
 /// perf_event_open(2)'s numbers (include/uapi/linux/perf_event.h).
 pub mod perf {
     pub const PERF_TYPE_SOFTWARE: u32 = 1;
+    pub const PERF_TYPE_TRACEPOINT: u32 = 2;
     /// perf_event_attr's size at PERF_ATTR_SIZE_VER6, the struct `perf::Attr` writes.
     pub const PERF_ATTR_SIZE_VER6: u32 = 120;
     pub const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
@@ -180,11 +184,12 @@ mod tests {
         assert_eq!(
             [
                 ProgType::Kprobe as u32,
+                ProgType::Tracepoint as u32,
                 ProgType::PerfEvent as u32,
                 ProgType::RawTracepoint as u32,
                 ProgType::Tracing as u32
             ],
-            [2, 7, 17, 26]
+            [2, 5, 7, 17, 26]
         );
         assert_eq!(
             [

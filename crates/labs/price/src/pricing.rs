@@ -141,6 +141,17 @@ pub fn derive(units: &mut Units) {
         let d = call.minus(&[&entry.scaled(per_call)]);
         units.insert("getdents64-call".into(), d);
     }
+    // A page read in: a cold read's CPU per page less what a cached read of it costs (a
+    // 64 KiB pread's fixed part over its 16 pages, and 4096 bytes), which the read calls and
+    // the bytes read price already.
+    if let (Some(cold), Some(call), Some(byte)) = (
+        units.get("read-cold"),
+        units.get("file-read"),
+        units.get("file-read/byte"),
+    ) {
+        let d = cold.minus(&[&call.scaled(1.0 / 16.0), &byte.scaled(4096.0)]);
+        units.insert("page-in".into(), d);
+    }
     units.insert(
         "none".into(),
         Unit {
@@ -158,6 +169,8 @@ pub fn needed(counts: &Counts) -> Vec<&'static str> {
         let measured: &[&'static str] = match u {
             "switch" => &["switch-same-cpu", "futex-wake", "futex-wait-eagain"],
             "exit/byte" => &["exit"],
+            "writeback/byte" => &["writeback"],
+            "page-in" => &["read-cold", "file-read"],
             "none" | "s" => &[],
             other => match costlab_core::measure::unitcost::TERMS
                 .iter()

@@ -124,3 +124,46 @@ fn writes_to_files_and_their_bytes_are_priced_at_the_file_write_term() {
     let rows = price(&counts, &pipe_only);
     assert!(!rows.iter().any(|p| p.event == "written:file"));
 }
+
+/// The page cache's counts become events (a zero left out) priced at their terms: a page read
+/// in at a cold read's page less a cached read's share, a folio dropped at page-drop, the bytes
+/// written back at writeback's per byte; pages a write made are priced with its bytes (0 here).
+#[test]
+fn the_page_caches_counts_are_priced_at_their_own_terms() {
+    let mut units: Units = [
+        ("read-cold".to_string(), unit(1000.0)),
+        ("file-read".to_string(), unit(320.0)),
+        ("file-read/byte".to_string(), unit(0.05)),
+        ("page-drop".to_string(), unit(700.0)),
+        ("writeback/byte".to_string(), unit(0.2)),
+    ]
+    .into();
+    derive(&mut units);
+    // 1000 less a 64 KiB read's call over its 16 pages (20) and 4096 bytes (204.8).
+    assert!((units["page-in"].samples[0] - 775.2).abs() < 1e-9);
+    let mut counts = Counts::default();
+    crate::count::page_events(
+        &mut counts.events,
+        &crate::measured::PageCounts {
+            read: 100,
+            write: 50,
+            other: 0,
+            dropped: 10,
+            writeback_bytes: 4096,
+        },
+    );
+    assert!(!counts
+        .events
+        .contains_key(&("pages".to_string(), "faulted in".to_string())));
+    let rows = price(&counts, &units);
+    let of = |c: &str, e: &str| {
+        rows.iter()
+            .find(|p| p.class == c && p.event == e)
+            .and_then(|p| p.priced())
+            .map(|s| s.median)
+    };
+    assert!((of("pages", "read in").unwrap() - 77_520.0).abs() < 1e-6);
+    assert_eq!(of("folios", "dropped"), Some(7_000.0));
+    assert!((of("bytes", "written back").unwrap() - 819.2).abs() < 1e-6);
+    assert_eq!(of("pages", "made by writes"), Some(0.0));
+}

@@ -226,6 +226,31 @@ pub fn event_pricing(class: &str, event: &str) -> Option<Pricing> {
             "a fork by a parent with few pages touched (the fork term's fixed part; a parent with more pages mapped costs more, its pages are not counted); the child's exit is on exit_group",
         ),
         ("irq", "local_timer") => by("tick", 1.0, "the local timer's interrupt, per tick"),
+        ("pages", "read in") => by(
+            "page-in",
+            1.0,
+            "a page the page cache took in for a read (a cold read, its readahead included): a cold read's CPU per page less a cached read's (its bytes and calls are priced apart)",
+        ),
+        ("pages", "made by writes") => by(
+            "none",
+            0.0,
+            "pages a write made: priced with the bytes written (the file-write term's per-byte part makes them)",
+        ),
+        ("pages", "faulted in") => by(
+            "none",
+            0.0,
+            "pages read in for a fault: priced with the major faults (the fault-major term's readahead)",
+        ),
+        ("folios", "dropped") => by(
+            "page-drop",
+            1.0,
+            "a folio (a page, or a run of pages the cache holds as one) leaving the page cache (a full file's last unlink, a truncate, a DONTNEED): the page-drop term, its blocks freed",
+        ),
+        ("bytes", "written back") => by(
+            "writeback/byte",
+            1.0,
+            "bytes the program itself sent to the disk (its fsync's writeback, a direct write) at the writeback term's per-byte part (appended pages: their blocks allocated then); the flusher threads' writeback is not its time",
+        ),
         ("bytes", "dirents") => by(
             "getdents64/entry",
             1.0 / costlab_core::measure::unitcost::fsops::DIRENT_RECLEN as f64,

@@ -423,6 +423,74 @@ pub fn read_cold(spec: &SampleSpec, dir: &Path) -> Result<Vec<f64>> {
     })
 }
 
+/// Pages in the page-drop term's file: 1 MiB.
+pub const DROP_PAGES: usize = 256;
+
+/// CPU ns per folio of removing a file whose pages are cached and on disk: the unlink of a
+/// `DROP_PAGES`-page file written a page a call (so each page is a folio of its own, as a
+/// program's small writes make them) less the unlink of an empty one beside it, per folio. As
+/// the last link goes, the folios leave the page cache and the file system frees their blocks
+/// (what an unlink of a full file, or a truncate, adds to the unlink term). Each round writes
+/// and syncs both files first, untimed.
+pub fn page_drop(spec: &SampleSpec, dir: &Path) -> Result<Vec<f64>> {
+    use std::io::Write;
+    let s = Scratch::new(dir)?;
+    let page = [3u8; 4096];
+    let (full, empty) = (s.c("full"), s.c("empty"));
+    let unlink = |p: &CString| {
+        // SAFETY: a NUL-terminated path in this scratch directory.
+        if unsafe { libc::unlink(p.as_ptr()) } != 0 {
+            return Err(os_err("unlink"));
+        }
+        Ok(())
+    };
+    cpu_samples(spec, || {
+        let mut f = std::fs::File::create(s.path().join("full")).context("creating a file")?;
+        for _ in 0..DROP_PAGES {
+            f.write_all(&page).context("writing a page")?;
+        }
+        f.sync_all().context("syncing")?;
+        drop(f);
+        drop(synced_file(&s, "empty", 0)?);
+        let with_pages = timed(|| unlink(&full))?;
+        let without = timed(|| unlink(&empty))?;
+        Ok(((with_pages - without).max(0.0), DROP_PAGES as f64))
+    })
+}
+
+/// CPU ns of an fdatasync after `size` bytes appended to a file a page a call (each page a
+/// folio of its own, as a program's small writes make them; writeback goes by folios, so a
+/// large write's large folios cost less a byte): the pages written back and, with delayed
+/// allocation (ext4, xfs), their blocks allocated then, as a program's own sync of the data
+/// it just wrote does. The file is cut back every `APPEND_SPAN` bytes, untimed.
+pub fn writeback(spec: &SampleSpec, dir: &Path, size: usize) -> Result<Vec<f64>> {
+    let s = Scratch::new(dir)?;
+    let p = s.path().join("appended");
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&p)
+        .with_context(|| format!("creating {}", p.display()))?;
+    let page = [4u8; 4096];
+    let mut at = 0u64;
+    cpu_samples(spec, || {
+        if at + size as u64 > APPEND_SPAN {
+            f.set_len(0).context("cutting the file back")?;
+            f.sync_all().context("syncing")?;
+            at = 0;
+        }
+        for _ in 0..size.div_ceil(4096) {
+            let n = rustix::io::pwrite(&f, &page, at).context("pwrite")?;
+            if n != page.len() {
+                bail!("pwrite wrote {n} of {} bytes", page.len());
+            }
+            at += n as u64;
+        }
+        let ns = timed(|| f.sync_data().context("fdatasync"))?;
+        Ok((ns, 1.0))
+    })
+}
+
 /// Drop `fd`'s cached pages (it is synced, so they are clean).
 pub(super) fn drop_pages(fd: i32, len: usize) -> Result<()> {
     // SAFETY: advice on an open fd's range; it changes nothing but the page cache.

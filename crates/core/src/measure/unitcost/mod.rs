@@ -21,7 +21,7 @@ use anyhow::Result;
 use super::SampleSpec;
 
 /// Every term, in the order they are measured and shown (the `term` case key's values).
-pub const TERMS: [&str; 36] = [
+pub const TERMS: [&str; 38] = [
     "fault-4k",
     "fault-thp",
     "fault-file",
@@ -58,12 +58,14 @@ pub const TERMS: [&str; 36] = [
     "fork",
     "tick",
     "file-write",
+    "page-drop",
+    "writeback",
 ];
 
 /// The terms measured in a scratch directory on a file system, whose figures carry the case
 /// key `fs` (its type, as /proc/self/mountinfo names it): a price uses the figure of the file
 /// system its program worked on.
-pub const FS_TERMS: [&str; 15] = [
+pub const FS_TERMS: [&str; 17] = [
     "open",
     "close",
     "create",
@@ -79,16 +81,22 @@ pub const FS_TERMS: [&str; 15] = [
     "fault-major",
     "exec",
     "file-write",
+    "page-drop",
+    "writeback",
 ];
 
 /// The sizes at which a term with a per-byte part is measured: the fixed part is read at the
 /// smallest, the per-byte part from the line through both.
 pub const SIZES: [u64; 2] = [64, 64 * 1024];
 
+/// The sizes the writeback term is measured at: a page, and 256 of them.
+pub const WRITEBACK_SIZES: [u64; 2] = [4096, 1 << 20];
+
 /// The smallest size a sized term is measured at: its figure there is the term's fixed part.
 pub fn base_size(term: &str) -> u64 {
     match term {
         "exit" | "fork" => procs::PAGE_SIZES[0],
+        "writeback" => WRITEBACK_SIZES[0],
         _ => SIZES[0],
     }
 }
@@ -143,6 +151,8 @@ pub fn reading(term: &str) -> &'static str {
         "fork" => "fork by a parent with `size` bytes touched (page tables copied, pages made copy-on-write), the parent's CPU time, per fork",
         "tick" => "the local timer's interrupt as the task it interrupts loses it, per tick",
         "file-write" => "a write of `size` bytes that extends a file (new page-cache pages, the file system's block reservation), CPU time, per call",
+        "page-drop" => "a folio of a file leaving the page cache as its last link goes (an unlink of a 256-page file written a page a call, on disk, less one of an empty file), its blocks freed, CPU time, per folio",
+        "writeback" => "an fdatasync after `size` bytes appended to a file a page a call: their pages written back, their blocks allocated then (delayed allocation), CPU time, per call; per_byte: each byte more",
         _ => "",
     }
 }
@@ -236,6 +246,11 @@ fn measure_term(term: &str, spec: &SampleSpec, dir: &Path) -> Result<Vec<TermFig
         "exit" => by_page(procs::exit)?,
         "fork" => by_page(procs::fork)?,
         "tick" => one(tick::tick(spec)?),
+        "page-drop" => one(fsops::page_drop(spec, dir)?),
+        "writeback" => {
+            let mut kernel = |spec: &SampleSpec, size: usize| fsops::writeback(spec, dir, size);
+            sized_with(t, spec, &WRITEBACK_SIZES, &mut kernel)?
+        }
         "file-write" => {
             let mut kernel = |spec: &SampleSpec, size: usize| fsops::file_write(spec, dir, size);
             sized_with(t, spec, &SIZES, &mut kernel)?

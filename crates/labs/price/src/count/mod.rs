@@ -138,6 +138,7 @@ impl Counting {
         notes.extend(self.notes.iter().cloned());
         let kinds = self.watch.stop();
         let kinds_of_faults = split.as_ref().map(|s| (s.fault_file, s.fault_cow));
+        let pages = split.as_ref().and_then(|s| s.pages);
         let (ids, by_fd, creates, dirent_bytes, exec_failed) = match (&self.syscalls, split) {
             (Some(c), _) => (c.read()?, c.read_by_fd()?, 0, 0, 0),
             (None, Some(s)) => (s.ids, s.by_fd, s.creates, s.dirent_bytes, s.exec_failed),
@@ -156,6 +157,9 @@ impl Counting {
         }
         if let Some((file, cow)) = kinds_of_faults {
             split_faults(&mut events, file, cow);
+        }
+        if let Some(p) = pages {
+            page_events(&mut events, &p);
         }
         let names = syscall_names(Path::new("/"));
         let mut syscalls = named(&ids, &names);
@@ -182,6 +186,22 @@ pub fn split_faults(events: &mut Events, file: u64, cow: u64) {
         }
     }
     events.insert(key("minor"), all - file - cow);
+}
+
+/// The page cache as the split counted it, as events: pages read in (cold reads), made by
+/// writes, faulted in; folios dropped; bytes written back by the program itself. A zero is left out.
+pub fn page_events(events: &mut Events, p: &crate::measured::PageCounts) {
+    for (class, event, n) in [
+        ("pages", "read in", p.read),
+        ("pages", "made by writes", p.write),
+        ("pages", "faulted in", p.other),
+        ("folios", "dropped", p.dropped),
+        ("bytes", "written back", p.writeback_bytes),
+    ] {
+        if n > 0 {
+            events.insert((class.into(), event.into()), n);
+        }
+    }
 }
 
 /// Take `n` of `name`'s calls that the split told apart (openat's with O_CREAT, execve's that

@@ -61,6 +61,26 @@ pub fn net_of_tracer(lines: &mut [Beside], t: &super::TracerCost) {
     }
 }
 
+/// The calls that take folios out of the page cache, and the calls that write back.
+const DROPS: [&str; 8] = [
+    "unlink",
+    "unlinkat",
+    "truncate",
+    "ftruncate",
+    "fadvise64",
+    "rename",
+    "renameat",
+    "renameat2",
+];
+const SYNCS: [&str; 6] = [
+    "fsync",
+    "fdatasync",
+    "sync_file_range",
+    "msync",
+    "syncfs",
+    "sync",
+];
+
 /// Where a priced line's time belongs among the measured ones: (class, event) and its share.
 fn targets(p: &Priced, split: &Split) -> Vec<((String, String), f64)> {
     // The lines `take` picks, each with its share of what `weight` gives them all.
@@ -108,6 +128,12 @@ fn targets(p: &Priced, split: &Split) -> Vec<((String, String), f64)> {
         ("bytes", "dirents") => vec![(("syscall".into(), "getdents64".into()), 1.0)],
         // The pages an exit unmaps are its work, measured inside exit_group (or exit).
         ("bytes", "unmapped") => family(&["exit_group", "exit"]),
+        // The page cache's work runs inside the calls that asked for it: pages read in inside
+        // the reads, folios dropped inside the unlinks and truncates, bytes written back inside
+        // the syncs (each shared out by the calls' count, as bytes read are).
+        ("pages", "read in") => family(&READS),
+        ("folios", "dropped") => family(&DROPS),
+        ("bytes", "written back") => family(&SYNCS),
         (c, e) => vec![((c.to_string(), e.to_string()), 1.0)],
     }
 }

@@ -196,6 +196,59 @@ pub struct Counted {
     /// rest are anonymous pages).
     pub fault_file: u64,
     pub fault_cow: u64,
+    /// The page cache as the tracked tasks used it (`prog::pages`): pages taken in inside a
+    /// read (or another syscall that is not a write), inside a write, outside a syscall
+    /// (faults); folios taken out; bytes sent to a disk to be written. None where the
+    /// tracepoints could not be attached.
+    pub pages: Option<PageCounts>,
+}
+
+impl Counted {
+    /// What slot `s` adds to the counts, with `n` its count word: a syscall's number, the
+    /// calls told apart (still counted under their number), the kinds of faults, the page
+    /// cache's counts.
+    fn take(&mut self, s: u32, n: u64) {
+        if n == 0 {
+            return;
+        }
+        if s < prog::SYS_OTHER {
+            *self.ids.entry(s).or_default() += n;
+        }
+        match s {
+            prog::EXEC_FAILED => {
+                *self.ids.entry(prog::NR_EXECVE as u32).or_default() += n;
+                self.exec_failed = n;
+            }
+            prog::OPEN_CREATE => {
+                // Still openat calls, for every count that compares by number.
+                *self.ids.entry(prog::NR_OPENAT as u32).or_default() += n;
+                self.creates = n;
+            }
+            prog::FAULT_FILE => self.fault_file = n,
+            prog::FAULT_COW => self.fault_cow = n,
+            _ => {}
+        }
+        if let Some(p) = self.pages.as_mut() {
+            match s {
+                prog::PAGES_READ => p.read = n,
+                prog::PAGES_WRITE => p.write = n,
+                prog::PAGES_OTHER => p.other = n,
+                prog::PAGES_DROPPED => p.dropped = n,
+                prog::WRITEBACK_BYTES => p.writeback_bytes = n,
+                _ => {}
+            }
+        }
+    }
+}
+
+/// What `prog::pages` counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PageCounts {
+    pub read: u64,
+    pub write: u64,
+    pub other: u64,
+    pub dropped: u64,
+    pub writeback_bytes: u64,
 }
 
 /// The split's programs, attached for one cgroup; detached when dropped.
@@ -212,6 +265,8 @@ pub struct Tracer {
     /// time when it attached (ns).
     foreign_ns: f64,
     busy_at_attach: Option<u64>,
+    /// Whether `prog::pages`' tracepoints are attached.
+    pages: bool,
 }
 
 /// getppid calls in each of the loops that time a foreign syscall's added cost.
@@ -336,6 +391,7 @@ impl Tracer {
         }
         let mut notes = Vec::new();
         attach_optional(&m, &mut progs, &mut notes);
+        let pages = attach_pages(&m, &mut progs, &mut notes);
         // costlab is outside the split's tasks: its getppid now takes the path every other
         // task's syscalls take while the split is attached.
         let foreign_ns = (getppid_ns() - bare).max(0.0);
@@ -349,6 +405,7 @@ impl Tracer {
             period,
             foreign_ns,
             busy_at_attach: busy_now(),
+            pages,
         })
     }
 
@@ -404,6 +461,7 @@ impl Tracer {
             period,
             foreign_ns,
             busy_at_attach,
+            pages,
             ..
         } = self;
         // The usage and the slots are read while the programs still run, one right after the
@@ -419,6 +477,7 @@ impl Tracer {
                 Some(map) => crate::bpf::read_by_fd(map)?,
                 None => BTreeMap::new(),
             },
+            pages: pages.then(PageCounts::default),
             ..Counted::default()
         };
         let syscalls = syscalls::syscall_names(Path::new("/"));
@@ -440,18 +499,7 @@ impl Tracer {
             if v == [0; WORDS] {
                 continue;
             }
-            if s < prog::SYS_OTHER && v[0] > 0 {
-                *counted.ids.entry(s).or_default() += v[0];
-            }
-            if s == prog::EXEC_FAILED && v[0] > 0 {
-                *counted.ids.entry(prog::NR_EXECVE as u32).or_default() += v[0];
-                counted.exec_failed = v[0];
-            }
-            if s == prog::OPEN_CREATE && v[0] > 0 {
-                // Still openat calls, for every count that compares by number.
-                *counted.ids.entry(prog::NR_OPENAT as u32).or_default() += v[0];
-                counted.creates = v[0];
-            }
+            counted.take(s, v[0]);
             match s {
                 prog::USER_TICK_KERNEL | prog::USER_TICK_USER => {
                     ticks[(s - prog::USER_TICK_KERNEL) as usize] = v[0];
@@ -471,10 +519,8 @@ impl Tracer {
                 }
                 _ => {}
             }
-            match s {
-                prog::FAULT_FILE => counted.fault_file = v[0],
-                prog::FAULT_COW => counted.fault_cow = v[0],
-                _ => {}
+            if (prog::PAGES_READ..=prog::WRITEBACK_BYTES).contains(&s) {
+                continue;
             }
             let (class, event) = slot_name(s, &syscalls, &irqs);
             // The four open fault classes are one line, "fault unfinished".
@@ -629,6 +675,59 @@ fn attach_optional(m: &Maps, progs: &mut Vec<(String, Attached)>, notes: &mut Ve
                 raw(&format!("{v}_exit")),
                 &format!("the {v} interrupt's end"),
             );
+        }
+    }
+}
+
+/// The page-cache counts' three tracepoints (`prog::pages`), their records' layout read
+/// from tracefs. All three or none: true where they are attached; a note says why not.
+fn attach_pages(m: &Maps, progs: &mut Vec<(String, Attached)>, notes: &mut Vec<String>) -> bool {
+    use costlab_bpf::perf::tracepoint_field;
+    let field = |cat: &str, tp: &str, f: &str| -> Result<i16> {
+        Ok(tracepoint_field(cat, tp, f)?.0 as i16)
+    };
+    let built = || -> Result<Vec<(Asm, Hook)>> {
+        let add = "mm_filemap_add_to_page_cache";
+        let del = "mm_filemap_delete_from_page_cache";
+        let bio = "block_bio_queue";
+        Ok(vec![
+            (
+                prog::pages::added(
+                    m,
+                    prog::pages::Fields {
+                        order: field("filemap", add, "order")?,
+                    },
+                ),
+                Hook::tracepoint("filemap", add),
+            ),
+            (prog::pages::dropped(m), Hook::tracepoint("filemap", del)),
+            (
+                prog::pages::bio_queued(
+                    m,
+                    prog::pages::BioFields {
+                        sectors: field("block", bio, "nr_sector")?,
+                        rwbs: field("block", bio, "rwbs")?,
+                    },
+                ),
+                Hook::tracepoint("block", bio),
+            ),
+        ])
+    };
+    let attached = built().and_then(|v| {
+        v.into_iter()
+            .map(|(a, hook)| Ok((hook.name(), costlab_bpf::attach(&a.finish()?, &hook)?)))
+            .collect::<Result<Vec<_>>>()
+    });
+    match attached {
+        Ok(v) => {
+            progs.extend(v);
+            true
+        }
+        Err(e) => {
+            notes.push(format!(
+                "the page cache's pages in and out and the writeback bytes not counted (cold reads, dropped pages and an fsync's bytes unpriced): {e}"
+            ));
+            false
         }
     }
 }

@@ -22,6 +22,8 @@
 //! Registers, in every program: r6 the context, r7 now (ns), r8 the current thread id, r9 this
 //! CPU's state.
 
+pub mod pages;
+
 use costlab_bpf::insn::BPF_ANY;
 use costlab_bpf::{Asm, Helper, Reg, FP, R0, R1, R2, R3, R4, R6, R7, R8, R9};
 
@@ -79,7 +81,19 @@ pub const FAULT_OPEN_COW: u32 = FAULT_OPEN_FILE + 1;
 /// mapped, and a page copied on write.
 pub const FAULT_FILE: u32 = FAULT_OPEN_COW + 1;
 pub const FAULT_COW: u32 = FAULT_FILE + 1;
-pub const SLOTS: u32 = FAULT_COW + 1;
+/// Pages the page cache took in for a tracked task (counts only, by the folio's order): in
+/// a syscall that is not a write (a cold read: readahead included), in a write (pages the
+/// write made, priced with its bytes), and elsewhere (a fault: a major fault's readahead,
+/// priced with it). See `pages`.
+pub const PAGES_READ: u32 = FAULT_COW + 1;
+pub const PAGES_WRITE: u32 = PAGES_READ + 1;
+pub const PAGES_OTHER: u32 = PAGES_WRITE + 1;
+/// Folios a tracked task took out of the page cache (a file's last unlink, a truncate, a
+/// DONTNEED), and the bytes it sent to a disk to be written (its own fsync's writeback, a
+/// direct write: the flusher threads' writeback is not its).
+pub const PAGES_DROPPED: u32 = PAGES_OTHER + 1;
+pub const WRITEBACK_BYTES: u32 = PAGES_DROPPED + 1;
+pub const SLOTS: u32 = WRITEBACK_BYTES + 1;
 /// The bits of x86's page-fault error code: the page was present (a protection fault), and
 /// the access was a write.
 pub const PF_PRESENT: i32 = 1;

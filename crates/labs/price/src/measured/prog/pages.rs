@@ -1,0 +1,104 @@
+//! The page cache as a tracked task uses it, counted from three tracepoints read through
+//! perf (their records hold what a raw tracepoint's arguments do not: a folio's order, a
+//! bio's size and direction): pages taken in (`filemap:mm_filemap_add_to_page_cache`), pages
+//! taken out (`filemap:mm_filemap_delete_from_page_cache`) and bytes sent to a disk to be
+//! written (`block:block_bio_queue`, whose 'W' marks a write). Each runs in the task that
+//! caused it: a read's readahead, an unlink's truncation, an fsync's writeback. The records'
+//! layout comes from tracefs's format files at attach time. Counts only: no clock is read.
+
+use costlab_bpf::{Asm, Reg, FP, R0, R1, R2, R3, R6, R9};
+
+use super::{
+    epilogue, prologue, slot, Join, Maps, FP_DELTA, PAGES_DROPPED, PAGES_OTHER, PAGES_READ,
+    PAGES_WRITE, ST_CLASS, ST_NR, ST_SKIP, SYS_OTHER, USER, WRITEBACK_BYTES,
+};
+
+/// x86-64's calls whose new page-cache pages are the written bytes' own (priced with them):
+/// write, pwrite64, writev, pwritev, pwritev2 and copy_file_range.
+pub const WRITE_NRS: [i32; 6] = [1, 18, 20, 296, 328, 326];
+
+/// What a page-cache tracepoint's record holds where.
+#[derive(Debug, Clone, Copy)]
+pub struct Fields {
+    /// The folio's order (u8): its pages are 1 << order.
+    pub order: i16,
+}
+
+/// What block_bio_queue's record holds where.
+#[derive(Debug, Clone, Copy)]
+pub struct BioFields {
+    /// The bio's sectors (u32) and the first letter of its rwbs string.
+    pub sectors: i16,
+    pub rwbs: i16,
+}
+
+/// Add r2 (kept at `FP_DELTA`) to the count word of the slot `key` holds.
+fn add_to(a: &mut Asm, m: &Maps, key: Reg) {
+    slot(a, m, key, "out");
+    a.ldx_dw(R2, FP, FP_DELTA);
+    a.ldx_dw(R1, R0, 0).add(R1, R2).stx_dw(R0, 0, R1);
+}
+
+/// r2 = the folio's pages, kept at `FP_DELTA`.
+fn folio_pages(a: &mut Asm, f: Fields) {
+    a.ldx_b(R1, R6, f.order).note("r1 = the folio's order");
+    a.mov_imm(R2, 1).lsh(R2, R1).note("r2 = its pages");
+    a.stx_dw(FP, FP_DELTA, R2);
+}
+
+/// mm_filemap_add_to_page_cache: the folio's pages go to `PAGES_WRITE` inside a write,
+/// `PAGES_READ` inside any other syscall, `PAGES_OTHER` outside one (a fault). The syscall is
+/// the class (every call timed, or a timed call), or the state's number where an untimed
+/// call is open (sampled).
+pub fn added(m: &Maps, f: Fields) -> Asm {
+    let mut a = Asm::new();
+    prologue(&mut a, m, Join::No, false);
+    folio_pages(&mut a, f);
+    a.ldx_w(R1, R9, ST_CLASS);
+    a.jlt_imm(R1, SYS_OTHER as i32, "in_call")
+        .note("the class is a syscall's number");
+    a.mov_imm(R3, PAGES_OTHER as i32);
+    a.jne_imm(R1, USER as i32, "add")
+        .note("a fault's class (or an interrupt's)");
+    a.ldx_w(R2, R9, ST_SKIP);
+    a.jeq_imm(R2, 0, "add").note("no untimed call is open");
+    a.ldx_w(R1, R9, ST_NR).note("the untimed call's number");
+    a.label("in_call");
+    a.mov_imm(R3, PAGES_WRITE as i32);
+    for nr in WRITE_NRS {
+        a.jeq_imm(R1, nr, "add");
+    }
+    a.mov_imm(R3, PAGES_READ as i32);
+    a.label("add");
+    add_to(&mut a, m, R3);
+    epilogue(&mut a);
+    a
+}
+
+/// mm_filemap_delete_from_page_cache: one folio more in `PAGES_DROPPED` (what taking it out
+/// costs goes by folios: a large folio of readahead goes out at about the cost of a page).
+pub fn dropped(m: &Maps) -> Asm {
+    let mut a = Asm::new();
+    prologue(&mut a, m, Join::No, false);
+    a.mov_imm(R2, 1);
+    a.stx_dw(FP, FP_DELTA, R2);
+    a.mov_imm(R3, PAGES_DROPPED as i32);
+    add_to(&mut a, m, R3);
+    epilogue(&mut a);
+    a
+}
+
+/// block_bio_queue: a write's bytes (its sectors × 512) go to `WRITEBACK_BYTES`.
+pub fn bio_queued(m: &Maps, f: BioFields) -> Asm {
+    let mut a = Asm::new();
+    prologue(&mut a, m, Join::No, false);
+    a.ldx_b(R1, R6, f.rwbs).note("r1 = rwbs[0]");
+    a.jne_imm(R1, b'W' as i32, "out").note("not a write");
+    a.ldx_w(R2, R6, f.sectors).note("r2 = the bio's sectors");
+    a.lsh_imm(R2, 9).note("its bytes");
+    a.stx_dw(FP, FP_DELTA, R2);
+    a.mov_imm(R3, WRITEBACK_BYTES as i32);
+    add_to(&mut a, m, R3);
+    epilogue(&mut a);
+    a
+}
