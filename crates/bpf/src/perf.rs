@@ -206,6 +206,50 @@ pub fn field_in_format(text: &str, field: &str) -> Option<(u16, u16)> {
     })
 }
 
+/// What `perf record -e cpu-clock -F hz -a -g -G CGROUP` opens, without its ring buffer: a
+/// cpu-clock event at `hz` on each online CPU for the tasks of one cgroup (`cgroup`: its
+/// directory, open), each sample asking for its call chain. Its cost to the tasks is perf's:
+/// each switch into or out of the cgroup stops or starts the events (their timers
+/// reprogrammed), each sample is an interrupt that walks the stacks; with no buffer the
+/// samples are then dropped. For measuring what a sampler costs beside a traced run.
+pub fn cgroup_sampler(cgroup: &std::fs::File, hz: u64) -> std::io::Result<Vec<OwnedFd>> {
+    let online = crate::cpus::online().map_err(|e| std::io::Error::other(e.to_string()))?;
+    let mut fds = Vec::new();
+    for cpu in online {
+        let attr = Attr {
+            kind: PERF_TYPE_SOFTWARE,
+            size: PERF_ATTR_SIZE_VER6,
+            config: PERF_COUNT_SW_CPU_CLOCK,
+            sample_period: hz,
+            sample_type: PERF_SAMPLE_IP
+                | PERF_SAMPLE_TID
+                | PERF_SAMPLE_TIME
+                | PERF_SAMPLE_CALLCHAIN
+                | PERF_SAMPLE_CPU
+                | PERF_SAMPLE_PERIOD,
+            flags: ATTR_FREQ,
+            ..Attr::default()
+        };
+        // SAFETY: attr is a perf_event_attr of the size it declares; the kernel only reads it.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_perf_event_open,
+                &attr as *const Attr,
+                cgroup.as_raw_fd(),
+                cpu as libc::c_int,
+                -1 as libc::c_int,
+                PERF_FLAG_FD_CLOEXEC | PERF_FLAG_PID_CGROUP,
+            )
+        };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: perf_event_open returned this fd just now and nothing else owns it.
+        fds.push(unsafe { OwnedFd::from_raw_fd(fd as i32) });
+    }
+    Ok(fds)
+}
+
 /// Start counting (and running its program) on an event `open_software` opened.
 pub fn enable(fd: &OwnedFd) -> std::io::Result<()> {
     ioctl(fd, PERF_EVENT_IOC_ENABLE, 0)

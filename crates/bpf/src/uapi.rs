@@ -140,6 +140,17 @@ pub mod perf {
     /// perf_event_attr's size at PERF_ATTR_SIZE_VER6, the struct `perf::Attr` writes.
     pub const PERF_ATTR_SIZE_VER6: u32 = 120;
     pub const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
+    /// perf_event_open's pid is a cgroup directory's fd.
+    pub const PERF_FLAG_PID_CGROUP: libc::c_ulong = 4;
+    /// perf_event_attr's flag bit: sample_period holds a frequency (Hz).
+    pub const ATTR_FREQ: u64 = 1 << 10;
+    /// sample_type bits: what `perf record -g` asks of each sample.
+    pub const PERF_SAMPLE_IP: u64 = 1;
+    pub const PERF_SAMPLE_TID: u64 = 1 << 1;
+    pub const PERF_SAMPLE_TIME: u64 = 1 << 2;
+    pub const PERF_SAMPLE_CALLCHAIN: u64 = 1 << 5;
+    pub const PERF_SAMPLE_CPU: u64 = 1 << 7;
+    pub const PERF_SAMPLE_PERIOD: u64 = 1 << 8;
     /// perf_event_attr's flag bit `disabled`.
     pub const ATTR_DISABLED: u64 = 1;
     /// _IO('$', 0).

@@ -460,17 +460,40 @@ fn tracer_cost(
         .filter(|((c, _), _)| c == "switch")
         .map(|(_, n)| *n)
         .sum();
-    match verify::overhead::Overhead::measure(3) {
+    match verify::overhead::Overhead::measure(3, counts.samples.is_some()) {
         Ok(oh) => {
             let ev = verify::overhead::Events::of(split, switches);
-            let ns = oh.of_run(&ev, split.usage_ns as f64);
-            o.notes
-                .push(format!("{}: {} in this run", oh.line(), human_ns(ns)));
+            // The tracers' own timer interrupts (the sampler's, one a sample, and the split's
+            // cpu-clock) are on the local timer's line, each timed there: their count at the
+            // line's time an interrupt, where the line was measured; else the loops' share.
+            let sampled = counts.samples.as_ref().map_or(0, |s| s.total);
+            let parts = pricing::timer_parts(split, sampled);
+            let tick_ns = match split.line("irq", "local_timer") {
+                Some(l) if l.count > 0 => {
+                    (parts.sampler + parts.split) as f64 * l.cpu_ns as f64 / l.count as f64
+                }
+                _ => oh.of_time(split.usage_ns as f64),
+            };
+            let ns = oh.of(&ev) + tick_ns;
+            o.notes.push(format!(
+                "{}: {} in this run{}",
+                oh.line(),
+                human_ns(ns),
+                if parts.sampler + parts.split > 0 {
+                    format!(
+                        " (of it {} the {} timer interrupts of the sampler and the split, at the local timer line's time an interrupt)",
+                        human_ns(tick_ns),
+                        parts.sampler + parts.split
+                    )
+                } else {
+                    String::new()
+                }
+            ));
             let per_event = measured::TracerCost {
                 syscall: oh.syscall,
                 fault: oh.fault,
                 switch: oh.switch,
-                tick_ns: oh.of_time(split.usage_ns as f64),
+                tick_ns,
             };
             Some((ns, per_event))
         }

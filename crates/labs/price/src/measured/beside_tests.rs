@@ -289,7 +289,7 @@ fn the_timer_line_says_how_many_of_its_interrupts_the_sampler_made() {
     };
     let e = evidence(&long, &b, &ev);
     assert!(
-        e[0].contains("about 100 the split's own") && e[0].contains(": 80 were the kernel's tick"),
+        e[0].contains("about 100 the split's own") && e[0].contains("; 80 were the kernel's tick"),
         "{e:?}"
     );
 }

@@ -178,7 +178,7 @@ pub fn verify(inp: &Inputs, notes: &mut Vec<String>) -> Result<Trials> {
         true => None,
         false => {
             eprintln!("costlab: verify: measuring the split's own cost per event");
-            match overhead::Overhead::measure(OVERHEAD_ROUNDS) {
+            match overhead::Overhead::measure(OVERHEAD_ROUNDS, false) {
                 Ok(o) => {
                     notes.push(o.line());
                     Some(o)

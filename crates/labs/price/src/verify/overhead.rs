@@ -6,9 +6,17 @@
 //! divides the faults by 512, so a traced THP run would look cheaper by the tracer's own cost
 //! of the faults it no longer takes. So before the trials, three small loops run in a cgroup of
 //! their own, traced and untraced, interleaved: getppid (syscalls), first touches of 4 KiB
-//! pages (user faults), and a pipe ping-pong of two processes on one CPU (switches). Each
-//! event's cost is the traced loop's CPU (cpu.stat, exact) less the untraced one's, per event,
-//! less the other events' costs found before it.
+//! pages (user faults), and a pipe ping-pong of two processes on two CPUs where there are two
+//! (switches: each wait leaves its CPU to the idle task, out of the cgroup and back, as a
+//! program's waits do). Each event's cost is the traced loop's CPU (cpu.stat, exact) less the
+//! untraced one's, per event, less the other events' costs found before it.
+//!
+//! Where the traced run had the sampler beside the split (`perf record -a -g -G`), the traced
+//! loops have its events too (`costlab_bpf::perf::cgroup_sampler`: the same cpu-clock events
+//! on the loop's cgroup, without a buffer), so its cost is measured with the split's: each
+//! switch into or out of the cgroup stops and starts perf's events (a blocking pipe read cost
+//! 15 us a call under both here, 5 us under the split alone), each sample interrupts and
+//! walks the stacks (the tick's share of the CPU).
 //!
 //! The tracer's programs run in kernel mode, so their whole cost is taken from the kernel
 //! time. (Part of it runs before a transition's clock read and the split first charges it to
@@ -49,6 +57,8 @@ pub struct Overhead {
     pub fault: f64,
     pub switch: f64,
     pub per_cpu: f64,
+    /// Measured with the sampler's events beside the split.
+    pub sampler: bool,
 }
 
 /// The events of one traced run that the tracer pays for.
@@ -107,25 +117,39 @@ impl Overhead {
     /// One line for the output.
     pub fn line(&self) -> String {
         format!(
-            "the split's own cost, measured here now and taken out of every traced run's kernel time: {} a syscall, {} a user fault, {} a switch, and its tick {:.2}% of the CPU",
+            "the {}own cost, measured here now and taken out of every traced run's kernel time: {} a syscall, {} a user fault, {} a switch, and {} {:.2}% of the CPU",
+            if self.sampler {
+                "split's and the sampler's "
+            } else {
+                "split's "
+            },
             human_ns(self.syscall),
             human_ns(self.fault),
             human_ns(self.switch),
+            if self.sampler {
+                "their ticks and samples"
+            } else {
+                "its tick"
+            },
             100.0 * self.per_cpu
         )
     }
 
     /// Measure it: each loop untraced then traced, `rounds` times, the medians.
-    pub fn measure(rounds: usize) -> Result<Overhead> {
+    /// `sampler`: with the sampler's perf events on the traced loops.
+    pub fn measure(rounds: usize, sampler: bool) -> Result<Overhead> {
         let rounds = rounds.max(1);
-        let mut o = Overhead::default();
+        let mut o = Overhead {
+            sampler,
+            ..Overhead::default()
+        };
         // First the tick's share of a loop that makes no events, then each event's cost with
         // the tick's share of its loop taken out.
         let mut share = Vec::new();
         for _ in 0..rounds {
             costlab_core::measure::cancel::check()?;
-            let plain = run_loop(Kind::Spin, false)?;
-            let traced = run_loop(Kind::Spin, true)?;
+            let plain = run_loop(Kind::Spin, None)?;
+            let traced = run_loop(Kind::Spin, Some(sampler))?;
             let (_, others) = Kind::Spin.events(&traced, &o);
             if plain.usage_ns > 0.0 {
                 share.push(((traced.usage_ns - plain.usage_ns - others) / plain.usage_ns).max(0.0));
@@ -136,8 +160,8 @@ impl Overhead {
             let mut per = Vec::new();
             for _ in 0..rounds {
                 costlab_core::measure::cancel::check()?;
-                let plain = run_loop(kind, false)?;
-                let traced = run_loop(kind, true)?;
+                let plain = run_loop(kind, None)?;
+                let traced = run_loop(kind, Some(sampler))?;
                 let (n, others) = kind.events(&traced, &o);
                 if n == 0.0 {
                     bail!("the {} loop made none of its events", kind.word());
@@ -197,25 +221,46 @@ struct LoopRun {
     events: Events,
 }
 
-/// Run one loop in a cgroup of its own, traced by the split or not.
-fn run_loop(kind: Kind, traced: bool) -> Result<LoopRun> {
+/// Run one loop in a cgroup of its own, untraced (`traced` None) or traced by the split,
+/// with the sampler's events beside it (`Some(true)`) or not.
+fn run_loop(kind: Kind, traced: Option<bool>) -> Result<LoopRun> {
     let cg = Cgroup::create()?;
     let tracer = match traced {
-        true => Some(Tracer::attach(crate::bpf::cgroup_id(&cg.dir)?)?),
-        false => None,
+        Some(_) => Some(Tracer::attach(crate::bpf::cgroup_id(&cg.dir)?)?),
+        None => None,
+    };
+    let _sampler = match traced {
+        Some(true) => {
+            let dir = std::fs::File::open(&cg.dir)
+                .with_context(|| format!("opening {}", cg.dir.display()))?;
+            Some(
+                costlab_bpf::perf::cgroup_sampler(&dir, crate::samples::HZ)
+                    .context("opening the sampler's cpu-clock events on the loops' cgroup")?,
+            )
+        }
+        _ => None,
     };
     let procs = std::fs::OpenOptions::new()
         .write(true)
         .open(cg.dir.join("cgroup.procs"))
         .with_context(|| format!("opening {}/cgroup.procs", cg.dir.display()))?;
     let fd = procs.as_raw_fd();
-    // The CPU the switch loop's two processes share: the one this thread runs on now.
+    // The CPUs of the switch loop's two processes: the one this thread runs on now, and
+    // another online one where there is one.
     // SAFETY: sched_getcpu takes nothing and returns a CPU number or -1.
-    let cpu = unsafe { libc::sched_getcpu() }.max(0) as usize;
-    // SAFETY: an all-zero cpu_set_t is the empty set; CPU_SET writes inside it.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is a valid cpu_set_t.
-    unsafe { libc::CPU_SET(cpu, &mut set) };
+    let here = unsafe { libc::sched_getcpu() }.max(0) as usize;
+    let there = costlab_bpf::cpus::online()
+        .ok()
+        .and_then(|cpus| cpus.into_iter().find(|c| *c != here))
+        .unwrap_or(here);
+    let set = |cpu: usize| {
+        // SAFETY: an all-zero cpu_set_t is the empty set; CPU_SET writes inside it.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `set` is a valid cpu_set_t.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+        set
+    };
+    let sets = [set(here), set(there)];
     // SAFETY: fork(2). The child runs only `child_loop`, which makes raw syscalls and plain
     // stores into memory it maps itself, and ends with _exit: nothing that takes a lock or
     // allocates, as a child forked from a threaded process must not.
@@ -225,7 +270,7 @@ fn run_loop(kind: Kind, traced: bool) -> Result<LoopRun> {
     }
     if pid == 0 {
         // SAFETY: see above; never returns.
-        unsafe { child_loop(fd, kind, &set) };
+        unsafe { child_loop(fd, kind, &sets) };
     }
     drop(procs);
     let (status, ru) = crate::count::program::reap(pid);
@@ -253,7 +298,7 @@ fn run_loop(kind: Kind, traced: bool) -> Result<LoopRun> {
 ///
 /// # Safety
 /// Call only in a child just forked; it never returns.
-unsafe fn child_loop(procs: i32, kind: Kind, cpu: &libc::cpu_set_t) -> ! {
+unsafe fn child_loop(procs: i32, kind: Kind, cpus: &[libc::cpu_set_t; 2]) -> ! {
     if libc::write(procs, b"0".as_ptr().cast(), 1) != 1 {
         libc::_exit(3);
     }
@@ -293,8 +338,10 @@ unsafe fn child_loop(procs: i32, kind: Kind, cpu: &libc::cpu_set_t) -> ! {
             }
         }
         Kind::Switches => {
-            // Two processes on one CPU, a byte each way: every hand-over is a switch.
-            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), cpu) != 0 {
+            // Two processes, each on a CPU of its own, a byte each way: every wait is a
+            // switch to the idle task and back.
+            let size = std::mem::size_of::<libc::cpu_set_t>();
+            if libc::sched_setaffinity(0, size, &cpus[0]) != 0 {
                 libc::_exit(5);
             }
             let mut there = [0i32; 2];
@@ -308,6 +355,9 @@ unsafe fn child_loop(procs: i32, kind: Kind, cpu: &libc::cpu_set_t) -> ! {
                 libc::_exit(7);
             }
             if other == 0 {
+                if libc::sched_setaffinity(0, size, &cpus[1]) != 0 {
+                    libc::_exit(5);
+                }
                 for _ in 0..PING_PONGS {
                     if libc::read(there[0], b.as_mut_ptr().cast(), 1) != 1 {
                         libc::_exit(8);
@@ -340,6 +390,7 @@ mod tests {
             fault: 300.0,
             switch: 500.0,
             per_cpu: 0.25,
+            sampler: false,
         };
         let e = Events {
             syscalls: 1000,
@@ -396,7 +447,7 @@ mod tests {
             eprintln!("skipped: needs root, BPF and a cgroup v2 tree");
             return;
         }
-        let o = Overhead::measure(1).unwrap();
+        let o = Overhead::measure(1, true).unwrap();
         // Every cost is a number of ns, none below zero.
         for c in [o.syscall, o.fault, o.switch, o.per_cpu] {
             assert!(c.is_finite() && c >= 0.0, "{o:?}");
