@@ -291,28 +291,43 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
     }
     // The bytes written to files, by the write calls' share on file fds (wchar is not kept
     // per fd), at the file-write term's per-byte cost; the rest at a pipe's.
-    let file_writes: u64 = counts
-        .syscalls
-        .iter()
-        .filter(|(n, _)| WRITES.contains(&base_name(n)) && n.ends_with(":file"))
-        .map(|(_, c)| *c)
-        .sum();
-    let to_files = {
-        let (_, all) = family_calls(counts, &WRITES);
-        if all > 0 && units.contains_key("file-write/byte") {
-            (counts.wchar as f64 * file_writes as f64 / all as f64).round() as u64
+    // The calls of `family` on fds of `kind`, and their share of `bytes` (rchar and wchar are
+    // not kept per fd), where `unit` is measured.
+    let share_of = |family: &[&str], kind: &str, bytes: u64, unit: &str| -> (u64, u64) {
+        let calls: u64 = counts
+            .syscalls
+            .iter()
+            .filter(|(n, _)| family.contains(&base_name(n)) && n.ends_with(kind))
+            .map(|(_, c)| *c)
+            .sum();
+        let (_, all) = family_calls(counts, family);
+        let share = if all > 0 && units.contains_key(unit) {
+            (bytes as f64 * calls as f64 / all as f64).round() as u64
         } else {
             0
-        }
+        };
+        (calls, share)
     };
+    // The bytes written to files at the file-write term's per-byte cost, the bytes read from
+    // pipes at half a pipe pair's (as the bytes written to one are); the rest as before.
+    let (file_writes, to_files) = share_of(&WRITES, ":file", counts.wchar, "file-write/byte");
+    let (pipe_reads, from_pipes) = share_of(&READS, ":pipe", counts.rchar, "pipe-rw/byte");
     for (event, bytes, family, unit, factor, how) in [
         (
             "read",
-            counts.rchar,
+            counts.rchar - from_pipes,
             &READS,
             "file-read/byte",
             1.0,
-            "bytes read (rchar) at a cached file read's per-byte cost",
+            "bytes read (rchar; from pipes apart, where they were told) at a cached file read's per-byte cost",
+        ),
+        (
+            "read:pipe",
+            from_pipes,
+            &READS,
+            "pipe-rw/byte",
+            0.5,
+            "bytes read from pipes (rchar, by the reads' share on pipe fds) at half a pipe write+read's per-byte cost",
         ),
         (
             "written:file",
@@ -335,9 +350,10 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
         // are shared out by the calls' count, as rchar and wchar are not kept per fd.
         let (dev, mut all) = family_calls(counts, family);
         match event {
-            // Bytes to files are no device's.
-            "written:file" => all = 0,
+            // Bytes to files or from pipes are no device's.
+            "written:file" | "read:pipe" => all = 0,
             "written" if to_files > 0 => all -= file_writes.min(all),
+            "read" if from_pipes > 0 => all -= pipe_reads.min(all),
             _ => {}
         }
         let bytes = if dev > 0 && all > 0 {

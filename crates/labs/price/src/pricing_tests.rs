@@ -167,3 +167,27 @@ fn the_page_caches_counts_are_priced_at_their_own_terms() {
     assert!((of("bytes", "written back").unwrap() - 819.2).abs() < 1e-6);
     assert_eq!(of("pages", "made by writes"), Some(0.0));
 }
+
+/// The bytes read are shared out by the read calls as the bytes written are: the pipes' share
+/// at half a pipe pair's per-byte cost, the rest at a cached file read's, the devices' share
+/// of the rest left out.
+#[test]
+fn bytes_read_from_pipes_are_priced_at_the_pipes_per_byte_cost() {
+    let units: Units = [
+        ("file-read/byte".to_string(), unit(0.03)),
+        ("pipe-rw/byte".to_string(), unit(0.2)),
+    ]
+    .into();
+    let mut counts = Counts::default();
+    counts.syscalls.insert("read:pipe".into(), 25);
+    counts.syscalls.insert("read:file".into(), 50);
+    counts.syscalls.insert("read:dev".into(), 25);
+    counts.rchar = 1_000_000;
+    let rows = price(&counts, &units);
+    let of = |e: &str| rows.iter().find(|p| p.class == "bytes" && p.event == e);
+    let pipes = of("read:pipe").unwrap();
+    assert_eq!(pipes.count, 250_000);
+    assert!((pipes.priced().unwrap().median - 25_000.0).abs() < 1e-6);
+    // 750 000 left over 75 calls, 25 of them on a device: 500 000 at the file read's.
+    assert_eq!(of("read").unwrap().count, 500_000);
+}

@@ -41,8 +41,17 @@ pub const PT_REGS_DI: i32 = 112;
 pub const FD_CALLS: [u32; 6] = [0, 1, 17, 18, 19, 20];
 /// Fds counted one by one; a call on a higher fd is counted in the last slot.
 pub const FDS: u32 = 64;
-/// Slots of the by-fd array: (syscall number 0..=20) x fd.
-pub const FD_SLOTS: u32 = 21 * FDS;
+/// Processes told apart by fd: the low bits of the tgid (fd 0 is a pipe in a compressor and
+/// /dev/null in the archiver that feeds it: one fd number, two kinds).
+pub const PROCS: u32 = 8;
+/// Slots of the by-fd array: (syscall number 0..=20) x tgid's low bits x fd.
+pub const FD_SLOTS: u32 = 21 * PROCS * FDS;
+
+/// The by-fd key of fd `fd` in process `pid`, as the counting programs make it (the tgid's
+/// low bits, then the fd): what `read_by_fd` returns beside the syscall number.
+pub fn fd_key(pid: u32, fd: u32) -> u32 {
+    (pid & (PROCS - 1)) * FDS + fd.min(FDS - 1)
+}
 /// One call in this many (of each syscall number, on each CPU, the first included) is
 /// counted by fd: the by-fd counts are a sample that shares out the exact totals.
 pub const SAMPLE: u32 = 16;
@@ -80,7 +89,8 @@ pub fn program_asm(whose: Whose, map_fd: i32, fd_map_fd: Option<i32>) -> Asm {
 
 /// The by-fd sample's key, for the counter here and the measured split's sys_enter: with r1 =
 /// this syscall number's count before this call and `number` holding the number, one call in
-/// SAMPLE of the read/write family goes on, with r1 = its by-fd slot (number * FDS + fd);
+/// SAMPLE of the read/write family goes on, with r1 = its by-fd slot ((number * PROCS + the
+/// tgid's low bits) * FDS + fd: `fd_key` beside the number);
 /// every other call leaves by the label `out` (r0-r5 clobbered; r6 = the tracepoint's args).
 pub(crate) fn fd_sample_key(a: &mut Asm, number: Reg, out: &str) {
     a.and_imm(R1, (SAMPLE - 1) as i32);
@@ -104,9 +114,17 @@ pub(crate) fn fd_sample_key(a: &mut Asm, number: Reg, out: &str) {
     a.mov_imm(R1, (FDS - 1) as i32)
         .note("the last slot holds every fd from there up");
     a.label("fd_slot");
+    a.stx_dw(FP, -24, R1);
+    a.call(Helper::GetCurrentPidTgid);
+    a.rsh_imm(R0, 32).note("r0 = the tgid");
+    a.and_imm(R0, (PROCS - 1) as i32).note("its low bits");
     a.mov(R2, number);
+    a.lsh_imm(R2, PROCS.trailing_zeros() as i32);
+    a.add(R2, R0)
+        .note("r2 = number * PROCS + the tgid's low bits");
     a.lsh_imm(R2, FDS.trailing_zeros() as i32)
-        .note("r2 = number * FDS");
+        .note("r2 = (number * PROCS + tgid bits) * FDS");
+    a.ldx_dw(R1, FP, -24).note("r1 = the fd");
     a.add(R1, R2);
 }
 
@@ -251,10 +269,10 @@ impl SyscallCounter {
 pub(crate) fn read_by_fd(map: &Map) -> Result<BTreeMap<(u32, u32), u64>> {
     let mut out = BTreeMap::new();
     for id in FD_CALLS {
-        for fd in 0..FDS {
-            let n = read_slot(map, id * FDS + fd)?;
+        for key in 0..PROCS * FDS {
+            let n = read_slot(map, id * PROCS * FDS + key)?;
             if n > 0 {
-                out.insert((id, fd), n);
+                out.insert((id, key), n);
             }
         }
     }

@@ -49,11 +49,12 @@ impl FdKinds {
                 }
                 let link = std::fs::read_link(e.path()).unwrap_or_default();
                 let ty = std::fs::metadata(e.path()).ok().map(|m| m.file_type());
-                self.note(fd, fd_kind(&link.to_string_lossy(), ty));
+                self.note(bpf::fd_key(*pid, fd), fd_kind(&link.to_string_lossy(), ty));
             }
         }
     }
 
+    /// `fd`: a by-fd key (`bpf::fd_key`: the process's tgid bits and the fd).
     pub fn note(&mut self, fd: u32, kind: &'static str) {
         *self.seen.entry(fd).or_default().entry(kind).or_insert(0) += 1;
     }
@@ -197,5 +198,28 @@ mod tests {
         assert_eq!(syscalls.get("openat"), Some(&3));
         let total: u64 = syscalls.values().sum();
         assert_eq!(total, 2002, "no call is lost or made up");
+    }
+
+    /// One fd number, two processes, two kinds (an archiver's stdin is /dev/null, its
+    /// compressor's a pipe): each process's reads are their own kind.
+    #[test]
+    fn the_same_fd_in_two_processes_keeps_each_ones_kind() {
+        let names: BTreeMap<u32, String> = [(0, "read".into())].into();
+        let (tar, gzip) = (4001, 4002);
+        let mut kinds = FdKinds::default();
+        kinds.note(bpf::fd_key(tar, 0), "dev");
+        kinds.note(bpf::fd_key(gzip, 0), "pipe");
+        assert_ne!(bpf::fd_key(tar, 0), bpf::fd_key(gzip, 0));
+        let mut syscalls: BTreeMap<String, u64> = [("read".into(), 400)].into();
+        let by_fd: BTreeMap<(u32, u32), u64> = [
+            ((0, bpf::fd_key(tar, 0)), 1),
+            ((0, bpf::fd_key(gzip, 0)), 3),
+        ]
+        .into();
+        split_by_fd_kind(&mut syscalls, &by_fd, &kinds, &names);
+        assert_eq!(syscalls.get("read:pipe"), Some(&300));
+        assert_eq!(syscalls.get("read:dev"), Some(&100));
+        // A high fd shares the last slot of its process.
+        assert_eq!(bpf::fd_key(tar, 500), bpf::fd_key(tar, bpf::FDS - 1));
     }
 }

@@ -123,7 +123,7 @@ fn targets(p: &Priced, split: &Split) -> Vec<((String, String), f64)> {
             let base = e.split(':').next().unwrap_or(e).to_string();
             vec![(("syscall".into(), base), 1.0)]
         }
-        ("bytes", "read") => family(&READS),
+        ("bytes", "read" | "read:pipe") => family(&READS),
         ("bytes", "written" | "written:file") => family(&WRITES),
         ("bytes", "dirents") => vec![(("syscall".into(), "getdents64".into()), 1.0)],
         // The pages an exit unmaps are its work, measured inside exit_group (or exit).
