@@ -160,6 +160,7 @@ fn ticks(rounds: usize, st: i32, slots: i32) -> anyhow::Result<()> {
         slots,
         state: st,
         tasks: slots,
+        work: slots,
         by_fd: None,
     };
     for period_ms in [1u64, 4] {

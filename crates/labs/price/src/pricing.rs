@@ -289,8 +289,16 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
                 .into(),
         });
     }
-    // The bytes written to files, by the write calls' share on file fds (wchar is not kept
-    // per fd), at the file-write term's per-byte cost; the rest at a pipe's.
+    rows.extend(bytes_rows(counts, units));
+    rows
+}
+
+/// The bytes read and written (rchar, wchar), priced as rows of class `bytes`: the bytes
+/// written to files at the file-write term's per-byte cost, those read from pipes at half a
+/// pipe pair's, the rest at a cached file read's and a pipe's; the share of the calls on
+/// character devices left out (the device's own work).
+fn bytes_rows(counts: &Counts, units: &Units) -> Vec<Priced> {
+    let mut rows = Vec::new();
     // The calls of `family` on fds of `kind`, and their share of `bytes` (rchar and wchar are
     // not kept per fd), where `unit` is measured.
     let share_of = |family: &[&str], kind: &str, bytes: u64, unit: &str| -> (u64, u64) {

@@ -104,6 +104,14 @@ fn targets(p: &Priced, split: &Split) -> Vec<((String, String), f64)> {
             |l| l.count,
         )
     };
+    let where_done = |work: fn(&Line) -> u64, calls: &[&str]| {
+        let seen = shared(&|l: &Line| work(l) > 0, work);
+        if seen.is_empty() {
+            family(calls)
+        } else {
+            seen
+        }
+    };
     // A switch's work (switching out, and the wake-up back in) runs inside the call or the
     // fault that waited: the split counts those waits on their lines.
     let waited = || shared(&|_: &Line| true, |l| l.waits);
@@ -128,12 +136,12 @@ fn targets(p: &Priced, split: &Split) -> Vec<((String, String), f64)> {
         ("bytes", "dirents") => vec![(("syscall".into(), "getdents64".into()), 1.0)],
         // The pages an exit unmaps are its work, measured inside exit_group (or exit).
         ("bytes", "unmapped") => family(&["exit_group", "exit"]),
-        // The page cache's work runs inside the calls that asked for it: pages read in inside
-        // the reads, folios dropped inside the unlinks and truncates, bytes written back inside
-        // the syncs (each shared out by the calls' count, as bytes read are).
-        ("pages", "read in") => family(&READS),
-        ("folios", "dropped") => family(&DROPS),
-        ("bytes", "written back") => family(&SYNCS),
+        // The page cache's work runs inside the calls that asked for it: on the lines the
+        // split saw it in, by their share of it; where it was not told by call, shared by
+        // the count of the calls that do it (the reads, the unlinks and truncates, the syncs).
+        ("pages", "read in") => where_done(|l| l.pages_in, &READS),
+        ("folios", "dropped") => where_done(|l| l.folios_dropped, &DROPS),
+        ("bytes", "written back") => where_done(|l| l.written_back, &SYNCS),
         (c, e) => vec![((c.to_string(), e.to_string()), 1.0)],
     }
 }

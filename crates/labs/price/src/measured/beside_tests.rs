@@ -384,3 +384,38 @@ fn a_line_priced_only_for_its_switches_reads_as_no_term() {
     assert_eq!((out[0].priced_ns, out[0].ratio), (None, None));
     assert!(out[0].text().contains("no term"), "{}", out[0].text());
 }
+
+/// The page cache's work is priced on the lines the split saw it done in, by their share of
+/// it; where no line holds any, on the calls that do it, by their count.
+#[test]
+fn the_page_caches_work_lands_where_the_split_saw_it_done() {
+    let mut unlink = line("syscall", "unlink", 1, 1000);
+    unlink.folios_dropped = 10;
+    let mut fadvise = line("syscall", "fadvise64", 1, 3000);
+    fadvise.folios_dropped = 30;
+    let s = Split {
+        lines: vec![
+            unlink,
+            fadvise,
+            line("syscall", "ftruncate", 8, 800),
+            line("syscall", "read", 10, 300),
+            line("syscall", "pread64", 30, 300),
+        ],
+        usage_ns: 5400,
+        ..Split::default()
+    };
+    let b = beside(
+        &s,
+        &[
+            priced("folios", "dropped", 40, 100.0),
+            priced("pages", "read in", 8, 50.0),
+        ],
+    );
+    let on = |e: &str| b.iter().find(|x| x.line.event == e).unwrap().priced_ns;
+    assert_eq!(on("unlink"), Some(1000.0));
+    assert_eq!(on("fadvise64"), Some(3000.0));
+    assert_eq!(on("ftruncate"), None);
+    // No line holds pages read in: shared by the reads' count, 10 and 30.
+    assert_eq!(on("read"), Some(100.0));
+    assert_eq!(on("pread64"), Some(300.0));
+}

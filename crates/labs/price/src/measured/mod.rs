@@ -11,6 +11,7 @@
 pub mod beside;
 pub mod btf;
 pub mod chart;
+mod pages;
 pub mod prog;
 mod split;
 
@@ -265,8 +266,9 @@ pub struct Tracer {
     /// time when it attached (ns).
     foreign_ns: f64,
     busy_at_attach: Option<u64>,
-    /// Whether `prog::pages`' tracepoints are attached.
+    /// Whether `prog::pages`' tracepoints are attached, and the page cache's work by slot.
     pages: bool,
+    work: Map,
 }
 
 /// getppid calls in each of the loops that time a foreign syscall's added cost.
@@ -306,7 +308,7 @@ fn busy_now() -> Option<u64> {
 
 /// The split's maps: the slots, each CPU's state, the switched-out tasks, and the by-fd
 /// sample (x86-64 only: it reads the first argument from pt_regs, whose layout is x86-64's).
-fn maps() -> Result<(Map, Map, Map, Option<Map>)> {
+fn maps() -> Result<(Map, Map, Map, Option<Map>, Map)> {
     let by_fd = if cfg!(target_arch = "x86_64") {
         Some(Map::percpu_array(8, crate::bpf::FD_SLOTS)?)
     } else {
@@ -317,6 +319,7 @@ fn maps() -> Result<(Map, Map, Map, Option<Map>)> {
         Map::percpu_array(prog::STATE_SIZE, 1)?,
         Map::hash(prog::TASK_SIZE, 1 << 16)?,
         by_fd,
+        Map::percpu_array(prog::pages::WORK_SIZE, prog::SLOTS)?,
     ))
 }
 
@@ -364,11 +367,12 @@ impl Tracer {
                 "cannot measure in the kernel: {e}; costlab price needs root and BPF (or use --count-only)"
             ))
         };
-        let (slots, state, tasks, by_fd) = maps().map_err(|e| fail(&e))?;
+        let (slots, state, tasks, by_fd, work) = maps().map_err(|e| fail(&e))?;
         let m = Maps {
             slots: slots.fd(),
             state: state.fd(),
             tasks: tasks.fd(),
+            work: work.fd(),
             by_fd: by_fd.as_ref().map(Map::fd),
         };
         let t = Target {
@@ -391,7 +395,7 @@ impl Tracer {
         }
         let mut notes = Vec::new();
         attach_optional(&m, &mut progs, &mut notes);
-        let pages = attach_pages(&m, &mut progs, &mut notes);
+        let pages = pages::attach(&m, &mut progs, &mut notes);
         // costlab is outside the split's tasks: its getppid now takes the path every other
         // task's syscalls take while the split is attached.
         let foreign_ns = (getppid_ns() - bare).max(0.0);
@@ -406,6 +410,7 @@ impl Tracer {
             foreign_ns,
             busy_at_attach: busy_now(),
             pages,
+            work,
         })
     }
 
@@ -462,6 +467,7 @@ impl Tracer {
             foreign_ns,
             busy_at_attach,
             pages,
+            work,
             ..
         } = self;
         // The usage and the slots are read while the programs still run, one right after the
@@ -550,6 +556,9 @@ impl Tracer {
                 timed,
                 ..Line::default()
             });
+        }
+        if pages {
+            pages::add_work(&work, &mut lines, &syscalls, &irqs)?;
         }
         let (usage_ns, stat_user_ns, stat_system_ns) = match stat {
             Ok(t) => t,
@@ -675,59 +684,6 @@ fn attach_optional(m: &Maps, progs: &mut Vec<(String, Attached)>, notes: &mut Ve
                 raw(&format!("{v}_exit")),
                 &format!("the {v} interrupt's end"),
             );
-        }
-    }
-}
-
-/// The page-cache counts' three tracepoints (`prog::pages`), their records' layout read
-/// from tracefs. All three or none: true where they are attached; a note says why not.
-fn attach_pages(m: &Maps, progs: &mut Vec<(String, Attached)>, notes: &mut Vec<String>) -> bool {
-    use costlab_bpf::perf::tracepoint_field;
-    let field = |cat: &str, tp: &str, f: &str| -> Result<i16> {
-        Ok(tracepoint_field(cat, tp, f)?.0 as i16)
-    };
-    let built = || -> Result<Vec<(Asm, Hook)>> {
-        let add = "mm_filemap_add_to_page_cache";
-        let del = "mm_filemap_delete_from_page_cache";
-        let bio = "block_bio_queue";
-        Ok(vec![
-            (
-                prog::pages::added(
-                    m,
-                    prog::pages::Fields {
-                        order: field("filemap", add, "order")?,
-                    },
-                ),
-                Hook::tracepoint("filemap", add),
-            ),
-            (prog::pages::dropped(m), Hook::tracepoint("filemap", del)),
-            (
-                prog::pages::bio_queued(
-                    m,
-                    prog::pages::BioFields {
-                        sectors: field("block", bio, "nr_sector")?,
-                        rwbs: field("block", bio, "rwbs")?,
-                    },
-                ),
-                Hook::tracepoint("block", bio),
-            ),
-        ])
-    };
-    let attached = built().and_then(|v| {
-        v.into_iter()
-            .map(|(a, hook)| Ok((hook.name(), costlab_bpf::attach(&a.finish()?, &hook)?)))
-            .collect::<Result<Vec<_>>>()
-    });
-    match attached {
-        Ok(v) => {
-            progs.extend(v);
-            true
-        }
-        Err(e) => {
-            notes.push(format!(
-                "the page cache's pages in and out and the writeback bytes not counted (cold reads, dropped pages and an fsync's bytes unpriced): {e}"
-            ));
-            false
         }
     }
 }

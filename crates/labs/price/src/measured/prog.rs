@@ -157,6 +157,9 @@ pub struct Maps {
     pub state: i32,
     /// Hash: thread id -> the class it left with.
     pub tasks: i32,
+    /// Per-CPU array of `SLOTS` `pages::WORK_SIZE` values: the page cache's work inside each
+    /// syscall's slot (`pages`).
+    pub work: i32,
     /// Per-CPU array of `bpf::FD_SLOTS` u64: the read/write family's calls by (number, fd),
     /// one call in `bpf::SAMPLE` (x86-64 only: the fd is read from its pt_regs).
     pub by_fd: Option<i32>,

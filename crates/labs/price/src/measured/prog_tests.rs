@@ -8,6 +8,7 @@ const M: Maps = Maps {
     slots: 3,
     state: 4,
     tasks: 5,
+    work: 7,
     by_fd: Some(6),
 };
 const T: Target = Target {

@@ -28,6 +28,14 @@ pub struct Line {
     /// The estimate's 95% interval, half its width, ns (0 where exact).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cpu_ci_ns: u64,
+    /// The page cache's work done inside this syscall (`prog::pages`): pages taken in (not by
+    /// a write), folios taken out, bytes sent to a disk to be written.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pages_in: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub folios_dropped: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub written_back: u64,
 }
 
 fn is_zero(v: &u64) -> bool {

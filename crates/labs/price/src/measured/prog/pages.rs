@@ -8,10 +8,54 @@
 
 use costlab_bpf::{Asm, Reg, FP, R0, R1, R2, R3, R6, R9};
 
+use costlab_bpf::Helper;
+
 use super::{
-    epilogue, prologue, slot, Join, Maps, FP_DELTA, PAGES_DROPPED, PAGES_OTHER, PAGES_READ,
-    PAGES_WRITE, ST_CLASS, ST_NR, ST_SKIP, SYS_OTHER, USER, WRITEBACK_BYTES,
+    epilogue, prologue, slot, Join, Maps, EXEC_FAILED, FP_DELTA, OPEN_CREATE, PAGES_DROPPED,
+    PAGES_OTHER, PAGES_READ, PAGES_WRITE, ST_CLASS, ST_NR, ST_SKIP, SYS_OTHER, USER,
+    WRITEBACK_BYTES,
 };
+
+/// A work map's value: pages taken in (not by a write) @0, folios taken out @8, bytes sent to
+/// be written @16, inside the syscall of the value's slot.
+pub const WORK_SIZE: u32 = 24;
+const WORK_IN: i16 = 0;
+const WORK_DROPPED: i16 = 8;
+const WORK_WRITTEN: i16 = 16;
+/// Stack slot of the syscall's slot, for the work map's key.
+const FP_CALL: i16 = -40;
+
+/// r1 = the slot of the syscall the tracked task is in (its class, every call timed or a
+/// timed call; the state's number where an untimed call is open), also kept at `FP_CALL`;
+/// outside a syscall (a fault's class, an interrupt's, user time), to `none`.
+fn in_call(a: &mut Asm, none: &str) {
+    let have = a.fresh("in_call");
+    a.ldx_w(R1, R9, ST_CLASS);
+    a.jle_imm(R1, SYS_OTHER as i32, &have)
+        .note("the class is a syscall's slot");
+    a.jeq_imm(R1, OPEN_CREATE as i32, &have);
+    a.jeq_imm(R1, EXEC_FAILED as i32, &have);
+    a.jne_imm(R1, USER as i32, none)
+        .note("a fault's class (or an interrupt's)");
+    a.ldx_w(R2, R9, ST_SKIP);
+    a.jeq_imm(R2, 0, none).note("no untimed call is open");
+    a.ldx_w(R1, R9, ST_NR).note("the untimed call's number");
+    a.label(&have);
+    a.stx_w(FP, FP_CALL, R1);
+}
+
+/// Add the value at `FP_DELTA` to word `at` of the work map's value for the syscall slot at
+/// `FP_CALL` (r0-r5 clobbered).
+fn add_work(a: &mut Asm, m: &Maps, at: i16) {
+    let done = a.fresh("worked");
+    a.mov(R2, FP).add_imm(R2, FP_CALL as i32);
+    a.ld_map(R1, m.work);
+    a.call(Helper::MapLookupElem);
+    a.jeq_imm(R0, 0, &done);
+    a.ldx_dw(R2, FP, FP_DELTA);
+    a.ldx_dw(R1, R0, at).add(R1, R2).stx_dw(R0, at, R1);
+    a.label(&done);
+}
 
 /// x86-64's calls whose new page-cache pages are the written bytes' own (priced with them):
 /// write, pwrite64, writev, pwritev, pwritev2 and copy_file_range.
@@ -47,28 +91,22 @@ fn folio_pages(a: &mut Asm, f: Fields) {
 }
 
 /// mm_filemap_add_to_page_cache: the folio's pages go to `PAGES_WRITE` inside a write,
-/// `PAGES_READ` inside any other syscall, `PAGES_OTHER` outside one (a fault). The syscall is
-/// the class (every call timed, or a timed call), or the state's number where an untimed
-/// call is open (sampled).
+/// `PAGES_READ` inside any other syscall (and to that syscall's work), `PAGES_OTHER` outside
+/// one (a fault).
 pub fn added(m: &Maps, f: Fields) -> Asm {
     let mut a = Asm::new();
     prologue(&mut a, m, Join::No, false);
     folio_pages(&mut a, f);
-    a.ldx_w(R1, R9, ST_CLASS);
-    a.jlt_imm(R1, SYS_OTHER as i32, "in_call")
-        .note("the class is a syscall's number");
-    a.mov_imm(R3, PAGES_OTHER as i32);
-    a.jne_imm(R1, USER as i32, "add")
-        .note("a fault's class (or an interrupt's)");
-    a.ldx_w(R2, R9, ST_SKIP);
-    a.jeq_imm(R2, 0, "add").note("no untimed call is open");
-    a.ldx_w(R1, R9, ST_NR).note("the untimed call's number");
-    a.label("in_call");
+    in_call(&mut a, "outside");
     a.mov_imm(R3, PAGES_WRITE as i32);
     for nr in WRITE_NRS {
         a.jeq_imm(R1, nr, "add");
     }
+    add_work(&mut a, m, WORK_IN);
     a.mov_imm(R3, PAGES_READ as i32);
+    a.ja("add");
+    a.label("outside");
+    a.mov_imm(R3, PAGES_OTHER as i32);
     a.label("add");
     add_to(&mut a, m, R3);
     epilogue(&mut a);
@@ -82,6 +120,9 @@ pub fn dropped(m: &Maps) -> Asm {
     prologue(&mut a, m, Join::No, false);
     a.mov_imm(R2, 1);
     a.stx_dw(FP, FP_DELTA, R2);
+    in_call(&mut a, "count");
+    add_work(&mut a, m, WORK_DROPPED);
+    a.label("count");
     a.mov_imm(R3, PAGES_DROPPED as i32);
     add_to(&mut a, m, R3);
     epilogue(&mut a);
@@ -97,6 +138,9 @@ pub fn bio_queued(m: &Maps, f: BioFields) -> Asm {
     a.ldx_w(R2, R6, f.sectors).note("r2 = the bio's sectors");
     a.lsh_imm(R2, 9).note("its bytes");
     a.stx_dw(FP, FP_DELTA, R2);
+    in_call(&mut a, "count");
+    add_work(&mut a, m, WORK_WRITTEN);
+    a.label("count");
     a.mov_imm(R3, WRITEBACK_BYTES as i32);
     add_to(&mut a, m, R3);
     epilogue(&mut a);

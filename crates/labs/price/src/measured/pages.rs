@@ -1,0 +1,98 @@
+//! The page cache's counts as the split reads them: attaching `prog::pages`' three
+//! tracepoints (their records' layout from tracefs), and putting each syscall's share of the
+//! work onto its line.
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+use costlab_bpf::{Asm, Attached, Hook, Map};
+
+use super::{prog, slot_name, Line, Maps};
+
+/// The page cache's work each syscall's slot did (`prog::pages`' work map), onto its line.
+pub(super) fn add_work(
+    work: &Map,
+    lines: &mut [Line],
+    syscalls: &BTreeMap<u32, String>,
+    irqs: &BTreeMap<u32, String>,
+) -> Result<()> {
+    for s in 0..prog::SLOTS {
+        let mut v = [0u64; 3];
+        for cpu in work.values(s)? {
+            for (i, x) in v.iter_mut().enumerate() {
+                let w = u64::from_le_bytes(cpu[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+                *x = x.saturating_add(w);
+            }
+        }
+        if v == [0; 3] {
+            continue;
+        }
+        let (class, event) = slot_name(s, syscalls, irqs);
+        if let Some(l) = lines
+            .iter_mut()
+            .find(|l| l.class == class && l.event == event)
+        {
+            l.pages_in += v[0];
+            l.folios_dropped += v[1];
+            l.written_back += v[2];
+        }
+    }
+    Ok(())
+}
+
+/// The page-cache counts' three tracepoints (`prog::pages`), their records' layout read
+/// from tracefs. All three or none: true where they are attached; a note says why not.
+pub(super) fn attach(
+    m: &Maps,
+    progs: &mut Vec<(String, Attached)>,
+    notes: &mut Vec<String>,
+) -> bool {
+    use costlab_bpf::perf::tracepoint_field;
+    let field = |cat: &str, tp: &str, f: &str| -> Result<i16> {
+        Ok(tracepoint_field(cat, tp, f)?.0 as i16)
+    };
+    let built = || -> Result<Vec<(Asm, Hook)>> {
+        let add = "mm_filemap_add_to_page_cache";
+        let del = "mm_filemap_delete_from_page_cache";
+        let bio = "block_bio_queue";
+        Ok(vec![
+            (
+                prog::pages::added(
+                    m,
+                    prog::pages::Fields {
+                        order: field("filemap", add, "order")?,
+                    },
+                ),
+                Hook::tracepoint("filemap", add),
+            ),
+            (prog::pages::dropped(m), Hook::tracepoint("filemap", del)),
+            (
+                prog::pages::bio_queued(
+                    m,
+                    prog::pages::BioFields {
+                        sectors: field("block", bio, "nr_sector")?,
+                        rwbs: field("block", bio, "rwbs")?,
+                    },
+                ),
+                Hook::tracepoint("block", bio),
+            ),
+        ])
+    };
+    let attached = built().and_then(|v| {
+        v.into_iter()
+            .map(|(a, hook)| Ok((hook.name(), costlab_bpf::attach(&a.finish()?, &hook)?)))
+            .collect::<Result<Vec<_>>>()
+    });
+    match attached {
+        Ok(v) => {
+            progs.extend(v);
+            true
+        }
+        Err(e) => {
+            notes.push(format!(
+                "the page cache's pages in and out and the writeback bytes not counted (cold reads, dropped pages and an fsync's bytes unpriced): {e}"
+            ));
+            false
+        }
+    }
+}
