@@ -46,7 +46,7 @@ const SYSCALLS: u64 = 200_000;
 const FAULT_PAGES: usize = 8192;
 const FAULT_ROUNDS: usize = 4;
 /// Round trips of one byte each way in the switch loop.
-const PING_PONGS: u64 = 20_000;
+const PING_PONGS: u64 = 5_000;
 
 /// The tracer's cost per syscall, user fault and switch, ns of kernel time each; and its cost
 /// per ns of CPU (its cpu-clock tick, which finds the kernel's share of user time: a timer
