@@ -79,7 +79,7 @@ fn the_counted_events_are_the_software_ones_and_the_tracepoints_the_tracefs_tree
     let present: Vec<&str> = tp::present(&tracefs).iter().map(|t| t.raw).collect();
     assert_eq!(
         present,
-        vec!["sched_switch", "task_newtask", "sched_wakeup"]
+        vec!["sched_switch", "task_newtask", "sched_waking"]
     );
     let keys: Vec<(&str, &str)> = tp::present(&tracefs)
         .iter()

@@ -15,7 +15,7 @@
 //! |---------------|---------------------------------------------------|-----------|-------------|
 //! | sched_switch  | bool preempt, task *prev, task *next, uint state  | voluntary | involuntary |
 //! | task_newtask  | task *task, u64 clone_flags                       | thread    | process     |
-//! | sched_wakeup  | task *p                                           | made      | -           |
+//! | sched_waking  | task *p                                           | made      | -           |
 //! | tlb_flush     | int reason, unsigned long pages                   | flush     | -           |
 //!
 //! A switch is voluntary where the task was not preempted and left the CPU in a state other
@@ -23,7 +23,10 @@
 //! The state handed to the tracepoint is the one the switch used (set back to running where a
 //! signal kept the task from sleeping). A task's last switch, dead, is voluntary, as the
 //! tracepoint's `prev_state & 127` filter has it (its exit_state is reported there). A new
-//! task is a thread where its clone flags hold CLONE_THREAD.
+//! task is a thread where its clone flags hold CLONE_THREAD. A wake-up is counted at
+//! sched_waking, which runs in the waker; sched_wakeup runs on the wakee's CPU when that CPU
+//! is idle (the wake-up queued to it), so counted there it missed a counted task's wake-ups
+//! of a task on another, idle CPU (tar with gzip: 218 counted of thousands).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -88,8 +91,8 @@ pub const TRACEPOINTS: [Tracepoint; 4] = [
         events: [Some("thread"), Some("process")],
     },
     Tracepoint {
-        path: "sched/sched_wakeup",
-        raw: "sched_wakeup",
+        path: "sched/sched_waking",
+        raw: "sched_waking",
         split: Split::None,
         class: "wakeup",
         events: [Some("made"), None],
@@ -339,7 +342,7 @@ mod tests {
 
     #[test]
     fn the_unsplit_ones_count_in_slot_zero_and_name_one_event() {
-        for raw in ["sched_wakeup", "tlb_flush"] {
+        for raw in ["sched_waking", "tlb_flush"] {
             let t = tp(raw);
             let p = program(t, Whose::Process(1), 3);
             assert!(p.contains(&insn::mov_imm(R1, 0)));
@@ -348,7 +351,7 @@ mod tests {
             assert_eq!(ones, 1);
             assert!(t.key(0).is_some() && t.key(1).is_none());
         }
-        assert_eq!(tp("sched_wakeup").key(0), Some(("wakeup", "made")));
+        assert_eq!(tp("sched_waking").key(0), Some(("wakeup", "made")));
         assert_eq!(tp("tlb_flush").key(0), Some(("tlb_flush", "flush")));
         assert_eq!(tp("sched_switch").key(1), Some(("switch", "involuntary")));
         assert_eq!(tp("task_newtask").key(0), Some(("spawn", "thread")));
