@@ -36,6 +36,7 @@ pub const FP: Reg = Reg(10);
 pub enum Helper {
     MapLookupElem = 1,
     MapUpdateElem = 2,
+    MapDeleteElem = 3,
     KtimeGetNs = 5,
     GetCurrentPidTgid = 14,
     GetCurrentCgroupId = 80,

@@ -98,6 +98,10 @@ pub const SLOTS: u32 = WRITEBACK_BYTES + 1;
 /// the access was a write.
 pub const PF_PRESENT: i32 = 1;
 pub const PF_WRITE: i32 = 2;
+/// A task's state in its last switch (include/linux/sched.h): a dead task's entry in the
+/// tasks hash is deleted there, or a task that later gets its thread id (ids are reused, 32768
+/// of them by default) would be taken for it and charged to the program.
+pub const TASK_DEAD: i32 = 0x80;
 /// x86-64's execve.
 pub const NR_EXECVE: i32 = 59;
 /// x86-64's getdents64.
@@ -515,6 +519,9 @@ pub fn sched_switch(m: &Maps, t: &Target) -> Asm {
     a.jne(R1, R8, "next").note("prev is not tracked");
     charge(&mut a, m, false);
     a.stx_w(FP, -8, R8).note("tasks[prev] = {class, now}");
+    a.ldx_dw(R1, R6, 24).note("r1 = args[3], prev's state");
+    a.jset_imm(R1, TASK_DEAD, "dead")
+        .note("prev's last switch: it is gone");
     a.ldx_w(R1, R9, ST_CLASS).stx_w(FP, -24, R1);
     a.ldx_w(R1, R9, ST_NR)
         .stx_w(FP, -20, R1)
@@ -525,6 +532,12 @@ pub fn sched_switch(m: &Maps, t: &Target) -> Asm {
     a.mov(R3, FP).add_imm(R3, -24);
     a.mov_imm(R4, BPF_ANY).note("BPF_ANY");
     a.call(Helper::MapUpdateElem);
+    a.ja("next");
+    a.label("dead");
+    a.ld_map(R1, m.tasks)
+        .note("forget it: its thread id will be another task's");
+    a.mov(R2, FP).add_imm(R2, -8);
+    a.call(Helper::MapDeleteElem);
     a.label("next");
     a.st_w(R9, ST_TID, 0)
         .note("nobody tracked here until next is found");
