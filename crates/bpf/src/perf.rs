@@ -69,15 +69,26 @@ pub fn open_software(config: u64, period: u64, cpu: usize) -> std::io::Result<Ow
         flags: ATTR_DISABLED,
         ..Attr::default()
     };
+    open(&attr, -1, cpu as libc::c_int, 0)
+}
+
+/// perf_event_open(2) of `attr` for `pid` (or a cgroup's fd, with PERF_FLAG_PID_CGROUP in
+/// `flags`) on `cpu`, close-on-exec.
+fn open(
+    attr: &Attr,
+    pid: libc::c_int,
+    cpu: libc::c_int,
+    flags: libc::c_ulong,
+) -> std::io::Result<OwnedFd> {
     // SAFETY: attr is a perf_event_attr of the size it declares; the kernel only reads it.
     let fd = unsafe {
         libc::syscall(
             libc::SYS_perf_event_open,
-            &attr as *const Attr,
+            attr as *const Attr,
+            pid,
+            cpu,
             -1 as libc::c_int,
-            cpu as libc::c_int,
-            -1 as libc::c_int,
-            PERF_FLAG_FD_CLOEXEC,
+            PERF_FLAG_FD_CLOEXEC | flags,
         )
     };
     if fd < 0 {
@@ -100,22 +111,7 @@ pub fn tracepoint(id: u64, prog: &Program) -> std::io::Result<OwnedFd> {
         flags: ATTR_DISABLED,
         ..Attr::default()
     };
-    // SAFETY: attr is a perf_event_attr of the size it declares; the kernel only reads it.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_perf_event_open,
-            &attr as *const Attr,
-            -1 as libc::c_int,
-            0 as libc::c_int,
-            -1 as libc::c_int,
-            PERF_FLAG_FD_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: perf_event_open returned this fd just now and nothing else owns it.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    let fd = open(&attr, -1, 0, 0)?;
     ioctl(
         &fd,
         PERF_EVENT_IOC_SET_BPF,
@@ -146,15 +142,21 @@ fn tracefs_roots() -> Vec<String> {
 /// A tracepoint's id, from the first tracefs that has it (`category/name`, as
 /// `events/filemap/mm_filemap_add_to_page_cache`).
 pub fn tracepoint_id(category: &str, name: &str) -> std::io::Result<u64> {
+    let text = event_file(category, name, "id")?;
+    text.trim().parse().map_err(|_| {
+        std::io::Error::other(format!(
+            "{category}:{name}'s id holds no number: '{}'",
+            text.trim()
+        ))
+    })
+}
+
+/// A file of a tracepoint's folder (`id`, `format`), from the first tracefs that has it.
+fn event_file(category: &str, name: &str, file: &str) -> std::io::Result<String> {
     let mut last = std::io::Error::from_raw_os_error(libc::ENOENT);
     for root in tracefs_roots() {
-        let path = format!("{root}/events/{category}/{name}/id");
-        match std::fs::read_to_string(&path) {
-            Ok(t) => {
-                return t.trim().parse().map_err(|_| {
-                    std::io::Error::other(format!("{path} holds no number: '{}'", t.trim()))
-                })
-            }
+        match std::fs::read_to_string(format!("{root}/events/{category}/{name}/{file}")) {
+            Ok(t) => return Ok(t),
             Err(e) => last = e,
         }
     }
@@ -167,23 +169,11 @@ pub fn tracepoint_id(category: &str, name: &str) -> std::io::Result<u64> {
 /// Where a field of a tracepoint's record sits: (offset, size) in bytes, from tracefs's
 /// format file, which is the only stable layout (the records change between kernels).
 pub fn tracepoint_field(category: &str, name: &str, field: &str) -> std::io::Result<(u16, u16)> {
-    let mut last = std::io::Error::from_raw_os_error(libc::ENOENT);
-    for root in tracefs_roots() {
-        match std::fs::read_to_string(format!("{root}/events/{category}/{name}/format")) {
-            Ok(text) => {
-                return field_in_format(&text, field).ok_or_else(|| {
-                    std::io::Error::other(format!(
-                        "{category}:{name} has no field '{field}' on this kernel"
-                    ))
-                })
-            }
-            Err(e) => last = e,
-        }
-    }
-    Err(std::io::Error::new(
-        last.kind(),
-        format!("no tracefs format for {category}:{name} ({last})"),
-    ))
+    field_in_format(&event_file(category, name, "format")?, field).ok_or_else(|| {
+        std::io::Error::other(format!(
+            "{category}:{name} has no field '{field}' on this kernel"
+        ))
+    })
 }
 
 /// `field`'s (offset, size) in a tracefs format text: its line
@@ -230,22 +220,12 @@ pub fn cgroup_sampler(cgroup: &std::fs::File, hz: u64) -> std::io::Result<Vec<Ow
             flags: ATTR_FREQ,
             ..Attr::default()
         };
-        // SAFETY: attr is a perf_event_attr of the size it declares; the kernel only reads it.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_perf_event_open,
-                &attr as *const Attr,
-                cgroup.as_raw_fd(),
-                cpu as libc::c_int,
-                -1 as libc::c_int,
-                PERF_FLAG_FD_CLOEXEC | PERF_FLAG_PID_CGROUP,
-            )
-        };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: perf_event_open returned this fd just now and nothing else owns it.
-        fds.push(unsafe { OwnedFd::from_raw_fd(fd as i32) });
+        fds.push(open(
+            &attr,
+            cgroup.as_raw_fd(),
+            cpu as libc::c_int,
+            PERF_FLAG_PID_CGROUP,
+        )?);
     }
     Ok(fds)
 }

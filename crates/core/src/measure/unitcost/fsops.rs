@@ -42,6 +42,15 @@ impl Scratch {
     pub fn path(&self) -> &Path {
         &self.dir
     }
+    /// A new, empty file `name` in the scratch directory, open for writing.
+    pub fn new_file(&self, name: &str) -> Result<std::fs::File> {
+        let p = self.dir.join(name);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&p)
+            .with_context(|| format!("creating {}", p.display()))
+    }
     /// `rel` under the scratch directory, as a C path.
     pub fn c(&self, rel: &str) -> CString {
         CString::new(self.dir.join(rel).as_os_str().as_bytes())
@@ -248,12 +257,7 @@ const APPEND_SPAN: u64 = 8 << 20;
 /// `APPEND_SPAN` bytes, untimed.
 pub fn file_write(spec: &SampleSpec, dir: &Path, size: usize) -> Result<Vec<f64>> {
     let s = Scratch::new(dir)?;
-    let p = s.path().join("append");
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&p)
-        .with_context(|| format!("creating {}", p.display()))?;
+    let f = s.new_file("append")?;
     let buf = vec![6u8; size];
     let mut at = 0u64;
     cpu_samples(spec, || {
@@ -445,7 +449,7 @@ pub fn page_drop(spec: &SampleSpec, dir: &Path) -> Result<Vec<f64>> {
         Ok(())
     };
     cpu_samples(spec, || {
-        let mut f = std::fs::File::create(s.path().join("full")).context("creating a file")?;
+        let mut f = s.new_file("full")?;
         for _ in 0..DROP_PAGES {
             f.write_all(&page).context("writing a page")?;
         }
@@ -465,12 +469,7 @@ pub fn page_drop(spec: &SampleSpec, dir: &Path) -> Result<Vec<f64>> {
 /// it just wrote does. The file is cut back every `APPEND_SPAN` bytes, untimed.
 pub fn writeback(spec: &SampleSpec, dir: &Path, size: usize) -> Result<Vec<f64>> {
     let s = Scratch::new(dir)?;
-    let p = s.path().join("appended");
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&p)
-        .with_context(|| format!("creating {}", p.display()))?;
+    let f = s.new_file("appended")?;
     let page = [4u8; 4096];
     let mut at = 0u64;
     cpu_samples(spec, || {

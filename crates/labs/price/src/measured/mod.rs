@@ -495,13 +495,7 @@ impl Tracer {
         let mut squares = BTreeMap::new();
         const WORDS: usize = prog::SLOT_SIZE as usize / 8;
         for s in 0..prog::SLOTS {
-            let mut v = [0u64; WORDS];
-            for cpu in slots.values(s)? {
-                for (i, x) in v.iter_mut().enumerate() {
-                    let w = u64::from_le_bytes(cpu[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
-                    *x = x.saturating_add(w);
-                }
-            }
+            let v: [u64; WORDS] = summed(&slots, s)?;
             if v == [0; WORDS] {
                 continue;
             }
@@ -588,6 +582,18 @@ impl Tracer {
         drop(_progs);
         Ok((split, counted))
     }
+}
+
+/// The first N u64 words of per-CPU map `map`'s value at `key`, each summed over the CPUs.
+fn summed<const N: usize>(map: &Map, key: u32) -> Result<[u64; N]> {
+    let mut v = [0u64; N];
+    for cpu in map.values(key)? {
+        for (i, x) in v.iter_mut().enumerate() {
+            let w = u64::from_le_bytes(cpu[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+            *x = x.saturating_add(w);
+        }
+    }
+    Ok(v)
 }
 
 /// The split's programs that a kernel may lack (each missing one is a note, not an error):

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use anyhow::Result;
 use costlab_bpf::{Asm, Attached, Hook, Map};
 
-use super::{prog, slot_name, Line, Maps};
+use super::{prog, slot_name, summed, Line, Maps};
 
 /// The page cache's work each syscall's slot did (`prog::pages`' work map), onto its line.
 pub(super) fn add_work(
@@ -17,13 +17,7 @@ pub(super) fn add_work(
     irqs: &BTreeMap<u32, String>,
 ) -> Result<()> {
     for s in 0..prog::SLOTS {
-        let mut v = [0u64; 3];
-        for cpu in work.values(s)? {
-            for (i, x) in v.iter_mut().enumerate() {
-                let w = u64::from_le_bytes(cpu[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
-                *x = x.saturating_add(w);
-            }
-        }
+        let v: [u64; 3] = summed(work, s)?;
         if v == [0; 3] {
             continue;
         }

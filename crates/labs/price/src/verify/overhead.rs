@@ -127,7 +127,7 @@ impl Overhead {
             human_ns(self.fault),
             human_ns(self.switch),
             if self.sampler {
-                "their ticks and samples"
+                "their ticks and samples (in the loops)"
             } else {
                 "its tick"
             },

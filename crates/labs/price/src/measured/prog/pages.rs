@@ -113,6 +113,17 @@ pub fn added(m: &Maps, f: Fields) -> Asm {
     a
 }
 
+/// The value at `FP_DELTA` added to word `at` of the syscall's work (inside one) and to the
+/// run's `slot`; the program's end.
+fn counted(a: &mut Asm, m: &Maps, at: i16, slot: u32) {
+    in_call(a, "count");
+    add_work(a, m, at);
+    a.label("count");
+    a.mov_imm(R3, slot as i32);
+    add_to(a, m, R3);
+    epilogue(a);
+}
+
 /// mm_filemap_delete_from_page_cache: one folio more in `PAGES_DROPPED` (what taking it out
 /// costs goes by folios: a large folio of readahead goes out at about the cost of a page).
 pub fn dropped(m: &Maps) -> Asm {
@@ -120,12 +131,7 @@ pub fn dropped(m: &Maps) -> Asm {
     prologue(&mut a, m, Join::No, false);
     a.mov_imm(R2, 1);
     a.stx_dw(FP, FP_DELTA, R2);
-    in_call(&mut a, "count");
-    add_work(&mut a, m, WORK_DROPPED);
-    a.label("count");
-    a.mov_imm(R3, PAGES_DROPPED as i32);
-    add_to(&mut a, m, R3);
-    epilogue(&mut a);
+    counted(&mut a, m, WORK_DROPPED, PAGES_DROPPED);
     a
 }
 
@@ -138,11 +144,6 @@ pub fn bio_queued(m: &Maps, f: BioFields) -> Asm {
     a.ldx_w(R2, R6, f.sectors).note("r2 = the bio's sectors");
     a.lsh_imm(R2, 9).note("its bytes");
     a.stx_dw(FP, FP_DELTA, R2);
-    in_call(&mut a, "count");
-    add_work(&mut a, m, WORK_WRITTEN);
-    a.label("count");
-    a.mov_imm(R3, WRITEBACK_BYTES as i32);
-    add_to(&mut a, m, R3);
-    epilogue(&mut a);
+    counted(&mut a, m, WORK_WRITTEN, WRITEBACK_BYTES);
     a
 }
