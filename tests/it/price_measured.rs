@@ -116,7 +116,10 @@ fn a_real_program_is_split_adds_up_and_keeps_its_split_through_a_counts_file() {
     let minor = count_of(&r, "fault", "minor");
     assert!(
         (30000.0..=30000.0 * 1.01 + 200.0).contains(&minor),
-        "{minor} minor faults"
+        "{minor} minor faults in the split; its fault and kernel-other lines: {:?}",
+        r.iter()
+            .filter(|((c, _, _), _)| c == "fault" || c == "kernel-other")
+            .collect::<Vec<_>>()
     );
     assert_eq!(count_of(&r, "syscall", "execve"), 1.0);
     assert!(r.contains_key(&("syscall".into(), "munmap".into(), "wait_time".into())));

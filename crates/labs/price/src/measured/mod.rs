@@ -585,12 +585,15 @@ impl Tracer {
 }
 
 /// The first N u64 words of per-CPU map `map`'s value at `key`, each summed over the CPUs.
+/// The sum wraps: a word can move between CPUs (an open fault's time, charged on one CPU to
+/// `FAULT_OPEN`, moves to its own slot at its end on another), so one CPU's word may be below
+/// zero and only the sum is a figure.
 fn summed<const N: usize>(map: &Map, key: u32) -> Result<[u64; N]> {
     let mut v = [0u64; N];
     for cpu in map.values(key)? {
         for (i, x) in v.iter_mut().enumerate() {
             let w = u64::from_le_bytes(cpu[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
-            *x = x.saturating_add(w);
+            *x = x.wrapping_add(w);
         }
     }
     Ok(v)

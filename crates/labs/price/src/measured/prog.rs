@@ -133,11 +133,13 @@ pub const SLOT_SQUARES: i16 = 32;
 pub const SLOT_TIMED: i16 = 40;
 /// One CPU's state: tid u32 @0, class u32 @4, since u64 @8, class under a hardirq u32 @16,
 /// class under a softirq u32 @20, the current syscall is untimed (sampled split) u32 @24, the
-/// current syscall's slot u32 @28 (set by every sys_enter of a tracked task, timed or not).
-pub const STATE_SIZE: u32 = 32;
+/// current syscall's slot u32 @28 (set by every sys_enter of a tracked task, timed or not), the
+/// open user fault's time so far u64 @32 (charged to `FAULT_OPEN` as it goes, moved to the
+/// fault's own slot at its end: an interrupt or a preemption inside a fault splits its time).
+pub const STATE_SIZE: u32 = 40;
 /// A switched-out task's value: class u32 @0, the syscall slot it was in u32 @4, when it
-/// left u64 @8 (0: nothing to wait on).
-pub const TASK_SIZE: u32 = 16;
+/// left u64 @8 (0: nothing to wait on), its open fault's time so far u64 @16.
+pub const TASK_SIZE: u32 = 24;
 
 const ST_TID: i16 = 0;
 const ST_CLASS: i16 = 4;
@@ -146,6 +148,9 @@ const ST_UNDER_IRQ: i16 = 16;
 const ST_UNDER_SOFTIRQ: i16 = 20;
 const ST_SKIP: i16 = 24;
 const ST_NR: i16 = 28;
+const ST_OPEN: i16 = 32;
+/// Where the programs build a task's value on the stack (`TASK_SIZE` bytes).
+const FP_TASK: i16 = -40;
 /// Stack slots past the ones the programs' keys and values use: the delta being charged, the
 /// syscall's number and its count before this call.
 const FP_DELTA: i16 = -48;
@@ -297,6 +302,18 @@ fn charge(a: &mut Asm, m: &Maps, squares: bool) {
     a.stx_dw(R9, ST_SINCE, R7);
     a.ldx_w(R1, R9, ST_CLASS)
         .note("charge the class being left");
+    let open = a.fresh("open");
+    let closed = a.fresh("closed");
+    a.jeq_imm(R1, FAULT_OPEN as i32, &open);
+    a.jlt_imm(R1, FAULT_OPEN_WRITE as i32, &closed);
+    a.jgt_imm(R1, FAULT_OPEN_COW as i32, &closed);
+    a.label(&open);
+    a.ldx_dw(R3, R9, ST_OPEN)
+        .add(R3, R2)
+        .stx_dw(R9, ST_OPEN, R3)
+        .note("an open fault's time: kept to move at its end");
+    a.mov_imm(R1, FAULT_OPEN as i32);
+    a.label(&closed);
     slot(a, m, R1, &done);
     a.ldx_dw(R2, FP, FP_DELTA);
     a.ldx_dw(R3, R0, 8).add(R3, R2).stx_dw(R0, 8, R3);
@@ -522,14 +539,17 @@ pub fn sched_switch(m: &Maps, t: &Target) -> Asm {
     a.ldx_dw(R1, R6, 24).note("r1 = args[3], prev's state");
     a.jset_imm(R1, TASK_DEAD, "dead")
         .note("prev's last switch: it is gone");
-    a.ldx_w(R1, R9, ST_CLASS).stx_w(FP, -24, R1);
+    a.ldx_w(R1, R9, ST_CLASS).stx_w(FP, FP_TASK, R1);
     a.ldx_w(R1, R9, ST_NR)
-        .stx_w(FP, -20, R1)
+        .stx_w(FP, FP_TASK + 4, R1)
         .note("and the syscall it is in, for its exit");
-    a.stx_dw(FP, -16, R7);
+    a.stx_dw(FP, FP_TASK + 8, R7);
+    a.ldx_dw(R1, R9, ST_OPEN)
+        .stx_dw(FP, FP_TASK + 16, R1)
+        .note("and an open fault's time so far");
     a.ld_map(R1, m.tasks);
     a.mov(R2, FP).add_imm(R2, -8);
-    a.mov(R3, FP).add_imm(R3, -24);
+    a.mov(R3, FP).add_imm(R3, FP_TASK.into());
     a.mov_imm(R4, BPF_ANY).note("BPF_ANY");
     a.call(Helper::MapUpdateElem);
     a.ja("next");
@@ -544,6 +564,7 @@ pub fn sched_switch(m: &Maps, t: &Target) -> Asm {
     a.st_w(R9, ST_SKIP, 0)
         .note("no untimed syscall is open on this CPU");
     a.st_w(R9, ST_NR, SYS_OTHER as i32);
+    a.st_dw(R9, ST_OPEN, 0);
     a.mov(R1, FP).add_imm(R1, -32);
     a.mov_imm(R2, 4);
     a.ldx_dw(R3, R6, 16).note("r3 = args[2], next");
@@ -561,6 +582,7 @@ pub fn sched_switch(m: &Maps, t: &Target) -> Asm {
     a.ldx_w(R3, R0, 4)
         .stx_w(R9, ST_NR, R3)
         .note("the syscall it was in");
+    a.ldx_dw(R2, R0, 16).stx_dw(R9, ST_OPEN, R2);
     a.ldx_w(R1, R0, 0)
         .stx_w(R9, ST_CLASS, R1)
         .note("its class again");
@@ -601,14 +623,15 @@ pub fn sched_process_fork(m: &Maps, t: &Target) -> Asm {
     a.call(Helper::ProbeReadKernel);
     a.jne_imm(R0, 0, "out");
     a.ldx_w(R1, FP, -32).stx_w(FP, -8, R1);
-    a.ldx_w(R1, R9, ST_CLASS).stx_w(FP, -24, R1);
+    a.ldx_w(R1, R9, ST_CLASS).stx_w(FP, FP_TASK, R1);
     a.ldx_w(R1, R9, ST_NR)
-        .stx_w(FP, -20, R1)
+        .stx_w(FP, FP_TASK + 4, R1)
         .note("and the syscall it is in, for its exit");
-    a.st_dw(FP, -16, 0).note("no time away yet");
+    a.st_dw(FP, FP_TASK + 8, 0).note("no time away yet");
+    a.st_dw(FP, FP_TASK + 16, 0).note("no fault open");
     a.ld_map(R1, m.tasks);
     a.mov(R2, FP).add_imm(R2, -8);
-    a.mov(R3, FP).add_imm(R3, -24);
+    a.mov(R3, FP).add_imm(R3, FP_TASK.into());
     a.mov_imm(R4, BPF_ANY);
     a.call(Helper::MapUpdateElem);
     epilogue(&mut a);
@@ -635,6 +658,8 @@ pub fn fault_begin(m: &Maps) -> Asm {
         .note("a write to a present page: copied on write");
     a.label("begun");
     a.stx_w(R9, ST_CLASS, R2);
+    a.st_dw(R9, ST_OPEN, 0)
+        .note("a fault left open before stays unfinished");
     epilogue(&mut a);
     a
 }
@@ -659,17 +684,17 @@ pub fn fault_from_page_cache(m: &Maps) -> Asm {
 }
 
 /// A page fault's end (the software event page-faults-min or -maj, which handle_mm_fault
-/// raises as it returns a completed fault): the open user fault's time goes to `slot`
+/// raises as it returns a completed fault): the open user fault's time (its parts before interruptions too) goes to `ends_in`
 /// (FAULT_MAJOR; for FAULT_MINOR, the slot of its kind: FAULT_MINOR for an anonymous page,
 /// FAULT_FILE, FAULT_COW), counted; a fault taken inside a syscall stays the syscall's.
-pub fn fault_end(m: &Maps, slot: u32) -> Asm {
+pub fn fault_end(m: &Maps, ends_in: u32) -> Asm {
     let mut a = Asm::new();
     prologue(&mut a, m, Join::No, true);
     a.ldx_w(R1, R9, ST_CLASS);
-    a.mov_imm(R2, slot as i32);
+    a.mov_imm(R2, ends_in as i32);
     a.jeq_imm(R1, FAULT_OPEN as i32, "ends");
     a.jeq_imm(R1, FAULT_OPEN_WRITE as i32, "ends");
-    if slot == FAULT_MINOR {
+    if ends_in == FAULT_MINOR {
         a.mov_imm(R2, FAULT_FILE as i32);
         a.jeq_imm(R1, FAULT_OPEN_FILE as i32, "ends");
         a.mov_imm(R2, FAULT_COW as i32);
@@ -686,6 +711,25 @@ pub fn fault_end(m: &Maps, slot: u32) -> Asm {
     a.st_w(R9, ST_CLASS, USER as i32).note("back to user");
     a.ldx_w(R1, FP, FP_NR);
     count(&mut a, m, R1);
+    a.ldx_dw(R1, R9, ST_OPEN);
+    a.jeq_imm(R1, 0, "out")
+        .note("no part of it charged before an interruption");
+    a.stx_dw(FP, FP_DELTA, R1);
+    a.st_dw(R9, ST_OPEN, 0);
+    a.ldx_w(R1, FP, FP_NR);
+    slot(&mut a, m, R1, "out");
+    a.ldx_dw(R1, R0, 8)
+        .ldx_dw(R2, FP, FP_DELTA)
+        .add(R1, R2)
+        .stx_dw(R0, 8, R1)
+        .note("its parts before interruptions, to its own slot");
+    a.mov_imm(R1, FAULT_OPEN as i32);
+    slot(&mut a, m, R1, "out");
+    a.ldx_dw(R1, R0, 8)
+        .ldx_dw(R2, FP, FP_DELTA)
+        .sub(R1, R2)
+        .stx_dw(R0, 8, R1)
+        .note("out of the open ones (this CPU's word may go below zero: only the sum counts)");
     epilogue(&mut a);
     a
 }
