@@ -449,3 +449,78 @@ fn the_page_cache_is_counted_in_and_out() {
         assert!(unit.is_some(), "no unit cost for {class} {event}");
     }
 }
+
+/// A wake-up of a task asleep on another, idle CPU: the interrupt the waker sends there is
+/// counted (`ipi sent`, no more than the writes that woke the reader), priced at the wake-ipi
+/// term, and placed on the call that sent it, the pipe write.
+#[test]
+fn the_interrupts_a_waker_sends_are_counted_on_its_write() {
+    let name = "the_interrupts_a_waker_sends_are_counted_on_its_write";
+    if let Some(why) = count::unavailable() {
+        return skip::skipped_unless_ci(name, &why);
+    }
+    let traced = count::host::tracefs()
+        .is_ok_and(|(at, _mounted)| at.join("events/ipi/ipi_send_cpu/format").exists());
+    if !traced {
+        return skip::skipped(
+            name,
+            "no ipi_send_cpu tracepoint: interrupts sent are not counted here",
+        );
+    }
+    if costlab_core::measure::cpus::allowed_cpus().len() < 2 {
+        return skip::skipped(name, "one CPU: no wake-up crosses CPUs");
+    }
+    let Some((dir, exe)) = edges(name) else {
+        return;
+    };
+    let db = dir.path().join("h.db");
+    let saved = dir.path().join("counts.json");
+    let _one = common::serial();
+    let n = 400.0;
+    let doc = price(
+        &db,
+        &[
+            "--save-counts",
+            saved.to_str().unwrap(),
+            "--",
+            exe.to_str().unwrap(),
+            "wake",
+            "400",
+        ],
+    );
+    let r = rows(&doc);
+    let sent = r
+        .get(&("ipi".into(), "sent".into(), "count".into()))
+        .copied()
+        .unwrap_or(0.0);
+    // Each write wakes the reader at most once; a busy machine may keep the reader's CPU
+    // from idling (no interrupt needed), so only one is asked for.
+    assert!(sent >= 1.0 && sent <= n + 64.0, "{sent} interrupts sent");
+    let unit = doc["results"].as_array().unwrap().iter().find(|x| {
+        x["case"]["class"] == "ipi" && x["case"]["event"] == "sent" && x["metric"] == "unit_cost"
+    });
+    assert!(unit.is_some(), "no term priced the interrupts sent");
+    // The counts file's split puts them on the write line, where they were sent.
+    let text = std::fs::read_to_string(&saved).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let lines = v["measured"]["lines"]
+        .as_array()
+        .expect("the split's lines");
+    let on = |event: &str| {
+        lines
+            .iter()
+            .filter(|l| l["class"] == "syscall" && l["event"] == event)
+            .map(|l| l["ipis_sent"].as_f64().unwrap_or(0.0))
+            .sum::<f64>()
+    };
+    let all: f64 = lines
+        .iter()
+        .map(|l| l["ipis_sent"].as_f64().unwrap_or(0.0))
+        .sum();
+    assert_eq!(all, sent, "the lines hold every interrupt counted");
+    assert!(
+        on("write") >= sent / 2.0,
+        "{} of {sent} on write",
+        on("write")
+    );
+}

@@ -191,3 +191,20 @@ fn bytes_read_from_pipes_are_priced_at_the_pipes_per_byte_cost() {
     // 750 000 left over 75 calls, 25 of them on a device: 500 000 at the file read's.
     assert_eq!(of("read").unwrap().count, 500_000);
 }
+
+/// The interrupts the split saw sent to other CPUs are an event of class ipi, priced at the
+/// wake-ipi term each; none sent, no line.
+#[test]
+fn interrupts_sent_to_other_cpus_are_priced_at_the_wake_ipi_term() {
+    let units: Units = [("wake-ipi".to_string(), unit(6500.0))].into();
+    let mut counts = Counts::default();
+    counts.events.insert(("ipi".into(), "sent".into()), 40);
+    assert!(needed(&counts).contains(&"wake-ipi"));
+    let rows = price(&counts, &units);
+    let p = rows
+        .iter()
+        .find(|p| p.class == "ipi" && p.event == "sent")
+        .unwrap();
+    assert_eq!(p.unit_name, "wake-ipi");
+    assert_eq!(p.priced().map(|s| s.median), Some(260_000.0));
+}

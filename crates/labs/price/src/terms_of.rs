@@ -251,6 +251,11 @@ pub fn event_pricing(class: &str, event: &str) -> Option<Pricing> {
             1.0,
             "bytes the program itself sent to the disk (its fsync's writeback, a direct write) at the writeback term's per-byte part (appended pages: their blocks allocated then); the flusher threads' writeback is not its time",
         ),
+        ("ipi", "sent") => by(
+            "wake-ipi",
+            1.0,
+            "an interrupt sent to another CPU inside a syscall (most are wake-ups of a task asleep on an idle CPU): the wake-ipi term, the waker's side of a cross-CPU wake-up (in a VM, an exit to the host)",
+        ),
         ("bytes", "dirents") => by(
             "getdents64/entry",
             1.0 / costlab_core::measure::unitcost::fsops::DIRENT_RECLEN as f64,

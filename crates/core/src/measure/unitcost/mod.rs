@@ -8,6 +8,7 @@
 mod faults;
 mod files;
 pub mod fsops;
+pub mod ipi;
 pub mod procs;
 mod sched;
 pub mod tick;
@@ -21,12 +22,13 @@ use anyhow::Result;
 use super::SampleSpec;
 
 /// Every term, in the order they are measured and shown (the `term` case key's values).
-pub const TERMS: [&str; 38] = [
+pub const TERMS: [&str; 39] = [
     "fault-4k",
     "fault-thp",
     "fault-file",
     "switch-same-cpu",
     "wake-cross-cpu",
+    "wake-ipi",
     "futex-wake",
     "futex-wait-eagain",
     "thread-spawn",
@@ -120,6 +122,7 @@ pub fn reading(term: &str) -> &'static str {
         "fault-file" => "first touch of a mapped page-cache page, per fault (fault-around maps up to 16 pages each)",
         "switch-same-cpu" => "a token handed between two threads on one CPU through a futex, per hand-off (the wake and wait calls included)",
         "wake-cross-cpu" => "a futex wake of a thread asleep on another CPU to it running, per hand-off (the calls included)",
+        "wake-ipi" => "a one-byte pipe write that wakes a reader asleep on another, idle CPU, less a write nobody waits on, per interrupt sent to that CPU (the waker's side of a wake-up: in a VM, an exit to the host)",
         "futex-wake" => "FUTEX_WAKE with no waiter",
         "futex-wait-eagain" => "FUTEX_WAIT that returns EAGAIN at once",
         "thread-spawn" => "a thread created and joined (its stack's mmap and munmap included)",
@@ -201,6 +204,7 @@ fn measure_term(term: &str, spec: &SampleSpec, dir: &Path) -> Result<Vec<TermFig
         "fault-file" => one(faults::file(spec)?),
         "switch-same-cpu" => one(sched::handoff(spec, true)?),
         "wake-cross-cpu" => one(sched::handoff(spec, false)?),
+        "wake-ipi" => one(ipi::wake_ipi(spec)?),
         "futex-wake" => one(sched::futex_wake(spec)?),
         "futex-wait-eagain" => one(sched::futex_wait_eagain(spec)?),
         "thread-spawn" => one(sched::thread_spawn(spec)?),

@@ -139,6 +139,7 @@ impl Counting {
         let kinds = self.watch.stop();
         let kinds_of_faults = split.as_ref().map(|s| (s.fault_file, s.fault_cow));
         let pages = split.as_ref().and_then(|s| s.pages);
+        let ipis_sent = split.as_ref().map_or(0, |s| s.ipis_sent);
         let (ids, by_fd, creates, dirent_bytes, exec_failed) = match (&self.syscalls, split) {
             (Some(c), _) => (c.read()?, c.read_by_fd()?, 0, 0, 0),
             (None, Some(s)) => (s.ids, s.by_fd, s.creates, s.dirent_bytes, s.exec_failed),
@@ -160,6 +161,9 @@ impl Counting {
         }
         if let Some(p) = pages {
             page_events(&mut events, &p);
+        }
+        if ipis_sent > 0 {
+            events.insert(("ipi".into(), "sent".into()), ipis_sent);
         }
         let names = syscall_names(Path::new("/"));
         let mut syscalls = named(&ids, &names);

@@ -142,6 +142,7 @@ fn targets(p: &Priced, split: &Split) -> Vec<((String, String), f64)> {
         ("pages", "read in") => where_done(|l| l.pages_in, &READS),
         ("folios", "dropped") => where_done(|l| l.folios_dropped, &DROPS),
         ("bytes", "written back") => where_done(|l| l.written_back, &SYNCS),
+        ("ipi", "sent") => where_done(|l| l.ipis_sent, &WRITES),
         (c, e) => vec![((c.to_string(), e.to_string()), 1.0)],
     }
 }

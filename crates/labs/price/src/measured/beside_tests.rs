@@ -419,3 +419,37 @@ fn the_page_caches_work_lands_where_the_split_saw_it_done() {
     assert_eq!(on("read"), Some(100.0));
     assert_eq!(on("pread64"), Some(300.0));
 }
+
+/// The interrupts a call sent to another CPU are priced on the lines that sent them (a pipe
+/// write waking its reader there, a futex wake), by their share; where no line holds any, on
+/// the writes by their count.
+#[test]
+fn the_interrupts_sent_land_on_the_calls_that_sent_them() {
+    let mut write = line("syscall", "write", 100, 700_000);
+    write.ipis_sent = 90;
+    let mut futex = line("syscall", "futex", 20, 140_000);
+    futex.ipis_sent = 10;
+    let s = Split {
+        lines: vec![write, futex, line("syscall", "read", 100, 50_000)],
+        usage_ns: 900_000,
+        ..Split::default()
+    };
+    let b = beside(&s, &[priced("ipi", "sent", 100, 7000.0)]);
+    let on = |e: &str| b.iter().find(|x| x.line.event == e).unwrap().priced_ns;
+    assert_eq!(on("write"), Some(630_000.0));
+    assert_eq!(on("futex"), Some(70_000.0));
+    assert_eq!(on("read"), None);
+    // Counted, but by no line (a counts file from before the field): on the writes.
+    let s = Split {
+        lines: vec![
+            line("syscall", "write", 100, 700_000),
+            line("syscall", "read", 100, 50_000),
+        ],
+        usage_ns: 750_000,
+        ..Split::default()
+    };
+    let b = beside(&s, &[priced("ipi", "sent", 100, 7000.0)]);
+    let on = |e: &str| b.iter().find(|x| x.line.event == e).unwrap().priced_ns;
+    assert_eq!(on("write"), Some(700_000.0));
+    assert_eq!(on("read"), None);
+}

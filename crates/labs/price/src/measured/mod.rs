@@ -197,6 +197,8 @@ pub struct Counted {
     /// rest are anonymous pages).
     pub fault_file: u64,
     pub fault_cow: u64,
+    /// Interrupts the tracked tasks sent to other CPUs inside syscalls (`prog::IPI_SENT`).
+    pub ipis_sent: u64,
     /// The page cache as the tracked tasks used it (`prog::pages`): pages taken in inside a
     /// read (or another syscall that is not a write), inside a write, outside a syscall
     /// (faults); folios taken out; bytes sent to a disk to be written. None where the
@@ -227,6 +229,7 @@ impl Counted {
             }
             prog::FAULT_FILE => self.fault_file = n,
             prog::FAULT_COW => self.fault_cow = n,
+            prog::IPI_SENT => self.ipis_sent = n,
             _ => {}
         }
         if let Some(p) = self.pages.as_mut() {
@@ -519,7 +522,7 @@ impl Tracer {
                 }
                 _ => {}
             }
-            if (prog::PAGES_READ..=prog::WRITEBACK_BYTES).contains(&s) {
+            if (prog::PAGES_READ..=prog::IPI_SENT).contains(&s) {
                 continue;
             }
             let (class, event) = slot_name(s, &syscalls, &irqs);
@@ -551,9 +554,7 @@ impl Tracer {
                 ..Line::default()
             });
         }
-        if pages {
-            pages::add_work(&work, &mut lines, &syscalls, &irqs)?;
-        }
+        pages::add_work(&work, &mut lines, &syscalls, &irqs)?;
         let (usage_ns, stat_user_ns, stat_system_ns) = match stat {
             Ok(t) => t,
             Err(why) => {
@@ -649,6 +650,13 @@ fn attach_optional(m: &Maps, progs: &mut Vec<(String, Attached)>, notes: &mut Ve
             &format!("user page faults' end ({name})"),
         );
     }
+    // In the sender: an interrupt to another CPU (in a VM an exit, paid inside the call that
+    // woke a task asleep there).
+    optional(
+        prog::pages::ipi_sent(m),
+        raw("ipi_send_cpu"),
+        "interrupts sent to other CPUs (a wake-up's cost to the waker unpriced)",
+    );
     optional(
         prog::irq_enter(m, IrqSlot::Numbered),
         raw("irq_handler_entry"),

@@ -17,8 +17,8 @@ pub(super) fn add_work(
     irqs: &BTreeMap<u32, String>,
 ) -> Result<()> {
     for s in 0..prog::SLOTS {
-        let v: [u64; 3] = summed(work, s)?;
-        if v == [0; 3] {
+        let v: [u64; 4] = summed(work, s)?;
+        if v == [0; 4] {
             continue;
         }
         let (class, event) = slot_name(s, syscalls, irqs);
@@ -29,6 +29,7 @@ pub(super) fn add_work(
             l.pages_in += v[0];
             l.folios_dropped += v[1];
             l.written_back += v[2];
+            l.ipis_sent += v[3];
         }
     }
     Ok(())

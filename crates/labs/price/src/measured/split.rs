@@ -36,6 +36,10 @@ pub struct Line {
     pub folios_dropped: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub written_back: u64,
+    /// Interrupts sent to another CPU inside this syscall (a wake-up of a task asleep on an
+    /// idle CPU, mostly).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ipis_sent: u64,
 }
 
 fn is_zero(v: &u64) -> bool {

@@ -11,17 +11,18 @@ use costlab_bpf::{Asm, Reg, FP, R0, R1, R2, R3, R6, R9};
 use costlab_bpf::Helper;
 
 use super::{
-    epilogue, prologue, slot, Join, Maps, EXEC_FAILED, FP_DELTA, OPEN_CREATE, PAGES_DROPPED,
-    PAGES_OTHER, PAGES_READ, PAGES_WRITE, ST_CLASS, ST_NR, ST_SKIP, SYS_OTHER, USER,
+    epilogue, prologue, slot, Join, Maps, EXEC_FAILED, FP_DELTA, IPI_SENT, OPEN_CREATE,
+    PAGES_DROPPED, PAGES_OTHER, PAGES_READ, PAGES_WRITE, ST_CLASS, ST_NR, ST_SKIP, SYS_OTHER, USER,
     WRITEBACK_BYTES,
 };
 
 /// A work map's value: pages taken in (not by a write) @0, folios taken out @8, bytes sent to
-/// be written @16, inside the syscall of the value's slot.
-pub const WORK_SIZE: u32 = 24;
+/// be written @16, interrupts sent to another CPU @24, inside the syscall of the value's slot.
+pub const WORK_SIZE: u32 = 32;
 const WORK_IN: i16 = 0;
 const WORK_DROPPED: i16 = 8;
 const WORK_WRITTEN: i16 = 16;
+const WORK_IPI: i16 = 24;
 /// Stack slot of the syscall's slot, for the work map's key.
 const FP_CALL: i16 = -40;
 
@@ -145,5 +146,22 @@ pub fn bio_queued(m: &Maps, f: BioFields) -> Asm {
     a.lsh_imm(R2, 9).note("its bytes");
     a.stx_dw(FP, FP_DELTA, R2);
     counted(&mut a, m, WORK_WRITTEN, WRITEBACK_BYTES);
+    a
+}
+
+/// raw ipi_send_cpu (cpu, callsite, callback), in the sender: inside a syscall, one
+/// interrupt more sent to one other CPU (a wake-up of a task asleep on an idle CPU, a
+/// reschedule, a function to run there) in `IPI_SENT` and in the syscall's work. One sent
+/// from an interrupt or a fault the task was in is left: the term prices a syscall's.
+pub fn ipi_sent(m: &Maps) -> Asm {
+    let mut a = Asm::new();
+    prologue(&mut a, m, Join::No, false);
+    in_call(&mut a, "out");
+    a.mov_imm(R2, 1);
+    a.stx_dw(FP, FP_DELTA, R2);
+    add_work(&mut a, m, WORK_IPI);
+    a.mov_imm(R3, IPI_SENT as i32);
+    add_to(&mut a, m, R3);
+    epilogue(&mut a);
     a
 }

@@ -1,0 +1,168 @@
+//! A wake-up's cost to the waker when the wakee sleeps on another, idle CPU: the waker sends
+//! that CPU an interrupt (an IPI), and in a VM sending one is an exit to the host, paid
+//! inside the waker's own syscall (a pipe write, a futex wake). A reader pinned to one CPU
+//! blocks on a pipe; a writer pinned to another waits long enough for the reader's CPU to
+//! stop polling and halt, then times its one-byte write. Beside each, a write to a pipe
+//! nobody waits on is timed. The function-call and rescheduling interrupts the reader's CPU
+//! took over the same window (the `CAL` and `RES` rows of /proc/interrupts) say how many
+//! writes sent one: the term is the writes' extra time over the plain writes', per IPI.
+
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+use crate::measure::cpus::{allowed_cpus, Pinned};
+use crate::measure::{cancel, SampleSpec};
+
+/// Timed writes per sample.
+const WRITES: usize = 200;
+/// How long the writer waits before each timed write, for the reader's CPU to go idle. Here
+/// (a KVM guest with haltpoll) a wake-up 5 us after the reader slept found its CPU still
+/// polling half the time (no interrupt sent), from 10 us on nearly never; each interrupt
+/// cost the writer 6.5-10 us whether the gap was 10 us or 200 us.
+const IDLE: Duration = Duration::from_micros(50);
+
+/// The sum of the `CAL:` and `RES:` rows for CPU `cpu` (the header names the columns `CPU0
+/// CPU1 ...`): the interrupts another CPU sends it to run a function or to reschedule.
+pub fn ipis_taken(text: &str, cpu: usize) -> Option<u64> {
+    let mut lines = text.lines();
+    let head: Vec<&str> = lines.next()?.split_whitespace().collect();
+    let col = head.iter().position(|h| *h == format!("CPU{cpu}"))?;
+    let mut sum = 0;
+    let mut rows = 0;
+    for l in lines {
+        let t = l.trim_start();
+        if t.starts_with("CAL:") || t.starts_with("RES:") {
+            sum += t.split_whitespace().nth(1 + col)?.parse::<u64>().ok()?;
+            rows += 1;
+        }
+    }
+    (rows > 0).then_some(sum)
+}
+
+fn ipis_now(cpu: usize) -> Result<u64> {
+    let text = std::fs::read_to_string("/proc/interrupts").context("reading /proc/interrupts")?;
+    ipis_taken(&text, cpu)
+        .ok_or_else(|| anyhow::anyhow!("/proc/interrupts has no CAL or RES row for CPU {cpu}"))
+}
+
+fn median(v: &mut [u64]) -> f64 {
+    v.sort_unstable();
+    v[v.len() / 2] as f64
+}
+
+/// One sample's figure: (the median woken write - the median plain write) x writes / IPIs.
+/// None where no write sent one (the other CPU polls when idle: a wake-up costs no IPI).
+pub fn per_ipi(woken: &mut [u64], plain: &mut [u64], ipis: u64) -> Option<f64> {
+    if ipis == 0 || woken.is_empty() || plain.is_empty() {
+        return None;
+    }
+    let extra = (median(woken) - median(plain)).max(0.0);
+    Some(extra * woken.len() as f64 / ipis as f64)
+}
+
+fn pipe() -> Result<(std::fs::File, std::fs::File)> {
+    let mut fds = [0; 2];
+    // SAFETY: fds is a valid out array of two ints.
+    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+        bail!("pipe: {}", std::io::Error::last_os_error());
+    }
+    use std::os::fd::FromRawFd;
+    // SAFETY: both fds were just made by pipe and are owned by nobody else.
+    Ok(unsafe {
+        (
+            std::fs::File::from_raw_fd(fds[0]),
+            std::fs::File::from_raw_fd(fds[1]),
+        )
+    })
+}
+
+/// ns per IPI a waker sends to wake a task on another, idle CPU.
+pub fn wake_ipi(spec: &SampleSpec) -> Result<Vec<f64>> {
+    let cpus = allowed_cpus();
+    let (mine, theirs) = match cpus.as_slice() {
+        [.., a, b] => (*b, *a),
+        _ => bail!("a wake-up across CPUs needs two CPUs; this process may use one"),
+    };
+    let _pin = Pinned::to(mine)?;
+    let (mut rx, mut tx) = pipe()?;
+    let reader = std::thread::spawn(move || -> Result<()> {
+        let _pin = Pinned::to(theirs)?;
+        let mut b = [0u8; 1];
+        loop {
+            match rx.read(&mut b) {
+                Ok(1) if b[0] == b'x' => {}
+                _ => return Ok(()),
+            }
+        }
+    });
+    let (mut plain_rx, mut plain_tx) = pipe()?;
+    let mut out = Vec::with_capacity(spec.samples);
+    let mut result = Ok(());
+    for _ in 0..spec.samples {
+        if let Err(e) = cancel::check() {
+            result = Err(e);
+            break;
+        }
+        let mut woken = Vec::with_capacity(WRITES);
+        let mut plain = Vec::with_capacity(WRITES);
+        let before = ipis_now(theirs)?;
+        for _ in 0..WRITES {
+            let idle = Instant::now();
+            while idle.elapsed() < IDLE {
+                std::hint::spin_loop();
+            }
+            let t0 = Instant::now();
+            tx.write_all(b"x")?;
+            woken.push(t0.elapsed().as_nanos() as u64);
+        }
+        let ipis = ipis_now(theirs)?.saturating_sub(before);
+        let mut b = [0u8; 1];
+        for _ in 0..WRITES {
+            let t0 = Instant::now();
+            plain_tx.write_all(b"x")?;
+            plain.push(t0.elapsed().as_nanos() as u64);
+            plain_rx.read_exact(&mut b)?;
+        }
+        match per_ipi(&mut woken, &mut plain, ipis) {
+            Some(v) => out.push(v),
+            None => {
+                result = Err(anyhow::anyhow!(
+                    "waking a task on CPU {theirs} sent it no interrupt ({WRITES} wake-ups): its idle loop polls, so a wake-up costs the waker no IPI here"
+                ));
+                break;
+            }
+        }
+    }
+    let _ = tx.write_all(b"q");
+    drop(tx);
+    let _ = reader.join();
+    result.map(|_| out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_function_call_and_reschedule_rows_are_summed_by_the_cpus_column() {
+        let text = "           CPU0       CPU1\nLOC:     123456     789012   Local timer interrupts\nRES:         10         20   Rescheduling interrupts\nCAL:        100        200   Function call interrupts\n";
+        assert_eq!(ipis_taken(text, 0), Some(110));
+        assert_eq!(ipis_taken(text, 1), Some(220));
+        assert_eq!(ipis_taken(text, 2), None);
+        assert_eq!(ipis_taken("  CPU0\nLOC: 1 x\n", 0), None);
+    }
+
+    #[test]
+    fn the_extra_time_is_shared_by_the_interrupts_sent() {
+        // Medians 7000 and 400: 6600 ns more per write; 3 writes, 2 IPIs: 9900 per IPI.
+        let mut woken = vec![7000, 6900, 7100];
+        let mut plain = vec![400, 410, 390];
+        assert_eq!(per_ipi(&mut woken, &mut plain, 2), Some(9900.0));
+        assert_eq!(per_ipi(&mut woken, &mut plain, 0), None);
+        // A woken write no dearer than a plain one costs nothing, never below zero.
+        let mut cheap = vec![100, 100, 100];
+        assert_eq!(per_ipi(&mut cheap, &mut plain, 2), Some(0.0));
+    }
+}

@@ -1,0 +1,108 @@
+//! User page faults: a fault begins at the exceptions tracepoint, the page cache may say it
+//! served it (a file page, or a private file page copied), and it ends at the software event
+//! handle_mm_fault raises as it returns. Its time until then is held open (`FAULT_OPEN` and
+//! the state's open time) and goes to its kind's slot at its end.
+
+use costlab_bpf::{Asm, FP, R0, R1, R2, R6, R9};
+
+use super::{
+    charge, count, epilogue, prologue, slot, Join, Maps, FAULT_COW, FAULT_FILE, FAULT_MINOR,
+    FAULT_OPEN, FAULT_OPEN_COW, FAULT_OPEN_FILE, FAULT_OPEN_WRITE, FP_DELTA, FP_NR, PF_PRESENT,
+    PF_WRITE, ST_CLASS, ST_OPEN, USER,
+};
+
+/// raw page_fault_user (address, regs, error_code): a user fault begins, its class by its
+/// error code (`FAULT_OPEN`, `FAULT_OPEN_WRITE` or, a write to a present page,
+/// `FAULT_OPEN_COW`).
+pub fn fault_begin(m: &Maps) -> Asm {
+    let mut a = Asm::new();
+    prologue(&mut a, m, Join::No, true);
+    charge(&mut a, m, false);
+    a.ldx_dw(R1, R6, 16).note("r1 = args[2], the error code");
+    a.mov_imm(R2, FAULT_OPEN as i32);
+    a.jset_imm(R1, PF_WRITE, "write");
+    a.ja("begun");
+    a.label("write");
+    a.mov_imm(R2, FAULT_OPEN_WRITE as i32);
+    a.jset_imm(R1, PF_PRESENT, "cow");
+    a.ja("begun");
+    a.label("cow");
+    a.mov_imm(R2, FAULT_OPEN_COW as i32)
+        .note("a write to a present page: copied on write");
+    a.label("begun");
+    a.stx_w(R9, ST_CLASS, R2);
+    a.st_dw(R9, ST_OPEN, 0)
+        .note("a fault left open before stays unfinished");
+    epilogue(&mut a);
+    a
+}
+
+/// raw mm_filemap_fault or mm_filemap_map_pages: the page cache serves the tracked task's
+/// open user fault, which becomes a file fault (a read) or a copy on write (a write: a
+/// private file page copied). Anything else (a fault inside a syscall, readahead) is left.
+pub fn fault_from_page_cache(m: &Maps) -> Asm {
+    let mut a = Asm::new();
+    prologue(&mut a, m, Join::No, false);
+    a.ldx_w(R1, R9, ST_CLASS);
+    a.jeq_imm(R1, FAULT_OPEN as i32, "read");
+    a.jeq_imm(R1, FAULT_OPEN_WRITE as i32, "write");
+    a.ja("out");
+    a.label("read");
+    a.st_w(R9, ST_CLASS, FAULT_OPEN_FILE as i32);
+    a.ja("out");
+    a.label("write");
+    a.st_w(R9, ST_CLASS, FAULT_OPEN_COW as i32);
+    epilogue(&mut a);
+    a
+}
+
+/// A page fault's end (the software event page-faults-min or -maj, which handle_mm_fault
+/// raises as it returns a completed fault): the open user fault's time (its parts before interruptions too) goes to `ends_in`
+/// (FAULT_MAJOR; for FAULT_MINOR, the slot of its kind: FAULT_MINOR for an anonymous page,
+/// FAULT_FILE, FAULT_COW), counted; a fault taken inside a syscall stays the syscall's.
+pub fn fault_end(m: &Maps, ends_in: u32) -> Asm {
+    let mut a = Asm::new();
+    prologue(&mut a, m, Join::No, true);
+    a.ldx_w(R1, R9, ST_CLASS);
+    a.mov_imm(R2, ends_in as i32);
+    a.jeq_imm(R1, FAULT_OPEN as i32, "ends");
+    a.jeq_imm(R1, FAULT_OPEN_WRITE as i32, "ends");
+    if ends_in == FAULT_MINOR {
+        a.mov_imm(R2, FAULT_FILE as i32);
+        a.jeq_imm(R1, FAULT_OPEN_FILE as i32, "ends");
+        a.mov_imm(R2, FAULT_COW as i32);
+        a.jeq_imm(R1, FAULT_OPEN_COW as i32, "ends");
+    } else {
+        a.jeq_imm(R1, FAULT_OPEN_FILE as i32, "ends");
+        a.jeq_imm(R1, FAULT_OPEN_COW as i32, "ends");
+    }
+    a.ja("out").note("a fault inside a syscall: the syscall's");
+    a.label("ends");
+    a.stx_w(R9, ST_CLASS, R2);
+    a.stx_w(FP, FP_NR, R2).note("kept for the count");
+    charge(&mut a, m, false);
+    a.st_w(R9, ST_CLASS, USER as i32).note("back to user");
+    a.ldx_w(R1, FP, FP_NR);
+    count(&mut a, m, R1);
+    a.ldx_dw(R1, R9, ST_OPEN);
+    a.jeq_imm(R1, 0, "out")
+        .note("no part of it charged before an interruption");
+    a.stx_dw(FP, FP_DELTA, R1);
+    a.st_dw(R9, ST_OPEN, 0);
+    a.ldx_w(R1, FP, FP_NR);
+    slot(&mut a, m, R1, "out");
+    a.ldx_dw(R1, R0, 8)
+        .ldx_dw(R2, FP, FP_DELTA)
+        .add(R1, R2)
+        .stx_dw(R0, 8, R1)
+        .note("its parts before interruptions, to its own slot");
+    a.mov_imm(R1, FAULT_OPEN as i32);
+    slot(&mut a, m, R1, "out");
+    a.ldx_dw(R1, R0, 8)
+        .ldx_dw(R2, FP, FP_DELTA)
+        .sub(R1, R2)
+        .stx_dw(R0, 8, R1)
+        .note("out of the open ones (this CPU's word may go below zero: only the sum counts)");
+    epilogue(&mut a);
+    a
+}
