@@ -523,4 +523,24 @@ fn the_interrupts_a_waker_sends_are_counted_on_its_write() {
         "{} of {sent} on write",
         on("write")
     );
+    // The reader's side: its reads that slept and came back on a CPU that had halted, at
+    // most one a write, on the read line (a busy machine may never let that CPU halt).
+    let halted = r
+        .get(&("wakeup".into(), "on a halted cpu".into(), "count".into()))
+        .copied()
+        .unwrap_or(0.0);
+    assert!(halted <= n + 64.0, "{halted} wake-ups on a halted CPU");
+    let halted_on = |event: &str| {
+        lines
+            .iter()
+            .filter(|l| event.is_empty() || (l["class"] == "syscall" && l["event"] == event))
+            .map(|l| l["halted_in"].as_f64().unwrap_or(0.0))
+            .sum::<f64>()
+    };
+    assert_eq!(halted_on(""), halted, "the lines hold every one counted");
+    assert!(
+        halted_on("read") >= halted / 2.0,
+        "{} of {halted} on read",
+        halted_on("read")
+    );
 }

@@ -134,6 +134,15 @@ pub fn derive(units: &mut Units) {
         let d = h.minus(&[w, e]);
         units.insert("switch".into(), d);
     }
+    // A wake on a halted CPU, beyond the switch every wait is priced at: the wakee's side
+    // of a cross-CPU wake-up less a switch (a hand-off without its futex calls).
+    if let Some(h) = units.get("wake-halted") {
+        let d = match units.get("switch") {
+            Some(s) => h.minus(&[s]),
+            None => h.clone(),
+        };
+        units.insert("halt-in".into(), d);
+    }
     // A getdents64 call's own part: the term reads a DIR_ENTRIES[0]-entry directory through
     // in two calls (the entries, then the empty one), so each call holds half its entries.
     if let (Some(call), Some(entry)) = (units.get("getdents64"), units.get("getdents64/entry")) {
@@ -171,6 +180,12 @@ pub fn needed(counts: &Counts) -> Vec<&'static str> {
             "exit/byte" => &["exit"],
             "writeback/byte" => &["writeback"],
             "page-in" => &["read-cold", "file-read"],
+            "halt-in" => &[
+                "wake-halted",
+                "switch-same-cpu",
+                "futex-wake",
+                "futex-wait-eagain",
+            ],
             "none" | "s" => &[],
             other => match costlab_core::measure::unitcost::TERMS
                 .iter()

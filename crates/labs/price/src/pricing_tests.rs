@@ -208,3 +208,41 @@ fn interrupts_sent_to_other_cpus_are_priced_at_the_wake_ipi_term() {
     assert_eq!(p.unit_name, "wake-ipi");
     assert_eq!(p.priced().map(|s| s.median), Some(260_000.0));
 }
+
+/// A wake-up on a halted CPU is priced at the wakee's term less the switch its wait is
+/// priced at already (a same-CPU hand-off less its futex calls); without the switch's terms,
+/// at the whole term.
+#[test]
+fn a_wake_up_on_a_halted_cpu_is_priced_beyond_its_switch() {
+    let mut units: Units = [
+        ("wake-halted".to_string(), unit(9000.0)),
+        ("switch-same-cpu".to_string(), unit(2000.0)),
+        ("futex-wake".to_string(), unit(250.0)),
+        ("futex-wait-eagain".to_string(), unit(300.0)),
+    ]
+    .into();
+    derive(&mut units);
+    assert_eq!(units["halt-in"].samples, vec![7550.0]);
+    let mut counts = Counts::default();
+    counts
+        .events
+        .insert(("wakeup".into(), "on a halted cpu".into()), 10);
+    let needs = needed(&counts);
+    for t in [
+        "wake-halted",
+        "switch-same-cpu",
+        "futex-wake",
+        "futex-wait-eagain",
+    ] {
+        assert!(needs.contains(&t), "{t}");
+    }
+    let rows = price(&counts, &units);
+    let p = rows
+        .iter()
+        .find(|p| p.class == "wakeup" && p.event == "on a halted cpu")
+        .unwrap();
+    assert_eq!(p.priced().map(|s| s.median), Some(75_500.0));
+    let mut alone: Units = [("wake-halted".to_string(), unit(9000.0))].into();
+    derive(&mut alone);
+    assert_eq!(alone["halt-in"].samples, vec![9000.0]);
+}

@@ -214,6 +214,11 @@ pub fn event_pricing(class: &str, event: &str) -> Option<Pricing> {
             1.0,
             "a read fault on a file page not cached, its readahead included",
         ),
+        ("wakeup", "on a halted cpu") => by(
+            "halt-in",
+            1.0,
+            "a sleeper switched back in on a CPU woken from a halt (in a VM the vCPU re-entered, its tick restarted): the wake-halted term less the switch each wait is priced at already",
+        ),
         ("switch", _) => by(
             "switch",
             1.0,

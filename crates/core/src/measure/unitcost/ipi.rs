@@ -5,7 +5,9 @@
 //! stop polling and halt, then times its one-byte write. Beside each, a write to a pipe
 //! nobody waits on is timed. The function-call and rescheduling interrupts the reader's CPU
 //! took over the same window (the `CAL` and `RES` rows of /proc/interrupts) say how many
-//! writes sent one: the term is the writes' extra time over the plain writes', per IPI.
+//! writes sent one: `wake-ipi` is the writes' extra time over the plain writes', per IPI. The
+//! reader's side, `wake-halted`, is its CPU time in each read that slept (its switch back in
+//! on a CPU woken from a halt) over a plain read's, per IPI.
 
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
@@ -78,8 +80,30 @@ fn pipe() -> Result<(std::fs::File, std::fs::File)> {
     })
 }
 
-/// ns per IPI a waker sends to wake a task on another, idle CPU.
-pub fn wake_ipi(spec: &SampleSpec) -> Result<Vec<f64>> {
+/// Which side of a cross-CPU wake-up a figure is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The waker's write, less a plain write's, per IPI it sent (`wake-ipi`).
+    Waker,
+    /// The woken reader's CPU time in its read, less a plain read's, per IPI its CPU took
+    /// (`wake-halted`): its switch back in on a CPU that had halted (in a VM the vCPU
+    /// re-entered, the tick restarted: more exits), the switch itself included.
+    Wakee,
+}
+
+fn thread_cpu_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: t is a valid out pointer; CLOCK_THREAD_CPUTIME_ID is always available on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+/// ns per IPI, of `side`, to wake a task asleep on another, idle CPU.
+pub fn wake(spec: &SampleSpec, side: Side) -> Result<Vec<f64>> {
+    use std::sync::{Arc, Mutex};
     let cpus = allowed_cpus();
     let (mine, theirs) = match cpus.as_slice() {
         [.., a, b] => (*b, *a),
@@ -87,16 +111,23 @@ pub fn wake_ipi(spec: &SampleSpec) -> Result<Vec<f64>> {
     };
     let _pin = Pinned::to(mine)?;
     let (mut rx, mut tx) = pipe()?;
-    let reader = std::thread::spawn(move || -> Result<()> {
-        let _pin = Pinned::to(theirs)?;
-        let mut b = [0u8; 1];
-        loop {
-            match rx.read(&mut b) {
-                Ok(1) if b[0] == b'x' => {}
-                _ => return Ok(()),
+    let reads = Arc::new(Mutex::new(Vec::with_capacity(WRITES)));
+    let reader = {
+        let reads = reads.clone();
+        std::thread::spawn(move || -> Result<()> {
+            let _pin = Pinned::to(theirs)?;
+            let mut b = [0u8; 1];
+            loop {
+                let t0 = thread_cpu_ns();
+                match rx.read(&mut b) {
+                    Ok(1) if b[0] == b'x' => {}
+                    _ => return Ok(()),
+                }
+                let cpu = thread_cpu_ns() - t0;
+                reads.lock().unwrap_or_else(|e| e.into_inner()).push(cpu);
             }
-        }
-    });
+        })
+    };
     let (mut plain_rx, mut plain_tx) = pipe()?;
     let mut out = Vec::with_capacity(spec.samples);
     let mut result = Ok(());
@@ -122,14 +153,24 @@ pub fn wake_ipi(spec: &SampleSpec) -> Result<Vec<f64>> {
         for _ in 0..WRITES {
             let t0 = Instant::now();
             plain_tx.write_all(b"x")?;
-            plain.push(t0.elapsed().as_nanos() as u64);
+            let w = t0.elapsed().as_nanos() as u64;
+            let c0 = thread_cpu_ns();
             plain_rx.read_exact(&mut b)?;
+            plain.push(match side {
+                Side::Waker => w,
+                Side::Wakee => thread_cpu_ns() - c0,
+            });
+        }
+        if side == Side::Wakee {
+            // The reader's last read is done within the plain writes' time, or soon after.
+            std::thread::sleep(IDLE);
+            woken = std::mem::take(&mut *reads.lock().unwrap_or_else(|e| e.into_inner()));
         }
         match per_ipi(&mut woken, &mut plain, ipis) {
             Some(v) => out.push(v),
             None => {
                 result = Err(anyhow::anyhow!(
-                    "waking a task on CPU {theirs} sent it no interrupt ({WRITES} wake-ups): its idle loop polls, so a wake-up costs the waker no IPI here"
+                    "waking a task on CPU {theirs} sent it no interrupt ({WRITES} wake-ups): its idle loop polls, so a wake-up costs no IPI here"
                 ));
                 break;
             }

@@ -22,13 +22,14 @@ use anyhow::Result;
 use super::SampleSpec;
 
 /// Every term, in the order they are measured and shown (the `term` case key's values).
-pub const TERMS: [&str; 39] = [
+pub const TERMS: [&str; 40] = [
     "fault-4k",
     "fault-thp",
     "fault-file",
     "switch-same-cpu",
     "wake-cross-cpu",
     "wake-ipi",
+    "wake-halted",
     "futex-wake",
     "futex-wait-eagain",
     "thread-spawn",
@@ -123,6 +124,7 @@ pub fn reading(term: &str) -> &'static str {
         "switch-same-cpu" => "a token handed between two threads on one CPU through a futex, per hand-off (the wake and wait calls included)",
         "wake-cross-cpu" => "a futex wake of a thread asleep on another CPU to it running, per hand-off (the calls included)",
         "wake-ipi" => "a one-byte pipe write that wakes a reader asleep on another, idle CPU, less a write nobody waits on, per interrupt sent to that CPU (the waker's side of a wake-up: in a VM, an exit to the host)",
+        "wake-halted" => "the CPU time of a one-byte pipe read that slept 50 us on a CPU gone idle and was woken by another's write, less a plain read's, per interrupt that CPU took (the wakee's side: its switch back in on a CPU woken from a halt)",
         "futex-wake" => "FUTEX_WAKE with no waiter",
         "futex-wait-eagain" => "FUTEX_WAIT that returns EAGAIN at once",
         "thread-spawn" => "a thread created and joined (its stack's mmap and munmap included)",
@@ -204,7 +206,8 @@ fn measure_term(term: &str, spec: &SampleSpec, dir: &Path) -> Result<Vec<TermFig
         "fault-file" => one(faults::file(spec)?),
         "switch-same-cpu" => one(sched::handoff(spec, true)?),
         "wake-cross-cpu" => one(sched::handoff(spec, false)?),
-        "wake-ipi" => one(ipi::wake_ipi(spec)?),
+        "wake-ipi" => one(ipi::wake(spec, ipi::Side::Waker)?),
+        "wake-halted" => one(ipi::wake(spec, ipi::Side::Wakee)?),
         "futex-wake" => one(sched::futex_wake(spec)?),
         "futex-wait-eagain" => one(sched::futex_wait_eagain(spec)?),
         "thread-spawn" => one(sched::thread_spawn(spec)?),

@@ -140,6 +140,7 @@ impl Counting {
         let kinds_of_faults = split.as_ref().map(|s| (s.fault_file, s.fault_cow));
         let pages = split.as_ref().and_then(|s| s.pages);
         let ipis_sent = split.as_ref().map_or(0, |s| s.ipis_sent);
+        let halted_in = split.as_ref().map_or(0, |s| s.halted_in);
         let (ids, by_fd, creates, dirent_bytes, exec_failed) = match (&self.syscalls, split) {
             (Some(c), _) => (c.read()?, c.read_by_fd()?, 0, 0, 0),
             (None, Some(s)) => (s.ids, s.by_fd, s.creates, s.dirent_bytes, s.exec_failed),
@@ -164,6 +165,9 @@ impl Counting {
         }
         if ipis_sent > 0 {
             events.insert(("ipi".into(), "sent".into()), ipis_sent);
+        }
+        if halted_in > 0 {
+            events.insert(("wakeup".into(), "on a halted cpu".into()), halted_in);
         }
         let names = syscall_names(Path::new("/"));
         let mut syscalls = named(&ids, &names);

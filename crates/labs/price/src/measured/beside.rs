@@ -143,6 +143,15 @@ fn targets(p: &Priced, split: &Split) -> Vec<((String, String), f64)> {
         ("folios", "dropped") => where_done(|l| l.folios_dropped, &DROPS),
         ("bytes", "written back") => where_done(|l| l.written_back, &SYNCS),
         ("ipi", "sent") => where_done(|l| l.ipis_sent, &WRITES),
+        // The wakee's side runs in the call it slept in: on the lines the split saw it in.
+        ("wakeup", "on a halted cpu") => {
+            let seen = shared(&|l: &Line| l.halted_in > 0, |l| l.halted_in);
+            if seen.is_empty() {
+                waited()
+            } else {
+                seen
+            }
+        }
         (c, e) => vec![((c.to_string(), e.to_string()), 1.0)],
     }
 }

@@ -453,3 +453,29 @@ fn the_interrupts_sent_land_on_the_calls_that_sent_them() {
     assert_eq!(on("write"), Some(700_000.0));
     assert_eq!(on("read"), None);
 }
+
+/// The wakee's side of a wake-up on a halted CPU lands on the calls the sleepers were in,
+/// by their share; where no line holds any, on the lines that waited, by their waits.
+#[test]
+fn wake_ups_on_a_halted_cpu_land_on_the_calls_that_slept() {
+    let mut read = line("syscall", "read", 100, 900_000);
+    read.halted_in = 60;
+    read.waits = 90;
+    let mut futex = line("syscall", "futex", 10, 100_000);
+    futex.waits = 10;
+    let s = Split {
+        lines: vec![read, futex],
+        usage_ns: 1_000_000,
+        ..Split::default()
+    };
+    let b = beside(&s, &[priced("wakeup", "on a halted cpu", 60, 8000.0)]);
+    let on = |e: &str| b.iter().find(|x| x.line.event == e).unwrap().priced_ns;
+    assert_eq!(on("read"), Some(480_000.0));
+    assert_eq!(on("futex"), None);
+    let mut s = s;
+    s.lines[0].halted_in = 0;
+    let b = beside(&s, &[priced("wakeup", "on a halted cpu", 60, 8000.0)]);
+    let on = |e: &str| b.iter().find(|x| x.line.event == e).unwrap().priced_ns;
+    assert_eq!(on("read"), Some(432_000.0));
+    assert_eq!(on("futex"), Some(48_000.0));
+}

@@ -199,6 +199,8 @@ pub struct Counted {
     pub fault_cow: u64,
     /// Interrupts the tracked tasks sent to other CPUs inside syscalls (`prog::IPI_SENT`).
     pub ipis_sent: u64,
+    /// Waits that ended on a CPU woken from a halt (`prog::HALT_IN`).
+    pub halted_in: u64,
     /// The page cache as the tracked tasks used it (`prog::pages`): pages taken in inside a
     /// read (or another syscall that is not a write), inside a write, outside a syscall
     /// (faults); folios taken out; bytes sent to a disk to be written. None where the
@@ -230,6 +232,7 @@ impl Counted {
             prog::FAULT_FILE => self.fault_file = n,
             prog::FAULT_COW => self.fault_cow = n,
             prog::IPI_SENT => self.ipis_sent = n,
+            prog::HALT_IN => self.halted_in = n,
             _ => {}
         }
         if let Some(p) = self.pages.as_mut() {
@@ -522,7 +525,7 @@ impl Tracer {
                 }
                 _ => {}
             }
-            if (prog::PAGES_READ..=prog::IPI_SENT).contains(&s) {
+            if (prog::PAGES_READ..=prog::HALT_IN).contains(&s) {
                 continue;
             }
             let (class, event) = slot_name(s, &syscalls, &irqs);
@@ -656,6 +659,12 @@ fn attach_optional(m: &Maps, progs: &mut Vec<(String, Attached)>, notes: &mut Ve
         prog::pages::ipi_sent(m),
         raw("ipi_send_cpu"),
         "interrupts sent to other CPUs (a wake-up's cost to the waker unpriced)",
+    );
+    // In the idle loop: a CPU that halted (not only polled) while a tracked task slept.
+    optional(
+        prog::wake::idle(m),
+        raw("cpu_idle"),
+        "wake-ups on a halted CPU (the wakee's side of a cross-CPU wake-up unpriced)",
     );
     optional(
         prog::irq_enter(m, IrqSlot::Numbered),

@@ -17,8 +17,8 @@ pub(super) fn add_work(
     irqs: &BTreeMap<u32, String>,
 ) -> Result<()> {
     for s in 0..prog::SLOTS {
-        let v: [u64; 4] = summed(work, s)?;
-        if v == [0; 4] {
+        let v: [u64; 5] = summed(work, s)?;
+        if v == [0; 5] {
             continue;
         }
         let (class, event) = slot_name(s, syscalls, irqs);
@@ -30,6 +30,7 @@ pub(super) fn add_work(
             l.folios_dropped += v[1];
             l.written_back += v[2];
             l.ipis_sent += v[3];
+            l.halted_in += v[4];
         }
     }
     Ok(())

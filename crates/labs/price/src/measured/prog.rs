@@ -24,6 +24,7 @@
 
 mod faults;
 pub mod pages;
+pub mod wake;
 
 pub use faults::{fault_begin, fault_end, fault_from_page_cache};
 
@@ -99,7 +100,11 @@ pub const WRITEBACK_BYTES: u32 = PAGES_DROPPED + 1;
 /// Interrupts a tracked task sent to another CPU inside a syscall (ipi_send_cpu: in a VM each
 /// is an exit, paid in the sender's call), counted (see `pages::ipi_sent`).
 pub const IPI_SENT: u32 = WRITEBACK_BYTES + 1;
-pub const SLOTS: u32 = IPI_SENT + 1;
+/// Tracked tasks switched back in from the idle task on a CPU that had halted (not just
+/// polled) while they slept inside a call: in a VM the vCPU re-entered, its tick restarted,
+/// all in the wakee's time (see `wake`).
+pub const HALT_IN: u32 = IPI_SENT + 1;
+pub const SLOTS: u32 = HALT_IN + 1;
 /// The bits of x86's page-fault error code: the page was present (a protection fault), and
 /// the access was a write.
 pub const PF_PRESENT: i32 = 1;
@@ -141,8 +146,9 @@ pub const SLOT_TIMED: i16 = 40;
 /// class under a softirq u32 @20, the current syscall is untimed (sampled split) u32 @24, the
 /// current syscall's slot u32 @28 (set by every sys_enter of a tracked task, timed or not), the
 /// open user fault's time so far u64 @32 (charged to `FAULT_OPEN` as it goes, moved to the
-/// fault's own slot at its end: an interrupt or a preemption inside a fault splits its time).
-pub const STATE_SIZE: u32 = 40;
+/// fault's own slot at its end: an interrupt or a preemption inside a fault splits its time),
+/// the CPU halted since its last switch u32 @40 (set in the idle loop by `wake::idle`).
+pub const STATE_SIZE: u32 = 48;
 /// A switched-out task's value: class u32 @0, the syscall slot it was in u32 @4, when it
 /// left u64 @8 (0: nothing to wait on), its open fault's time so far u64 @16.
 pub const TASK_SIZE: u32 = 24;
@@ -155,6 +161,7 @@ const ST_UNDER_SOFTIRQ: i16 = 20;
 const ST_SKIP: i16 = 24;
 const ST_NR: i16 = 28;
 const ST_OPEN: i16 = 32;
+const ST_HALTED: i16 = 40;
 /// Where the programs build a task's value on the stack (`TASK_SIZE` bytes).
 const FP_TASK: i16 = -40;
 /// Stack slots past the ones the programs' keys and values use: the delta being charged, the
@@ -162,6 +169,9 @@ const FP_TASK: i16 = -40;
 const FP_DELTA: i16 = -48;
 const FP_NR: i16 = -56;
 const FP_BEFORE: i16 = -64;
+/// sched_switch's: the CPU halted before this switch, and the class next takes up again.
+const FP_HALTED: i16 = -72;
+const FP_CLASS_IN: i16 = -68;
 
 /// The maps every program uses, by fd.
 #[derive(Debug, Clone, Copy)]
@@ -565,6 +575,9 @@ pub fn sched_switch(m: &Maps, t: &Target) -> Asm {
     a.mov(R2, FP).add_imm(R2, -8);
     a.call(Helper::MapDeleteElem);
     a.label("next");
+    a.ldx_w(R1, R9, ST_HALTED).stx_w(FP, FP_HALTED, R1);
+    a.st_w(R9, ST_HALTED, 0)
+        .note("halted since the last switch: read, and cleared for the next");
     a.st_w(R9, ST_TID, 0)
         .note("nobody tracked here until next is found");
     a.st_w(R9, ST_SKIP, 0)
@@ -603,12 +616,14 @@ pub fn sched_switch(m: &Maps, t: &Target) -> Asm {
     a.jslt_imm(R3, 0, "wait_dropped")
         .note("below zero: not a time, dropped");
     a.stx_dw(FP, -40, R3);
+    a.stx_w(FP, FP_CLASS_IN, R1);
     slot(&mut a, m, R1, "out");
     a.ldx_dw(R1, R0, 16)
         .ldx_dw(R2, FP, -40)
         .add(R1, R2)
         .stx_dw(R0, 16, R1);
     a.ldx_dw(R1, R0, 24).add_imm(R1, 1).stx_dw(R0, 24, R1);
+    wake::halted_in(&mut a, m, FP_HALTED, FP_CLASS_IN);
     a.ja("out");
     a.label("wait_dropped");
     a.mov_imm(R1, DROPPED as i32);

@@ -40,6 +40,9 @@ pub struct Line {
     /// idle CPU, mostly).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub ipis_sent: u64,
+    /// Waits inside it that ended on a CPU woken from a halt (the wakee's switch back in).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub halted_in: u64,
 }
 
 fn is_zero(v: &u64) -> bool {

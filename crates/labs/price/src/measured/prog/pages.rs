@@ -17,12 +17,14 @@ use super::{
 };
 
 /// A work map's value: pages taken in (not by a write) @0, folios taken out @8, bytes sent to
-/// be written @16, interrupts sent to another CPU @24, inside the syscall of the value's slot.
-pub const WORK_SIZE: u32 = 32;
+/// be written @16, interrupts sent to another CPU @24, inside the syscall of the value's slot;
+/// switches back in from a wait in it on a CPU that had halted @32 (`wake`).
+pub const WORK_SIZE: u32 = 40;
 const WORK_IN: i16 = 0;
 const WORK_DROPPED: i16 = 8;
 const WORK_WRITTEN: i16 = 16;
 const WORK_IPI: i16 = 24;
+pub(super) const WORK_HALT: i16 = 32;
 /// Stack slot of the syscall's slot, for the work map's key.
 const FP_CALL: i16 = -40;
 
