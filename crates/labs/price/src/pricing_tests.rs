@@ -246,3 +246,17 @@ fn a_wake_up_on_a_halted_cpu_is_priced_beyond_its_switch() {
     derive(&mut alone);
     assert_eq!(alone["halt-in"].samples, vec![9000.0]);
 }
+
+/// The extended-attribute reads are priced at the getxattr term, which the price measures on
+/// the program's file system.
+#[test]
+fn extended_attribute_reads_are_priced_at_the_getxattr_term() {
+    for name in ["getxattr", "lgetxattr", "fgetxattr", "llistxattr"] {
+        let p = syscall_pricing(name).unwrap();
+        assert_eq!((p.unit, p.factor), ("getxattr", 1.0), "{name}");
+    }
+    let mut counts = Counts::default();
+    counts.syscalls.insert("lgetxattr".into(), 3);
+    assert!(needed(&counts).contains(&"getxattr"));
+    assert!(costlab_core::measure::unitcost::FS_TERMS.contains(&"getxattr"));
+}

@@ -141,6 +141,11 @@ pub fn syscall_pricing(name: &str) -> Option<Pricing> {
             "a call reading a 64-entry directory through on this file system (entries returned are not counted)",
         ),
         "stat" | "lstat" | "newfstatat" | "statx" => by("stat", 1.0, "a path lookup and stat"),
+        "getxattr" | "lgetxattr" | "fgetxattr" | "listxattr" | "llistxattr" | "flistxattr" => by(
+            "getxattr",
+            1.0,
+            "an lgetxattr of a file's ACL by its path on this file system (the by-fd calls skip the path lookup: priced a little high)",
+        ),
         "read" | "pread64" | "readv" | "preadv" | "preadv2" => by(
             "file-read",
             1.0,

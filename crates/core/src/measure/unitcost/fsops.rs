@@ -398,6 +398,42 @@ pub fn path_component(spec: &SampleSpec, dir: &Path) -> Result<Vec<f64>> {
     })
 }
 
+/// The extended attribute `ls -l` asks of every file (its ACL), and the errors that mean the
+/// file has none or the file system keeps none: the lookup was made all the same.
+const XATTR: &std::ffi::CStr = c"system.posix_acl_access";
+
+/// CPU ns per lgetxattr of a file's ACL by its path (a path lookup and the attribute's
+/// lookup; `ls -l` makes two a file), on a scratch file that has none.
+pub fn getxattr(spec: &SampleSpec, dir: &Path) -> Result<Vec<f64>> {
+    let s = Scratch::new(dir)?;
+    std::fs::write(s.path().join("x"), b"x").context("writing a file")?;
+    let p = s.c("x");
+    let mut buf = [0u8; 256];
+    cpu_samples(spec, || {
+        let ns = timed(|| {
+            for _ in 0..NAMES {
+                // SAFETY: NUL-terminated path and name, and a buffer of the length given.
+                let rc = unsafe {
+                    libc::lgetxattr(
+                        p.as_ptr(),
+                        XATTR.as_ptr(),
+                        buf.as_mut_ptr().cast(),
+                        buf.len(),
+                    )
+                };
+                if rc < 0 {
+                    let e = std::io::Error::last_os_error();
+                    if !matches!(e.raw_os_error(), Some(libc::ENODATA | libc::EOPNOTSUPP)) {
+                        bail!("lgetxattr: {e}");
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        Ok((ns, NAMES as f64))
+    })
+}
+
 /// Pages of the file a cold read goes through.
 const COLD_PAGES: usize = 1024;
 

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 
 use crate::measure::cpus::{allowed_cpus, Pinned};
+use crate::measure::cputime::thread_cpu_ns;
 use crate::measure::{cancel, SampleSpec};
 
 /// Timed writes per sample.
@@ -89,16 +90,6 @@ pub enum Side {
     /// (`wake-halted`): its switch back in on a CPU that had halted (in a VM the vCPU
     /// re-entered, the tick restarted: more exits), the switch itself included.
     Wakee,
-}
-
-fn thread_cpu_ns() -> u64 {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: t is a valid out pointer; CLOCK_THREAD_CPUTIME_ID is always available on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
 /// ns per IPI, of `side`, to wake a task asleep on another, idle CPU.

@@ -22,7 +22,7 @@ use anyhow::Result;
 use super::SampleSpec;
 
 /// Every term, in the order they are measured and shown (the `term` case key's values).
-pub const TERMS: [&str; 40] = [
+pub const TERMS: [&str; 41] = [
     "fault-4k",
     "fault-thp",
     "fault-file",
@@ -63,12 +63,13 @@ pub const TERMS: [&str; 40] = [
     "file-write",
     "page-drop",
     "writeback",
+    "getxattr",
 ];
 
 /// The terms measured in a scratch directory on a file system, whose figures carry the case
 /// key `fs` (its type, as /proc/self/mountinfo names it): a price uses the figure of the file
 /// system its program worked on.
-pub const FS_TERMS: [&str; 17] = [
+pub const FS_TERMS: [&str; 18] = [
     "open",
     "close",
     "create",
@@ -86,6 +87,7 @@ pub const FS_TERMS: [&str; 17] = [
     "file-write",
     "page-drop",
     "writeback",
+    "getxattr",
 ];
 
 /// The sizes at which a term with a per-byte part is measured: the fixed part is read at the
@@ -157,6 +159,7 @@ pub fn reading(term: &str) -> &'static str {
         "tick" => "the local timer's interrupt as the task it interrupts loses it, per tick",
         "file-write" => "a write of `size` bytes that extends a file (new page-cache pages, the file system's block reservation), CPU time, per call",
         "page-drop" => "a folio of a file leaving the page cache as its last link goes (an unlink of a 256-page file written a page a call, on disk, less one of an empty file), its blocks freed, CPU time, per folio",
+        "getxattr" => "lgetxattr of a file's ACL (system.posix_acl_access) by its path, on a file that has none: a path lookup and the attribute's, CPU time, per call",
         "writeback" => "an fdatasync after `size` bytes appended to a file a page a call: their pages written back, their blocks allocated then (delayed allocation), CPU time, per call; per_byte: each byte more",
         _ => "",
     }
@@ -254,6 +257,7 @@ fn measure_term(term: &str, spec: &SampleSpec, dir: &Path) -> Result<Vec<TermFig
         "fork" => by_page(procs::fork)?,
         "tick" => one(tick::tick(spec)?),
         "page-drop" => one(fsops::page_drop(spec, dir)?),
+        "getxattr" => one(fsops::getxattr(spec, dir)?),
         "writeback" => {
             let mut kernel = |spec: &SampleSpec, size: usize| fsops::writeback(spec, dir, size);
             sized_with(t, spec, &WRITEBACK_SIZES, &mut kernel)?
