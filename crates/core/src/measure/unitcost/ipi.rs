@@ -16,6 +16,8 @@ use anyhow::{bail, Context, Result};
 
 use crate::measure::cpus::{allowed_cpus, Pinned};
 use crate::measure::cputime::thread_cpu_ns;
+
+use super::tick::row_count;
 use crate::measure::{cancel, SampleSpec};
 
 /// Timed writes per sample.
@@ -29,19 +31,8 @@ const IDLE: Duration = Duration::from_micros(50);
 /// The sum of the `CAL:` and `RES:` rows for CPU `cpu` (the header names the columns `CPU0
 /// CPU1 ...`): the interrupts another CPU sends it to run a function or to reschedule.
 pub fn ipis_taken(text: &str, cpu: usize) -> Option<u64> {
-    let mut lines = text.lines();
-    let head: Vec<&str> = lines.next()?.split_whitespace().collect();
-    let col = head.iter().position(|h| *h == format!("CPU{cpu}"))?;
-    let mut sum = 0;
-    let mut rows = 0;
-    for l in lines {
-        let t = l.trim_start();
-        if t.starts_with("CAL:") || t.starts_with("RES:") {
-            sum += t.split_whitespace().nth(1 + col)?.parse::<u64>().ok()?;
-            rows += 1;
-        }
-    }
-    (rows > 0).then_some(sum)
+    let (cal, res) = (row_count(text, "CAL:", cpu), row_count(text, "RES:", cpu));
+    (cal.is_some() || res.is_some()).then(|| cal.unwrap_or(0) + res.unwrap_or(0))
 }
 
 fn ipis_now(cpu: usize) -> Result<u64> {

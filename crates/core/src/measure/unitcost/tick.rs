@@ -15,13 +15,19 @@ use crate::measure::{cancel, SampleSpec};
 /// A gap longer than this is an interruption, not the loop's own step.
 const GAP_NS: u64 = 400;
 
-/// The count in the `LOC:` row for CPU `cpu` (the header names the columns `CPU0 CPU1 ...`).
-pub fn local_timer_count(text: &str, cpu: usize) -> Option<u64> {
+/// The count in /proc/interrupts' row `row` (its label: `LOC:`) for CPU `cpu` (the header
+/// names the columns `CPU0 CPU1 ...`).
+pub fn row_count(text: &str, row: &str, cpu: usize) -> Option<u64> {
     let mut lines = text.lines();
     let head: Vec<&str> = lines.next()?.split_whitespace().collect();
     let col = head.iter().position(|h| *h == format!("CPU{cpu}"))?;
-    let row = lines.find(|l| l.trim_start().starts_with("LOC:"))?;
-    row.split_whitespace().nth(1 + col)?.parse().ok()
+    let line = lines.find(|l| l.trim_start().starts_with(row))?;
+    line.split_whitespace().nth(1 + col)?.parse().ok()
+}
+
+/// The count in the `LOC:` row (the local timer's interrupts) for CPU `cpu`.
+pub fn local_timer_count(text: &str, cpu: usize) -> Option<u64> {
+    row_count(text, "LOC:", cpu)
 }
 
 fn loc_now(cpu: usize) -> Result<u64> {
