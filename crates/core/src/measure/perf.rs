@@ -236,7 +236,12 @@ impl Controlled {
             .arg(&self.data)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            // To a file, not a pipe: nothing reads it while the samples stream, and a full
+            // pipe would stop perf; its end goes into the error where perf fails.
+            .stderr(
+                std::fs::File::create(self.dir.join("script.err"))
+                    .context("creating perf script's error file")?,
+            )
             .spawn()
             .context("starting perf script")?;
         let out = read(std::io::BufReader::new(
@@ -244,7 +249,18 @@ impl Controlled {
         ));
         let status = child.wait()?;
         if !status.success() {
-            anyhow::bail!("perf script -i {} failed ({status})", self.data.display());
+            let err = std::fs::read_to_string(self.dir.join("script.err")).unwrap_or_default();
+            let lines: Vec<&str> = err.trim().lines().collect();
+            let tail = lines[lines.len().saturating_sub(3)..].join(" / ");
+            anyhow::bail!(
+                "perf script -i {} failed ({status}){}",
+                self.data.display(),
+                if tail.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {tail}")
+                }
+            );
         }
         Ok(out)
     }
