@@ -122,7 +122,7 @@ pub fn reading(term: &str) -> &'static str {
     match term {
         "fault-4k" => "first touch of an anonymous 4 KiB page (zeroing included), per fault",
         "fault-thp" => "first touch of an anonymous 2 MiB THP (zeroing 2 MiB included), per fault",
-        "fault-file" => "first touch of a mapped page-cache page, per fault (fault-around maps up to 16 pages each)",
+        "fault-file" => "first touch of a mapped page-cache page, per fault: a fault-around of up to 16 pages (a mapping placed so no fault maps a whole 2 MiB folio)",
         "switch-same-cpu" => "a token handed between two threads on one CPU through a futex, per hand-off (the wake and wait calls included)",
         "wake-cross-cpu" => "a futex wake of a thread asleep on another CPU to it running, per hand-off (the calls included)",
         "wake-ipi" => "a one-byte pipe write that wakes a reader asleep on another, idle CPU, less a write nobody waits on, per interrupt sent to that CPU (the waker's side of a wake-up: in a VM, an exit to the host)",
