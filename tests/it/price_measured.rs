@@ -515,9 +515,10 @@ fn the_interrupts_a_waker_sends_are_counted_on_its_write() {
     };
     let all: f64 = lines
         .iter()
+        .filter(|l| l["class"] == "syscall")
         .map(|l| l["ipis_sent"].as_f64().unwrap_or(0.0))
         .sum();
-    assert_eq!(all, sent, "the lines hold every interrupt counted");
+    assert_eq!(all, sent, "the syscall lines hold every interrupt counted");
     assert!(
         on("write") >= sent / 2.0,
         "{} of {sent} on write",
@@ -542,5 +543,86 @@ fn the_interrupts_a_waker_sends_are_counted_on_its_write() {
         halted_on("read") >= halted / 2.0,
         "{} of {halted} on read",
         halted_on("read")
+    );
+}
+
+/// The TLB shootdowns a copy-on-write fault sends to another CPU running a thread of the same
+/// process: counted as interrupts sent in a fault (not in a syscall), priced at the
+/// fault-shootdown term, and placed on the copy-on-write fault's line.
+#[test]
+fn a_faults_tlb_shootdowns_are_counted_on_its_line() {
+    let name = "a_faults_tlb_shootdowns_are_counted_on_its_line";
+    if let Some(why) = count::unavailable() {
+        return skip::skipped_unless_ci(name, &why);
+    }
+    let traced = count::host::tracefs()
+        .is_ok_and(|(at, _mounted)| at.join("events/ipi/ipi_send_cpu/format").exists());
+    if !traced {
+        return skip::skipped(
+            name,
+            "no ipi_send_cpu tracepoint: interrupts sent are not counted here",
+        );
+    }
+    if costlab_core::measure::cpus::allowed_cpus().len() < 2 {
+        return skip::skipped(name, "one CPU: no shootdown crosses CPUs");
+    }
+    let Some((dir, exe)) = edges(name) else {
+        return;
+    };
+    let db = dir.path().join("h.db");
+    let saved = dir.path().join("counts.json");
+    let _one = common::serial();
+    let n = 3000.0;
+    let doc = price(
+        &db,
+        &[
+            "--save-counts",
+            saved.to_str().unwrap(),
+            "--",
+            exe.to_str().unwrap(),
+            "shootdown",
+            "3000",
+        ],
+    );
+    let r = rows(&doc);
+    let count = |e: &str| {
+        r.get(&("ipi".into(), e.into(), "count".into()))
+            .copied()
+            .unwrap_or(0.0)
+    };
+    let in_faults = count("in a fault");
+    // At most one a write; a busy machine may take the spinner's CPU (no flush sent there),
+    // so only one is asked for.
+    assert!(
+        in_faults >= 1.0 && in_faults <= n + 64.0,
+        "{in_faults} interrupts sent in faults ({} in syscalls)",
+        count("sent")
+    );
+    let unit = doc["results"].as_array().unwrap().iter().find(|x| {
+        x["case"]["class"] == "ipi"
+            && x["case"]["event"] == "in a fault"
+            && x["metric"] == "unit_cost"
+    });
+    assert!(
+        unit.is_some(),
+        "no term priced the interrupts sent in faults"
+    );
+    let text = std::fs::read_to_string(&saved).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let lines = v["measured"]["lines"]
+        .as_array()
+        .expect("the split's lines");
+    let on = |event: &str| {
+        lines
+            .iter()
+            .filter(|l| l["class"] == "fault" && (event.is_empty() || l["event"] == event))
+            .map(|l| l["ipis_sent"].as_f64().unwrap_or(0.0))
+            .sum::<f64>()
+    };
+    assert_eq!(on(""), in_faults, "the fault lines hold every one counted");
+    assert!(
+        on("minor:cow") >= in_faults / 2.0,
+        "{} of {in_faults} on minor:cow",
+        on("minor:cow")
     );
 }

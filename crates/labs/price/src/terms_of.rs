@@ -266,6 +266,11 @@ pub fn event_pricing(class: &str, event: &str) -> Option<Pricing> {
             1.0,
             "an interrupt sent to another CPU inside a syscall (most are wake-ups of a task asleep on an idle CPU): the wake-ipi term, the waker's side of a cross-CPU wake-up (in a VM, an exit to the host)",
         ),
+        ("ipi", "in a fault") => by(
+            "fault-shootdown",
+            1.0,
+            "an interrupt sent to another CPU inside a user fault (most are a copy on write's TLB shootdown of a CPU running another thread of the process, which the fault waits on): the fault-shootdown term",
+        ),
         ("bytes", "dirents") => by(
             "getdents64/entry",
             1.0 / costlab_core::measure::unitcost::fsops::DIRENT_RECLEN as f64,

@@ -164,6 +164,135 @@ pub fn wake(spec: &SampleSpec, side: Side) -> Result<Vec<f64>> {
     result.map(|_| out)
 }
 
+/// Pages each round of the `fault-shootdown` term writes (8 MiB).
+const COW_PAGES: usize = 2048;
+
+/// The `TLB:` row of /proc/interrupts for CPU `cpu`: the TLB shootdowns it took.
+fn shootdowns_now(cpu: usize) -> Result<u64> {
+    let text = std::fs::read_to_string("/proc/interrupts").context("reading /proc/interrupts")?;
+    row_count(&text, "TLB:", cpu)
+        .ok_or_else(|| anyhow::anyhow!("/proc/interrupts has no TLB row for CPU {cpu}"))
+}
+
+/// What the partner thread of `fault_shootdown` does.
+const SPIN: u8 = 0;
+const PARK: u8 = 1;
+const EXIT: u8 = 2;
+
+/// ns per TLB shootdown a copy-on-write fault sends to another CPU that runs a thread of the
+/// same process (a Go or JVM heap written while its other threads run): the fault must flush
+/// that CPU's TLB entry for the old page, by an interrupt it waits on (in a VM, exits on both
+/// sides). Each sample writes `COW_PAGES` pages first read (so the zero page is mapped and
+/// each write is a copy on write) twice: once while a thread of this process spins on the
+/// other CPU, once while it is parked (its CPU idle, no flush sent there). The difference, per
+/// shootdown that CPU counted (the `TLB:` row).
+pub fn fault_shootdown(spec: &SampleSpec) -> Result<Vec<f64>> {
+    use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+    use std::sync::Arc;
+    let cpus = allowed_cpus();
+    let (mine, theirs) = match cpus.as_slice() {
+        [.., a, b] => (*b, *a),
+        _ => bail!("a TLB shootdown needs a second CPU; this process may use one"),
+    };
+    let _pin = Pinned::to(mine)?;
+    let mode = Arc::new(AtomicU8::new(PARK));
+    let spinning = Arc::new(AtomicBool::new(false));
+    let partner = {
+        let (mode, spinning) = (mode.clone(), spinning.clone());
+        std::thread::spawn(move || {
+            let _pin = Pinned::to(theirs);
+            loop {
+                match mode.load(Ordering::Acquire) {
+                    SPIN => {
+                        spinning.store(true, Ordering::Release);
+                        std::hint::spin_loop();
+                    }
+                    PARK => {
+                        spinning.store(false, Ordering::Release);
+                        std::thread::park();
+                    }
+                    _ => return,
+                }
+            }
+        })
+    };
+    let set = |m: u8| -> Result<()> {
+        mode.store(m, Ordering::Release);
+        partner.thread().unpark();
+        let t0 = Instant::now();
+        while spinning.load(Ordering::Acquire) != (m == SPIN) {
+            if t0.elapsed() > Duration::from_secs(5) {
+                bail!("the thread on CPU {theirs} did not start or stop spinning within 5 s");
+            }
+            std::thread::yield_now();
+        }
+        if m == PARK {
+            // Its CPU idle, out of the process's address space.
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        Ok(())
+    };
+    // One round's copy-on-write faults: (ns, shootdowns the other CPU took).
+    let round = || -> Result<(f64, u64)> {
+        let len = COW_PAGES * 4096;
+        // SAFETY: a fresh private anonymous mapping, unmapped below; nothing else uses it.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            bail!("mmap of {len} bytes: {}", std::io::Error::last_os_error());
+        }
+        let base = p.cast::<u8>();
+        // SAFETY: advice and accesses inside the mapping this owns.
+        let (ns, ipis) = unsafe {
+            libc::madvise(p, len, libc::MADV_NOHUGEPAGE);
+            let mut sum = 0u8;
+            for i in 0..COW_PAGES {
+                sum = sum.wrapping_add(std::ptr::read_volatile(base.add(i * 4096)));
+            }
+            std::hint::black_box(sum);
+            let before = shootdowns_now(theirs)?;
+            let t0 = Instant::now();
+            for i in 0..COW_PAGES {
+                std::ptr::write_volatile(base.add(i * 4096), 1);
+            }
+            let ns = t0.elapsed().as_nanos() as f64;
+            (ns, shootdowns_now(theirs)?.saturating_sub(before))
+        };
+        // SAFETY: unmapping exactly the mapping made above.
+        unsafe { libc::munmap(p, len) };
+        Ok((ns, ipis))
+    };
+    let result = (|| {
+        let mut out = Vec::with_capacity(spec.samples);
+        for i in 0..=spec.samples {
+            cancel::check()?;
+            set(SPIN)?;
+            let (with, ipis) = round()?;
+            set(PARK)?;
+            let (without, _) = round()?;
+            if ipis < (COW_PAGES / 4) as u64 {
+                bail!("{COW_PAGES} copy-on-write faults sent CPU {theirs} {ipis} TLB shootdowns while a thread of the process ran there: it flushes no remote TLB here, or another task took that CPU");
+            }
+            if i > 0 {
+                out.push((with - without).max(0.0) / ipis as f64);
+            }
+        }
+        Ok(out)
+    })();
+    mode.store(EXIT, Ordering::Release);
+    partner.thread().unpark();
+    let _ = partner.join();
+    result
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

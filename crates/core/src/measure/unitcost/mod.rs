@@ -22,7 +22,7 @@ use anyhow::Result;
 use super::SampleSpec;
 
 /// Every term, in the order they are measured and shown (the `term` case key's values).
-pub const TERMS: [&str; 41] = [
+pub const TERMS: [&str; 42] = [
     "fault-4k",
     "fault-thp",
     "fault-file",
@@ -30,6 +30,7 @@ pub const TERMS: [&str; 41] = [
     "wake-cross-cpu",
     "wake-ipi",
     "wake-halted",
+    "fault-shootdown",
     "futex-wake",
     "futex-wait-eagain",
     "thread-spawn",
@@ -127,6 +128,7 @@ pub fn reading(term: &str) -> &'static str {
         "wake-cross-cpu" => "a futex wake of a thread asleep on another CPU to it running, per hand-off (the calls included)",
         "wake-ipi" => "a one-byte pipe write that wakes a reader asleep on another, idle CPU, less a write nobody waits on, per interrupt sent to that CPU (the waker's side of a wake-up: in a VM, an exit to the host)",
         "wake-halted" => "the CPU time of a one-byte pipe read that slept 50 us on a CPU gone idle and was woken by another's write, less a plain read's, per interrupt that CPU took (the wakee's side: its switch back in on a CPU woken from a halt)",
+        "fault-shootdown" => "a copy-on-write fault while a thread of the same process runs on another CPU, less one while it is parked, per TLB shootdown that CPU took (the faulting thread waits for the other CPU to flush: in a VM, exits on both sides)",
         "futex-wake" => "FUTEX_WAKE with no waiter",
         "futex-wait-eagain" => "FUTEX_WAIT that returns EAGAIN at once",
         "thread-spawn" => "a thread created and joined (its stack's mmap and munmap included)",
@@ -211,6 +213,7 @@ fn measure_term(term: &str, spec: &SampleSpec, dir: &Path) -> Result<Vec<TermFig
         "wake-cross-cpu" => one(sched::handoff(spec, false)?),
         "wake-ipi" => one(ipi::wake(spec, ipi::Side::Waker)?),
         "wake-halted" => one(ipi::wake(spec, ipi::Side::Wakee)?),
+        "fault-shootdown" => one(ipi::fault_shootdown(spec)?),
         "futex-wake" => one(sched::futex_wake(spec)?),
         "futex-wait-eagain" => one(sched::futex_wait_eagain(spec)?),
         "thread-spawn" => one(sched::thread_spawn(spec)?),

@@ -141,6 +141,7 @@ impl Counting {
         let pages = split.as_ref().and_then(|s| s.pages);
         let ipis_sent = split.as_ref().map_or(0, |s| s.ipis_sent);
         let halted_in = split.as_ref().map_or(0, |s| s.halted_in);
+        let ipis_in_faults = split.as_ref().map_or(0, |s| s.ipis_in_faults);
         let (ids, by_fd, creates, dirent_bytes, exec_failed) = match (&self.syscalls, split) {
             (Some(c), _) => (c.read()?, c.read_by_fd()?, 0, 0, 0),
             (None, Some(s)) => (s.ids, s.by_fd, s.creates, s.dirent_bytes, s.exec_failed),
@@ -168,6 +169,9 @@ impl Counting {
         }
         if halted_in > 0 {
             events.insert(("wakeup".into(), "on a halted cpu".into()), halted_in);
+        }
+        if ipis_in_faults > 0 {
+            events.insert(("ipi".into(), "in a fault".into()), ipis_in_faults);
         }
         let names = syscall_names(Path::new("/"));
         let mut syscalls = named(&ids, &names);

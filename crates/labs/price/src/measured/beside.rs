@@ -142,7 +142,24 @@ fn targets(p: &Priced, split: &Split) -> Vec<((String, String), f64)> {
         ("pages", "read in") => where_done(|l| l.pages_in, &READS),
         ("folios", "dropped") => where_done(|l| l.folios_dropped, &DROPS),
         ("bytes", "written back") => where_done(|l| l.written_back, &SYNCS),
-        ("ipi", "sent") => where_done(|l| l.ipis_sent, &WRITES),
+        // Interrupts sent inside syscalls are counted on their lines (and a fault's on its
+        // kind's line): each on the lines of its own side.
+        ("ipi", "sent") => {
+            let seen = shared(&|l: &Line| l.class == "syscall", |l| l.ipis_sent);
+            if seen.is_empty() {
+                family(&WRITES)
+            } else {
+                seen
+            }
+        }
+        ("ipi", "in a fault") => {
+            let seen = shared(&|l: &Line| l.class == "fault", |l| l.ipis_sent);
+            if seen.is_empty() {
+                vec![(("fault".into(), "minor:cow".into()), 1.0)]
+            } else {
+                seen
+            }
+        }
         // The wakee's side runs in the call it slept in: on the lines the split saw it in.
         ("wakeup", "on a halted cpu") => {
             let seen = shared(&|l: &Line| l.halted_in > 0, |l| l.halted_in);

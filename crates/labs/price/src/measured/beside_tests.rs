@@ -454,6 +454,48 @@ fn the_interrupts_sent_land_on_the_calls_that_sent_them() {
     assert_eq!(on("read"), None);
 }
 
+/// A fault line's interrupts are the fault's: the syscalls' interrupts stay on the syscalls,
+/// and those sent inside faults land on the fault lines that sent them (on the copy on
+/// write's line where no line holds any).
+#[test]
+fn the_interrupts_sent_in_faults_land_on_the_faults() {
+    let mut write = line("syscall", "write", 100, 700_000);
+    write.ipis_sent = 10;
+    let mut cow = line("fault", "minor:cow", 400, 2_000_000);
+    cow.ipis_sent = 300;
+    let mut minor = line("fault", "minor", 400, 600_000);
+    minor.ipis_sent = 100;
+    let s = Split {
+        lines: vec![write, cow, minor],
+        usage_ns: 3_300_000,
+        ..Split::default()
+    };
+    let b = beside(
+        &s,
+        &[
+            priced("ipi", "sent", 10, 7000.0),
+            priced("ipi", "in a fault", 400, 10_000.0),
+        ],
+    );
+    let on = |c: &str, e: &str| {
+        b.iter()
+            .find(|x| x.line.class == c && x.line.event == e)
+            .unwrap()
+            .priced_ns
+    };
+    assert_eq!(on("syscall", "write"), Some(70_000.0));
+    assert_eq!(on("fault", "minor:cow"), Some(3_000_000.0));
+    assert_eq!(on("fault", "minor"), Some(1_000_000.0));
+    // Counted, but by no line: on the copies on write.
+    let s = Split {
+        lines: vec![line("fault", "minor:cow", 400, 2_000_000)],
+        usage_ns: 2_000_000,
+        ..Split::default()
+    };
+    let b = beside(&s, &[priced("ipi", "in a fault", 400, 10_000.0)]);
+    assert_eq!(b[0].priced_ns, Some(4_000_000.0));
+}
+
 /// The wakee's side of a wake-up on a halted CPU lands on the calls the sleepers were in,
 /// by their share; where no line holds any, on the lines that waited, by their waits.
 #[test]

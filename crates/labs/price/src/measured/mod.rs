@@ -199,6 +199,8 @@ pub struct Counted {
     pub fault_cow: u64,
     /// Interrupts the tracked tasks sent to other CPUs inside syscalls (`prog::IPI_SENT`).
     pub ipis_sent: u64,
+    /// Interrupts they sent inside their user faults (`prog::IPI_FAULT`).
+    pub ipis_in_faults: u64,
     /// Waits that ended on a CPU woken from a halt (`prog::HALT_IN`).
     pub halted_in: u64,
     /// The page cache as the tracked tasks used it (`prog::pages`): pages taken in inside a
@@ -233,6 +235,7 @@ impl Counted {
             prog::FAULT_COW => self.fault_cow = n,
             prog::IPI_SENT => self.ipis_sent = n,
             prog::HALT_IN => self.halted_in = n,
+            prog::IPI_FAULT => self.ipis_in_faults = n,
             _ => {}
         }
         if let Some(p) = self.pages.as_mut() {

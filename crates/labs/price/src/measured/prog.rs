@@ -104,7 +104,11 @@ pub const IPI_SENT: u32 = WRITEBACK_BYTES + 1;
 /// polled) while they slept inside a call: in a VM the vCPU re-entered, its tick restarted,
 /// all in the wakee's time (see `wake`).
 pub const HALT_IN: u32 = IPI_SENT + 1;
-pub const SLOTS: u32 = HALT_IN + 1;
+/// Interrupts a tracked task sent to another CPU inside one of its user faults (a copy on
+/// write's TLB shootdown of a CPU that runs another thread of the process, mostly), counted;
+/// each also in the work of the fault's slot (see `pages::ipi_sent`).
+pub const IPI_FAULT: u32 = HALT_IN + 1;
+pub const SLOTS: u32 = IPI_FAULT + 1;
 /// The bits of x86's page-fault error code: the page was present (a protection fault), and
 /// the access was a write.
 pub const PF_PRESENT: i32 = 1;

@@ -37,7 +37,7 @@ pub struct Line {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub written_back: u64,
     /// Interrupts sent to another CPU inside this syscall (a wake-up of a task asleep on an
-    /// idle CPU, mostly).
+    /// idle CPU, mostly), or inside this kind of user fault (a copy on write's TLB shootdown).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub ipis_sent: u64,
     /// Waits inside it that ended on a CPU woken from a halt (the wakee's switch back in).

@@ -11,9 +11,10 @@ use costlab_bpf::{Asm, Reg, FP, R0, R1, R2, R3, R6, R9};
 use costlab_bpf::Helper;
 
 use super::{
-    epilogue, prologue, slot, Join, Maps, EXEC_FAILED, FP_DELTA, IPI_SENT, OPEN_CREATE,
-    PAGES_DROPPED, PAGES_OTHER, PAGES_READ, PAGES_WRITE, ST_CLASS, ST_NR, ST_SKIP, SYS_OTHER, USER,
-    WRITEBACK_BYTES,
+    epilogue, prologue, slot, Join, Maps, EXEC_FAILED, FAULT_COW, FAULT_FILE, FAULT_MINOR,
+    FAULT_OPEN, FAULT_OPEN_COW, FAULT_OPEN_FILE, FAULT_OPEN_WRITE, FP_DELTA, IPI_FAULT, IPI_SENT,
+    OPEN_CREATE, PAGES_DROPPED, PAGES_OTHER, PAGES_READ, PAGES_WRITE, ST_CLASS, ST_NR, ST_SKIP,
+    SYS_OTHER, USER, WRITEBACK_BYTES,
 };
 
 /// A work map's value: pages taken in (not by a write) @0, folios taken out @8, bytes sent to
@@ -27,6 +28,8 @@ const WORK_IPI: i16 = 24;
 pub(super) const WORK_HALT: i16 = 32;
 /// Stack slot of the syscall's slot, for the work map's key.
 const FP_CALL: i16 = -40;
+/// Stack slot of the count slot `ipi_sent` adds to (kept across the work map's lookup).
+const FP_KIND: i16 = -80;
 
 /// r1 = the slot of the syscall the tracked task is in (its class, every call timed or a
 /// timed call; the state's number where an untimed call is open), also kept at `FP_CALL`;
@@ -151,18 +154,38 @@ pub fn bio_queued(m: &Maps, f: BioFields) -> Asm {
     a
 }
 
-/// raw ipi_send_cpu (cpu, callsite, callback), in the sender: inside a syscall, one
-/// interrupt more sent to one other CPU (a wake-up of a task asleep on an idle CPU, a
-/// reschedule, a function to run there) in `IPI_SENT` and in the syscall's work. One sent
-/// from an interrupt or a fault the task was in is left: the term prices a syscall's.
+/// raw ipi_send_cpu (cpu, callsite, callback), in the sender: one interrupt more sent to
+/// one other CPU. Inside a syscall (a wake-up of a task asleep on an idle CPU, a reschedule,
+/// a function to run there) in `IPI_SENT` and in the syscall's work; inside a user fault (a
+/// copy on write's TLB shootdown, mostly) in `IPI_FAULT` and in the work of the slot its
+/// fault will most likely end in (a fault of a page-cache page `FAULT_FILE`, a write to a
+/// present page `FAULT_COW`, else `FAULT_MINOR`). One sent from an interrupt is left.
 pub fn ipi_sent(m: &Maps) -> Asm {
     let mut a = Asm::new();
     prologue(&mut a, m, Join::No, false);
-    in_call(&mut a, "out");
+    in_call(&mut a, "fault");
+    a.mov_imm(R3, IPI_SENT as i32);
+    a.ja("count");
+    a.label("fault");
+    a.ldx_w(R1, R9, ST_CLASS);
+    a.mov_imm(R2, FAULT_MINOR as i32);
+    a.jeq_imm(R1, FAULT_OPEN as i32, "in_fault");
+    a.jeq_imm(R1, FAULT_OPEN_WRITE as i32, "in_fault");
+    a.mov_imm(R2, FAULT_FILE as i32);
+    a.jeq_imm(R1, FAULT_OPEN_FILE as i32, "in_fault");
+    a.mov_imm(R2, FAULT_COW as i32);
+    a.jeq_imm(R1, FAULT_OPEN_COW as i32, "in_fault");
+    a.ja("out").note("an interrupt's, or user time's");
+    a.label("in_fault");
+    a.stx_w(FP, FP_CALL, R2)
+        .note("the work map's key: the fault's slot");
+    a.mov_imm(R3, IPI_FAULT as i32);
+    a.label("count");
+    a.stx_w(FP, FP_KIND, R3);
     a.mov_imm(R2, 1);
     a.stx_dw(FP, FP_DELTA, R2);
     add_work(&mut a, m, WORK_IPI);
-    a.mov_imm(R3, IPI_SENT as i32);
+    a.ldx_w(R3, FP, FP_KIND);
     add_to(&mut a, m, R3);
     epilogue(&mut a);
     a
