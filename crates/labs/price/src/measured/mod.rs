@@ -663,6 +663,13 @@ fn attach_optional(m: &Maps, progs: &mut Vec<(String, Attached)>, notes: &mut Ve
         raw("ipi_send_cpu"),
         "interrupts sent to other CPUs (a wake-up's cost to the waker unpriced)",
     );
+    // A task's exit: a thread killed by its process's exit tears itself down (the last one
+    // unmaps the process) outside any syscall of its own; that goes to exit_group.
+    optional(
+        prog::task_exit(m),
+        raw("sched_process_exit"),
+        "a killed thread's exit (its teardown stays in the class it was killed in)",
+    );
     // In the idle loop: a CPU that halted (not only polled) while a tracked task slept.
     optional(
         prog::wake::idle(m),

@@ -22,10 +22,12 @@
 //! Registers, in every program: r6 the context, r7 now (ns), r8 the current thread id, r9 this
 //! CPU's state.
 
+mod exit;
 mod faults;
 pub mod pages;
 pub mod wake;
 
+pub use exit::task_exit;
 pub use faults::{fault_begin, fault_end, fault_from_page_cache};
 
 use costlab_bpf::insn::BPF_ANY;

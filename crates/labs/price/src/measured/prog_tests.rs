@@ -34,6 +34,9 @@ fn all() -> Vec<(&'static str, Asm)> {
         ("irq_exit", irq_exit(&M, false)),
         ("user_tick", user_tick(&M)),
         ("softirq_exit", irq_exit(&M, true)),
+        ("task_exit", task_exit(&M)),
+        ("ipi_sent", pages::ipi_sent(&M)),
+        ("idle", wake::idle(&M)),
     ]
 }
 
