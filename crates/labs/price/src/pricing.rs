@@ -178,6 +178,7 @@ pub fn needed(counts: &Counts) -> Vec<&'static str> {
         let measured: &[&'static str] = match u {
             "switch" => &["switch-same-cpu", "futex-wake", "futex-wait-eagain"],
             "exit/byte" => &["exit"],
+            "exit-file/byte" => &["exit-file"],
             "writeback/byte" => &["writeback"],
             "page-in" => &["read-cold", "file-read"],
             "halt-in" => &[
@@ -224,6 +225,7 @@ pub fn needed(counts: &Counts) -> Vec<&'static str> {
         .any(|n| counts.syscalls.contains_key(*n))
     {
         add("exit/byte");
+        add("exit-file/byte");
     }
     v
 }
@@ -267,9 +269,7 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
             how: p.map_or(NO_TERM, |p| p.how).into(),
         });
     }
-    if let Some(r) = unmapped_at_exit(counts, units) {
-        rows.push(r);
-    }
+    rows.extend(unmapped_at_exit(counts, units));
     if split_entry {
         rows.extend(entry_exit(counts, units));
     }
@@ -425,15 +425,19 @@ fn entry_exit(counts: &Counts, units: &Units) -> Option<Priced> {
     })
 }
 
-/// The bytes a program's exits unmap: the pages it faulted in (minor and major faults) less the
-/// 16 of each munmap, at the exit term's per-byte part. None without an exit.
-fn unmapped_at_exit(counts: &Counts, units: &Units) -> Option<Priced> {
+/// The bytes a program's exits unmap, two rows: the anonymous pages it faulted in (minor,
+/// copy-on-write and major faults) less the 16 of each munmap, at the exit term's per-byte
+/// part; and the page-cache pages its file faults mapped, `FAULT_AROUND` a fault (the most a
+/// fault-around maps: an upper bound), at the exit-file term's (a page-cache page is only let
+/// go, not freed). None without an exit.
+fn unmapped_at_exit(counts: &Counts, units: &Units) -> Vec<Priced> {
+    use costlab_core::measure::unitcost::{FAULT_AROUND, MUNMAP_PAGES};
     let exits: u64 = ["exit_group", "exit"]
         .iter()
         .filter_map(|n| counts.syscalls.get(*n))
         .sum();
     if exits == 0 {
-        return None;
+        return Vec::new();
     }
     let fault = |e: &str| {
         counts
@@ -442,18 +446,31 @@ fn unmapped_at_exit(counts: &Counts, units: &Units) -> Option<Priced> {
             .copied()
             .unwrap_or(0)
     };
-    let munmapped = counts.syscalls.get("munmap").copied().unwrap_or(0)
-        * costlab_core::measure::unitcost::MUNMAP_PAGES as u64;
-    let pages = (fault("minor") + fault("minor:file") + fault("minor:cow") + fault("major"))
-        .saturating_sub(munmapped);
-    (pages > 0).then(|| Priced {
-        class: "bytes".into(),
-        event: "unmapped".into(),
-        count: pages * 4096,
-        unit: units.get("exit/byte").cloned(),
-        unit_name: "exit/byte".into(),
-        how: format!("the {pages} pages faulted in less the {} of the munmap calls, unmapped at exit at its per-byte cost", munmapped),
-    })
+    let munmapped = counts.syscalls.get("munmap").copied().unwrap_or(0) * MUNMAP_PAGES as u64;
+    let pages = (fault("minor") + fault("minor:cow") + fault("major")).saturating_sub(munmapped);
+    let file_pages = fault("minor:file") * FAULT_AROUND as u64;
+    let mut rows = Vec::new();
+    if pages > 0 {
+        rows.push(Priced {
+            class: "bytes".into(),
+            event: "unmapped".into(),
+            count: pages * 4096,
+            unit: units.get("exit/byte").cloned(),
+            unit_name: "exit/byte".into(),
+            how: format!("the {pages} anonymous pages faulted in (minor, copy-on-write and major faults) less the {munmapped} of the munmap calls, unmapped at exit at its per-byte cost"),
+        });
+    }
+    if file_pages > 0 {
+        rows.push(Priced {
+            class: "bytes".into(),
+            event: "unmapped:file".into(),
+            count: file_pages * 4096,
+            unit: units.get("exit-file/byte").cloned(),
+            unit_name: "exit-file/byte".into(),
+            how: format!("the page-cache pages {} file faults mapped, {FAULT_AROUND} a fault at most, let go at exit at the exit-file term's per-byte cost", fault("minor:file")),
+        });
+    }
+    rows
 }
 
 /// io_uring submissions priced at the syscall lab's 16-byte send and recv through io_uring,

@@ -260,3 +260,37 @@ fn extended_attribute_reads_are_priced_at_the_getxattr_term() {
     assert!(needed(&counts).contains(&"getxattr"));
     assert!(costlab_core::measure::unitcost::FS_TERMS.contains(&"getxattr"));
 }
+
+/// An exit unmaps the anonymous pages its faults made (less the munmap calls' 16 each) at the
+/// exit term's per-byte part, and the page-cache pages its file faults mapped (16 a fault) at
+/// the exit-file term's: two rows, none without an exit.
+#[test]
+fn an_exits_pages_are_priced_by_kind() {
+    let units: Units = [
+        ("exit/byte".to_string(), unit(0.06)),
+        ("exit-file/byte".to_string(), unit(0.01)),
+    ]
+    .into();
+    let mut counts = Counts::default();
+    for (e, n) in [("minor", 1000), ("minor:cow", 200), ("minor:file", 100)] {
+        counts.events.insert(("fault".into(), e.into()), n);
+    }
+    counts.syscalls.insert("munmap".into(), 10);
+    let by = |rows: &[Priced], e: &str| {
+        rows.iter()
+            .find(|p| p.class == "bytes" && p.event == e)
+            .map(|p| (p.count, p.priced().map(|s| s.median)))
+    };
+    let none = price(&counts, &units);
+    assert_eq!(by(&none, "unmapped"), None);
+    counts.syscalls.insert("exit_group".into(), 1);
+    let rows = price(&counts, &units);
+    let anon = (1000 + 200 - 10 * 16) * 4096;
+    let (n, p) = by(&rows, "unmapped").unwrap();
+    assert_eq!(n, anon);
+    assert!((p.unwrap() - anon as f64 * 0.06).abs() < 1e-6);
+    let file = 100 * 16 * 4096;
+    let (n, p) = by(&rows, "unmapped:file").unwrap();
+    assert_eq!(n, file);
+    assert!((p.unwrap() - file as f64 * 0.01).abs() < 1e-6);
+}

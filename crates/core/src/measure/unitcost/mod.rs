@@ -13,7 +13,7 @@ pub mod procs;
 mod sched;
 pub mod tick;
 
-pub use faults::MUNMAP_PAGES;
+pub use faults::{FAULT_AROUND, MUNMAP_PAGES};
 
 use std::path::Path;
 
@@ -22,7 +22,7 @@ use anyhow::Result;
 use super::SampleSpec;
 
 /// Every term, in the order they are measured and shown (the `term` case key's values).
-pub const TERMS: [&str; 42] = [
+pub const TERMS: [&str; 43] = [
     "fault-4k",
     "fault-thp",
     "fault-file",
@@ -59,6 +59,7 @@ pub const TERMS: [&str; 42] = [
     "mmap",
     "exec",
     "exit",
+    "exit-file",
     "fork",
     "tick",
     "file-write",
@@ -101,7 +102,7 @@ pub const WRITEBACK_SIZES: [u64; 2] = [4096, 1 << 20];
 /// The smallest size a sized term is measured at: its figure there is the term's fixed part.
 pub fn base_size(term: &str) -> u64 {
     match term {
-        "exit" | "fork" => procs::PAGE_SIZES[0],
+        "exit" | "exit-file" | "fork" => procs::PAGE_SIZES[0],
         "writeback" => WRITEBACK_SIZES[0],
         _ => SIZES[0],
     }
@@ -157,6 +158,7 @@ pub fn reading(term: &str) -> &'static str {
         "mmap" => "mmap of 16 anonymous pages (a new VMA, nothing touched), per call",
         "exec" => "exec of a one-page static program and its exit, CPU time of the child, per exec",
         "exit" => "a process's exit after it touched `size` bytes of anonymous memory, CPU time, per exit; per_byte: each byte more unmapped",
+        "exit-file" => "a process's exit after it read `size` bytes of a cached file through a shared mapping (16 pages mapped a fault), CPU time, per exit; per_byte: each byte more unmapped",
         "fork" => "fork by a parent with `size` bytes touched (page tables copied, pages made copy-on-write), the parent's CPU time, per fork",
         "tick" => "the local timer's interrupt as the task it interrupts loses it, per tick",
         "file-write" => "a write of `size` bytes that extends a file (new page-cache pages, the file system's block reservation), CPU time, per call",
@@ -257,6 +259,7 @@ fn measure_term(term: &str, spec: &SampleSpec, dir: &Path) -> Result<Vec<TermFig
         "mmap" => one(faults::mmap(spec)?),
         "exec" => one(procs::exec(spec, dir)?),
         "exit" => by_page(procs::exit)?,
+        "exit-file" => by_page(procs::exit_file)?,
         "fork" => by_page(procs::fork)?,
         "tick" => one(tick::tick(spec)?),
         "page-drop" => one(fsops::page_drop(spec, dir)?),

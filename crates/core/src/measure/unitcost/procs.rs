@@ -121,11 +121,33 @@ impl Drop for SharedWord {
 /// CPU ns of a process's exit after it mapped and touched `bytes` of anonymous memory: the
 /// child's whole CPU time less its own clock read just before `_exit`.
 pub fn exit(spec: &SampleSpec, bytes: usize) -> Result<Vec<f64>> {
+    exit_after(spec, bytes, None)
+}
+
+/// CPU ns of a process's exit after it read `bytes` of a file through a shared mapping, every
+/// page cached (a program's libraries and mapped files): unmapping a page-cache page drops a
+/// reference, where an anonymous page is freed. The mapping starts one page past a 2 MiB
+/// boundary, as the fault-file term's, so its pages are mapped 16 at a time as a program's
+/// are, never a 2 MiB folio whole.
+pub fn exit_file(spec: &SampleSpec, bytes: usize) -> Result<Vec<f64>> {
+    use std::io::{Read, Write};
+    let mut f = super::files::scratch_file().context("creating a file for the exit term")?;
+    f.write_all(&vec![7u8; bytes]).context("writing the file")?;
+    let mut sink = Vec::with_capacity(bytes);
+    std::io::Seek::rewind(&mut f)?;
+    f.read_to_end(&mut sink)?;
+    exit_after(spec, bytes, Some(std::os::fd::AsRawFd::as_raw_fd(&f)))
+}
+
+/// The exit terms: the child maps `bytes` (of the file `file`, read; else anonymous, written),
+/// touches every page, reads its clock and exits.
+fn exit_after(spec: &SampleSpec, bytes: usize, file: Option<i32>) -> Result<Vec<f64>> {
+    const HUGE: usize = 2 << 20;
     let word = SharedWord::new()?;
     let _pin = Pinned::last_allowed();
     cpu_samples(spec, || {
-        // SAFETY: the child calls only async-signal-safe functions (mmap, clock_gettime,
-        // _exit) and writes only its own fresh mapping and the shared page.
+        // SAFETY: the child calls only async-signal-safe functions (mmap, madvise,
+        // clock_gettime, _exit) and writes only its own fresh mapping and the shared page.
         let pid = unsafe { libc::fork() };
         if pid < 0 {
             bail!("fork: {}", std::io::Error::last_os_error());
@@ -133,21 +155,56 @@ pub fn exit(spec: &SampleSpec, bytes: usize) -> Result<Vec<f64>> {
         if pid == 0 {
             // SAFETY: as above; in the child, anything failing ends it with status 1.
             unsafe {
-                let p = libc::mmap(
-                    std::ptr::null_mut(),
-                    bytes,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                    -1,
-                    0,
-                );
+                let p = match file {
+                    None => {
+                        let p = libc::mmap(
+                            std::ptr::null_mut(),
+                            bytes,
+                            libc::PROT_READ | libc::PROT_WRITE,
+                            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                            -1,
+                            0,
+                        );
+                        if p != libc::MAP_FAILED {
+                            libc::madvise(p, bytes, libc::MADV_NOHUGEPAGE);
+                        }
+                        p
+                    }
+                    Some(fd) => {
+                        let room = libc::mmap(
+                            std::ptr::null_mut(),
+                            bytes + 2 * HUGE,
+                            libc::PROT_NONE,
+                            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                            -1,
+                            0,
+                        );
+                        if room == libc::MAP_FAILED {
+                            libc::_exit(1);
+                        }
+                        let at = (room as usize).div_ceil(HUGE) * HUGE + 4096;
+                        libc::mmap(
+                            at as *mut libc::c_void,
+                            bytes,
+                            libc::PROT_READ,
+                            libc::MAP_SHARED | libc::MAP_FIXED,
+                            fd,
+                            0,
+                        )
+                    }
+                };
                 if p == libc::MAP_FAILED {
                     libc::_exit(1);
                 }
-                libc::madvise(p, bytes, libc::MADV_NOHUGEPAGE);
+                let mut sum = 0u8;
                 for off in (0..bytes).step_by(4096) {
-                    std::ptr::write_volatile(p.cast::<u8>().add(off), 1);
+                    if file.is_some() {
+                        sum = sum.wrapping_add(std::ptr::read_volatile(p.cast::<u8>().add(off)));
+                    } else {
+                        std::ptr::write_volatile(p.cast::<u8>().add(off), 1);
+                    }
                 }
+                std::hint::black_box(sum);
                 std::ptr::write_volatile(word.0, thread_cpu_ns());
                 libc::_exit(0);
             }

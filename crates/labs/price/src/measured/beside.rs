@@ -135,7 +135,7 @@ fn targets(p: &Priced, split: &Split) -> Vec<((String, String), f64)> {
         ("bytes", "written" | "written:file") => family(&WRITES),
         ("bytes", "dirents") => vec![(("syscall".into(), "getdents64".into()), 1.0)],
         // The pages an exit unmaps are its work, measured inside exit_group (or exit).
-        ("bytes", "unmapped") => family(&["exit_group", "exit"]),
+        ("bytes", "unmapped" | "unmapped:file") => family(&["exit_group", "exit"]),
         // The page cache's work runs inside the calls that asked for it: on the lines the
         // split saw it in, by their share of it; where it was not told by call, shared by
         // the count of the calls that do it (the reads, the unlinks and truncates, the syncs).
@@ -438,6 +438,13 @@ pub fn outside(split: &Split, lines: &[Beside], kernel_ns: f64, ev: &Evidence) -
         if ratio.is_some_and(|r| (BAND.0..=BAND.1).contains(&r)) {
             continue;
         }
+        // A line measured as an estimate (the ticks' share of user time, a sampled call)
+        // whose price lies inside its 95% interval is not told apart from it.
+        let ci = l.cpu_ci_ns as f64;
+        if ratio.is_some() && ci > 0.0 && b.priced_ns.is_some_and(|p| (p - b.own_ns()).abs() <= ci)
+        {
+            continue;
+        }
         out.push(Outside {
             class: l.class.clone(),
             event: l.event.clone(),
@@ -466,6 +473,21 @@ pub fn evidence(split: &Split, b: &Beside, ev: &Evidence) -> Vec<String> {
     let term = |t: &str| ev.terms.iter().find(|(n, _)| n == t).map(|(_, v)| *v);
     let sigreturns = split.line("syscall", "rt_sigreturn").map_or(0, |x| x.count);
     let mut why = Vec::new();
+    if l.cpu_ci_ns > 0 {
+        why.push(format!(
+            "measured as an estimate, {} ± {} (95%){}",
+            human_ns(l.cpu_ns as f64),
+            human_ns(l.cpu_ci_ns as f64),
+            if (l.class.as_str(), l.event.as_str()) == ("kernel-other", "inside user time") {
+                format!(
+                    ": {} of the cpu-clock ticks in user time found the task in the kernel",
+                    l.count
+                )
+            } else {
+                String::new()
+            }
+        ));
+    }
     if l.waits > 0 {
         why.push(format!(
             "it was switched out {} times inside ({} off CPU): lock or I/O waits, whose wake-ups and switches run inside it",

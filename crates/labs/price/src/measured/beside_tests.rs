@@ -385,6 +385,35 @@ fn a_line_priced_only_for_its_switches_reads_as_no_term() {
     assert!(out[0].text().contains("no term"), "{}", out[0].text());
 }
 
+/// A line measured as an estimate (the user-time ticks' kernel share) is not named outside
+/// the band where its price lies inside its interval; outside it, its evidence gives the
+/// interval.
+#[test]
+fn an_estimated_line_is_named_only_beyond_its_interval() {
+    let tick_line = |ci: u64| Line {
+        cpu_ci_ns: ci,
+        ..line("kernel-other", "inside user time", 1, 4000)
+    };
+    for (ci, named) in [(3500, false), (1000, true)] {
+        let s = Split {
+            lines: vec![tick_line(ci), line("user", "user", 0, 6000)],
+            usage_ns: 10_000,
+            ..Split::default()
+        };
+        // Priced 1000 ns against 4000 measured: 0.25x.
+        let b = beside(&s, &[priced("kernel-other", "inside user time", 1, 1000.0)]);
+        let out = outside(&s, &b, 4000.0, &Evidence::default());
+        assert_eq!(out.len(), usize::from(named), "ci {ci}");
+        if named {
+            let text = out[0].text();
+            assert!(
+                text.contains("an estimate") && text.contains("± 1.00 us"),
+                "{text}"
+            );
+        }
+    }
+}
+
 /// The page cache's work is priced on the lines the split saw it done in, by their share of
 /// it; where no line holds any, on the calls that do it, by their count.
 #[test]

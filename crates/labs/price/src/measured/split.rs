@@ -222,20 +222,26 @@ impl Split {
         // The kernel's share of the user class, from few ticks: Jeffreys' estimate of a
         // proportion, (k + 1/2) / (n + 1), which a handful of ticks that all found the task
         // in the kernel (a short, kernel-heavy run) does not turn into "no user time at all".
-        let share = (kernel as f64 + 0.5) / ((kernel + user) as f64 + 1.0);
+        let ticks = (kernel + user) as f64 + 1.0;
+        let share = (kernel as f64 + 0.5) / ticks;
         let whole = (before as f64 * share) as u64;
         let part = whole.saturating_sub(extra).min(u.cpu_ns);
         u.cpu_ns -= part;
+        // A proportion from few ticks is loose: its 95% interval, as time.
+        let ci = (before as f64 * 1.96 * (share * (1.0 - share) / ticks).sqrt()) as u64;
         self.lines.push(Line {
             class: "kernel-other".into(),
             event: "inside user time".into(),
             count: kernel,
             cpu_ns: part,
+            cpu_ci_ns: ci,
             ..Line::default()
         });
         self.notes.push(format!(
-            "{kernel} of {} cpu-clock ticks in user time found the task in the kernel (entry and exit paths, signals, returns from preemption): that share of user time is kernel-other",
-            kernel + user
+            "{kernel} of {} cpu-clock ticks in user time found the task in the kernel (entry and exit paths, signals, returns from preemption): that share of user time is kernel-other, {:.3} ms ± {:.3} ms (95%)",
+            kernel + user,
+            part as f64 / 1e6,
+            ci as f64 / 1e6
         ));
     }
 

@@ -160,6 +160,16 @@ fn the_sum_check_and_the_attributed_shares() {
     );
     assert_eq!(s.measured_ns(), 1000);
     assert_eq!(s.unnamed_kernel_ns(), 201);
+    // Its 95% interval: 800 x 1.96 x sqrt(p (1 - p) / 101), p = 25.5 / 101.
+    let p = 25.5 / 101.0;
+    let want = (800.0 * 1.96 * (p * (1.0 - p) / 101.0_f64).sqrt()) as u64;
+    assert_eq!(
+        s.line("kernel-other", "inside user time")
+            .unwrap()
+            .cpu_ci_ns,
+        want
+    );
+    assert_eq!(want, 67);
     let (all, kernel) = s.attributed(0).unwrap();
     assert!((all - 79.9).abs() < 1e-9 && (kernel - 200.0 / 401.0 * 100.0).abs() < 1e-9);
     // Three ticks, all in the kernel: 3.5 / 4 of user time is kernel, not all of it.
