@@ -225,7 +225,14 @@ pub fn needed(counts: &Counts) -> Vec<&'static str> {
         .any(|n| counts.syscalls.contains_key(*n))
     {
         add("exit/byte");
-        add("exit-file/byte");
+        // File pages at exit are reckoned from file faults where the split did not count
+        // them (a counted `bytes unmapped:file` asks for its unit above).
+        if counts
+            .events
+            .contains_key(&("fault".to_string(), "minor:file".to_string()))
+        {
+            add("exit-file/byte");
+        }
     }
     v
 }
@@ -429,14 +436,21 @@ fn entry_exit(counts: &Counts, units: &Units) -> Option<Priced> {
 /// copy-on-write and major faults) less the 16 of each munmap, at the exit term's per-byte
 /// part; and the page-cache pages its file faults mapped, `FAULT_AROUND` a fault (the most a
 /// fault-around maps: an upper bound), at the exit-file term's (a page-cache page is only let
-/// go, not freed). None without an exit.
+/// go, not freed). None without an exit, or where the split counted the pages each process
+/// still mapped at its exit (events `bytes unmapped` and `unmapped:file`).
 fn unmapped_at_exit(counts: &Counts, units: &Units) -> Vec<Priced> {
     use costlab_core::measure::unitcost::{FAULT_AROUND, MUNMAP_PAGES};
     let exits: u64 = ["exit_group", "exit"]
         .iter()
         .filter_map(|n| counts.syscalls.get(*n))
         .sum();
-    if exits == 0 {
+    let counted = |e: &str| {
+        counts
+            .events
+            .contains_key(&("bytes".to_string(), e.to_string()))
+    };
+    if exits == 0 || counted("unmapped") || counted("unmapped:file") {
+        // No exit, or the split read the pages mapped at exit: priced as counted events.
         return Vec::new();
     }
     let fault = |e: &str| {

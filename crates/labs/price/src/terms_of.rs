@@ -266,6 +266,16 @@ pub fn event_pricing(class: &str, event: &str) -> Option<Pricing> {
             1.0,
             "an interrupt sent to another CPU inside a syscall (most are wake-ups of a task asleep on an idle CPU): the wake-ipi term, the waker's side of a cross-CPU wake-up (in a VM, an exit to the host)",
         ),
+        ("bytes", "unmapped") => by(
+            "exit/byte",
+            1.0,
+            "the anonymous pages each process still mapped as its last thread exited (its resident count), freed at exit: the exit term's per-byte part",
+        ),
+        ("bytes", "unmapped:file") => by(
+            "exit-file/byte",
+            1.0,
+            "the page-cache pages each process still mapped as its last thread exited (its resident count), let go at exit: the exit-file term's per-byte part",
+        ),
         ("ipi", "in a fault") => by(
             "fault-shootdown",
             1.0,

@@ -21,14 +21,14 @@ fn minflt() -> i64 {
     }
 }
 
-/// An anonymous private mapping, unmapped on drop.
-struct Mapping {
-    addr: *mut u8,
+/// A mapping, unmapped on drop.
+pub(super) struct Mapping {
+    pub(super) addr: *mut u8,
     len: usize,
 }
 
 impl Mapping {
-    fn new(len: usize, prot: i32, flags: i32, fd: i32) -> Result<Mapping> {
+    pub(super) fn new(len: usize, prot: i32, flags: i32, fd: i32) -> Result<Mapping> {
         // SAFETY: a fresh mapping chosen by the kernel; nothing else refers to it.
         let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, fd, 0) };
         if p == libc::MAP_FAILED {

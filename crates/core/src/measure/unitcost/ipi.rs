@@ -235,24 +235,16 @@ pub fn fault_shootdown(spec: &SampleSpec) -> Result<Vec<f64>> {
     // One round's copy-on-write faults: (ns, shootdowns the other CPU took).
     let round = || -> Result<(f64, u64)> {
         let len = COW_PAGES * 4096;
-        // SAFETY: a fresh private anonymous mapping, unmapped below; nothing else uses it.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            bail!("mmap of {len} bytes: {}", std::io::Error::last_os_error());
-        }
-        let base = p.cast::<u8>();
-        // SAFETY: advice and accesses inside the mapping this owns.
+        let m = super::faults::Mapping::new(
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+        )?;
+        let base = m.addr;
+        // SAFETY: advice and accesses inside the mapping `m` owns (unmapped when it drops).
         let (ns, ipis) = unsafe {
-            libc::madvise(p, len, libc::MADV_NOHUGEPAGE);
+            libc::madvise(base.cast(), len, libc::MADV_NOHUGEPAGE);
             let mut sum = 0u8;
             for i in 0..COW_PAGES {
                 sum = sum.wrapping_add(std::ptr::read_volatile(base.add(i * 4096)));
@@ -266,8 +258,6 @@ pub fn fault_shootdown(spec: &SampleSpec) -> Result<Vec<f64>> {
             let ns = t0.elapsed().as_nanos() as f64;
             (ns, shootdowns_now(theirs)?.saturating_sub(before))
         };
-        // SAFETY: unmapping exactly the mapping made above.
-        unsafe { libc::munmap(p, len) };
         Ok((ns, ipis))
     };
     let result = (|| {

@@ -142,6 +142,9 @@ impl Counting {
         let ipis_sent = split.as_ref().map_or(0, |s| s.ipis_sent);
         let halted_in = split.as_ref().map_or(0, |s| s.halted_in);
         let ipis_in_faults = split.as_ref().map_or(0, |s| s.ipis_in_faults);
+        let exit_pages = split
+            .as_ref()
+            .map_or((0, 0), |s| (s.exit_anon_pages, s.exit_file_pages));
         let (ids, by_fd, creates, dirent_bytes, exec_failed) = match (&self.syscalls, split) {
             (Some(c), _) => (c.read()?, c.read_by_fd()?, 0, 0, 0),
             (None, Some(s)) => (s.ids, s.by_fd, s.creates, s.dirent_bytes, s.exec_failed),
@@ -172,6 +175,11 @@ impl Counting {
         }
         if ipis_in_faults > 0 {
             events.insert(("ipi".into(), "in a fault".into()), ipis_in_faults);
+        }
+        for (event, pages) in [("unmapped", exit_pages.0), ("unmapped:file", exit_pages.1)] {
+            if pages > 0 {
+                events.insert(("bytes".into(), event.into()), pages * 4096);
+            }
         }
         let names = syscall_names(Path::new("/"));
         let mut syscalls = named(&ids, &names);

@@ -15,6 +15,7 @@ pub struct Btf {
 }
 
 const KIND_STRUCT: u32 = 4;
+const KIND_UNION: u32 = 5;
 const KIND_FUNC: u32 = 12;
 
 fn u32_at(d: &[u8], at: usize) -> Option<u32> {
@@ -94,20 +95,45 @@ impl Btf {
         self.find(KIND_FUNC, name).map(|(id, _, _)| id)
     }
 
-    /// The byte offset of `member` in `struct name` (a member straight in it, not nested).
+    /// The byte offset of `member` in `struct name`: a member of it, or of an anonymous
+    /// struct or union inside it (mm_struct keeps nearly all its members in one).
     pub fn member_offset(&self, name: &str, member: &str) -> Option<u32> {
         let (_, at, vlen) = self.find(KIND_STRUCT, name)?;
+        self.member_in(at, vlen, member, 4)
+    }
+
+    /// The size in bytes of `struct name`.
+    pub fn struct_size(&self, name: &str) -> Option<u32> {
+        let (_, at, _) = self.find(KIND_STRUCT, name)?;
+        u32_at(&self.data, at + 8)
+    }
+
+    /// `member`'s byte offset in the struct or union whose record is at `at`, looking into
+    /// anonymous members `depth` levels down.
+    fn member_in(&self, at: usize, vlen: u32, member: &str, depth: u32) -> Option<u32> {
         let info = u32_at(&self.data, at + 4)?;
         let bitfields = info >> 31 == 1;
-        (0..vlen as usize).find_map(|m| {
-            let rec = at + 12 + 12 * m;
-            if self.name(u32_at(&self.data, rec)?) != member {
-                return None;
-            }
+        let bytes = |rec: usize| -> Option<u32> {
             let off = u32_at(&self.data, rec + 8)?;
-            let bits = if bitfields { off & 0xff_ffff } else { off };
-            Some(bits / 8)
-        })
+            Some(if bitfields { off & 0xff_ffff } else { off } / 8)
+        };
+        for m in 0..vlen as usize {
+            let rec = at + 12 + 12 * m;
+            let name = self.name(u32_at(&self.data, rec)?);
+            if name == member {
+                return bytes(rec);
+            }
+            if name.is_empty() && depth > 0 {
+                let id = (u32_at(&self.data, rec + 4)? as usize).checked_sub(1)?;
+                let (inner, kind, n) = *self.types.get(id)?;
+                if kind == KIND_STRUCT || kind == KIND_UNION {
+                    if let Some(o) = self.member_in(inner, n, member, depth - 1) {
+                        return Some(bytes(rec)? + o);
+                    }
+                }
+            }
+        }
+        None
     }
 }
 
@@ -147,6 +173,35 @@ mod tests {
         assert_eq!(b.func_id("nope"), None);
         assert_eq!(b.member_offset("task_struct", "pid"), Some(64));
         assert_eq!(b.member_offset("task_struct", "tgid"), None);
+    }
+
+    /// struct mm_struct { struct { int a; int rss_stat @16; } @8; } : rss_stat at 24; the
+    /// struct's size read from its record.
+    #[test]
+    fn a_member_of_an_anonymous_struct_is_found() {
+        let strs = b"\0int\0mm_struct\0a\0rss_stat\0";
+        let off = |s: &str| {
+            let hay = std::str::from_utf8(strs).unwrap();
+            hay.find(&format!("\0{s}\0")).unwrap() as u32 + 1
+        };
+        let mut t: Vec<u8> = Vec::new();
+        let mut push = |v: &[u32]| v.iter().for_each(|x| t.extend_from_slice(&x.to_le_bytes()));
+        push(&[off("int"), 1 << 24, 4, 32]);
+        push(&[0, (4 << 24) | 2, 20]);
+        push(&[off("a"), 1, 0]);
+        push(&[off("rss_stat"), 1, 16 * 8]);
+        push(&[off("mm_struct"), (4 << 24) | 1, 64]);
+        push(&[0, 2, 8 * 8]);
+        let mut d = vec![0x9f, 0xeb, 1, 0];
+        for v in [24u32, 0, t.len() as u32, t.len() as u32, strs.len() as u32] {
+            d.extend_from_slice(&v.to_le_bytes());
+        }
+        d.extend_from_slice(&t);
+        d.extend_from_slice(strs);
+        let b = Btf::parse(d).unwrap();
+        assert_eq!(b.member_offset("mm_struct", "rss_stat"), Some(24));
+        assert_eq!(b.member_offset("mm_struct", "nope"), None);
+        assert_eq!(b.struct_size("mm_struct"), Some(64));
     }
 
     #[test]

@@ -201,6 +201,10 @@ pub struct Counted {
     pub ipis_sent: u64,
     /// Interrupts they sent inside their user faults (`prog::IPI_FAULT`).
     pub ipis_in_faults: u64,
+    /// Pages their processes still mapped when the last thread of each exited, file and
+    /// anonymous (`prog::EXIT_FILE_PAGES`, `EXIT_ANON_PAGES`): what the exits unmapped.
+    pub exit_file_pages: u64,
+    pub exit_anon_pages: u64,
     /// Waits that ended on a CPU woken from a halt (`prog::HALT_IN`).
     pub halted_in: u64,
     /// The page cache as the tracked tasks used it (`prog::pages`): pages taken in inside a
@@ -236,6 +240,8 @@ impl Counted {
             prog::IPI_SENT => self.ipis_sent = n,
             prog::HALT_IN => self.halted_in = n,
             prog::IPI_FAULT => self.ipis_in_faults = n,
+            prog::EXIT_FILE_PAGES => self.exit_file_pages = n,
+            prog::EXIT_ANON_PAGES => self.exit_anon_pages = n,
             _ => {}
         }
         if let Some(p) = self.pages.as_mut() {
@@ -369,6 +375,7 @@ impl Tracer {
         let pid_offset = btf.member_offset("task_struct", "pid").ok_or_else(|| {
             usage("this kernel's BTF has no task_struct.pid: the measured split cannot follow switches; use --count-only")
         })?;
+        let rss = rss_at(&btf);
         // The possible CPUs size every per-CPU map: unread, that is its own error.
         costlab_bpf::cpus::possible()?;
         let fail = |e: &dyn std::fmt::Display| {
@@ -403,7 +410,7 @@ impl Tracer {
             progs.push((hook.name(), p));
         }
         let mut notes = Vec::new();
-        attach_optional(&m, &mut progs, &mut notes);
+        attach_optional(&m, rss, &mut progs, &mut notes);
         let pages = pages::attach(&m, &mut progs, &mut notes);
         // costlab is outside the split's tasks: its getppid now takes the path every other
         // task's syscalls take while the split is attached.
@@ -606,9 +613,25 @@ fn summed<const N: usize>(map: &Map, key: u32) -> Result<[u64; N]> {
     Ok(v)
 }
 
+/// Where an exiting task's resident-page counters are, from the kernel's BTF; None where a
+/// member is not found (the exit's pages are then reckoned from the faults).
+fn rss_at(btf: &btf::Btf) -> Option<prog::RssAt> {
+    Some(prog::RssAt {
+        mm: btf.member_offset("task_struct", "mm")? as i32,
+        rss_stat: btf.member_offset("mm_struct", "rss_stat")? as i32,
+        count: btf.member_offset("percpu_counter", "count")? as i32,
+        stride: btf.struct_size("percpu_counter")? as i32,
+    })
+}
+
 /// The split's programs that a kernel may lack (each missing one is a note, not an error):
 /// faults and their kinds, interrupts, softirqs, the system vectors and the user-time tick.
-fn attach_optional(m: &Maps, progs: &mut Vec<(String, Attached)>, notes: &mut Vec<String>) {
+fn attach_optional(
+    m: &Maps,
+    rss: Option<prog::RssAt>,
+    progs: &mut Vec<(String, Attached)>,
+    notes: &mut Vec<String>,
+) {
     let raw = Hook::raw_tracepoint;
     let mut optional = |a: Asm, hook: Hook, what: &str| match a
         .finish()
@@ -666,7 +689,7 @@ fn attach_optional(m: &Maps, progs: &mut Vec<(String, Attached)>, notes: &mut Ve
     // A task's exit: a thread killed by its process's exit tears itself down (the last one
     // unmaps the process) outside any syscall of its own; that goes to exit_group.
     optional(
-        prog::task_exit(m),
+        prog::task_exit(m, rss),
         raw("sched_process_exit"),
         "a killed thread's exit (its teardown stays in the class it was killed in)",
     );

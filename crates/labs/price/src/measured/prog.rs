@@ -27,7 +27,7 @@ mod faults;
 pub mod pages;
 pub mod wake;
 
-pub use exit::task_exit;
+pub use exit::{task_exit, RssAt};
 pub use faults::{fault_begin, fault_end, fault_from_page_cache};
 
 use costlab_bpf::insn::BPF_ANY;
@@ -110,7 +110,11 @@ pub const HALT_IN: u32 = IPI_SENT + 1;
 /// write's TLB shootdown of a CPU that runs another thread of the process, mostly), counted;
 /// each also in the work of the fault's slot (see `pages::ipi_sent`).
 pub const IPI_FAULT: u32 = HALT_IN + 1;
-pub const SLOTS: u32 = IPI_FAULT + 1;
+/// The pages a tracked process's address space still maps when its last thread exits, file
+/// and anonymous: what its exit unmaps (see `exit::task_exit`).
+pub const EXIT_FILE_PAGES: u32 = IPI_FAULT + 1;
+pub const EXIT_ANON_PAGES: u32 = EXIT_FILE_PAGES + 1;
+pub const SLOTS: u32 = EXIT_ANON_PAGES + 1;
 /// The bits of x86's page-fault error code: the page was present (a protection fault), and
 /// the access was a write.
 pub const PF_PRESENT: i32 = 1;

@@ -34,7 +34,19 @@ fn all() -> Vec<(&'static str, Asm)> {
         ("irq_exit", irq_exit(&M, false)),
         ("user_tick", user_tick(&M)),
         ("softirq_exit", irq_exit(&M, true)),
-        ("task_exit", task_exit(&M)),
+        ("task_exit", task_exit(&M, None)),
+        (
+            "task_exit with pages",
+            task_exit(
+                &M,
+                Some(RssAt {
+                    mm: 2000,
+                    rss_stat: 900,
+                    count: 8,
+                    stride: 40,
+                }),
+            ),
+        ),
         ("ipi_sent", pages::ipi_sent(&M)),
         ("idle", wake::idle(&M)),
     ]

@@ -4,9 +4,30 @@
 //! None of that is inside a syscall of its own: without this, it stayed in the class the
 //! thread was killed in, user time's (found only by the user-time ticks) or a futex's.
 
-use costlab_bpf::{Asm, R1, R9};
+use costlab_bpf::{Asm, Helper, FP, R0, R1, R2, R3, R6, R9};
 
-use super::{charge, epilogue, prologue, Join, Maps, ST_CLASS, ST_SKIP, USER};
+use super::{
+    charge, epilogue, prologue, slot, Join, Maps, EXIT_ANON_PAGES, EXIT_FILE_PAGES, ST_CLASS,
+    ST_SKIP, USER,
+};
+
+/// Where the exiting task's resident pages are, from the kernel's BTF: `task_struct.mm`,
+/// `mm_struct.rss_stat` (an array of `struct percpu_counter`, one per MM_* counter, `stride`
+/// bytes each) and `percpu_counter.count`.
+#[derive(Debug, Clone, Copy)]
+pub struct RssAt {
+    pub mm: i32,
+    pub rss_stat: i32,
+    pub count: i32,
+    pub stride: i32,
+}
+
+/// The kernel's MM_FILEPAGES and MM_ANONPAGES (include/linux/mm_types_task.h).
+const MM_FILEPAGES: i32 = 0;
+const MM_ANONPAGES: i32 = 1;
+/// Stack slots: the mm pointer, and a counter read.
+const FP_MM: i16 = -88;
+const FP_PAGES: i16 = -96;
 
 /// x86-64's exit and exit_group.
 const NR_EXIT: i32 = 60;
@@ -16,20 +37,58 @@ pub const NR_EXIT_GROUP: i32 = 231;
 /// address space (kernel 6.16 on; before, after it, and this finds less): a tracked task not
 /// already in exit or exit_group has its time so far charged to its class, and its teardown
 /// from here on goes to exit_group's slot, the process's exit, where its price is (the exit
-/// term, the unmapped pages).
-pub fn task_exit(m: &Maps) -> Asm {
+/// term, the unmapped pages). With `rss`, the last thread of a process (group_dead) adds the
+/// pages its address space still maps, file and anonymous (`EXIT_FILE_PAGES`,
+/// `EXIT_ANON_PAGES`: the counters' folded part, off by at most 32 pages a CPU), which its
+/// exit unmaps.
+pub fn task_exit(m: &Maps, rss: Option<RssAt>) -> Asm {
     let mut a = Asm::new();
     prologue(&mut a, m, Join::No, true);
     a.ldx_w(R1, R9, ST_CLASS);
-    a.jeq_imm(R1, NR_EXIT, "out")
+    a.jeq_imm(R1, NR_EXIT, "pages")
         .note("its own exit: already there");
-    a.jeq_imm(R1, NR_EXIT_GROUP, "out");
-    a.jgt_imm(R1, USER as i32, "out")
+    a.jeq_imm(R1, NR_EXIT_GROUP, "pages");
+    a.jgt_imm(R1, USER as i32, "pages")
         .note("not a syscall's class nor user time's");
     charge(&mut a, m, false);
     a.st_w(R9, ST_CLASS, NR_EXIT_GROUP);
     a.st_w(R9, ST_SKIP, 0)
         .note("an untimed call it was in never ends");
+    a.label("pages");
+    if let Some(r) = rss {
+        a.ldx_dw(R1, R6, 8).note("r1 = args[1], group_dead");
+        a.jeq_imm(R1, 0, "out")
+            .note("not the process's last thread");
+        a.mov(R1, FP).add_imm(R1, FP_MM as i32);
+        a.mov_imm(R2, 8);
+        a.ldx_dw(R3, R6, 0).note("r3 = args[0], the task");
+        a.add_imm(R3, r.mm).note("&task->mm");
+        a.call(Helper::ProbeReadKernel);
+        a.jne_imm(R0, 0, "out");
+        a.ldx_dw(R1, FP, FP_MM);
+        a.jeq_imm(R1, 0, "out")
+            .note("no address space (a kernel thread)");
+        for (counter, into) in [
+            (MM_FILEPAGES, EXIT_FILE_PAGES),
+            (MM_ANONPAGES, EXIT_ANON_PAGES),
+        ] {
+            a.mov(R1, FP).add_imm(R1, FP_PAGES as i32);
+            a.mov_imm(R2, 8);
+            a.ldx_dw(R3, FP, FP_MM);
+            a.add_imm(R3, r.rss_stat + counter * r.stride + r.count)
+                .note("&mm->rss_stat[counter].count");
+            a.call(Helper::ProbeReadKernel);
+            a.jne_imm(R0, 0, "out");
+            a.mov_imm(R1, into as i32);
+            slot(&mut a, m, R1, "out");
+            a.ldx_dw(R2, FP, FP_PAGES);
+            let skip = a.fresh("none");
+            a.jslt_imm(R2, 1, &skip)
+                .note("none, or an approximate counter a little below zero");
+            a.ldx_dw(R1, R0, 0).add(R1, R2).stx_dw(R0, 0, R1);
+            a.label(&skip);
+        }
+    }
     epilogue(&mut a);
     a
 }
