@@ -135,7 +135,16 @@ fn targets(p: &Priced, split: &Split) -> Vec<((String, String), f64)> {
         ("bytes", "written" | "written:file") => family(&WRITES),
         ("bytes", "dirents") => vec![(("syscall".into(), "getdents64".into()), 1.0)],
         // The pages an exit unmaps are its work, measured inside exit_group (or exit).
-        ("bytes", "unmapped" | "unmapped:file") => family(&["exit_group", "exit"]),
+        // A process's pages are unmapped once, by its exit (exit_group, where the split puts a
+        // killed thread's teardown too); only without one, by the threads' own exits.
+        ("bytes", "unmapped" | "unmapped:file") => {
+            let group = family(&["exit_group"]);
+            if group.is_empty() {
+                family(&["exit"])
+            } else {
+                group
+            }
+        }
         // The page cache's work runs inside the calls that asked for it: on the lines the
         // split saw it in, by their share of it; where it was not told by call, shared by
         // the count of the calls that do it (the reads, the unlinks and truncates, the syncs).

@@ -70,8 +70,9 @@ fn creates_entries_and_unmapped_pages_meet_the_lines_that_hold_them() {
             line("syscall", "openat:create", 2, 2000),
             line("syscall", "getdents64", 4, 400),
             line("syscall", "exit_group", 1, 300),
+            line("syscall", "exit", 20, 300),
         ],
-        usage_ns: 3700,
+        usage_ns: 4000,
         ..Split::default()
     };
     let p = vec![
@@ -87,6 +88,8 @@ fn creates_entries_and_unmapped_pages_meet_the_lines_that_hold_them() {
     assert_eq!(of("openat:create").priced_ns, Some(2000.0));
     assert_eq!(of("getdents64").priced_ns, Some(200.0 + 240.0));
     assert_eq!(of("exit_group").priced_ns, Some(204.8));
+    // The threads' own exits unmap nothing of the process's.
+    assert_eq!(of("exit").priced_ns, None);
 }
 
 #[test]
