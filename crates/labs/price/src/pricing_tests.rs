@@ -261,6 +261,25 @@ fn extended_attribute_reads_are_priced_at_the_getxattr_term() {
     assert!(costlab_core::measure::unitcost::FS_TERMS.contains(&"getxattr"));
 }
 
+/// The path lookups that are not a stat (readlink, access) are priced at the stat term, a
+/// path lookup measured on the program's file system; none is left with no term.
+#[test]
+fn path_lookups_are_priced_at_the_stat_term() {
+    for name in [
+        "readlink",
+        "readlinkat",
+        "access",
+        "faccessat",
+        "faccessat2",
+    ] {
+        let p = syscall_pricing(name).unwrap();
+        assert_eq!((p.unit, p.factor), ("stat", 1.0), "{name}");
+    }
+    let mut counts = Counts::default();
+    counts.syscalls.insert("readlink".into(), 3);
+    assert!(needed(&counts).contains(&"stat"));
+}
+
 /// An exit unmaps the anonymous pages its faults made (less the munmap calls' 16 each) at the
 /// exit term's per-byte part, and the page-cache pages its file faults mapped (16 a fault) at
 /// the exit-file term's: two rows, none without an exit.

@@ -141,6 +141,11 @@ pub fn syscall_pricing(name: &str) -> Option<Pricing> {
             "a call reading a 64-entry directory through on this file system (entries returned are not counted)",
         ),
         "stat" | "lstat" | "newfstatat" | "statx" => by("stat", 1.0, "a path lookup and stat"),
+        "readlink" | "readlinkat" | "access" | "faccessat" | "faccessat2" => by(
+            "stat",
+            1.0,
+            "a path lookup, priced at a stat's (readlink copies the link's few bytes where a stat copies its record; access checks the permissions it finds)",
+        ),
         "getxattr" | "lgetxattr" | "fgetxattr" | "listxattr" | "llistxattr" | "flistxattr" => by(
             "getxattr",
             1.0,
