@@ -141,22 +141,14 @@ impl Btf {
 mod tests {
     use super::*;
 
-    /// A BTF blob with: 1 int "int"; 2 struct "task_struct" { int state @0; int pid @64 bytes };
-    /// 3 func proto; 4 func "handle_mm_fault".
-    fn fixture() -> Vec<u8> {
-        let strs = b"\0int\0task_struct\0state\0pid\0handle_mm_fault\0";
+    /// A little-endian BTF blob of `records` (u32 words) over the NUL-separated `strs`;
+    /// `off` gives a name's offset in `strs`.
+    fn blob(strs: &[u8], records: impl Fn(&dyn Fn(&str) -> u32) -> Vec<u32>) -> Vec<u8> {
         let off = |s: &str| {
             let hay = std::str::from_utf8(strs).unwrap();
             hay.find(&format!("\0{s}\0")).unwrap() as u32 + 1
         };
-        let mut t: Vec<u8> = Vec::new();
-        let mut push = |v: &[u32]| v.iter().for_each(|x| t.extend_from_slice(&x.to_le_bytes()));
-        push(&[off("int"), 1 << 24, 4, 32]);
-        push(&[off("task_struct"), (4 << 24) | 2, 128]);
-        push(&[off("state"), 1, 0]);
-        push(&[off("pid"), 1, 64 * 8]);
-        push(&[0, 13 << 24, 0]);
-        push(&[off("handle_mm_fault"), 12 << 24, 3]);
+        let t: Vec<u8> = records(&off).iter().flat_map(|x| x.to_le_bytes()).collect();
         let mut d = vec![0x9f, 0xeb, 1, 0];
         for v in [24u32, 0, t.len() as u32, t.len() as u32, strs.len() as u32] {
             d.extend_from_slice(&v.to_le_bytes());
@@ -164,6 +156,37 @@ mod tests {
         d.extend_from_slice(&t);
         d.extend_from_slice(strs);
         d
+    }
+
+    /// A BTF blob with: 1 int "int"; 2 struct "task_struct" { int state @0; int pid @64 bytes };
+    /// 3 func proto; 4 func "handle_mm_fault".
+    fn fixture() -> Vec<u8> {
+        blob(
+            b"\0int\0task_struct\0state\0pid\0handle_mm_fault\0",
+            |off| {
+                vec![
+                    off("int"),
+                    1 << 24,
+                    4,
+                    32,
+                    off("task_struct"),
+                    (4 << 24) | 2,
+                    128,
+                    off("state"),
+                    1,
+                    0,
+                    off("pid"),
+                    1,
+                    64 * 8,
+                    0,
+                    13 << 24,
+                    0,
+                    off("handle_mm_fault"),
+                    12 << 24,
+                    3,
+                ]
+            },
+        )
     }
 
     #[test]
@@ -179,25 +202,29 @@ mod tests {
     /// struct's size read from its record.
     #[test]
     fn a_member_of_an_anonymous_struct_is_found() {
-        let strs = b"\0int\0mm_struct\0a\0rss_stat\0";
-        let off = |s: &str| {
-            let hay = std::str::from_utf8(strs).unwrap();
-            hay.find(&format!("\0{s}\0")).unwrap() as u32 + 1
-        };
-        let mut t: Vec<u8> = Vec::new();
-        let mut push = |v: &[u32]| v.iter().for_each(|x| t.extend_from_slice(&x.to_le_bytes()));
-        push(&[off("int"), 1 << 24, 4, 32]);
-        push(&[0, (4 << 24) | 2, 20]);
-        push(&[off("a"), 1, 0]);
-        push(&[off("rss_stat"), 1, 16 * 8]);
-        push(&[off("mm_struct"), (4 << 24) | 1, 64]);
-        push(&[0, 2, 8 * 8]);
-        let mut d = vec![0x9f, 0xeb, 1, 0];
-        for v in [24u32, 0, t.len() as u32, t.len() as u32, strs.len() as u32] {
-            d.extend_from_slice(&v.to_le_bytes());
-        }
-        d.extend_from_slice(&t);
-        d.extend_from_slice(strs);
+        let d = blob(b"\0int\0mm_struct\0a\0rss_stat\0", |off| {
+            vec![
+                off("int"),
+                1 << 24,
+                4,
+                32,
+                0,
+                (4 << 24) | 2,
+                20,
+                off("a"),
+                1,
+                0,
+                off("rss_stat"),
+                1,
+                16 * 8,
+                off("mm_struct"),
+                (4 << 24) | 1,
+                64,
+                0,
+                2,
+                8 * 8,
+            ]
+        });
         let b = Btf::parse(d).unwrap();
         assert_eq!(b.member_offset("mm_struct", "rss_stat"), Some(24));
         assert_eq!(b.member_offset("mm_struct", "nope"), None);
