@@ -48,7 +48,7 @@ cc_name=$(cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null || echo "?")
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $NCPU CPUs, kernel $(uname -r), tcp $cc_name; load average at start $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "costlab: $("$B" --version) ($(git rev-parse --short HEAD 2>/dev/null || echo '?')); server on CPU $SERVER_CPU, loaders on CPU(s) $LOADER_CPUS; $RUNS runs per engine and point, ${SECS} s each after ${WARM} s warm-up, engines ($ENGINES) alternating"
 echo "runs: $OUT/runs.tsv"
-printf 'loader\tsize\tconns\trun\tengine\treq_s\tsleeps\tenters\tcqes\tpolls\trecvs\tpartial\tempty\tsends\tshort\thot_waits\trearms\tenobufs\tsyscalls\tcpu_us\tbig_batches\tspin_hits\tspin_misses\n' >"$OUT/runs.tsv"
+printf 'loader\tsize\tconns\trun\tengine\treq_s\tsleeps\tenters\tcqes\tpolls\trecvs\tpartial\tempty\tsends\tshort\thot_waits\trearms\tenobufs\tsyscalls\tcpu_us\tbig_batches\tspin_hits\tspin_misses\tspin_us\twork_us\tloader_busy\n' >"$OUT/runs.tsv"
 
 # serve ENGINE[:FEATURES] SIZE: start a server, set SRV (pid) and PORT.
 serve() {
@@ -67,17 +67,20 @@ serve() {
     PORT=${addr##*:}
 }
 
-# load LOADER SIZE CONNS: drive 127.0.0.1:PORT, print req/s.
+# load LOADER SIZE CONNS: drive 127.0.0.1:PORT, print "req/s loader_busy" (the loader's CPU
+# time in the measured window over its CPUs: near 1, the loader sets the pace).
 load() {
     case $1 in
     pingpong)
         taskset -c "$LOADER_CPUS" "$PP" 127.0.0.1 "$PORT" "$3" "$2" "$WARM" "$SECS" |
-            sed -n 's/^req_per_s=\([0-9]*\).*/\1/p'
+            sed -n 's/^req_per_s=\([0-9]*\) .* busy=\([0-9.]*\) .*/\1 \2/p'
         ;;
     costlab)
         "$B" echo load --target "127.0.0.1:$PORT" --conns "$3" --sizes "$2" --duration "${SECS}s" \
             --samples 1 --cpus "$LOADER_CPUS" --json "$OUT/load.json" >/dev/null 2>"$OUT/load.err"
-        jq -r '[.results[] | select(.metric == "throughput") | .summary.median][0] | floor' "$OUT/load.json"
+        jq -r --argjson n "$(echo "$LOADER_CPUS" | tr ',' '\n' | wc -l)" '
+          def m(k): [.results[] | select(.metric == k) | .summary.median][0] // 0;
+          "\(m("throughput") | floor) \(m("throughput") * m("loader_cpu_per_req") / 1e9 / $n * 1000 | round / 1000)"' "$OUT/load.json"
         ;;
     esac
 }
@@ -85,11 +88,14 @@ load() {
 # one LOADER SIZE CONNS RUN ENGINE: one run, one line in runs.tsv.
 one() {
     serve "$5" "$2"
-    local rps
-    rps=$(load "$1" "$2" "$3") || rps=0
+    local got rps busy
+    got=$(load "$1" "$2" "$3") || got=""
+    rps=${got%% *}
+    busy=${got##* }
+    [ -n "$got" ] || { rps=0; busy=0; }
     kill -TERM "$SRV" 2>/dev/null || true
     wait "$SRV" 2>/dev/null || true
-    grep '^{' "$OUT/srv.out" | tail -1 | jq -r --arg l "$1" --arg s "$2" --arg c "$3" --arg r "$4" --arg e "$5" --arg q "${rps:-0}" '
+    grep '^{' "$OUT/srv.out" | tail -1 | jq -r --arg l "$1" --arg s "$2" --arg c "$3" --arg r "$4" --arg e "$5" --arg q "${rps:-0}" --arg lb "${busy:-0}" '
       (.requests | if . > 0 then . else 1 end) as $n
       | def per(k): ((.[k] // 0) / $n * 1000 | round / 1000);
       [$l, $s, $c, $r, $e, $q, per("sleeps"), per("enters"), per("completions"), per("polls"),
@@ -97,7 +103,8 @@ one() {
        per("hot_waits"), (.rearms // 0), (.enobufs // 0), per("syscalls"),
        (((.cpu_user_ns + .cpu_sys_ns) / $n / 10 | round) / 100),
        ((.cqes_per_enter // [0,0,0,0,0,0,0]) | .[4] + .[5] + .[6]), (.spin_hits // 0),
-       (.spin_misses // 0)] | @tsv' >>"$OUT/runs.tsv"
+       (.spin_misses // 0), ((.spin_ns // 0) / $n / 10 | round / 100),
+       (((.cpu_user_ns + .cpu_sys_ns - (.spin_ns // 0)) / $n / 10 | round) / 100), $lb] | @tsv' >>"$OUT/runs.tsv"
 }
 
 for loader in $LOADERS; do
@@ -118,28 +125,34 @@ awk -F'\t' '
   NR == 1 { next }
   { k = $1 SUBSEP $2 SUBSEP $3; if (!(k in seen)) { seen[k] = 1; keys[++nk] = k }
     if (!($5 in known)) { known[$5] = 1; engines[++ne] = $5 }
-    n[k, $5]++; v[k, $5, n[k, $5]] = $6 }
-  function med(k, e,   m, i, j, t, a) {
-    m = n[k, e]; for (i = 1; i <= m; i++) a[i] = v[k, e, i] + 0
+    m = ++n[k, $5]; v[k, $5, m] = $6; lb[k, $5, m] = $26; wk[k, $5, m] = $25 }
+  # sorted(k, e, which): the runs of one column in order into a[]; returns how many.
+  function med(k, e, col,   m, i, j, t, a) {
+    m = n[k, e]
+    for (i = 1; i <= m; i++) a[i] = (col == "q" ? v[k, e, i] : col == "lb" ? lb[k, e, i] : wk[k, e, i]) + 0
     for (i = 2; i <= m; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
-    lo[e] = a[1]; hi[e] = a[m]
+    if (col == "q") { lo[e] = a[1]; hi[e] = a[m] }
     return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
   }
-  BEGIN { printf "%-9s %6s %5s %-14s | %8s %17s %7s | %8s %17s %7s | %11s | %s\n", "loader", "size", "conns", "server", "req/s", "min-max", "spread", "epoll", "min-max", "spread", "ratio", "goals (spread <= 25%, <= epoll + 10 pts, ratio)" }
+  BEGIN { printf "%-9s %6s %5s %-14s | %8s %17s %7s | %8s %17s %7s | %6s | %11s | %-15s | %s\n", "loader", "size", "conns", "server", "req/s", "min-max", "spread", "epoll", "min-max", "spread", "ratio", "loader busy", "work us (cost)", "goals (spread <= 25%, <= epoll + 10 pts, ratio)" }
   END {
     for (i = 1; i <= nk; i++) {
       k = keys[i]; split(k, p, SUBSEP)
-      me = med(k, "epoll"); se = me > 0 ? 100 * (hi["epoll"] - lo["epoll"]) / me : 0
+      me = med(k, "epoll", "q"); se = me > 0 ? 100 * (hi["epoll"] - lo["epoll"]) / me : 0
+      be = med(k, "epoll", "lb"); we = med(k, "epoll", "wk")
       for (x = 1; x <= ne; x++) {
         e = engines[x]; if (e == "epoll" || !((k, e) in n)) continue
-        mu = med(k, e); su = mu > 0 ? 100 * (hi[e] - lo[e]) / mu : 0
+        mu = med(k, e, "q"); su = mu > 0 ? 100 * (hi[e] - lo[e]) / mu : 0
+        bu = med(k, e, "lb"); wu = med(k, e, "wk")
         r = me > 0 ? mu / me : 0
         want = p[2] + 0 == 512 ? 1.2 : 1.0
         g = (su <= 25 ? "spread ok" : "SPREAD WIDE") ", " (su - se <= 10 ? "vs epoll ok" : "WIDER THAN EPOLL") ", " (r >= want ? sprintf("ratio ok (>= %.1f)", want) : sprintf("RATIO LOW (< %.1f)", want))
-        printf "%-9s %6s %5s %-14s | %8.0f %8.0f-%-8.0f %6.1f%% | %8.0f %8.0f-%-8.0f %6.1f%% | %10.2fx | %s\n", p[1], p[2], p[3], e, mu, lo[e], hi[e], su, me, lo["epoll"], hi["epoll"], se, r, g
+        if (bu >= 0.95 && be >= 0.95) g = g "; LOADER-BOUND: the ratio is the loader'"'"'s pace, the cost column the servers'"'"'"
+        printf "%-9s %6s %5s %-14s | %8.0f %8.0f-%-8.0f %6.1f%% | %8.0f %8.0f-%-8.0f %6.1f%% | %5.2fx | %4.2f / %4.2f | %5.1f/%5.1f %4.2fx | %s\n", p[1], p[2], p[3], e, mu, lo[e], hi[e], su, me, lo["epoll"], hi["epoll"], se, r, bu, be, wu, we, (wu > 0 ? we / wu : 0), g
       }
     }
   }' "$OUT/runs.tsv"
+echo "(loader busy: the loader's CPU in the window over its CPUs, uring run / epoll run, medians; work us: each server's CPU per request less the time it spent watching its ring (spin), uring/epoll, and epoll's over uring's: above 1x uring serves a request for less)"
 
 echo
 echo "each server's counts per request (median over runs; slowest run / fastest run):"

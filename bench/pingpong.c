@@ -109,6 +109,12 @@ static void *run(void *arg)
     return NULL;
 }
 
+static double cpu_of(const struct rusage *r)
+{
+    return (double)r->ru_utime.tv_sec + (double)r->ru_utime.tv_usec / 1e6 +
+           (double)r->ru_stime.tv_sec + (double)r->ru_stime.tv_usec / 1e6;
+}
+
 static double now_s(void)
 {
     struct timespec t;
@@ -175,13 +181,19 @@ int main(int argc, char **argv)
         sleep_s(0.001);
     atomic_store(&go, 1);
     sleep_s(warm);
+    struct rusage ru0, ru;
+    getrusage(RUSAGE_SELF, &ru0);
     atomic_store(&phase, COUNTING);
     double t0 = now_s();
     sleep_s(secs);
     atomic_store(&phase, STOPPED);
     double t = now_s() - t0;
-    struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
+    /* The loader's CPU inside the counted window, over the CPUs it may use: near 1, the
+       loader and not the server sets the pace. */
+    cpu_set_t set;
+    int ncpu = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    double cpu = cpu_of(&ru) - cpu_of(&ru0);
     /* Unblock threads waiting in read: the server sees EOF, ends its echo, closes. */
     for (int i = 0; i < conns; i++)
         shutdown(cs[i].fd, SHUT_WR);
@@ -196,10 +208,9 @@ int main(int argc, char **argv)
         close(cs[i].fd);
     }
     printf("req_per_s=%.0f conns=%d size=%zu requests=%llu seconds=%.3f errors=%d sleeps=%ld "
-           "cpu_s=%.3f conn_min=%llu conn_max=%llu\n",
-           (double)total / t, conns, size, (unsigned long long)total, t, errors, ru.ru_nvcsw,
-           (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-               (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6,
-           (unsigned long long)least, (unsigned long long)most);
+           "cpu_s=%.3f busy=%.3f conn_min=%llu conn_max=%llu\n",
+           (double)total / t, conns, size, (unsigned long long)total, t, errors,
+           ru.ru_nvcsw - ru0.ru_nvcsw, cpu, cpu / t / ncpu, (unsigned long long)least,
+           (unsigned long long)most);
     return errors ? 1 : 0;
 }

@@ -223,15 +223,19 @@ pub(super) fn enter_spin_and_reap(
             && ring.completion().is_empty()
             && !ring.submission().taskrun();
         if idle && spin.should() {
-            let until = std::time::Instant::now() + Duration::from_micros(SPIN_USEC);
+            let from = std::time::Instant::now();
+            let until = from + Duration::from_micros(SPIN_USEC);
             let mut work = false;
-            while std::time::Instant::now() < until {
+            let mut at = from;
+            while at < until {
                 if ring.submission().taskrun() || !ring.completion().is_empty() {
                     work = true;
                     break;
                 }
                 std::hint::spin_loop();
+                at = std::time::Instant::now();
             }
+            stats.ring.spin_ns += at.saturating_duration_since(from).as_nanos() as u64;
             spin.found(work);
             if work {
                 stats.ring.spin_hits += 1;

@@ -172,6 +172,11 @@ pub struct RingCounts {
     pub spin_hits: u64,
     #[serde(default)]
     pub spin_misses: u64,
+    /// Nanoseconds spent watching the ring (hits and misses): CPU time the server burned
+    /// waiting rather than serving, to take off its CPU per request when the loader, not the
+    /// server, sets the pace.
+    #[serde(default)]
+    pub spin_ns: u64,
     /// Enters by how many completions they reaped: 0, 1, 2-3, 4-7, 8-15, 16-31, 32 and more.
     #[serde(default)]
     pub cqes_per_enter: [u64; 7],
@@ -187,6 +192,7 @@ impl RingCounts {
         self.rearms += o.rearms;
         self.spin_hits += o.spin_hits;
         self.spin_misses += o.spin_misses;
+        self.spin_ns += o.spin_ns;
         for (a, b) in self.cqes_per_enter.iter_mut().zip(o.cqes_per_enter) {
             *a += b;
         }
