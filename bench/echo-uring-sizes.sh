@@ -180,3 +180,28 @@ awk -F'\t' '
     }
   }' "$OUT/runs.tsv"
 echo "(per request: sleeps (the server went to sleep for want of work), enters, cqes, polls, recvs, partial (a recv that ended inside a message), empty (a recv that found nothing), sends, hot_waits (a readable connection waiting for a hot buffer), syscalls, cpu_us; per run: short sends, rearms, enobufs (the buffer ring ran dry), big_batches (enters that reaped 8 or more), spin_hits/spin_misses (watches of the ring before a sleep that found work / did not))"
+
+# Whose is a slow run? Within a point, the slowest run beside the fastest: if the loader's CPU
+# per request rose as much as the server's, the whole machine ran slower (a busy host, say);
+# if only the server's did, or the server slept, the server had a slow mode of its own.
+echo
+echo "slow runs: the slowest run of each server and point beside its fastest (req/s, and CPU per request of the server less its spin, and of the loader):"
+awk -F'\t' -v ncpu="$(echo "$LOADER_CPUS" | tr ',' '\n' | wc -l)" '
+  NR == 1 { next }
+  { k = $1 SUBSEP $2 SUBSEP $3 SUBSEP $5; if (!(k in seen)) { seen[k] = 1; keys[++nk] = k }
+    q = $6 + 0; if (q <= 0) next
+    w = $25 + 0; l = $26 * ncpu * 1e6 / q
+    if (!((k) in sq) || q < sq[k]) { sq[k] = q; sw[k] = w; sl[k] = l }
+    if (!((k) in fq) || q > fq[k]) { fq[k] = q; fw[k] = w; fl[k] = l } }
+  END {
+    for (x = 1; x <= nk; x++) {
+      k = keys[x]; split(k, p, SUBSEP)
+      if (!(k in sq) || fw[k] <= 0 || fl[k] <= 0) continue
+      rq = sq[k] / fq[k]; rw = sw[k] / fw[k]; rl = sl[k] / fl[k]
+      if (rq > 0.9) why = "no slow run (within 10%)"
+      else if (rw / rl < 1.15 && rw / rl > 0.87) why = "the machine: the loader slowed as much as the server"
+      else if (rw > rl) why = "THE SERVER: its CPU per request rose more than the loader'"'"'s"
+      else why = "the loader or the link: the server'"'"'s CPU per request rose less"
+      printf "%-9s %6s %5s %-14s req/s %.2fx, server us %5.1f -> %5.1f (%.2fx), loader us %5.1f -> %5.1f (%.2fx): %s\n", p[1], p[2], p[3], p[4], rq, fw[k], sw[k], rw, fl[k], sl[k], rl, why
+    }
+  }' "$OUT/runs.tsv"
