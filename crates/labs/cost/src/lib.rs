@@ -5,7 +5,6 @@
 pub mod args;
 
 use anyhow::Result;
-use serde_json::json;
 
 use costlab_core::error::usage;
 use costlab_core::measure::conditions::judged_case;
@@ -56,14 +55,7 @@ pub fn scratch_parent(d: &std::path::Path) -> Result<std::path::PathBuf> {
 }
 
 fn row_of(f: &TermFigure) -> Option<ResultRow> {
-    let mut case = costlab_core::case! {"term" => f.term};
-    if let Some(size) = f.size {
-        case.insert("size".into(), json!(size));
-    }
-    if let Some(fs) = &f.fs {
-        case.insert("fs".into(), json!(fs));
-    }
-    ResultRow::new(LAB, case, f.metric, "ns", f.samples.clone())
+    ResultRow::new(LAB, f.case(), f.metric, "ns", f.samples.clone())
 }
 
 /// Measure `terms`, each judged with its conditions; a term this machine cannot give is a note.

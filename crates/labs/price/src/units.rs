@@ -5,7 +5,6 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Result;
-use serde_json::json;
 
 use crate::args::PriceArgs;
 use crate::count::Counts;
@@ -114,6 +113,13 @@ pub(crate) fn has_every_term(units: &Units) -> bool {
 /// part as "TERM/byte"), s, t(N), the echo lab's io_uring batch. Only rows of
 /// `fleet::UNIT_LABS` give one (the history is searched for those labs' runs only).
 pub(crate) fn unit_key(row: &ResultRow) -> Option<String> {
+    if row.lab == "cost" {
+        let rev = row.case.get("rev").and_then(|v| v.as_u64());
+        if rev != unitcost::revision(&row.key("term")) {
+            // Measured by an older method: not a figure of the term as it now stands.
+            return None;
+        }
+    }
     match (row.lab.as_str(), row.metric.as_str()) {
         ("cost", "latency") => {
             let size = row.case.get("size").and_then(|v| v.as_u64());
@@ -288,19 +294,48 @@ fn measure_units(
 
 /// A cost lab row of a measured term.
 pub fn cost_row(f: unitcost::TermFigure) -> Option<ResultRow> {
-    let mut case = costlab_core::case! {"term" => f.term};
-    if let Some(size) = f.size {
-        case.insert("size".into(), json!(size));
-    }
-    if let Some(fs) = &f.fs {
-        case.insert("fs".into(), json!(fs));
-    }
-    ResultRow::new("cost", case, f.metric, "ns", f.samples)
+    ResultRow::new("cost", f.case(), f.metric, "ns", f.samples)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_figure_of_a_revised_method_prices_only_at_the_current_revision() {
+        let fork = |rev: Option<u64>| {
+            let mut case = costlab_core::case! {"term" => "fork", "size" => 4096};
+            if let Some(r) = rev {
+                case.insert("rev".into(), serde_json::json!(r));
+            }
+            ResultRow::new("cost", case, "latency", "ns", vec![8000.0]).unwrap()
+        };
+        assert_eq!(unit_key(&fork(None)), None, "stored before the revision");
+        assert_eq!(unit_key(&fork(Some(1))), None);
+        assert_eq!(
+            unit_key(&fork(unitcost::revision("fork"))).as_deref(),
+            Some("fork")
+        );
+        // A term never revised is read as it always was.
+        let stat = ResultRow::new(
+            "cost",
+            costlab_core::case! {"term" => "stat"},
+            "latency",
+            "ns",
+            vec![900.0],
+        )
+        .unwrap();
+        assert_eq!(unit_key(&stat).as_deref(), Some("stat"));
+        // And a measured figure is stored with its revision.
+        let f = unitcost::TermFigure {
+            term: "fork",
+            size: Some(4096),
+            metric: "latency",
+            samples: vec![1.0],
+            fs: None,
+        };
+        assert_eq!(unit_key(&cost_row(f).unwrap()).as_deref(), Some("fork"));
+    }
 
     #[test]
     fn a_file_system_term_is_read_for_the_programs_file_system_only() {

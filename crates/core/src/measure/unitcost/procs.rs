@@ -121,7 +121,7 @@ impl Drop for SharedWord {
 /// CPU ns of a process's exit after it mapped and touched `bytes` of anonymous memory: the
 /// child's whole CPU time less its own clock read just before `_exit`.
 pub fn exit(spec: &SampleSpec, bytes: usize) -> Result<Vec<f64>> {
-    exit_after(spec, bytes, None)
+    exit_after(spec, bytes, Mapped::Anon)
 }
 
 /// CPU ns of a process's exit after it read `bytes` of a file through a shared mapping, every
@@ -136,12 +136,67 @@ pub fn exit_file(spec: &SampleSpec, bytes: usize) -> Result<Vec<f64>> {
     let mut sink = Vec::with_capacity(bytes);
     std::io::Seek::rewind(&mut f)?;
     f.read_to_end(&mut sink)?;
-    exit_after(spec, bytes, Some(std::os::fd::AsRawFd::as_raw_fd(&f)))
+    exit_after(
+        spec,
+        bytes,
+        Mapped::File(std::os::fd::AsRawFd::as_raw_fd(&f)),
+    )
+}
+
+/// The mappings of one page each the VMA terms add (every other one read-only after its
+/// page is touched, so that neighbours never merge back into one).
+pub const VMAS: usize = 1024;
+
+/// What the exit term's child maps.
+#[derive(Clone, Copy, PartialEq)]
+enum Mapped {
+    /// Anonymous memory, written: one mapping.
+    Anon,
+    /// As `Anon`, then split into a mapping a page (`split_pages`).
+    SplitAnon,
+    /// A cached file through a shared mapping, read.
+    File(i32),
+}
+
+/// Make every other page of the `pages` at `p` read-only: `pages` mappings where there was
+/// one, none of them mergeable with its neighbours.
+///
+/// # Safety
+/// `p` is the start of a private mapping of at least `pages` pages this process owns.
+unsafe fn split_pages(p: *mut libc::c_void, pages: usize) -> bool {
+    (1..pages)
+        .step_by(2)
+        .all(|i| libc::mprotect(p.cast::<u8>().add(i * 4096).cast(), 4096, libc::PROT_READ) == 0)
+}
+
+/// CPU ns an exit spends on each mapping it tears down, beyond its pages: a child with
+/// `VMAS` pages touched in one mapping beside one with them in a mapping a page, per mapping
+/// added. A program's libraries make a hundred mappings or more.
+pub fn exit_vma(spec: &SampleSpec) -> Result<Vec<f64>> {
+    let one = exit_after(spec, VMAS * 4096, Mapped::Anon)?;
+    let split = exit_after(spec, VMAS * 4096, Mapped::SplitAnon)?;
+    Ok(per_vma(&one, &split))
+}
+
+/// CPU ns a fork spends on each mapping it copies, beyond its pages: as `exit_vma`, in the
+/// parent's fork.
+pub fn fork_vma(spec: &SampleSpec) -> Result<Vec<f64>> {
+    let one = fork_with(spec, VMAS * 4096, false)?;
+    let split = fork_with(spec, VMAS * 4096, true)?;
+    Ok(per_vma(&one.ns, &split.ns))
+}
+
+/// Each sample pair's difference over the mappings added.
+fn per_vma(one: &[f64], split: &[f64]) -> Vec<f64> {
+    one.iter()
+        .zip(split)
+        .map(|(a, b)| ((b - a) / (VMAS - 1) as f64).max(0.0))
+        .collect()
 }
 
 /// The exit terms: the child maps `bytes` (of the file `file`, read; else anonymous, written),
 /// touches every page, reads its clock and exits.
-fn exit_after(spec: &SampleSpec, bytes: usize, file: Option<i32>) -> Result<Vec<f64>> {
+fn exit_after(spec: &SampleSpec, bytes: usize, what: Mapped) -> Result<Vec<f64>> {
     const HUGE: usize = 2 << 20;
     let word = SharedWord::new()?;
     let _pin = Pinned::last_allowed();
@@ -155,8 +210,8 @@ fn exit_after(spec: &SampleSpec, bytes: usize, file: Option<i32>) -> Result<Vec<
         if pid == 0 {
             // SAFETY: as above; in the child, anything failing ends it with status 1.
             unsafe {
-                let p = match file {
-                    None => {
+                let p = match what {
+                    Mapped::Anon | Mapped::SplitAnon => {
                         let p = libc::mmap(
                             std::ptr::null_mut(),
                             bytes,
@@ -170,7 +225,7 @@ fn exit_after(spec: &SampleSpec, bytes: usize, file: Option<i32>) -> Result<Vec<
                         }
                         p
                     }
-                    Some(fd) => {
+                    Mapped::File(fd) => {
                         let room = libc::mmap(
                             std::ptr::null_mut(),
                             bytes + 2 * HUGE,
@@ -197,14 +252,18 @@ fn exit_after(spec: &SampleSpec, bytes: usize, file: Option<i32>) -> Result<Vec<
                     libc::_exit(1);
                 }
                 let mut sum = 0u8;
+                let file = matches!(what, Mapped::File(_));
                 for off in (0..bytes).step_by(4096) {
-                    if file.is_some() {
+                    if file {
                         sum = sum.wrapping_add(std::ptr::read_volatile(p.cast::<u8>().add(off)));
                     } else {
                         std::ptr::write_volatile(p.cast::<u8>().add(off), 1);
                     }
                 }
                 std::hint::black_box(sum);
+                if what == Mapped::SplitAnon && !split_pages(p, bytes / 4096) {
+                    libc::_exit(1);
+                }
                 std::ptr::write_volatile(word.0, thread_cpu_ns());
                 libc::_exit(0);
             }
@@ -220,8 +279,24 @@ fn exit_after(spec: &SampleSpec, bytes: usize, file: Option<i32>) -> Result<Vec<
 }
 
 /// CPU ns of a fork on the parent, which has `bytes` of anonymous memory mapped and touched
-/// (their page tables copied, the pages marked copy-on-write); the child exits at once.
-pub fn fork(spec: &SampleSpec, bytes: usize) -> Result<Vec<f64>> {
+/// (their page tables copied, the pages marked copy-on-write), the child exiting at once; and
+/// the bytes each fork copied the mappings of, on average: the child's resident pages as it
+/// starts, which are the measuring process's own as well as the `bytes` (costlab's own made
+/// the fixed part 300 µs here, a fork of a small program 100).
+pub fn fork(spec: &SampleSpec, bytes: usize) -> Result<Forks> {
+    fork_with(spec, bytes, false)
+}
+
+/// What `fork` measured: CPU ns a fork in each sample, and what each fork copied on average,
+/// by the child as it started: the bytes of its resident pages and its mappings.
+pub struct Forks {
+    pub ns: Vec<f64>,
+    pub copied: f64,
+    pub vmas: f64,
+}
+
+/// As `fork`; with `split`, the `bytes` are a mapping a page (`split_pages`).
+fn fork_with(spec: &SampleSpec, bytes: usize, split: bool) -> Result<Forks> {
     // SAFETY: a fresh private anonymous mapping, unmapped below.
     let p = unsafe {
         libc::mmap(
@@ -242,26 +317,106 @@ pub fn fork(spec: &SampleSpec, bytes: usize) -> Result<Vec<f64>> {
         for off in (0..bytes).step_by(4096) {
             std::ptr::write_volatile(p.cast::<u8>().add(off), 1);
         }
+        if split && !split_pages(p, bytes / 4096) {
+            let e = std::io::Error::last_os_error();
+            libc::munmap(p, bytes);
+            bail!("mprotect: {e}");
+        }
     }
+    let word = SharedWord::new()?;
+    let (mut copied, mut vmas, mut forks) = (0.0, 0.0, 0.0);
     let _pin = Pinned::last_allowed();
     let out = cpu_samples(spec, || {
         let t0 = thread_cpu_ns();
-        // SAFETY: the child calls only _exit.
+        // SAFETY: the child calls only async-signal-safe functions (open, read, close,
+        // _exit) and writes only the shared page (its first two words).
         let pid = unsafe { libc::fork() };
         if pid == 0 {
-            // SAFETY: ending the child at once.
-            unsafe { libc::_exit(0) };
+            // SAFETY: as above.
+            unsafe {
+                std::ptr::write_volatile(word.0, own_resident_pages());
+                std::ptr::write_volatile(word.0.add(1), own_mappings());
+                libc::_exit(0);
+            }
         }
         let ns = thread_cpu_ns().saturating_sub(t0) as f64;
         if pid < 0 {
             bail!("fork: {}", std::io::Error::last_os_error());
         }
         reap(pid)?;
+        // SAFETY: the shared page is mapped; the child that wrote it is gone.
+        copied += unsafe { std::ptr::read_volatile(word.0) } as f64 * 4096.0;
+        // SAFETY: as above.
+        vmas += unsafe { std::ptr::read_volatile(word.0.add(1)) } as f64;
+        forks += 1.0;
         Ok((ns, 1.0))
     });
     // SAFETY: unmapping the mapping made above.
     unsafe { libc::munmap(p, bytes) };
-    out
+    let forks = f64::max(forks, 1.0);
+    Ok(Forks {
+        ns: out?,
+        copied: copied / forks,
+        vmas: vmas / forks,
+    })
+}
+
+/// In a forked child, its resident pages (the second field of /proc/self/statm): what the
+/// fork copied the page tables of. Async-signal-safe calls only; 0 where it cannot be read.
+///
+/// # Safety
+/// Only the calls named; safe in a child of a multithreaded process.
+unsafe fn own_resident_pages() -> u64 {
+    let fd = libc::open(c"/proc/self/statm".as_ptr(), libc::O_RDONLY);
+    if fd < 0 {
+        return 0;
+    }
+    let mut buf = [0u8; 128];
+    let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+    libc::close(fd);
+    if n <= 0 {
+        return 0;
+    }
+    statm_resident(&buf[..n as usize]).unwrap_or(0)
+}
+
+/// In a forked child, its mappings: the lines of /proc/self/maps. Async-signal-safe calls
+/// only; 0 where it cannot be read.
+///
+/// # Safety
+/// As `own_resident_pages`.
+unsafe fn own_mappings() -> u64 {
+    let fd = libc::open(c"/proc/self/maps".as_ptr(), libc::O_RDONLY);
+    if fd < 0 {
+        return 0;
+    }
+    let mut buf = [0u8; 4096];
+    let mut lines = 0;
+    loop {
+        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+        if n <= 0 {
+            break;
+        }
+        lines += buf[..n as usize].iter().filter(|&&b| b == b'\n').count() as u64;
+    }
+    libc::close(fd);
+    lines
+}
+
+/// The resident pages in a /proc/PID/statm line: its second field.
+fn statm_resident(line: &[u8]) -> Option<u64> {
+    let field = line
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|f| !f.is_empty())
+        .nth(1)?;
+    let mut v: u64 = 0;
+    for &b in field {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+    }
+    Some(v)
 }
 
 #[cfg(test)]
@@ -279,5 +434,25 @@ mod tests {
         let st = std::process::Command::new(&p).status().unwrap();
         assert_eq!(st.code(), Some(0));
         assert!(tiny_elf().len() < 4096);
+    }
+
+    #[test]
+    fn statm_gives_its_resident_field() {
+        assert_eq!(statm_resident(b"6140 1483 1101 264 0 196 0\n"), Some(1483));
+        assert_eq!(statm_resident(b"6140"), None);
+        assert_eq!(statm_resident(b"6140 14x3 0"), None);
+        assert_eq!(statm_resident(b""), None);
+    }
+
+    #[test]
+    fn a_fork_copies_at_least_what_its_parent_touched() {
+        let spec = SampleSpec::tiny();
+        let f = fork(&spec, 4 << 20).unwrap();
+        assert_eq!(f.ns.len(), spec.samples);
+        // The 1024 pages touched, and the test process's own; its libraries' mappings.
+        assert!(f.copied >= (4 << 20) as f64, "{}", f.copied);
+        assert!(f.vmas >= 5.0, "{}", f.vmas);
+        let split = fork_with(&spec, 64 * 4096, true).unwrap();
+        assert!(split.vmas >= f.vmas + 60.0, "{} vs {}", split.vmas, f.vmas);
     }
 }
