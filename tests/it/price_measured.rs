@@ -632,3 +632,62 @@ fn a_faults_tlb_shootdowns_are_counted_on_its_line() {
         on("minor:cow")
     );
 }
+
+/// A fork copies the page-table entries of the pages its process has mapped: a parent with
+/// 32 MiB touched copies at least those 8192 pages each time, counted as bytes copied at fork,
+/// priced at the fork term's per-byte part and placed with the spawns on the clone line; its
+/// mappings are counted at the fork and at each child's exit (where BTF has map_count); a
+/// vfork (the parent's address space shared) copies none.
+#[test]
+fn a_forks_copied_pages_are_counted_and_priced_on_its_line() {
+    let name = "a_forks_copied_pages_are_counted_and_priced_on_its_line";
+    if let Some(why) = count::unavailable() {
+        return skip::skipped_unless_ci(name, &why);
+    }
+    let Some((dir, exe)) = edges(name) else {
+        return;
+    };
+    let db = dir.path().join("h.db");
+    let _one = common::serial();
+    let exe = exe.to_str().unwrap();
+    let forks = 20.0;
+    let doc = price(&db, &["--", exe, "bigfork", "20"]);
+    let r = rows(&doc);
+    let get = |c: &str, e: &str, m: &str| r.get(&(c.into(), e.into(), m.into())).copied();
+    let copied = get("bytes", "copied at fork", "count").expect("no bytes copied at fork counted");
+    // 8192 pages a fork at least (the counters' folded part: 32 pages a CPU may wait).
+    let least = forks * (8192.0 - 64.0) * 4096.0;
+    assert!(copied >= least, "{copied} bytes copied by {forks} forks");
+    assert!(
+        copied <= forks * 64.0 * 1024.0 * 1024.0,
+        "{copied} bytes copied by {forks} forks of a process of about 33 MiB"
+    );
+    let priced = get("bytes", "copied at fork", "priced").expect("the copied bytes unpriced");
+    assert!(priced > 0.0);
+    // The clone line holds them: its price is at least theirs.
+    let cpu = get("syscall", "clone", "cpu_time").expect("no clone line");
+    let ratio = get("syscall", "clone", "priced_ratio").expect("the clone line unpriced");
+    assert!(
+        ratio * cpu >= priced * 0.999,
+        "clone line priced {} ns, the copied bytes {priced} ns",
+        ratio * cpu
+    );
+    // Each fork copies the process's mappings (a C program's libraries make twenty or more),
+    // and each child tears them down at its exit.
+    for event in ["copied at fork", "unmapped at exit"] {
+        if let Some(n) = get("vmas", event, "count") {
+            assert!(n >= forks * 10.0, "{n} vmas {event} for {forks} forks");
+            assert!(
+                get("vmas", event, "priced").is_some_and(|p| p > 0.0),
+                "{event}"
+            );
+        }
+    }
+    let doc = price(&db, &["--", exe, "vfork", "50"]);
+    let r = rows(&doc);
+    let copied = r
+        .get(&("bytes".into(), "copied at fork".into(), "count".into()))
+        .copied()
+        .unwrap_or(0.0);
+    assert!(copied < 50.0 * 4096.0, "vforks copied {copied} bytes");
+}

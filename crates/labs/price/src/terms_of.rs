@@ -184,7 +184,7 @@ pub fn syscall_pricing(name: &str) -> Option<Pricing> {
         "exit_group" | "exit" => by(
             "none",
             0.0,
-            "its fixed part is in the exec term; the pages it unmaps are priced apart (bytes unmapped)",
+            "its fixed part is in the exec term; the pages it unmaps and its mappings are priced apart (bytes unmapped, vmas unmapped at exit)",
         ),
         "mmap" | "mprotect" | "brk" | "mremap" => by(
             "mmap",
@@ -238,7 +238,7 @@ pub fn event_pricing(class: &str, event: &str) -> Option<Pricing> {
         ("spawn", "process") => by(
             "fork",
             1.0,
-            "a fork by a parent with few pages touched (the fork term's fixed part; a parent with more pages mapped costs more, its pages are not counted); the child's exit is on exit_group",
+            "a fork of a process of one page in no mapping (the fork term's fixed part, the measuring process's own pages and mappings taken out); what a fork copies is priced apart where the split counted it (bytes and vmas copied at fork); the child's exit is on exit_group",
         ),
         ("irq", "local_timer") => by("tick", 1.0, "the local timer's interrupt, per tick"),
         ("pages", "read in") => by(
@@ -275,6 +275,21 @@ pub fn event_pricing(class: &str, event: &str) -> Option<Pricing> {
             "exit/byte",
             1.0,
             "the anonymous pages each process still mapped as its last thread exited (its resident count), freed at exit: the exit term's per-byte part",
+        ),
+        ("bytes", "copied at fork") => by(
+            "fork/byte",
+            1.0,
+            "the pages each fork copied the page-table entries of (the child's resident pages as it starts: a large process forks slowly): the fork term's per-byte part",
+        ),
+        ("vmas", "copied at fork") => by(
+            "fork-vma",
+            1.0,
+            "the mappings each fork copied (each child's as it starts: a program's libraries make a hundred or more): the fork-vma term, a mapping's copy beyond its pages",
+        ),
+        ("vmas", "unmapped at exit") => by(
+            "exit-vma",
+            1.0,
+            "the mappings each process still had as its last thread exited: the exit-vma term, a mapping's teardown beyond its pages",
         ),
         ("bytes", "unmapped:file") => by(
             "exit-file/byte",

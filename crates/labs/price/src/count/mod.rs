@@ -145,6 +145,10 @@ impl Counting {
         let exit_pages = split
             .as_ref()
             .map_or((0, 0), |s| (s.exit_anon_pages, s.exit_file_pages));
+        let fork_pages = split.as_ref().map_or(0, |s| s.fork_pages);
+        let vmas = split
+            .as_ref()
+            .map_or((0, 0), |s| (s.exit_vmas, s.fork_vmas));
         let (ids, by_fd, creates, dirent_bytes, exec_failed) = match (&self.syscalls, split) {
             (Some(c), _) => (c.read()?, c.read_by_fd()?, 0, 0, 0),
             (None, Some(s)) => (s.ids, s.by_fd, s.creates, s.dirent_bytes, s.exec_failed),
@@ -176,9 +180,18 @@ impl Counting {
         if ipis_in_faults > 0 {
             events.insert(("ipi".into(), "in a fault".into()), ipis_in_faults);
         }
-        for (event, pages) in [("unmapped", exit_pages.0), ("unmapped:file", exit_pages.1)] {
+        for (event, pages) in [
+            ("unmapped", exit_pages.0),
+            ("unmapped:file", exit_pages.1),
+            ("copied at fork", fork_pages),
+        ] {
             if pages > 0 {
                 events.insert(("bytes".into(), event.into()), pages * 4096);
+            }
+        }
+        for (event, n) in [("unmapped at exit", vmas.0), ("copied at fork", vmas.1)] {
+            if n > 0 {
+                events.insert(("vmas".into(), event.into()), n);
             }
         }
         let names = syscall_names(Path::new("/"));

@@ -15,6 +15,7 @@ use crate::LAB;
 
 const READS: [&str; 5] = ["read", "pread64", "readv", "preadv", "preadv2"];
 const WRITES: [&str; 5] = ["write", "pwrite64", "writev", "pwritev", "pwritev2"];
+const SPAWNS: [&str; 4] = ["clone", "clone3", "fork", "vfork"];
 
 /// One measured line with its price.
 #[derive(Debug, Clone, PartialEq)]
@@ -137,7 +138,7 @@ fn targets(p: &Priced, split: &Split) -> Vec<((String, String), f64)> {
         // The pages an exit unmaps are its work, measured inside exit_group (or exit).
         // A process's pages are unmapped once, by its exit (exit_group, where the split puts a
         // killed thread's teardown too); only without one, by the threads' own exits.
-        ("bytes", "unmapped" | "unmapped:file") => {
+        ("bytes", "unmapped" | "unmapped:file") | ("vmas", "unmapped at exit") => {
             let group = family(&["exit_group"]);
             if group.is_empty() {
                 family(&["exit"])
@@ -145,6 +146,9 @@ fn targets(p: &Priced, split: &Split) -> Vec<((String, String), f64)> {
                 group
             }
         }
+        // A task is made, and a fork's pages copied, inside the call that asked for it: the
+        // clone family's lines, by their counts.
+        ("spawn", _) | ("bytes" | "vmas", "copied at fork") => family(&SPAWNS),
         // The page cache's work runs inside the calls that asked for it: on the lines the
         // split saw it in, by their share of it; where it was not told by call, shared by
         // the count of the calls that do it (the reads, the unlinks and truncates, the syncs).

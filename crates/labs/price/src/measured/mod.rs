@@ -205,6 +205,12 @@ pub struct Counted {
     /// anonymous (`prog::EXIT_FILE_PAGES`, `EXIT_ANON_PAGES`): what the exits unmapped.
     pub exit_file_pages: u64,
     pub exit_anon_pages: u64,
+    /// Pages whose page-table entries their forks copied (`prog::FORK_PAGES`): a fork's work
+    /// by the size of the process that forks.
+    pub fork_pages: u64,
+    /// Mappings the exits tore down and the forks copied (`prog::EXIT_VMAS`, `FORK_VMAS`).
+    pub exit_vmas: u64,
+    pub fork_vmas: u64,
     /// Waits that ended on a CPU woken from a halt (`prog::HALT_IN`).
     pub halted_in: u64,
     /// The page cache as the tracked tasks used it (`prog::pages`): pages taken in inside a
@@ -242,6 +248,9 @@ impl Counted {
             prog::IPI_FAULT => self.ipis_in_faults = n,
             prog::EXIT_FILE_PAGES => self.exit_file_pages = n,
             prog::EXIT_ANON_PAGES => self.exit_anon_pages = n,
+            prog::FORK_PAGES => self.fork_pages = n,
+            prog::EXIT_VMAS => self.exit_vmas = n,
+            prog::FORK_VMAS => self.fork_vmas = n,
             _ => {}
         }
         if let Some(p) = self.pages.as_mut() {
@@ -402,7 +411,10 @@ impl Tracer {
         // Switches and forks first, so that no task starts untracked once the syscalls are.
         for (a, hook) in [
             (prog::sched_switch(&m, &t), raw("sched_switch")),
-            (prog::sched_process_fork(&m, &t), raw("sched_process_fork")),
+            (
+                prog::sched_process_fork(&m, &t, rss),
+                raw("sched_process_fork"),
+            ),
             (prog::sys_exit(&m, &t), raw("sys_exit")),
             (prog::sys_enter(&m, &t), raw("sys_enter")),
         ] {
@@ -621,6 +633,9 @@ fn rss_at(btf: &btf::Btf) -> Option<prog::RssAt> {
         rss_stat: btf.member_offset("mm_struct", "rss_stat")? as i32,
         count: btf.member_offset("percpu_counter", "count")? as i32,
         stride: btf.struct_size("percpu_counter")? as i32,
+        map_count: btf
+            .member_offset("mm_struct", "map_count")
+            .map(|o| o as i32),
     })
 }
 

@@ -27,7 +27,7 @@ mod faults;
 pub mod pages;
 pub mod wake;
 
-pub use exit::{task_exit, RssAt};
+pub use exit::{fork_pages, task_exit, RssAt};
 pub use faults::{fault_begin, fault_end, fault_from_page_cache};
 
 use costlab_bpf::insn::BPF_ANY;
@@ -114,7 +114,14 @@ pub const IPI_FAULT: u32 = HALT_IN + 1;
 /// and anonymous: what its exit unmaps (see `exit::task_exit`).
 pub const EXIT_FILE_PAGES: u32 = IPI_FAULT + 1;
 pub const EXIT_ANON_PAGES: u32 = EXIT_FILE_PAGES + 1;
-pub const SLOTS: u32 = EXIT_ANON_PAGES + 1;
+/// The pages a tracked task's forks copied the page tables of (the child's resident pages as
+/// it starts, where it has an address space of its own; see `exit::fork_pages`).
+pub const FORK_PAGES: u32 = EXIT_ANON_PAGES + 1;
+/// The mappings (VMAs) a tracked process still had as its last thread exited, and those its
+/// forks copied (`mm_struct.map_count`): an exit and a fork do work for each.
+pub const EXIT_VMAS: u32 = FORK_PAGES + 1;
+pub const FORK_VMAS: u32 = EXIT_VMAS + 1;
+pub const SLOTS: u32 = FORK_VMAS + 1;
 /// The bits of x86's page-fault error code: the page was present (a protection fault), and
 /// the access was a write.
 pub const PF_PRESENT: i32 = 1;
@@ -643,8 +650,9 @@ pub fn sched_switch(m: &Maps, t: &Target) -> Asm {
 }
 
 /// raw sched_process_fork (current = parent): a tracked parent's child is tracked from its
-/// first switch in, in the parent's class (the clone it returns from).
-pub fn sched_process_fork(m: &Maps, t: &Target) -> Asm {
+/// first switch in, in the parent's class (the clone it returns from). With `rss`, a child
+/// with an address space of its own adds the pages the fork copied (`exit::fork_pages`).
+pub fn sched_process_fork(m: &Maps, t: &Target, rss: Option<RssAt>) -> Asm {
     let mut a = Asm::new();
     prologue(&mut a, m, Join::No, true);
     a.mov(R1, FP).add_imm(R1, -32);
@@ -665,6 +673,9 @@ pub fn sched_process_fork(m: &Maps, t: &Target) -> Asm {
     a.mov(R3, FP).add_imm(R3, FP_TASK.into());
     a.mov_imm(R4, BPF_ANY);
     a.call(Helper::MapUpdateElem);
+    if let Some(r) = rss {
+        fork_pages(&mut a, m, r);
+    }
     epilogue(&mut a);
     a
 }

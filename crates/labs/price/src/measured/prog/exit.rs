@@ -7,8 +7,8 @@
 use costlab_bpf::{Asm, Helper, FP, R0, R1, R2, R3, R6, R9};
 
 use super::{
-    charge, epilogue, prologue, slot, Join, Maps, EXIT_ANON_PAGES, EXIT_FILE_PAGES, ST_CLASS,
-    ST_SKIP, USER,
+    charge, epilogue, prologue, slot, Join, Maps, EXIT_ANON_PAGES, EXIT_FILE_PAGES, EXIT_VMAS,
+    FORK_PAGES, FORK_VMAS, ST_CLASS, ST_SKIP, USER,
 };
 
 /// Where the exiting task's resident pages are, from the kernel's BTF: `task_struct.mm`,
@@ -20,14 +20,17 @@ pub struct RssAt {
     pub rss_stat: i32,
     pub count: i32,
     pub stride: i32,
+    /// `mm_struct.map_count` (an int): the mappings (VMAs), where BTF has it.
+    pub map_count: Option<i32>,
 }
 
 /// The kernel's MM_FILEPAGES and MM_ANONPAGES (include/linux/mm_types_task.h).
 const MM_FILEPAGES: i32 = 0;
 const MM_ANONPAGES: i32 = 1;
-/// Stack slots: the mm pointer, and a counter read.
+/// Stack slots: the mm pointer, a counter read, and the parent's mm at a fork.
 const FP_MM: i16 = -88;
 const FP_PAGES: i16 = -96;
+const FP_PARENT_MM: i16 = -104;
 
 /// x86-64's exit and exit_group.
 const NR_EXIT: i32 = 60;
@@ -40,7 +43,7 @@ pub const NR_EXIT_GROUP: i32 = 231;
 /// term, the unmapped pages). With `rss`, the last thread of a process (group_dead) adds the
 /// pages its address space still maps, file and anonymous (`EXIT_FILE_PAGES`,
 /// `EXIT_ANON_PAGES`: the counters' folded part, off by at most 32 pages a CPU), which its
-/// exit unmaps.
+/// exit unmaps, and its mappings (`EXIT_VMAS`), which it tears down.
 pub fn task_exit(m: &Maps, rss: Option<RssAt>) -> Asm {
     let mut a = Asm::new();
     prologue(&mut a, m, Join::No, true);
@@ -68,27 +71,62 @@ pub fn task_exit(m: &Maps, rss: Option<RssAt>) -> Asm {
         a.ldx_dw(R1, FP, FP_MM);
         a.jeq_imm(R1, 0, "out")
             .note("no address space (a kernel thread)");
-        for (counter, into) in [
-            (MM_FILEPAGES, EXIT_FILE_PAGES),
-            (MM_ANONPAGES, EXIT_ANON_PAGES),
-        ] {
-            a.mov(R1, FP).add_imm(R1, FP_PAGES as i32);
-            a.mov_imm(R2, 8);
-            a.ldx_dw(R3, FP, FP_MM);
-            a.add_imm(R3, r.rss_stat + counter * r.stride + r.count)
-                .note("&mm->rss_stat[counter].count");
-            a.call(Helper::ProbeReadKernel);
-            a.jne_imm(R0, 0, "out");
-            a.mov_imm(R1, into as i32);
-            slot(&mut a, m, R1, "out");
-            a.ldx_dw(R2, FP, FP_PAGES);
-            let skip = a.fresh("none");
-            a.jslt_imm(R2, 1, &skip)
-                .note("none, or an approximate counter a little below zero");
-            a.ldx_dw(R1, R0, 0).add(R1, R2).stx_dw(R0, 0, R1);
-            a.label(&skip);
-        }
+        mm_counts(&mut a, m, r, [EXIT_FILE_PAGES, EXIT_ANON_PAGES, EXIT_VMAS]);
     }
     epilogue(&mut a);
     a
+}
+
+/// In sched_process_fork (r6 = the context: args[0] the parent, args[1] the child), after a
+/// tracked parent's child is registered: where the child has an address space of its own (a
+/// fork, not a thread nor a vfork sharing the parent's), add its resident pages, file and
+/// anonymous, to `FORK_PAGES`, and its mappings to `FORK_VMAS`. Just made, its counters hold exactly the page-table entries
+/// the fork copied (the folded part of each: off by at most 32 pages a CPU), the work that
+/// makes a fork of a large process slow.
+pub fn fork_pages(a: &mut Asm, m: &Maps, r: RssAt) {
+    for (arg, into) in [(0, FP_PARENT_MM), (8, FP_MM)] {
+        a.mov(R1, FP).add_imm(R1, into as i32);
+        a.mov_imm(R2, 8);
+        a.ldx_dw(R3, R6, arg)
+            .note("r3 = the parent, then the child");
+        a.add_imm(R3, r.mm).note("&task->mm");
+        a.call(Helper::ProbeReadKernel);
+        a.jne_imm(R0, 0, "out");
+    }
+    a.ldx_dw(R1, FP, FP_MM);
+    a.jeq_imm(R1, 0, "out").note("no address space");
+    a.ldx_dw(R2, FP, FP_PARENT_MM);
+    a.jeq(R1, R2, "out")
+        .note("the parent's own (a thread, a vfork): nothing copied");
+    mm_counts(a, m, r, [FORK_PAGES, FORK_PAGES, FORK_VMAS]);
+}
+
+/// With FP_MM holding an mm_struct's address: add its file and anonymous resident pages and,
+/// where BTF has it, its mappings (`map_count`) to the slots `into` names, in that order (the
+/// pages may share one). A read that fails ends the program ("out").
+fn mm_counts(a: &mut Asm, m: &Maps, r: RssAt, into: [u32; 3]) {
+    let fields = [
+        (r.rss_stat + MM_FILEPAGES * r.stride + r.count, 8, into[0]),
+        (r.rss_stat + MM_ANONPAGES * r.stride + r.count, 8, into[1]),
+    ];
+    let vmas = r.map_count.map(|at| (at, 4, into[2]));
+    for (at, width, into) in fields.into_iter().chain(vmas) {
+        a.st_dw(FP, FP_PAGES, 0)
+            .note("an int read fills the low half");
+        a.mov(R1, FP).add_imm(R1, FP_PAGES as i32);
+        a.mov_imm(R2, width);
+        a.ldx_dw(R3, FP, FP_MM);
+        a.add_imm(R3, at)
+            .note("&mm->rss_stat[counter].count, or &mm->map_count");
+        a.call(Helper::ProbeReadKernel);
+        a.jne_imm(R0, 0, "out");
+        a.mov_imm(R1, into as i32);
+        slot(a, m, R1, "out");
+        a.ldx_dw(R2, FP, FP_PAGES);
+        let skip = a.fresh("none");
+        a.jslt_imm(R2, 1, &skip)
+            .note("none, or an approximate counter a little below zero");
+        a.ldx_dw(R1, R0, 0).add(R1, R2).stx_dw(R0, 0, R1);
+        a.label(&skip);
+    }
 }
