@@ -18,6 +18,15 @@ const T: Target = Target {
 };
 const SAMPLED: Target = Target { period: 16, ..T };
 
+/// Where a fixture kernel keeps an mm's counters.
+const RSS: RssAt = RssAt {
+    mm: 2000,
+    rss_stat: 900,
+    count: 8,
+    stride: 40,
+    map_count: Some(120),
+};
+
 fn all() -> Vec<(&'static str, Asm)> {
     vec![
         ("sys_enter", sys_enter(&M, &T)),
@@ -35,33 +44,8 @@ fn all() -> Vec<(&'static str, Asm)> {
         ("user_tick", user_tick(&M)),
         ("softirq_exit", irq_exit(&M, true)),
         ("task_exit", task_exit(&M, None)),
-        (
-            "task_exit with pages",
-            task_exit(
-                &M,
-                Some(RssAt {
-                    mm: 2000,
-                    rss_stat: 900,
-                    count: 8,
-                    stride: 40,
-                    map_count: Some(120),
-                }),
-            ),
-        ),
-        (
-            "fork with pages",
-            sched_process_fork(
-                &M,
-                &T,
-                Some(RssAt {
-                    mm: 2000,
-                    rss_stat: 900,
-                    count: 8,
-                    stride: 40,
-                    map_count: Some(120),
-                }),
-            ),
-        ),
+        ("task_exit with pages", task_exit(&M, Some(RSS))),
+        ("fork with pages", sched_process_fork(&M, &T, Some(RSS))),
         ("ipi_sent", pages::ipi_sent(&M)),
         ("idle", wake::idle(&M)),
     ]
