@@ -636,8 +636,9 @@ fn a_faults_tlb_shootdowns_are_counted_on_its_line() {
 /// A fork copies the page-table entries of the pages its process has mapped: a parent with
 /// 32 MiB touched copies at least those 8192 pages each time, counted as bytes copied at fork,
 /// priced at the fork term's per-byte part and placed with the spawns on the clone line; its
-/// mappings are counted at the fork and at each child's exit (where BTF has map_count); a
-/// vfork (the parent's address space shared) copies none.
+/// mappings are counted at the fork and at each child's exit (where BTF has map_count), and
+/// a forked child's exec tears its copy down on the execve line; a vfork (the parent's
+/// address space shared) copies none and its child's exec tears none down.
 #[test]
 fn a_forks_copied_pages_are_counted_and_priced_on_its_line() {
     let name = "a_forks_copied_pages_are_counted_and_priced_on_its_line";
@@ -683,11 +684,35 @@ fn a_forks_copied_pages_are_counted_and_priced_on_its_line() {
             );
         }
     }
+    // A forked child's exec tears its copy down, inside execve; a vfork's child borrows its
+    // parent's address space, which its exec leaves be: nothing copied, nothing torn down.
+    let doc = price(&db, &["--", exe, "forkexec", "20"]);
+    let r = rows(&doc);
+    let get = |c: &str, e: &str, m: &str| r.get(&(c.into(), e.into(), m.into())).copied();
+    if let Some(n) = get("vmas", "unmapped at exec", "count") {
+        assert!(n >= forks * 10.0, "{n} vmas unmapped by {forks} execs");
+        let priced = get("vmas", "unmapped at exec", "priced").unwrap_or(0.0);
+        let cpu = get("syscall", "execve", "cpu_time").expect("no execve line");
+        let ratio = get("syscall", "execve", "priced_ratio").expect("execve unpriced");
+        assert!(ratio * cpu >= priced * 0.999, "the execve line lacks them");
+    }
     let doc = price(&db, &["--", exe, "vfork", "50"]);
     let r = rows(&doc);
-    let copied = r
-        .get(&("bytes".into(), "copied at fork".into(), "count".into()))
-        .copied()
-        .unwrap_or(0.0);
-    assert!(copied < 50.0 * 4096.0, "vforks copied {copied} bytes");
+    let get = |c: &str, e: &str| {
+        r.get(&(c.into(), e.into(), "count".into()))
+            .copied()
+            .unwrap_or(0.0)
+    };
+    assert!(
+        get("bytes", "copied at fork") < 50.0 * 4096.0,
+        "vforks copied {} bytes",
+        get("bytes", "copied at fork")
+    );
+    // The program's own start is an exec of a forked copy (the spawner's), counted once; the
+    // 50 vfork children's execs, of the edges program's twenty-odd mappings each, are not.
+    assert!(
+        get("vmas", "unmapped at exec") < 50.0 * 10.0,
+        "{} vmas unmapped by the execs of vfork children",
+        get("vmas", "unmapped at exec")
+    );
 }

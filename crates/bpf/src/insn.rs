@@ -39,6 +39,7 @@ pub enum Helper {
     MapDeleteElem = 3,
     KtimeGetNs = 5,
     GetCurrentPidTgid = 14,
+    GetCurrentTask = 35,
     GetCurrentCgroupId = 80,
     ProbeReadKernel = 113,
 }

@@ -179,7 +179,7 @@ pub fn syscall_pricing(name: &str) -> Option<Pricing> {
         "execve" | "execveat" => by(
             "exec",
             1.0,
-            "an exec of a one-page static program and that program's exit (the pages the old image unmaps are not counted)",
+            "an exec of a one-page static program and that program's exit (the old address space's pages and mappings are priced apart where the split counted them: bytes and vmas unmapped at exec)",
         ),
         "exit_group" | "exit" => by(
             "none",
@@ -285,6 +285,16 @@ pub fn event_pricing(class: &str, event: &str) -> Option<Pricing> {
             "fork-vma",
             1.0,
             "the mappings each fork copied (each child's as it starts: a program's libraries make a hundred or more): the fork-vma term, a mapping's copy beyond its pages",
+        ),
+        ("bytes", "unmapped at exec") => by(
+            "exit-file/byte",
+            1.0,
+            "the pages of the address space an exec left, where the caller was its one user (a forked child's copy, its pages shared with the parent): let go at the exit-file term's per-byte cost, as a shared page is",
+        ),
+        ("vmas", "unmapped at exec") => by(
+            "exit-vma",
+            1.0,
+            "the mappings of the address space an exec left (a forked child's copy of its parent's): the exit-vma term, a mapping's teardown beyond its pages",
         ),
         ("vmas", "unmapped at exit") => by(
             "exit-vma",

@@ -149,6 +149,9 @@ impl Counting {
         let vmas = split
             .as_ref()
             .map_or((0, 0), |s| (s.exit_vmas, s.fork_vmas));
+        let exec = split
+            .as_ref()
+            .map_or((0, 0), |s| (s.exec_pages, s.exec_vmas));
         let (ids, by_fd, creates, dirent_bytes, exec_failed) = match (&self.syscalls, split) {
             (Some(c), _) => (c.read()?, c.read_by_fd()?, 0, 0, 0),
             (None, Some(s)) => (s.ids, s.by_fd, s.creates, s.dirent_bytes, s.exec_failed),
@@ -184,12 +187,17 @@ impl Counting {
             ("unmapped", exit_pages.0),
             ("unmapped:file", exit_pages.1),
             ("copied at fork", fork_pages),
+            ("unmapped at exec", exec.0),
         ] {
             if pages > 0 {
                 events.insert(("bytes".into(), event.into()), pages * 4096);
             }
         }
-        for (event, n) in [("unmapped at exit", vmas.0), ("copied at fork", vmas.1)] {
+        for (event, n) in [
+            ("unmapped at exit", vmas.0),
+            ("copied at fork", vmas.1),
+            ("unmapped at exec", exec.1),
+        ] {
             if n > 0 {
                 events.insert(("vmas".into(), event.into()), n);
             }

@@ -149,6 +149,8 @@ fn targets(p: &Priced, split: &Split) -> Vec<((String, String), f64)> {
         // A task is made, and a fork's pages copied, inside the call that asked for it: the
         // clone family's lines, by their counts.
         ("spawn", _) | ("bytes" | "vmas", "copied at fork") => family(&SPAWNS),
+        // The old address space goes inside the exec that leaves it.
+        ("bytes" | "vmas", "unmapped at exec") => family(&["execve"]),
         // The page cache's work runs inside the calls that asked for it: on the lines the
         // split saw it in, by their share of it; where it was not told by call, shared by
         // the count of the calls that do it (the reads, the unlinks and truncates, the syncs).

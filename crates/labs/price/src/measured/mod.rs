@@ -211,6 +211,9 @@ pub struct Counted {
     /// Mappings the exits tore down and the forks copied (`prog::EXIT_VMAS`, `FORK_VMAS`).
     pub exit_vmas: u64,
     pub fork_vmas: u64,
+    /// Pages and mappings of the address spaces execs tore down (`prog::EXEC_PAGES`, ...).
+    pub exec_pages: u64,
+    pub exec_vmas: u64,
     /// Waits that ended on a CPU woken from a halt (`prog::HALT_IN`).
     pub halted_in: u64,
     /// The page cache as the tracked tasks used it (`prog::pages`): pages taken in inside a
@@ -251,6 +254,8 @@ impl Counted {
             prog::FORK_PAGES => self.fork_pages = n,
             prog::EXIT_VMAS => self.exit_vmas = n,
             prog::FORK_VMAS => self.fork_vmas = n,
+            prog::EXEC_PAGES => self.exec_pages = n,
+            prog::EXEC_VMAS => self.exec_vmas = n,
             _ => {}
         }
         if let Some(p) = self.pages.as_mut() {
@@ -384,7 +389,7 @@ impl Tracer {
         let pid_offset = btf.member_offset("task_struct", "pid").ok_or_else(|| {
             usage("this kernel's BTF has no task_struct.pid: the measured split cannot follow switches; use --count-only")
         })?;
-        let rss = rss_at(&btf);
+        let rss = prog::RssAt::of(&btf);
         // The possible CPUs size every per-CPU map: unread, that is its own error.
         costlab_bpf::cpus::possible()?;
         let fail = |e: &dyn std::fmt::Display| {
@@ -404,6 +409,7 @@ impl Tracer {
             who,
             pid_offset: pid_offset as i32,
             period,
+            rss,
         };
         let raw = Hook::raw_tracepoint;
         let mut progs = Vec::new();
@@ -412,7 +418,7 @@ impl Tracer {
         for (a, hook) in [
             (prog::sched_switch(&m, &t), raw("sched_switch")),
             (
-                prog::sched_process_fork(&m, &t, rss),
+                prog::sched_process_fork(&m, &t, t.rss),
                 raw("sched_process_fork"),
             ),
             (prog::sys_exit(&m, &t), raw("sys_exit")),
@@ -623,20 +629,6 @@ fn summed<const N: usize>(map: &Map, key: u32) -> Result<[u64; N]> {
         }
     }
     Ok(v)
-}
-
-/// Where an exiting task's resident-page counters are, from the kernel's BTF; None where a
-/// member is not found (the exit's pages are then reckoned from the faults).
-fn rss_at(btf: &btf::Btf) -> Option<prog::RssAt> {
-    Some(prog::RssAt {
-        mm: btf.member_offset("task_struct", "mm")? as i32,
-        rss_stat: btf.member_offset("mm_struct", "rss_stat")? as i32,
-        count: btf.member_offset("percpu_counter", "count")? as i32,
-        stride: btf.struct_size("percpu_counter")? as i32,
-        map_count: btf
-            .member_offset("mm_struct", "map_count")
-            .map(|o| o as i32),
-    })
 }
 
 /// The split's programs that a kernel may lack (each missing one is a note, not an error):

@@ -121,7 +121,12 @@ pub const FORK_PAGES: u32 = EXIT_ANON_PAGES + 1;
 /// forks copied (`mm_struct.map_count`): an exit and a fork do work for each.
 pub const EXIT_VMAS: u32 = FORK_PAGES + 1;
 pub const FORK_VMAS: u32 = EXIT_VMAS + 1;
-pub const SLOTS: u32 = FORK_VMAS + 1;
+/// The pages and mappings of the address spaces tracked tasks' execs left, where the exec
+/// tore them down (the caller alone used them: a forked child's copy, not a vfork's borrowed
+/// one; see `exit::exec_old_mm`).
+pub const EXEC_PAGES: u32 = FORK_VMAS + 1;
+pub const EXEC_VMAS: u32 = EXEC_PAGES + 1;
+pub const SLOTS: u32 = EXEC_VMAS + 1;
 /// The bits of x86's page-fault error code: the page was present (a protection fault), and
 /// the access was a write.
 pub const PF_PRESENT: i32 = 1;
@@ -226,6 +231,8 @@ pub struct Target {
     /// Time one syscall in `period` of each number on each CPU (a power of two; 1: every
     /// call). Every call is counted either way.
     pub period: u32,
+    /// Where an mm's counters are (from BTF), for the exec, fork and exit programs.
+    pub rss: Option<RssAt>,
 }
 
 impl Target {
@@ -404,6 +411,10 @@ pub fn sys_enter(m: &Maps, t: &Target) -> Asm {
         a.stx_w(R9, ST_CLASS, R1);
     }
     a.stx_w(FP, FP_NR, R1);
+    if let Some(r) = t.rss {
+        exit::exec_old_mm(&mut a, m, r);
+        a.ldx_w(R1, FP, FP_NR).note("r1 = the call's slot again");
+    }
     slot(&mut a, m, R1, "out");
     a.ldx_dw(R1, R0, 0)
         .note("r1 = the number's count before this call");

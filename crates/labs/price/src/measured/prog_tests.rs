@@ -15,6 +15,7 @@ const T: Target = Target {
     who: Who::Cgroup(0x1_0000_0042),
     pid_offset: 2480,
     period: 1,
+    rss: None,
 };
 const SAMPLED: Target = Target { period: 16, ..T };
 
@@ -25,6 +26,7 @@ const RSS: RssAt = RssAt {
     count: 8,
     stride: 40,
     map_count: Some(120),
+    users: Some(60),
 };
 
 fn all() -> Vec<(&'static str, Asm)> {
@@ -32,6 +34,16 @@ fn all() -> Vec<(&'static str, Asm)> {
         ("sys_enter", sys_enter(&M, &T)),
         ("sys_exit", sys_exit(&M, &T)),
         ("sys_enter sampled", sys_enter(&M, &SAMPLED)),
+        (
+            "sys_enter with an exec's old address space",
+            sys_enter(
+                &M,
+                &Target {
+                    rss: Some(RSS),
+                    ..T
+                },
+            ),
+        ),
         ("sys_exit sampled", sys_exit(&M, &SAMPLED)),
         ("sched_switch", sched_switch(&M, &T)),
         ("fork", sched_process_fork(&M, &T, None)),

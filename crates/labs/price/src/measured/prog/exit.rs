@@ -7,8 +7,8 @@
 use costlab_bpf::{Asm, Helper, FP, R0, R1, R2, R3, R6, R9};
 
 use super::{
-    charge, epilogue, prologue, slot, Join, Maps, EXIT_ANON_PAGES, EXIT_FILE_PAGES, EXIT_VMAS,
-    FORK_PAGES, FORK_VMAS, ST_CLASS, ST_SKIP, USER,
+    charge, epilogue, prologue, slot, Join, Maps, EXEC_PAGES, EXEC_VMAS, EXIT_ANON_PAGES,
+    EXIT_FILE_PAGES, EXIT_VMAS, FORK_PAGES, FORK_VMAS, NR_EXECVE, ST_CLASS, ST_SKIP, USER,
 };
 
 /// Where the exiting task's resident pages are, from the kernel's BTF: `task_struct.mm`,
@@ -22,6 +22,26 @@ pub struct RssAt {
     pub stride: i32,
     /// `mm_struct.map_count` (an int): the mappings (VMAs), where BTF has it.
     pub map_count: Option<i32>,
+    /// `mm_struct.mm_users` (an atomic_t): the tasks using the address space, where BTF has
+    /// it. An exec tears down the old one only where the caller was its one user.
+    pub users: Option<i32>,
+}
+
+impl RssAt {
+    /// Where an mm's counters are, from the kernel's BTF; None where a member is not found
+    /// (an exit's pages are then reckoned from the faults).
+    pub fn of(btf: &crate::measured::btf::Btf) -> Option<RssAt> {
+        Some(RssAt {
+            mm: btf.member_offset("task_struct", "mm")? as i32,
+            rss_stat: btf.member_offset("mm_struct", "rss_stat")? as i32,
+            count: btf.member_offset("percpu_counter", "count")? as i32,
+            stride: btf.struct_size("percpu_counter")? as i32,
+            map_count: btf
+                .member_offset("mm_struct", "map_count")
+                .map(|o| o as i32),
+            users: btf.member_offset("mm_struct", "mm_users").map(|o| o as i32),
+        })
+    }
 }
 
 /// The kernel's MM_FILEPAGES and MM_ANONPAGES (include/linux/mm_types_task.h).
@@ -71,7 +91,13 @@ pub fn task_exit(m: &Maps, rss: Option<RssAt>) -> Asm {
         a.ldx_dw(R1, FP, FP_MM);
         a.jeq_imm(R1, 0, "out")
             .note("no address space (a kernel thread)");
-        mm_counts(&mut a, m, r, [EXIT_FILE_PAGES, EXIT_ANON_PAGES, EXIT_VMAS]);
+        mm_counts(
+            &mut a,
+            m,
+            r,
+            [EXIT_FILE_PAGES, EXIT_ANON_PAGES, EXIT_VMAS],
+            "out",
+        );
     }
     epilogue(&mut a);
     a
@@ -98,13 +124,46 @@ pub fn fork_pages(a: &mut Asm, m: &Maps, r: RssAt) {
     a.ldx_dw(R2, FP, FP_PARENT_MM);
     a.jeq(R1, R2, "out")
         .note("the parent's own (a thread, a vfork): nothing copied");
-    mm_counts(a, m, r, [FORK_PAGES, FORK_PAGES, FORK_VMAS]);
+    mm_counts(a, m, r, [FORK_PAGES, FORK_PAGES, FORK_VMAS], "out");
+}
+
+/// In sys_enter, with r1 = the call's slot (clobbered, as r0-r5): an execve of a task that
+/// is its address space's one user (a forked child, not a vfork's child borrowing its
+/// parent's, not a thread) adds that address space's pages and mappings to `EXEC_PAGES` and
+/// `EXEC_VMAS`: the exec tears it down, inside the call. A failed exec is counted all the
+/// same (it tore nothing down); without `users` in BTF nothing is counted.
+pub fn exec_old_mm(a: &mut Asm, m: &Maps, r: RssAt) {
+    let Some(users) = r.users else {
+        return;
+    };
+    let done = "exec_mm_done";
+    a.jne_imm(R1, NR_EXECVE, done);
+    a.call(Helper::GetCurrentTask);
+    a.mov(R3, R0).add_imm(R3, r.mm).note("&current->mm");
+    a.mov(R1, FP).add_imm(R1, FP_MM as i32);
+    a.mov_imm(R2, 8);
+    a.call(Helper::ProbeReadKernel);
+    a.jne_imm(R0, 0, done);
+    a.ldx_dw(R1, FP, FP_MM);
+    a.jeq_imm(R1, 0, done).note("no address space");
+    a.st_dw(FP, FP_PAGES, 0);
+    a.mov(R1, FP).add_imm(R1, FP_PAGES as i32);
+    a.mov_imm(R2, 4);
+    a.ldx_dw(R3, FP, FP_MM);
+    a.add_imm(R3, users).note("&mm->mm_users");
+    a.call(Helper::ProbeReadKernel);
+    a.jne_imm(R0, 0, done);
+    a.ldx_dw(R1, FP, FP_PAGES);
+    a.jne_imm(R1, 1, done)
+        .note("shared (a vfork's parent, threads): the exec leaves it be");
+    mm_counts(a, m, r, [EXEC_PAGES, EXEC_PAGES, EXEC_VMAS], done);
+    a.label(done);
 }
 
 /// With FP_MM holding an mm_struct's address: add its file and anonymous resident pages and,
 /// where BTF has it, its mappings (`map_count`) to the slots `into` names, in that order (the
-/// pages may share one). A read that fails ends the program ("out").
-fn mm_counts(a: &mut Asm, m: &Maps, r: RssAt, into: [u32; 3]) {
+/// pages may share one). A read that fails jumps to `fail`.
+fn mm_counts(a: &mut Asm, m: &Maps, r: RssAt, into: [u32; 3], fail: &str) {
     let fields = [
         (r.rss_stat + MM_FILEPAGES * r.stride + r.count, 8, into[0]),
         (r.rss_stat + MM_ANONPAGES * r.stride + r.count, 8, into[1]),
@@ -119,9 +178,9 @@ fn mm_counts(a: &mut Asm, m: &Maps, r: RssAt, into: [u32; 3]) {
         a.add_imm(R3, at)
             .note("&mm->rss_stat[counter].count, or &mm->map_count");
         a.call(Helper::ProbeReadKernel);
-        a.jne_imm(R0, 0, "out");
+        a.jne_imm(R0, 0, fail);
         a.mov_imm(R1, into as i32);
-        slot(a, m, R1, "out");
+        slot(a, m, R1, fail);
         a.ldx_dw(R2, FP, FP_PAGES);
         let skip = a.fresh("none");
         a.jslt_imm(R2, 1, &skip)
