@@ -142,7 +142,7 @@ impl TermFigure {
 /// The revision of a term's method where it changed so that older figures are wrong: a figure
 /// stored without it (or with another) does not price, and is measured again. fork 2: the
 /// measuring process's own pages and mappings taken out of the fixed part (before, the fixed
-/// part was costlab's own fork, 300 µs where a small process's is 10).
+/// part was costlab's own fork, 300 µs here, where a fork of one page in no mapping is 8).
 pub fn revision(term: &str) -> Option<u64> {
     match term {
         "fork" => Some(2),

@@ -194,8 +194,9 @@ fn per_vma(one: &[f64], split: &[f64]) -> Vec<f64> {
         .collect()
 }
 
-/// The exit terms: the child maps `bytes` (of the file `file`, read; else anonymous, written),
-/// touches every page, reads its clock and exits.
+/// The exit terms: the child maps `bytes` as `what` says (a file's, read; else anonymous,
+/// written, and split into a mapping a page for `SplitAnon`), touches every page, reads its
+/// clock and exits.
 fn exit_after(spec: &SampleSpec, bytes: usize, what: Mapped) -> Result<Vec<f64>> {
     const HUGE: usize = 2 << 20;
     let word = SharedWord::new()?;
@@ -280,9 +281,9 @@ fn exit_after(spec: &SampleSpec, bytes: usize, what: Mapped) -> Result<Vec<f64>>
 
 /// CPU ns of a fork on the parent, which has `bytes` of anonymous memory mapped and touched
 /// (their page tables copied, the pages marked copy-on-write), the child exiting at once; and
-/// the bytes each fork copied the mappings of, on average: the child's resident pages as it
-/// starts, which are the measuring process's own as well as the `bytes` (costlab's own made
-/// the fixed part 300 µs here, a fork of a small program 100).
+/// what each fork copied, on average: the child's resident pages and mappings as it starts,
+/// which are the measuring process's own as well as the `bytes` (costlab's own made the
+/// fixed part 300 µs here, where a fork of one page in no mapping is under 10).
 pub fn fork(spec: &SampleSpec, bytes: usize) -> Result<Forks> {
     fork_with(spec, bytes, false)
 }

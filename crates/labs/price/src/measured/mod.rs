@@ -417,10 +417,7 @@ impl Tracer {
         // Switches and forks first, so that no task starts untracked once the syscalls are.
         for (a, hook) in [
             (prog::sched_switch(&m, &t), raw("sched_switch")),
-            (
-                prog::sched_process_fork(&m, &t, t.rss),
-                raw("sched_process_fork"),
-            ),
+            (prog::sched_process_fork(&m, &t), raw("sched_process_fork")),
             (prog::sys_exit(&m, &t), raw("sys_exit")),
             (prog::sys_enter(&m, &t), raw("sys_enter")),
         ] {

@@ -27,7 +27,7 @@ mod faults;
 pub mod pages;
 pub mod wake;
 
-pub use exit::{fork_pages, task_exit, RssAt};
+pub use exit::{task_exit, RssAt};
 pub use faults::{fault_begin, fault_end, fault_from_page_cache};
 
 use costlab_bpf::insn::BPF_ANY;
@@ -661,9 +661,9 @@ pub fn sched_switch(m: &Maps, t: &Target) -> Asm {
 }
 
 /// raw sched_process_fork (current = parent): a tracked parent's child is tracked from its
-/// first switch in, in the parent's class (the clone it returns from). With `rss`, a child
-/// with an address space of its own adds the pages the fork copied (`exit::fork_pages`).
-pub fn sched_process_fork(m: &Maps, t: &Target, rss: Option<RssAt>) -> Asm {
+/// first switch in, in the parent's class (the clone it returns from). With `t.rss`, a child
+/// with an address space of its own adds what the fork copied (`exit::fork_pages`).
+pub fn sched_process_fork(m: &Maps, t: &Target) -> Asm {
     let mut a = Asm::new();
     prologue(&mut a, m, Join::No, true);
     a.mov(R1, FP).add_imm(R1, -32);
@@ -684,8 +684,8 @@ pub fn sched_process_fork(m: &Maps, t: &Target, rss: Option<RssAt>) -> Asm {
     a.mov(R3, FP).add_imm(R3, FP_TASK.into());
     a.mov_imm(R4, BPF_ANY);
     a.call(Helper::MapUpdateElem);
-    if let Some(r) = rss {
-        fork_pages(&mut a, m, r);
+    if let Some(r) = t.rss {
+        exit::fork_pages(&mut a, m, r);
     }
     epilogue(&mut a);
     a

@@ -18,6 +18,10 @@ const T: Target = Target {
     rss: None,
 };
 const SAMPLED: Target = Target { period: 16, ..T };
+const WITH_RSS: Target = Target {
+    rss: Some(RSS),
+    ..T
+};
 
 /// Where a fixture kernel keeps an mm's counters.
 const RSS: RssAt = RssAt {
@@ -36,17 +40,11 @@ fn all() -> Vec<(&'static str, Asm)> {
         ("sys_enter sampled", sys_enter(&M, &SAMPLED)),
         (
             "sys_enter with an exec's old address space",
-            sys_enter(
-                &M,
-                &Target {
-                    rss: Some(RSS),
-                    ..T
-                },
-            ),
+            sys_enter(&M, &WITH_RSS),
         ),
         ("sys_exit sampled", sys_exit(&M, &SAMPLED)),
         ("sched_switch", sched_switch(&M, &T)),
-        ("fork", sched_process_fork(&M, &T, None)),
+        ("fork", sched_process_fork(&M, &T)),
         ("fault_begin", fault_begin(&M)),
         ("fault_end", fault_end(&M, FAULT_MINOR)),
         ("irq", irq_enter(&M, IrqSlot::Numbered)),
@@ -57,7 +55,7 @@ fn all() -> Vec<(&'static str, Asm)> {
         ("softirq_exit", irq_exit(&M, true)),
         ("task_exit", task_exit(&M, None)),
         ("task_exit with pages", task_exit(&M, Some(RSS))),
-        ("fork with pages", sched_process_fork(&M, &T, Some(RSS))),
+        ("fork with pages", sched_process_fork(&M, &WITH_RSS)),
         ("ipi_sent", pages::ipi_sent(&M)),
         ("idle", wake::idle(&M)),
     ]

@@ -106,9 +106,9 @@ pub fn task_exit(m: &Maps, rss: Option<RssAt>) -> Asm {
 /// In sched_process_fork (r6 = the context: args[0] the parent, args[1] the child), after a
 /// tracked parent's child is registered: where the child has an address space of its own (a
 /// fork, not a thread nor a vfork sharing the parent's), add its resident pages, file and
-/// anonymous, to `FORK_PAGES`, and its mappings to `FORK_VMAS`. Just made, its counters hold exactly the page-table entries
-/// the fork copied (the folded part of each: off by at most 32 pages a CPU), the work that
-/// makes a fork of a large process slow.
+/// anonymous, to `FORK_PAGES`, and its mappings to `FORK_VMAS`. Just made, its counters hold
+/// exactly the page-table entries the fork copied (the folded part of each: off by at most 32
+/// pages a CPU), the work that makes a fork of a large process slow.
 pub fn fork_pages(a: &mut Asm, m: &Maps, r: RssAt) {
     for (arg, into) in [(0, FP_PARENT_MM), (8, FP_MM)] {
         a.mov(R1, FP).add_imm(R1, into as i32);
@@ -146,13 +146,7 @@ pub fn exec_old_mm(a: &mut Asm, m: &Maps, r: RssAt) {
     a.jne_imm(R0, 0, done);
     a.ldx_dw(R1, FP, FP_MM);
     a.jeq_imm(R1, 0, done).note("no address space");
-    a.st_dw(FP, FP_PAGES, 0);
-    a.mov(R1, FP).add_imm(R1, FP_PAGES as i32);
-    a.mov_imm(R2, 4);
-    a.ldx_dw(R3, FP, FP_MM);
-    a.add_imm(R3, users).note("&mm->mm_users");
-    a.call(Helper::ProbeReadKernel);
-    a.jne_imm(R0, 0, done);
+    read_mm(a, users, 4, done);
     a.ldx_dw(R1, FP, FP_PAGES);
     a.jne_imm(R1, 1, done)
         .note("shared (a vfork's parent, threads): the exec leaves it be");
@@ -170,15 +164,7 @@ fn mm_counts(a: &mut Asm, m: &Maps, r: RssAt, into: [u32; 3], fail: &str) {
     ];
     let vmas = r.map_count.map(|at| (at, 4, into[2]));
     for (at, width, into) in fields.into_iter().chain(vmas) {
-        a.st_dw(FP, FP_PAGES, 0)
-            .note("an int read fills the low half");
-        a.mov(R1, FP).add_imm(R1, FP_PAGES as i32);
-        a.mov_imm(R2, width);
-        a.ldx_dw(R3, FP, FP_MM);
-        a.add_imm(R3, at)
-            .note("&mm->rss_stat[counter].count, or &mm->map_count");
-        a.call(Helper::ProbeReadKernel);
-        a.jne_imm(R0, 0, fail);
+        read_mm(a, at, width, fail);
         a.mov_imm(R1, into as i32);
         slot(a, m, R1, fail);
         a.ldx_dw(R2, FP, FP_PAGES);
@@ -188,4 +174,17 @@ fn mm_counts(a: &mut Asm, m: &Maps, r: RssAt, into: [u32; 3], fail: &str) {
         a.ldx_dw(R1, R0, 0).add(R1, R2).stx_dw(R0, 0, R1);
         a.label(&skip);
     }
+}
+
+/// With FP_MM holding an mm_struct's address: its field at offset `at`, `width` bytes (8, or
+/// 4 for an int, which fills the low half), into FP_PAGES; to `fail` if it cannot be read.
+fn read_mm(a: &mut Asm, at: i32, width: i32, fail: &str) {
+    a.st_dw(FP, FP_PAGES, 0);
+    a.mov(R1, FP).add_imm(R1, FP_PAGES as i32);
+    a.mov_imm(R2, width);
+    a.ldx_dw(R3, FP, FP_MM);
+    a.add_imm(R3, at)
+        .note("&mm->rss_stat[counter].count, &mm->map_count or &mm->mm_users");
+    a.call(Helper::ProbeReadKernel);
+    a.jne_imm(R0, 0, fail);
 }
