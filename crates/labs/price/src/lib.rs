@@ -17,6 +17,7 @@ pub mod report;
 mod rows;
 pub mod samples;
 pub mod saved;
+pub mod sizing;
 mod source;
 pub mod terms_of;
 mod times;

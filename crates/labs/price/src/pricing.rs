@@ -78,7 +78,7 @@ pub type Units = BTreeMap<String, Unit>;
 pub const SYSCALL_TERMS: [&str; 4] = ["read-devzero", "write-devnull", "tcp-send", "tcp-recv"];
 
 /// The read/write family's names.
-const WRITES: [&str; 5] = ["write", "pwrite64", "writev", "pwritev", "pwritev2"];
+pub(crate) const WRITES: [&str; 5] = ["write", "pwrite64", "writev", "pwritev", "pwritev2"];
 
 /// A syscall's name without the kind of fd its calls went to (`read:dev` is a `read`).
 pub fn base_name(name: &str) -> &str {
@@ -240,6 +240,8 @@ pub fn needed(counts: &Counts) -> Vec<&'static str> {
 
 /// Price every count at its unit. Bytes are priced as rows of class `bytes`.
 pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
+    let sized = crate::sizing::at_program_sizes(counts, units);
+    let units = &sized;
     let mut rows = Vec::new();
     let unit_for = |p: &Pricing| units.get(p.unit).map(|u| u.scaled(p.factor));
     // Beside a split, the entry and exit of every call and fault is priced on the line that
@@ -556,7 +558,7 @@ fn uring_submissions(counts: &Counts, n: u64, units: &Units) -> Priced {
 }
 
 /// (calls on character devices, all calls) of a read or write family.
-fn family_calls(counts: &Counts, family: &[&str]) -> (u64, u64) {
+pub(crate) fn family_calls(counts: &Counts, family: &[&str]) -> (u64, u64) {
     counts
         .syscalls
         .iter()

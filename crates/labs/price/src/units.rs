@@ -124,7 +124,15 @@ pub(crate) fn unit_key(row: &ResultRow) -> Option<String> {
         ("cost", "latency") => {
             let size = row.case.get("size").and_then(|v| v.as_u64());
             let term = row.key("term");
-            (size.is_none() || size == Some(unitcost::base_size(&term))).then(|| with_fs(term, row))
+            match size {
+                None => Some(with_fs(term, row)),
+                Some(s) if s == unitcost::base_size(&term) => Some(with_fs(term, row)),
+                // A read or write term's other sizes, for the segment a program's mean falls in.
+                Some(s) if unitcost::RW_TERMS.contains(&term.as_str()) => {
+                    Some(with_fs(crate::sizing::at_size(&term, s), row))
+                }
+                Some(_) => None,
+            }
         }
         ("cost", "per_byte") => Some(with_fs(format!("{}/byte", row.key("term")), row)),
         ("cost", "per_entry") => Some(with_fs(format!("{}/entry", row.key("term")), row)),
@@ -193,6 +201,7 @@ pub fn alias_fs(units: &mut Units, fs: &str) {
         units.remove(t);
         units.remove(&format!("{t}/byte"));
         units.remove(&format!("{t}/entry"));
+        units.retain(|k, _| !k.starts_with(&format!("{t}[")) || k.contains('@'));
     }
     units.extend(found);
 }
@@ -374,6 +383,40 @@ mod tests {
             !units.contains_key("create"),
             "an ext4 or tmpfs figure priced an xfs create"
         );
+    }
+
+    #[test]
+    fn a_read_or_write_terms_page_figure_is_a_unit_of_its_own() {
+        let at = |term: &str, size: u64, fs: Option<&str>| {
+            let mut case = costlab_core::case! {"term" => term, "size" => size, "rev" => 2u64};
+            if let Some(fs) = fs {
+                case.insert("fs".into(), fs.into());
+            }
+            unit_key(&ResultRow::new("cost", case, "latency", "ns", vec![1.0]).unwrap())
+        };
+        assert_eq!(at("file-read", 64, None).as_deref(), Some("file-read"));
+        assert_eq!(
+            at("file-read", 4096, None).as_deref(),
+            Some("file-read[4096]")
+        );
+        assert_eq!(
+            at("file-write", 65536, Some("ext4")).as_deref(),
+            Some("file-write[65536]@ext4")
+        );
+        let mut units = Units::new();
+        let r = ResultRow::new(
+            "cost",
+            costlab_core::case! {"term" => "file-write", "size" => 4096u64, "rev" => 2u64, "fs" => "ext4"},
+            "latency",
+            "ns",
+            vec![3800.0],
+        )
+        .unwrap();
+        units.insert(unit_key(&r).unwrap(), Unit::of_row(&r, "r"));
+        alias_fs(&mut units, "ext4");
+        assert_eq!(units["file-write[4096]"].samples, vec![3800.0]);
+        alias_fs(&mut units, "xfs");
+        assert!(!units.contains_key("file-write[4096]"));
     }
 
     fn row(lab: &str, metric: &str, case: costlab_core::model::Case) -> ResultRow {

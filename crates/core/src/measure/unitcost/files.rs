@@ -57,17 +57,43 @@ pub fn pipe_rw(spec: &SampleSpec, size: usize) -> Result<Vec<f64>> {
     })
 }
 
-/// A pread of `size` bytes at offset 0 of a file whose pages are cached.
+/// The span a read term walks: four times the largest CPU cache (at least 64 MiB, at most
+/// 512 MiB), so the pages it reads come from memory, as a program's file reads mostly do
+/// (another process, a disk's DMA or an hour ago put them in the page cache, not this CPU).
+pub fn read_span() -> u64 {
+    let largest = crate::machine::Machine::probe()
+        .caches
+        .iter()
+        .map(|c| c.size)
+        .max()
+        .unwrap_or(0);
+    (4 * largest).clamp(64 << 20, 512 << 20)
+}
+
+/// A pread of `size` bytes of a cached file, each call at the next page-aligned offset of a
+/// file of `read_span()` bytes (every page of it cached, few in a CPU cache): a read of
+/// page-cache data the CPU has not touched lately. A read of under a page is a page's first
+/// bytes, a page a call.
 pub fn file_read(spec: &SampleSpec, size: usize) -> Result<Vec<f64>> {
     use std::io::Write;
+    let span = read_span();
     let mut f = scratch_file()?;
-    f.write_all(&vec![3u8; size]).context("writing the file")?;
+    let chunk = vec![3u8; 1 << 20];
+    for _ in 0..span / chunk.len() as u64 {
+        f.write_all(&chunk).context("writing the file")?;
+    }
+    let stride = (size as u64).div_ceil(4096) * 4096;
     let mut buf = vec![0u8; size];
+    let mut at = 0u64;
     per_call(spec, || {
-        let n = rustix::io::pread(&f, &mut buf, 0).context("pread")?;
+        if at + stride > span {
+            at = 0;
+        }
+        let n = rustix::io::pread(&f, &mut buf, at).context("pread")?;
         if n != size {
             bail!("pread returned {n} of {size} bytes");
         }
+        at += stride;
         Ok(())
     })
 }

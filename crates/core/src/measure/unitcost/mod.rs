@@ -98,6 +98,15 @@ pub const FS_TERMS: [&str; 18] = [
 /// smallest, the per-byte part from the line through both.
 pub const SIZES: [u64; 2] = [64, 64 * 1024];
 
+/// The sizes the read and write terms are measured at: the two of `SIZES` and a page
+/// between them. A call's cost is not one line from 64 B to 64 KiB (a 4 KiB write that
+/// extends a file makes a page each call, a 64 B one a page in 64, a 64 KiB one a large
+/// folio), so a program's calls are priced on the segment their mean size falls in.
+pub const RW_SIZES: [u64; 3] = [64, 4096, 64 * 1024];
+
+/// The terms measured at `RW_SIZES`.
+pub const RW_TERMS: [&str; 3] = ["file-read", "file-write", "pipe-rw"];
+
 /// The sizes the writeback term is measured at: a page, and 256 of them.
 pub const WRITEBACK_SIZES: [u64; 2] = [4096, 1 << 20];
 
@@ -143,9 +152,13 @@ impl TermFigure {
 /// stored without it (or with another) does not price, and is measured again. fork 2: the
 /// measuring process's own pages and mappings taken out of the fixed part (before, the fixed
 /// part was costlab's own fork, 300 µs here, where a fork of one page in no mapping is 8).
+/// file-read, file-write, pipe-rw 2: a page's figure beside 64 B and 64 KiB (the segment a
+/// program's mean size falls in prices it), and file-read over pages not in a CPU cache
+/// (before, one hot page: a third of what a program's 4 KiB read costs).
 pub fn revision(term: &str) -> Option<u64> {
     match term {
         "fork" => Some(2),
+        "file-read" | "file-write" | "pipe-rw" => Some(2),
         _ => None,
     }
 }
@@ -169,7 +182,7 @@ pub fn reading(term: &str) -> &'static str {
         "munmap" => "munmap of 16 touched 4 KiB pages, per call (this CPU's TLB flushed)",
         "munmap-shootdown" => "munmap of 16 touched pages while a thread of the process runs on another CPU: the flush there by IPI included, per call",
         "pipe-rw" => "a write then a read of `size` bytes through a pipe, per pair",
-        "file-read" => "a pread of `size` bytes of a cached file",
+        "file-read" => "a pread of `size` bytes of a cached file, each call at the next page of a file four times the largest CPU cache (page-cache data not in a CPU cache, as a program's reads mostly find it)",
         "openat-close" => "open and close of a file",
         "stat" => "newfstatat of a file's path",
         "open" => "open of an existing file (its close apart), CPU time, per call",
@@ -256,8 +269,8 @@ fn measure_term(term: &str, spec: &SampleSpec, dir: &Path) -> Result<Vec<TermFig
         "fork-exec" => one(sched::fork_exec(spec)?),
         "munmap" => one(faults::munmap(spec, false)?),
         "munmap-shootdown" => one(faults::munmap(spec, true)?),
-        "pipe-rw" => sized(t, spec, &SIZES, files::pipe_rw)?,
-        "file-read" => sized(t, spec, &SIZES, files::file_read)?,
+        "pipe-rw" => sized(t, spec, &RW_SIZES, files::pipe_rw)?,
+        "file-read" => sized(t, spec, &RW_SIZES, files::file_read)?,
         "openat-close" => one(files::openat_close(spec)?),
         "stat" => one(files::stat(spec)?),
         "open" => one(fsops::name_op(spec, dir, NameOp::Open)?),
@@ -305,7 +318,7 @@ fn measure_term(term: &str, spec: &SampleSpec, dir: &Path) -> Result<Vec<TermFig
         }
         "file-write" => {
             let mut kernel = |spec: &SampleSpec, size: usize| fsops::file_write(spec, dir, size);
-            sized_with(t, spec, &SIZES, &mut kernel)?
+            sized_with(t, spec, &RW_SIZES, &mut kernel)?
         }
         _ => unreachable!("every term in TERMS has a kernel"),
     })
