@@ -125,16 +125,11 @@ pub fn anon(spec: &SampleSpec, thp: bool) -> Result<Vec<f64>> {
 /// programs seldom take (it needs a 2 MiB-aligned mapping of a large cached file); priced as
 /// this term it read 3.2x the file faults of a python start.
 pub fn file(spec: &SampleSpec) -> Result<Vec<f64>> {
-    use std::io::{Read, Write};
     use std::os::fd::AsRawFd;
     let len = 16 << 20;
-    let mut f =
-        super::files::scratch_file().context("creating a temporary file for file faults")?;
-    f.write_all(&vec![7u8; len]).context("writing the file")?;
-    // Read it back so every page is cached.
-    let mut sink = Vec::with_capacity(len);
-    std::io::Seek::rewind(&mut f)?;
-    f.read_to_end(&mut sink)?;
+    // Every page cached, each its own folio, as a program's binaries and libraries are.
+    let f = super::files::scratch_file_of_pages(len)
+        .context("creating a temporary file for file faults")?;
     rounds(spec, || {
         let room = Mapping::new(
             len + 2 * HUGE,
