@@ -179,6 +179,7 @@ pub fn needed(counts: &Counts) -> Vec<&'static str> {
             "switch" => &["switch-same-cpu", "futex-wake", "futex-wait-eagain"],
             "exit/byte" => &["exit"],
             "exit-file/byte" => &["exit-file"],
+            "exit-shared/byte" => &["exit-shared"],
             "fork/byte" => &["fork"],
             "writeback/byte" => &["writeback"],
             "page-in" => &["read-cold", "file-read"],

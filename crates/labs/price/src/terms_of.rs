@@ -287,9 +287,9 @@ pub fn event_pricing(class: &str, event: &str) -> Option<Pricing> {
             "the mappings each fork copied (each child's as it starts: a program's libraries make a hundred or more): the fork-vma term, a mapping's copy beyond its pages",
         ),
         ("bytes", "unmapped at exec") => by(
-            "exit-file/byte",
+            "exit-shared/byte",
             1.0,
-            "the pages of the address space an exec left, where the caller was its one user (a forked child's copy, its pages shared with the parent): let go at the exit-file term's per-byte cost, as a shared page is",
+            "the pages of the address space an exec left, where the caller was its one user (a forked child's copy, its pages shared with the parent): let go at the exit-shared term's per-byte cost, a forked child's exit with its parent's pages",
         ),
         ("vmas", "unmapped at exec") => by(
             "exit-vma",

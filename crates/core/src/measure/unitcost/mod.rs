@@ -22,7 +22,7 @@ use anyhow::Result;
 use super::SampleSpec;
 
 /// Every term, in the order they are measured and shown (the `term` case key's values).
-pub const TERMS: [&str; 45] = [
+pub const TERMS: [&str; 46] = [
     "fault-4k",
     "fault-thp",
     "fault-file",
@@ -60,6 +60,7 @@ pub const TERMS: [&str; 45] = [
     "exec",
     "exit",
     "exit-file",
+    "exit-shared",
     "exit-vma",
     "fork",
     "fork-vma",
@@ -113,7 +114,7 @@ pub const WRITEBACK_SIZES: [u64; 2] = [4096, 1 << 20];
 /// The smallest size a sized term is measured at: its figure there is the term's fixed part.
 pub fn base_size(term: &str) -> u64 {
     match term {
-        "exit" | "exit-file" | "fork" => procs::PAGE_SIZES[0],
+        "exit" | "exit-file" | "exit-shared" | "fork" => procs::PAGE_SIZES[0],
         "writeback" => WRITEBACK_SIZES[0],
         _ => SIZES[0],
     }
@@ -207,6 +208,7 @@ pub fn reading(term: &str) -> &'static str {
         "exec" => "exec of a one-page static program and its exit, CPU time of the child, per exec",
         "exit" => "a process's exit after it touched `size` bytes of anonymous memory, CPU time, per exit; per_byte: each byte more unmapped",
         "exit-file" => "a process's exit after it read `size` bytes of a cached file through a shared mapping (16 pages mapped a fault; the file cached a page a folio, as binaries and libraries are), CPU time, per exit; per_byte: each byte more unmapped",
+        "exit-shared" => "a forked child's exit at once, its parent having `size` bytes of anonymous memory touched, CPU time, per exit; per_byte: each byte more of pages shared since the fork unmapped (let go, not freed), as a forked child's execve tears down its copy",
         "fork-vma" => "a fork's copy of one mapping (its VMA, anon_vma links), beyond its pages: a parent with 1024 touched pages in a mapping a page beside one mapping of them, per mapping",
         "exit-vma" => "an exit's teardown of one mapping, beyond its pages: a child with 1024 touched pages in a mapping a page beside one mapping of them, per mapping",
         "fork" => "fork by a parent with `size` bytes touched (page tables copied, pages made copy-on-write), the parent's CPU time, per fork; the measuring process's own pages and mappings, which every fork it makes copies too, taken out at the per-byte and fork-vma rates (what a fork copied, by the child's resident pages and /proc/self/maps)",
@@ -310,6 +312,7 @@ fn measure_term(term: &str, spec: &SampleSpec, dir: &Path) -> Result<Vec<TermFig
         "exec" => one(procs::exec(spec, dir)?),
         "exit" => by_page(procs::exit)?,
         "exit-file" => by_page(procs::exit_file)?,
+        "exit-shared" => by_page(procs::exit_shared)?,
         "fork" => fork_term(spec)?,
         "fork-vma" => one(procs::fork_vma(spec)?),
         "exit-vma" => one(procs::exit_vma(spec)?),

@@ -139,6 +139,39 @@ pub fn exit_file(spec: &SampleSpec, bytes: usize) -> Result<Vec<f64>> {
     )
 }
 
+/// CPU ns of a forked child's exit right after the fork, its parent having `bytes` of
+/// anonymous memory touched: the child unmaps pages it shares with its parent since the fork
+/// (their references dropped, none freed), as a forked child that execs tears down its copy
+/// inside execve. The per-byte part is that unmap's cost a byte; the fixed part carries the
+/// measuring process's own copy, the same at both sizes.
+pub fn exit_shared(spec: &SampleSpec, bytes: usize) -> Result<Vec<f64>> {
+    // SAFETY: a fresh private anonymous mapping, unmapped below.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        bail!("mmap: {}", std::io::Error::last_os_error());
+    }
+    // SAFETY: p is `bytes` long, private to this process; every page written once.
+    unsafe {
+        libc::madvise(p, bytes, libc::MADV_NOHUGEPAGE);
+        for off in (0..bytes).step_by(4096) {
+            std::ptr::write_volatile(p.cast::<u8>().add(off), 1);
+        }
+    }
+    let r = exit_after(spec, bytes, Mapped::Nothing);
+    // SAFETY: unmapping the mapping made above, which nothing else refers to.
+    unsafe { libc::munmap(p, bytes) };
+    r
+}
+
 /// The mappings of one page each the VMA terms add (every other one read-only after its
 /// page is touched, so that neighbours never merge back into one).
 pub const VMAS: usize = 1024;
@@ -152,6 +185,8 @@ enum Mapped {
     SplitAnon,
     /// A cached file through a shared mapping, read.
     File(i32),
+    /// Nothing of its own: the child exits with what the fork gave it.
+    Nothing,
 }
 
 /// Make every other page of the `pages` at `p` read-only: `pages` mappings where there was
@@ -207,6 +242,10 @@ fn exit_after(spec: &SampleSpec, bytes: usize, what: Mapped) -> Result<Vec<f64>>
         if pid == 0 {
             // SAFETY: as above; in the child, anything failing ends it with status 1.
             unsafe {
+                if what == Mapped::Nothing {
+                    std::ptr::write_volatile(word.0, thread_cpu_ns());
+                    libc::_exit(0);
+                }
                 let p = match what {
                     Mapped::Anon | Mapped::SplitAnon => {
                         let p = libc::mmap(
@@ -244,6 +283,7 @@ fn exit_after(spec: &SampleSpec, bytes: usize, what: Mapped) -> Result<Vec<f64>>
                             0,
                         )
                     }
+                    Mapped::Nothing => libc::_exit(0),
                 };
                 if p == libc::MAP_FAILED {
                     libc::_exit(1);
