@@ -639,7 +639,8 @@ fn a_faults_tlb_shootdowns_are_counted_on_its_line() {
 /// priced at the fork term's per-byte part and placed with the spawns on the clone line; its
 /// mappings are counted at the fork and at each child's exit (where BTF has map_count), and
 /// a forked child's exec tears its copy down on the execve line; a vfork (the parent's
-/// address space shared) copies none and its child's exec tears none down.
+/// address space shared) copies none and its child's exec tears none down; an exec that
+/// fails tears none down either.
 #[test]
 fn a_forks_copied_pages_are_counted_and_priced_on_its_line() {
     let name = "a_forks_copied_pages_are_counted_and_priced_on_its_line";
@@ -712,5 +713,20 @@ fn a_forks_copied_pages_are_counted_and_priced_on_its_line() {
         get("vmas", "unmapped at exec") < 50.0 * 10.0,
         "{} vmas unmapped by the execs of vfork children",
         get("vmas", "unmapped at exec")
+    );
+    // 20 execs that fail (ENOENT) from a process of 32 MiB tear nothing down: sys_exit takes
+    // back what sys_enter counted, leaving the program's own start.
+    let doc = price(&db, &["--", exe, "failexec", "20"]);
+    let r = rows(&doc);
+    let count = |c: &str, e: &str| {
+        r.get(&(c.into(), e.into(), "count".into()))
+            .copied()
+            .unwrap_or(0.0)
+    };
+    assert_eq!(count("syscall", "execve:failed"), 20.0, "{r:?}");
+    let torn = count("bytes", "unmapped at exec");
+    assert!(
+        torn < 5.0 * 32.0 * 1048576.0,
+        "{torn} bytes unmapped by 20 failed execs of a 32 MiB process and the program's start"
     );
 }

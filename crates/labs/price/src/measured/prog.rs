@@ -412,7 +412,7 @@ pub fn sys_enter(m: &Maps, t: &Target) -> Asm {
     }
     a.stx_w(FP, FP_NR, R1);
     if let Some(r) = t.rss {
-        exit::exec_old_mm(&mut a, m, r);
+        exit::exec_old_mm(&mut a, m, r, false);
         a.ldx_w(R1, FP, FP_NR).note("r1 = the call's slot again");
     }
     slot(&mut a, m, R1, "out");
@@ -504,6 +504,22 @@ fn exec_failed(a: &mut Asm, m: &Maps) {
     a.label("exec_done");
 }
 
+/// In either mode, at a syscall's exit (r6 = the context, r9 = this CPU's state): an execve
+/// of the tracked task that failed takes back the old address space sys_enter counted for it
+/// (r0-r5 clobbered).
+fn exec_failed_old_mm(a: &mut Asm, m: &Maps, r: exit::RssAt) {
+    a.ldx_w(R1, R9, ST_NR);
+    a.jne_imm(R1, NR_EXECVE, "exec_undo_done");
+    a.ldx_dw(R1, R6, 8)
+        .note("r1 = args[1], what execve returned");
+    a.rsh_imm(R1, 63).note("its sign bit: an error");
+    a.jeq_imm(R1, 0, "exec_undo_done");
+    unless_tracked(a, "exec_undo_done");
+    a.mov_imm(R1, NR_EXECVE);
+    exit::exec_old_mm(a, m, r, true);
+    a.label("exec_undo_done");
+}
+
 /// With r1 = the syscall's slot: an openat whose flags hold O_CREAT goes to `OPEN_CREATE`
 /// (r0, r2-r5 clobbered; r1 stays the slot). Flags that cannot be read leave it openat's.
 fn open_create(a: &mut Asm) {
@@ -545,6 +561,9 @@ pub fn sys_exit(m: &Maps, t: &Target) -> Asm {
     a.mov(R6, Reg(1));
     state(&mut a, m);
     dirent_bytes(&mut a, m);
+    if let Some(r) = t.rss {
+        exec_failed_old_mm(&mut a, m, r);
+    }
     if !t.sampled() {
         exec_failed(&mut a, m);
     }

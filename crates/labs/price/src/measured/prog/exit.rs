@@ -97,6 +97,7 @@ pub fn task_exit(m: &Maps, rss: Option<RssAt>) -> Asm {
             r,
             [EXIT_FILE_PAGES, EXIT_ANON_PAGES, EXIT_VMAS],
             "out",
+            false,
         );
     }
     epilogue(&mut a);
@@ -124,15 +125,17 @@ pub fn fork_pages(a: &mut Asm, m: &Maps, r: RssAt) {
     a.ldx_dw(R2, FP, FP_PARENT_MM);
     a.jeq(R1, R2, "out")
         .note("the parent's own (a thread, a vfork): nothing copied");
-    mm_counts(a, m, r, [FORK_PAGES, FORK_PAGES, FORK_VMAS], "out");
+    mm_counts(a, m, r, [FORK_PAGES, FORK_PAGES, FORK_VMAS], "out", false);
 }
 
 /// In sys_enter, with r1 = the call's slot (clobbered, as r0-r5): an execve of a task that
 /// is its address space's one user (a forked child, not a vfork's child borrowing its
 /// parent's, not a thread) adds that address space's pages and mappings to `EXEC_PAGES` and
-/// `EXEC_VMAS`: the exec tears it down, inside the call. A failed exec is counted all the
-/// same (it tore nothing down); without `users` in BTF nothing is counted.
-pub fn exec_old_mm(a: &mut Asm, m: &Maps, r: RssAt) {
+/// `EXEC_VMAS`: the exec tears it down, inside the call. With `undo`, in sys_exit of an
+/// execve that failed, the same reading is taken back: a failed exec (a shell's PATH search,
+/// ENOENT before the point of no return) tore nothing down and still has the address space
+/// it counted. Without `users` in BTF nothing is counted.
+pub fn exec_old_mm(a: &mut Asm, m: &Maps, r: RssAt, undo: bool) {
     let Some(users) = r.users else {
         return;
     };
@@ -150,14 +153,14 @@ pub fn exec_old_mm(a: &mut Asm, m: &Maps, r: RssAt) {
     a.ldx_dw(R1, FP, FP_PAGES);
     a.jne_imm(R1, 1, done)
         .note("shared (a vfork's parent, threads): the exec leaves it be");
-    mm_counts(a, m, r, [EXEC_PAGES, EXEC_PAGES, EXEC_VMAS], done);
+    mm_counts(a, m, r, [EXEC_PAGES, EXEC_PAGES, EXEC_VMAS], done, undo);
     a.label(done);
 }
 
 /// With FP_MM holding an mm_struct's address: add its file and anonymous resident pages and,
 /// where BTF has it, its mappings (`map_count`) to the slots `into` names, in that order (the
-/// pages may share one). A read that fails jumps to `fail`.
-fn mm_counts(a: &mut Asm, m: &Maps, r: RssAt, into: [u32; 3], fail: &str) {
+/// pages may share one), or with `take` take them off. A read that fails jumps to `fail`.
+fn mm_counts(a: &mut Asm, m: &Maps, r: RssAt, into: [u32; 3], fail: &str, take: bool) {
     let fields = [
         (r.rss_stat + MM_FILEPAGES * r.stride + r.count, 8, into[0]),
         (r.rss_stat + MM_ANONPAGES * r.stride + r.count, 8, into[1]),
@@ -171,7 +174,13 @@ fn mm_counts(a: &mut Asm, m: &Maps, r: RssAt, into: [u32; 3], fail: &str) {
         let skip = a.fresh("none");
         a.jslt_imm(R2, 1, &skip)
             .note("none, or an approximate counter a little below zero");
-        a.ldx_dw(R1, R0, 0).add(R1, R2).stx_dw(R0, 0, R1);
+        a.ldx_dw(R1, R0, 0);
+        if take {
+            a.sub(R1, R2);
+        } else {
+            a.add(R1, R2);
+        }
+        a.stx_dw(R0, 0, R1);
         a.label(&skip);
     }
 }
