@@ -288,6 +288,28 @@ fn minor_faults_are_told_apart_by_kind() {
     assert!(anon >= n, "anonymous {anon}");
     assert!(cow >= n, "copies on write {cow}");
     assert!(file >= n / 16.0 && file < n, "file {file}");
+    // The pages those faults mapped: the file's n, and the libraries' besides (a few hundred
+    // at most for this small program), on a line of their own at the term's per-page part.
+    let pages = r
+        .get(&(
+            "pages".into(),
+            "mapped by file faults".into(),
+            "count".into(),
+        ))
+        .copied()
+        .unwrap_or(0.0);
+    assert!(
+        pages >= n && pages < n + 2000.0,
+        "pages mapped by file faults {pages}"
+    );
+    assert!(
+        r.contains_key(&(
+            "pages".into(),
+            "mapped by file faults".into(),
+            "priced".into()
+        )),
+        "the pages unpriced: {r:?}"
+    );
     // Each kind at its own term (fault-4k, fault-file, fault-cow): three unit costs.
     let unit = |e: &str| {
         doc["results"]

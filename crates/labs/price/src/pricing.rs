@@ -150,6 +150,13 @@ pub fn derive(units: &mut Units) {
         let d = call.minus(&[&entry.scaled(per_call)]);
         units.insert("getdents64-call".into(), d);
     }
+    // A file fault's own part: the term's fault maps FAULT_AROUND pages, each at its per-page
+    // part; the pages a program's faults mapped are priced on a line of their own.
+    if let (Some(fault), Some(page)) = (units.get("fault-file"), units.get("fault-file/page")) {
+        let pages = costlab_core::measure::unitcost::FAULT_AROUND as f64;
+        let d = fault.minus(&[&page.scaled(pages)]);
+        units.insert("fault-file-call".into(), d);
+    }
     // A page read in: a cold read's CPU per page less what a cached read of it costs (a
     // 64 KiB pread's fixed part over its 16 pages, and 4096 bytes), which the read calls and
     // the bytes read price already.
@@ -180,6 +187,7 @@ pub fn needed(counts: &Counts) -> Vec<&'static str> {
             "exit/byte" => &["exit"],
             "exit-file/byte" => &["exit-file"],
             "exit-shared/byte" => &["exit-shared"],
+            "fault-file/page" | "fault-file-call" => &["fault-file"],
             "fork/byte" => &["fork"],
             "writeback/byte" => &["writeback"],
             "page-in" => &["read-cold", "file-read"],
@@ -289,6 +297,12 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
     let ticks = counts.measured.as_ref().map_or(0, |s| {
         timer_parts(s, counts.samples.as_ref().map_or(0, |x| x.total)).ticks
     });
+    // Where the split counted the pages file faults mapped, a fault is priced at its own
+    // part and the pages on a line of their own.
+    let file_pages_counted = counts
+        .events
+        .contains_key(&("pages".to_string(), "mapped by file faults".to_string()))
+        && units.contains_key("fault-file-call");
     let mut events = counts.events.clone();
     if ticks > 0 {
         events
@@ -300,7 +314,14 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
             rows.push(uring_submissions(counts, n, units));
             continue;
         }
-        let p = event_pricing(class, event);
+        let p = match (class.as_str(), event.as_str()) {
+            ("fault", "minor:file") if file_pages_counted => Some(Pricing {
+                unit: "fault-file-call",
+                factor: 1.0,
+                how: "a file fault's own part: the fault-file term less the 16 pages its fault maps at the term's per-page part; the pages this program's faults mapped are priced on pages mapped by file faults",
+            }),
+            _ => event_pricing(class, event),
+        };
         rows.push(Priced {
             class: class.clone(),
             event: event.clone(),

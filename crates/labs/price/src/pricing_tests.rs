@@ -45,6 +45,43 @@ fn getdents64_is_priced_by_call_and_entries_where_the_entries_were_counted() {
     assert!((entries - 100.0 * 100.0).abs() < 1e-6, "{entries}");
 }
 
+/// With the pages file faults mapped counted, a file fault is priced at its own part (the
+/// term's 16-page fault less 16 pages) and the pages at the per-page part; without them, at
+/// the whole fault.
+#[test]
+fn file_faults_are_priced_by_fault_and_pages_where_the_pages_were_counted() {
+    let mut units: Units = [
+        ("fault-file".to_string(), unit(3000.0)),
+        ("fault-file/page".to_string(), unit(150.0)),
+    ]
+    .into();
+    derive(&mut units);
+    assert_eq!(
+        units["fault-file-call"].samples,
+        vec![3000.0 - 16.0 * 150.0]
+    );
+    let mut counts = Counts::default();
+    counts
+        .events
+        .insert(("fault".into(), "minor:file".into()), 10);
+    let by = |rows: &[Priced], c: &str, e: &str| {
+        rows.iter()
+            .find(|p| p.class == c && p.event == e)
+            .and_then(|p| p.priced())
+            .map(|s| s.median)
+    };
+    assert_eq!(
+        by(&price(&counts, &units), "fault", "minor:file"),
+        Some(30_000.0)
+    );
+    counts
+        .events
+        .insert(("pages".into(), "mapped by file faults".into()), 40);
+    let split = price(&counts, &units);
+    assert_eq!(by(&split, "fault", "minor:file"), Some(6_000.0));
+    assert_eq!(by(&split, "pages", "mapped by file faults"), Some(6_000.0));
+}
+
 /// The local timer's interrupts the split counted are priced at the tick term, as any
 /// counted event; no split, no line.
 #[test]

@@ -246,6 +246,11 @@ pub fn event_pricing(class: &str, event: &str) -> Option<Pricing> {
             1.0,
             "a page the page cache took in for a read (a cold read, its readahead included): a cold read's CPU per page less a cached read's (its bytes and calls are priced apart)",
         ),
+        ("pages", "mapped by file faults") => by(
+            "fault-file/page",
+            1.0,
+            "pages the read faults' fault-around mapped from the page cache (1 to 16 a fault): the fault-file term's per-page part (its 16-page fault less a one-page mapping's fault, over 15)",
+        ),
         ("pages", "made by writes") => by(
             "none",
             0.0,

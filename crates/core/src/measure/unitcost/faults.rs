@@ -29,8 +29,19 @@ pub(super) struct Mapping {
 
 impl Mapping {
     pub(super) fn new(len: usize, prot: i32, flags: i32, fd: i32) -> Result<Mapping> {
+        Mapping::new_at(len, prot, flags, fd, 0)
+    }
+
+    /// A mapping of `len` bytes of `fd` from `offset`.
+    pub(super) fn new_at(
+        len: usize,
+        prot: i32,
+        flags: i32,
+        fd: i32,
+        offset: i64,
+    ) -> Result<Mapping> {
         // SAFETY: a fresh mapping chosen by the kernel; nothing else refers to it.
-        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, fd, 0) };
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, fd, offset) };
         if p == libc::MAP_FAILED {
             bail!("mmap of {len} bytes: {}", std::io::Error::last_os_error());
         }
@@ -159,6 +170,41 @@ pub fn file(spec: &SampleSpec) -> Result<Vec<f64>> {
             bail!("{faults} faults mapped {len} bytes of a file (a fault-around of {FAULT_AROUND} pages would take {most}): the kernel mapped more per fault than this term prices");
         }
         Ok((ns, faults))
+    })
+}
+
+/// First touch of a mapped page-cache page in a mapping of that one page, per fault: a
+/// fault that maps one page (fault-around stops at the mapping's end), the fixed part of a
+/// file fault, which `file`'s 16-page faults less this, over 15, gives a page's part of. The
+/// file is cached a page a folio, as `file`'s; every mapping is of every other page, so that
+/// no two merge into one.
+pub fn file_single(spec: &SampleSpec) -> Result<Vec<f64>> {
+    use std::os::fd::AsRawFd;
+    const MAPS: usize = 512;
+    let f = super::files::scratch_file_of_pages(2 * MAPS * PAGE)
+        .context("creating a temporary file for one-page file faults")?;
+    rounds(spec, || {
+        let mut maps = Vec::with_capacity(MAPS);
+        for i in 0..MAPS {
+            let m = Mapping::new_at(
+                PAGE,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                (2 * i * PAGE) as i64,
+            )?;
+            maps.push(m);
+        }
+        let f0 = minflt();
+        let t0 = Instant::now();
+        let mut sum = 0u8;
+        for m in &maps {
+            // SAFETY: each mapping is one readable page of the file.
+            sum = sum.wrapping_add(unsafe { std::ptr::read_volatile(m.addr) });
+        }
+        let ns = t0.elapsed().as_nanos() as f64;
+        std::hint::black_box(sum);
+        Ok((ns, minflt() - f0))
     })
 }
 

@@ -262,7 +262,25 @@ fn measure_term(term: &str, spec: &SampleSpec, dir: &Path) -> Result<Vec<TermFig
     Ok(match t {
         "fault-4k" => one(faults::anon(spec, false)?),
         "fault-thp" => one(faults::anon(spec, true)?),
-        "fault-file" => one(faults::file(spec)?),
+        "fault-file" => {
+            // A fault of 16 pages and one of a page: a page's part between them.
+            let many = faults::file(spec)?;
+            let single = faults::file_single(spec)?;
+            let per_page = many
+                .iter()
+                .zip(single.iter().cycle())
+                .map(|(m, o)| ((m - o) / (faults::FAULT_AROUND - 1) as f64).max(0.0))
+                .collect();
+            let mut v = one(many);
+            v.push(TermFigure {
+                term: t,
+                size: None,
+                metric: "per_page",
+                samples: per_page,
+                fs: None,
+            });
+            v
+        }
         "switch-same-cpu" => one(sched::handoff(spec, true)?),
         "wake-cross-cpu" => one(sched::handoff(spec, false)?),
         "wake-ipi" => one(ipi::wake(spec, ipi::Side::Waker)?),

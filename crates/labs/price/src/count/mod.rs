@@ -152,6 +152,7 @@ impl Counting {
         let exec = split
             .as_ref()
             .map_or((0, 0), |s| (s.exec_pages, s.exec_vmas));
+        let fault_around = split.as_ref().map_or(0, |s| s.fault_file_pages);
         let (ids, by_fd, creates, dirent_bytes, exec_failed) = match (&self.syscalls, split) {
             (Some(c), _) => (c.read()?, c.read_by_fd()?, 0, 0, 0),
             (None, Some(s)) => (s.ids, s.by_fd, s.creates, s.dirent_bytes, s.exec_failed),
@@ -182,6 +183,12 @@ impl Counting {
         }
         if ipis_in_faults > 0 {
             events.insert(("ipi".into(), "in a fault".into()), ipis_in_faults);
+        }
+        if fault_around > 0 {
+            events.insert(
+                ("pages".into(), "mapped by file faults".into()),
+                fault_around,
+            );
         }
         for (event, pages) in [
             ("unmapped", exit_pages.0),

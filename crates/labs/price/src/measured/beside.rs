@@ -135,6 +135,7 @@ fn targets(p: &Priced, split: &Split) -> Vec<((String, String), f64)> {
         ("bytes", "read" | "read:pipe") => family(&READS),
         ("bytes", "written" | "written:file") => family(&WRITES),
         ("bytes", "dirents") => vec![(("syscall".into(), "getdents64".into()), 1.0)],
+        ("pages", "mapped by file faults") => vec![(("fault".into(), "minor:file".into()), 1.0)],
         // The pages an exit unmaps are its work, measured inside exit_group (or exit).
         // A process's pages are unmapped once, by its exit (exit_group, where the split puts a
         // killed thread's teardown too); only without one, by the threads' own exits.

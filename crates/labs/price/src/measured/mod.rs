@@ -214,6 +214,9 @@ pub struct Counted {
     /// Pages and mappings of the address spaces execs tore down (`prog::EXEC_PAGES`, ...).
     pub exec_pages: u64,
     pub exec_vmas: u64,
+    /// Pages the read faults' fault-around mapped from the page cache
+    /// (`prog::FAULT_FILE_PAGES`).
+    pub fault_file_pages: u64,
     /// Waits that ended on a CPU woken from a halt (`prog::HALT_IN`).
     pub halted_in: u64,
     /// The page cache as the tracked tasks used it (`prog::pages`): pages taken in inside a
@@ -256,6 +259,7 @@ impl Counted {
             prog::FORK_VMAS => self.fork_vmas = n,
             prog::EXEC_PAGES => self.exec_pages = n,
             prog::EXEC_VMAS => self.exec_vmas = n,
+            prog::FAULT_FILE_PAGES => self.fault_file_pages = n,
             _ => {}
         }
         if let Some(p) = self.pages.as_mut() {
@@ -654,13 +658,16 @@ fn attach_optional(
     // The page cache serving a fault makes it a file fault (or a private file page's
     // copy on write). Kernels before 6.9 have neither tracepoint: the faults are then
     // priced by their error code alone.
-    for tp in ["mm_filemap_fault", "mm_filemap_map_pages"] {
-        optional(
-            prog::fault_from_page_cache(m),
-            raw(tp),
-            &format!("file-backed faults ({tp})"),
-        );
-    }
+    optional(
+        prog::fault_from_page_cache(m),
+        raw("mm_filemap_fault"),
+        "file-backed faults (mm_filemap_fault)",
+    );
+    optional(
+        prog::fault_around(m),
+        raw("mm_filemap_map_pages"),
+        "file-backed faults and the pages they map (mm_filemap_map_pages)",
+    );
     for (slot, config, name) in [
         (
             prog::FAULT_MINOR,

@@ -28,7 +28,7 @@ pub mod pages;
 pub mod wake;
 
 pub use exit::{task_exit, RssAt};
-pub use faults::{fault_begin, fault_end, fault_from_page_cache};
+pub use faults::{fault_around, fault_begin, fault_end, fault_from_page_cache};
 
 use costlab_bpf::insn::BPF_ANY;
 use costlab_bpf::{Asm, Helper, Reg, FP, R0, R1, R2, R3, R4, R6, R7, R8, R9};
@@ -126,7 +126,10 @@ pub const FORK_VMAS: u32 = EXIT_VMAS + 1;
 /// one; see `exit::exec_old_mm`).
 pub const EXEC_PAGES: u32 = FORK_VMAS + 1;
 pub const EXEC_VMAS: u32 = EXEC_PAGES + 1;
-pub const SLOTS: u32 = EXEC_VMAS + 1;
+/// The pages tracked tasks' read faults mapped from the page cache by fault-around
+/// (mm_filemap_map_pages' range: up to 16 a fault, fewer at a mapping's end or a hole).
+pub const FAULT_FILE_PAGES: u32 = EXEC_VMAS + 1;
+pub const SLOTS: u32 = FAULT_FILE_PAGES + 1;
 /// The bits of x86's page-fault error code: the page was present (a protection fault), and
 /// the access was a write.
 pub const PF_PRESENT: i32 = 1;

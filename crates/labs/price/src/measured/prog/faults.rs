@@ -6,9 +6,9 @@
 use costlab_bpf::{Asm, FP, R0, R1, R2, R6, R9};
 
 use super::{
-    charge, count, epilogue, prologue, slot, Join, Maps, FAULT_COW, FAULT_FILE, FAULT_MINOR,
-    FAULT_OPEN, FAULT_OPEN_COW, FAULT_OPEN_FILE, FAULT_OPEN_WRITE, FP_DELTA, FP_NR, PF_PRESENT,
-    PF_WRITE, ST_CLASS, ST_OPEN, USER,
+    charge, count, epilogue, prologue, slot, Join, Maps, FAULT_COW, FAULT_FILE, FAULT_FILE_PAGES,
+    FAULT_MINOR, FAULT_OPEN, FAULT_OPEN_COW, FAULT_OPEN_FILE, FAULT_OPEN_WRITE, FP_DELTA, FP_NR,
+    PF_PRESENT, PF_WRITE, ST_CLASS, ST_OPEN, USER,
 };
 
 /// raw page_fault_user (address, regs, error_code): a user fault begins, its class by its
@@ -49,6 +49,36 @@ pub fn fault_from_page_cache(m: &Maps) -> Asm {
     a.ja("out");
     a.label("read");
     a.st_w(R9, ST_CLASS, FAULT_OPEN_FILE as i32);
+    a.ja("out");
+    a.label("write");
+    a.st_w(R9, ST_CLASS, FAULT_OPEN_COW as i32);
+    epilogue(&mut a);
+    a
+}
+
+/// raw mm_filemap_map_pages(mapping, index, last_index): as `fault_from_page_cache`, and a
+/// read fault's fault-around adds the pages of its range to `FAULT_FILE_PAGES` (a file
+/// fault's cost grows with the pages it maps: 1 to 16).
+pub fn fault_around(m: &Maps) -> Asm {
+    let mut a = Asm::new();
+    prologue(&mut a, m, Join::No, false);
+    a.ldx_w(R1, R9, ST_CLASS);
+    a.jeq_imm(R1, FAULT_OPEN as i32, "read");
+    a.jeq_imm(R1, FAULT_OPEN_WRITE as i32, "write");
+    a.ja("out");
+    a.label("read");
+    a.st_w(R9, ST_CLASS, FAULT_OPEN_FILE as i32);
+    a.ldx_dw(R2, R6, 16).note("r2 = last_index");
+    a.ldx_dw(R1, R6, 8).note("r1 = index");
+    a.sub(R2, R1)
+        .add_imm(R2, 1)
+        .note("r2 = the pages of the range");
+    a.jgt_imm(R2, 512, "out").note("not a fault-around's range");
+    a.stx_dw(FP, FP_DELTA, R2);
+    a.mov_imm(R1, FAULT_FILE_PAGES as i32);
+    slot(&mut a, m, R1, "out");
+    a.ldx_dw(R2, FP, FP_DELTA);
+    a.ldx_dw(R1, R0, 0).add(R1, R2).stx_dw(R0, 0, R1);
     a.ja("out");
     a.label("write");
     a.st_w(R9, ST_CLASS, FAULT_OPEN_COW as i32);
