@@ -22,6 +22,7 @@ mod source;
 pub mod terms_of;
 mod times;
 pub mod tracecost;
+mod unit;
 mod units;
 pub mod verify;
 

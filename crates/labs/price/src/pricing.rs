@@ -2,83 +2,15 @@
 //! carried into an interval on the total, and the total of the kernel's share set against the
 //! program's measured system time.
 
-use std::collections::BTreeMap;
-
 use costlab_core::measure::Summary;
 use costlab_history::report::ResultRow;
 
 use super::count::{Counts, Times};
 
-/// A unit cost: its samples (ns per event) and the figures it is read from.
-#[derive(Debug, Clone)]
-pub struct Unit {
-    pub samples: Vec<f64>,
-    /// The stored or just-measured figures it comes from (for the verdict and the "from").
-    pub rows: Vec<ResultRow>,
-    /// Where it comes from, in words: "run 2026...: cost term=fault-4k latency".
-    pub from: String,
-}
-
-impl Unit {
-    pub fn summary(&self) -> Option<Summary> {
-        Summary::of(&self.samples)
-    }
-
-    /// A unit read from one figure.
-    pub fn of_row(row: &ResultRow, run: &str) -> Unit {
-        Unit {
-            samples: row.samples.clone(),
-            rows: vec![row.clone()],
-            from: format!("run {run}: {}", row.name()),
-        }
-    }
-
-    /// `self - others`, sample by sample (the k-th sample of each, cycling a shorter one),
-    /// never below zero: a term with the calls it contains taken out.
-    pub fn minus(&self, others: &[&Unit]) -> Unit {
-        let samples = self
-            .samples
-            .iter()
-            .enumerate()
-            .map(|(i, x)| {
-                let sub: f64 = others
-                    .iter()
-                    .map(|o| o.samples[i % o.samples.len().max(1)])
-                    .sum();
-                (x - sub).max(0.0)
-            })
-            .collect();
-        let mut rows = self.rows.clone();
-        let mut from = self.from.clone();
-        for o in others {
-            rows.extend(o.rows.iter().cloned());
-            from.push_str(&format!(" minus {}", o.from));
-        }
-        Unit {
-            samples,
-            rows,
-            from,
-        }
-    }
-
-    pub fn scaled(&self, k: f64) -> Unit {
-        Unit {
-            samples: self.samples.iter().map(|x| x * k).collect(),
-            rows: self.rows.clone(),
-            from: self.from.clone(),
-        }
-    }
-}
-
-/// Unit costs by name: the `cost` terms ("fault-4k", "pipe-rw", "pipe-rw/byte" for a
-/// per-byte part), "s" (the syscall lab's getppid), "t(N)" (its io_uring NOP per op at N).
-pub type Units = BTreeMap<String, Unit>;
+pub use crate::unit::{Unit, Units};
 
 /// Terms the syscall lab measures (its `call`s at batch 1, 16 B) that price calls here.
 pub const SYSCALL_TERMS: [&str; 4] = ["read-devzero", "write-devnull", "tcp-send", "tcp-recv"];
-
-/// The read/write family's names.
-pub(crate) const WRITES: [&str; 5] = ["write", "pwrite64", "writev", "pwritev", "pwritev2"];
 
 /// A syscall's name without the kind of fd its calls went to (`read:dev` is a `read`).
 pub fn base_name(name: &str) -> &str {
@@ -86,7 +18,7 @@ pub fn base_name(name: &str) -> &str {
 }
 
 pub use crate::terms_of::{
-    event_pricing, syscall_pricing, timer_parts, Pricing, LIGHT, LIGHT_HOW, READS,
+    event_pricing, syscall_pricing, timer_parts, Pricing, LIGHT, LIGHT_HOW, READS, WRITES,
 };
 
 /// A light call's pricing beside a split, which finds its entry and exit inside user time.
@@ -580,7 +512,7 @@ fn uring_submissions(counts: &Counts, n: u64, units: &Units) -> Priced {
 }
 
 /// (calls on character devices, all calls) of a read or write family.
-pub(crate) fn family_calls(counts: &Counts, family: &[&str]) -> (u64, u64) {
+fn family_calls(counts: &Counts, family: &[&str]) -> (u64, u64) {
     counts
         .syscalls
         .iter()

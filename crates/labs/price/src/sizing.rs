@@ -10,8 +10,8 @@
 use costlab_core::measure::unitcost::RW_SIZES;
 
 use crate::count::Counts;
-use crate::pricing::{family_calls, Unit, Units, WRITES};
-use crate::terms_of::READS;
+use crate::terms_of::{READS, WRITES};
+use crate::unit::{Unit, Units};
 
 /// The name of a sized term's figure at `size` other than its smallest ("file-read[4096]").
 pub fn at_size(term: &str, size: u64) -> String {
@@ -22,17 +22,20 @@ pub fn at_size(term: &str, size: u64) -> String {
 /// segment the program's mean size falls in, where the term was measured at every size of
 /// `RW_SIZES`; a term measured at two sizes only stays the line through them.
 pub fn at_program_sizes(counts: &Counts, units: &Units) -> Units {
-    let mean = |bytes: u64, family: &[&str]| {
-        let (_, calls) = family_calls(counts, family);
-        (calls > 0).then(|| bytes as f64 / calls as f64)
+    // The calls of a family, whatever kind of fd each went to (`read:file` is a read).
+    let calls = |family: &[&str]| -> u64 {
+        counts
+            .syscalls
+            .iter()
+            .filter(|(n, _)| family.contains(&n.split(':').next().unwrap_or(n)))
+            .map(|(_, c)| *c)
+            .sum()
     };
-    let read = mean(counts.rchar, &READS);
-    let write = mean(counts.wchar, &WRITES);
-    let both = {
-        let (_, r) = family_calls(counts, &READS);
-        let (_, w) = family_calls(counts, &WRITES);
-        (r + w > 0).then(|| (counts.rchar + counts.wchar) as f64 / (r + w) as f64)
-    };
+    let (reads, writes) = (calls(&READS), calls(&WRITES));
+    let mean = |bytes: u64, calls: u64| (calls > 0).then(|| bytes as f64 / calls as f64);
+    let read = mean(counts.rchar, reads);
+    let write = mean(counts.wchar, writes);
+    let both = mean(counts.rchar + counts.wchar, reads + writes);
     let mut out = units.clone();
     for (term, mean, what) in [
         ("file-read", read, "read"),

@@ -5,6 +5,9 @@
 /// The read family's syscalls.
 pub const READS: [&str; 5] = ["read", "pread64", "readv", "preadv", "preadv2"];
 
+/// The write family's syscalls.
+pub const WRITES: [&str; 5] = ["write", "pwrite64", "writev", "pwritev", "pwritev2"];
+
 /// How one counted event is priced: the unit's name, a factor, and a word on it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pricing {

@@ -145,31 +145,27 @@ pub fn exit_file(spec: &SampleSpec, bytes: usize) -> Result<Vec<f64>> {
 /// inside execve. The per-byte part is that unmap's cost a byte; the fixed part carries the
 /// measuring process's own copy, the same at both sizes.
 pub fn exit_shared(spec: &SampleSpec, bytes: usize) -> Result<Vec<f64>> {
-    // SAFETY: a fresh private anonymous mapping, unmapped below.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            bytes,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        bail!("mmap: {}", std::io::Error::last_os_error());
-    }
-    // SAFETY: p is `bytes` long, private to this process; every page written once.
+    let _mem = touched_anon(bytes)?;
+    exit_after(spec, bytes, Mapped::Nothing)
+}
+
+/// A fresh private anonymous mapping of `bytes` in 4 KiB pages (no THP), each page written
+/// once; unmapped when dropped.
+fn touched_anon(bytes: usize) -> Result<super::faults::Mapping> {
+    let m = super::faults::Mapping::new(
+        bytes,
+        libc::PROT_READ | libc::PROT_WRITE,
+        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+        -1,
+    )?;
+    // SAFETY: advice and writes inside the mapping just made, which this owns.
     unsafe {
-        libc::madvise(p, bytes, libc::MADV_NOHUGEPAGE);
+        libc::madvise(m.addr.cast(), bytes, libc::MADV_NOHUGEPAGE);
         for off in (0..bytes).step_by(4096) {
-            std::ptr::write_volatile(p.cast::<u8>().add(off), 1);
+            std::ptr::write_volatile(m.addr.add(off), 1);
         }
     }
-    let r = exit_after(spec, bytes, Mapped::Nothing);
-    // SAFETY: unmapping the mapping made above, which nothing else refers to.
-    unsafe { libc::munmap(p, bytes) };
-    r
+    Ok(m)
 }
 
 /// The mappings of one page each the VMA terms add (every other one read-only after its
@@ -334,31 +330,10 @@ pub struct Forks {
 
 /// As `fork`; with `split`, the `bytes` are a mapping a page (`split_pages`).
 fn fork_with(spec: &SampleSpec, bytes: usize, split: bool) -> Result<Forks> {
-    // SAFETY: a fresh private anonymous mapping, unmapped below.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            bytes,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        bail!("mmap: {}", std::io::Error::last_os_error());
-    }
-    // SAFETY: advice and writes inside the mapping just made.
-    unsafe {
-        libc::madvise(p, bytes, libc::MADV_NOHUGEPAGE);
-        for off in (0..bytes).step_by(4096) {
-            std::ptr::write_volatile(p.cast::<u8>().add(off), 1);
-        }
-        if split && !split_pages(p, bytes / 4096) {
-            let e = std::io::Error::last_os_error();
-            libc::munmap(p, bytes);
-            bail!("mprotect: {e}");
-        }
+    let mem = touched_anon(bytes)?;
+    // SAFETY: mem is a private mapping of `bytes` this process owns.
+    if split && !unsafe { split_pages(mem.addr.cast(), bytes / 4096) } {
+        bail!("mprotect: {}", std::io::Error::last_os_error());
     }
     let word = SharedWord::new()?;
     let (mut copied, mut vmas, mut forks) = (0.0, 0.0, 0.0);
@@ -388,8 +363,7 @@ fn fork_with(spec: &SampleSpec, bytes: usize, split: bool) -> Result<Forks> {
         forks += 1.0;
         Ok((ns, 1.0))
     });
-    // SAFETY: unmapping the mapping made above.
-    unsafe { libc::munmap(p, bytes) };
+    drop(mem);
     let forks = f64::max(forks, 1.0);
     Ok(Forks {
         ns: out?,

@@ -11,10 +11,9 @@ use costlab_history::report::{table, Outcome, ResultRow};
 
 use super::{Line, Split};
 use crate::pricing::Priced;
+use crate::terms_of::{READS, WRITES};
 use crate::LAB;
 
-const READS: [&str; 5] = ["read", "pread64", "readv", "preadv", "preadv2"];
-const WRITES: [&str; 5] = ["write", "pwrite64", "writev", "pwritev", "pwritev2"];
 const SPAWNS: [&str; 4] = ["clone", "clone3", "fork", "vfork"];
 
 /// One measured line with its price.

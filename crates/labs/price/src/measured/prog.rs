@@ -484,13 +484,7 @@ fn dirent_bytes(a: &mut Asm, m: &Maps) {
 /// execve of the tracked task that failed (args[1] below 0) leaves execve's count for
 /// `EXEC_FAILED`'s, and its time is charged there (the class becomes that slot).
 fn exec_failed(a: &mut Asm, m: &Maps) {
-    a.ldx_w(R1, R9, ST_NR);
-    a.jne_imm(R1, NR_EXECVE, "exec_done");
-    a.ldx_dw(R1, R6, 8)
-        .note("r1 = args[1], what execve returned");
-    a.rsh_imm(R1, 63).note("its sign bit: an error");
-    a.jeq_imm(R1, 0, "exec_done");
-    unless_tracked(a, "exec_done");
+    unless_failed_exec(a, "exec_done");
     a.ldx_w(R1, R9, ST_CLASS);
     a.jne_imm(R1, NR_EXECVE, "exec_done")
         .note("its time is not open on execve's slot");
@@ -507,20 +501,16 @@ fn exec_failed(a: &mut Asm, m: &Maps) {
     a.label("exec_done");
 }
 
-/// In either mode, at a syscall's exit (r6 = the context, r9 = this CPU's state): an execve
-/// of the tracked task that failed takes back the old address space sys_enter counted for it
-/// (r0-r5 clobbered).
-fn exec_failed_old_mm(a: &mut Asm, m: &Maps, r: exit::RssAt) {
+/// At a syscall's exit (r6 = the context, r9 = this CPU's state): on to `skip` unless the
+/// call is an execve of the tracked task that failed (r1 clobbered).
+fn unless_failed_exec(a: &mut Asm, skip: &str) {
     a.ldx_w(R1, R9, ST_NR);
-    a.jne_imm(R1, NR_EXECVE, "exec_undo_done");
+    a.jne_imm(R1, NR_EXECVE, skip);
     a.ldx_dw(R1, R6, 8)
         .note("r1 = args[1], what execve returned");
     a.rsh_imm(R1, 63).note("its sign bit: an error");
-    a.jeq_imm(R1, 0, "exec_undo_done");
-    unless_tracked(a, "exec_undo_done");
-    a.mov_imm(R1, NR_EXECVE);
-    exit::exec_old_mm(a, m, r, true);
-    a.label("exec_undo_done");
+    a.jeq_imm(R1, 0, skip);
+    unless_tracked(a, skip);
 }
 
 /// With r1 = the syscall's slot: an openat whose flags hold O_CREAT goes to `OPEN_CREATE`
@@ -565,7 +555,7 @@ pub fn sys_exit(m: &Maps, t: &Target) -> Asm {
     state(&mut a, m);
     dirent_bytes(&mut a, m);
     if let Some(r) = t.rss {
-        exec_failed_old_mm(&mut a, m, r);
+        exit::exec_failed_old_mm(&mut a, m, r);
     }
     if !t.sampled() {
         exec_failed(&mut a, m);

@@ -7,8 +7,9 @@
 use costlab_bpf::{Asm, Helper, FP, R0, R1, R2, R3, R6, R9};
 
 use super::{
-    charge, epilogue, prologue, slot, Join, Maps, EXEC_PAGES, EXEC_VMAS, EXIT_ANON_PAGES,
-    EXIT_FILE_PAGES, EXIT_VMAS, FORK_PAGES, FORK_VMAS, NR_EXECVE, ST_CLASS, ST_SKIP, USER,
+    charge, epilogue, prologue, slot, unless_failed_exec, Join, Maps, EXEC_PAGES, EXEC_VMAS,
+    EXIT_ANON_PAGES, EXIT_FILE_PAGES, EXIT_VMAS, FORK_PAGES, FORK_VMAS, NR_EXECVE, ST_CLASS,
+    ST_SKIP, USER,
 };
 
 /// Where the exiting task's resident pages are, from the kernel's BTF: `task_struct.mm`,
@@ -155,6 +156,16 @@ pub fn exec_old_mm(a: &mut Asm, m: &Maps, r: RssAt, undo: bool) {
         .note("shared (a vfork's parent, threads): the exec leaves it be");
     mm_counts(a, m, r, [EXEC_PAGES, EXEC_PAGES, EXEC_VMAS], done, undo);
     a.label(done);
+}
+
+/// In either mode, at a syscall's exit (r6 = the context, r9 = this CPU's state): an execve
+/// of the tracked task that failed takes back the old address space sys_enter counted for it
+/// (r0-r5 clobbered).
+pub fn exec_failed_old_mm(a: &mut Asm, m: &Maps, r: RssAt) {
+    unless_failed_exec(a, "exec_undo_done");
+    a.mov_imm(R1, NR_EXECVE);
+    exec_old_mm(a, m, r, true);
+    a.label("exec_undo_done");
 }
 
 /// With FP_MM holding an mm_struct's address: add its file and anonymous resident pages and,

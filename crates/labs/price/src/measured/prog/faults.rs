@@ -37,29 +37,21 @@ pub fn fault_begin(m: &Maps) -> Asm {
     a
 }
 
-/// raw mm_filemap_fault or mm_filemap_map_pages: the page cache serves the tracked task's
-/// open user fault, which becomes a file fault (a read) or a copy on write (a write: a
-/// private file page copied). Anything else (a fault inside a syscall, readahead) is left.
+/// raw mm_filemap_fault: the page cache serves the tracked task's open user fault, which
+/// becomes a file fault (a read) or a copy on write (a write: a private file page copied).
+/// Anything else (a fault inside a syscall, readahead) is left.
 pub fn fault_from_page_cache(m: &Maps) -> Asm {
-    let mut a = Asm::new();
-    prologue(&mut a, m, Join::No, false);
-    a.ldx_w(R1, R9, ST_CLASS);
-    a.jeq_imm(R1, FAULT_OPEN as i32, "read");
-    a.jeq_imm(R1, FAULT_OPEN_WRITE as i32, "write");
-    a.ja("out");
-    a.label("read");
-    a.st_w(R9, ST_CLASS, FAULT_OPEN_FILE as i32);
-    a.ja("out");
-    a.label("write");
-    a.st_w(R9, ST_CLASS, FAULT_OPEN_COW as i32);
-    epilogue(&mut a);
-    a
+    page_cache_fault(m, false)
 }
 
 /// raw mm_filemap_map_pages(mapping, index, last_index): as `fault_from_page_cache`, and a
 /// read fault's fault-around adds the pages of its range to `FAULT_FILE_PAGES` (a file
 /// fault's cost grows with the pages it maps: 1 to 16).
 pub fn fault_around(m: &Maps) -> Asm {
+    page_cache_fault(m, true)
+}
+
+fn page_cache_fault(m: &Maps, count_pages: bool) -> Asm {
     let mut a = Asm::new();
     prologue(&mut a, m, Join::No, false);
     a.ldx_w(R1, R9, ST_CLASS);
@@ -68,17 +60,19 @@ pub fn fault_around(m: &Maps) -> Asm {
     a.ja("out");
     a.label("read");
     a.st_w(R9, ST_CLASS, FAULT_OPEN_FILE as i32);
-    a.ldx_dw(R2, R6, 16).note("r2 = last_index");
-    a.ldx_dw(R1, R6, 8).note("r1 = index");
-    a.sub(R2, R1)
-        .add_imm(R2, 1)
-        .note("r2 = the pages of the range");
-    a.jgt_imm(R2, 512, "out").note("not a fault-around's range");
-    a.stx_dw(FP, FP_DELTA, R2);
-    a.mov_imm(R1, FAULT_FILE_PAGES as i32);
-    slot(&mut a, m, R1, "out");
-    a.ldx_dw(R2, FP, FP_DELTA);
-    a.ldx_dw(R1, R0, 0).add(R1, R2).stx_dw(R0, 0, R1);
+    if count_pages {
+        a.ldx_dw(R2, R6, 16).note("r2 = last_index");
+        a.ldx_dw(R1, R6, 8).note("r1 = index");
+        a.sub(R2, R1)
+            .add_imm(R2, 1)
+            .note("r2 = the pages of the range");
+        a.jgt_imm(R2, 512, "out").note("not a fault-around's range");
+        a.stx_dw(FP, FP_DELTA, R2);
+        a.mov_imm(R1, FAULT_FILE_PAGES as i32);
+        slot(&mut a, m, R1, "out");
+        a.ldx_dw(R2, FP, FP_DELTA);
+        a.ldx_dw(R1, R0, 0).add(R1, R2).stx_dw(R0, 0, R1);
+    }
     a.ja("out");
     a.label("write");
     a.st_w(R9, ST_CLASS, FAULT_OPEN_COW as i32);
