@@ -72,17 +72,8 @@ fn natural_key(name: &str) -> (String, u64) {
     (head.to_string(), tail.parse().unwrap_or(0))
 }
 
-/// A sysfs size ("32K", "1024K", "32768K", "2M") in bytes.
-pub fn parse_sysfs_size(text: &str) -> Option<u64> {
-    let t = text.trim();
-    let (num, mult) = match t.chars().last()? {
-        'K' | 'k' => (&t[..t.len() - 1], 1u64 << 10),
-        'M' | 'm' => (&t[..t.len() - 1], 1 << 20),
-        'G' | 'g' => (&t[..t.len() - 1], 1 << 30),
-        _ => (t, 1),
-    };
-    num.trim().parse::<u64>().ok()?.checked_mul(mult)
-}
+/// A sysfs size in bytes (measure reads cache sizes too, so it lives there).
+pub use crate::measure::cpus::parse_sysfs_size;
 
 /// The value of `key` in a "Key:   value kB" file (meminfo, status), in bytes when it ends in kB.
 pub fn kv_bytes(text: &str, key: &str) -> Option<u64> {

@@ -1,6 +1,19 @@
-//! Which CPUs we may run on, pinning, and the `--threads` / `--cpus` checks every lab shares.
+//! Which CPUs we may run on, pinning, and the `--threads` / `--cpus` checks every lab shares;
+//! the sysfs formats they are read in (a CPU list, a cache's size).
 
 use crate::error::usage;
+
+/// A sysfs size ("32K", "1024K", "32768K", "2M") in bytes.
+pub fn parse_sysfs_size(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let (num, mult) = match t.chars().last()? {
+        'K' | 'k' => (&t[..t.len() - 1], 1u64 << 10),
+        'M' | 'm' => (&t[..t.len() - 1], 1 << 20),
+        'G' | 'g' => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    num.trim().parse::<u64>().ok()?.checked_mul(mult)
+}
 
 /// Parse a kernel CPU list ("0-3,8,10-11"), as in sysfs and `--cpus`, sorted. A CPU given twice
 /// (`0-3,2`) is refused, naming it: every list option keeps that rule.

@@ -88,27 +88,10 @@ pub fn read_span() -> u64 {
         .flatten()
         .flatten()
         .filter_map(|e| std::fs::read_to_string(e.path().join("size")).ok())
-        .filter_map(|s| cache_bytes(&s))
+        .filter_map(|s| crate::measure::cpus::parse_sysfs_size(&s))
         .max()
         .unwrap_or(0);
     (4 * largest).clamp(64 << 20, 512 << 20)
-}
-
-/// A sysfs cache size ("32768K", "1M", "512") in bytes.
-fn cache_bytes(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let (digits, unit) = match s.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
-        Some((i, _)) => s.split_at(i),
-        None => (s, ""),
-    };
-    let n: u64 = digits.parse().ok()?;
-    match unit {
-        "" => Some(n),
-        "K" => Some(n << 10),
-        "M" => Some(n << 20),
-        "G" => Some(n << 30),
-        _ => None,
-    }
 }
 
 /// A pread of `size` bytes of a cached file, each call at the next page-aligned offset of a
@@ -195,11 +178,7 @@ pub fn stat(spec: &SampleSpec) -> Result<Vec<f64>> {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn a_sysfs_cache_size_is_read_in_bytes() {
-        assert_eq!(super::cache_bytes("32768K\n"), Some(32 << 20));
-        assert_eq!(super::cache_bytes("1M"), Some(1 << 20));
-        assert_eq!(super::cache_bytes("512"), Some(512));
-        assert_eq!(super::cache_bytes("x"), None);
+    fn the_read_span_is_at_least_64_mib() {
         assert!(super::read_span() >= 64 << 20);
     }
 }

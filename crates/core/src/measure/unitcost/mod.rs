@@ -161,9 +161,7 @@ impl TermFigure {
 /// exit).
 pub fn revision(term: &str) -> Option<u64> {
     match term {
-        "fork" => Some(2),
-        "file-read" | "file-write" | "pipe-rw" => Some(2),
-        "fault-file" | "exit-file" => Some(2),
+        "fork" | "file-read" | "file-write" | "pipe-rw" | "fault-file" | "exit-file" => Some(2),
         _ => None,
     }
 }
