@@ -140,6 +140,36 @@ fn a_real_program_is_split_adds_up_and_keeps_its_split_through_a_counts_file() {
     );
 }
 
+/// A light call (getppid) beside a split is priced by its entry and exit, on the line inside
+/// user time: its own line is never listed as a call with no term, however heavy it is.
+#[test]
+fn a_light_call_is_not_listed_as_a_call_with_no_term() {
+    let name = "a_light_call_is_not_listed_as_a_call_with_no_term";
+    let Some((dir, exe)) = events_or_skip(name) else {
+        return;
+    };
+    let db = dir.path().join("h.db");
+    let _one = crate::common::serial();
+    let doc = price(&db, &["--", exe.to_str().unwrap(), "getppid", "200000"]);
+    let r = rows(&doc);
+    assert_eq!(count_of(&r, "syscall", "getppid"), 200000.0);
+    let verdict: Vec<String> = doc["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["lab"] == "price")
+        .flat_map(|m| m["verdict"].as_array().cloned().unwrap_or_default())
+        .filter_map(|v| v.as_str().map(String::from))
+        .collect();
+    assert!(!verdict.is_empty(), "the price model has no verdict");
+    for v in &verdict {
+        assert!(
+            !(v.starts_with("no term:") && v.contains("getppid")),
+            "a light call listed as having no term: {v}"
+        );
+    }
+}
+
 /// tests/fixtures/price/edges.c built into a fresh folder: the folder and the program; None
 /// (the test skipped, and said so) where the split cannot run or without a C compiler.
 fn edges(name: &str) -> Option<(tempfile::TempDir, std::path::PathBuf)> {

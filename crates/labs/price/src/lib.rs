@@ -194,26 +194,29 @@ fn split_lines(
     let no_term: Vec<&measured::beside::Beside> = lines
         .iter()
         .filter(|b| {
-            // Priced by its waits' switches alone, a call still has no term of its own.
+            // Priced by its waits' switches alone, a call still has no term of its own. A
+            // light call has one: its entry and exit, priced on the line inside user time.
             b.priced_ns.is_none_or(|p| p <= b.switch_ns)
                 && b.line.class == "syscall"
-                && b.line.cpu_ns > 0
+                && !terms_of::is_light(&b.line.event)
+                && b.own_ns() > 0.0
         })
         .collect();
     if !no_term.is_empty() && net > 0.0 {
-        let sum: u64 = no_term.iter().map(|b| b.line.cpu_ns).sum();
+        // Each line's own time: what the tracer spent in it is not the call's.
+        let sum: f64 = no_term.iter().map(|b| b.own_ns()).sum();
         let mut top = no_term.clone();
-        top.sort_by_key(|b| std::cmp::Reverse(b.line.cpu_ns));
+        top.sort_by(|a, b| b.own_ns().total_cmp(&a.own_ns()));
         let names: Vec<String> = top
             .iter()
             .take(6)
-            .map(|b| format!("{} {}", b.line.event, human_ns(b.line.cpu_ns as f64)))
+            .map(|b| format!("{} {}", b.line.event, human_ns(b.own_ns())))
             .collect();
         model.verdict.push(format!(
             "no term: {} syscalls with no unit cost of their own took {} ({:.1}% of the kernel time), 0 in the price beyond the switches inside them: {}",
             no_term.len(),
-            human_ns(sum as f64),
-            100.0 * sum as f64 / net,
+            human_ns(sum),
+            100.0 * sum / net,
             names.join(", ")
         ));
     }

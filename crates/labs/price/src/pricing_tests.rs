@@ -350,3 +350,15 @@ fn an_exits_pages_are_priced_by_kind() {
     assert_eq!(n, file);
     assert!((p.unwrap() - file as f64 * 0.01).abs() < 1e-6);
 }
+
+/// A light call's line is told from a call with no term: by its name, with or without the
+/// kind of fd it went to.
+#[test]
+fn light_calls_are_told_by_name_with_or_without_their_fd_kind() {
+    use crate::terms_of::is_light;
+    assert!(is_light("fcntl"));
+    assert!(is_light("lseek:file"));
+    assert!(!is_light("read:file"));
+    assert!(!is_light("openat:create"));
+    assert!(!is_light("ioctl"));
+}

@@ -69,6 +69,13 @@ pub const LIGHT: [&str; 44] = [
     "sysinfo",
 ];
 
+/// Whether a syscall line (`fcntl`, `lseek:file`) is a light call's: its cost is the entry
+/// and exit, which a split finds inside user time and prices there, at s.
+pub fn is_light(event: &str) -> bool {
+    let base = event.split(':').next().unwrap_or(event);
+    LIGHT.contains(&base)
+}
+
 /// A light call's pricing without a split: its entry and exit, at s.
 pub const LIGHT_HOW: &str = "a light call: at s, the null call's round trip";
 

@@ -630,7 +630,12 @@ pub fn render(o: &Outcome) -> String {
                 get(c, e, "wait_time")
                     .filter(|w| *w > 0.0)
                     .map_or("—".into(), human_ns),
-                priced.map_or("—".into(), human_ns),
+                match priced {
+                    Some(p) => human_ns(p),
+                    // Its entry and exit, priced on the line inside user time.
+                    None if c == "syscall" && crate::terms_of::is_light(e) => "entry+exit".into(),
+                    None => "—".into(),
+                },
                 ratio.map_or("—".into(), |r| format!("{r:.2}")),
             ]
         })
