@@ -87,3 +87,173 @@ mod tests {
         assert_eq!(super::selected("always madvise"), None);
     }
 }
+
+/// A DAMON scheme that pages memory out on its own, without memory pressure: how long memory
+/// must go untouched before it is taken, whether anonymous memory is left alone (the page
+/// cache only), and how much it may take per quota interval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DamonPageout {
+    /// Seconds untouched before a region may be paged out (the scheme's minimum age, in
+    /// aggregation intervals, times the interval).
+    pub min_age_s: f64,
+    /// Anonymous pages are filtered out: only file pages (the page cache) are taken.
+    pub file_only: bool,
+    /// Bytes it may page out per `reset_ms` (0: no quota).
+    pub quota_bytes: u64,
+    pub reset_ms: u64,
+}
+
+impl std::fmt::Display for DamonPageout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "DAMON pages out {} untouched for {:.0} s",
+            if self.file_only {
+                "page-cache memory"
+            } else {
+                "memory"
+            },
+            self.min_age_s
+        )?;
+        if self.quota_bytes > 0 && self.reset_ms > 0 {
+            write!(
+                f,
+                " (up to {} MiB per {} ms)",
+                self.quota_bytes >> 20,
+                self.reset_ms
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The pageout schemes of the running DAMON daemons (`sys/kernel/mm/damon/admin`), and the
+/// DAMON_RECLAIM module's when it is enabled (it pages out without waiting for pressure only
+/// when its watermarks are off, so only its age is told).
+pub fn damon_pageout(root: &Root) -> Vec<DamonPageout> {
+    let mut out = Vec::new();
+    let base = "sys/kernel/mm/damon/admin/kdamonds";
+    for k in root.entries(base) {
+        if k.parse::<u32>().is_err()
+            || root.value(&format!("{base}/{k}/state")).as_deref() != Some("on")
+        {
+            continue;
+        }
+        let contexts = format!("{base}/{k}/contexts");
+        for c in root
+            .entries(&contexts)
+            .iter()
+            .filter(|c| c.parse::<u32>().is_ok())
+        {
+            let ctx = format!("{contexts}/{c}");
+            let aggr_us: u64 = root
+                .number(&format!("{ctx}/monitoring_attrs/intervals/aggr_us"))
+                .unwrap_or(0);
+            let schemes = format!("{ctx}/schemes");
+            for s in root
+                .entries(&schemes)
+                .iter()
+                .filter(|s| s.parse::<u32>().is_ok())
+            {
+                let sc = format!("{schemes}/{s}");
+                if root.value(&format!("{sc}/action")).as_deref() != Some("pageout") {
+                    continue;
+                }
+                let age: u64 = root
+                    .number(&format!("{sc}/access_pattern/age/min"))
+                    .unwrap_or(0);
+                // A filter of anonymous pages that does not allow them: the page cache only.
+                let file_only = ["ops_filters", "filters", "core_filters"]
+                    .iter()
+                    .any(|kind| {
+                        let dir = format!("{sc}/{kind}");
+                        root.entries(&dir).iter().any(|i| {
+                            let v = |f: &str| root.value(&format!("{dir}/{i}/{f}"));
+                            v("type").as_deref() == Some("anon")
+                                && v("matching").as_deref() != Some("N")
+                                && v("allow").as_deref() == Some("N")
+                        })
+                    });
+                out.push(DamonPageout {
+                    min_age_s: (age * aggr_us) as f64 / 1e6,
+                    file_only,
+                    quota_bytes: root.number(&format!("{sc}/quotas/bytes")).unwrap_or(0),
+                    reset_ms: root
+                        .number(&format!("{sc}/quotas/reset_interval_ms"))
+                        .unwrap_or(0),
+                });
+            }
+        }
+    }
+    let reclaim = "sys/module/damon_reclaim/parameters";
+    if root.value(&format!("{reclaim}/enabled")).as_deref() == Some("Y") {
+        let min_age_us: u64 = root.number(&format!("{reclaim}/min_age")).unwrap_or(0);
+        out.push(DamonPageout {
+            min_age_s: min_age_us as f64 / 1e6,
+            file_only: false,
+            quota_bytes: root.number(&format!("{reclaim}/quota_sz")).unwrap_or(0),
+            reset_ms: root
+                .number(&format!("{reclaim}/quota_reset_interval_ms"))
+                .unwrap_or(0),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod damon_tests {
+    use super::*;
+
+    fn put(dir: &std::path::Path, rel: &str, v: &str) {
+        let p = dir.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, format!("{v}\n")).unwrap();
+    }
+
+    /// A running kdamond with a pageout scheme that filters anonymous pages out: 12
+    /// aggregation intervals of 5 s, 128 MiB a second; a stopped one and another action are
+    /// not told.
+    #[test]
+    fn a_running_pageout_scheme_is_read_with_its_age_filter_and_quota() {
+        let t = tempfile::tempdir().unwrap();
+        let k = "sys/kernel/mm/damon/admin/kdamonds";
+        put(t.path(), &format!("{k}/0/state"), "on");
+        let c = format!("{k}/0/contexts/0");
+        put(
+            t.path(),
+            &format!("{c}/monitoring_attrs/intervals/aggr_us"),
+            "5000000",
+        );
+        let s = format!("{c}/schemes/0");
+        put(t.path(), &format!("{s}/action"), "pageout");
+        put(t.path(), &format!("{s}/access_pattern/age/min"), "12");
+        put(t.path(), &format!("{s}/quotas/bytes"), "134217728");
+        put(t.path(), &format!("{s}/quotas/reset_interval_ms"), "1000");
+        put(t.path(), &format!("{s}/ops_filters/nr_filters"), "1");
+        put(t.path(), &format!("{s}/ops_filters/0/type"), "anon");
+        put(t.path(), &format!("{s}/ops_filters/0/matching"), "Y");
+        put(t.path(), &format!("{s}/ops_filters/0/allow"), "N");
+        put(t.path(), &format!("{c}/schemes/1/action"), "stat");
+        put(t.path(), &format!("{k}/1/state"), "off");
+        put(
+            t.path(),
+            &format!("{k}/1/contexts/0/schemes/0/action"),
+            "pageout",
+        );
+        let got = damon_pageout(&Root::new(t.path()));
+        assert_eq!(
+            got,
+            vec![DamonPageout {
+                min_age_s: 60.0,
+                file_only: true,
+                quota_bytes: 134217728,
+                reset_ms: 1000,
+            }]
+        );
+        assert_eq!(
+            got[0].to_string(),
+            "DAMON pages out page-cache memory untouched for 60 s (up to 128 MiB per 1000 ms)"
+        );
+        assert!(damon_pageout(&Root::new(&t.path().join("none"))).is_empty());
+    }
+}

@@ -91,6 +91,9 @@ pub fn run(args: &PriceArgs, ctx: &Ctx) -> Result<Outcome> {
     }
     let (counts, cmdline) = (&counted.counts, counted.cmdline.as_str());
     o.notes.extend(counts.notes.iter().cloned());
+    if from.is_none() {
+        damon_note(counts, &mut o);
+    }
     // The unit costs first: reading them from the history takes longer than the RCU grace
     // period that the tracing-cost calibration's attach (in `times_for`) would otherwise
     // wait for after the counting detached from sys_enter (`tracecost::per_syscall`).
@@ -287,6 +290,25 @@ fn try_what_ifs(
         ctx.program_ended(end);
     }
     Ok(t.tried)
+}
+
+/// Where the traced run read pages in from disk and the machine pages memory out on its own
+/// (DAMON), say so: the program's files were cached, then taken back while it was idle.
+fn damon_note(counts: &count::Counts, o: &mut Outcome) {
+    let read_in = counts
+        .events
+        .get(&("pages".to_string(), "read in".to_string()))
+        .copied()
+        .unwrap_or(0);
+    if read_in == 0 {
+        return;
+    }
+    let root = costlab_core::machine::sysfs::Root::new(Path::new("/"));
+    for d in costlab_core::machine::pages::damon_pageout(&root) {
+        o.notes.push(format!(
+            "{read_in} pages were read in from disk (cold reads, priced at read-cold); this machine's {d}, so a program's files are cold again in a run further apart than that from the last"
+        ));
+    }
 }
 
 /// `--save-counts`: what was counted, with this machine and the untraced times, to price
