@@ -127,77 +127,65 @@ impl std::fmt::Display for DamonPageout {
     }
 }
 
-/// The pageout schemes of the running DAMON daemons (`sys/kernel/mm/damon/admin`), and the
-/// DAMON_RECLAIM module's when it is enabled (it pages out without waiting for pressure only
-/// when its watermarks are off, so only its age is told).
+/// The pageout schemes of the running DAMON daemons (`sys/kernel/mm/damon/admin`) that are
+/// always active (no watermarks: a scheme with them pages out only while free memory is low,
+/// as reclaim does).
 pub fn damon_pageout(root: &Root) -> Vec<DamonPageout> {
-    let mut out = Vec::new();
     let base = "sys/kernel/mm/damon/admin/kdamonds";
-    for k in root.entries(base) {
-        if k.parse::<u32>().is_err()
-            || root.value(&format!("{base}/{k}/state")).as_deref() != Some("on")
-        {
+    let mut out = Vec::new();
+    for k in root.numbered(base, "") {
+        if root.value(&format!("{base}/{k}/state")).as_deref() != Some("on") {
             continue;
         }
         let contexts = format!("{base}/{k}/contexts");
-        for c in root
-            .entries(&contexts)
-            .iter()
-            .filter(|c| c.parse::<u32>().is_ok())
-        {
+        for c in root.numbered(&contexts, "") {
             let ctx = format!("{contexts}/{c}");
             let aggr_us: u64 = root
                 .number(&format!("{ctx}/monitoring_attrs/intervals/aggr_us"))
                 .unwrap_or(0);
             let schemes = format!("{ctx}/schemes");
-            for s in root
-                .entries(&schemes)
-                .iter()
-                .filter(|s| s.parse::<u32>().is_ok())
-            {
-                let sc = format!("{schemes}/{s}");
-                if root.value(&format!("{sc}/action")).as_deref() != Some("pageout") {
-                    continue;
-                }
-                let age: u64 = root
-                    .number(&format!("{sc}/access_pattern/age/min"))
-                    .unwrap_or(0);
-                // A filter of anonymous pages that does not allow them: the page cache only.
-                let file_only = ["ops_filters", "filters", "core_filters"]
+            out.extend(
+                root.numbered(&schemes, "")
                     .iter()
-                    .any(|kind| {
-                        let dir = format!("{sc}/{kind}");
-                        root.entries(&dir).iter().any(|i| {
-                            let v = |f: &str| root.value(&format!("{dir}/{i}/{f}"));
-                            v("type").as_deref() == Some("anon")
-                                && v("matching").as_deref() != Some("N")
-                                && v("allow").as_deref() == Some("N")
-                        })
-                    });
-                out.push(DamonPageout {
-                    min_age_s: (age * aggr_us) as f64 / 1e6,
-                    file_only,
-                    quota_bytes: root.number(&format!("{sc}/quotas/bytes")).unwrap_or(0),
-                    reset_ms: root
-                        .number(&format!("{sc}/quotas/reset_interval_ms"))
-                        .unwrap_or(0),
-                });
-            }
+                    .filter_map(|s| pageout_scheme(root, &format!("{schemes}/{s}"), aggr_us)),
+            );
         }
     }
-    let reclaim = "sys/module/damon_reclaim/parameters";
-    if root.value(&format!("{reclaim}/enabled")).as_deref() == Some("Y") {
-        let min_age_us: u64 = root.number(&format!("{reclaim}/min_age")).unwrap_or(0);
-        out.push(DamonPageout {
-            min_age_s: min_age_us as f64 / 1e6,
-            file_only: false,
-            quota_bytes: root.number(&format!("{reclaim}/quota_sz")).unwrap_or(0),
-            reset_ms: root
-                .number(&format!("{reclaim}/quota_reset_interval_ms"))
-                .unwrap_or(0),
-        });
-    }
     out
+}
+
+/// One scheme's pageout, where it is one and always active; `aggr_us`: its context's
+/// aggregation interval, the unit of its minimum age.
+fn pageout_scheme(root: &Root, sc: &str, aggr_us: u64) -> Option<DamonPageout> {
+    let v = |f: &str| root.value(&format!("{sc}/{f}"));
+    if v("action").as_deref() != Some("pageout")
+        || v("watermarks/metric").is_some_and(|m| m != "none")
+    {
+        return None;
+    }
+    let age: u64 = root
+        .number(&format!("{sc}/access_pattern/age/min"))
+        .unwrap_or(0);
+    // A filter of anonymous pages that does not allow them: the page cache only.
+    let file_only = ["ops_filters", "filters", "core_filters"]
+        .iter()
+        .any(|kind| {
+            let dir = format!("{sc}/{kind}");
+            root.numbered(&dir, "").iter().any(|i| {
+                let f = |x: &str| v(&format!("{kind}/{i}/{x}"));
+                f("type").as_deref() == Some("anon")
+                    && f("matching").as_deref() != Some("N")
+                    && f("allow").as_deref() == Some("N")
+            })
+        });
+    Some(DamonPageout {
+        min_age_s: age as f64 * aggr_us as f64 / 1e6,
+        file_only,
+        quota_bytes: root.number(&format!("{sc}/quotas/bytes")).unwrap_or(0),
+        reset_ms: root
+            .number(&format!("{sc}/quotas/reset_interval_ms"))
+            .unwrap_or(0),
+    })
 }
 
 #[cfg(test)]
@@ -211,8 +199,8 @@ mod damon_tests {
     }
 
     /// A running kdamond with a pageout scheme that filters anonymous pages out: 12
-    /// aggregation intervals of 5 s, 128 MiB a second; a stopped one and another action are
-    /// not told.
+    /// aggregation intervals of 5 s, 128 MiB a second; a stopped one, another action and a
+    /// scheme with watermarks are not told.
     #[test]
     fn a_running_pageout_scheme_is_read_with_its_age_filter_and_quota() {
         let t = tempfile::tempdir().unwrap();
@@ -233,7 +221,15 @@ mod damon_tests {
         put(t.path(), &format!("{s}/ops_filters/0/type"), "anon");
         put(t.path(), &format!("{s}/ops_filters/0/matching"), "Y");
         put(t.path(), &format!("{s}/ops_filters/0/allow"), "N");
+        put(t.path(), &format!("{s}/watermarks/metric"), "none");
         put(t.path(), &format!("{c}/schemes/1/action"), "stat");
+        // Watermarks: pages out only while free memory is low, as reclaim does.
+        put(t.path(), &format!("{c}/schemes/2/action"), "pageout");
+        put(
+            t.path(),
+            &format!("{c}/schemes/2/watermarks/metric"),
+            "free_mem_rate",
+        );
         put(t.path(), &format!("{k}/1/state"), "off");
         put(
             t.path(),
