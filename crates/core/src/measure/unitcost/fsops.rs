@@ -64,7 +64,7 @@ impl Drop for Scratch {
     }
 }
 
-fn os_err(what: &str) -> anyhow::Error {
+pub(super) fn os_err(what: &str) -> anyhow::Error {
     anyhow::anyhow!("{what}: {}", std::io::Error::last_os_error())
 }
 
@@ -98,7 +98,7 @@ pub(super) fn cpu_samples(
 }
 
 /// CPU ns of `f` on this thread.
-fn timed(f: impl FnOnce() -> Result<()>) -> Result<f64> {
+pub(super) fn timed(f: impl FnOnce() -> Result<()>) -> Result<f64> {
     let t0 = thread_cpu_ns();
     f()?;
     Ok(thread_cpu_ns().saturating_sub(t0) as f64)
@@ -601,9 +601,28 @@ pub fn fs_of(dir: &Path) -> Result<String> {
     })
 }
 
+/// The mount point of the mount that holds `dir`.
+pub fn mount_point(dir: &Path) -> Result<PathBuf> {
+    let canon = dir
+        .canonicalize()
+        .with_context(|| format!("{}: no such directory", dir.display()))?;
+    let text =
+        std::fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
+    mount_in_mountinfo(&text, &canon)
+        .map(|(mp, _)| PathBuf::from(mp))
+        .ok_or_else(|| {
+            anyhow::anyhow!("no mount in /proc/self/mountinfo holds {}", canon.display())
+        })
+}
+
 /// The type of the mount holding `path` in a mountinfo text (the last one mounted wins a tie).
 pub fn fs_in_mountinfo(text: &str, path: &Path) -> Option<String> {
-    let mut best: Option<(usize, String)> = None;
+    mount_in_mountinfo(text, path).map(|(_, t)| t)
+}
+
+/// The mount point and type of the mount holding `path` in a mountinfo text.
+fn mount_in_mountinfo(text: &str, path: &Path) -> Option<(String, String)> {
+    let mut best: Option<(String, String)> = None;
     for line in text.lines() {
         let fields: Vec<&str> = line.split_whitespace().collect();
         let (Some(mp), Some(dash)) = (fields.get(4), fields.iter().position(|f| *f == "-")) else {
@@ -613,11 +632,11 @@ pub fn fs_in_mountinfo(text: &str, path: &Path) -> Option<String> {
             continue;
         };
         let mp = mp.replace("\\040", " ");
-        if path.starts_with(&mp) && best.as_ref().is_none_or(|(l, _)| mp.len() >= *l) {
-            best = Some((mp.len(), fstype.to_string()));
+        if path.starts_with(&mp) && best.as_ref().is_none_or(|(l, _)| mp.len() >= l.len()) {
+            best = Some((mp, fstype.to_string()));
         }
     }
-    best.map(|(_, t)| t)
+    best
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ mod faults;
 mod files;
 pub mod fsops;
 pub mod ipi;
+pub mod passes;
 pub mod procs;
 mod sched;
 pub mod tick;
@@ -22,7 +23,7 @@ use anyhow::Result;
 use super::SampleSpec;
 
 /// Every term, in the order they are measured and shown (the `term` case key's values).
-pub const TERMS: [&str; 46] = [
+pub const TERMS: [&str; 47] = [
     "fault-4k",
     "fault-thp",
     "fault-file",
@@ -69,12 +70,13 @@ pub const TERMS: [&str; 46] = [
     "page-drop",
     "writeback",
     "getxattr",
+    "create-pass",
 ];
 
 /// The terms measured in a scratch directory on a file system, whose figures carry the case
 /// key `fs` (its type, as /proc/self/mountinfo names it): a price uses the figure of the file
 /// system its program worked on.
-pub const FS_TERMS: [&str; 18] = [
+pub const FS_TERMS: [&str; 19] = [
     "open",
     "close",
     "create",
@@ -93,6 +95,7 @@ pub const FS_TERMS: [&str; 18] = [
     "page-drop",
     "writeback",
     "getxattr",
+    "create-pass",
 ];
 
 /// The sizes at which a term with a per-byte part is measured: the fixed part is read at the
@@ -213,6 +216,7 @@ pub fn reading(term: &str) -> &'static str {
         "tick" => "the local timer's interrupt as the task it interrupts loses it, per tick",
         "file-write" => "a write of `size` bytes that extends a file (new page-cache pages, the file system's block reservation), CPU time, per call",
         "page-drop" => "a folio of a file leaving the page cache as its last link goes (an unlink of a 256-page file written a page a call, on disk, less one of an empty file), its blocks freed, CPU time, per folio",
+        "create-pass" => "a create on ext4 without a journal passing over an inode deleted in the last seconds (freed before this second; within 5 s, or 305 s while its inode-table block is unwritten), per inode passed: a batch of creates after 500 more deletions less one after 500, over 500, CPU time",
         "getxattr" => "lgetxattr of a file's ACL (system.posix_acl_access) by its path, on a file that has none: a path lookup and the attribute's, CPU time, per call",
         "writeback" => "an fdatasync after `size` bytes appended to a file a page a call: their pages written back, their blocks allocated then (delayed allocation), CPU time, per call; per_byte: each byte more",
         _ => "",
@@ -335,6 +339,7 @@ fn measure_term(term: &str, spec: &SampleSpec, dir: &Path) -> Result<Vec<TermFig
         "tick" => one(tick::tick(spec)?),
         "page-drop" => one(fsops::page_drop(spec, dir)?),
         "getxattr" => one(fsops::getxattr(spec, dir)?),
+        "create-pass" => one(passes::create_pass(spec, dir)?),
         "writeback" => {
             let mut kernel = |spec: &SampleSpec, size: usize| fsops::writeback(spec, dir, size);
             sized_with(t, spec, &WRITEBACK_SIZES, &mut kernel)?
