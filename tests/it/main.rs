@@ -38,6 +38,7 @@ mod price_chart;
 mod price_counts;
 mod price_fleet;
 mod price_measured;
+mod price_passes;
 mod price_verify;
 mod prometheus;
 mod refusals;

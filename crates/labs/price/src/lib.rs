@@ -11,6 +11,7 @@ pub mod count;
 pub mod fleet;
 pub mod gowhatif;
 pub mod measured;
+mod passes;
 pub mod pricing;
 mod render;
 pub mod report;
@@ -84,6 +85,8 @@ pub fn run(args: &PriceArgs, ctx: &Ctx) -> Result<Outcome> {
                 counted.counts.tracer_ns = Some(ns);
                 counted.counts.tracer_per_event = Some(t);
             }
+            let ns = passes::count(&mut counted.counts, &mut o.notes);
+            counted.counts.tracer_ns = counted.counts.tracer_ns.map(|t| t + ns);
         }
     }
     if let Some(p) = &args.save_counts {
@@ -521,6 +524,7 @@ fn tracer_cost(
                 fault: oh.fault,
                 switch: oh.switch,
                 tick_ns,
+                touch: 0.0,
             };
             Some((ns, per_event))
         }

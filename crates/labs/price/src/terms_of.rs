@@ -271,6 +271,11 @@ pub fn event_pricing(class: &str, event: &str) -> Option<Pricing> {
             0.0,
             "pages read in for a fault: priced with the major faults (the fault-major term's readahead)",
         ),
+        ("inodes", "passed over") => by(
+            "create-pass",
+            1.0,
+            "an inode deleted in the last seconds that a create (or mkdir) on ext4 without a journal passed over to find a free one: the create-pass term (the split counts them from the buffer touches inside each allocation)",
+        ),
         ("folios", "dropped") => by(
             "page-drop",
             1.0,

@@ -51,7 +51,11 @@ pub fn net_of_tracer(lines: &mut [Beside], t: &super::TracerCost) {
     for b in lines {
         let l = &b.line;
         let ns = match (l.class.as_str(), l.event.as_str()) {
-            ("syscall", _) => l.count as f64 * t.syscall + l.waits as f64 * t.switch,
+            ("syscall", _) => {
+                l.count as f64 * t.syscall
+                    + l.waits as f64 * t.switch
+                    + l.inode_touches as f64 * t.touch
+            }
             ("fault", "unfinished") => 0.0,
             ("fault", _) => l.count as f64 * t.fault,
             ("irq", "local_timer") => t.tick_ns,
@@ -156,6 +160,7 @@ fn targets(p: &Priced, split: &Split) -> Vec<((String, String), f64)> {
         // the count of the calls that do it (the reads, the unlinks and truncates, the syncs).
         ("pages", "read in") => where_done(|l| l.pages_in, &READS),
         ("folios", "dropped") => where_done(|l| l.folios_dropped, &DROPS),
+        ("inodes", "passed over") => where_done(|l| l.inodes_passed, &["openat", "mkdir"]),
         ("bytes", "written back") => where_done(|l| l.written_back, &SYNCS),
         // Interrupts sent inside syscalls are counted on their lines (and a fault's on its
         // kind's line): each on the lines of its own side.

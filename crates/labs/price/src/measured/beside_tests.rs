@@ -319,6 +319,7 @@ fn a_lines_ratio_is_read_on_its_own_time_net_of_the_tracer_inside_it() {
         fault: 300.0,
         switch: 500.0,
         tick_ns: 2000.0,
+        touch: 0.0,
     };
     net_of_tracer(&mut b, &t);
     let of = |e: &str| b.iter().find(|x| x.line.event == e).unwrap();

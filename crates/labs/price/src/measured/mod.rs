@@ -11,6 +11,7 @@
 pub mod beside;
 pub mod btf;
 pub mod chart;
+pub mod inodes;
 mod pages;
 pub mod prog;
 mod split;
@@ -31,6 +32,7 @@ use costlab_bpf::{Asm, Attached, Hook, Map};
 use costlab_core::error::usage;
 use prog::{IrqSlot, Maps, Target};
 
+pub use pages::PageCounts;
 pub use split::*;
 
 /// What a process's threads have run so far: the process's CPU clock (every thread's
@@ -224,6 +226,10 @@ pub struct Counted {
     /// (faults); folios taken out; bytes sent to a disk to be written. None where the
     /// tracepoints could not be attached.
     pub pages: Option<PageCounts>,
+    /// Buffers touched inside tracked tasks' inode allocations, and those allocations
+    /// (`prog::inodes`): a create's passes over recently deleted inodes, once calibrated.
+    pub inode_touches: u64,
+    pub inode_windows: u64,
 }
 
 impl Counted {
@@ -260,6 +266,8 @@ impl Counted {
             prog::EXEC_PAGES => self.exec_pages = n,
             prog::EXEC_VMAS => self.exec_vmas = n,
             prog::FAULT_FILE_PAGES => self.fault_file_pages = n,
+            prog::inodes::INODE_TOUCHES => self.inode_touches = n,
+            prog::inodes::INODE_WINDOWS => self.inode_windows = n,
             _ => {}
         }
         if let Some(p) = self.pages.as_mut() {
@@ -273,16 +281,6 @@ impl Counted {
             }
         }
     }
-}
-
-/// What `prog::pages` counted.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct PageCounts {
-    pub read: u64,
-    pub write: u64,
-    pub other: u64,
-    pub dropped: u64,
-    pub writeback_bytes: u64,
 }
 
 /// The split's programs, attached for one cgroup; detached when dropped.
@@ -431,6 +429,7 @@ impl Tracer {
         let mut notes = Vec::new();
         attach_optional(&m, rss, &mut progs, &mut notes);
         let pages = pages::attach(&m, &mut progs, &mut notes);
+        inodes::attach(&m, &mut progs, &mut notes);
         // costlab is outside the split's tasks: its getppid now takes the path every other
         // task's syscalls take while the split is attached.
         let foreign_ns = (getppid_ns() - bare).max(0.0);
@@ -554,7 +553,7 @@ impl Tracer {
                 }
                 _ => {}
             }
-            if (prog::PAGES_READ..=prog::HALT_IN).contains(&s) {
+            if (prog::PAGES_READ..prog::SLOTS).contains(&s) {
                 continue;
             }
             let (class, event) = slot_name(s, &syscalls, &irqs);

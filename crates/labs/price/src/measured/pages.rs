@@ -9,6 +9,16 @@ use costlab_bpf::{Asm, Attached, Hook, Map};
 
 use super::{prog, slot_name, summed, Line, Maps};
 
+/// What `prog::pages` counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PageCounts {
+    pub read: u64,
+    pub write: u64,
+    pub other: u64,
+    pub dropped: u64,
+    pub writeback_bytes: u64,
+}
+
 /// The page cache's work each syscall's slot did (`prog::pages`' work map), onto its line.
 pub(super) fn add_work(
     work: &Map,
@@ -17,8 +27,8 @@ pub(super) fn add_work(
     irqs: &BTreeMap<u32, String>,
 ) -> Result<()> {
     for s in 0..prog::SLOTS {
-        let v: [u64; 5] = summed(work, s)?;
-        if v == [0; 5] {
+        let v: [u64; 7] = summed(work, s)?;
+        if v == [0; 7] {
             continue;
         }
         let (class, event) = slot_name(s, syscalls, irqs);
@@ -31,6 +41,8 @@ pub(super) fn add_work(
             l.written_back += v[2];
             l.ipis_sent += v[3];
             l.halted_in += v[4];
+            l.inode_touches += v[5];
+            l.inode_windows += v[6];
         }
     }
     Ok(())

@@ -12,18 +12,18 @@
 //! What it costs a syscall (examples/stepcost.rs, a getppid loop with one program on raw
 //! sys_exit, interleaved with the bare loop; a busy 2-vCPU VM, kernel 6.18, 2026-11-26): an
 //! empty program +24 ns (the syscall slow path and the tracepoint's dispatch), bpf_ktime_get_ns
-//! +24 ns more (rdtsc alone takes ~19 ns on this VM, from user space too), sys_exit's whole
-//! tracked path +51 ns; a per-CPU array lookup (inlined by the 6.x JIT) and
-//! get_current_pid_tgid add nothing measurable. So a syscall pays ~100 ns for the two
-//! transitions, nearly all of it the two dispatches and the two clock reads; cutting lookups
-//! or helpers out of the programs saves a few ns at most (tried: reading the tracked task from
-//! the state alone, without get_current_pid_tgid, measured no difference on dd).
+//! +24 ns more (rdtsc alone ~19 ns on this VM), sys_exit's whole tracked path +51 ns; a
+//! per-CPU array lookup (inlined by the JIT) and get_current_pid_tgid add nothing measurable.
+//! So a syscall pays ~100 ns for the two transitions, nearly all of it the two dispatches and
+//! the two clock reads; cutting lookups or helpers saves a few ns at most (tried: reading the
+//! tracked task from the state alone, without get_current_pid_tgid: no difference on dd).
 //!
 //! Registers, in every program: r6 the context, r7 now (ns), r8 the current thread id, r9 this
 //! CPU's state.
 
 mod exit;
 mod faults;
+pub mod inodes;
 pub mod pages;
 pub mod wake;
 
@@ -129,7 +129,7 @@ pub const EXEC_VMAS: u32 = EXEC_PAGES + 1;
 /// The pages tracked tasks' read faults mapped from the page cache by fault-around
 /// (mm_filemap_map_pages' range: up to 16 a fault, fewer at a mapping's end or a hole).
 pub const FAULT_FILE_PAGES: u32 = EXEC_VMAS + 1;
-pub const SLOTS: u32 = FAULT_FILE_PAGES + 1;
+pub const SLOTS: u32 = inodes::SLOTS_END;
 /// The bits of x86's page-fault error code: the page was present (a protection fault), and
 /// the access was a write.
 pub const PF_PRESENT: i32 = 1;
@@ -172,7 +172,8 @@ pub const SLOT_TIMED: i16 = 40;
 /// current syscall's slot u32 @28 (set by every sys_enter of a tracked task, timed or not), the
 /// open user fault's time so far u64 @32 (charged to `FAULT_OPEN` as it goes, moved to the
 /// fault's own slot at its end: an interrupt or a preemption inside a fault splits its time),
-/// the CPU halted since its last switch u32 @40 (set in the idle loop by `wake::idle`).
+/// the CPU halted since its last switch u32 @40 (set in the idle loop by `wake::idle`), inside
+/// an inode allocation u32 @44 (`inodes`).
 pub const STATE_SIZE: u32 = 48;
 /// A switched-out task's value: class u32 @0, the syscall slot it was in u32 @4, when it
 /// left u64 @8 (0: nothing to wait on), its open fault's time so far u64 @16.

@@ -64,6 +64,9 @@ fn all() -> Vec<(&'static str, Asm)> {
         ("fork with pages", sched_process_fork(&M, &WITH_RSS)),
         ("ipi_sent", pages::ipi_sent(&M)),
         ("idle", wake::idle(&M)),
+        ("inode request", inodes::request(&M)),
+        ("inode allocate", inodes::allocate(&M)),
+        ("inode touch", inodes::touch(&M)),
     ]
 }
 

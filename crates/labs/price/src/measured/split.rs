@@ -43,6 +43,14 @@ pub struct Line {
     /// Waits inside it that ended on a CPU woken from a halt (the wakee's switch back in).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub halted_in: u64,
+    /// ext4 inode allocations inside it, the buffers touched inside them, and the recently
+    /// deleted inodes they passed over (`measured::inodes`: from the touches, calibrated).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub inode_windows: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub inode_touches: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub inodes_passed: u64,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -397,4 +405,7 @@ pub struct TracerCost {
     pub fault: f64,
     pub switch: f64,
     pub tick_ns: f64,
+    /// A buffer touch inside an inode allocation (`measured::inodes`' calibration).
+    #[serde(default)]
+    pub touch: f64,
 }

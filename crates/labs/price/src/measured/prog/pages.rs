@@ -19,13 +19,16 @@ use super::{
 
 /// A work map's value: pages taken in (not by a write) @0, folios taken out @8, bytes sent to
 /// be written @16, interrupts sent to another CPU @24, inside the syscall of the value's slot;
-/// switches back in from a wait in it on a CPU that had halted @32 (`wake`).
-pub const WORK_SIZE: u32 = 40;
+/// switches back in from a wait in it on a CPU that had halted @32 (`wake`); buffers touched
+/// inside ext4's inode allocations @40 and those allocations @48 (`inodes`).
+pub const WORK_SIZE: u32 = 56;
 const WORK_IN: i16 = 0;
 const WORK_DROPPED: i16 = 8;
 const WORK_WRITTEN: i16 = 16;
 const WORK_IPI: i16 = 24;
 pub(super) const WORK_HALT: i16 = 32;
+pub(super) const WORK_TOUCHES: i16 = 40;
+pub(super) const WORK_WINDOWS: i16 = 48;
 /// Stack slot of the syscall's slot, for the work map's key.
 const FP_CALL: i16 = -40;
 /// Stack slot of the count slot `ipi_sent` adds to (kept across the work map's lookup).
@@ -34,7 +37,7 @@ const FP_KIND: i16 = -80;
 /// r1 = the slot of the syscall the tracked task is in (its class, every call timed or a
 /// timed call; the state's number where an untimed call is open), also kept at `FP_CALL`;
 /// outside a syscall (a fault's class, an interrupt's, user time), to `none`.
-fn in_call(a: &mut Asm, none: &str) {
+pub(super) fn in_call(a: &mut Asm, none: &str) {
     let have = a.fresh("in_call");
     a.ldx_w(R1, R9, ST_CLASS);
     a.jle_imm(R1, SYS_OTHER as i32, &have)
@@ -121,7 +124,7 @@ pub fn added(m: &Maps, f: Fields) -> Asm {
 
 /// The value at `FP_DELTA` added to word `at` of the syscall's work (inside one) and to the
 /// run's `slot`; the program's end.
-fn counted(a: &mut Asm, m: &Maps, at: i16, slot: u32) {
+pub(super) fn counted(a: &mut Asm, m: &Maps, at: i16, slot: u32) {
     in_call(a, "count");
     add_work(a, m, at);
     a.label("count");
