@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use super::fsops::{fs_of, mount_point, os_err, timed, Scratch};
+use super::fsops::{fs_of, os_err, timed, Scratch};
 use crate::measure::{cancel, SampleSpec};
 
 /// Files made and deleted before each timed batch of the create-pass term.
@@ -44,7 +44,8 @@ pub fn passes_deleted_inodes(dir: &Path) -> Result<bool> {
 }
 
 /// CPU ns a create spends on each recently deleted inode it passes over, on ext4 without a
-/// journal. A sample is two batches in a scratch directory: each makes and deletes
+/// journal. A sample is two batches in a fresh scratch directory at the file system's root
+/// (`Scratch::fresh`: a group of its own, so its deletions are the only ones passed): each makes and deletes
 /// `PASS_DELETED` files, waits 1.1 s (an inode is passed over from the second after its
 /// deletion: its dtime is in whole seconds) and times `PASS_TIMED` creates, each alone. The
 /// second batch's creates pass over `PASS_DELETED` more inodes than the first's (both pass
@@ -57,14 +58,9 @@ pub fn create_pass(spec: &SampleSpec, dir: &Path) -> Result<Vec<f64>> {
             dir.display()
         );
     }
-    // A new directory at the file system's root goes to a group of its own (ext4's Orlov
-    // allocator spreads them), away from the deletions of programs that ran before, which
-    // its creates would pass over too; where the root is not writable, `dir` itself.
-    let s = mount_point(dir)
-        .and_then(|root| Scratch::new(&root))
-        .or_else(|_| Scratch::new(dir))?;
     let mut k = 0usize;
-    let mut batch = || -> Result<f64> {
+    // Two batches in `s`: the second's creates pass over `PASS_DELETED` more inodes.
+    let mut batch = |s: &Scratch| -> Result<f64> {
         k += 1;
         let names: Vec<CString> = (0..PASS_DELETED)
             .map(|i| s.c(&format!("d{k}-{i}")))
@@ -108,8 +104,11 @@ pub fn create_pass(spec: &SampleSpec, dir: &Path) -> Result<Vec<f64>> {
     };
     let mut out = Vec::new();
     for _ in 0..spec.samples.clamp(1, 3) {
-        let first = batch()?;
-        let second = batch()?;
+        // Each sample in a group of its own: an earlier sample's deletions, once their
+        // inode-table block is written back, stop being passed over 5 s after them.
+        let s = Scratch::fresh(dir)?;
+        let first = batch(&s)?;
+        let second = batch(&s)?;
         out.push(((second - first) / PASS_DELETED as f64).max(0.0));
     }
     Ok(out)
