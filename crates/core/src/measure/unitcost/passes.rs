@@ -43,6 +43,32 @@ pub fn passes_deleted_inodes(dir: &Path) -> Result<bool> {
     Ok(journal.trim() == "<none>")
 }
 
+/// One batch of the create-pass term.
+struct Batch {
+    deleted: (u64, u64),
+    made: (u64, u64),
+    median: f64,
+}
+
+/// Create `p` (open with O_CREAT, then closed): its inode number.
+fn create_ino(p: &CString) -> Result<u64> {
+    // SAFETY: a NUL-terminated path.
+    let fd = unsafe { libc::open(p.as_ptr(), libc::O_CREAT | libc::O_WRONLY, 0o644) };
+    if fd < 0 {
+        return Err(os_err("create"));
+    }
+    // SAFETY: an all-zero stat is a valid value for fstat to fill.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fd was just opened; st is a valid stat.
+    let rc = unsafe { libc::fstat(fd, &mut st) };
+    // SAFETY: fd was opened above, closed once.
+    unsafe { libc::close(fd) };
+    if rc != 0 {
+        return Err(os_err("fstat"));
+    }
+    Ok(st.st_ino)
+}
+
 /// CPU ns a create spends on each recently deleted inode it passes over, on ext4 without a
 /// journal. A sample is two batches in a fresh scratch directory at the file system's root
 /// (`Scratch::fresh`: a group of its own, so its deletions are the only ones passed): each makes and deletes
@@ -50,7 +76,9 @@ pub fn passes_deleted_inodes(dir: &Path) -> Result<bool> {
 /// deletion: its dtime is in whole seconds) and times `PASS_TIMED` creates, each alone. The
 /// second batch's creates pass over `PASS_DELETED` more inodes than the first's (both pass
 /// whatever was deleted before, on this file system too): the difference of their medians,
-/// per inode. About 2.5 s a sample; three samples at most.
+/// per inode. A sample whose creates did not take the inodes after the deleted ones (in
+/// order: deleted, made, deleted, made) is taken again in a new directory. About 2.5 s a
+/// sample; three samples at most.
 pub fn create_pass(spec: &SampleSpec, dir: &Path) -> Result<Vec<f64>> {
     if !passes_deleted_inodes(dir)? {
         bail!(
@@ -59,23 +87,18 @@ pub fn create_pass(spec: &SampleSpec, dir: &Path) -> Result<Vec<f64>> {
         );
     }
     let mut k = 0usize;
-    // Two batches in `s`: the second's creates pass over `PASS_DELETED` more inodes.
-    let mut batch = |s: &Scratch| -> Result<f64> {
+    // One batch in `s`: its deleted inodes' lowest and highest numbers, the timed creates'
+    // lowest and highest, and the median create.
+    let mut batch = |s: &Scratch| -> Result<Batch> {
         k += 1;
-        let names: Vec<CString> = (0..PASS_DELETED)
-            .map(|i| s.c(&format!("d{k}-{i}")))
-            .collect();
-        for p in &names {
-            // SAFETY: NUL-terminated paths in this scratch directory.
-            let fd = unsafe { libc::open(p.as_ptr(), libc::O_CREAT | libc::O_WRONLY, 0o644) };
-            if fd < 0 {
-                return Err(os_err("create"));
-            }
-            // SAFETY: fd was just opened here.
-            unsafe { libc::close(fd) };
+        let mut deleted = (u64::MAX, 0);
+        for i in 0..PASS_DELETED {
+            let ino = create_ino(&s.c(&format!("d{k}-{i}")))?;
+            deleted = (deleted.0.min(ino), deleted.1.max(ino));
         }
-        for p in &names {
-            // SAFETY: as above.
+        for i in 0..PASS_DELETED {
+            let p = s.c(&format!("d{k}-{i}"));
+            // SAFETY: a NUL-terminated path in this scratch directory.
             if unsafe { libc::unlink(p.as_ptr()) } != 0 {
                 return Err(os_err("unlink"));
             }
@@ -86,30 +109,45 @@ pub fn create_pass(spec: &SampleSpec, dir: &Path) -> Result<Vec<f64>> {
             std::thread::sleep(Duration::from_millis(50));
         }
         let mut ns = Vec::with_capacity(PASS_TIMED);
+        let mut made = (u64::MAX, 0);
         for i in 0..PASS_TIMED {
             let p = s.c(&format!("t{k}-{i}"));
-            let mut fd = -1;
+            let mut ino = 0;
             ns.push(timed(|| {
-                // SAFETY: as above.
-                fd = unsafe { libc::open(p.as_ptr(), libc::O_CREAT | libc::O_WRONLY, 0o644) };
-                if fd < 0 {
-                    return Err(os_err("create"));
-                }
+                ino = create_ino(&p)?;
                 Ok(())
             })?);
-            // SAFETY: fd was opened above.
-            unsafe { libc::close(fd) };
+            made = (made.0.min(ino), made.1.max(ino));
         }
-        Ok(crate::measure::stats::median(&ns))
+        Ok(Batch {
+            deleted,
+            made,
+            median: crate::measure::stats::median(&ns),
+        })
     };
     let mut out = Vec::new();
     for _ in 0..spec.samples.clamp(1, 3) {
-        // Each sample in a group of its own: an earlier sample's deletions, once their
-        // inode-table block is written back, stop being passed over 5 s after them.
-        let s = Scratch::fresh(dir)?;
-        let first = batch(&s)?;
-        let second = batch(&s)?;
-        out.push(((second - first) / PASS_DELETED as f64).max(0.0));
+        let mut tries = 0;
+        loop {
+            // Each sample in a group of its own: an earlier sample's deletions, once their
+            // inode-table block is written back, stop being passed over 5 s after them.
+            let s = Scratch::fresh(dir)?;
+            let (first, second) = (batch(&s)?, batch(&s)?);
+            // In order, each run of inodes after the last: the first batch's creates passed
+            // its deletions, the second's passed both (whatever else was deleted in the
+            // group before is passed by both alike).
+            let in_order = first.deleted.1 < first.made.0
+                && first.made.1 < second.deleted.0
+                && second.deleted.1 < second.made.0;
+            if in_order {
+                out.push(((second.median - first.median) / PASS_DELETED as f64).max(0.0));
+                break;
+            }
+            tries += 1;
+            if tries == 3 {
+                bail!("in 3 fresh directories the creates did not take the inodes after the ones deleted (another program allocating inodes in the same group?)");
+            }
+        }
     }
     Ok(out)
 }
