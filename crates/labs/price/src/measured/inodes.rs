@@ -163,7 +163,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// Measure the calibration on the file system of `dir` (or another ext4 without a journal).
 pub fn calibrate(dir: &Path) -> Result<Calibration> {
     let root = ext4_root(dir)?;
-    let scratch = fsops::Scratch::new(&root)?;
+    let scratch = fsops::Scratch::fresh_clean(&root)?;
     let at = |n: &str| scratch.path().join(n);
     let rig = Rig::new()?;
     let progs = attach_all(&rig.m)?;
