@@ -30,7 +30,7 @@ fn rows(doc: &serde_json::Value) -> BTreeMap<(String, String, String), f64> {
         .collect()
 }
 
-fn price(db: &std::path::Path, args: &[&str]) -> serde_json::Value {
+pub(crate) fn price(db: &std::path::Path, args: &[&str]) -> serde_json::Value {
     let mut all = vec![
         "price",
         "--once",

@@ -41,29 +41,7 @@ fn a_creates_passes_over_deleted_inodes_are_counted_and_priced() {
         "cd '{}' && for i in $(seq 1000); do : > d$i; done; rm -f d*; sleep 1.2; for i in $(seq 200); do : > t$i; done",
         dir.path().display()
     );
-    let out = common::costlab_db(
-        db.path().join("h.db"),
-        &[
-            "price",
-            "--once",
-            "--quick",
-            "--samples",
-            "3",
-            "--json",
-            "-",
-            "--",
-            "sh",
-            "-c",
-            &script,
-        ],
-    );
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc = common::schema::doc(&out.stdout);
+    let doc = crate::price_measured::price(&db.path().join("h.db"), &["--", "sh", "-c", &script]);
     let row = |metric: &str| {
         doc["results"]
             .as_array()

@@ -352,7 +352,7 @@ mod tests {
         let fs_row = |fs: &str, v: f64| {
             ResultRow::new(
                 "cost",
-                costlab_core::case! {"term" => "create", "fs" => fs},
+                costlab_core::case! {"term" => "create", "fs" => fs, "rev" => 2u64},
                 "latency",
                 "ns",
                 vec![v],
