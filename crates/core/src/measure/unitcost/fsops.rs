@@ -664,20 +664,33 @@ pub fn fs_in_mountinfo(text: &str, path: &Path) -> Option<String> {
     mount_in_mountinfo(text, path).map(|(_, t)| t)
 }
 
+/// Each mount of a mountinfo text: (mount point, type), in the order mounted.
+fn mounts_in_mountinfo(text: &str) -> impl Iterator<Item = (String, String)> + '_ {
+    text.lines().filter_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let mp = fields.get(4)?;
+        let dash = fields.iter().position(|f| *f == "-")?;
+        let fstype = fields.get(dash + 1)?;
+        Some((mp.replace("\\040", " "), fstype.to_string()))
+    })
+}
+
+/// The mount points of this system's mounts of type `fs` (ext4, xfs ...), in the order mounted.
+pub fn mount_points_of(fs: &str) -> Result<Vec<PathBuf>> {
+    let text =
+        std::fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
+    Ok(mounts_in_mountinfo(&text)
+        .filter(|(_, t)| t == fs)
+        .map(|(mp, _)| PathBuf::from(mp))
+        .collect())
+}
+
 /// The mount point and type of the mount holding `path` in a mountinfo text.
 fn mount_in_mountinfo(text: &str, path: &Path) -> Option<(String, String)> {
     let mut best: Option<(String, String)> = None;
-    for line in text.lines() {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let (Some(mp), Some(dash)) = (fields.get(4), fields.iter().position(|f| *f == "-")) else {
-            continue;
-        };
-        let Some(fstype) = fields.get(dash + 1) else {
-            continue;
-        };
-        let mp = mp.replace("\\040", " ");
+    for (mp, fstype) in mounts_in_mountinfo(text) {
         if path.starts_with(&mp) && best.as_ref().is_none_or(|(l, _)| mp.len() >= l.len()) {
-            best = Some((mp, fstype.to_string()));
+            best = Some((mp, fstype));
         }
     }
     best
@@ -740,6 +753,15 @@ mod tests {
             Some("ext4")
         );
         assert_eq!(fs_in_mountinfo("", Path::new("/")), None);
+        assert_eq!(
+            mount_in_mountinfo(text, Path::new("/tmp/a")),
+            Some(("/tmp".into(), "tmpfs".into()))
+        );
+        let ext4: Vec<String> = mounts_in_mountinfo(text)
+            .filter(|(_, t)| t == "ext4")
+            .map(|(mp, _)| mp)
+            .collect();
+        assert_eq!(ext4, vec!["/".to_string()]);
     }
 
     #[test]

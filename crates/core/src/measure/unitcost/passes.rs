@@ -43,6 +43,18 @@ pub fn passes_deleted_inodes(dir: &Path) -> Result<bool> {
     Ok(journal.trim() == "<none>")
 }
 
+/// Wait 1.1 s, so that the inodes just deleted are passed over: an inode is passed over from
+/// the second after its deletion (its dtime is in whole seconds; one freed in this very
+/// second is taken again at once). Ctrl-C ends the wait.
+pub fn wait_past_deletions() -> Result<()> {
+    let until = Instant::now() + Duration::from_millis(1100);
+    while Instant::now() < until {
+        cancel::check()?;
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
+}
+
 /// One batch of the create-pass term.
 struct Batch {
     deleted: (u64, u64),
@@ -103,11 +115,7 @@ pub fn create_pass(spec: &SampleSpec, dir: &Path) -> Result<Vec<f64>> {
                 return Err(os_err("unlink"));
             }
         }
-        let until = Instant::now() + Duration::from_millis(1100);
-        while Instant::now() < until {
-            cancel::check()?;
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_past_deletions()?;
         let mut ns = Vec::with_capacity(PASS_TIMED);
         let mut made = (u64::MAX, 0);
         for i in 0..PASS_TIMED {

@@ -13,11 +13,11 @@
 //! tracer's own cost per touch, and the touches per pass).
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use costlab_bpf::{Attached, Hook, Map};
 use costlab_core::measure::cputime::thread_cpu_ns;
+use costlab_core::measure::stats::median;
 use costlab_core::measure::unitcost::{fsops, passes};
 use serde::{Deserialize, Serialize};
 
@@ -83,16 +83,10 @@ fn ext4_root(dir: &Path) -> Result<PathBuf> {
     if passes::passes_deleted_inodes(dir).unwrap_or(false) {
         return fsops::mount_point(dir);
     }
-    let text = std::fs::read_to_string("/proc/self/mountinfo")?;
-    for line in text.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        let Some(mp) = f.get(4) else { continue };
-        let mp = Path::new(mp);
-        if passes::passes_deleted_inodes(mp).unwrap_or(false) {
-            return Ok(mp.to_path_buf());
-        }
-    }
-    bail!("no ext4 file system without a journal is mounted")
+    fsops::mount_points_of("ext4")?
+        .into_iter()
+        .find(|mp| passes::passes_deleted_inodes(mp).unwrap_or(false))
+        .context("no ext4 file system without a journal is mounted")
 }
 
 /// The calibration's maps and programs, this thread tracked on every CPU inside an openat
@@ -155,11 +149,6 @@ fn create(p: &Path) -> Result<f64> {
     Ok(ns)
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// Measure the calibration on the file system of `dir` (or another ext4 without a journal).
 pub fn calibrate(dir: &Path) -> Result<Calibration> {
     let root = ext4_root(dir)?;
@@ -185,12 +174,7 @@ pub fn calibrate(dir: &Path) -> Result<Calibration> {
     for i in 0..DELETED {
         std::fs::remove_file(at(&format!("gone{i}")))?;
     }
-    // Passed over from the second after their deletion (dtime is in whole seconds).
-    let until = Instant::now() + Duration::from_millis(1100);
-    while Instant::now() < until {
-        costlab_core::measure::cancel::check()?;
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    passes::wait_past_deletions()?;
     let mut plain = Vec::new();
     for i in 0..BLOCK {
         plain.push(create(&at(&format!("plain{i}")))?);
@@ -212,7 +196,7 @@ pub fn calibrate(dir: &Path) -> Result<Calibration> {
     }
     let per_alloc = touches as f64 / windows as f64;
     let per_pass = ((per_alloc - base) / DELETED as f64).clamp(0.5, 1.0);
-    let touch_ns = ((median(traced) - median(plain)) / per_alloc).max(0.0);
+    let touch_ns = ((median(&traced) - median(&plain)) / per_alloc).max(0.0);
     Ok(Calibration {
         base,
         per_pass,
