@@ -10,6 +10,7 @@ use crate::count::{self, Counts, Stdio3, Times};
 use crate::gowhatif;
 use crate::saved::SavedCounts;
 use costlab_core::error::usage;
+use costlab_core::measure::units::human_ns;
 use costlab_history::report::Outcome;
 use costlab_lab::Ctx;
 
@@ -113,10 +114,25 @@ fn from_command(args: &PriceArgs, ctx: &Ctx) -> Result<Counted> {
         runs = untraced_runs(args, &path, 0..1, &mut go_gc, &mut go_cycles)?;
         costlab_core::measure::cancel::check()?;
     }
+    // The split's cpu-clock ticks often enough to share a short program's user class (the
+    // warm-up run's user time says how short), and no oftener than a tick's cost allows.
+    let user = runs.first().map(|t| t.user_ns as u64);
+    let tick_ns = crate::measured::tick_period_for(user);
     let mut c = count::count_command(
         &args.command,
         (!args.count_only).then_some(args.time_one_in.max(1)),
+        tick_ns,
     )?;
+    if let (Some(user), false) = (user, args.count_only) {
+        c.notes.push(format!(
+            "the split's cpu-clock ticked every {} of each CPU, for about {} ticks over the {} of user time the untraced run took (the longest period {}, the shortest {})",
+            human_ns(tick_ns as f64),
+            user / tick_ns.max(1),
+            human_ns(user as f64),
+            human_ns(crate::measured::prog::USER_TICK_PERIOD_NS as f64),
+            human_ns(crate::measured::SHORTEST_TICK_NS as f64),
+        ));
+    }
     if warm {
         c.notes.push(
             "the traced run came second, after one of the untraced runs, so that it and the untraced runs after it found the same caches".into(),

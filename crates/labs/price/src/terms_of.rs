@@ -343,7 +343,7 @@ pub fn event_pricing(class: &str, event: &str) -> Option<Pricing> {
 /// The local timer's interrupts the split counted on the program's CPUs, by whose they
 /// were. Every hrtimer expires in that interrupt on this kernel, so beside the kernel's tick
 /// it holds the tracers' own: the sampler's (one a sample) and the split's cpu-clock (one
-/// every `USER_TICK_PERIOD_NS` of the program's CPU).
+/// every `tick_period_ns` of the program's CPU).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TimerParts {
     pub all: u64,
@@ -356,7 +356,7 @@ pub struct TimerParts {
 /// `sampled`: the sampler's samples of the program (one interrupt each).
 pub fn timer_parts(split: &crate::measured::Split, sampled: u64) -> TimerParts {
     let all = split.line("irq", "local_timer").map_or(0, |l| l.count);
-    let mine = (split.usage_ns / crate::measured::prog::USER_TICK_PERIOD_NS).min(all);
+    let mine = (split.usage_ns / split.tick_period()).min(all);
     let sampler = sampled.min(all - mine);
     TimerParts {
         all,

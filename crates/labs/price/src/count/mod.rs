@@ -280,9 +280,9 @@ fn detach_off_path(counter: SyscallCounter) {
         .spawn(move || drop(counter));
 }
 
-/// Count `argv` from its exec to its exit; with `split` (one syscall in that many timed),
-/// measure where its CPU time went too.
-pub fn count_command(argv: &[String], period: Option<u32>) -> Result<Counts> {
+/// Count `argv` from its exec to its exit; with `period` (one syscall in that many timed),
+/// measure where its CPU time went too, its user class shared by a tick each `tick_ns`.
+pub fn count_command(argv: &[String], period: Option<u32>, tick_ns: u64) -> Result<Counts> {
     let split = period.is_some();
     let path = program(argv)?;
     if let Some(why) = unavailable() {
@@ -313,9 +313,10 @@ pub fn count_command(argv: &[String], period: Option<u32>) -> Result<Counts> {
         None
     };
     let tracer = if split {
-        Some(crate::measured::Tracer::attach_with(
-            bpf::cgroup_id(&cg.dir)?,
+        Some(crate::measured::Tracer::attach_to(
+            crate::measured::prog::Who::Cgroup(bpf::cgroup_id(&cg.dir)?),
             period.unwrap_or(1),
+            tick_ns,
         )?)
     } else {
         None
@@ -388,7 +389,10 @@ pub fn count_pid(pid: u32, duration: Duration, period: Option<u32>) -> Result<Co
     }
     let (tracefs, _mounted) = tracefs()?;
     let tracer = period
-        .map(|p| crate::measured::Tracer::attach_to(crate::measured::prog::Who::Process(pid), p))
+        .map(|p| {
+            let who = crate::measured::prog::Who::Process(pid);
+            crate::measured::Tracer::attach_to(who, p, crate::measured::prog::USER_TICK_PERIOD_NS)
+        })
         .transpose()?;
     let cpu_before = crate::measured::ProcessCpu::read(pid).unwrap_or_default();
     let counting = Counting::start(

@@ -549,8 +549,8 @@ pub fn evidence(split: &Split, b: &Beside, ev: &Evidence) -> Vec<String> {
         ("irq", "local_timer") => {
             let t = crate::pricing::timer_parts(split, ev.sampler_interrupts);
             why.push(format!(
-                "of its {} interrupts, {} were the sampler's (perf's cpu-clock: one a sample, with a stack walk) and about {} the split's own cpu-clock (one each 4 ms of the program's CPU): their cost, measured beside the run, is taken out of this line and the total; {} were the kernel's tick, the only ones priced",
-                t.all, t.sampler, t.split, t.ticks
+                "of its {} interrupts, {} were the sampler's (perf's cpu-clock: one a sample, with a stack walk) and about {} the split's own cpu-clock (one each {} of the program's CPU): their cost, measured beside the run, is taken out of this line and the total; {} were the kernel's tick, the only ones priced",
+                t.all, t.sampler, t.split, human_ns(split.tick_period() as f64), t.ticks
             ));
         }
         ("fault", "unfinished") => why.push(

@@ -13,6 +13,7 @@ pub mod btf;
 pub mod chart;
 pub mod inodes;
 mod pages;
+mod procfs;
 pub mod prog;
 mod split;
 
@@ -33,98 +34,8 @@ use costlab_core::error::usage;
 use prog::{IrqSlot, Maps, Target};
 
 pub use pages::PageCounts;
+pub use procfs::*;
 pub use split::*;
-
-/// What a process's threads have run so far: the process's CPU clock (every thread's
-/// sum_exec_runtime, those that ended included, brought up to date for a thread running now:
-/// the figure a cgroup's usage sums), and its user and system time (/proc/PID/stat,
-/// tick-sampled).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ProcessCpu {
-    pub cpu_ns: u64,
-    pub user_ns: u64,
-    pub system_ns: u64,
-}
-
-impl ProcessCpu {
-    pub fn read(pid: u32) -> Option<ProcessCpu> {
-        let cpu_ns = process_clock_ns(pid)?;
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let (u, s) = parse_stat_times(&stat)?;
-        let hz = costlab_core::measure::procstat::ticks_per_second().max(1);
-        Some(ProcessCpu {
-            cpu_ns,
-            user_ns: u * 1_000_000_000 / hz,
-            system_ns: s * 1_000_000_000 / hz,
-        })
-    }
-
-    /// (usage, user, system) ns from `before` to this reading.
-    pub fn since(&self, before: &ProcessCpu) -> (u64, u64, u64) {
-        (
-            self.cpu_ns.saturating_sub(before.cpu_ns),
-            self.user_ns.saturating_sub(before.user_ns),
-            self.system_ns.saturating_sub(before.system_ns),
-        )
-    }
-}
-
-/// Another process's CPU clock (clock_getcpuclockid), ns.
-fn process_clock_ns(pid: u32) -> Option<u64> {
-    let mut clock: libc::clockid_t = 0;
-    // SAFETY: clock_getcpuclockid writes one clockid_t to the valid pointer given.
-    if unsafe { libc::clock_getcpuclockid(pid as libc::pid_t, &mut clock) } != 0 {
-        return None;
-    }
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec to the valid pointer given.
-    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
-        return None;
-    }
-    Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
-}
-
-/// schedstat's first field: the thread's time on CPU, ns.
-pub fn parse_schedstat(text: &str) -> Option<u64> {
-    text.split_whitespace().next()?.parse().ok()
-}
-
-/// /proc/PID/stat's utime and stime (fields 14 and 15), in clock ticks.
-pub fn parse_stat_times(text: &str) -> Option<(u64, u64)> {
-    let rest = &text[text.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    Some((f.get(11)?.parse().ok()?, f.get(12)?.parse().ok()?))
-}
-
-/// cpu.stat's usage_usec, user_usec, system_usec as ns.
-pub fn parse_cpu_stat(text: &str) -> Option<(u64, u64, u64)> {
-    let field = |name: &str| {
-        text.lines().find_map(|l| {
-            let (k, v) = l.split_once(' ')?;
-            (k == name).then(|| v.trim().parse::<u64>().ok()).flatten()
-        })
-    };
-    Some((
-        field("usage_usec")? * 1000,
-        field("user_usec")? * 1000,
-        field("system_usec")? * 1000,
-    ))
-}
-
-/// Interrupt numbers to names from /proc/interrupts (the last field of each numbered line).
-pub fn parse_interrupts(text: &str) -> BTreeMap<u32, String> {
-    text.lines()
-        .filter_map(|l| {
-            let (n, rest) = l.trim_start().split_once(':')?;
-            let n: u32 = n.parse().ok()?;
-            let name = rest.split_whitespace().last()?;
-            Some((n, name.to_string()))
-        })
-        .collect()
-}
 
 const SOFTIRQ_NAMES: [&str; 10] = [
     "hi", "timer", "net_tx", "net_rx", "block", "irq_poll", "tasklet", "sched", "hrtimer", "rcu",
@@ -292,9 +203,9 @@ pub struct Tracer {
     _progs: Vec<(String, Attached)>,
     notes: Vec<String>,
     period: u32,
-    /// What a syscall of a task outside the split costs more while it is attached (ns, a
-    /// getppid loop of costlab's own before and after attaching), and the machine's busy CPU
-    /// time when it attached (ns).
+    tick_ns: u64,
+    /// What a syscall outside the split costs more while it is attached (ns, costlab's own
+    /// getppid before and after), and the machine's busy CPU time when it attached (ns).
     foreign_ns: f64,
     busy_at_attach: Option<u64>,
     /// Whether `prog::pages`' tracepoints are attached, and the page cache's work by slot.
@@ -368,11 +279,16 @@ impl Tracer {
     /// `attach`, timing one syscall in `period` of each kind (a power of two, 1 to 1024; 1:
     /// every call) on each CPU; every call is counted either way.
     pub fn attach_with(cgroup_id: u64, period: u32) -> Result<Tracer> {
-        Tracer::attach_to(prog::Who::Cgroup(cgroup_id), period)
+        Tracer::attach_to(
+            prog::Who::Cgroup(cgroup_id),
+            period,
+            prog::USER_TICK_PERIOD_NS,
+        )
     }
 
-    /// `attach_with` for `who`: a cgroup's tasks, or a running process's threads.
-    pub fn attach_to(who: prog::Who, period: u32) -> Result<Tracer> {
+    /// `attach_with` for `who` (a cgroup's tasks, or a running process's threads), its user
+    /// class shared by a cpu-clock tick each `tick_ns` of each CPU.
+    pub fn attach_to(who: prog::Who, period: u32, tick_ns: u64) -> Result<Tracer> {
         if !(1..=1024).contains(&period) || !period.is_power_of_two() {
             bail!(usage(format!(
                 "cannot time one call in {period}: give a power of two from 1 to 1024"
@@ -411,6 +327,7 @@ impl Tracer {
             who,
             pid_offset: pid_offset as i32,
             period,
+            tick_ns,
             rss,
         };
         let raw = Hook::raw_tracepoint;
@@ -427,11 +344,10 @@ impl Tracer {
             progs.push((hook.name(), p));
         }
         let mut notes = Vec::new();
-        attach_optional(&m, rss, &mut progs, &mut notes);
+        attach_optional(&m, &t, &mut progs, &mut notes);
         let pages = pages::attach(&m, &mut progs, &mut notes);
         inodes::attach(&m, &mut progs, &mut notes);
-        // costlab is outside the split's tasks: its getppid now takes the path every other
-        // task's syscalls take while the split is attached.
+        // costlab is outside the split's tasks: its getppid now takes the others' path.
         let foreign_ns = (getppid_ns() - bare).max(0.0);
         Ok(Tracer {
             slots,
@@ -441,6 +357,7 @@ impl Tracer {
             _progs: progs,
             notes,
             period,
+            tick_ns,
             foreign_ns,
             busy_at_attach: busy_now(),
             pages,
@@ -498,6 +415,7 @@ impl Tracer {
             _progs,
             mut notes,
             period,
+            tick_ns,
             foreign_ns,
             busy_at_attach,
             pages,
@@ -602,6 +520,7 @@ impl Tracer {
             dropped,
             others_syscalls: others,
             sample_period: period,
+            tick_period_ns: tick_ns,
         };
         let extra = if period > 1 {
             split.estimate(&squares)
@@ -635,7 +554,7 @@ fn summed<const N: usize>(map: &Map, key: u32) -> Result<[u64; N]> {
 /// faults and their kinds, interrupts, softirqs, the system vectors and the user-time tick.
 fn attach_optional(
     m: &Maps,
-    rss: Option<prog::RssAt>,
+    t: &prog::Target,
     progs: &mut Vec<(String, Attached)>,
     notes: &mut Vec<String>,
 ) {
@@ -699,7 +618,7 @@ fn attach_optional(
     // A task's exit: a thread killed by its process's exit tears itself down (the last one
     // unmaps the process) outside any syscall of its own; that goes to exit_group.
     optional(
-        prog::task_exit(m, rss),
+        prog::task_exit(m, t.rss),
         raw("sched_process_exit"),
         "a killed thread's exit (its teardown stays in the class it was killed in)",
     );
@@ -730,13 +649,13 @@ fn attach_optional(
         "softirqs' end",
     );
     if cfg!(target_arch = "x86_64") {
-        // cpu-clock every USER_TICK_PERIOD_NS of each CPU (its period in ns): the ticks
-        // that share the user class between user mode and the kernel work inside it.
+        // cpu-clock every `tick_ns` of each CPU: the ticks that share the user class between
+        // user mode and the kernel work inside it.
         optional(
             prog::user_tick(m),
             Hook::PerfSoftware {
                 config: PERF_COUNT_SW_CPU_CLOCK,
-                period: prog::USER_TICK_PERIOD_NS,
+                period: t.tick_ns,
                 name: "cpu-clock".into(),
             },
             "the kernel work inside user time (sampled)",

@@ -147,12 +147,9 @@ pub const NR_OPENAT: i32 = 257;
 pub const O_CREAT: i32 = 0o100;
 /// Where `dx` (a syscall's third argument: openat's flags) sits in x86-64's struct pt_regs.
 pub const PT_REGS_DX: i32 = 96;
-/// The cpu-clock period of those ticks, ns. Each tick is a timer interrupt, which on a VM
-/// costs exits: every 1 ms took +2.3% of a busy CPU's time here, every 4 ms +0.5%
-/// (examples/stepcost.rs, 7 rounds, 2026-11-26; a later run under twice the load could not
-/// tell them apart: rerun it quietly). At 4 ms a 1 s run still gives 250 ticks per busy CPU to
-/// share its user time by (about 3% of that time, one standard deviation, where a third is
-/// kernel).
+/// The cpu-clock period of those ticks at most, ns (`split::tick_period_for` picks a shorter
+/// one for a short program). Each tick is a timer interrupt: on this VM every 1 ms took +2.3% of
+/// a busy CPU's time, every 4 ms +0.5% (examples/stepcost.rs, 2026-11-26).
 pub const USER_TICK_PERIOD_NS: u64 = 4_000_000;
 /// Where `cs` sits in x86-64's struct pt_regs (its low two bits: the privilege level).
 pub const PT_REGS_CS: i16 = 136;
@@ -235,6 +232,8 @@ pub struct Target {
     /// Time one syscall in `period` of each number on each CPU (a power of two; 1: every
     /// call). Every call is counted either way.
     pub period: u32,
+    /// The cpu-clock period of the ticks that share the user class, ns.
+    pub tick_ns: u64,
     /// Where an mm's counters are (from BTF), for the exec, fork and exit programs.
     pub rss: Option<RssAt>,
 }

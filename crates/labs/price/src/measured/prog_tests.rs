@@ -15,6 +15,7 @@ const T: Target = Target {
     who: Who::Cgroup(0x1_0000_0042),
     pid_offset: 2480,
     period: 1,
+    tick_ns: USER_TICK_PERIOD_NS,
     rss: None,
 };
 const SAMPLED: Target = Target { period: 16, ..T };
