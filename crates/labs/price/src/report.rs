@@ -296,10 +296,14 @@ impl Run<'_> {
         );
     }
 
-    /// The priced ns of a line: its ratio times its measured time.
+    /// The priced ns of a line: its ratio times its own time (its measured time less the
+    /// tracer's inside it, on which the ratio is read).
     fn priced(&self, l: &(String, String, f64)) -> Option<f64> {
+        let tracer = self
+            .get(&l.0, &l.1, "tracer_time")
+            .map_or(0.0, |r| r.summary.median);
         self.get(&l.0, &l.1, "priced_ratio")
-            .map(|r| r.summary.median * l.2)
+            .map(|r| r.summary.median * (l.2 - tracer).max(0.0))
     }
 
     fn lines_table(&self, h: &mut String, lines: &[(String, String, f64)], kernel: f64) {
@@ -657,5 +661,17 @@ mod tests {
         let mut none = doc(100.0);
         none.models.clear();
         assert!(lead(&none).is_none());
+    }
+
+    #[test]
+    fn a_lines_priced_cell_is_its_ratio_times_its_own_time() {
+        // 60 ns on CPU, 20 of them the tracer's: priced 0.5 of the own 40, 20 ns (not 30).
+        let mut d = doc(105.0);
+        d.results.push(row("syscall", "read", "tracer_time", 20.0));
+        let p = page(&d);
+        assert!(
+            p.contains("<td class=\"num\">20.0 ns</td><td class=\"num\">0.50</td>"),
+            "{p}"
+        );
     }
 }

@@ -264,6 +264,9 @@ pub fn push_rows(
         if l.count > 0 {
             put("per_event", "ns", l.cpu_ns as f64 / l.count as f64);
         }
+        if b.tracer_ns > 0.0 {
+            put("tracer_time", "ns", b.tracer_ns);
+        }
         if let Some(ratio) = b.ratio() {
             if let Some(mut r) = row(&case, "priced_ratio", "ratio", ratio) {
                 let (q, why) = quality::worst_of(&b.rows.iter().collect::<Vec<_>>());
@@ -620,8 +623,10 @@ pub fn render(o: &Outcome) -> String {
         .iter()
         .take(top)
         .map(|(c, e, cpu)| {
+            // The ratio is read on the line's own time, its CPU time less the tracer's in it.
             let ratio = get(c, e, "priced_ratio");
-            let priced = ratio.map(|r| r * cpu);
+            let own = (cpu - get(c, e, "tracer_time").unwrap_or(0.0)).max(0.0);
+            let priced = ratio.map(|r| r * own);
             vec![
                 c.clone(),
                 e.clone(),
@@ -673,7 +678,7 @@ pub fn render(o: &Outcome) -> String {
         "priced/measured",
     ];
     format!(
-        "\nwhere the CPU time went, measured:\n{}",
+        "\nwhere the CPU time went, measured:\n{}priced/measured: the priced time ÷ the line's own, its time on CPU less the tracer's own cost inside it\n",
         table::render(&head, &rows)
     )
 }

@@ -554,3 +554,33 @@ fn wake_ups_on_a_halted_cpu_land_on_the_calls_that_slept() {
     assert_eq!(on("read"), Some(432_000.0));
     assert_eq!(on("futex"), Some(48_000.0));
 }
+
+#[test]
+fn the_table_prices_a_line_on_its_own_time_less_the_tracers() {
+    let s = split();
+    let mut b = beside(&s, &[priced("syscall", "read", 10, 15.0)]);
+    let t = crate::measured::TracerCost {
+        syscall: 1.0,
+        ..Default::default()
+    };
+    net_of_tracer(&mut b, &t);
+    let read = b.iter().find(|x| x.line.event == "read").unwrap();
+    assert!(read.tracer_ns > 0.0);
+    let mut o = Outcome::default();
+    push_rows(&mut o, &s, &b, "dd", 0);
+    let get = |m: &str| {
+        o.results
+            .iter()
+            .find(|r| r.key("event") == "read" && r.metric == m)
+            .map(|r| r.summary.median)
+    };
+    assert_eq!(get("tracer_time"), Some(read.tracer_ns));
+    // The ratio is the priced time over the line's own; the table's priced column is that
+    // ratio times the own time, the priced time itself, not times the gross.
+    let own = read.line.cpu_ns as f64 - read.tracer_ns;
+    assert!((get("priced_ratio").unwrap() * own - read.priced_ns.unwrap()).abs() < 1e-9);
+    let text = render(&o);
+    let priced = costlab_core::measure::units::human_ns(read.priced_ns.unwrap());
+    let row = text.lines().find(|l| l.contains(" read ")).unwrap();
+    assert!(row.contains(&priced), "{row} lacks {priced}");
+}
