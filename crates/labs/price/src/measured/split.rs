@@ -89,13 +89,15 @@ fn longest_tick() -> u64 {
     super::prog::USER_TICK_PERIOD_NS
 }
 
-/// The least period of those ticks, ns: a tick every 250 us costs a busy CPU of this VM about
-/// 9% (2.3% a 1 ms period), timed on the local timer's line and taken out with the tracer's.
-pub const SHORTEST_TICK_NS: u64 = 250_000;
+/// The least period of those ticks, ns. A tick costs a busy CPU of this VM about 2.3% at a
+/// 1 ms period. At 250 us a python start's usage grew by 10 ms and only 4.3 ms of it was
+/// taken out as the tracer's; at 500 us its net kernel time (48 ms) stayed within the rounds
+/// at 4 ms (41-48 ms), and so the shortest is 500 us.
+pub const SHORTEST_TICK_NS: u64 = 500_000;
 /// How many ticks the user class of a program should get, where the period allows: a share
-/// near 5% from 400 ticks is within 2 points (95%); from the 1-5 ticks a 30 ms program got at
+/// near 10% from 200 ticks is within 4 points (95%); from the 1-5 ticks a 30 ms program got at
 /// the longest period, anything from 1% to 75%.
-pub const TICKS_WANTED: u64 = 400;
+pub const TICKS_WANTED: u64 = 200;
 
 /// The tick period for a program whose untraced run took `user_ns` of user time (None: not
 /// known, the longest): `TICKS_WANTED` ticks over it, within `SHORTEST_TICK_NS` and the

@@ -340,10 +340,10 @@ fn the_tick_period_gives_a_short_program_enough_ticks_and_a_long_one_the_longest
     let longest = prog::USER_TICK_PERIOD_NS;
     assert_eq!(tick_period_for(None), longest);
     assert_eq!(tick_period_for(Some(0)), longest);
-    // A 15 ms program: 400 ticks would be 37.5 us apart, below the shortest.
+    // A 15 ms program: 200 ticks would be 75 us apart, below the shortest.
     assert_eq!(tick_period_for(Some(15_000_000)), SHORTEST_TICK_NS);
-    // 170 ms: 425 us, in whole 50 us.
-    assert_eq!(tick_period_for(Some(170_000_000)), 400_000);
+    // 170 ms: 850 us, in whole 50 us.
+    assert_eq!(tick_period_for(Some(170_000_000)), 850_000);
     assert_eq!(tick_period_for(Some(10_000_000_000)), longest);
     // The local timer's interrupts the split's own ticks made follow the period it ran at,
     // and counts saved before the period was chosen read at the longest.
@@ -352,14 +352,14 @@ fn the_tick_period_gives_a_short_program_enough_ticks_and_a_long_one_the_longest
             count: 200,
             ..line("irq", "local_timer", 2_000_000)
         }],
-        usage_ns: 40_000_000,
-        tick_period_ns: 250_000,
+        usage_ns: 80_000_000,
+        tick_period_ns: 500_000,
         ..Split::default()
     };
     let t = crate::terms_of::timer_parts(&s, 10);
     assert_eq!((t.split, t.sampler, t.ticks), (160, 10, 30));
     s.tick_period_ns = 0;
-    assert_eq!(crate::terms_of::timer_parts(&s, 10).split, 10);
+    assert_eq!(crate::terms_of::timer_parts(&s, 10).split, 20);
     let old: Split =
         serde_json::from_str(r#"{"lines":[],"usage_ns":1,"stat_user_ns":0,"stat_system_ns":0}"#)
             .unwrap();
