@@ -42,7 +42,8 @@ bt_calls() { # bpftrace's @calls/@ns by number, named from the kernel's headers:
         BEGIN { while ((getline l < H) > 0) if (l ~ /^#define __NR_/) { split(l, f, " "); n = f[2]; sub(/^__NR_/, "", n); name[f[3]] = n } }
         /^@calls\[/ { k = $1; gsub(/[^0-9]/, "", k); c[k] = $2 }
         /^@ns\[/ { k = $1; gsub(/[^0-9]/, "", k); t[k] = $2 }
-        END { for (k in c) print (k in name ? name[k] : "syscall_" k), c[k], t[k] }' "$1"
+        /^@irqns\[/ { k = $1; gsub(/[^0-9]/, "", k); q[k] = $2 }
+        END { for (k in c) print (k in name ? name[k] : "syscall_" k), c[k], t[k] - q[k], q[k] + 0 }' "$1"
 }
 getppid_ns() { awk '$1 == "getppid" && $2 > 0 {printf "%.1f\n", $3 / $2}'; }
 for i in 1 2 3; do
@@ -79,12 +80,20 @@ for r in $(seq "$ROUNDS"); do
         # (COMMS), by number; named from the kernel's headers.
         filter=$(for c in $COMMS; do printf 'comm == "%s" || ' "$c"; done)
         filter="(${filter% || })"
+        # The interrupts and softirqs that run inside a call (on its CPU while it is the
+        # task there) are summed by call (@irqns) and taken out of its time: the split puts
+        # them on lines of their own (irq, softirq), not on the call's.
         bpftrace -q -o "$W/bt.txt" -e "
-            tracepoint:raw_syscalls:sys_enter /$filter/ { @in[tid] = nsecs; @nr[tid] = args->id; }
+            tracepoint:raw_syscalls:sys_enter /$filter/ { @in[tid] = nsecs; @nr[tid] = args->id; @on[cpu] = tid; }
             tracepoint:raw_syscalls:sys_exit /@in[tid]/ {
                 @calls[@nr[tid]] = count(); @ns[@nr[tid]] = sum(nsecs - @in[tid]);
-                delete(@in[tid]); delete(@nr[tid]); }
-            END { clear(@in); clear(@nr); }" -c "$(printf '%q ' "$(command -v "${CMD[0]}")" "${CMD[@]:1}")" >/dev/null 2>&1 || true
+                delete(@in[tid]); delete(@nr[tid]); @on[cpu] = 0; }
+            tracepoint:sched:sched_switch { @on[cpu] = @in[args->next_pid] ? args->next_pid : 0; }
+            tracepoint:irq:softirq_entry /@on[cpu]/ { @s[cpu] = nsecs; }
+            tracepoint:irq:softirq_exit /@s[cpu]/ { @irqns[@nr[@on[cpu]]] = sum(nsecs - @s[cpu]); @s[cpu] = 0; }
+            tracepoint:irq:irq_handler_entry, tracepoint:irq_vectors:*_entry /@on[cpu] && @s[cpu] == 0/ { @h[cpu] = nsecs; }
+            tracepoint:irq:irq_handler_exit, tracepoint:irq_vectors:*_exit /@h[cpu]/ { @irqns[@nr[@on[cpu]]] = sum(nsecs - @h[cpu]); @h[cpu] = 0; }
+            END { clear(@in); clear(@nr); clear(@on); clear(@s); clear(@h); }" -c "$(printf '%q ' "$(command -v "${CMD[0]}")" "${CMD[@]:1}")" >/dev/null 2>&1 || true
         bt_calls "$W/bt.txt" >"$W/perf-$r.txt"
     fi
     "$B" price --once --json - -- "${CMD[@]}" 2>/dev/null | jq -r '
@@ -97,12 +106,15 @@ for r in $(seq "$ROUNDS"); do
     echo "round $r done" >&2
 done
 echo "getppid a call, the same kernel work under each: costlab $G_C ns, $TOOL $G_T ns: the tools' own costs inside their intervals differ by $OFFSET ns, taken out of each difference below"
-printf "%-14s %8s %8s %11s %11s %9s %11s %7s  %s\n" syscall calls "$TOOL n" "costlab ns" "$TOOL ns" "diff" "diff less" ratio "within 10% or 150 ns"
+printf "%-14s %8s %8s %11s %11s %9s %11s %7s  %-4s %9s\n" syscall calls "$TOOL n" "costlab ns" "$TOOL ns" "diff" "diff less" ratio "within 10% or 150 ns" "irqs in"
+if [ "$TOOL" = bpftrace ]; then
+    echo "bpftrace ns: each call's enter to exit less the interrupts and softirqs inside it (irqs in, ns a call), which the split puts on lines of their own"
+fi
 # Medians over rounds, per syscall: perf calls, perf ns; costlab calls, costlab ns, cpu ns.
 awk -v R="$ROUNDS" -v OFF="$OFFSET" '
     function med(a, n,   i, j, t) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
                                     return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
-    FILENAME ~ /perf-/ { pc[$1, ++pn[$1]] = $2; pt[$1, pn[$1]] = $3; next }
+    FILENAME ~ /perf-/ { pc[$1, ++pn[$1]] = $2; pt[$1, pn[$1]] = $3; pq[$1, pn[$1]] = $4; next }
     { cc[$1, ++cn[$1]] = $2; ct[$1, cn[$1]] = $3; cu[$1, cn[$1]] = $4; kern += $4 / R }
     END {
         for (k in cn) {
@@ -114,9 +126,10 @@ awk -v R="$ROUNDS" -v OFF="$OFFSET" '
             m = pn[name]; if (m == 0) { printf "%-14s %8d %8s %11.0f %11s\n", k, c, "-", t / c, "-"; continue }
             delete a; for (i = 1; i <= m; i++) a[i] = pc[name, i]; p = med(a, m)
             delete a; for (i = 1; i <= m; i++) a[i] = pt[name, i]; q = med(a, m)
+            delete a; for (i = 1; i <= m; i++) a[i] = pq[name, i]; irq = med(a, m)
             x = t / c; y = q / p; d = x - y - OFF; yn = y + OFF
             ok = (d < 0 ? -d : d) <= 150 || (d < 0 ? -d : d) <= 0.1 * yn
-            printf "%-14s %8d %8d %11.0f %11.0f %+9.0f %+11.0f %6.2fx  %s\n", k, c, p, x, y, x - y, d, x / yn, ok ? "yes" : "NO"
+            printf "%-14s %8d %8d %11.0f %11.0f %+9.0f %+11.0f %6.2fx  %-4s %9.0f\n", k, c, p, x, y, x - y, d, x / yn, ok ? "yes" : "NO", irq / p
         }
     }' "$W"/perf-*.txt "$W"/cl-*.txt | sort -k1,1
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs, kernel $(uname -r); $ROUNDS rounds of: ${CMD[*]}"
