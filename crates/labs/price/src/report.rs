@@ -301,9 +301,9 @@ impl Run<'_> {
     fn priced(&self, l: &(String, String, f64)) -> Option<f64> {
         let tracer = self
             .get(&l.0, &l.1, "tracer_time")
-            .map_or(0.0, |r| r.summary.median);
+            .map(|r| r.summary.median);
         self.get(&l.0, &l.1, "priced_ratio")
-            .map(|r| r.summary.median * (l.2 - tracer).max(0.0))
+            .map(|r| crate::measured::beside::priced_of_rows(r.summary.median, l.2, tracer))
     }
 
     fn lines_table(&self, h: &mut String, lines: &[(String, String, f64)], kernel: f64) {

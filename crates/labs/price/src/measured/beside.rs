@@ -32,6 +32,12 @@ pub struct Beside {
     pub switch_ns: f64,
 }
 
+/// A stored line's priced ns: its ratio (priced ÷ its own time) times its own time, its CPU
+/// time less the tracer's inside it (`tracer_time`, absent where none).
+pub fn priced_of_rows(ratio: f64, cpu_ns: f64, tracer_ns: Option<f64>) -> f64 {
+    ratio * (cpu_ns - tracer_ns.unwrap_or(0.0)).max(0.0)
+}
+
 impl Beside {
     /// The line's own time: its CPU time less the tracer's inside it.
     pub fn own_ns(&self) -> f64 {
@@ -623,10 +629,8 @@ pub fn render(o: &Outcome) -> String {
         .iter()
         .take(top)
         .map(|(c, e, cpu)| {
-            // The ratio is read on the line's own time, its CPU time less the tracer's in it.
             let ratio = get(c, e, "priced_ratio");
-            let own = (cpu - get(c, e, "tracer_time").unwrap_or(0.0)).max(0.0);
-            let priced = ratio.map(|r| r * own);
+            let priced = ratio.map(|r| priced_of_rows(r, *cpu, get(c, e, "tracer_time")));
             vec![
                 c.clone(),
                 e.clone(),

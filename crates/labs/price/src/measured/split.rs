@@ -79,14 +79,11 @@ pub struct Split {
     /// One syscall in this many of each kind was timed (0 or 1: every call).
     #[serde(default)]
     pub sample_period: u32,
-    /// The period of the cpu-clock ticks that shared the user class, ns (counts saved before
-    /// it was chosen per program had the longest).
-    #[serde(default = "longest_tick")]
+    /// The period of the cpu-clock ticks that shared the user class, ns (0 where unset:
+    /// counts saved before it was chosen per program, which had the longest; read it through
+    /// `tick_period`).
+    #[serde(default)]
     pub tick_period_ns: u64,
-}
-
-fn longest_tick() -> u64 {
-    super::prog::USER_TICK_PERIOD_NS
 }
 
 /// The least period of those ticks, ns. A tick costs a busy CPU of this VM about 2.3% at a
@@ -103,7 +100,7 @@ pub const TICKS_WANTED: u64 = 200;
 /// known, the longest): `TICKS_WANTED` ticks over it, within `SHORTEST_TICK_NS` and the
 /// longest, in whole 50 us.
 pub fn tick_period_for(user_ns: Option<u64>) -> u64 {
-    let longest = longest_tick();
+    let longest = super::prog::USER_TICK_PERIOD_NS;
     match user_ns {
         Some(ns) if ns > 0 => {
             let p = (ns / TICKS_WANTED).clamp(SHORTEST_TICK_NS, longest);
@@ -141,7 +138,7 @@ impl Split {
     /// The period of the ticks that shared the user class, ns (0, unset: the longest).
     pub fn tick_period(&self) -> u64 {
         match self.tick_period_ns {
-            0 => longest_tick(),
+            0 => super::prog::USER_TICK_PERIOD_NS,
             p => p,
         }
     }
