@@ -11,7 +11,7 @@ use crate::price::events_or_skip;
 use costlab_price::count;
 
 /// (class, event, metric) -> median of the price rows of a JSON document.
-fn rows(doc: &serde_json::Value) -> BTreeMap<(String, String, String), f64> {
+pub(crate) fn rows(doc: &serde_json::Value) -> BTreeMap<(String, String, String), f64> {
     doc["results"]
         .as_array()
         .unwrap()
@@ -172,7 +172,7 @@ fn a_light_call_is_not_listed_as_a_call_with_no_term() {
 
 /// tests/fixtures/price/edges.c built into a fresh folder: the folder and the program; None
 /// (the test skipped, and said so) where the split cannot run or without a C compiler.
-fn edges(name: &str) -> Option<(tempfile::TempDir, std::path::PathBuf)> {
+pub(crate) fn edges(name: &str) -> Option<(tempfile::TempDir, std::path::PathBuf)> {
     if let Some(why) = count::unavailable() {
         skip::skipped_unless_ci(name, &why);
         return None;

@@ -2,7 +2,8 @@
 //! measured split and priced at the create-pass term: a shell that deletes 1000 files, waits
 //! past the second of their deletion and makes 200 passes over 1000 inodes with each create.
 //! Needs root and BPF, and a file system root on ext4 without a journal: skips with the reason
-//! without them. None asserts a time.
+//! without them. Beside it, the page-cache count the file-system terms price the same way: the
+//! pages read from small files. None asserts a time.
 
 use crate::common::{self, skip};
 use costlab_core::measure::unitcost::{fsops, passes};
@@ -67,4 +68,38 @@ fn a_creates_passes_over_deleted_inodes_are_counted_and_priced() {
         notes.contains("calibrated here"),
         "no calibration note: {notes}"
     );
+}
+
+/// The pages read from small files (at most 32 KiB), counted exactly from the file's size
+/// read in the kernel: a whole read of a 5000-byte file takes its 2 pages, the empty read at
+/// its end none, and a 40000-byte file's read none (were the size misread, 1000 more); priced
+/// (at the read-small term).
+#[test]
+fn the_pages_read_from_small_files_are_counted_exactly() {
+    let name = "the_pages_read_from_small_files_are_counted_exactly";
+    let Some((dir, exe)) = crate::price_measured::edges(name) else {
+        return;
+    };
+    let db = dir.path().join("h.db");
+    let _one = common::serial();
+    let doc =
+        crate::price_measured::price(&db, &["--", exe.to_str().unwrap(), "smallfiles", "100"]);
+    let r = crate::price_measured::rows(&doc);
+    // 2 × 100, and the pages the kernel reads of the (small) test program's own file at its
+    // exec: its header and program headers, 3 here.
+    let pages = r
+        .get(&(
+            "pages".into(),
+            "read from small files".into(),
+            "count".into(),
+        ))
+        .copied()
+        .unwrap_or(0.0);
+    assert!((200.0..=210.0).contains(&pages), "{pages} pages: {r:?}");
+    let priced = doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|x| x["case"]["event"] == "read from small files" && x["metric"] == "unit_cost");
+    assert!(priced, "no unit cost for the pages read from small files");
 }

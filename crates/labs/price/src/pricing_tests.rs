@@ -163,8 +163,8 @@ fn writes_to_files_and_their_bytes_are_priced_at_the_file_write_term() {
 }
 
 /// The page cache's counts become events (a zero left out) priced at their terms: a page read
-/// in at a cold read's page less a cached read's share, a folio dropped at page-drop, the bytes
-/// written back at writeback's per byte; pages a write made are priced with its bytes (0 here).
+/// in at a cold read's page less a cached read's share, a page of a small file read at
+/// read-small, a folio dropped at page-drop, the bytes written back at writeback's per byte; pages a write made are priced with its bytes (0 here).
 #[test]
 fn the_page_caches_counts_are_priced_at_their_own_terms() {
     let mut units: Units = [
@@ -173,6 +173,7 @@ fn the_page_caches_counts_are_priced_at_their_own_terms() {
         ("file-read/byte".to_string(), unit(0.05)),
         ("page-drop".to_string(), unit(700.0)),
         ("writeback/byte".to_string(), unit(0.2)),
+        ("read-small".to_string(), unit(300.0)),
     ]
     .into();
     derive(&mut units);
@@ -187,6 +188,7 @@ fn the_page_caches_counts_are_priced_at_their_own_terms() {
             other: 0,
             dropped: 10,
             writeback_bytes: 4096,
+            small: 40,
         },
     );
     assert!(!counts
@@ -203,6 +205,8 @@ fn the_page_caches_counts_are_priced_at_their_own_terms() {
     assert_eq!(of("folios", "dropped"), Some(7_000.0));
     assert!((of("bytes", "written back").unwrap() - 819.2).abs() < 1e-6);
     assert_eq!(of("pages", "made by writes"), Some(0.0));
+    // A page read from a small file at the read-small term, beyond its read's call and bytes.
+    assert_eq!(of("pages", "read from small files"), Some(12_000.0));
 }
 
 /// The bytes read are shared out by the read calls as the bytes written are: the pipes' share

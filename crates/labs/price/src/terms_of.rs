@@ -256,6 +256,11 @@ pub fn event_pricing(class: &str, event: &str) -> Option<Pricing> {
             1.0,
             "a page the page cache took in for a read (a cold read, its readahead included): a cold read's CPU per page less a cached read's (its bytes and calls are priced apart)",
         ),
+        ("pages", "read from small files") => by(
+            "read-small",
+            1.0,
+            "a page a read took from a cached file of at most 32 KiB, beyond the same bytes of a large file (small files are cached in folios of a page or a few, and each file's page-cache structures are met apart): the read-small term (the read calls and bytes are priced apart)",
+        ),
         ("pages", "mapped by file faults") => by(
             "fault-file/page",
             1.0,

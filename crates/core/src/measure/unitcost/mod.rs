@@ -12,6 +12,7 @@ pub mod ipi;
 pub mod passes;
 pub mod procs;
 mod sched;
+pub mod smallfiles;
 pub mod tick;
 
 pub use faults::{FAULT_AROUND, MUNMAP_PAGES};
@@ -23,7 +24,7 @@ use anyhow::Result;
 use super::SampleSpec;
 
 /// Every term, in the order they are measured and shown (the `term` case key's values).
-pub const TERMS: [&str; 47] = [
+pub const TERMS: [&str; 48] = [
     "fault-4k",
     "fault-thp",
     "fault-file",
@@ -55,6 +56,7 @@ pub const TERMS: [&str; 47] = [
     "getdents64",
     "path-component",
     "read-cold",
+    "read-small",
     "fault-cow",
     "fault-major",
     "mmap",
@@ -76,7 +78,7 @@ pub const TERMS: [&str; 47] = [
 /// The terms measured in a scratch directory on a file system, whose figures carry the case
 /// key `fs` (its type, as /proc/self/mountinfo names it): a price uses the figure of the file
 /// system its program worked on.
-pub const FS_TERMS: [&str; 19] = [
+pub const FS_TERMS: [&str; 20] = [
     "open",
     "close",
     "create",
@@ -89,6 +91,7 @@ pub const FS_TERMS: [&str; 19] = [
     "getdents64",
     "path-component",
     "read-cold",
+    "read-small",
     "fault-major",
     "exec",
     "file-write",
@@ -205,6 +208,7 @@ pub fn reading(term: &str) -> &'static str {
         "fdatasync" => "fdatasync after a write of `size` bytes over allocated blocks, CPU time, per call",
         "getdents64" => "getdents64 reading a 64-entry directory through (the empty call at its end included), CPU time, per call; per_entry: each entry more",
         "path-component" => "a path lookup's cost per directory component walked (stat 8 levels down less stat at the top, / 8)",
+        "read-small" => "a whole cached read of a small file (1-32 KiB, read in through readahead, so the page cache holds it in folios of a page or a few) beyond the same bytes read from a file written 1 MiB a call, each pass after a sweep of four times the largest CPU cache, CPU time, per page",
         "read-cold" => "a read of a page not in the page cache (the scratch file's pages dropped), readahead as the kernel does it, CPU time, per page",
         "fault-cow" => "a write fault on a private file mapping: a cached page copied, per fault",
         "fault-major" => "a read fault on a file page not cached (its readahead included, the minor faults it spares apart), CPU time, per major fault",
@@ -329,6 +333,7 @@ fn measure_term(term: &str, spec: &SampleSpec, dir: &Path) -> Result<Vec<TermFig
         }
         "path-component" => one(fsops::path_component(spec, dir)?),
         "read-cold" => one(fsops::read_cold(spec, dir)?),
+        "read-small" => one(smallfiles::read_small(spec, dir)?),
         "fault-cow" => one(faults::cow(spec)?),
         "fault-major" => one(faults::major(spec, dir)?),
         "mmap" => one(faults::mmap(spec)?),

@@ -236,11 +236,12 @@ pub fn split_faults(events: &mut Events, file: u64, cow: u64) {
     events.insert(key("minor"), all - file - cow);
 }
 
-/// The page cache as the split counted it, as events: pages read in (cold reads), made by
-/// writes, faulted in; folios dropped; bytes written back by the program itself. A zero is left out.
+/// The page cache as the split counted it, as events: pages read in (cold reads), read
+/// from small files, made by writes, faulted in; folios dropped; bytes written back by the program itself. A zero is left out.
 pub fn page_events(events: &mut Events, p: &crate::measured::PageCounts) {
     for (class, event, n) in [
         ("pages", "read in", p.read),
+        ("pages", "read from small files", p.small),
         ("pages", "made by writes", p.write),
         ("pages", "faulted in", p.other),
         ("folios", "dropped", p.dropped),

@@ -165,6 +165,7 @@ fn targets(p: &Priced, split: &Split) -> Vec<((String, String), f64)> {
         // split saw it in, by their share of it; where it was not told by call, shared by
         // the count of the calls that do it (the reads, the unlinks and truncates, the syncs).
         ("pages", "read in") => where_done(|l| l.pages_in, &READS),
+        ("pages", "read from small files") => where_done(|l| l.small_pages, &READS),
         ("folios", "dropped") => where_done(|l| l.folios_dropped, &DROPS),
         ("inodes", "passed over") => where_done(|l| l.inodes_passed, &["openat", "mkdir"]),
         ("bytes", "written back") => where_done(|l| l.written_back, &SYNCS),

@@ -451,6 +451,27 @@ fn the_page_caches_work_lands_where_the_split_saw_it_done() {
     // No line holds pages read in: shared by the reads' count, 10 and 30.
     assert_eq!(on("read"), Some(100.0));
     assert_eq!(on("pread64"), Some(300.0));
+    // No line holds pages read from small files either: on the reads by their count too.
+    let small = [priced("pages", "read from small files", 40, 10.0)];
+    let b = beside(&s, &small);
+    let on = |e: &str| b.iter().find(|x| x.line.event == e).unwrap().priced_ns;
+    assert_eq!(on("read"), Some(100.0));
+    assert_eq!(on("pread64"), Some(300.0));
+    // Where the split saw them (a copy_file_range's, which is no read), there.
+    let mut copy = line("syscall", "copy_file_range", 5, 4000);
+    copy.small_pages = 30;
+    let mut read = line("syscall", "read", 10, 300);
+    read.small_pages = 10;
+    let s = Split {
+        lines: vec![copy, read, line("syscall", "pread64", 30, 300)],
+        usage_ns: 4600,
+        ..Split::default()
+    };
+    let b = beside(&s, &small);
+    let on = |e: &str| b.iter().find(|x| x.line.event == e).unwrap().priced_ns;
+    assert_eq!(on("copy_file_range"), Some(300.0));
+    assert_eq!(on("read"), Some(100.0));
+    assert_eq!(on("pread64"), None);
 }
 
 /// The interrupts a call sent to another CPU are priced on the lines that sent them (a pipe

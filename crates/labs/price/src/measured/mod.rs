@@ -188,6 +188,7 @@ impl Counted {
                 prog::PAGES_OTHER => p.other = n,
                 prog::PAGES_DROPPED => p.dropped = n,
                 prog::WRITEBACK_BYTES => p.writeback_bytes = n,
+                prog::pages::PAGES_SMALL => p.small = n,
                 _ => {}
             }
         }
@@ -346,6 +347,7 @@ impl Tracer {
         let mut notes = Vec::new();
         attach_optional(&m, &t, &mut progs, &mut notes);
         let pages = pages::attach(&m, &mut progs, &mut notes);
+        pages::attach_small(&m, &btf, &mut progs, &mut notes);
         inodes::attach(&m, &mut progs, &mut notes);
         // costlab is outside the split's tasks: its getppid now takes the others' path.
         let foreign_ns = (getppid_ns() - bare).max(0.0);

@@ -17,6 +17,8 @@ pub struct PageCounts {
     pub other: u64,
     pub dropped: u64,
     pub writeback_bytes: u64,
+    /// Pages read from files of at most `smallfiles::SMALL_FILE` bytes.
+    pub small: u64,
 }
 
 /// The page cache's work each syscall's slot did (`prog::pages`' work map), onto its line.
@@ -27,8 +29,8 @@ pub(super) fn add_work(
     irqs: &BTreeMap<u32, String>,
 ) -> Result<()> {
     for s in 0..prog::SLOTS {
-        let v: [u64; 7] = summed(work, s)?;
-        if v == [0; 7] {
+        let v: [u64; 8] = summed(work, s)?;
+        if v == [0; 8] {
             continue;
         }
         let (class, event) = slot_name(s, syscalls, irqs);
@@ -43,6 +45,7 @@ pub(super) fn add_work(
             l.halted_in += v[4];
             l.inode_touches += v[5];
             l.inode_windows += v[6];
+            l.small_pages += v[7];
         }
     }
     Ok(())
@@ -102,5 +105,41 @@ pub(super) fn attach(
             ));
             false
         }
+    }
+}
+
+/// The count of pages read from small files (`prog::pages::small_read` on the raw
+/// mm_filemap_get_pages, its file's size read through the mapping's inode at BTF's
+/// offsets); a note says why not where it cannot be attached.
+pub(super) fn attach_small(
+    m: &Maps,
+    btf: &super::btf::Btf,
+    progs: &mut Vec<(String, Attached)>,
+    notes: &mut Vec<String>,
+) {
+    use costlab_core::measure::unitcost::smallfiles::SMALL_FILE;
+    let fields = btf
+        .member_offset("address_space", "host")
+        .zip(btf.member_offset("inode", "i_size"));
+    let attached = match fields {
+        None => Err(anyhow::anyhow!(
+            "this kernel's BTF has no address_space.host or inode.i_size"
+        )),
+        Some((host, i_size)) => {
+            let f = prog::pages::SmallFields {
+                host: host as i32,
+                i_size: i_size as i32,
+            };
+            let hook = Hook::raw_tracepoint("mm_filemap_get_pages");
+            prog::pages::small_read(m, f, SMALL_FILE)
+                .finish()
+                .and_then(|p| Ok((hook.name(), costlab_bpf::attach(&p, &hook)?)))
+        }
+    };
+    match attached {
+        Ok(p) => progs.push(p),
+        Err(e) => notes.push(format!(
+            "the pages read from small files not counted (their reads priced as a large file's): {e}"
+        )),
     }
 }

@@ -51,6 +51,9 @@ pub struct Line {
     pub inode_touches: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub inodes_passed: u64,
+    /// Pages it read from files of at most 32 KiB (`prog::pages::small_read`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub small_pages: u64,
 }
 
 fn is_zero(v: &u64) -> bool {

@@ -14,11 +14,11 @@
 
 use costlab_bpf::{Asm, R1, R2, R8, R9};
 
-use super::pages::{counted, WORK_TOUCHES, WORK_WINDOWS};
-use super::{epilogue, prologue, Join, Maps, FAULT_FILE_PAGES, FP_DELTA};
+use super::pages::{counted, PAGES_SMALL, WORK_TOUCHES, WORK_WINDOWS};
+use super::{epilogue, prologue, Join, Maps, FP_DELTA};
 
 /// Buffers touched inside tracked tasks' inode allocations, and the allocations.
-pub const INODE_TOUCHES: u32 = FAULT_FILE_PAGES + 1;
+pub const INODE_TOUCHES: u32 = PAGES_SMALL + 1;
 pub const INODE_WINDOWS: u32 = INODE_TOUCHES + 1;
 /// The slots' end: `prog::SLOTS`.
 pub const SLOTS_END: u32 = INODE_WINDOWS + 1;

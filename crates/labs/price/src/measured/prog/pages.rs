@@ -6,22 +6,23 @@
 //! caused it: a read's readahead, an unlink's truncation, an fsync's writeback. The records'
 //! layout comes from tracefs's format files at attach time. Counts only: no clock is read.
 
-use costlab_bpf::{Asm, Reg, FP, R0, R1, R2, R3, R6, R9};
+use costlab_bpf::{Asm, Reg, FP, R0, R1, R2, R3, R6, R7, R9};
 
 use costlab_bpf::Helper;
 
 use super::{
-    epilogue, prologue, slot, Join, Maps, EXEC_FAILED, FAULT_COW, FAULT_FILE, FAULT_MINOR,
-    FAULT_OPEN, FAULT_OPEN_COW, FAULT_OPEN_FILE, FAULT_OPEN_WRITE, FP_DELTA, IPI_FAULT, IPI_SENT,
-    OPEN_CREATE, PAGES_DROPPED, PAGES_OTHER, PAGES_READ, PAGES_WRITE, ST_CLASS, ST_NR, ST_SKIP,
-    SYS_OTHER, USER, WRITEBACK_BYTES,
+    epilogue, prologue, slot, Join, Maps, EXEC_FAILED, FAULT_COW, FAULT_FILE, FAULT_FILE_PAGES,
+    FAULT_MINOR, FAULT_OPEN, FAULT_OPEN_COW, FAULT_OPEN_FILE, FAULT_OPEN_WRITE, FP_DELTA,
+    IPI_FAULT, IPI_SENT, OPEN_CREATE, PAGES_DROPPED, PAGES_OTHER, PAGES_READ, PAGES_WRITE,
+    ST_CLASS, ST_NR, ST_SKIP, SYS_OTHER, USER, WRITEBACK_BYTES,
 };
 
 /// A work map's value: pages taken in (not by a write) @0, folios taken out @8, bytes sent to
 /// be written @16, interrupts sent to another CPU @24, inside the syscall of the value's slot;
 /// switches back in from a wait in it on a CPU that had halted @32 (`wake`); buffers touched
-/// inside ext4's inode allocations @40 and those allocations @48 (`inodes`).
-pub const WORK_SIZE: u32 = 56;
+/// inside ext4's inode allocations @40 and those allocations @48 (`inodes`); pages read from
+/// small files @56 (`small_read`).
+pub const WORK_SIZE: u32 = 64;
 const WORK_IN: i16 = 0;
 const WORK_DROPPED: i16 = 8;
 const WORK_WRITTEN: i16 = 16;
@@ -29,6 +30,9 @@ const WORK_IPI: i16 = 24;
 pub(super) const WORK_HALT: i16 = 32;
 pub(super) const WORK_TOUCHES: i16 = 40;
 pub(super) const WORK_WINDOWS: i16 = 48;
+const WORK_SMALL: i16 = 56;
+/// Pages a tracked task read from small files (`small_read`).
+pub const PAGES_SMALL: u32 = FAULT_FILE_PAGES + 1;
 /// Stack slot of the syscall's slot, for the work map's key.
 const FP_CALL: i16 = -40;
 /// Stack slot of the count slot `ipi_sent` adds to (kept across the work map's lookup).
@@ -191,5 +195,56 @@ pub fn ipi_sent(m: &Maps) -> Asm {
     a.ldx_w(R3, FP, FP_KIND);
     add_to(&mut a, m, R3);
     epilogue(&mut a);
+    a
+}
+
+/// Where `struct address_space` holds its inode and `struct inode` its size (BTF).
+#[derive(Debug, Clone, Copy)]
+pub struct SmallFields {
+    pub host: i32,
+    pub i_size: i32,
+}
+
+/// Stack slot of a pointer or size read from the kernel.
+const FP_READ: i16 = -88;
+
+/// r1 = the u64 at r3 + `off` in kernel memory, read through `FP_READ`; on to `fail` when
+/// it cannot be read (r0-r5 clobbered).
+fn read_kernel(a: &mut Asm, off: i32, fail: &str) {
+    a.add_imm(R3, off);
+    a.mov(R1, FP).add_imm(R1, FP_READ as i32);
+    a.mov_imm(R2, 8);
+    a.call(Helper::ProbeReadKernel);
+    a.jne_imm(R0, 0, fail);
+    a.ldx_dw(R1, FP, FP_READ);
+}
+
+/// raw mm_filemap_get_pages (mapping, index, last_index), at the end of a read's page-cache
+/// lookup: where the file is at most `small` bytes, the pages this read takes from it (to
+/// its last page or the file's, whichever is first) go to `PAGES_SMALL` and to the work of
+/// the syscall it is in (a read, a copy_file_range, a sendfile; an exec's own reads of a
+/// small program). A read at or past
+/// the end does not get here; a small file's read is one lookup.
+pub fn small_read(m: &Maps, f: SmallFields, small: u64) -> Asm {
+    let mut a = Asm::new();
+    prologue(&mut a, m, Join::No, false);
+    a.ldx_dw(R3, R6, 0).note("r3 = the mapping");
+    read_kernel(&mut a, f.host, "out");
+    a.mov(R3, R1).note("r3 = its inode");
+    read_kernel(&mut a, f.i_size, "out");
+    a.jeq_imm(R1, 0, "out").note("an empty file");
+    a.jgt_imm(R1, small as i32, "out").note("not a small file");
+    a.add_imm(R1, -1)
+        .rsh_imm(R1, 12)
+        .note("r1 = the file's last page");
+    a.ldx_dw(R2, R6, 16).note("r2 = the read's last page");
+    a.jlt(R2, R1, "last").note("the read ends first");
+    a.mov(R2, R1);
+    a.label("last");
+    a.ldx_dw(R7, R6, 8).note("r7 = the read's first page");
+    a.jlt(R2, R7, "out");
+    a.sub(R2, R7).add_imm(R2, 1).note("r2 = the pages it takes");
+    a.stx_dw(FP, FP_DELTA, R2);
+    counted(&mut a, m, WORK_SMALL, PAGES_SMALL);
     a
 }
