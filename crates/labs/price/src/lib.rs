@@ -525,6 +525,7 @@ fn tracer_cost(
                 switch: oh.switch,
                 tick_ns,
                 touch: 0.0,
+                lookup: oh.lookup,
             };
             Some((ns, per_event))
         }

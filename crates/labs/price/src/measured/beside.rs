@@ -61,6 +61,7 @@ pub fn net_of_tracer(lines: &mut [Beside], t: &super::TracerCost) {
                 l.count as f64 * t.syscall
                     + l.waits as f64 * t.switch
                     + l.inode_touches as f64 * t.touch
+                    + l.lookups as f64 * t.lookup
             }
             ("fault", "unfinished") => 0.0,
             ("fault", _) => l.count as f64 * t.fault,

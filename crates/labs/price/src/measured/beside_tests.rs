@@ -305,12 +305,16 @@ fn a_lines_ratio_is_read_on_its_own_time_net_of_the_tracer_inside_it() {
                 waits: 2,
                 ..line("syscall", "close", 10, 5000)
             },
+            Line {
+                lookups: 4,
+                ..line("syscall", "read", 2, 2000)
+            },
             line("fault", "minor", 4, 4000),
             line("fault", "unfinished", 1, 100),
             line("irq", "local_timer", 3, 900),
             line("user", "user", 0, 9000),
         ],
-        usage_ns: 19_000,
+        usage_ns: 21_000,
         ..Split::default()
     };
     let mut b = beside(&s, &[priced("syscall", "close", 10, 100.0)]);
@@ -320,12 +324,15 @@ fn a_lines_ratio_is_read_on_its_own_time_net_of_the_tracer_inside_it() {
         switch: 500.0,
         tick_ns: 2000.0,
         touch: 0.0,
+        lookup: 50.0,
     };
     net_of_tracer(&mut b, &t);
     let of = |e: &str| b.iter().find(|x| x.line.event == e).unwrap();
     // 10 calls at 200 and 2 switches at 500 inside close: 3000 of its 5000.
     assert_eq!(of("close").tracer_ns, 3000.0);
     assert_eq!(of("close").ratio(), Some(1000.0 / 2000.0));
+    // 2 calls at 200 and their 4 page-cache lookups at 50.
+    assert_eq!(of("read").tracer_ns, 600.0);
     assert_eq!(of("minor").tracer_ns, 1200.0);
     assert_eq!(of("unfinished").tracer_ns, 0.0);
     // Never more than the line holds.

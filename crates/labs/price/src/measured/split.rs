@@ -54,6 +54,10 @@ pub struct Line {
     /// Pages it read from files of at most 32 KiB (`prog::pages::small_read`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub small_pages: u64,
+    /// Page-cache lookups inside it (a cached read's, of any file), each running the small
+    /// files' program: its cost is taken out at `TracerCost::lookup`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lookups: u64,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -448,4 +452,7 @@ pub struct TracerCost {
     /// A buffer touch inside an inode allocation (`measured::inodes`' calibration).
     #[serde(default)]
     pub touch: f64,
+    /// A page-cache lookup of a cached read (`verify::overhead`'s lookup loop).
+    #[serde(default)]
+    pub lookup: f64,
 }

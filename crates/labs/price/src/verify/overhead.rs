@@ -1,12 +1,14 @@
 //! What the measured split adds to a traced run, per event, measured here now, so a trial
 //! judged on the split's classes can take it out.
 //!
-//! The split's cost is per event: two programs a syscall, two a user fault, one a switch. A
+//! The split's cost is per event: two programs a syscall, two a user fault, one a switch, one
+//! a page-cache lookup (the small files' count, on every cached read). A
 //! remedy that changes how many events a program makes changes the tracer's cost with it: THP
 //! divides the faults by 512, so a traced THP run would look cheaper by the tracer's own cost
-//! of the faults it no longer takes. So before the trials, three small loops run in a cgroup of
+//! of the faults it no longer takes. So before the trials, four small loops run in a cgroup of
 //! their own, traced and untraced, interleaved: getppid (syscalls), first touches of 4 KiB
-//! pages (user faults), and a pipe ping-pong of two processes on two CPUs where there are two
+//! pages (user faults), one-byte preads of a cached file (lookups: less their syscalls' cost),
+//! and a pipe ping-pong of two processes on two CPUs where there are two
 //! (switches: each wait leaves its CPU to the idle task, out of the cgroup and back, as a
 //! program's waits do). Each event's cost is the traced loop's CPU (cpu.stat, exact) less the
 //! untraced one's, per event, less the other events' costs found before it.
@@ -47,6 +49,8 @@ const FAULT_PAGES: usize = 8192;
 const FAULT_ROUNDS: usize = 4;
 /// Round trips of one byte each way in the switch loop.
 const PING_PONGS: u64 = 5_000;
+/// One-byte preads of a cached file in the lookup loop.
+const LOOKUPS: u64 = 100_000;
 
 /// The tracer's cost per syscall, user fault and switch, ns of kernel time each; and its cost
 /// per ns of CPU (its cpu-clock tick, which finds the kernel's share of user time: a timer
@@ -56,6 +60,8 @@ pub struct Overhead {
     pub syscall: f64,
     pub fault: f64,
     pub switch: f64,
+    /// A page-cache lookup of a cached read.
+    pub lookup: f64,
     pub per_cpu: f64,
     /// Measured with the sampler's events beside the split.
     pub sampler: bool,
@@ -70,6 +76,8 @@ pub struct Events {
     pub faults: u64,
     /// Voluntary and involuntary switches of the tree (rusage).
     pub switches: u64,
+    /// Page-cache lookups of cached reads (inside syscalls: on their lines).
+    pub lookups: u64,
 }
 
 impl Events {
@@ -92,6 +100,7 @@ impl Events {
                 .map(|l| l.count)
                 .sum(),
             switches,
+            lookups: split.lines.iter().map(|l| l.lookups).sum(),
         }
     }
 }
@@ -102,6 +111,7 @@ impl Overhead {
         e.syscalls as f64 * self.syscall
             + e.faults as f64 * self.fault
             + e.switches as f64 * self.switch
+            + e.lookups as f64 * self.lookup
     }
 
     /// The tracer's cost of its tick over a traced run of `usage_ns` CPU (which holds it).
@@ -117,7 +127,7 @@ impl Overhead {
     /// One line for the output.
     pub fn line(&self) -> String {
         format!(
-            "the {}own cost, measured here now and taken out of every traced run's kernel time: {} a syscall, {} a user fault, {} a switch, and {} {:.2}% of the CPU",
+            "the {}own cost, measured here now and taken out of every traced run's kernel time: {} a syscall, {} a user fault, {} a switch, {} a page-cache lookup, and {} {:.2}% of the CPU",
             if self.sampler {
                 "split's and the sampler's "
             } else {
@@ -126,6 +136,7 @@ impl Overhead {
             human_ns(self.syscall),
             human_ns(self.fault),
             human_ns(self.switch),
+            human_ns(self.lookup),
             if self.sampler {
                 "their ticks and samples (in the loops)"
             } else {
@@ -156,13 +167,18 @@ impl Overhead {
             }
         }
         o.per_cpu = Summary::of(&share).map_or(0.0, |s| s.median);
-        for kind in [Kind::Syscalls, Kind::Faults, Kind::Switches] {
+        for kind in [Kind::Syscalls, Kind::Faults, Kind::Switches, Kind::Lookups] {
             let mut per = Vec::new();
             for _ in 0..rounds {
                 costlab_core::measure::cancel::check()?;
                 let plain = run_loop(kind, None)?;
                 let traced = run_loop(kind, Some(sampler))?;
                 let (n, others) = kind.events(&traced, &o);
+                if n == 0.0 && kind == Kind::Lookups {
+                    // A temp folder whose reads the page cache does not serve by lookups (a
+                    // tmpfs): the programs' lookups are not measured here; counted as free.
+                    break;
+                }
                 if n == 0.0 {
                     bail!("the {} loop made none of its events", kind.word());
                 }
@@ -174,6 +190,7 @@ impl Overhead {
                 Kind::Syscalls => o.syscall = c,
                 Kind::Faults => o.fault = c,
                 Kind::Switches => o.switch = c,
+                Kind::Lookups => o.lookup = c,
                 Kind::Spin => {}
             }
         }
@@ -188,6 +205,8 @@ enum Kind {
     Syscalls,
     Faults,
     Switches,
+    /// One-byte preads of a cached file: a syscall and a page-cache lookup each.
+    Lookups,
 }
 
 impl Kind {
@@ -197,6 +216,7 @@ impl Kind {
             Kind::Syscalls => "syscall",
             Kind::Faults => "fault",
             Kind::Switches => "switch",
+            Kind::Lookups => "lookup",
         }
     }
 
@@ -209,6 +229,7 @@ impl Kind {
             Kind::Syscalls => (e.syscalls, Events { syscalls: 0, ..e }),
             Kind::Faults => (e.faults, Events { faults: 0, ..e }),
             Kind::Switches => (e.switches, Events { switches: 0, ..e }),
+            Kind::Lookups => (e.lookups, Events { lookups: 0, ..e }),
         };
         (n as f64, so_far.of(&rest))
     }
@@ -261,6 +282,12 @@ fn run_loop(kind: Kind, traced: Option<bool>) -> Result<LoopRun> {
         set
     };
     let sets = [set(here), set(there)];
+    // The lookup loop's file: a page, cached by its write.
+    let page = std::env::temp_dir().join(format!("costlab-lookups-{}", std::process::id()));
+    std::fs::write(&page, [7u8; 4096]).with_context(|| format!("writing {}", page.display()))?;
+    let file = std::fs::File::open(&page);
+    let _ = std::fs::remove_file(&page);
+    let file = file.with_context(|| format!("opening {}", page.display()))?;
     // SAFETY: fork(2). The child runs only `child_loop`, which makes raw syscalls and plain
     // stores into memory it maps itself, and ends with _exit: nothing that takes a lock or
     // allocates, as a child forked from a threaded process must not.
@@ -270,7 +297,7 @@ fn run_loop(kind: Kind, traced: Option<bool>) -> Result<LoopRun> {
     }
     if pid == 0 {
         // SAFETY: see above; never returns.
-        unsafe { child_loop(fd, kind, &sets) };
+        unsafe { child_loop(fd, kind, &sets, file.as_raw_fd()) };
     }
     drop(procs);
     let (status, ru) = crate::count::program::reap(pid);
@@ -298,7 +325,7 @@ fn run_loop(kind: Kind, traced: Option<bool>) -> Result<LoopRun> {
 ///
 /// # Safety
 /// Call only in a child just forked; it never returns.
-unsafe fn child_loop(procs: i32, kind: Kind, cpus: &[libc::cpu_set_t; 2]) -> ! {
+unsafe fn child_loop(procs: i32, kind: Kind, cpus: &[libc::cpu_set_t; 2], file: i32) -> ! {
     if libc::write(procs, b"0".as_ptr().cast(), 1) != 1 {
         libc::_exit(3);
     }
@@ -312,6 +339,14 @@ unsafe fn child_loop(procs: i32, kind: Kind, cpus: &[libc::cpu_set_t; 2]) -> ! {
         Kind::Syscalls => {
             for _ in 0..SYSCALLS {
                 libc::syscall(libc::SYS_getppid);
+            }
+        }
+        Kind::Lookups => {
+            let mut b = [0u8; 1];
+            for _ in 0..LOOKUPS {
+                if libc::pread(file, b.as_mut_ptr().cast(), 1, 0) != 1 {
+                    libc::_exit(10);
+                }
             }
         }
         Kind::Faults => {
@@ -389,6 +424,7 @@ mod tests {
             syscall: 100.0,
             fault: 300.0,
             switch: 500.0,
+            lookup: 50.0,
             per_cpu: 0.25,
             sampler: false,
         };
@@ -396,8 +432,12 @@ mod tests {
             syscalls: 1000,
             faults: 10,
             switches: 2,
+            lookups: 0,
         };
         assert_eq!(o.of(&e), 100_000.0 + 3000.0 + 1000.0);
+        // A lookup each of 40 reads, at 50 ns.
+        let reads = Events { lookups: 40, ..e };
+        assert_eq!(o.of(&reads), 104_000.0 + 2000.0);
         // The tick's part: a traced run of 1.25 ms holds 0.25 ms of it (a quarter of 1 ms).
         assert_eq!(o.of_time(1_250_000.0), 250_000.0);
         assert_eq!(o.of_run(&e, 1_250_000.0), 104_000.0 + 250_000.0);
@@ -420,9 +460,11 @@ mod tests {
             count,
             ..Default::default()
         };
+        let mut read = line("syscall", "read", 10);
+        read.lookups = 9;
         let s = Split {
             lines: vec![
-                line("syscall", "read", 10),
+                read,
                 line("syscall", "write", 5),
                 line("fault", "minor", 7),
                 line("fault", "major", 1),
@@ -436,7 +478,8 @@ mod tests {
             Events {
                 syscalls: 15,
                 faults: 8,
-                switches: 4
+                switches: 4,
+                lookups: 9,
             }
         );
     }
@@ -449,7 +492,7 @@ mod tests {
         }
         let o = Overhead::measure(1, true).unwrap();
         // Every cost is a number of ns, none below zero.
-        for c in [o.syscall, o.fault, o.switch, o.per_cpu] {
+        for c in [o.syscall, o.fault, o.switch, o.lookup, o.per_cpu] {
             assert!(c.is_finite() && c >= 0.0, "{o:?}");
         }
     }
