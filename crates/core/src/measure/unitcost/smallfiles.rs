@@ -42,9 +42,9 @@ const FILES: usize = 384;
 /// file. Each file is written, synced, dropped from the page cache (its own pages only) and
 /// read once, so readahead caches it as it caches a program's small files. Each sample
 /// reads every file whole (one pread from 0) and, as many calls of the same sizes, a file
-/// written 1 MiB a call, each call at the next page (as file-read reads); each pass starts after a sweep
-/// of four times the largest CPU cache, so neither finds its data in one. The sample is the
-/// difference over the pages read.
+/// written 1 MiB a call, each call at the next page (as file-read reads); each pass starts
+/// after a sweep of four times the largest CPU cache, so neither finds its data in one. The
+/// sample is the difference over the pages read.
 pub fn read_small(spec: &SampleSpec, dir: &Path) -> Result<Vec<f64>> {
     use std::io::{Read, Write};
     use std::os::fd::AsRawFd;

@@ -282,12 +282,10 @@ fn run_loop(kind: Kind, traced: Option<bool>) -> Result<LoopRun> {
         set
     };
     let sets = [set(here), set(there)];
-    // The lookup loop's file: a page, cached by its write.
-    let page = std::env::temp_dir().join(format!("costlab-lookups-{}", std::process::id()));
-    std::fs::write(&page, [7u8; 4096]).with_context(|| format!("writing {}", page.display()))?;
-    let file = std::fs::File::open(&page);
-    let _ = std::fs::remove_file(&page);
-    let file = file.with_context(|| format!("opening {}", page.display()))?;
+    let file = match kind {
+        Kind::Lookups => Some(cached_page()?),
+        _ => None,
+    };
     // SAFETY: fork(2). The child runs only `child_loop`, which makes raw syscalls and plain
     // stores into memory it maps itself, and ends with _exit: nothing that takes a lock or
     // allocates, as a child forked from a threaded process must not.
@@ -297,7 +295,7 @@ fn run_loop(kind: Kind, traced: Option<bool>) -> Result<LoopRun> {
     }
     if pid == 0 {
         // SAFETY: see above; never returns.
-        unsafe { child_loop(fd, kind, &sets, file.as_raw_fd()) };
+        unsafe { child_loop(fd, kind, &sets, file.as_ref().map_or(-1, |f| f.as_raw_fd())) };
     }
     drop(procs);
     let (status, ru) = crate::count::program::reap(pid);
@@ -319,6 +317,16 @@ fn run_loop(kind: Kind, traced: Option<bool>) -> Result<LoopRun> {
         usage_ns: usage as f64,
         events,
     })
+}
+
+/// The lookup loop's file: a page in the temp folder, cached by its write, open for reading
+/// (its name already removed).
+fn cached_page() -> Result<std::fs::File> {
+    let page = std::env::temp_dir().join(format!("costlab-lookups-{}", std::process::id()));
+    std::fs::write(&page, [7u8; 4096]).with_context(|| format!("writing {}", page.display()))?;
+    let file = std::fs::File::open(&page);
+    let _ = std::fs::remove_file(&page);
+    file.with_context(|| format!("opening {}", page.display()))
 }
 
 /// The forked child: join the cgroup (the fd of its cgroup.procs), run the loop, exit.
