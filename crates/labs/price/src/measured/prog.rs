@@ -170,8 +170,8 @@ pub const SLOT_TIMED: i16 = 40;
 /// open user fault's time so far u64 @32 (charged to `FAULT_OPEN` as it goes, moved to the
 /// fault's own slot at its end: an interrupt or a preemption inside a fault splits its time),
 /// the CPU halted since its last switch u32 @40 (set in the idle loop by `wake::idle`), inside
-/// an inode allocation u32 @44 (`inodes`).
-pub const STATE_SIZE: u32 = 48;
+/// an inode allocation u32 @44 (`inodes`), when the idle loop left its last halt u64 @48.
+pub const STATE_SIZE: u32 = 56;
 /// A switched-out task's value: class u32 @0, the syscall slot it was in u32 @4, when it
 /// left u64 @8 (0: nothing to wait on), its open fault's time so far u64 @16.
 pub const TASK_SIZE: u32 = 24;
@@ -615,9 +615,7 @@ pub fn sched_switch(m: &Maps, t: &Target) -> Asm {
     a.mov(R2, FP).add_imm(R2, -8);
     a.call(Helper::MapDeleteElem);
     a.label("next");
-    a.ldx_w(R1, R9, ST_HALTED).stx_w(FP, FP_HALTED, R1);
-    a.st_w(R9, ST_HALTED, 0)
-        .note("halted since the last switch: read, and cleared for the next");
+    wake::take_halt(&mut a, FP_HALTED);
     a.st_w(R9, ST_TID, 0)
         .note("nobody tracked here until next is found");
     a.st_w(R9, ST_SKIP, 0)
@@ -652,6 +650,7 @@ pub fn sched_switch(m: &Maps, t: &Target) -> Asm {
     a.jeq_imm(R2, 0, "out").note("a new task: nothing waited");
     a.jeq_imm(R1, USER as i32, "out")
         .note("preempted in user mode: not a wait inside an event");
+    wake::from_halt_exit(&mut a);
     a.mov(R3, R7).sub(R3, R2).note("the time away");
     a.jslt_imm(R3, 0, "wait_dropped")
         .note("below zero: not a time, dropped");

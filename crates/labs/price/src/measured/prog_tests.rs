@@ -246,3 +246,44 @@ fn sys_exit_tells_failed_execs_every_call_timed_only() {
     assert!(moves(&T));
     assert!(!moves(&SAMPLED));
 }
+
+/// The idle loop keeps when it left a halt (@48 of the state: 1 inside a halt, 0 after a
+/// poll, the clock read only on the way out of a halt); sched_switch takes and clears it, and
+/// starts a tracked wakee's stretch there only past both guards (the halt ended after the
+/// wakee left, and before this switch's own clock read).
+#[test]
+fn a_wakee_runs_from_the_halts_exit_on() {
+    let p = wake::idle(&M).finish().unwrap();
+    let clock = p
+        .iter()
+        .position(|i| *i == insn::call(Helper::KtimeGetNs))
+        .expect("the idle program reads the clock");
+    assert_eq!(
+        p.iter()
+            .filter(|i| **i == insn::call(Helper::KtimeGetNs))
+            .count(),
+        1
+    );
+    assert_eq!(p[clock + 1], insn::stx_dw(R9, 48, R0));
+    assert!(p[..clock].contains(&insn::st_dw(R9, 48, 1)));
+    assert!(p[..clock].contains(&insn::st_dw(R9, 48, 0)));
+    let s = sched_switch(&M, &T);
+    let l = s.listing();
+    let moved = l
+        .find("next's stretch starts where the halt ended")
+        .unwrap();
+    let left = l.find("the halt ended after next left").unwrap();
+    let clock = l.find("after this switch's clock").unwrap();
+    assert!(left < clock && clock < moved);
+    assert!(
+        l.find("the time away").unwrap() > moved,
+        "the wait ends there too"
+    );
+    let p = s.finish().unwrap();
+    assert!(p.contains(&insn::st_dw(R9, 48, 0)), "taken, and cleared");
+    assert_eq!(
+        p.iter().filter(|i| **i == insn::stx_dw(R9, 8, R7)).count(),
+        3,
+        "since: now after prev's charge and for next, or the halt's exit"
+    );
+}

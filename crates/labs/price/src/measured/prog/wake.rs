@@ -5,30 +5,82 @@
 //! `cpu_idle` tracepoint); sched_switch reads and clears the mark, and a tracked task switched
 //! in from the idle task while it was marked, back from a wait inside a call, is counted in
 //! `HALT_IN` and in that call's work.
+//!
+//! The kernel charges the wakee from its wake-up on: the idle loop's way out of the halt (the
+//! tick restarted, the scheduler entered) runs before sched_switch names the wakee, but is in
+//! its CPU usage. The idle loop's exit from a halt is timed, and such a wakee's stretch on CPU
+//! starts there, in the call it slept in; otherwise that time is in no class (here 2-4 us a
+//! wake-up, most of what a pipe's two ends left unmeasured).
 
-use costlab_bpf::{Asm, Helper, FP, R0, R1, R2, R6, R8, R9};
+use costlab_bpf::{Asm, Helper, FP, R0, R1, R2, R3, R6, R7, R8, R9};
 
 use super::pages::WORK_HALT;
-use super::{count, epilogue, state, Maps, HALT_IN, ST_HALTED};
+use super::{count, epilogue, state, Maps, HALT_IN, ST_HALTED, ST_SINCE};
 
 /// An idle state's index above this is PWR_EVENT_EXIT ((u32)-1): the CPU leaves idle.
 const STATE_MAX: i32 = 64;
 
+/// The state's word @48: when the idle loop last left a halt (ns), 1 inside a halt, 0 after a
+/// poll.
+const ST_HALT_EXIT: i16 = 48;
+/// sched_switch's copy of it, on its stack.
+const FP_HALT_EXIT: i16 = -80;
+
 /// raw cpu_idle (state, cpu_id), in the idle task: an idle state past 0 (polling) entered
-/// marks this CPU halted until its next switch.
+/// marks this CPU halted until its next switch; leaving it, the time is kept.
 pub fn idle(m: &Maps) -> Asm {
     let mut a = Asm::new();
     a.mov(R6, costlab_bpf::Reg(1));
+    state(&mut a, m);
     a.ldx_dw(R1, R6, 0)
         .note("r1 = args[0], the idle state's index");
-    a.jeq_imm(R1, 0, "out")
-        .note("polling: a wake-up needs no interrupt");
-    a.jgt_imm(R1, STATE_MAX, "out")
+    a.jgt_imm(R1, STATE_MAX, "leave")
         .note("PWR_EVENT_EXIT: idle ends");
-    state(&mut a, m);
+    a.jeq_imm(R1, 0, "poll")
+        .note("polling: a wake-up needs no interrupt");
     a.st_w(R9, ST_HALTED, 1);
+    a.st_dw(R9, ST_HALT_EXIT, 1).note("in a halt");
+    a.ja("out");
+    a.label("poll");
+    a.st_dw(R9, ST_HALT_EXIT, 0).note("no halt to leave");
+    a.ja("out");
+    a.label("leave");
+    a.ldx_dw(R1, R9, ST_HALT_EXIT);
+    a.jne_imm(R1, 1, "out").note("not leaving a halt");
+    a.call(Helper::KtimeGetNs);
+    a.stx_dw(R9, ST_HALT_EXIT, R0);
     epilogue(&mut a);
     a
+}
+
+/// sched_switch (r9 = this CPU's state): the halt mark and the halt's exit time, read into
+/// the stack (`halted_at`, `FP_HALT_EXIT`) and cleared for the next switch.
+pub fn take_halt(a: &mut Asm, halted_at: i16) {
+    a.ldx_w(R1, R9, ST_HALTED).stx_w(FP, halted_at, R1);
+    a.st_w(R9, ST_HALTED, 0)
+        .note("halted since the last switch: read, and cleared for the next");
+    a.ldx_dw(R1, R9, ST_HALT_EXIT).stx_dw(FP, FP_HALT_EXIT, R1);
+    a.st_dw(R9, ST_HALT_EXIT, 0);
+}
+
+/// sched_switch, next tracked and back from a wait (r2 = when it left, r7 = now): where prev
+/// was the idle task (r8 = 0) and this CPU left a halt after next went to sleep, next's
+/// stretch starts at that exit (r7 and `since` moved back to it). r3 clobbered.
+pub fn from_halt_exit(a: &mut Asm) {
+    let keep = a.fresh("keep_now");
+    let take = a.fresh("from_halt_exit");
+    a.jne_imm(R8, 0, &keep).note("prev was not the idle task");
+    a.ldx_dw(R3, FP, FP_HALT_EXIT);
+    a.jlt(R2, R3, &take)
+        .note("the halt ended after next left (0 or 1: none)");
+    a.ja(&keep);
+    a.label(&take);
+    a.jlt(R7, R3, &keep)
+        .note("after this switch's clock: not a time");
+    a.mov(R7, R3);
+    a.stx_dw(R9, ST_SINCE, R7)
+        .note("next's stretch starts where the halt ended");
+    a.label(&keep);
 }
 
 /// Inside sched_switch, next tracked and back from a wait in the class at `class_at`: where
