@@ -76,9 +76,10 @@ pub fn derive(units: &mut Units) {
         units.insert("halt-in".into(), d);
     }
     // A getdents64 call's own part: the term reads a DIR_ENTRIES[0]-entry directory through
-    // in two calls (the entries, then the empty one), so each call holds half its entries.
+    // in two calls (the entries with . and .., then the empty one), so each call holds half
+    // its entries.
     if let (Some(call), Some(entry)) = (units.get("getdents64"), units.get("getdents64/entry")) {
-        let per_call = costlab_core::measure::unitcost::fsops::DIR_ENTRIES[0] as f64 / 2.0;
+        let per_call = (costlab_core::measure::unitcost::fsops::DIR_ENTRIES[0] + 2) as f64 / 2.0;
         let d = call.minus(&[&entry.scaled(per_call)]);
         units.insert("getdents64-call".into(), d);
     }

@@ -12,8 +12,9 @@ fn unit(x: f64) -> Unit {
 }
 
 /// With the entries counted (bytes dirents), a getdents64 call is priced at its own
-/// part, the term's call less its 32 entries, and the entries at the per-entry term by
-/// 48-byte records; without them, at the whole call as before.
+/// part, the term's call less its entries (a 2-entry directory with . and .., in two calls:
+/// 2 a call), and the entries at the per-entry term by 48-byte records; without them, at the
+/// whole call as before.
 #[test]
 fn getdents64_is_priced_by_call_and_entries_where_the_entries_were_counted() {
     let mut units: Units = [
@@ -24,7 +25,7 @@ fn getdents64_is_priced_by_call_and_entries_where_the_entries_were_counted() {
     derive(&mut units);
     assert_eq!(
         units["getdents64-call"].samples,
-        vec![10_000.0 - 32.0 * 100.0]
+        vec![10_000.0 - 2.0 * 100.0]
     );
     let mut counts = Counts::default();
     counts.syscalls.insert("getdents64".into(), 10);
@@ -40,7 +41,7 @@ fn getdents64_is_priced_by_call_and_entries_where_the_entries_were_counted() {
         .events
         .insert(("bytes".into(), "dirents".into()), 4800);
     let split = price(&counts, &units);
-    assert_eq!(by(&split, "syscall", "getdents64"), Some(68_000.0));
+    assert_eq!(by(&split, "syscall", "getdents64"), Some(98_000.0));
     let entries = by(&split, "bytes", "dirents").unwrap();
     assert!((entries - 100.0 * 100.0).abs() < 1e-6, "{entries}");
 }
