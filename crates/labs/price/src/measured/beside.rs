@@ -560,7 +560,7 @@ pub fn evidence(split: &Split, b: &Beside, ev: &Evidence) -> Vec<String> {
         ("irq", "local_timer") => {
             let t = crate::pricing::timer_parts(split, ev.sampler_interrupts);
             why.push(format!(
-                "of its {} interrupts, {} were the sampler's (perf's cpu-clock: one a sample, with a stack walk) and about {} the split's own cpu-clock (one each {} of the program's CPU): their cost, measured beside the run, is taken out of this line and the total; {} were the kernel's tick, the only ones priced",
+                "of its {} interrupts, {} were the sampler's (perf's cpu-clock: one a sample, with a stack walk) and about {} the split's own cpu-clock (one each {} of the program's CPU): their cost, measured beside the run, is taken out of this line and the total; {} were the kernel's tick, the only ones priced, each at what a spinning task loses to one (in a VM that includes the host's exit before the guest's handler runs, which this line, timed from the handler's entry to its exit, does not hold)",
                 t.all, t.sampler, t.split, human_ns(split.tick_period() as f64), t.ticks
             ));
         }
