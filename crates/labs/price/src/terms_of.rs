@@ -148,7 +148,7 @@ pub fn syscall_pricing(name: &str) -> Option<Pricing> {
         "getdents64" | "getdents" => by(
             "getdents64",
             1.0,
-            "a call reading a 64-entry directory through on this file system (entries returned are not counted)",
+            "a call reading a 2-entry directory through on this file system, 128 such directories each read once (where the entries returned are counted, its own part; they are priced on bytes dirents)",
         ),
         "stat" | "lstat" | "newfstatat" | "statx" => by("stat", 1.0, "a path lookup and stat"),
         "readlink" | "readlinkat" | "access" | "faccessat" | "faccessat2" => by(
