@@ -349,7 +349,12 @@ fn what_ifs(
                 gowhatif::share_to_scale(gctrace, gowhatif::sampled_share(counts.samples.as_ref()));
             gogc.and_then(|g| {
                 let wall = Summary::of(&times.iter().map(|t| t.wall_ns).collect::<Vec<_>>());
-                verify::gogc::what_if(share, g, cpu, wall.map(|w| w.median), &counted.go_cycles)
+                let fault = units
+                    .get("fault-4k")
+                    .and_then(|u| u.summary())
+                    .map(|s| s.median);
+                let wall = wall.map(|w| w.median);
+                verify::gogc::what_if(share, g, cpu, wall, &counted.go_cycles, fault)
                     .or_else(|| gowhatif::go_what_if(share, g, cpu, units))
                     .map(|mut w| {
                         w.text = format!("{w} (the GC's share: {whose})", w = w.text);

@@ -125,16 +125,28 @@ fn live_at(curve: &[(f64, f64)], a: f64) -> f64 {
     }
 }
 
-/// The GC CPU (ns) of the program's allocation replayed under `goal`, and its cycles.
-/// A cycle the program forced (runtime.GC) comes where it came in the trace, whatever the
-/// goal, and the goal starts again from it.
-pub fn replay(cycles: &[Cycle], goal: Goal) -> (f64, usize) {
+/// The program's allocation replayed under a heap goal.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Replay {
+    /// GC CPU, ns.
+    pub cpu: f64,
+    /// Cycles run.
+    pub cycles: usize,
+    /// The largest heap reached (live plus what was allocated since the last cycle), MiB.
+    pub peak_mb: f64,
+}
+
+/// The program's allocation replayed under `goal`: its GC CPU, cycles and peak heap. A cycle
+/// the program forced (runtime.GC) comes where it came in the trace, whatever the goal, and
+/// the goal starts again from it.
+pub fn replay(cycles: &[Cycle], goal: Goal) -> Replay {
     let (fixed, per_mb) = fit(cycles);
     let (curve, forced, total) = allocation(cycles);
-    let (mut a, mut live, mut cpu, mut n) = (0.0, 0.0, 0.0, 0);
+    let (mut a, mut live, mut cpu, mut n, mut peak) = (0.0, 0.0, 0.0, 0, 0.0f64);
     let mut next_forced = forced.iter().copied().peekable();
     while n < 1_000_000 {
         let room = (goal.after(live) - live).max(0.01);
+        let from = a;
         match next_forced.peek() {
             Some(&f) if f <= a + room => {
                 a = f;
@@ -143,13 +155,19 @@ pub fn replay(cycles: &[Cycle], goal: Goal) -> (f64, usize) {
             _ => a += room,
         }
         if a > total {
+            peak = peak.max(live + (total - from));
             break;
         }
+        peak = peak.max(live + (a - from));
         live = live_at(&curve, a);
         cpu += fixed + per_mb * live;
         n += 1;
     }
-    (cpu, n)
+    Replay {
+        cpu,
+        cycles: n,
+        peak_mb: peak,
+    }
 }
 
 /// The predicted GC CPU under `to`, ns: the measured `gc_ns` (at `from`) scaled by the
@@ -158,9 +176,19 @@ pub fn predict(cycles: &[Cycle], gc_ns: f64, from: Goal, to: Goal) -> Option<f64
     if cycles.len() < 2 {
         return None;
     }
-    let (now, _) = replay(cycles, from);
-    let (then, _) = replay(cycles, to);
+    let (now, then) = (replay(cycles, from).cpu, replay(cycles, to).cpu);
     (now > 0.0).then(|| gc_ns * then / now)
+}
+
+/// What a larger heap costs in first touches: the replays' peaks at `from` and at `to`, the
+/// pages of the difference (none where it shrinks) and their CPU at `fault_ns` a 4 KiB
+/// first touch (the fault-4k term: an anonymous page faulted in and zeroed). The runtime
+/// maps its heap as it grows, and each new page is faulted in once; the pages it returns
+/// to the kernel (its scavenger) and touches again are not in it.
+pub fn heap_faults(cycles: &[Cycle], from: Goal, to: Goal, fault_ns: f64) -> (f64, f64) {
+    let grown = replay(cycles, to).peak_mb - replay(cycles, from).peak_mb;
+    let pages = (grown.max(0.0) * 256.0).round();
+    (pages, pages * fault_ns)
 }
 
 /// The program's GC CPU, ns: its cycles' CPU summed.
@@ -177,14 +205,17 @@ pub fn peak_heap(cycles: &[Cycle]) -> f64 {
 }
 
 /// GOGC 2x and 4x from the program's own GC trace (`verify::gogc`): its cycles replayed at
-/// each, the GC's share of its CPU scaled by the replay, and the wall time and throughput
-/// that the CPU saved would give at the CPUs it kept busy. None with fewer than two cycles.
+/// each, the GC's share of its CPU scaled by the replay, less the larger heap's first
+/// touches at `fault_ns` a page (the fault-4k term, where there is one), and the wall time
+/// and throughput that the CPU saved would give at the CPUs it kept busy. None with fewer
+/// than two cycles.
 pub fn what_if(
     share_pct: f64,
     gogc: f64,
     cpu: &costlab_core::measure::Summary,
     wall_ns: Option<f64>,
     cycles: &[Cycle],
+    fault_ns: Option<f64>,
 ) -> Option<crate::pricing::WhatIf> {
     let gc_ns = cpu.median * share_pct / 100.0;
     // The wall time the CPU saved would give back at the CPUs the program kept busy, and the
@@ -194,7 +225,19 @@ pub fn what_if(
     let mut saved_2x = None;
     for k in [2.0, 4.0] {
         let then = predict(cycles, gc_ns, Goal::Gogc(gogc), Goal::Gogc(gogc * k))?;
-        let saved = gc_ns - then;
+        let (pages, heap_ns) = fault_ns.map_or((0.0, 0.0), |f| {
+            heap_faults(cycles, Goal::Gogc(gogc), Goal::Gogc(gogc * k), f)
+        });
+        let saved = gc_ns - then - heap_ns;
+        let heap = if pages > 0.0 {
+            format!(
+                ", of it {} more in faults for a heap {:.0} MiB larger",
+                costlab_core::measure::units::human_ns(heap_ns),
+                pages / 256.0
+            )
+        } else {
+            String::new()
+        };
         let throughput = busy.map_or(String::new(), |(b, w)| {
             let wall_saved = saved / b.max(1e-9);
             format!(
@@ -203,7 +246,7 @@ pub fn what_if(
             )
         });
         parts.push(format!(
-            "GOGC={:.0}: ~{:.1}% ({} less CPU{throughput})",
+            "GOGC={:.0}: ~{:.1}% ({} less CPU{heap}{throughput})",
             gogc * k,
             share_pct * then / gc_ns.max(1.0),
             costlab_core::measure::units::human_ns(saved)
@@ -261,8 +304,8 @@ gc 8 @0.755s 22%: 0.09+232+0.06 ms clock, 0.25+108/98/0+0.13 ms cpu, 438->514->3
         let c = cycles(trace);
         assert_eq!(c.iter().filter(|x| x.forced).count(), 1);
         assert!(c[6].forced);
-        let (_, at_100) = replay(&c, Goal::Gogc(100.0));
-        let (_, at_400) = replay(&c, Goal::Gogc(400.0));
+        let at_100 = replay(&c, Goal::Gogc(100.0)).cycles;
+        let at_400 = replay(&c, Goal::Gogc(400.0)).cycles;
         assert_eq!(at_400, 3, "16, 80, then the forced one");
         assert!(at_100 >= 7, "{at_100}");
     }
@@ -283,8 +326,10 @@ gc 8 @0.755s 22%: 0.09+232+0.06 ms clock, 0.25+108/98/0+0.13 ms cpu, 438->514->3
     #[test]
     fn a_steady_heap_at_twice_the_gogc_takes_half_the_cycles() {
         let c = steady();
-        let (_, n1) = replay(&c, Goal::Gogc(100.0));
-        let (_, n2) = replay(&c, Goal::Gogc(200.0));
+        let (n1, n2) = (
+            replay(&c, Goal::Gogc(100.0)).cycles,
+            replay(&c, Goal::Gogc(200.0)).cycles,
+        );
         // The runtime's first cycles come at its 4 MiB minimum heap, at either GOGC.
         assert!((n1 as f64 / n2 as f64 - 2.0).abs() < 0.2, "{n1} {n2}");
         let gc = gc_cpu(&c);
@@ -293,6 +338,27 @@ gc 8 @0.755s 22%: 0.09+232+0.06 ms clock, 0.25+108/98/0+0.13 ms cpu, 438->514->3
         // A limit of 4x the live heap with GOGC=off: room of 300 MiB a cycle, a third of them.
         let l = predict(&c, gc, Goal::Gogc(100.0), Goal::Limit(400.0)).unwrap();
         assert!((l / gc - 1.0 / 3.0).abs() < 0.08, "{}", l / gc);
+    }
+
+    /// 100 MiB live: a heap of 200 MiB at GOGC=100 and 300 at GOGC=200, so 100 MiB more
+    /// first touched, 25600 pages; a limit below the heap it has grows nothing.
+    #[test]
+    fn a_larger_goal_faults_in_the_heap_it_adds() {
+        let c = steady();
+        let peak = |g| replay(&c, g).peak_mb;
+        assert!(
+            (peak(Goal::Gogc(100.0)) - 200.0).abs() < 1.5,
+            "{}",
+            peak(Goal::Gogc(100.0))
+        );
+        assert!((peak(Goal::Gogc(200.0)) - 300.0).abs() < 1.5);
+        let (pages, ns) = heap_faults(&c, Goal::Gogc(100.0), Goal::Gogc(200.0), 1000.0);
+        assert!((pages - 25600.0).abs() < 400.0, "{pages}");
+        assert_eq!(ns, pages * 1000.0);
+        assert_eq!(
+            heap_faults(&c, Goal::Gogc(100.0), Goal::Limit(150.0), 1000.0),
+            (0.0, 0.0)
+        );
     }
 
     #[test]
@@ -321,7 +387,7 @@ gc 8 @0.755s 22%: 0.09+232+0.06 ms clock, 0.25+108/98/0+0.13 ms cpu, 438->514->3
             });
         }
         // Replayed at the GOGC it ran with, the trace gives back its own cycles.
-        let (_, n) = replay(&c, Goal::Gogc(100.0));
+        let n = replay(&c, Goal::Gogc(100.0)).cycles;
         assert!(n.abs_diff(c.len()) <= 2, "{n} of {}", c.len());
         let gc = gc_cpu(&c);
         let p = predict(&c, gc, Goal::Gogc(100.0), Goal::Gogc(200.0)).unwrap();
@@ -332,10 +398,22 @@ gc 8 @0.755s 22%: 0.09+232+0.06 ms clock, 0.25+108/98/0+0.13 ms cpu, 438->514->3
     #[test]
     fn the_plain_what_if_replays_the_trace_at_2x_and_4x() {
         let cpu = costlab_core::measure::Summary::of(&[1e9]).unwrap();
-        let w = what_if(20.0, 100.0, &cpu, Some(1e9), &steady()).unwrap();
+        let w = what_if(20.0, 100.0, &cpu, Some(1e9), &steady(), None).unwrap();
         assert_eq!(w.what, "go-gogc");
         // 20% of 1 s is GC; at GOGC=200 about half of it goes.
         assert!((w.saved[0] - 100e6).abs() < 15e6, "{:?}", w.saved);
+        // With the heap's first touches priced: 100 MiB more heap, 25600 pages at 1 us.
+        let f = what_if(20.0, 100.0, &cpu, Some(1e9), &steady(), Some(1000.0)).unwrap();
+        assert!(
+            (w.saved[0] - f.saved[0] - 25.6e6).abs() < 0.5e6,
+            "{:?}",
+            f.saved
+        );
+        assert!(
+            f.text.contains("more in faults for a heap 100 MiB larger"),
+            "{}",
+            f.text
+        );
         assert!(
             w.text.contains("GOGC=200: ~") && w.text.contains("GOGC=400: ~"),
             "{}",
@@ -347,7 +425,7 @@ gc 8 @0.755s 22%: 0.09+232+0.06 ms clock, 0.25+108/98/0+0.13 ms cpu, 438->514->3
             "{}",
             w.text
         );
-        assert!(what_if(20.0, 100.0, &cpu, None, &steady()[..1]).is_none());
+        assert!(what_if(20.0, 100.0, &cpu, None, &steady()[..1], None).is_none());
     }
 
     #[test]

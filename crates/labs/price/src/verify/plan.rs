@@ -292,6 +292,32 @@ fn go_trials(
         .map(|f| crate::gowhatif::share_to_scale(f, sampled).0);
     let gc = share.map_or_else(|| gogc::gc_cpu(cycles), |f| f / 100.0 * probe.cpu_usage_ns);
     let ratio = |to: Goal| gogc::predict(cycles, gc, Goal::Gogc(g), to);
+    // The larger heap's first touches, at the fault-4k term: a saving less them, and the words.
+    let fault_ns = inp
+        .units
+        .get("fault-4k")
+        .and_then(|u| u.summary())
+        .map(|s| s.median);
+    let faults = |to: Goal| -> (f64, String) {
+        let Some(unit) = fault_ns else {
+            return (
+                0.0,
+                "; no fault-4k term to price the larger heap's first touches".into(),
+            );
+        };
+        match gogc::heap_faults(cycles, Goal::Gogc(g), to, unit) {
+            (pages, ns) if pages > 0.0 => (
+                ns,
+                format!(
+                    "; its heap would peak {:.0} MiB higher: {pages:.0} more pages first touched at the fault-4k term's {}, {} more in faults, taken off",
+                    pages / 256.0,
+                    human_ns(unit),
+                    human_ns(ns)
+                ),
+            ),
+            _ => (0.0, String::new()),
+        }
+    };
     let before = probe.go_gc_cpu_fraction.and_then(|share| {
         let cpu = Summary::of(&[probe.cpu_usage_ns])?;
         let w = crate::gowhatif::go_what_if(share, g, &cpu, inp.units)?;
@@ -299,11 +325,12 @@ fn go_trials(
     });
     for k in [2.0, 4.0] {
         let to = g * k;
+        let (heap_ns, heap_words) = faults(Goal::Gogc(to));
         let prediction = match ratio(Goal::Gogc(to)) {
             Some(then) => Prediction::Saves(
-                Some(point(gc - then)),
+                Some(point(gc - then - heap_ns)),
                 format!(
-                    "its {} GC cycles ({} of CPU, {}) replayed at GOGC={to:.0}: each cycle costs what one of its live heap cost here, so its GC CPU would be {:.2}x",
+                    "its {} GC cycles ({} of CPU, {}) replayed at GOGC={to:.0}: each cycle costs what one of its live heap cost here, so its GC CPU would be {:.2}x{heap_words}",
                     cycles.len(),
                     human_ns(gc),
                     probe
@@ -354,10 +381,11 @@ fn go_trials(
     let rss = probe.max_rss as f64 / f64::from(1 << 20);
     let limit = (2.0 * rss.max(peak)).ceil().max(8.0);
     let heap_goal = limit - (rss - peak).max(0.0);
+    let (heap_ns, heap_words) = faults(Goal::Limit(heap_goal));
     let prediction = match ratio(Goal::Limit(heap_goal)) {
         Some(then) => Prediction::Saves(
-            Some(point(gc - then)),
-            format!("its GC cycles replayed with GOGC=off and a heap goal of {heap_goal:.0} MiB (a {limit:.0} MiB limit, twice its peak RSS, less its {:.0} MiB besides the heap), so its GC CPU fraction would be {:.2}x; leaves out the allocation after its last traced cycle, and the runtime's own reading of its memory", (rss - peak).max(0.0), then / gc.max(1.0)),
+            Some(point(gc - then - heap_ns)),
+            format!("its GC cycles replayed with GOGC=off and a heap goal of {heap_goal:.0} MiB (a {limit:.0} MiB limit, twice its peak RSS, less its {:.0} MiB besides the heap), so its GC CPU fraction would be {:.2}x{heap_words}; leaves out the allocation after its last traced cycle, and the runtime's own reading of its memory", (rss - peak).max(0.0), then / gc.max(1.0)),
         ),
         None => Prediction::Withdrawn("too few GC cycles to replay".into()),
     };
