@@ -170,3 +170,70 @@ fn the_pages_read_from_small_files_are_counted_exactly() {
         .any(|x| x["case"]["event"] == "read from small files" && x["metric"] == "unit_cost");
     assert!(priced, "no unit cost for the pages read from small files");
 }
+
+/// The components of the paths the stat family walks, counted from the path read at each
+/// call's entry: edges.c `stats N` makes four stats a round of 2, 3 (a `//` and a `.`), 0 (by
+/// fd, AT_EMPTY_PATH) and 2 components, 7N in all (the loader's own stats of its libraries are
+/// by fd too, where no LD_LIBRARY_PATH sends it searching folders); priced at the path-component term, the stats at their own part.
+#[test]
+fn the_components_of_stated_paths_are_counted_exactly() {
+    let name = "the_components_of_stated_paths_are_counted_exactly";
+    let Some((dir, exe)) = crate::price_measured::edges(name) else {
+        return;
+    };
+    let db = dir.path().join("h.db");
+    let _one = common::serial();
+    // Without cargo's LD_LIBRARY_PATH: the loader stats each folder in it by path (409 more
+    // components here).
+    let out = common::command_db(&db)
+        .env_remove("LD_LIBRARY_PATH")
+        .args([
+            "price",
+            "--once",
+            "--quick",
+            "--samples",
+            "3",
+            "--json",
+            "-",
+        ])
+        .args(["--", exe.to_str().unwrap(), "stats", "500"])
+        .output()
+        .expect("costlab runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = common::schema::doc(&out.stdout);
+    let row = |class: &str, event: &str, metric: &str| {
+        doc["results"].as_array().unwrap().iter().find_map(|r| {
+            (r["lab"] == "price"
+                && r["case"]["class"] == class
+                && r["case"]["event"] == event
+                && r["metric"] == metric
+                && r["case"].get("on").is_none())
+            .then(|| r["summary"]["median"].as_f64())
+            .flatten()
+        })
+    };
+    let components = row("path", "components", "count").unwrap_or(0.0);
+    assert!(
+        (3500.0..=3520.0).contains(&components),
+        "{components} path components for 500 rounds of 7"
+    );
+    assert!(
+        row("path", "components", "unit_cost").is_some_and(|u| u > 0.0),
+        "the components have no unit cost"
+    );
+    // Both stats by path and by fd are priced at one own part (pricing's unit tests check
+    // what it is).
+    let (fstatat, statx) = (
+        row("syscall", "newfstatat", "unit_cost"),
+        row("syscall", "statx", "unit_cost"),
+    );
+    assert!(
+        fstatat.is_some() && fstatat == statx,
+        "{fstatat:?} {statx:?}"
+    );
+}

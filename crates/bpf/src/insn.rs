@@ -42,6 +42,7 @@ pub enum Helper {
     GetCurrentTask = 35,
     GetCurrentCgroupId = 80,
     ProbeReadKernel = 113,
+    ProbeReadUserStr = 114,
 }
 
 /// The bytes of one encoded instruction.

@@ -531,6 +531,7 @@ fn tracer_cost(
                 tick_ns,
                 touch: 0.0,
                 lookup: oh.lookup,
+                path: oh.path,
             };
             Some((ns, per_event))
         }

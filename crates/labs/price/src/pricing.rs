@@ -26,6 +26,9 @@ pub const LIGHT_SPLIT_HOW: &str =
     "a light call: its cost is the entry and exit, priced on the line inside user time";
 
 /// What a line no term prices is, in words ("no term" and why).
+/// The stat family: where the split counted their paths' components, priced at a stat's own
+/// part and the components apart.
+pub const STATS: [&str; 4] = ["stat", "lstat", "newfstatat", "statx"];
 pub const NO_TERM: &str = "no term: costlab measures no unit cost for this call";
 
 /// One priced row.
@@ -82,6 +85,14 @@ pub fn derive(units: &mut Units) {
         let per_call = (costlab_core::measure::unitcost::fsops::DIR_ENTRIES[0] + 2) as f64 / 2.0;
         let d = call.minus(&[&entry.scaled(per_call)]);
         units.insert("getdents64-call".into(), d);
+    }
+    // A stat call's own part: the stat term less the components of the path it stats, each
+    // at the path-component term; the components a program's stats walked are priced on
+    // path components.
+    if let (Some(stat), Some(comp)) = (units.get("stat"), units.get("path-component")) {
+        let own = costlab_core::measure::unitcost::stat_path_components() as f64;
+        let d = stat.minus(&[&comp.scaled(own)]);
+        units.insert("stat-call".into(), d);
     }
     // A file fault's own part: the term's fault maps FAULT_AROUND pages, each at its per-page
     // part; the pages a program's faults mapped are priced on a line of their own.
@@ -198,12 +209,22 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
         .events
         .contains_key(&("bytes".to_string(), "dirents".to_string()))
         && units.contains_key("getdents64-call");
+    // Where the split counted the components of the stats' paths, the same.
+    let components_counted = counts
+        .events
+        .contains_key(&("path".to_string(), "components".to_string()))
+        && units.contains_key("stat-call");
     for (name, &n) in &counts.syscalls {
         let p = syscall_pricing(name).map(|p| match p.how {
             LIGHT_HOW if split_entry => Pricing {
                 unit: "none",
                 factor: 0.0,
                 how: LIGHT_SPLIT_HOW,
+            },
+            _ if STATS.contains(&base_name(name)) && components_counted => Pricing {
+                unit: "stat-call",
+                factor: 1.0,
+                how: "a stat's own part (the stat term less its path's components at the path-component term); the components this program's paths walked are priced on path components",
             },
             _ if p.unit == "getdents64" && entries_counted => Pricing {
                 unit: "getdents64-call",

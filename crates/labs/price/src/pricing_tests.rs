@@ -46,6 +46,46 @@ fn getdents64_is_priced_by_call_and_entries_where_the_entries_were_counted() {
     assert!((entries - 100.0 * 100.0).abs() < 1e-6, "{entries}");
 }
 
+/// With the components of the stats' paths counted, a stat is priced at its own part (the
+/// term less its own path's components) and the components at the path-component term; a
+/// stat by fd (no component) comes out at the call's own part, a five-component path above
+/// the term. Without them, every stat at the whole term.
+#[test]
+fn stats_are_priced_by_call_and_path_components_where_the_components_were_counted() {
+    let mut units: Units = [
+        ("stat".to_string(), unit(700.0)),
+        ("path-component".to_string(), unit(100.0)),
+    ]
+    .into();
+    derive(&mut units);
+    let own = costlab_core::measure::unitcost::stat_path_components() as f64;
+    assert!(own >= 1.0);
+    assert_eq!(units["stat-call"].samples, vec![700.0 - own * 100.0]);
+    let mut counts = Counts::default();
+    counts.syscalls.insert("newfstatat".into(), 10);
+    counts.syscalls.insert("statx".into(), 10);
+    counts.syscalls.insert("readlink".into(), 1);
+    let by = |rows: &[Priced], c: &str, e: &str| {
+        rows.iter()
+            .find(|p| p.class == c && p.event == e)
+            .and_then(|p| p.priced())
+            .map(|s| s.median)
+    };
+    let whole = price(&counts, &units);
+    assert_eq!(by(&whole, "syscall", "statx"), Some(7000.0));
+    // 10 stats by fd (newfstatat with AT_EMPTY_PATH) and 10 of five-component paths (statx).
+    counts
+        .events
+        .insert(("path".into(), "components".into()), 50);
+    let split = price(&counts, &units);
+    let call = 700.0 - own * 100.0;
+    assert_eq!(by(&split, "syscall", "newfstatat"), Some(10.0 * call));
+    assert_eq!(by(&split, "syscall", "statx"), Some(10.0 * call));
+    assert_eq!(by(&split, "path", "components"), Some(5000.0));
+    // Not of the family: a readlink stays at the whole stat.
+    assert_eq!(by(&split, "syscall", "readlink"), Some(700.0));
+}
+
 /// With the pages file faults mapped counted, a file fault is priced at its own part (the
 /// term's 16-page fault less 16 pages) and the pages at the per-page part; without them, at
 /// the whole fault.

@@ -336,6 +336,11 @@ pub fn event_pricing(class: &str, event: &str) -> Option<Pricing> {
             1.0,
             "an interrupt sent to another CPU inside a user fault (most are a copy on write's TLB shootdown of a CPU running another thread of the process, which the fault waits on): the fault-shootdown term",
         ),
+        ("path", "components") => by(
+            "path-component",
+            1.0,
+            "the components of the paths the stat family's calls walked (a stat by fd walks none): the path-component term, a directory entry looked up and walked into; the calls are priced at a stat less the term's own path's components",
+        ),
         ("bytes", "dirents") => by(
             "getdents64/entry",
             1.0 / costlab_core::measure::unitcost::fsops::DIRENT_RECLEN as f64,

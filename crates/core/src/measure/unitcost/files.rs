@@ -160,6 +160,17 @@ pub fn openat_close(spec: &SampleSpec) -> Result<Vec<f64>> {
 }
 
 /// newfstatat of an existing file's path (what glibc's stat calls).
+/// The components of the path the stat term stats (the temp folder's, and its file's name):
+/// a stat of a path of other length is that term less these at the path-component term, and
+/// its own components at it.
+pub fn stat_path_components() -> usize {
+    std::env::temp_dir()
+        .components()
+        .filter(|c| matches!(c, std::path::Component::Normal(_)))
+        .count()
+        + 1
+}
+
 pub fn stat(spec: &SampleSpec) -> Result<Vec<f64>> {
     let file = NamedScratch::new()?;
     let path = file.c_path();

@@ -16,6 +16,7 @@ pub mod smallfiles;
 pub mod tick;
 
 pub use faults::{FAULT_AROUND, MUNMAP_PAGES};
+pub use files::stat_path_components;
 
 use std::path::Path;
 

@@ -153,6 +153,7 @@ impl Counting {
             .as_ref()
             .map_or((0, 0), |s| (s.exec_pages, s.exec_vmas));
         let fault_around = split.as_ref().map_or(0, |s| s.fault_file_pages);
+        let components = split.as_ref().map_or(0, |s| s.path_components);
         let (ids, by_fd, creates, dirent_bytes, exec_failed) = match (&self.syscalls, split) {
             (Some(c), _) => (c.read()?, c.read_by_fd()?, 0, 0, 0),
             (None, Some(s)) => (s.ids, s.by_fd, s.creates, s.dirent_bytes, s.exec_failed),
@@ -168,6 +169,9 @@ impl Counting {
         add_submissions(&mut events, self.submissions);
         if dirent_bytes > 0 {
             events.insert(("bytes".into(), "dirents".into()), dirent_bytes);
+        }
+        if components > 0 {
+            events.insert(("path".into(), "components".into()), components);
         }
         if let Some((file, cow)) = kinds_of_faults {
             split_faults(&mut events, file, cow);

@@ -62,6 +62,11 @@ pub fn net_of_tracer(lines: &mut [Beside], t: &super::TracerCost) {
                     + l.waits as f64 * t.switch
                     + l.inode_touches as f64 * t.touch
                     + l.lookups as f64 * t.lookup
+                    + if crate::pricing::STATS.contains(&l.event.as_str()) {
+                        l.count as f64 * t.path
+                    } else {
+                        0.0
+                    }
             }
             ("fault", "unfinished") => 0.0,
             ("fault", _) => l.count as f64 * t.fault,
@@ -145,6 +150,8 @@ fn targets(p: &Priced, split: &Split) -> Vec<((String, String), f64)> {
         ("bytes", "read" | "read:pipe") => family(&READS),
         ("bytes", "written" | "written:file") => family(&WRITES),
         ("bytes", "dirents") => vec![(("syscall".into(), "getdents64".into()), 1.0)],
+        // The components are walked inside the stats: on the lines the split counted them in.
+        ("path", "components") => where_done(|l| l.path_components, &crate::pricing::STATS),
         ("pages", "mapped by file faults") => vec![(("fault".into(), "minor:file".into()), 1.0)],
         // The pages an exit unmaps are its work, measured inside exit_group (or exit).
         // A process's pages are unmapped once, by its exit (exit_group, where the split puts a

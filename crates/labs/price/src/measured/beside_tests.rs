@@ -309,12 +309,13 @@ fn a_lines_ratio_is_read_on_its_own_time_net_of_the_tracer_inside_it() {
                 lookups: 4,
                 ..line("syscall", "read", 2, 2000)
             },
+            line("syscall", "newfstatat", 3, 3000),
             line("fault", "minor", 4, 4000),
             line("fault", "unfinished", 1, 100),
             line("irq", "local_timer", 3, 900),
             line("user", "user", 0, 9000),
         ],
-        usage_ns: 21_000,
+        usage_ns: 24_000,
         ..Split::default()
     };
     let mut b = beside(&s, &[priced("syscall", "close", 10, 100.0)]);
@@ -325,9 +326,12 @@ fn a_lines_ratio_is_read_on_its_own_time_net_of_the_tracer_inside_it() {
         tick_ns: 2000.0,
         touch: 0.0,
         lookup: 50.0,
+        path: 70.0,
     };
     net_of_tracer(&mut b, &t);
     let of = |e: &str| b.iter().find(|x| x.line.event == e).unwrap();
+    // 3 stats at 200 and their paths read at 70.
+    assert_eq!(of("newfstatat").tracer_ns, 810.0);
     // 10 calls at 200 and 2 switches at 500 inside close: 3000 of its 5000.
     assert_eq!(of("close").tracer_ns, 3000.0);
     assert_eq!(of("close").ratio(), Some(1000.0 / 2000.0));

@@ -130,6 +130,8 @@ pub struct Counted {
     /// Pages the read faults' fault-around mapped from the page cache
     /// (`prog::FAULT_FILE_PAGES`).
     pub fault_file_pages: u64,
+    /// The components of the paths the stat family's calls walked (`prog::paths`).
+    pub path_components: u64,
     /// Waits that ended on a CPU woken from a halt (`prog::HALT_IN`).
     pub halted_in: u64,
     /// The page cache as the tracked tasks used it (`prog::pages`): pages taken in inside a
@@ -177,6 +179,7 @@ impl Counted {
             prog::EXEC_PAGES => self.exec_pages = n,
             prog::EXEC_VMAS => self.exec_vmas = n,
             prog::FAULT_FILE_PAGES => self.fault_file_pages = n,
+            prog::paths::PATH_COMPONENTS => self.path_components = n,
             prog::inodes::INODE_TOUCHES => self.inode_touches = n,
             prog::inodes::INODE_WINDOWS => self.inode_windows = n,
             _ => {}

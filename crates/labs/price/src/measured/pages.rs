@@ -29,8 +29,8 @@ pub(super) fn add_work(
     irqs: &BTreeMap<u32, String>,
 ) -> Result<()> {
     for s in 0..prog::SLOTS {
-        let v: [u64; 9] = summed(work, s)?;
-        if v == [0; 9] {
+        let v: [u64; 10] = summed(work, s)?;
+        if v == [0; 10] {
             continue;
         }
         let (class, event) = slot_name(s, syscalls, irqs);
@@ -47,6 +47,7 @@ pub(super) fn add_work(
             l.inode_windows += v[6];
             l.small_pages += v[7];
             l.lookups += v[8];
+            l.path_components += v[9];
         }
     }
     Ok(())

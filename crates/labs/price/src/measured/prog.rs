@@ -25,6 +25,7 @@ mod exit;
 mod faults;
 pub mod inodes;
 pub mod pages;
+pub mod paths;
 pub mod wake;
 
 pub use exit::{task_exit, RssAt};
@@ -129,7 +130,7 @@ pub const EXEC_VMAS: u32 = EXEC_PAGES + 1;
 /// The pages tracked tasks' read faults mapped from the page cache by fault-around
 /// (mm_filemap_map_pages' range: up to 16 a fault, fewer at a mapping's end or a hole).
 pub const FAULT_FILE_PAGES: u32 = EXEC_VMAS + 1;
-pub const SLOTS: u32 = inodes::SLOTS_END;
+pub const SLOTS: u32 = paths::SLOTS_END;
 /// The bits of x86's page-fault error code: the page was present (a protection fault), and
 /// the access was a write.
 pub const PF_PRESENT: i32 = 1;
@@ -414,6 +415,7 @@ pub fn sys_enter(m: &Maps, t: &Target) -> Asm {
         a.stx_w(R9, ST_CLASS, R1);
     }
     a.stx_w(FP, FP_NR, R1);
+    paths::stat_path(&mut a, m);
     if let Some(r) = t.rss {
         exit::exec_old_mm(&mut a, m, r, false);
         a.ldx_w(R1, FP, FP_NR).note("r1 = the call's slot again");

@@ -58,6 +58,9 @@ pub struct Line {
     /// files' program: its cost is taken out at `TracerCost::lookup`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub lookups: u64,
+    /// The components of the paths the call walked (a stat family line: `prog::paths`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub path_components: u64,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -455,4 +458,8 @@ pub struct TracerCost {
     /// A page-cache lookup of a cached read (`verify::overhead`'s lookup loop).
     #[serde(default)]
     pub lookup: f64,
+    /// A stat family call's path read and its components counted (`prog::paths`; the
+    /// overhead's path loop).
+    #[serde(default)]
+    pub path: f64,
 }

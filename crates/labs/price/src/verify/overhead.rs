@@ -51,6 +51,8 @@ const FAULT_ROUNDS: usize = 4;
 const PING_PONGS: u64 = 5_000;
 /// One-byte preads of a cached file in the lookup loop.
 const LOOKUPS: u64 = 100_000;
+/// Stats of a path in the temp folder in the path loop (its components read by the split).
+const PATHS: u64 = 50_000;
 
 /// The tracer's cost per syscall, user fault and switch, ns of kernel time each; and its cost
 /// per ns of CPU (its cpu-clock tick, which finds the kernel's share of user time: a timer
@@ -62,6 +64,8 @@ pub struct Overhead {
     pub switch: f64,
     /// A page-cache lookup of a cached read.
     pub lookup: f64,
+    /// A stat family call's path read and its components counted.
+    pub path: f64,
     pub per_cpu: f64,
     /// Measured with the sampler's events beside the split.
     pub sampler: bool,
@@ -78,6 +82,8 @@ pub struct Events {
     pub switches: u64,
     /// Page-cache lookups of cached reads (inside syscalls: on their lines).
     pub lookups: u64,
+    /// Stat family calls, whose paths the split reads.
+    pub paths: u64,
 }
 
 impl Events {
@@ -101,6 +107,14 @@ impl Events {
                 .sum(),
             switches,
             lookups: split.lines.iter().map(|l| l.lookups).sum(),
+            paths: split
+                .lines
+                .iter()
+                .filter(|l| {
+                    l.class == "syscall" && crate::pricing::STATS.contains(&l.event.as_str())
+                })
+                .map(|l| l.count)
+                .sum(),
         }
     }
 }
@@ -112,6 +126,7 @@ impl Overhead {
             + e.faults as f64 * self.fault
             + e.switches as f64 * self.switch
             + e.lookups as f64 * self.lookup
+            + e.paths as f64 * self.path
     }
 
     /// The tracer's cost of its tick over a traced run of `usage_ns` CPU (which holds it).
@@ -127,7 +142,7 @@ impl Overhead {
     /// One line for the output.
     pub fn line(&self) -> String {
         format!(
-            "the {}own cost, measured here now and taken out of every traced run's kernel time: {} a syscall, {} a user fault, {} a switch, {} a page-cache lookup, and {} {:.2}% of the CPU",
+            "the {}own cost, measured here now and taken out of every traced run's kernel time: {} a syscall, {} a user fault, {} a switch, {} a page-cache lookup, {} a stat's path read, and {} {:.2}% of the CPU",
             if self.sampler {
                 "split's and the sampler's "
             } else {
@@ -137,6 +152,7 @@ impl Overhead {
             human_ns(self.fault),
             human_ns(self.switch),
             human_ns(self.lookup),
+            human_ns(self.path),
             if self.sampler {
                 "their ticks and samples (in the loops)"
             } else {
@@ -167,7 +183,13 @@ impl Overhead {
             }
         }
         o.per_cpu = Summary::of(&share).map_or(0.0, |s| s.median);
-        for kind in [Kind::Syscalls, Kind::Faults, Kind::Switches, Kind::Lookups] {
+        for kind in [
+            Kind::Syscalls,
+            Kind::Faults,
+            Kind::Switches,
+            Kind::Lookups,
+            Kind::Paths,
+        ] {
             let mut per = Vec::new();
             for _ in 0..rounds {
                 costlab_core::measure::cancel::check()?;
@@ -191,6 +213,7 @@ impl Overhead {
                 Kind::Faults => o.fault = c,
                 Kind::Switches => o.switch = c,
                 Kind::Lookups => o.lookup = c,
+                Kind::Paths => o.path = c,
                 Kind::Spin => {}
             }
         }
@@ -207,6 +230,8 @@ enum Kind {
     Switches,
     /// One-byte preads of a cached file: a syscall and a page-cache lookup each.
     Lookups,
+    /// Stats of a path: a syscall and a path read each.
+    Paths,
 }
 
 impl Kind {
@@ -217,6 +242,7 @@ impl Kind {
             Kind::Faults => "fault",
             Kind::Switches => "switch",
             Kind::Lookups => "lookup",
+            Kind::Paths => "path",
         }
     }
 
@@ -230,6 +256,7 @@ impl Kind {
             Kind::Faults => (e.faults, Events { faults: 0, ..e }),
             Kind::Switches => (e.switches, Events { switches: 0, ..e }),
             Kind::Lookups => (e.lookups, Events { lookups: 0, ..e }),
+            Kind::Paths => (e.paths, Events { paths: 0, ..e }),
         };
         (n as f64, so_far.of(&rest))
     }
@@ -286,6 +313,15 @@ fn run_loop(kind: Kind, traced: Option<bool>) -> Result<LoopRun> {
         Kind::Lookups => Some(cached_page()?),
         _ => None,
     };
+    // The path loop's path: the stat term's own (the temp folder's, a file's name), which it
+    // stats whether or not the file is there.
+    let path = std::ffi::CString::new(
+        std::env::temp_dir()
+            .join(format!("costlab-paths-{}", std::process::id()))
+            .into_os_string()
+            .into_encoded_bytes(),
+    )
+    .context("the temp folder's path holds a NUL")?;
     // SAFETY: fork(2). The child runs only `child_loop`, which makes raw syscalls and plain
     // stores into memory it maps itself, and ends with _exit: nothing that takes a lock or
     // allocates, as a child forked from a threaded process must not.
@@ -295,7 +331,15 @@ fn run_loop(kind: Kind, traced: Option<bool>) -> Result<LoopRun> {
     }
     if pid == 0 {
         // SAFETY: see above; never returns.
-        unsafe { child_loop(fd, kind, &sets, file.as_ref().map_or(-1, |f| f.as_raw_fd())) };
+        unsafe {
+            child_loop(
+                fd,
+                kind,
+                &sets,
+                file.as_ref().map_or(-1, |f| f.as_raw_fd()),
+                &path,
+            )
+        };
     }
     drop(procs);
     let (status, ru) = crate::count::program::reap(pid);
@@ -333,7 +377,13 @@ fn cached_page() -> Result<std::fs::File> {
 ///
 /// # Safety
 /// Call only in a child just forked; it never returns.
-unsafe fn child_loop(procs: i32, kind: Kind, cpus: &[libc::cpu_set_t; 2], file: i32) -> ! {
+unsafe fn child_loop(
+    procs: i32,
+    kind: Kind,
+    cpus: &[libc::cpu_set_t; 2],
+    file: i32,
+    path: &std::ffi::CStr,
+) -> ! {
     if libc::write(procs, b"0".as_ptr().cast(), 1) != 1 {
         libc::_exit(3);
     }
@@ -347,6 +397,13 @@ unsafe fn child_loop(procs: i32, kind: Kind, cpus: &[libc::cpu_set_t; 2], file: 
         Kind::Syscalls => {
             for _ in 0..SYSCALLS {
                 libc::syscall(libc::SYS_getppid);
+            }
+        }
+        Kind::Paths => {
+            // A stat of a name that is not there walks the same components as one that is.
+            let mut st: libc::stat = std::mem::zeroed();
+            for _ in 0..PATHS {
+                libc::fstatat(libc::AT_FDCWD, path.as_ptr(), &mut st, 0);
             }
         }
         Kind::Lookups => {
@@ -433,6 +490,7 @@ mod tests {
             fault: 300.0,
             switch: 500.0,
             lookup: 50.0,
+            path: 70.0,
             per_cpu: 0.25,
             sampler: false,
         };
@@ -441,8 +499,11 @@ mod tests {
             faults: 10,
             switches: 2,
             lookups: 0,
+            paths: 0,
         };
         assert_eq!(o.of(&e), 100_000.0 + 3000.0 + 1000.0);
+        // A path read each of 5 stats, at 70.
+        assert_eq!(o.of(&Events { paths: 5, ..e }), 104_000.0 + 350.0);
         // A lookup each of 40 reads, at 50 ns.
         let reads = Events { lookups: 40, ..e };
         assert_eq!(o.of(&reads), 104_000.0 + 2000.0);
@@ -474,6 +535,7 @@ mod tests {
             lines: vec![
                 read,
                 line("syscall", "write", 5),
+                line("syscall", "statx", 2),
                 line("fault", "minor", 7),
                 line("fault", "major", 1),
                 line("fault", "unfinished", 3),
@@ -484,10 +546,11 @@ mod tests {
         assert_eq!(
             Events::of(&s, 4),
             Events {
-                syscalls: 15,
+                syscalls: 17,
                 faults: 8,
                 switches: 4,
                 lookups: 9,
+                paths: 2,
             }
         );
     }
@@ -500,7 +563,7 @@ mod tests {
         }
         let o = Overhead::measure(1, true).unwrap();
         // Every cost is a number of ns, none below zero.
-        for c in [o.syscall, o.fault, o.switch, o.lookup, o.per_cpu] {
+        for c in [o.syscall, o.fault, o.switch, o.lookup, o.path, o.per_cpu] {
             assert!(c.is_finite() && c >= 0.0, "{o:?}");
         }
     }

@@ -22,7 +22,7 @@ use super::{
 /// switches back in from a wait in it on a CPU that had halted @32 (`wake`); buffers touched
 /// inside ext4's inode allocations @40 and those allocations @48 (`inodes`); pages read from
 /// small files @56 and page-cache lookups @64 (`small_read`).
-pub const WORK_SIZE: u32 = 72;
+pub const WORK_SIZE: u32 = 80;
 const WORK_IN: i16 = 0;
 const WORK_DROPPED: i16 = 8;
 const WORK_WRITTEN: i16 = 16;
@@ -32,6 +32,8 @@ pub(super) const WORK_TOUCHES: i16 = 40;
 pub(super) const WORK_WINDOWS: i16 = 48;
 const WORK_SMALL: i16 = 56;
 const WORK_LOOKUPS: i16 = 64;
+/// The components of the paths a stat family call walked (`paths`).
+pub(super) const WORK_COMPONENTS: i16 = 72;
 /// Pages a tracked task read from small files (`small_read`).
 pub const PAGES_SMALL: u32 = FAULT_FILE_PAGES + 1;
 /// Stack slot of the syscall's slot, for the work map's key.

@@ -1,0 +1,102 @@
+//! The components of the paths a tracked task stats: a stat by path walks one directory entry
+//! a component (`/usr/share/doc/x/copyright` five, `name` under a directory's fd one, the
+//! empty path of `fstat`'s `newfstatat(fd, "", AT_EMPTY_PATH)` none), and the stat term walks
+//! its own few. At a stat family call's entry (stat, lstat, newfstatat, statx) the path is
+//! read from the task's memory (its first `PATH_BYTES` - 1 bytes) and its components counted
+//! into `PATH_COMPONENTS`: a component begins at each byte that is neither `/` nor the end
+//! and follows a `/` or the path's start (so `//` and a trailing `/` add none; `.` and `..`
+//! are walked and count). A path longer than the read counts the components of its start.
+//! They are added on the call's own line too (the work map's `WORK_COMPONENTS`, by its slot).
+
+use costlab_bpf::{Asm, Helper, FP, R0, R1, R2, R3, R4, R6};
+
+use super::pages::WORK_COMPONENTS;
+use super::{slot, Maps, FP_NR};
+
+/// The path's components, counted over the run (the count word), and the stat calls whose
+/// path was read (the second word).
+pub const PATH_COMPONENTS: u32 = super::inodes::SLOTS_END;
+/// The slots' end: `prog::SLOTS`.
+pub const SLOTS_END: u32 = PATH_COMPONENTS + 1;
+
+/// x86-64's stat family, and where each keeps its path: `di` (the first argument) for stat
+/// and lstat, `si` (the second) for newfstatat and statx, in struct pt_regs.
+pub const NR_STAT: i32 = 4;
+pub const NR_LSTAT: i32 = 6;
+pub const NR_NEWFSTATAT: i32 = 262;
+pub const NR_STATX: i32 = 332;
+const PT_REGS_SI: i32 = 104;
+const PT_REGS_DI: i32 = 112;
+
+/// Bytes of a path read (its NUL included).
+pub const PATH_BYTES: i16 = 128;
+/// The stack: the path, the user pointer to it, the components counted.
+const FP_PATH: i16 = -256;
+const FP_PTR: i16 = -112;
+const FP_COUNT: i16 = -120;
+const _: () = assert!(FP_PATH + PATH_BYTES <= FP_COUNT);
+
+/// With r1 = the syscall's slot (kept at `FP_NR`) and r6 = the raw sys_enter context: a stat
+/// family call's path components added to `PATH_COMPONENTS`. r0-r5 clobbered; r1 is the slot
+/// again at the end.
+pub fn stat_path(a: &mut Asm, m: &Maps) {
+    let done = a.fresh("paths_done");
+    let at_si = a.fresh("path_at_si");
+    let read = a.fresh("path_read");
+    let counted = a.fresh("path_counted");
+    a.jeq_imm(R1, NR_NEWFSTATAT, &at_si);
+    a.jeq_imm(R1, NR_STATX, &at_si);
+    a.mov_imm(R3, PT_REGS_DI);
+    a.jeq_imm(R1, NR_STAT, &read);
+    a.jeq_imm(R1, NR_LSTAT, &read);
+    a.ja(&done).note("not a stat");
+    a.label(&at_si);
+    a.mov_imm(R3, PT_REGS_SI);
+    a.label(&read);
+    a.ldx_dw(R4, R6, 0).note("r4 = args[0], the task's pt_regs");
+    a.add(R3, R4)
+        .note("r3 = &regs->di or &regs->si: the path's pointer");
+    a.mov(R1, FP).add_imm(R1, FP_PTR as i32);
+    a.mov_imm(R2, 8);
+    a.call(Helper::ProbeReadKernel);
+    a.jne_imm(R0, 0, &done);
+    a.mov(R1, FP).add_imm(R1, FP_PATH as i32);
+    a.mov_imm(R2, PATH_BYTES as i32);
+    a.ldx_dw(R3, FP, FP_PTR);
+    a.call(Helper::ProbeReadUserStr)
+        .note("r0 = the bytes read, its NUL included");
+    a.jslt_imm(R0, 1, &done).note("unreadable: not counted");
+    a.mov_imm(R3, b'/' as i32)
+        .note("r3 = the byte before: the start is after a /");
+    a.mov_imm(R4, 0).note("r4 = the components");
+    for i in 0..PATH_BYTES - 1 {
+        let next = a.fresh("path_byte");
+        a.ldx_b(R2, FP, FP_PATH + i);
+        a.jeq_imm(R2, 0, &counted).note("the end");
+        a.jeq_imm(R2, b'/' as i32, &next);
+        a.jne_imm(R3, b'/' as i32, &next).note("inside a name");
+        a.add_imm(R4, 1).note("a name begins");
+        a.label(&next);
+        a.mov(R3, R2);
+    }
+    a.label(&counted);
+    a.stx_dw(FP, FP_COUNT, R4);
+    a.mov_imm(R1, PATH_COMPONENTS as i32);
+    slot(a, m, R1, &done);
+    a.ldx_dw(R1, R0, 0);
+    a.ldx_dw(R2, FP, FP_COUNT);
+    a.add(R1, R2).stx_dw(R0, 0, R1);
+    a.ldx_dw(R1, R0, 8).add_imm(R1, 1).stx_dw(R0, 8, R1);
+    a.mov(R2, FP)
+        .add_imm(R2, FP_NR as i32)
+        .note("the call's slot: its line");
+    a.ld_map(R1, m.work);
+    a.call(Helper::MapLookupElem);
+    a.jeq_imm(R0, 0, &done);
+    a.ldx_dw(R2, FP, FP_COUNT);
+    a.ldx_dw(R1, R0, WORK_COMPONENTS)
+        .add(R1, R2)
+        .stx_dw(R0, WORK_COMPONENTS, R1);
+    a.label(&done);
+    a.ldx_w(R1, FP, FP_NR).note("r1 = the call's slot again");
+}
