@@ -30,20 +30,7 @@ pub(crate) fn rows(doc: &serde_json::Value) -> BTreeMap<(String, String, String)
 }
 
 pub(crate) fn price(db: &std::path::Path, args: &[&str]) -> serde_json::Value {
-    let mut all = vec![
-        "price",
-        "--once",
-        "--quick",
-        "--samples",
-        "3",
-        "--json",
-        "-",
-    ];
-    all.extend_from_slice(args);
-    let out = common::costlab_db(db, &all);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
-    crate::common::schema::doc(&out.stdout)
+    common::price_with(db, args, |_| {})
 }
 
 /// The split's events as counts: cpu_time ÷ per_event.

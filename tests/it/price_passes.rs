@@ -60,34 +60,6 @@ impl Drop for Ext4 {
     }
 }
 
-/// `costlab price --once` of `program` into the history `db`, its command set up by `setup`
-/// first (a working directory, an environment): the JSON document.
-fn price_with(db: &Path, program: &[&str], setup: impl FnOnce(&mut Command)) -> serde_json::Value {
-    let mut cmd = common::command_db(db);
-    setup(&mut cmd);
-    let out = cmd
-        .args([
-            "price",
-            "--once",
-            "--quick",
-            "--samples",
-            "3",
-            "--json",
-            "-",
-            "--",
-        ])
-        .args(program)
-        .output()
-        .expect("costlab runs");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{program:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    common::schema::doc(&out.stdout)
-}
-
 #[test]
 fn a_creates_passes_over_deleted_inodes_are_counted_and_priced() {
     let name = "a_creates_passes_over_deleted_inodes_are_counted_and_priced";
@@ -117,7 +89,7 @@ fn a_creates_passes_over_deleted_inodes_are_counted_and_priced() {
     );
     // Run from the mount: the calibration that turns the split's buffer touches into passes
     // is measured on the file system of costlab's working directory.
-    let doc = price_with(&db, &["sh", "-c", &script], |c| {
+    let doc = common::price_with(&db, &["--", "sh", "-c", &script], |c| {
         c.current_dir(&fs.0);
     });
     let row = |metric: &str| {
@@ -195,7 +167,7 @@ fn the_components_of_stated_paths_are_counted_exactly() {
     let _one = common::serial();
     // Without cargo's LD_LIBRARY_PATH: the loader stats each folder in it by path (409 more
     // components here).
-    let doc = price_with(&db, &[exe.to_str().unwrap(), "stats", "500"], |c| {
+    let doc = common::price_with(&db, &["--", exe.to_str().unwrap(), "stats", "500"], |c| {
         c.env_remove("LD_LIBRARY_PATH");
     });
     let row = |class: &str, event: &str, metric: &str| {

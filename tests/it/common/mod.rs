@@ -145,6 +145,33 @@ pub fn costlab_ok(db: impl AsRef<OsStr>, args: &[&str]) -> Output {
     out
 }
 
+/// `costlab price --once ARGS` into the history `db`, its command set up by `setup` first
+/// (a working directory, an environment): the JSON document.
+pub fn price_with(
+    db: &std::path::Path,
+    args: &[&str],
+    setup: impl FnOnce(&mut std::process::Command),
+) -> serde_json::Value {
+    let mut cmd = command_db(db);
+    setup(&mut cmd);
+    let out = cmd
+        .args([
+            "price",
+            "--once",
+            "--quick",
+            "--samples",
+            "3",
+            "--json",
+            "-",
+        ])
+        .args(args)
+        .output()
+        .expect("costlab runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+    schema::doc(&out.stdout)
+}
+
 /// Bytes a program wrote, as text.
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()

@@ -349,10 +349,7 @@ fn what_ifs(
                 gowhatif::share_to_scale(gctrace, gowhatif::sampled_share(counts.samples.as_ref()));
             gogc.and_then(|g| {
                 let wall = Summary::of(&times.iter().map(|t| t.wall_ns).collect::<Vec<_>>());
-                let fault = units
-                    .get("fault-4k")
-                    .and_then(|u| u.summary())
-                    .map(|s| s.median);
+                let fault = verify::gogc::fault_4k_ns(units);
                 let wall = wall.map(|w| w.median);
                 verify::gogc::what_if(share, g, cpu, wall, &counted.go_cycles, fault)
                     .or_else(|| gowhatif::go_what_if(share, g, cpu, units))

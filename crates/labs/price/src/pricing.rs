@@ -25,10 +25,11 @@ pub use crate::terms_of::{
 pub const LIGHT_SPLIT_HOW: &str =
     "a light call: its cost is the entry and exit, priced on the line inside user time";
 
-/// What a line no term prices is, in words ("no term" and why).
 /// The stat family: where the split counted their paths' components, priced at a stat's own
 /// part and the components apart.
 pub const STATS: [&str; 4] = ["stat", "lstat", "newfstatat", "statx"];
+
+/// What a line no term prices is, in words ("no term" and why).
 pub const NO_TERM: &str = "no term: costlab measures no unit cost for this call";
 
 /// One priced row.

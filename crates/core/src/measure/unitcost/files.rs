@@ -122,12 +122,27 @@ pub fn file_read(spec: &SampleSpec, size: usize) -> Result<Vec<f64>> {
     })
 }
 
+/// The path the open and stat terms open and stat: a file in the temp folder.
+pub fn term_path() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("costlab-unitcost-{}.path", std::process::id()))
+}
+
+/// The components of `term_path` (the temp folder's, and its file's name): a stat of a path
+/// of other length is the stat term less these at the path-component term, and its own
+/// components at it.
+pub fn stat_path_components() -> usize {
+    term_path()
+        .components()
+        .filter(|c| matches!(c, std::path::Component::Normal(_)))
+        .count()
+}
+
 /// A file that stays for the length of a measurement (open and stat need a path).
 struct NamedScratch(std::path::PathBuf);
 
 impl NamedScratch {
     fn new() -> Result<NamedScratch> {
-        let p = std::env::temp_dir().join(format!("costlab-unitcost-{}.path", std::process::id()));
+        let p = term_path();
         std::fs::write(&p, b"x").with_context(|| format!("creating {}", p.display()))?;
         Ok(NamedScratch(p))
     }
@@ -160,17 +175,6 @@ pub fn openat_close(spec: &SampleSpec) -> Result<Vec<f64>> {
 }
 
 /// newfstatat of an existing file's path (what glibc's stat calls).
-/// The components of the path the stat term stats (the temp folder's, and its file's name):
-/// a stat of a path of other length is that term less these at the path-component term, and
-/// its own components at it.
-pub fn stat_path_components() -> usize {
-    std::env::temp_dir()
-        .components()
-        .filter(|c| matches!(c, std::path::Component::Normal(_)))
-        .count()
-        + 1
-}
-
 pub fn stat(spec: &SampleSpec) -> Result<Vec<f64>> {
     let file = NamedScratch::new()?;
     let path = file.c_path();

@@ -16,7 +16,7 @@ pub mod smallfiles;
 pub mod tick;
 
 pub use faults::{FAULT_AROUND, MUNMAP_PAGES};
-pub use files::stat_path_components;
+pub use files::{stat_path_components, term_path};
 
 use std::path::Path;
 

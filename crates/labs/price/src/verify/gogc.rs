@@ -191,6 +191,14 @@ pub fn heap_faults(cycles: &[Cycle], from: Goal, to: Goal, fault_ns: f64) -> (f6
     (pages, pages * fault_ns)
 }
 
+/// The fault-4k term's median, ns: what the larger heap's first touches are priced at.
+pub fn fault_4k_ns(units: &crate::unit::Units) -> Option<f64> {
+    units
+        .get("fault-4k")
+        .and_then(|u| u.summary())
+        .map(|s| s.median)
+}
+
 /// The program's GC CPU, ns: its cycles' CPU summed.
 pub fn gc_cpu(cycles: &[Cycle]) -> f64 {
     cycles.iter().map(|c| c.cpu_ns).sum()

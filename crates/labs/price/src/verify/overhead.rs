@@ -313,11 +313,10 @@ fn run_loop(kind: Kind, traced: Option<bool>) -> Result<LoopRun> {
         Kind::Lookups => Some(cached_page()?),
         _ => None,
     };
-    // The path loop's path: the stat term's own (the temp folder's, a file's name), which it
-    // stats whether or not the file is there.
+    // The path loop's path: the stat term's own, which it stats whether or not the file is
+    // there.
     let path = std::ffi::CString::new(
-        std::env::temp_dir()
-            .join(format!("costlab-paths-{}", std::process::id()))
+        costlab_core::measure::unitcost::term_path()
             .into_os_string()
             .into_encoded_bytes(),
     )

@@ -293,11 +293,7 @@ fn go_trials(
     let gc = share.map_or_else(|| gogc::gc_cpu(cycles), |f| f / 100.0 * probe.cpu_usage_ns);
     let ratio = |to: Goal| gogc::predict(cycles, gc, Goal::Gogc(g), to);
     // The larger heap's first touches, at the fault-4k term: a saving less them, and the words.
-    let fault_ns = inp
-        .units
-        .get("fault-4k")
-        .and_then(|u| u.summary())
-        .map(|s| s.median);
+    let fault_ns = gogc::fault_4k_ns(inp.units);
     let faults = |to: Goal| -> (f64, String) {
         let Some(unit) = fault_ns else {
             return (
