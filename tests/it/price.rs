@@ -329,25 +329,8 @@ pub(crate) fn counted(
     mode: &str,
     n: u64,
 ) -> BTreeMap<(String, String), f64> {
-    let out = common::costlab_db(
-        db,
-        &[
-            "price",
-            "--once",
-            "--quick",
-            "--samples",
-            "3",
-            "--json",
-            "-",
-            "--",
-            exe.to_str().unwrap(),
-            mode,
-            &n.to_string(),
-        ],
-    );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{mode} {n}: {err}");
-    let doc: serde_json::Value = crate::common::schema::doc(&out.stdout);
+    let n = n.to_string();
+    let doc = common::price_with(db, &["--", exe.to_str().unwrap(), mode, &n], |_| {});
     doc["results"]
         .as_array()
         .unwrap()
