@@ -7,6 +7,9 @@
 #
 #   1. THP and GOGC 2x (and 4x, GOMEMLIMIT) on a Go program with a 256 MiB live heap: the
 #      gc lab's gcbench (gcbench/, built here with go).
+#   1b. The same on a Go program that runs for a fixed time (gcbench profile heap, 64 MiB
+#      live, 3 s): --work reads the operations it printed for the whole run, and each saving
+#      is measured at equal work.
 #   2. glibc's hugetlb tunable (=1; =2 with a reserved pool) on a malloc-heavy C program
 #      (bench/price-verify/malloc.c, built here with gcc).
 #   3. Pinning on a program with two busy threads (bench/price-verify/twothreads.c).
@@ -16,7 +19,7 @@
 # Usage: sudo bench/price-verify-must-show.sh     (RUNS=5 rounds, LIVE=268435456 bytes of
 # live Go heap, COSTLAB=target/release/costlab, OUT=folder for the full outputs)
 # Run as root (BPF, the THP mode) on a quiet machine: never beside a build or another
-# benchmark. About 15-25 minutes. The unit costs come from the history (COSTLAB_DB, or a
+# benchmark. About 20-30 minutes. The unit costs come from the history (COSTLAB_DB, or a
 # fresh one in a temporary folder measured first with `costlab cost`). Each section's full
 # output is kept in $OUT (printed at the end); the lines that answer the must-show are echoed.
 set -euo pipefail
@@ -56,6 +59,12 @@ echo "== 1. THP and GOGC on a Go program with a $((LIVE >> 20)) MiB live heap (g
 "$B" price --verify --runs "$RUNS" -- "$W/gcbench" -live "$LIVE" -alloc 8 heap \
     >"$OUT/go.txt" 2>&1 || true
 show "$OUT/go.txt"
+
+echo
+echo "== 1b. GOGC on a Go program that runs for a fixed time (gcbench profile heap), at equal work"
+"$B" price --verify --runs "$RUNS" --work '"ops_total":([0-9]+)' -- "$W/gcbench" -live 67108864 \
+    -seconds 3 -workers 1 profile heap >"$OUT/go-fixed-time.txt" 2>&1 || true
+show "$OUT/go-fixed-time.txt"
 
 echo
 echo "== 2. glibc's hugetlb tunable on a malloc-heavy C program (bench/price-verify/malloc.c)"

@@ -42,9 +42,12 @@ type ProfileResult struct {
 	CPUS    float64    `json:"cpu_s"`
 	// CPUUserS and CPUSysS split cpu_s by mode (getrusage): the kernel's part is what a
 	// sampler that sees it should find in kernel mode.
-	CPUUserS   float64 `json:"cpu_user_s"`
-	CPUSysS    float64 `json:"cpu_sys_s"`
-	Ops        int64   `json:"ops"`
+	CPUUserS float64 `json:"cpu_user_s"`
+	CPUSysS  float64 `json:"cpu_sys_s"`
+	Ops      int64   `json:"ops"`
+	// OpsTotal counts every op of the run, the warm-up's too: the work a whole-run measure
+	// (costlab price --verify --work) divides by.
+	OpsTotal   int64   `json:"ops_total"`
 	GCCPUShare float64 `json:"gc_cpu_share"`
 	GCCycles   uint64  `json:"gc_cycles"`
 	LiveBytes  uint64  `json:"live_bytes"`
@@ -210,6 +213,7 @@ func runProfile(o profileOpts) (ProfileResult, error) {
 		const chunk = 20000
 		work := func() {
 			res.Checksum ^= RunWork(h, int64(chunk*o.workers), o.workers)
+			res.OpsTotal += int64(chunk * o.workers)
 		}
 		w0 := time.Now()
 		for time.Since(w0) < o.warmup {

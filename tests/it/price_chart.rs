@@ -145,6 +145,7 @@ fn verified_doc() -> Doc {
         measured,
         wall_saved: Vec::new(),
         rate_change: Vec::new(),
+        work_change: Vec::new(),
         before: None,
         lines: vec![format!("{what} ({remedy}): the trial's line")],
     };

@@ -30,6 +30,12 @@ fn verify_bad_input_exits_2_with_one_line() {
     let out = common::costlab_db(&db, &["price", "--rate", "x", "--", "true"]);
     let err = price_refused(&out, &[]);
     assert!(err.contains("--verify"), "{err}");
+    let out = common::costlab_db(&db, &["price", "--verify", "--work", "(x", "--", "true"]);
+    let err = price_refused(&out, &[]);
+    assert!(err.contains("--work (x: not a regular expression"), "{err}");
+    let out = common::costlab_db(&db, &["price", "--work", "x", "--", "true"]);
+    let err = price_refused(&out, &[]);
+    assert!(err.contains("--work is for a trial: add --verify"), "{err}");
     let out = common::costlab_db(&db, &["price", "--reserve-hugepages", "--", "true"]);
     price_refused(&out, &[]);
     let out = common::costlab_db(&db, &["price", "--verify", "--pid", "1"]);
@@ -152,6 +158,8 @@ fn verified(db: &std::path::Path) -> serde_json::Value {
             "3",
             "--rate",
             r"([0-9.]+) [kMG]?B/s",
+            "--work",
+            r"([0-9]+) bytes",
             "--json",
             "-",
             "--",
@@ -224,6 +232,23 @@ fn a_small_verify_tries_each_remedy_and_puts_the_thp_mode_back() {
         rows.iter().any(|r| r["metric"] == "rate_change"),
         "{rows:?}"
     );
+    // dd prints the bytes it copied, the same in every run: the work changed by nothing, so
+    // each saving at equal work is the saving as measured.
+    let work: Vec<&&serde_json::Value> = rows
+        .iter()
+        .filter(|r| r["metric"] == "work_change")
+        .collect();
+    assert!(!work.is_empty(), "{rows:?}");
+    for r in work {
+        assert!(
+            r["samples"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|x| x.as_f64() == Some(0.0)),
+            "{r}"
+        );
+    }
     // The trial's model: predicted beside measured, and its lines.
     let model = doc["models"]
         .as_array()

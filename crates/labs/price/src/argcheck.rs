@@ -62,7 +62,8 @@ pub fn check_sampling(args: &PriceArgs) -> Result<()> {
     Ok(())
 }
 
-/// `--verify` runs the command it tries; `--rate` and `--reserve-hugepages` serve it only.
+/// `--verify` runs the command it tries; `--rate`, `--work` and `--reserve-hugepages` serve it
+/// only.
 pub fn check_verify(args: &PriceArgs) -> Result<()> {
     if args.verify && (args.pid.is_some() || args.from.is_some()) {
         let flag = if args.pid.is_some() {
@@ -76,6 +77,7 @@ pub fn check_verify(args: &PriceArgs) -> Result<()> {
     }
     for (set, flag) in [
         (args.rate.is_some(), "--rate"),
+        (args.work.is_some(), "--work"),
         (args.reserve_hugepages, "--reserve-hugepages"),
     ] {
         if set && !args.verify {

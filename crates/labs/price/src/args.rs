@@ -57,6 +57,12 @@ pub struct PriceArgs {
     /// expression; its first group, or the whole match, is the number; the last match counts)
     #[arg(long, value_name = "REGEX")]
     pub rate: Option<String>,
+    /// With --verify: a pattern for the work the program did, printed in its output (operations,
+    /// requests; read as --rate is): each saving is then measured at equal work, the remedy's
+    /// run scaled to the work of the run as it is (a program that runs for a fixed time turns
+    /// CPU saved into more work)
+    #[arg(long, value_name = "REGEX")]
+    pub work: Option<String>,
     /// With --verify: reserve a 2 MiB hugetlb pool for glibc's hugetlb=2 trial (given back
     /// after, through the restore journal)
     #[arg(long)]

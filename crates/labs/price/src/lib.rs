@@ -59,7 +59,7 @@ pub fn run(args: &PriceArgs, ctx: &Ctx) -> Result<Outcome> {
     argcheck::check_duration(args)?;
     argcheck::check_verify(args)?;
     argcheck::check_sampling(args)?;
-    verify::rate_pattern(args.rate.as_deref())?;
+    verify::Printed::of(args.rate.as_deref(), args.work.as_deref())?;
     argcheck::check_pid(args)?;
     // Bad input is found before anything runs: the machine --on names, the --from file, the
     // --save-counts path.
@@ -281,6 +281,7 @@ fn try_what_ifs(
             what_ifs,
             pairs,
             rate: args.rate.as_deref(),
+            work: args.work.as_deref(),
             reserve_hugepages: args.reserve_hugepages,
         },
         &mut o.notes,

@@ -30,6 +30,25 @@ impl<'a> Pairs<'a> {
     fn saved(&self, f: impl Fn(&RunMeasure) -> f64) -> Vec<f64> {
         self.iter().map(|(a, b)| f(a) - f(b)).collect()
     }
+
+    /// A's work over B's, each pair: None unless the program printed its work (`--work`) in
+    /// every run of both arms.
+    fn work_ratios(&self) -> Option<Vec<f64>> {
+        let work = |m: &RunMeasure| m.work.filter(|w| *w > 0.0);
+        let r: Option<Vec<f64>> = self
+            .iter()
+            .map(|(a, b)| Some(work(a)? / work(b)?))
+            .collect();
+        r.filter(|r| !r.is_empty())
+    }
+
+    /// A - B of a field at equal work, each pair: B's figure scaled by A's work over B's.
+    fn saved_at(&self, ratios: &[f64], f: impl Fn(&RunMeasure) -> f64) -> Vec<f64> {
+        self.iter()
+            .zip(ratios)
+            .map(|((a, b), r)| f(a) - f(b) * r)
+            .collect()
+    }
 }
 
 /// "12 ms (3 ms to 20 ms)": a saving's median and range, or "nothing".
@@ -58,7 +77,18 @@ pub(super) fn judge_trial(
         b,
         n: a.len().min(b.len()),
     };
-    let measured = p.saved(|m| t.of.of(m));
+    // At equal work where the program printed it (a fixed-time program turns CPU saved into
+    // more work), else as measured.
+    let ratios = p.work_ratios();
+    let measured = match &ratios {
+        Some(r) => p.saved_at(r, |m| t.of.of(m)),
+        None => p.saved(|m| t.of.of(m)),
+    };
+    let work_change: Vec<f64> = ratios
+        .iter()
+        .flatten()
+        .map(|r| (1.0 / r - 1.0) * 100.0)
+        .collect();
     let wall_saved = p.saved(|m| m.wall_ns);
     let rate_change: Vec<f64> = p
         .iter()
@@ -82,6 +112,7 @@ pub(super) fn judge_trial(
         beside += &format!(", rate {}", pct_span(&rate_change));
     }
     lines.push(beside);
+    lines.extend(at_work(t, &p, ratios.is_some(), &work_change));
     lines.extend(overhead.and_then(|o| by_class(t, &p, o)));
     if t.after == After::Gc {
         lines.extend(gc_fraction(
@@ -107,6 +138,7 @@ pub(super) fn judge_trial(
         measured,
         wall_saved,
         rate_change,
+        work_change,
         before,
         lines,
     }
@@ -130,6 +162,57 @@ fn headline(t: &Trial, n: usize, measured: &[f64], v: Verdict) -> String {
             v.word()
         ),
     }
+}
+
+/// Where `--work` was given: the work each arm did and the saving unscaled (`scaled`: every
+/// run printed its work), or the runs that printed none. Where no run printed it, a GC
+/// trial whose wall time gave back less than a quarter of what its CPU saved would (a program
+/// that may run for a fixed time) says how to judge it at equal work.
+fn at_work(t: &Trial, p: &Pairs, scaled: bool, change: &[f64]) -> Option<String> {
+    let printed = |runs: &[RunMeasure]| {
+        runs.iter()
+            .take(p.n)
+            .filter_map(|m| m.work)
+            .collect::<Vec<f64>>()
+    };
+    let (a, b) = (printed(p.a), printed(p.b));
+    if a.is_empty() && b.is_empty() {
+        let med = |v: Vec<f64>| Summary::of(&v).map(|s| s.median);
+        let runs = || p.a.iter().take(p.n);
+        let busy = med(runs().map(|m| m.cpu_usage_ns).collect())?
+            / med(runs().map(|m| m.wall_ns).collect())?.max(1.0);
+        let cpu = med(p.saved(|m| m.cpu_usage_ns))?;
+        let wall = med(p.saved(|m| m.wall_ns))?;
+        // The wall time the CPU saved would give at the CPUs it kept busy: a fixed-work
+        // program gets much of it back, a fixed-time one none.
+        let would = cpu / busy.max(1e-9);
+        return (t.after == After::Gc && cpu > 0.0 && wall < 0.25 * would).then(|| format!(
+            "  its CPU saved would be {} of wall time at its {busy:.2} CPUs busy, and its wall saved {}: a program that runs for a fixed time turns the CPU a remedy saves into more work, so its CPU saved is less than the GC work saved; give --work with a pattern for the work it prints to judge it at equal work",
+            human_ns(would),
+            signed(wall)
+        ));
+    }
+    // The program's own number, as it printed it (a count, or a figure with decimals).
+    let med = |v: &[f64]| Summary::of(v).map_or(String::new(), |s| s.median.to_string());
+    Some(match scaled {
+        true => format!(
+            "  at equal work: it printed {} of work a run as it is, {} with {} ({}); each saving above is A's {} less B's scaled to A's work; unscaled, {}",
+            med(&a),
+            med(&b),
+            t.remedy,
+            pct_span(change),
+            t.of.word(),
+            span(&p.saved(|m| t.of.of(m)))
+        ),
+        false => format!(
+            "  --work found its number in {} of {} runs as it is and {} of {} with {}: the saving is not scaled to equal work",
+            a.len(),
+            p.n,
+            b.len(),
+            p.n,
+            t.remedy
+        ),
+    })
 }
 
 /// The kernel's saving by measured class, the tracer's own cost taken out (traced runs).
@@ -272,4 +355,104 @@ pub(super) fn pct_span(v: &[f64]) -> String {
     Summary::of(v).map_or("nothing".into(), |s| {
         format!("{:+.1}% ({:+.1}% to {:+.1}%)", s.median, s.min, s.max)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verify::measure::Setup;
+
+    fn trial() -> Trial {
+        Trial {
+            what: "go-gogc",
+            remedy: "GOGC=200".into(),
+            setup: Setup::default(),
+            thp_always: false,
+            of: Of::Cpu,
+            prediction: Prediction::Saves(Some((2e9, 2e9, 2e9)), "a fixture".into()),
+            before: None,
+            after: After::Nothing,
+        }
+    }
+
+    fn run(cpu: f64, work: Option<f64>) -> RunMeasure {
+        RunMeasure {
+            cpu_usage_ns: cpu,
+            wall_ns: 3e9,
+            work,
+            ..Default::default()
+        }
+    }
+
+    /// A program that runs for a fixed time: the same CPU both ways, but 25% more work with
+    /// the remedy. At equal work the remedy's run took 8 s of the 10, a saving of 2 s; the
+    /// unscaled saving (none) is said beside it.
+    #[test]
+    fn a_saving_is_measured_at_equal_work_where_every_run_printed_its_work() {
+        let a = vec![run(10e9, Some(100.0)); 3];
+        let b = vec![run(10e9, Some(125.0)); 3];
+        let probe = run(10e9, None);
+        let t = judge_trial(&trial(), &a, &b, &Units::new(), &probe, None);
+        assert_eq!(t.measured, vec![2e9; 3]);
+        assert_eq!(t.work_change, vec![25.0; 3]);
+        let line = t
+            .lines
+            .iter()
+            .find(|l| l.starts_with("  at equal work:"))
+            .expect("the work line");
+        assert!(
+            line.contains("it printed 100 of work a run as it is, 125 with GOGC=200"),
+            "{line}"
+        );
+        assert!(line.contains("unscaled, 0.0 ns"), "{line}");
+    }
+
+    /// One run without the number: nothing is scaled, and the line says how many printed it.
+    #[test]
+    fn a_run_that_printed_no_work_leaves_the_saving_unscaled() {
+        let a = vec![run(10e9, Some(100.0)), run(10e9, None)];
+        let b = vec![run(9e9, Some(125.0)), run(9e9, Some(125.0))];
+        let probe = run(10e9, None);
+        let t = judge_trial(&trial(), &a, &b, &Units::new(), &probe, None);
+        assert_eq!(t.measured, vec![1e9; 2]);
+        assert!(t.work_change.is_empty());
+        assert!(
+            t.lines
+                .iter()
+                .any(|l| l.contains("--work found its number in 1 of 2 runs as it is and 2 of 2")),
+            "{:?}",
+            t.lines
+        );
+    }
+
+    /// Without --work, no line and no change.
+    #[test]
+    fn without_work_the_saving_is_as_measured() {
+        let a = vec![run(10e9, None); 2];
+        let b = vec![run(9e9, None); 2];
+        let t = judge_trial(&trial(), &a, &b, &Units::new(), &run(10e9, None), None);
+        assert_eq!(t.measured, vec![1e9; 2]);
+        assert!(!t.lines.iter().any(|l| l.contains("work")), "{:?}", t.lines);
+    }
+
+    /// A GC trial whose wall did not move, without --work: the line says how to judge it
+    /// (10 s of CPU over 3 s of wall is 3.33 CPUs busy; 500 ms of CPU saved is 150 ms of wall).
+    #[test]
+    fn a_gc_trial_with_a_wall_that_did_not_move_asks_for_its_work() {
+        let t = Trial {
+            after: After::Gc,
+            ..trial()
+        };
+        let a = vec![run(10e9, None); 2];
+        let b = vec![run(9.5e9, None); 2];
+        let tried = judge_trial(&t, &a, &b, &Units::new(), &run(10e9, None), None);
+        assert!(
+            tried
+                .lines
+                .iter()
+                .any(|l| l.starts_with("  its CPU saved would be 150.00 ms of wall time at its 3.33 CPUs busy, and its wall saved 0.0 ns") && l.contains("give --work")),
+            "{:?}",
+            tried.lines
+        );
+    }
 }

@@ -1,7 +1,7 @@
 //! One run of the program for a trial, and what it cost: the CPU of its own cgroup (cpu.stat),
 //! its faults (the tree's rusage), the machine's THP events over the run (/proc/vmstat, or the
 //! cgroup's memory.stat where the memory controller is on), its wall time, its printed rate
-//! and, for Go, its runtime's own GC CPU fraction.
+//! and work and, for Go, its runtime's own GC CPU fraction.
 //!
 //! A traced run (every A and B run of a trial) is measured by the split as well, and its CPU,
 //! user and kernel time are the split's, the tracer's own cost of its events taken out
@@ -49,6 +49,8 @@ pub struct RunMeasure {
     pub thp_scope: &'static str,
     /// The number `--rate` found in the program's output.
     pub rate: Option<f64>,
+    /// The number `--work` found in it: the work the run did.
+    pub work: Option<f64>,
     /// A Go program's GC CPU fraction since its start, % (its last gctrace line).
     pub go_gc_cpu_fraction: Option<f64>,
     /// A Go program's GC cycles, as its gctrace printed them.
@@ -124,7 +126,7 @@ pub fn run_once(
     path: &Path,
     argv: &[String],
     setup: &Setup,
-    rate: Option<&regex_lite::Regex>,
+    printed: &super::Printed,
     split: Option<&Overhead>,
 ) -> Result<RunMeasure> {
     let cg = Cgroup::create()?;
@@ -192,6 +194,7 @@ pub fn run_once(
         crate::measured::parse_cpu_stat(&stat).unwrap_or((0, 0, 0));
     let out_text = std::fs::read_to_string(&out_path).unwrap_or_default();
     let err_text = std::fs::read_to_string(&err_path).unwrap_or_default();
+    let output = format!("{out_text}\n{err_text}");
     let _ = std::fs::remove_file(&out_path);
     let _ = std::fs::remove_file(&err_path);
     let (thp, thp_scope) = match (before, after) {
@@ -226,7 +229,8 @@ pub fn run_once(
         max_rss: ended.max_rss,
         thp,
         thp_scope,
-        rate: rate.and_then(|re| rate_in(re, &format!("{out_text}\n{err_text}"))),
+        rate: printed.rate.as_ref().and_then(|re| rate_in(re, &output)),
+        work: printed.work.as_ref().and_then(|re| rate_in(re, &output)),
         go_gc_cpu_fraction: setup
             .gctrace
             .then(|| crate::gowhatif::gctrace_share(&err_text))
@@ -283,7 +287,8 @@ fn delta(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> BTree
         .collect()
 }
 
-/// The program's rate: the last match of `re` in its output, its first group if it has one.
+/// The program's rate (or work): the last match of `re` in its output, its first group if it
+/// has one.
 pub fn rate_in(re: &regex_lite::Regex, text: &str) -> Option<f64> {
     let c = re.captures_iter(text).last()?;
     let m = c.get(1).or_else(|| c.get(0))?;

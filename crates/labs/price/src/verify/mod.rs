@@ -124,6 +124,9 @@ pub struct Tried {
     pub wall_saved: Vec<f64>,
     /// Per pair: (B / A - 1) x 100 of the program's printed rate.
     pub rate_change: Vec<f64>,
+    /// Per pair: (B / A - 1) x 100 of the program's printed work (`--work`); where every run
+    /// printed it, `measured` is at equal work.
+    pub work_change: Vec<f64>,
     /// The before-the-fix model's prediction and its verdict on the same pairs.
     pub before: Option<((f64, f64, f64), Verdict)>,
     pub lines: Vec<String>,
@@ -138,15 +141,32 @@ pub struct Inputs<'a> {
     pub what_ifs: &'a [WhatIf],
     pub pairs: usize,
     pub rate: Option<&'a str>,
+    pub work: Option<&'a str>,
     pub reserve_hugepages: bool,
 }
 
-/// Check `--rate` before anything runs: a pattern that does not compile is bad input.
-pub fn rate_pattern(rate: Option<&str>) -> Result<Option<regex_lite::Regex>> {
-    rate.map(|r| {
+/// What `--verify` reads in the program's output: its rate (`--rate`) and its work (`--work`).
+#[derive(Debug, Default)]
+pub struct Printed {
+    pub rate: Option<regex_lite::Regex>,
+    pub work: Option<regex_lite::Regex>,
+}
+
+impl Printed {
+    /// Both patterns checked before anything runs: one that does not compile is bad input.
+    pub fn of(rate: Option<&str>, work: Option<&str>) -> Result<Printed> {
+        Ok(Printed {
+            rate: pattern("--rate", rate, "'([0-9.]+) ops/s'")?,
+            work: pattern("--work", work, "'([0-9]+) requests'")?,
+        })
+    }
+}
+
+fn pattern(flag: &str, p: Option<&str>, like: &str) -> Result<Option<regex_lite::Regex>> {
+    p.map(|r| {
         regex_lite::Regex::new(r).map_err(|e| {
             usage(format!(
-                "--rate {r}: not a regular expression ({}); give one like '([0-9.]+) ops/s'",
+                "{flag} {r}: not a regular expression ({}); give one like {like}",
                 e.to_string().lines().last().unwrap_or("").trim()
             ))
         })
@@ -156,7 +176,7 @@ pub fn rate_pattern(rate: Option<&str>) -> Result<Option<regex_lite::Regex>> {
 
 /// Try every remedy that applies, `pairs` rounds; the not-tried ones said with why.
 pub fn verify(inp: &Inputs, notes: &mut Vec<String>) -> Result<Trials> {
-    let rate = rate_pattern(inp.rate)?;
+    let printed = Printed::of(inp.rate, inp.work)?;
     let go = crate::gowhatif::is_go_program(inp.path);
     let base = Setup {
         gctrace: go,
@@ -167,7 +187,7 @@ pub fn verify(inp: &Inputs, notes: &mut Vec<String>) -> Result<Trials> {
         watch_programs: true,
         ..base.clone()
     };
-    let probe = measure::run_once(inp.path, inp.argv, &first, rate.as_ref(), None)?;
+    let probe = measure::run_once(inp.path, inp.argv, &first, &printed, None)?;
     // The program that ran is judged, not the first file exec'd (a shim, a wrapper script).
     let (judged, how) = program::judged(inp.path, &probe.seen);
     notes.push(format!("--verify judged {}: {how}", judged.display()));
@@ -218,14 +238,10 @@ pub fn verify(inp: &Inputs, notes: &mut Vec<String>) -> Result<Trials> {
         // The program as it is, untraced too: the check of the tracer's cost taken out.
         if split.is_some() {
             a_plain.push(measure::run_once(
-                inp.path,
-                inp.argv,
-                &base,
-                rate.as_ref(),
-                None,
+                inp.path, inp.argv, &base, &printed, None,
             )?);
         }
-        let a = measure::run_once(inp.path, inp.argv, &base, rate.as_ref(), split)?;
+        let a = measure::run_once(inp.path, inp.argv, &base, &printed, split)?;
         let mut bs = Vec::new();
         for k in 0..trials.len() {
             let i = (k + round) % trials.len();
@@ -242,7 +258,7 @@ pub fn verify(inp: &Inputs, notes: &mut Vec<String>) -> Result<Trials> {
             } else {
                 None
             };
-            let b = measure::run_once(inp.path, inp.argv, &t.setup, rate.as_ref(), split);
+            let b = measure::run_once(inp.path, inp.argv, &t.setup, &printed, split);
             drop(guard);
             let b = b?;
             // A program that fails as it is and with the remedy gives the trial nothing to
@@ -276,6 +292,11 @@ pub fn verify(inp: &Inputs, notes: &mut Vec<String>) -> Result<Trials> {
             "--verify was cut short: {} of {} rounds ran",
             a_runs.len(),
             inp.pairs
+        ));
+    }
+    if let (Some(w), false) = (inp.work, a_runs.iter().any(|m| m.work.is_some())) {
+        notes.push(format!(
+            "--work {w}: no run printed a number it matches, so no saving is scaled to equal work"
         ));
     }
     if let Some(line) = overhead

@@ -51,6 +51,7 @@ pub(super) fn not_tried(
         measured: Vec::new(),
         wall_saved: Vec::new(),
         rate_change: Vec::new(),
+        work_change: Vec::new(),
         before: None,
         lines: vec![format!("{what} ({remedy}): not tried: {why}")],
     }

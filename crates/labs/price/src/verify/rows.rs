@@ -9,7 +9,8 @@ use super::{Tried, Verdict};
 use crate::LAB;
 
 /// Rows per what-if: `saved` (predicted: low, mid, high), `measured_saved` (one per pair),
-/// `wall_saved`, and `rate_change` (%) where --rate found the program's rate.
+/// `wall_saved`, `rate_change` (%) where --rate found the program's rate, and `work_change`
+/// (%) where --work found its work in every run (`measured_saved` is then at equal work).
 pub fn push(o: &mut Outcome, tried: &[Tried], cmd: &str) {
     for t in tried {
         let case = costlab_core::case! {
@@ -25,6 +26,7 @@ pub fn push(o: &mut Outcome, tried: &[Tried], cmd: &str) {
             ("measured_saved", "ns", t.measured.clone()),
             ("wall_saved", "ns", t.wall_saved.clone()),
             ("rate_change", "%", t.rate_change.clone()),
+            ("work_change", "%", t.work_change.clone()),
         ];
         for (metric, unit, samples) in rows.drain(..) {
             if let Some(mut r) = ResultRow::new(LAB, case.clone(), metric, unit, samples) {
@@ -143,6 +145,7 @@ mod tests {
             measured,
             wall_saved: vec![1.0, 2.0],
             rate_change: Vec::new(),
+            work_change: Vec::new(),
             before: None,
             lines: vec!["thp (THP always): refuted".into()],
         }
