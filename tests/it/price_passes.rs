@@ -190,8 +190,19 @@ fn the_components_of_stated_paths_are_counted_exactly() {
         row("path", "components", "unit_cost").is_some_and(|u| u > 0.0),
         "the components have no unit cost"
     );
-    // Both stats by path and by fd are priced at one own part (pricing's unit tests check
-    // what it is).
+    // The stats by fd (an empty path: no component walked) are a line of their own, priced
+    // at the fstat term; the loader's fstats of the libraries it opens are in it too.
+    let by_fd = row("syscall", "newfstatat:fd", "count").unwrap_or(0.0);
+    assert!(
+        (500.0..=520.0).contains(&by_fd),
+        "{by_fd} stats by fd for 500 rounds of 1"
+    );
+    assert!(
+        row("syscall", "newfstatat:fd", "unit_cost").is_some_and(|u| u > 0.0),
+        "the stats by fd have no unit cost"
+    );
+    // The stats by path, newfstatat's and statx's, are priced at one own part (pricing's unit
+    // tests check what it is).
     let (fstatat, statx) = (
         row("syscall", "newfstatat", "unit_cost"),
         row("syscall", "statx", "unit_cost"),

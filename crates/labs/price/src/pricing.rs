@@ -222,7 +222,7 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
                 factor: 0.0,
                 how: LIGHT_SPLIT_HOW,
             },
-            _ if STATS.contains(&base_name(name)) && components_counted => Pricing {
+            _ if p.unit == "stat" && STATS.contains(&base_name(name)) && components_counted => Pricing {
                 unit: "stat-call",
                 factor: 1.0,
                 how: "a stat's own part (the stat term less its path's components at the path-component term); the components this program's paths walked are priced on path components",

@@ -49,7 +49,8 @@ fn getdents64_is_priced_by_call_and_entries_where_the_entries_were_counted() {
 /// With the components of the stats' paths counted, a stat is priced at its own part (the
 /// term less its own path's components) and the components at the path-component term; a
 /// stat by fd (no component) comes out at the call's own part, a five-component path above
-/// the term. Without them, every stat at the whole term.
+/// the term; where the split put the stats by fd on a line of their own, at the fstat term.
+/// Without them, every stat at the whole term.
 #[test]
 fn stats_are_priced_by_call_and_path_components_where_the_components_were_counted() {
     let mut units: Units = [
@@ -84,6 +85,13 @@ fn stats_are_priced_by_call_and_path_components_where_the_components_were_counte
     assert_eq!(by(&split, "path", "components"), Some(5000.0));
     // Not of the family: a readlink stays at the whole stat.
     assert_eq!(by(&split, "syscall", "readlink"), Some(700.0));
+    // Where the split moved the stats by fd to their own line, they are priced at the fstat
+    // term, not at a stat's own part.
+    units.insert("fstat".into(), unit(250.0));
+    counts.syscalls.insert("newfstatat:fd".into(), 4);
+    let split = price(&counts, &units);
+    assert_eq!(by(&split, "syscall", "newfstatat:fd"), Some(1000.0));
+    assert_eq!(by(&split, "syscall", "newfstatat"), Some(10.0 * call));
 }
 
 /// With the pages file faults mapped counted, a file fault is priced at its own part (the

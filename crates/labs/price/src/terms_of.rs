@@ -123,6 +123,11 @@ pub fn syscall_pricing(name: &str) -> Option<Pricing> {
                 1.0,
                 "an openat with O_CREAT: priced as a create of a new name on this file system",
             ),
+            "fd" if base == "newfstatat" => by(
+                "fstat",
+                1.0,
+                "a newfstatat on an open file (an empty path, AT_EMPTY_PATH: glibc's fstat): priced as a stat by fd, no path walked",
+            ),
             _ => syscall_pricing(base),
         };
     }

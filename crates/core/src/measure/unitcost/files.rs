@@ -1,4 +1,5 @@
-//! File and pipe terms: a pipe write+read pair, a pread of a cached file, open+close, stat.
+//! File and pipe terms: a pipe write+read pair, a pread of a cached file, open+close, stat,
+//! and a stat by fd.
 
 use std::hint::black_box;
 
@@ -185,6 +186,34 @@ pub fn stat(spec: &SampleSpec) -> Result<Vec<f64>> {
         let rc = unsafe { libc::fstatat(libc::AT_FDCWD, path.as_ptr(), &mut st, 0) };
         if rc != 0 {
             bail!("stat: {}", std::io::Error::last_os_error());
+        }
+        Ok(())
+    })
+}
+
+/// newfstatat of an open file by its fd (an empty path with AT_EMPTY_PATH: what glibc's fstat
+/// calls): the stat with no path walked.
+pub fn fstat(spec: &SampleSpec) -> Result<Vec<f64>> {
+    let file = NamedScratch::new()?;
+    let f =
+        std::fs::File::open(&file.0).with_context(|| format!("opening {}", file.0.display()))?;
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&f);
+    // SAFETY: an all-zero stat is a valid out buffer.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    per_call(spec, || {
+        // SAFETY: an open fd, an empty NUL-terminated path and a valid out buffer; the raw
+        // call, so the measured syscall is newfstatat whatever the C library's fstat does.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_newfstatat,
+                fd,
+                c"".as_ptr(),
+                &mut st as *mut libc::stat,
+                libc::AT_EMPTY_PATH,
+            )
+        };
+        if rc != 0 {
+            bail!("fstat: {}", std::io::Error::last_os_error());
         }
         Ok(())
     })

@@ -25,7 +25,7 @@ use anyhow::Result;
 use super::SampleSpec;
 
 /// Every term, in the order they are measured and shown (the `term` case key's values).
-pub const TERMS: [&str; 48] = [
+pub const TERMS: [&str; 49] = [
     "fault-4k",
     "fault-thp",
     "fault-file",
@@ -45,6 +45,7 @@ pub const TERMS: [&str; 48] = [
     "file-read",
     "openat-close",
     "stat",
+    "fstat",
     "open",
     "close",
     "create",
@@ -203,6 +204,7 @@ pub fn reading(term: &str) -> &'static str {
         "file-read" => "a pread of `size` bytes of a cached file, each call at the next page of a file four times the largest CPU cache (page-cache data not in a CPU cache, as a program's reads mostly find it)",
         "openat-close" => "open and close of a file",
         "stat" => "newfstatat of a file's path",
+        "fstat" => "newfstatat of an open file by its fd (an empty path, AT_EMPTY_PATH: glibc's fstat), no path walked",
         "open" => "open of an existing file (its close apart), CPU time, per call",
         "close" => "close of a file just opened, CPU time, per call",
         "create" => "open with O_CREAT|O_EXCL of a new name in a new directory of 128 at the file system's root (on ext4 a group of its own, the cleanest of four by probe creates: no recently deleted inode to pass over, which create-pass prices), no name removed during it, CPU time, per call",
@@ -312,6 +314,7 @@ fn measure_term(term: &str, spec: &SampleSpec, dir: &Path) -> Result<Vec<TermFig
         "file-read" => sized(t, spec, &RW_SIZES, files::file_read)?,
         "openat-close" => one(files::openat_close(spec)?),
         "stat" => one(files::stat(spec)?),
+        "fstat" => one(files::fstat(spec)?),
         "open" => one(fsops::name_op(spec, dir, NameOp::Open)?),
         "close" => one(fsops::name_op(spec, dir, NameOp::Close)?),
         "create" => one(fsops::name_op(spec, dir, NameOp::Create)?),

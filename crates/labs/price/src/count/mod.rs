@@ -154,6 +154,7 @@ impl Counting {
             .map_or((0, 0), |s| (s.exec_pages, s.exec_vmas));
         let fault_around = split.as_ref().map_or(0, |s| s.fault_file_pages);
         let components = split.as_ref().map_or(0, |s| s.path_components);
+        let stats_by_fd = split.as_ref().map_or(0, |s| s.stats_by_fd);
         let (ids, by_fd, creates, dirent_bytes, exec_failed) = match (&self.syscalls, split) {
             (Some(c), _) => (c.read()?, c.read_by_fd()?, 0, 0, 0),
             (None, Some(s)) => (s.ids, s.by_fd, s.creates, s.dirent_bytes, s.exec_failed),
@@ -217,6 +218,7 @@ impl Counting {
         let mut syscalls = named(&ids, &names);
         split_by_fd_kind(&mut syscalls, &by_fd, &kinds, &names);
         split_off(&mut syscalls, "openat", "openat:create", creates);
+        split_off(&mut syscalls, "newfstatat", "newfstatat:fd", stats_by_fd);
         split_off(&mut syscalls, "execve", "execve:failed", exec_failed);
         Ok((syscalls, events))
     }

@@ -62,6 +62,8 @@ pub fn net_of_tracer(lines: &mut [Beside], t: &super::TracerCost) {
                     + l.waits as f64 * t.switch
                     + l.inode_touches as f64 * t.touch
                     + l.lookups as f64 * t.lookup
+                    // A stat by fd (newfstatat:fd) reads a one-byte path: the calibrated
+                    // path read (a whole path's bytes and components) is not taken out of it.
                     + if crate::pricing::STATS.contains(&l.event.as_str()) {
                         l.count as f64 * t.path
                     } else {

@@ -51,6 +51,7 @@ pub fn slot_name(
     match slot {
         SYS_OTHER => ("syscall", "syscall_511_and_up".into()),
         OPEN_CREATE => ("syscall", "openat:create".into()),
+        paths::NEWFSTATAT_FD => ("syscall", "newfstatat:fd".into()),
         DIRENT_BYTES => ("bytes", "dirents".into()),
         EXEC_FAILED => ("syscall", "execve:failed".into()),
         s if s < SYS_OTHER => (
@@ -102,6 +103,9 @@ pub struct Counted {
     pub by_fd: BTreeMap<(u32, u32), u64>,
     /// Of openat's calls (in `ids`), those with O_CREAT: priced as creates.
     pub creates: u64,
+    /// Of newfstatat's calls (in `ids`), those with an empty path (glibc's fstat): priced
+    /// as stats by fd.
+    pub stats_by_fd: u64,
     /// The bytes of directory entries getdents64 returned.
     pub dirent_bytes: u64,
     /// execve calls that failed (not in `ids`' execve: added back there, as creates are).
@@ -165,6 +169,13 @@ impl Counted {
                 // Still openat calls, for every count that compares by number.
                 *self.ids.entry(prog::NR_OPENAT as u32).or_default() += n;
                 self.creates = n;
+            }
+            prog::paths::NEWFSTATAT_FD => {
+                *self
+                    .ids
+                    .entry(prog::paths::NR_NEWFSTATAT as u32)
+                    .or_default() += n;
+                self.stats_by_fd = n;
             }
             prog::FAULT_FILE => self.fault_file = n,
             prog::FAULT_COW => self.fault_cow = n,
@@ -476,7 +487,9 @@ impl Tracer {
                 }
                 _ => {}
             }
-            if (prog::PAGES_READ..prog::SLOTS).contains(&s) {
+            // The counters past the fault kinds are events, not lines (a call's own slot
+            // among them, the stats by fd, is one).
+            if (prog::PAGES_READ..prog::SLOTS).contains(&s) && s != prog::paths::NEWFSTATAT_FD {
                 continue;
             }
             let (class, event) = slot_name(s, &syscalls, &irqs);
@@ -491,7 +504,11 @@ impl Tracer {
                 l.waits += v[3];
                 continue;
             }
-            let timed = if period > 1 && (s <= prog::SYS_OTHER || s == prog::OPEN_CREATE) {
+            let timed = if period > 1
+                && (s <= prog::SYS_OTHER
+                    || s == prog::OPEN_CREATE
+                    || s == prog::paths::NEWFSTATAT_FD)
+            {
                 squares.insert(event.clone(), v[prog::SLOT_SQUARES as usize / 8]);
                 v[prog::SLOT_TIMED as usize / 8]
             } else {

@@ -30,6 +30,7 @@ pub mod wake;
 
 pub use exit::{task_exit, RssAt};
 pub use faults::{fault_around, fault_begin, fault_end, fault_from_page_cache};
+pub use paths::NEWFSTATAT_FD;
 
 use costlab_bpf::insn::BPF_ANY;
 use costlab_bpf::{Asm, Helper, Reg, FP, R0, R1, R2, R3, R4, R6, R7, R8, R9};
@@ -159,9 +160,8 @@ const _: () = assert!(SYS_OTHER < USER && FAULT_OPEN < SOFTIRQ_BASE);
 const _: () = assert!(SOFTIRQ_BASE + SOFTIRQS <= VEC_BASE);
 const _: () = assert!(VEC_BASE + VECTORS.len() as u32 <= IRQ_BASE);
 
-/// One slot's value: count, cpu ns, wait ns, waits, and for a sampled split the sum of the
-/// squares of the timed calls' last on-CPU stretch (ns², @32) and the timed calls (@40) (u64
-/// each).
+/// One slot's value (u64s): count, cpu ns, wait ns, waits, and for a sampled split the sum of
+/// the squares of the timed calls' last on-CPU stretch (ns², @32) and the timed calls (@40).
 pub const SLOT_SIZE: u32 = 48;
 pub const SLOT_SQUARES: i16 = 32;
 pub const SLOT_TIMED: i16 = 40;
@@ -409,13 +409,13 @@ pub fn sys_enter(m: &Maps, t: &Target) -> Asm {
         .note("past the slots (or -1): the shared slot");
     a.label("numbered");
     open_create(&mut a);
+    a.stx_w(FP, FP_NR, R1);
+    paths::stat_path(&mut a, m);
     a.stx_w(R9, ST_NR, R1)
         .note("the call's slot, for its exit (getdents64's bytes)");
     if !sampled {
         a.stx_w(R9, ST_CLASS, R1);
     }
-    a.stx_w(FP, FP_NR, R1);
-    paths::stat_path(&mut a, m);
     if let Some(r) = t.rss {
         exit::exec_old_mm(&mut a, m, r, false);
         a.ldx_w(R1, FP, FP_NR).note("r1 = the call's slot again");

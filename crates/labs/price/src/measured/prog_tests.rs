@@ -161,6 +161,29 @@ fn sys_enter_tells_creates_from_opens() {
     }
 }
 
+/// Every sys_enter moves a newfstatat with an empty path (glibc's fstat) to its own
+/// slot before the call's slot is kept for its exit and its class: a stat by fd is timed and
+/// counted on its own line.
+#[test]
+fn sys_enter_moves_stats_by_fd_to_their_own_slot_before_keeping_it() {
+    let bare = Maps { by_fd: None, ..M };
+    for (m, t) in [(&M, &T), (&M, &SAMPLED), (&bare, &T), (&bare, &SAMPLED)] {
+        let p = sys_enter(m, t).finish().unwrap();
+        let moved = p
+            .iter()
+            .position(|i| *i == insn::st_w(FP, FP_NR, paths::NEWFSTATAT_FD as i32))
+            .expect("a stat by fd is moved");
+        let kept = p
+            .iter()
+            .position(|i| *i == insn::stx_w(R9, ST_NR, R1))
+            .expect("the call's slot is kept");
+        assert!(moved < kept, "moved at {moved}, kept at {kept}");
+        assert!(p[..moved]
+            .iter()
+            .any(|i| i.is_jump() && i.dst == R1.0 && i.imm == paths::NR_NEWFSTATAT));
+    }
+}
+
 /// Every charge and the switch's wait drop a difference below zero (a signed test) and
 /// count it in DROPPED, never adding it.
 #[test]

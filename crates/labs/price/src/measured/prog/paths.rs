@@ -7,6 +7,7 @@
 //! and follows a `/` or the path's start (so `//` and a trailing `/` add none; `.` and `..`
 //! are walked and count). A path longer than the read counts the components of its start.
 //! They are added on the call's own line too (the work map's `WORK_COMPONENTS`, by its slot).
+//! A newfstatat with an empty path (glibc's fstat) moves to `NEWFSTATAT_FD`, a line of its own.
 
 use costlab_bpf::{Asm, Helper, FP, R0, R1, R2, R3, R4, R6};
 
@@ -16,8 +17,12 @@ use super::{slot, Maps, FP_NR};
 /// The path's components, counted over the run (the count word), and the stat calls whose
 /// path was read (the second word).
 pub const PATH_COMPONENTS: u32 = super::inodes::SLOTS_END;
+/// newfstatat calls with an empty path (AT_EMPTY_PATH: glibc's fstat, a stat of an open
+/// file): their count and time go here instead of newfstatat's
+/// slot, to be priced at the fstat term.
+pub const NEWFSTATAT_FD: u32 = PATH_COMPONENTS + 1;
 /// The slots' end: `prog::SLOTS`.
-pub const SLOTS_END: u32 = PATH_COMPONENTS + 1;
+pub const SLOTS_END: u32 = NEWFSTATAT_FD + 1;
 
 /// x86-64's stat family, and where each keeps its path: `di` (the first argument) for stat
 /// and lstat, `si` (the second) for newfstatat and statx, in struct pt_regs.
@@ -37,7 +42,8 @@ const FP_COUNT: i16 = -120;
 const _: () = assert!(FP_PATH + PATH_BYTES <= FP_COUNT);
 
 /// With r1 = the syscall's slot (kept at `FP_NR`) and r6 = the raw sys_enter context: a stat
-/// family call's path components added to `PATH_COMPONENTS`. r0-r5 clobbered; r1 is the slot
+/// family call's path components added to `PATH_COMPONENTS`, and a newfstatat with an empty
+/// path moved to `NEWFSTATAT_FD` (at `FP_NR`). r0-r5 clobbered; r1 is the slot (`FP_NR`)
 /// again at the end.
 pub fn stat_path(a: &mut Asm, m: &Maps) {
     let done = a.fresh("paths_done");
@@ -66,6 +72,15 @@ pub fn stat_path(a: &mut Asm, m: &Maps) {
     a.call(Helper::ProbeReadUserStr)
         .note("r0 = the bytes read, its NUL included");
     a.jslt_imm(R0, 1, &done).note("unreadable: not counted");
+    // Tested on the bytes read (already a known figure to the verifier), not on the count:
+    // a branch on the count would make each of the loop's exits a state of its own.
+    let walk = a.fresh("path_walk");
+    a.jne_imm(R0, 1, &walk).note("more than its NUL: a path");
+    a.ldx_w(R1, FP, FP_NR);
+    a.jne_imm(R1, NR_NEWFSTATAT, &walk);
+    a.st_w(FP, FP_NR, NEWFSTATAT_FD as i32)
+        .note("an empty path: a stat by fd, a line of its own");
+    a.label(&walk);
     a.mov_imm(R3, b'/' as i32)
         .note("r3 = the byte before: the start is after a /");
     a.mov_imm(R4, 0).note("r4 = the components");
