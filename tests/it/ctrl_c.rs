@@ -138,6 +138,7 @@ fn a_ctrl_c_that_reaches_costlab_alone_still_stops_the_priced_program() {
     if !common::is_root() {
         return;
     }
+    let _tracer = common::tracing();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("h.db");
     let mut child = spawn_in_own_group(
@@ -156,6 +157,7 @@ fn a_ctrl_c_that_reaches_costlab_alone_still_stops_the_priced_program() {
 
 #[test]
 fn ctrl_c_at_a_random_point_stops_each_command_soon_and_soundly() {
+    let _tracer = common::tracing();
     let t = target();
     let pid = t.0.id().to_string();
     let mut commands: Vec<Vec<&str>> = vec![

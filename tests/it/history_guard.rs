@@ -388,6 +388,7 @@ fn price_on_a_disk_that_fills_keeps_its_counts_and_import_takes_them_back() {
         common::skip::skipped(name, "cannot mount a tmpfs here");
         return;
     };
+    let _tracer = common::tracing();
     let db = mnt.join("h.db");
     // The fixture's unit costs are another machine's: price measures what it needs here.
     costlab_history(&db);

@@ -374,6 +374,7 @@ fn a_costlab_killed_while_sampling_leaves_no_sampler_running() {
     if costlab_core::measure::perf::find().is_none() {
         return skip::skipped_unless_ci(name, "perf is not installed (scripts/install-deps.sh)");
     }
+    let _tracer = crate::common::tracing();
     let dir = tempfile::tempdir().unwrap();
     let mut child = crate::common::command()
         .args(["price", "--once", "--", "sleep", "30"])
