@@ -84,11 +84,12 @@ fn a_real_program_is_split_adds_up_and_keeps_its_split_through_a_counts_file() {
     // within 10% here, where the test suite loads both CPUs: a short program's few stray
     // transitions weigh more (seen: +3.95% on 14 ms, +5.34% on 8 ms of 3000 pages; so it
     // touches 30000), and with both CPUs saturated (stress-ng) one run in three missed 8.07%
-    // of 66 ms. A known fault remains: in about one quiet run in fifteen here (6 of 91 on
-    // 2026-11-29) part of the fault line's time is in no class (-12% to -52%, the fault count
-    // exact; once in CI -76.77%). The price says so (its check line), and
-    // the test takes one more run before it fails, so that the suite stays green while that is
-    // open but a split that never adds up still fails it.
+    // of 66 ms. Before a fault could join a task (prog::fault_begin), about one quiet run in
+    // thirteen here left part of the fault line's time in no class (9 of 121 on 2026-11-29,
+    // -4% to -52%; once in CI -76.77%): the task ran untracked on a CPU, likely after a
+    // migration. Joining at a fault took it to 0 of 40, but why the task was not found at its
+    // switch-in is not known, so the test takes one more run before it fails: a split that
+    // does not add up twice in a row still fails it.
     let (mut r, mut diff, told) = run();
     if diff.abs() > 10.0 {
         eprintln!("{name}: the first run did not add up, run again: {told}");

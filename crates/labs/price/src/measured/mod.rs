@@ -591,7 +591,7 @@ fn attach_optional(
     // A fault's start is the exceptions tracepoint; its end, the software event the
     // kernel raises as handle_mm_fault returns (fexit there is refused on some kernels).
     optional(
-        prog::fault_begin(m),
+        prog::fault_begin(m, t),
         raw("page_fault_user"),
         "user page faults (their start)",
     );

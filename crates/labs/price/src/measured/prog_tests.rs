@@ -50,7 +50,7 @@ fn all() -> Vec<(&'static str, Asm)> {
         ),
         ("sched_switch", sched_switch(&M, &T)),
         ("fork", sched_process_fork(&M, &T)),
-        ("fault_begin", fault_begin(&M)),
+        ("fault_begin", fault_begin(&M, &T)),
         ("fault_end", fault_end(&M, FAULT_MINOR)),
         ("fault_from_page_cache", fault_from_page_cache(&M)),
         ("fault_around", fault_around(&M)),
