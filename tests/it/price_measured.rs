@@ -80,16 +80,12 @@ fn a_real_program_is_split_adds_up_and_keeps_its_split_through_a_counts_file() {
         );
         (r, diff, told)
     };
-    // The classes add up to the usage within 2% on a quiet machine (the price's check line),
-    // within 10% here, where the test suite loads both CPUs: a short program's few stray
-    // transitions weigh more (seen: +3.95% on 14 ms, +5.34% on 8 ms of 3000 pages; so it
-    // touches 30000), and with both CPUs saturated (stress-ng) one run in three missed 8.07%
-    // of 66 ms. Before a fault could join a task (prog::fault_begin), about one quiet run in
-    // thirteen here left part of the fault line's time in no class (9 of 121 on 2026-11-29,
-    // -4% to -52%; once in CI -76.77%): the task ran untracked on a CPU, likely after a
-    // migration. Joining at a fault took it to 0 of 40, but why the task was not found at its
-    // switch-in is not known, so the test takes one more run before it fails: a split that
-    // does not add up twice in a row still fails it.
+    // The classes add up to the usage within 2% quiet (the price's check line), within 10%
+    // here under the suite's load (a short program's stray transitions weigh more: so 30000
+    // pages; saturated by stress-ng, one run in three missed 8.07%). Before a fault could join
+    // a task (prog::fault_begin), 9 of 121 quiet runs lost 4-52% to no class (once in CI
+    // -76.77%): the task ran untracked on a CPU. 0 of 40 since, but why its switch-in missed
+    // it is not known, so a run that does not add up is run once more before it fails.
     let (mut r, mut diff, told) = run();
     if diff.abs() > 10.0 {
         eprintln!("{name}: the first run did not add up, run again: {told}");
