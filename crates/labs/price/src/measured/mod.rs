@@ -459,7 +459,7 @@ impl Tracer {
             parse_interrupts(&std::fs::read_to_string("/proc/interrupts").unwrap_or_default());
         let mut lines = Vec::new();
         let mut ticks = [0u64; 2];
-        let (mut dropped, mut others) = (0, 0);
+        let (mut dropped, mut others, mut late) = (0, 0, 0);
         let mut squares = BTreeMap::new();
         const WORDS: usize = prog::SLOT_SIZE as usize / 8;
         for s in 0..prog::SLOTS {
@@ -479,6 +479,10 @@ impl Tracer {
                 }
                 prog::OTHERS => {
                     others = v[0];
+                    continue;
+                }
+                prog::LATE_JOINS => {
+                    late = v[0];
                     continue;
                 }
                 prog::DIRENT_BYTES => {
@@ -540,6 +544,7 @@ impl Tracer {
             stat_system_ns,
             notes,
             dropped,
+            late_joins: late,
             others_syscalls: others,
             sample_period: period,
             tick_period_ns: tick_ns,
@@ -651,7 +656,7 @@ fn attach_optional(
         "wake-ups on a halted CPU (the wakee's side of a cross-CPU wake-up unpriced)",
     );
     optional(
-        prog::irq_enter(m, IrqSlot::Numbered),
+        prog::irq_enter(m, t, IrqSlot::Numbered),
         raw("irq_handler_entry"),
         "interrupts",
     );
@@ -661,7 +666,7 @@ fn attach_optional(
         "interrupts' end",
     );
     optional(
-        prog::irq_enter(m, IrqSlot::Softirq),
+        prog::irq_enter(m, t, IrqSlot::Softirq),
         raw("softirq_entry"),
         "softirqs",
     );
@@ -685,7 +690,7 @@ fn attach_optional(
         for (i, v) in prog::VECTORS.iter().enumerate() {
             let slot = prog::VEC_BASE + i as u32;
             optional(
-                prog::irq_enter(m, IrqSlot::Fixed(slot)),
+                prog::irq_enter(m, t, IrqSlot::Fixed(slot)),
                 raw(&format!("{v}_entry")),
                 &format!("the {v} interrupt"),
             );

@@ -24,12 +24,15 @@
 mod exit;
 mod faults;
 pub mod inodes;
+mod irq;
+mod join;
 pub mod pages;
 pub mod paths;
 pub mod wake;
 
 pub use exit::{task_exit, RssAt};
 pub use faults::{fault_around, fault_begin, fault_end, fault_from_page_cache};
+pub use irq::{irq_enter, irq_exit, IrqSlot};
 pub use paths::NEWFSTATAT_FD;
 
 use costlab_bpf::insn::BPF_ANY;
@@ -131,7 +134,11 @@ pub const EXEC_VMAS: u32 = EXEC_PAGES + 1;
 /// The pages tracked tasks' read faults mapped from the page cache by fault-around
 /// (mm_filemap_map_pages' range: up to 16 a fault, fewer at a mapping's end or a hole).
 pub const FAULT_FILE_PAGES: u32 = EXEC_VMAS + 1;
-pub const SLOTS: u32 = paths::SLOTS_END;
+/// Tracked tasks found running on a CPU whose switch into them no sched_switch showed (a
+/// task switched out while tracked, joined again at its next event here: see `prologue`),
+/// counted. Their time on that CPU until then is in no class.
+pub const LATE_JOINS: u32 = paths::SLOTS_END;
+pub const SLOTS: u32 = LATE_JOINS + 1;
 /// The bits of x86's page-fault error code: the page was present (a protection fault), and
 /// the access was a write.
 pub const PF_PRESENT: i32 = 1;
@@ -298,6 +305,7 @@ fn prologue(a: &mut Asm, m: &Maps, join: Join, clock: bool) {
             a.stx_dw(R9, ST_SINCE, R7);
             a.st_w(R9, ST_UNDER_IRQ, USER as i32);
             a.st_w(R9, ST_UNDER_SOFTIRQ, USER as i32);
+            join::late(a, m);
             a.ja("timed");
         }
         Join::No => {
@@ -724,73 +732,6 @@ pub fn user_tick(m: &Maps) -> Asm {
     a.mov_imm(R2, USER_TICK_USER as i32);
     a.label("ticked");
     count(&mut a, m, R2);
-    epilogue(&mut a);
-    a
-}
-
-/// Which class an interrupt entry charges to.
-#[derive(Debug, Clone, Copy)]
-pub enum IrqSlot {
-    /// irq_handler_entry: IRQ_BASE + args[0] (the irq number; the last slot from 255 up).
-    Numbered,
-    /// softirq_entry: SOFTIRQ_BASE + args[0] (the vector).
-    Softirq,
-    /// A system vector's entry: this slot.
-    Fixed(u32),
-}
-
-/// An interrupt begins on a tracked task's CPU: the class under it is kept, the interrupt's
-/// counted.
-pub fn irq_enter(m: &Maps, which: IrqSlot) -> Asm {
-    let mut a = Asm::new();
-    prologue(&mut a, m, Join::No, true);
-    charge(&mut a, m, false);
-    let save = match which {
-        IrqSlot::Softirq => ST_UNDER_SOFTIRQ,
-        _ => ST_UNDER_IRQ,
-    };
-    a.ldx_w(R1, R9, ST_CLASS)
-        .stx_w(R9, save, R1)
-        .note("the class under it");
-    match which {
-        IrqSlot::Fixed(s) => {
-            a.mov_imm(R1, s as i32);
-        }
-        IrqSlot::Numbered | IrqSlot::Softirq => {
-            let (base, n) = match which {
-                IrqSlot::Softirq => (SOFTIRQ_BASE, SOFTIRQS),
-                _ => (IRQ_BASE, IRQS),
-            };
-            a.ldx_dw(R1, R6, 0).note("r1 = args[0]");
-            a.jlt_imm(R1, n as i32, "inside");
-            a.mov_imm(R1, n as i32 - 1);
-            a.label("inside");
-            a.add_imm(R1, base as i32);
-        }
-    }
-    a.stx_w(R9, ST_CLASS, R1);
-    count(&mut a, m, R1);
-    epilogue(&mut a);
-    a
-}
-
-/// An interrupt ends: its time charged, the class under it resumed (only if an interrupt of
-/// this level is what runs: an exit whose entry came before the attach changes nothing).
-pub fn irq_exit(m: &Maps, softirq: bool) -> Asm {
-    let mut a = Asm::new();
-    prologue(&mut a, m, Join::No, true);
-    let (lo, hi, save) = if softirq {
-        (SOFTIRQ_BASE, SOFTIRQ_BASE + SOFTIRQS, ST_UNDER_SOFTIRQ)
-    } else {
-        (VEC_BASE, IRQ_BASE + IRQS, ST_UNDER_IRQ)
-    };
-    a.ldx_w(R1, R9, ST_CLASS);
-    a.jlt_imm(R1, lo as i32, "out");
-    a.jge_imm(R1, hi as i32, "out");
-    charge(&mut a, m, false);
-    a.ldx_w(R1, R9, save)
-        .stx_w(R9, ST_CLASS, R1)
-        .note("resume the class under it");
     epilogue(&mut a);
     a
 }

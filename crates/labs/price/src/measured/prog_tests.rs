@@ -54,9 +54,9 @@ fn all() -> Vec<(&'static str, Asm)> {
         ("fault_end", fault_end(&M, FAULT_MINOR)),
         ("fault_from_page_cache", fault_from_page_cache(&M)),
         ("fault_around", fault_around(&M)),
-        ("irq", irq_enter(&M, IrqSlot::Numbered)),
-        ("softirq", irq_enter(&M, IrqSlot::Softirq)),
-        ("timer", irq_enter(&M, IrqSlot::Fixed(VEC_BASE))),
+        ("irq", irq_enter(&M, &T, IrqSlot::Numbered)),
+        ("softirq", irq_enter(&M, &T, IrqSlot::Softirq)),
+        ("timer", irq_enter(&M, &T, IrqSlot::Fixed(VEC_BASE))),
         ("irq_exit", irq_exit(&M, false)),
         ("user_tick", user_tick(&M)),
         ("softirq_exit", irq_exit(&M, true)),
@@ -309,4 +309,33 @@ fn a_wakee_runs_from_the_halts_exit_on() {
         3,
         "since: now after prev's charge and for next, or the halt's exit"
     );
+}
+
+/// A task of the cgroup that its CPU does not name joins at a syscall's enter or exit, a user
+/// fault or an interrupt's entry, and takes up from the switched-out hash (the tasks map,
+/// fd 5) the class it left with, counted in LATE_JOINS; the switch, the fault's end and the
+/// interrupt's exit leave it alone.
+#[test]
+fn a_task_whose_switch_in_was_not_traced_joins_at_its_next_event() {
+    let late = |a: Asm| {
+        let p = a.finish().unwrap();
+        let counts = p.iter().any(|i| *i == insn::mov_imm(R1, LATE_JOINS as i32));
+        let hash = p.iter().filter_map(Insn::map_fd).any(|fd| fd == 5);
+        assert_eq!(counts, hash, "a late join reads the hash and counts");
+        counts
+    };
+    assert!(late(sys_enter(&M, &T)));
+    assert!(late(sys_exit(&M, &T)));
+    assert!(late(fault_begin(&M, &T)));
+    for which in [
+        IrqSlot::Numbered,
+        IrqSlot::Softirq,
+        IrqSlot::Fixed(VEC_BASE),
+    ] {
+        assert!(late(irq_enter(&M, &T, which)));
+    }
+    assert!(!late(fault_end(&M, FAULT_MINOR)));
+    assert!(!late(irq_exit(&M, false)));
+    let l = sys_exit(&M, &T).listing();
+    assert!(l.contains("its class when it left"), "{l}");
 }

@@ -83,6 +83,10 @@ pub struct Split {
     /// where the later read put it).
     #[serde(default)]
     pub dropped: u64,
+    /// Tracked tasks found running on a CPU whose switch into them was not traced, joined at
+    /// their next event there (`prog::LATE_JOINS`): the time before it is unmeasured.
+    #[serde(default)]
+    pub late_joins: u64,
     /// Syscalls of tasks outside the cgroup while the split ran (each took the traced path).
     #[serde(default)]
     pub others_syscalls: u64,
@@ -401,6 +405,15 @@ impl Split {
             self.notes.push(format!(
                 "{} differences of two clock reads came out below zero (a program nested inside another on an interrupt): dropped, counted on the unmeasured line",
                 self.dropped
+            ));
+        }
+        if self.late_joins > 0 {
+            let times = match self.late_joins {
+                1 => "once".to_string(),
+                n => format!("{n} times"),
+            };
+            self.notes.push(format!(
+                "{times} a tracked task was found running on a CPU where no switch into it was traced (the kernel showed it leave, not come back): it was taken up again at its next syscall, fault or interrupt there, in the class it left in, and its time before that is on the unmeasured line"
             ));
         }
         if self.sampled() {

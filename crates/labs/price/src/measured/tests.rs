@@ -230,6 +230,18 @@ fn an_impossible_line_is_not_ok_and_unmeasured_past_one_percent_is_disturbed() {
     s.close();
     assert_eq!(s.quality(), (Quality::Ok, vec![]));
     assert_eq!(s.line("kernel-other", "unmeasured").unwrap().count, 2);
+    // A task taken up late: said, once or n times, its lost time on the unmeasured line.
+    for (n, said) in [(1, "once a tracked task"), (4, "4 times a tracked task")] {
+        let mut s = Split {
+            lines: vec![line("user", "user", 700), line("syscall", "read", 280)],
+            usage_ns: 1000,
+            late_joins: n,
+            ..Split::default()
+        };
+        s.close();
+        assert!(s.notes.iter().any(|x| x.starts_with(said)), "{:?}", s.notes);
+        assert_eq!(s.line("kernel-other", "unmeasured").unwrap().cpu_ns, 20);
+    }
 }
 
 /// A sampled split: 100 of 1600 reads timed, 200 ns each with a spread, scaled to all

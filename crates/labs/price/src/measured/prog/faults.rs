@@ -16,8 +16,8 @@ use super::{
 /// `FAULT_OPEN_COW`). A tracked task this CPU's state does not name joins here, as at a
 /// syscall: a program that only touches memory makes no syscall, and once it ran untracked
 /// on a CPU it stayed so to its exit (9 of 121 prices of 30000 page touches lost 4-52% of the
-/// usage, up to 17000 faults unseen until exit_group joined; pinned to one CPU 0 of 50, so a
-/// migration is suspected; with this join 0 of 40).
+/// usage, up to 17000 faults unseen until exit_group joined: each time it had come back on
+/// the CPU without a traced switch, `join::late`; with this join 0 of 40).
 pub fn fault_begin(m: &Maps, t: &Target) -> Asm {
     let mut a = Asm::new();
     prologue(&mut a, m, Join::Of(t.who), true);
