@@ -135,7 +135,7 @@ pub const EXEC_VMAS: u32 = EXEC_PAGES + 1;
 /// (mm_filemap_map_pages' range: up to 16 a fault, fewer at a mapping's end or a hole).
 pub const FAULT_FILE_PAGES: u32 = EXEC_VMAS + 1;
 /// Tracked tasks found running on a CPU whose switch into them no sched_switch showed (a
-/// task switched out while tracked, joined again at its next event here: see `prologue`),
+/// task switched out while tracked, joined again at its next event here: see `join::late`),
 /// counted. Their time on that CPU until then is in no class.
 pub const LATE_JOINS: u32 = paths::SLOTS_END;
 pub const SLOTS: u32 = LATE_JOINS + 1;
@@ -646,13 +646,7 @@ pub fn sched_switch(m: &Maps, t: &Target) -> Asm {
     a.call(Helper::MapLookupElem);
     a.jeq_imm(R0, 0, "out").note("next is not tracked");
     a.ldx_w(R1, FP, -8).stx_w(R9, ST_TID, R1);
-    a.ldx_w(R3, R0, 4)
-        .stx_w(R9, ST_NR, R3)
-        .note("the syscall it was in");
-    a.ldx_dw(R2, R0, 16).stx_dw(R9, ST_OPEN, R2);
-    a.ldx_w(R1, R0, 0)
-        .stx_w(R9, ST_CLASS, R1)
-        .note("its class again");
+    join::take_up(&mut a);
     a.stx_dw(R9, ST_SINCE, R7);
     a.st_w(R9, ST_UNDER_IRQ, USER as i32);
     a.st_w(R9, ST_UNDER_SOFTIRQ, USER as i32);

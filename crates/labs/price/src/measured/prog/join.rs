@@ -8,9 +8,9 @@ use super::{count, Maps, LATE_JOINS, ST_CLASS, ST_NR, ST_OPEN};
 /// sched_switch showed it coming back: its switch in was not traced (in the KVM guest this
 /// was found on, no switch out of the guest agent's threads ever fired the tracepoint:
 /// bpftrace saw 29 switches into them in 10 s and none out; a task that followed one on a CPU
-/// came back unseen). It takes up its class, its syscall and its open
-/// fault as a switch in would, and is counted in `LATE_JOINS`; its time before this event is
-/// in no class (no wait is added: when it came back is not known). r0-r5 clobbered.
+/// came back unseen). It is taken up as a switch in would (`take_up`) and counted in
+/// `LATE_JOINS`; its time before this event is in no class (no wait is added: when it came
+/// back is not known). r0-r5 clobbered.
 pub fn late(a: &mut Asm, m: &Maps) {
     let done = a.fresh("joined");
     a.stx_w(FP, -8, R8);
@@ -19,12 +19,20 @@ pub fn late(a: &mut Asm, m: &Maps) {
     a.call(Helper::MapLookupElem);
     a.jeq_imm(R0, 0, &done)
         .note("first sight: it starts in user");
-    a.ldx_w(R1, R0, 0)
-        .stx_w(R9, ST_CLASS, R1)
-        .note("its class when it left");
-    a.ldx_w(R3, R0, 4).stx_w(R9, ST_NR, R3);
-    a.ldx_dw(R1, R0, 16).stx_dw(R9, ST_OPEN, R1);
+    take_up(a);
     a.mov_imm(R1, LATE_JOINS as i32);
     count(a, m, R1);
     a.label(&done);
+}
+
+/// r0 = a switched-out task's value in the hash: this CPU takes up the syscall it was in, its
+/// open fault's time so far and (left in r1) its class, as at a switch in.
+pub fn take_up(a: &mut Asm) {
+    a.ldx_w(R3, R0, 4)
+        .stx_w(R9, ST_NR, R3)
+        .note("the syscall it was in");
+    a.ldx_dw(R2, R0, 16).stx_dw(R9, ST_OPEN, R2);
+    a.ldx_w(R1, R0, 0)
+        .stx_w(R9, ST_CLASS, R1)
+        .note("its class when it left");
 }
