@@ -30,30 +30,41 @@ const MACHINE: &[&str] = &[
 ];
 
 /// The guest's script: each command's JSON between markers. One boot runs every check.
+///
+/// `m NAME` prints the marker on stdout and, on stderr, the guest's uptime at it, so that a
+/// guest that runs out of time says which step took it. `t` gives one step at most
+/// [`STEP_SECS`]: a step that hangs ends with status 124 and the script goes on to the next,
+/// where a hang would otherwise take the whole boot's ten minutes and every section after it.
 fn script() -> String {
     format!(
-        "set -x; echo 0 > /proc/sys/kernel/numa_balancing; export COSTLAB_DB=/tmp/costlab-two-node.db; \
+        "set -x; m() {{ echo \"==$1\"; echo \"==$1 at $(cut -d' ' -f1 /proc/uptime) s\" >&2; }}; \
+         t() {{ timeout -k 5 {STEP_SECS} \"$@\"; }}; \
+         echo 0 > /proc/sys/kernel/numa_balancing; export COSTLAB_DB=/tmp/costlab-two-node.db; \
          export COSTLAB_JOURNAL_DIR=/tmp/costlab-journal; \
-         echo '==machine'; {BIN} machine --json -; \
-         echo '==numa'; {BIN} numa --quick --samples 2 --sizes 16M --json - 2>/dev/null; \
-         echo '==bind'; numactl --membind=1 --cpunodebind=1 {BIN} numa-maps --self --json - 2>/dev/null; \
-         echo '==interleave'; numactl --interleave=0,1 {BIN} numa-maps --self --json - 2>/dev/null; \
-         echo '==balancing'; cat /proc/sys/kernel/numa_balancing; \
-         {PIN}; {KNOBS}; echo '==end'",
+         m machine; t {BIN} machine --json -; \
+         m numa; t {BIN} numa --quick --samples 2 --sizes 16M --json - 2>/dev/null; \
+         m bind; t numactl --membind=1 --cpunodebind=1 {BIN} numa-maps --self --json - 2>/dev/null; \
+         m interleave; t numactl --interleave=0,1 {BIN} numa-maps --self --json - 2>/dev/null; \
+         m balancing; cat /proc/sys/kernel/numa_balancing; \
+         {PIN}; {KNOBS}; m end",
         PIN = pin_script(),
         KNOBS = knobs_script(),
     )
 }
 
+/// The most one step of the guest's script may take: alone, the whole boot takes about a
+/// minute, and its longest step a few seconds.
+const STEP_SECS: u32 = 120;
+
 /// The pin lab's topology placements: two threads each way, four dealt across the nodes,
 /// the refusals, and the loopback-only line of IRQ placement.
 fn pin_script() -> String {
     format!(
-        "echo '==pin'; {BIN} pin --case sharing --placement same-core,same-node,cross-node,per-core,free \
+        "m pin; t {BIN} pin --case sharing --placement same-core,same-node,cross-node,per-core,free \
            --duration 100ms --samples 1 --json - 2>/dev/null; \
-         echo '==pin4'; {BIN} pin --case sharing --threads 4 --placement cross-node --duration 100ms --samples 1 --json - 2>/dev/null; \
-         echo '==pin-refused'; {BIN} pin --threads 3 --placement same-core 2>&1; echo \"rc=$?\"; \
-         echo '==pin-irq'; {BIN} pin --case echo --placement irq-cpu --move-irqs 2>&1; echo \"rc=$?\""
+         m pin4; t {BIN} pin --case sharing --threads 4 --placement cross-node --duration 100ms --samples 1 --json - 2>/dev/null; \
+         m pin-refused; t {BIN} pin --threads 3 --placement same-core 2>&1; echo \"rc=$?\"; \
+         m pin-irq; t {BIN} pin --case echo --placement irq-cpu --move-irqs 2>&1; echo \"rc=$?\""
     )
 }
 
@@ -62,12 +73,37 @@ fn pin_script() -> String {
 /// to an ext4 file system on a loop device (its image on tmpfs, its page cache ext4's).
 fn knobs_script() -> String {
     format!(
-        "echo '==knobs-before'; cat /proc/sys/vm/zone_reclaim_mode /proc/sys/kernel/numa_balancing; \
+        "m knobs-before; cat /proc/sys/vm/zone_reclaim_mode /proc/sys/kernel/numa_balancing; \
          modprobe -q loop; modprobe -q ext4; truncate -s 160M /tmp/knobs.img; mkfs.ext4 -q -F /tmp/knobs.img; \
          mkdir -p /tmp/knobs; mount -o loop /tmp/knobs.img /tmp/knobs; \
-         echo '==knobs'; {BIN} numa-knobs --change-knobs --quick --samples 1 --sizes 8M --fill 64M --dir /tmp/knobs --json - 2>/dev/null; \
-         echo '==knobs-after'; cat /proc/sys/vm/zone_reclaim_mode /proc/sys/kernel/numa_balancing"
+         m knobs; t {BIN} numa-knobs --change-knobs --quick --samples 1 --sizes 8M --fill 64M --dir /tmp/knobs --json - 2>/dev/null; \
+         m knobs-after; cat /proc/sys/vm/zone_reclaim_mode /proc/sys/kernel/numa_balancing"
     )
+}
+
+/// The guest's steps as its stderr stamped them: `name at UPTIME s`, in order.
+fn steps(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("=="))
+        .filter(|l| l.ends_with(" s") && l.contains(" at "))
+        .collect()
+}
+
+/// The JSON document of a step, or a failure naming the step and what it printed instead
+/// (nothing, where [`STEP_SECS`] ended it).
+fn doc(stdout: &str, step: &str) -> Value {
+    let text = section(stdout, step).unwrap_or_else(|| panic!("the guest printed no {step} step"));
+    if !text.contains('{') {
+        panic!("the guest's {step} step printed no JSON (a step is ended after {STEP_SECS} s): {text:?}");
+    }
+    json_in(text)
+}
+
+/// The last `n` lines of a text.
+fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 /// MiB of anonymous memory per node from a numa-maps document.
@@ -94,7 +130,11 @@ fn costlab_on_an_emulated_two_node_machine() {
     }
     let guest = vng::boot(MACHINE, &script());
     let stdout = guest.stdout.as_str();
-    eprintln!("two_node: guest ran in {:.0} s", guest.secs);
+    eprintln!(
+        "two_node: guest ran in {:.0} s; steps: {}",
+        guest.secs,
+        steps(&guest.stderr).join(", ")
+    );
     if section(stdout, "machine").is_none() {
         crate::common::skip::skipped_unless_ci(
             "two_node",
@@ -106,14 +146,21 @@ fn costlab_on_an_emulated_two_node_machine() {
         );
         return;
     }
+    let stamped = steps(&guest.stderr);
     assert!(
         section(stdout, "end").is_some(),
-        "the guest script did not finish:\n{stdout}\n{}",
-        guest.stderr
+        "the guest script did not finish in {:.0} s (status {:?}); its last step was {:?} of {:?}\n\
+         --- the last of its stdout:\n{}\n--- the last of its stderr:\n{}",
+        guest.secs,
+        guest.status,
+        stamped.last(),
+        stamped,
+        last_lines(stdout, 40),
+        last_lines(&guest.stderr, 40),
     );
 
     // costlab machine: two nodes and their distances.
-    let m = json_in(section(stdout, "machine").unwrap());
+    let m = doc(stdout, "machine");
     assert_eq!(m["numa_nodes"], 2, "{m}");
     let nodes = m["nodes"].as_array().expect("nodes");
     assert_eq!(nodes.len(), 2);
@@ -126,7 +173,7 @@ fn costlab_on_an_emulated_two_node_machine() {
     );
 
     // costlab numa --quick: both matrices full, 2 x 2 each.
-    let numa = json_in(section(stdout, "numa").unwrap());
+    let numa = doc(stdout, "numa");
     for metric in ["latency", "bandwidth"] {
         let mut cells: Vec<(String, String)> = numa["results"]
             .as_array()
@@ -147,7 +194,7 @@ fn costlab_on_an_emulated_two_node_machine() {
     }
 
     // Bound to node 1: the anonymous memory is on node 1.
-    let bind = anon_by_node(&json_in(section(stdout, "bind").unwrap()));
+    let bind = anon_by_node(&doc(stdout, "bind"));
     let on1: f64 = bind.iter().filter(|(n, _)| *n == 1).map(|x| x.1).sum();
     let total: f64 = bind.iter().map(|x| x.1).sum();
     assert!(
@@ -156,7 +203,7 @@ fn costlab_on_an_emulated_two_node_machine() {
     );
 
     // Interleaved: pages on both nodes.
-    let il = anon_by_node(&json_in(section(stdout, "interleave").unwrap()));
+    let il = anon_by_node(&doc(stdout, "interleave"));
     for node in [0, 1] {
         assert!(
             il.iter().any(|(n, mib)| *n == node && *mib > 0.0),
@@ -192,7 +239,7 @@ fn ran_on(doc: &Value, placement: &str) -> Vec<Vec<u64>> {
 
 /// The guest's topology as costlab reads it, and where each placement's threads ran.
 fn topology_placements(stdout: &str) {
-    let m = json_in(section(stdout, "machine").unwrap());
+    let m = doc(stdout, "machine");
     assert_eq!(
         m["threads_per_core"], 2,
         "SMT siblings seen: {}",
@@ -205,7 +252,7 @@ fn topology_placements(stdout: &str) {
     assert_eq!(core_of(3), serde_json::json!([2, 3]));
     assert_eq!(places[2]["node"], 1);
 
-    let pin = json_in(section(stdout, "pin").unwrap());
+    let pin = doc(stdout, "pin");
     // Two threads: SMT siblings of core 0; node 0's two CPUs; one per node; one per core.
     assert_eq!(ran_on(&pin, "same-core"), vec![vec![0], vec![1]]);
     assert_eq!(ran_on(&pin, "same-node"), vec![vec![0], vec![1]]);
@@ -215,7 +262,7 @@ fn topology_placements(stdout: &str) {
         assert!(cpus.iter().all(|&c| c < 4), "{cpus:?}");
     }
     // Four threads dealt over the nodes: 0 and 2, then 1 and 3.
-    let pin4 = json_in(section(stdout, "pin4").unwrap());
+    let pin4 = doc(stdout, "pin4");
     assert_eq!(
         ran_on(&pin4, "cross-node"),
         vec![vec![0], vec![2], vec![1], vec![3]]
@@ -238,7 +285,7 @@ fn topology_placements(stdout: &str) {
 /// numa-knobs: each knob at 0 and 1, where the pages went, numastat per node, and every
 /// setting back where it was with the journal empty.
 fn numa_knobs(stdout: &str) {
-    let doc = json_in(section(stdout, "knobs").unwrap());
+    let doc = doc(stdout, "knobs");
     let rows = doc["results"].as_array().unwrap();
     for (knob, workload, metrics) in [
         (

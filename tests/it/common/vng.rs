@@ -134,6 +134,10 @@ impl Guest {
 pub fn section<'a>(out: &'a str, name: &str) -> Option<&'a str> {
     let start = out.find(&format!("=={name}\n"))? + name.len() + 3;
     let rest = &out[start..];
+    // A step that printed nothing is followed at once by the next marker.
+    if rest.starts_with("==") {
+        return Some("");
+    }
     let end = rest.find("\n==").map_or(rest.len(), |i| i + 1);
     Some(&rest[..end])
 }
