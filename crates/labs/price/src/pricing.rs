@@ -175,6 +175,9 @@ pub fn needed(counts: &Counts) -> Vec<&'static str> {
     {
         add("fault-thp");
     }
+    if crate::sizing::pipes_crossed(counts) {
+        add("pipe-cross");
+    }
     if ["exit_group", "exit"]
         .iter()
         .any(|n| counts.syscalls.contains_key(*n))

@@ -5,7 +5,9 @@
 //! measured sizes its mean size falls in: its fixed part and per-byte part are that segment's
 //! intercept and slope, and a call of the mean size is priced at what the term measured there
 //! (interpolated between the two). The mean is the program's own (rchar over its reads, wchar
-//! over its writes: the kernel keeps no bytes per fd), never fitted on its times.
+//! over its writes: the kernel keeps no bytes per fd), never fitted on its times. A run whose
+//! pipes crossed CPUs (`pipes_crossed`) has its pipe calls and bytes priced at `pipe-cross`,
+//! the pair with its writer and reader on two CPUs.
 
 use costlab_core::measure::unitcost::RW_SIZES;
 
@@ -41,6 +43,7 @@ pub fn at_program_sizes(counts: &Counts, units: &Units) -> Units {
         ("file-read", read, "read"),
         ("file-write", write, "write"),
         ("pipe-rw", both, "read and write"),
+        ("pipe-cross", both, "read and write"),
     ] {
         let Some(mean) = mean else { continue };
         if let Some((fixed, per_byte)) = segment(units, term, mean, what) {
@@ -48,7 +51,36 @@ pub fn at_program_sizes(counts: &Counts, units: &Units) -> Units {
             out.insert(format!("{term}/byte"), per_byte);
         }
     }
+    if pipes_crossed(counts) {
+        for (one, across) in [
+            ("pipe-rw", "pipe-cross"),
+            ("pipe-rw/byte", "pipe-cross/byte"),
+        ] {
+            if let Some(u) = out.get(across).cloned() {
+                let from = format!("{} (the run's wake-ups crossed CPUs: its pipes' writers and readers ran apart)", u.from);
+                out.insert(one.to_string(), Unit { from, ..u });
+            }
+        }
+    }
     out
+}
+
+/// Whether the run's pipes carried bytes from one CPU to another: it used pipes, and its
+/// wake-ups crossed CPUs (an interrupt sent to wake a task on another CPU, or a task woken
+/// on a CPU that had halted). Then a pipe's bytes are priced at `pipe-cross` (the writer on
+/// one CPU, the reader on another), not at `pipe-rw` (both on one thread, the pages still in
+/// its caches). A pipe whose two ends share a CPU wakes its reader there: no such wake-up.
+pub fn pipes_crossed(counts: &Counts) -> bool {
+    let piped = counts.syscalls.keys().any(|n| n.ends_with(":pipe"));
+    let across = [("ipi", "sent"), ("wakeup", "on a halted cpu")]
+        .iter()
+        .any(|(c, e)| {
+            counts
+                .events
+                .get(&(c.to_string(), e.to_string()))
+                .is_some_and(|&n| n > 0)
+        });
+    piped && across
 }
 
 /// (fixed part, per-byte part) of `term` on the segment of `RW_SIZES` that `mean` falls in
@@ -174,6 +206,41 @@ mod tests {
         assert_eq!(s["file-read"].samples[0], 0.0);
         let at = 200.0 + 4096.0 * 19800.0 / 61440.0;
         assert!((priced_call(&s, 8192.0) - at).abs() < 1e-6);
+    }
+
+    #[test]
+    fn pipes_whose_wake_ups_crossed_cpus_are_priced_at_the_pair_across_cpus() {
+        let mut u = Units::new();
+        for (term, l64, l4k, l64k) in [
+            ("pipe-rw", 500.0, 600.0, 10_600.0),
+            ("pipe-cross", 800.0, 1000.0, 20_000.0),
+        ] {
+            u.insert(term.into(), unit(l64));
+            u.insert(at_size(term, 4096), unit(l4k));
+            u.insert(at_size(term, 65536), unit(l64k));
+        }
+        let mut c = Counts {
+            rchar: 8192 * 10,
+            wchar: 8192 * 10,
+            ..Default::default()
+        };
+        c.syscalls.insert("read:pipe".into(), 10);
+        c.syscalls.insert("write:pipe".into(), 10);
+        let pair = |s: &Units| s["pipe-rw"].samples[0] + 8192.0 * s["pipe-rw/byte"].samples[0];
+        // No wake-up across CPUs: the one-thread pair, at the program's mean size.
+        let one = at_program_sizes(&c, &u);
+        assert!(!pipes_crossed(&c));
+        assert!((pair(&one) - (600.0 + 4096.0 * 10_000.0 / 61440.0)).abs() < 1e-6);
+        // An interrupt sent to wake a task elsewhere: the pair across CPUs, named so.
+        c.events.insert(("ipi".into(), "sent".into()), 3);
+        let across = at_program_sizes(&c, &u);
+        assert!(pipes_crossed(&c));
+        assert!((pair(&across) - (1000.0 + 4096.0 * 19_000.0 / 61440.0)).abs() < 1e-6);
+        assert!(across["pipe-rw"].from.contains("crossed CPUs"));
+        // No pipes: nothing changes, whatever the wake-ups.
+        c.syscalls.clear();
+        c.syscalls.insert("read:file".into(), 10);
+        assert!(!pipes_crossed(&c));
     }
 
     #[test]

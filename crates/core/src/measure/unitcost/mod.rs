@@ -10,6 +10,7 @@ mod files;
 pub mod fsops;
 pub mod ipi;
 pub mod passes;
+mod pipecross;
 pub mod procs;
 mod sched;
 pub mod smallfiles;
@@ -25,7 +26,7 @@ use anyhow::Result;
 use super::SampleSpec;
 
 /// Every term, in the order they are measured and shown (the `term` case key's values).
-pub const TERMS: [&str; 49] = [
+pub const TERMS: [&str; 50] = [
     "fault-4k",
     "fault-thp",
     "fault-file",
@@ -42,6 +43,7 @@ pub const TERMS: [&str; 49] = [
     "munmap",
     "munmap-shootdown",
     "pipe-rw",
+    "pipe-cross",
     "file-read",
     "openat-close",
     "stat",
@@ -114,7 +116,7 @@ pub const SIZES: [u64; 2] = [64, 64 * 1024];
 pub const RW_SIZES: [u64; 3] = [64, 4096, 64 * 1024];
 
 /// The terms measured at `RW_SIZES`.
-pub const RW_TERMS: [&str; 3] = ["file-read", "file-write", "pipe-rw"];
+pub const RW_TERMS: [&str; 4] = ["file-read", "file-write", "pipe-rw", "pipe-cross"];
 
 /// The sizes the writeback term is measured at: a page, and 256 of them.
 pub const WRITEBACK_SIZES: [u64; 2] = [4096, 1 << 20];
@@ -201,6 +203,7 @@ pub fn reading(term: &str) -> &'static str {
         "munmap" => "munmap of 16 touched 4 KiB pages, per call (this CPU's TLB flushed)",
         "munmap-shootdown" => "munmap of 16 touched pages while a thread of the process runs on another CPU: the flush there by IPI included, per call",
         "pipe-rw" => "a write then a read of `size` bytes through a pipe, per pair",
+        "pipe-cross" => "a write of `size` bytes into a pipe on one CPU and their read out of it on another (each side's CPU time in its call; neither waits, so no wake-up or switch), per pair",
         "file-read" => "a pread of `size` bytes of a cached file, each call at the next page of a file four times the largest CPU cache (page-cache data not in a CPU cache, as a program's reads mostly find it)",
         "openat-close" => "open and close of a file",
         "stat" => "newfstatat of a file's path",
@@ -311,6 +314,7 @@ fn measure_term(term: &str, spec: &SampleSpec, dir: &Path) -> Result<Vec<TermFig
         "munmap" => one(faults::munmap(spec, false)?),
         "munmap-shootdown" => one(faults::munmap(spec, true)?),
         "pipe-rw" => sized(t, spec, &RW_SIZES, files::pipe_rw)?,
+        "pipe-cross" => sized(t, spec, &RW_SIZES, pipecross::pipe_cross)?,
         "file-read" => sized(t, spec, &RW_SIZES, files::file_read)?,
         "openat-close" => one(files::openat_close(spec)?),
         "stat" => one(files::stat(spec)?),
