@@ -70,6 +70,16 @@ pub fn format_cpu_list(cpus: &[usize]) -> String {
     out.join(",")
 }
 
+/// Two CPUs for a measurement that crosses CPUs: (this thread's, the other side's), the last
+/// two this process may use (CPU 0 takes most of the machine's interrupts). `needs` says what
+/// a single CPU cannot give, for the error ("a wake-up across CPUs needs two CPUs").
+pub fn last_two(needs: &str) -> anyhow::Result<(usize, usize)> {
+    match allowed_cpus().as_slice() {
+        [.., a, b] => Ok((*b, *a)),
+        _ => anyhow::bail!("{needs}; this process may use one"),
+    }
+}
+
 /// CPUs this process may run on (its affinity mask), ascending.
 pub fn allowed_cpus() -> Vec<usize> {
     match rustix::thread::sched_getaffinity(None) {
@@ -195,6 +205,21 @@ pub fn cpus_for_threads(threads: usize, allowed: &[usize]) -> Vec<usize> {
 mod tests {
     use super::*;
     use crate::error::exit_code;
+
+    #[test]
+    fn two_cpus_are_the_last_two_allowed_and_one_cpu_says_what_it_cannot_give() {
+        let allowed = allowed_cpus();
+        if let [.., a, b] = allowed.as_slice() {
+            assert_eq!(last_two("x needs two CPUs").unwrap(), (*b, *a));
+        }
+        // Pinned to one CPU, this thread may use only it.
+        let _one = Pinned::to(allowed[0]).unwrap();
+        let e = last_two("a pipe across CPUs needs two CPUs").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "a pipe across CPUs needs two CPUs; this process may use one"
+        );
+    }
 
     #[test]
     fn cpu_lists_round_trip() {

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use crate::measure::cpus::{allowed_cpus, Pinned};
+use crate::measure::cpus::{last_two, Pinned};
 use crate::measure::cputime::thread_cpu_ns;
 
 use super::tick::row_count;
@@ -86,11 +86,7 @@ pub enum Side {
 /// ns per IPI, of `side`, to wake a task asleep on another, idle CPU.
 pub fn wake(spec: &SampleSpec, side: Side) -> Result<Vec<f64>> {
     use std::sync::{Arc, Mutex};
-    let cpus = allowed_cpus();
-    let (mine, theirs) = match cpus.as_slice() {
-        [.., a, b] => (*b, *a),
-        _ => bail!("a wake-up across CPUs needs two CPUs; this process may use one"),
-    };
+    let (mine, theirs) = last_two("a wake-up across CPUs needs two CPUs")?;
     let _pin = Pinned::to(mine)?;
     let (mut rx, mut tx) = pipe()?;
     let reads = Arc::new(Mutex::new(Vec::with_capacity(WRITES)));
@@ -193,11 +189,7 @@ const EXIT: u8 = 2;
 pub fn fault_shootdown(spec: &SampleSpec) -> Result<Vec<f64>> {
     use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
     use std::sync::Arc;
-    let cpus = allowed_cpus();
-    let (mine, theirs) = match cpus.as_slice() {
-        [.., a, b] => (*b, *a),
-        _ => bail!("a TLB shootdown needs a second CPU; this process may use one"),
-    };
+    let (mine, theirs) = last_two("a TLB shootdown needs a second CPU")?;
     let _pin = Pinned::to(mine)?;
     let mode = Arc::new(AtomicU8::new(PARK));
     let spinning = Arc::new(AtomicBool::new(false));

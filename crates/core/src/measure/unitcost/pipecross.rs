@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use crate::measure::cpus::{allowed_cpus, Pinned};
+use crate::measure::cpus::{last_two, Pinned};
 use crate::measure::cputime::thread_cpu_ns;
 use crate::measure::{cancel, SampleSpec};
 
@@ -61,11 +61,7 @@ fn clock_ns() -> f64 {
 /// ns per write+read pair of `size` bytes, the writer on one CPU and the reader on another,
 /// less what the two sides' clock reads add.
 pub fn pipe_cross(spec: &SampleSpec, size: usize) -> Result<Vec<f64>> {
-    let cpus = allowed_cpus();
-    let (mine, theirs) = match cpus.as_slice() {
-        [.., a, b] => (*b, *a),
-        _ => bail!("a pipe across CPUs needs two CPUs; this process may use one"),
-    };
+    let (mine, theirs) = last_two("a pipe across CPUs needs two CPUs")?;
     let _pin = Pinned::to(mine)?;
     let (r, w) = rustix::pipe::pipe().context("pipe")?;
     // Room for a round's bytes, so that neither side ever waits on the pipe.
@@ -123,11 +119,12 @@ pub fn pipe_cross(spec: &SampleSpec, size: usize) -> Result<Vec<f64>> {
         samples.push(((wrote + read) as f64 / ROUNDS as f64 - 2.0 * clock).max(0.0));
     }
     turn.store(STOP, Ordering::Release);
-    let joined = reader.join();
-    result?;
-    match joined {
+    // The reader's own error first: where it could not pin or read, the writer only saw it
+    // stop.
+    match reader.join() {
         Ok(r) => r?,
         Err(_) => bail!("the pipe's reader thread panicked"),
     }
+    result?;
     Ok(samples)
 }

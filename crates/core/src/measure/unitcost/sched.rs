@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Result};
 
-use crate::measure::cpus::{allowed_cpus, Pinned};
+use crate::measure::cpus::{allowed_cpus, last_two, Pinned};
 use crate::measure::{sample_fn, SampleSpec};
 
 fn futex(word: &AtomicU32, op: i32, val: u32) -> i64 {
@@ -39,12 +39,13 @@ fn set_and_wake(word: &AtomicU32, val: u32) {
 /// ns per hand-off of a token between this thread and a partner, both on one CPU
 /// (`same_cpu`) or on two.
 pub fn handoff(spec: &SampleSpec, same_cpu: bool) -> Result<Vec<f64>> {
-    let cpus = allowed_cpus();
-    let (mine, theirs) = match (same_cpu, cpus.as_slice()) {
-        (_, []) => bail!("no CPU allowed"),
-        (true, [.., last]) => (*last, *last),
-        (false, [.., a, b]) => (*b, *a),
-        (false, _) => bail!("a wake-up across CPUs needs two CPUs; this process may use one"),
+    let (mine, theirs) = if same_cpu {
+        let last = *allowed_cpus()
+            .last()
+            .ok_or_else(|| anyhow::anyhow!("no CPU allowed"))?;
+        (last, last)
+    } else {
+        last_two("a wake-up across CPUs needs two CPUs")?
     };
     let _pin = Pinned::to(mine)?;
     let word = Arc::new(AtomicU32::new(0));
