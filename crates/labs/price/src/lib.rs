@@ -103,6 +103,7 @@ pub fn run(args: &PriceArgs, ctx: &Ctx) -> Result<Outcome> {
     let units = units::units_for(ctx, args, counts, &mut o)?;
     let times = times::times_for(args, from.is_some(), &counted, &mut o)?;
     let priced = pricing::price(counts, &units);
+    o.notes.extend(sizing::crossed_note(counts, &units));
     let cpu = Summary::of(
         &times
             .iter()

@@ -83,6 +83,38 @@ pub fn pipes_crossed(counts: &Counts) -> bool {
     piped && across
 }
 
+/// The note a run whose pipes crossed CPUs gets: why, and the two pairs' per-byte costs
+/// (their 64 B-64 KiB slopes), or that `pipe-cross` was not measured here. None otherwise.
+pub fn crossed_note(counts: &Counts, units: &Units) -> Option<String> {
+    if !pipes_crossed(counts) {
+        return None;
+    }
+    let n = |c: &str, e: &str| {
+        counts
+            .events
+            .get(&(c.to_string(), e.to_string()))
+            .copied()
+            .unwrap_or(0)
+    };
+    let why = format!(
+        "the run's pipes crossed CPUs ({} interrupts sent to wake a task on another CPU, {} tasks woken on a CPU that had halted)",
+        n("ipi", "sent"),
+        n("wakeup", "on a halted cpu")
+    );
+    let per_byte = |t: &str| units.get(t).and_then(Unit::summary).map(|s| s.median);
+    Some(match (per_byte("pipe-cross/byte"), per_byte("pipe-rw/byte")) {
+        (Some(across), Some(one)) => format!(
+            "{why}: its pipe calls and bytes are priced at pipe-cross, a write on one CPU and its read on another ({across:.3} ns a byte a pair), not at pipe-rw, both on one thread ({one:.3} ns)"
+        ),
+        (Some(across), None) => format!(
+            "{why}: its pipe calls and bytes are priced at pipe-cross, a write on one CPU and its read on another ({across:.3} ns a byte a pair)"
+        ),
+        (None, _) => format!(
+            "{why}, but pipe-cross (a write on one CPU and its read on another) is not measured here: its pipes are priced at pipe-rw, both on one thread, which reads the pipe's pages from its own caches (low)"
+        ),
+    })
+}
+
 /// (fixed part, per-byte part) of `term` on the segment of `RW_SIZES` that `mean` falls in
 /// (below the smallest or above the largest, the nearest segment carried on), where every
 /// size's figure is there. Sample by sample: where the segment falls (a page read costs less
@@ -237,6 +269,22 @@ mod tests {
         assert!(pipes_crossed(&c));
         assert!((pair(&across) - (1000.0 + 4096.0 * 19_000.0 / 61440.0)).abs() < 1e-6);
         assert!(across["pipe-rw"].from.contains("crossed CPUs"));
+        // The note says why, with both pairs' per-byte costs; without pipe-cross, that too.
+        u.insert("pipe-rw/byte".into(), unit(0.15));
+        u.insert("pipe-cross/byte".into(), unit(0.3));
+        let note = crossed_note(&c, &u).unwrap();
+        assert!(note.contains("3 interrupts sent"), "{note}");
+        assert!(note.contains("(0.300 ns a byte a pair)"), "{note}");
+        assert!(note.contains("(0.150 ns)"), "{note}");
+        u.remove("pipe-cross/byte");
+        let note = crossed_note(&c, &u).unwrap();
+        assert!(
+            note.contains(
+                "pipe-cross (a write on one CPU and its read on another) is not measured here"
+            ),
+            "{note}"
+        );
+        assert_eq!(crossed_note(&Counts::default(), &u), None);
         // No pipes: nothing changes, whatever the wake-ups.
         c.syscalls.clear();
         c.syscalls.insert("read:file".into(), 10);
