@@ -365,7 +365,7 @@ mod tests {
         );
         let exit_base = ResultRow::new(
             "cost",
-            costlab_core::case! {"term" => "exit", "size" => 4096u64},
+            costlab_core::case! {"term" => "exit", "size" => 4096u64, "rev" => unitcost::revision("exit")},
             "latency",
             "ns",
             vec![1.0],
