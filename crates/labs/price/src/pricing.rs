@@ -2,6 +2,8 @@
 //! carried into an interval on the total, and the total of the kernel's share set against the
 //! program's measured system time.
 
+use std::collections::BTreeMap;
+
 use costlab_core::measure::Summary;
 use costlab_history::report::ResultRow;
 
@@ -300,36 +302,46 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
 
 /// The bytes read and written (rchar, wchar), priced as rows of class `bytes`: the bytes
 /// written to files at the file-write term's per-byte cost, those read from pipes at half a
-/// pipe pair's, the rest at a cached file read's and a pipe's; the share of the calls on
-/// character devices left out (the device's own work).
+/// pipe pair's, the rest at a cached file read's and a pipe's; the share on character devices
+/// left out (the device's own work). The kernel keeps rchar and wchar per task, not per fd:
+/// they are shared out by fd kind (`kind_weights`).
 fn bytes_rows(counts: &Counts, units: &Units) -> Vec<Priced> {
-    let mut rows = Vec::new();
-    // The calls of `family` on fds of `kind`, and their share of `bytes` (rchar and wchar are
-    // not kept per fd), where `unit` is measured.
-    let share_of = |family: &[&str], kind: &str, bytes: u64, unit: &str| -> (u64, u64) {
-        let calls: u64 = counts
-            .syscalls
-            .iter()
-            .filter(|(n, _)| family.contains(&base_name(n)) && n.ends_with(kind))
-            .map(|(_, c)| *c)
-            .sum();
-        let (_, all) = family_calls(counts, family);
-        let share = if all > 0 && units.contains_key(unit) {
-            (bytes as f64 * calls as f64 / all as f64).round() as u64
-        } else {
-            0
-        };
-        (calls, share)
+    let (reads, by_bytes) = kind_weights(counts, &READS);
+    let (writes, _) = kind_weights(counts, &WRITES);
+    // `bytes` times the share of `kind` in `weights`.
+    let part = |weights: &BTreeMap<String, u64>, kind: &str, bytes: u64| -> u64 {
+        let all: u64 = weights.values().sum();
+        let of = weights.get(kind).copied().unwrap_or(0);
+        if all == 0 {
+            return 0;
+        }
+        (bytes as f64 * of as f64 / all as f64).round() as u64
     };
-    // The bytes written to files at the file-write term's per-byte cost, the bytes read from
-    // pipes at half a pipe pair's (as the bytes written to one are); the rest as before.
-    let (file_writes, to_files) = share_of(&WRITES, ":file", counts.wchar, "file-write/byte");
-    let (pipe_reads, from_pipes) = share_of(&READS, ":pipe", counts.rchar, "pipe-rw/byte");
-    for (event, bytes, family, unit, factor, how) in [
+    let to_files = if units.contains_key("file-write/byte") {
+        part(&writes, "file", counts.wchar)
+    } else {
+        0
+    };
+    let from_pipes = if units.contains_key("pipe-rw/byte") {
+        part(&reads, "pipe", counts.rchar)
+    } else {
+        0
+    };
+    let (to_devs, from_devs) = (
+        part(&writes, "dev", counts.wchar),
+        part(&reads, "dev", counts.rchar),
+    );
+    let shared = if by_bytes {
+        "by the bytes the sampled calls on each kind of fd returned"
+    } else {
+        "by the calls' count on each kind of fd"
+    };
+    let mut rows = Vec::new();
+    for (event, bytes, devs, unit, factor, how) in [
         (
             "read",
-            counts.rchar - from_pipes,
-            &READS,
+            counts.rchar.saturating_sub(from_pipes + from_devs),
+            from_devs,
             "file-read/byte",
             1.0,
             "bytes read (rchar; from pipes apart, where they were told) at a cached file read's per-byte cost",
@@ -337,51 +349,37 @@ fn bytes_rows(counts: &Counts, units: &Units) -> Vec<Priced> {
         (
             "read:pipe",
             from_pipes,
-            &READS,
+            0,
             "pipe-rw/byte",
             0.5,
-            "bytes read from pipes (rchar, by the reads' share on pipe fds) at half a pipe write+read's per-byte cost",
+            "bytes read from pipes (rchar's share on pipe fds) at half a pipe write+read's per-byte cost",
         ),
         (
             "written:file",
             to_files,
-            &WRITES,
+            0,
             "file-write/byte",
             1.0,
-            "bytes written to files (wchar, by the writes' share on file fds) at the per-byte cost of a write that extends a file",
+            "bytes written to files (wchar's share on file fds) at the per-byte cost of a write that extends a file",
         ),
         (
             "written",
-            counts.wchar - to_files,
-            &WRITES,
+            counts.wchar.saturating_sub(to_files + to_devs),
+            to_devs,
             "pipe-rw/byte",
             0.5,
             "bytes written (wchar; to files apart, where they were told) at half a pipe write+read's per-byte cost",
         ),
     ] {
-        // Bytes through character devices are the device's own work, not priced: the bytes
-        // are shared out by the calls' count, as rchar and wchar are not kept per fd.
-        let (dev, mut all) = family_calls(counts, family);
-        match event {
-            // Bytes to files or from pipes are no device's.
-            "written:file" | "read:pipe" => all = 0,
-            "written" if to_files > 0 => all -= file_writes.min(all),
-            "read" if from_pipes > 0 => all -= pipe_reads.min(all),
-            _ => {}
-        }
-        let bytes = if dev > 0 && all > 0 {
-            (bytes as f64 * (all - dev) as f64 / all as f64).round() as u64
-        } else {
-            bytes
-        };
-        let how = if dev > 0 {
-            format!("{how}; the share of the {dev} of {all} calls on character devices left out")
-        } else {
-            how.to_string()
-        };
         if bytes == 0 {
             continue;
         }
+        // Bytes through character devices are the device's own work, not priced.
+        let how = if devs > 0 {
+            format!("{how}; shared {shared}, the {devs} bytes on character devices left out")
+        } else {
+            format!("{how}; shared {shared}")
+        };
         rows.push(Priced {
             class: "bytes".into(),
             event: event.into(),
@@ -392,6 +390,27 @@ fn bytes_rows(counts: &Counts, units: &Units) -> Vec<Priced> {
         });
     }
     rows
+}
+
+/// What shares a family's bytes (rchar for the reads, wchar for the writes) out by fd kind
+/// ("pipe", "file", "dev"...; "" for fds never seen), and whether it is bytes: the bytes the
+/// split's sampled calls returned on each kind, where it kept them; else the calls' count on
+/// each (a pipe's 64 KiB reads and a file's 4 KiB ones then weigh the same a call).
+pub fn kind_weights(counts: &Counts, family: &[&str]) -> (BTreeMap<String, u64>, bool) {
+    let of = |m: &BTreeMap<String, u64>| {
+        let mut out = BTreeMap::new();
+        for (n, &c) in m.iter().filter(|(n, _)| family.contains(&base_name(n))) {
+            let kind = n.split_once(':').map_or("", |(_, k)| k);
+            *out.entry(kind.to_string()).or_insert(0u64) += c;
+        }
+        out
+    };
+    let bytes = of(&counts.fd_bytes);
+    if bytes.values().sum::<u64>() > 0 {
+        (bytes, true)
+    } else {
+        (of(&counts.syscalls), false)
+    }
 }
 
 /// The kernel's entry and exit paths of every syscall and user fault, which the split finds
@@ -535,17 +554,6 @@ fn uring_submissions(counts: &Counts, n: u64, units: &Units) -> Priced {
         unit_name: "uring-op".into(),
         how,
     }
-}
-
-/// (calls on character devices, all calls) of a read or write family.
-fn family_calls(counts: &Counts, family: &[&str]) -> (u64, u64) {
-    counts
-        .syscalls
-        .iter()
-        .filter(|(n, _)| family.contains(&base_name(n)))
-        .fold((0, 0), |(d, a), (n, &c)| {
-            (d + if n.ends_with(":dev") { c } else { 0 }, a + c)
-        })
 }
 
 /// The priced total: (min, median, max) ns, the sums of every row's bounds.

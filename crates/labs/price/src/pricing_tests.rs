@@ -282,6 +282,48 @@ fn bytes_read_from_pipes_are_priced_at_the_pipes_per_byte_cost() {
     assert_eq!(of("read").unwrap().count, 500_000);
 }
 
+/// Where the split kept the sampled calls' bytes by fd kind, they share rchar and wchar out,
+/// not the calls' count: a compressor's 64 KiB pipe reads outweigh an archiver's small file
+/// reads, call for call.
+#[test]
+fn the_sampled_bytes_share_rchar_and_wchar_by_fd_kind() {
+    let units: Units = [
+        ("file-read/byte".to_string(), unit(0.03)),
+        ("pipe-rw/byte".to_string(), unit(0.2)),
+        ("file-write/byte".to_string(), unit(0.5)),
+    ]
+    .into();
+    let mut counts = Counts::default();
+    counts.syscalls.insert("read:pipe".into(), 25);
+    counts.syscalls.insert("read:file".into(), 75);
+    counts.syscalls.insert("write:pipe".into(), 10);
+    counts.syscalls.insert("write:dev".into(), 10);
+    counts.rchar = 1_000_000;
+    counts.wchar = 400_000;
+    // Sampled: 3 pipe reads' bytes to each file read's; writes half to a device.
+    counts.fd_bytes.insert("read:pipe".into(), 3 * 65536);
+    counts.fd_bytes.insert("read:file".into(), 65536);
+    counts.fd_bytes.insert("write:pipe".into(), 4096);
+    counts.fd_bytes.insert("write:dev".into(), 4096);
+    let rows = price(&counts, &units);
+    let of = |e: &str| rows.iter().find(|p| p.class == "bytes" && p.event == e);
+    assert_eq!(of("read:pipe").unwrap().count, 750_000);
+    assert_eq!(of("read").unwrap().count, 250_000);
+    let written = of("written").unwrap();
+    assert_eq!(written.count, 200_000, "the device's half left out");
+    assert!(
+        written.how.contains("the bytes the sampled calls"),
+        "{}",
+        written.how
+    );
+    assert!(of("written:file").is_none(), "no bytes sampled on a file");
+    // No sampled bytes: the calls' count shares them, as before.
+    counts.fd_bytes.clear();
+    let rows = price(&counts, &units);
+    let of = |e: &str| rows.iter().find(|p| p.class == "bytes" && p.event == e);
+    assert_eq!(of("read:pipe").unwrap().count, 250_000);
+}
+
 /// The interrupts the split saw sent to other CPUs are an event of class ipi, priced at the
 /// wake-ipi term each; none sent, no line.
 #[test]

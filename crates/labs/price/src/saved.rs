@@ -75,6 +75,10 @@ pub struct SavedCounts {
     pub rchar: u64,
     #[serde(default)]
     pub wchar: u64,
+    /// The sampled read/write calls' bytes by name and fd kind, which share rchar and wchar
+    /// out (`Counts::fd_bytes`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub fd_bytes: std::collections::BTreeMap<String, u64>,
     #[serde(default)]
     pub exit_status: i32,
     #[serde(default)]
@@ -126,6 +130,7 @@ impl SavedCounts {
             events,
             rchar: counts.rchar,
             wchar: counts.wchar,
+            fd_bytes: counts.fd_bytes.clone(),
             exit_status: counts.exit_status.shell_status().into(),
             notes: counts.notes.clone(),
             measured: counts.measured.clone(),
@@ -141,6 +146,7 @@ impl SavedCounts {
             times: self.traced.into(),
             rchar: self.rchar,
             wchar: self.wchar,
+            fd_bytes: self.fd_bytes.clone(),
             exit_status: costlab_core::error::ProgramEnd::Exited(
                 u8::try_from(self.exit_status).unwrap_or(1),
             ),
@@ -254,6 +260,7 @@ mod tests {
             wall_ns: 4.0,
         };
         c.rchar = 10;
+        c.fd_bytes.insert("read:pipe".into(), 8);
         c
     }
 

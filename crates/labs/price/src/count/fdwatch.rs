@@ -110,6 +110,28 @@ pub fn split_by_fd_kind(
     }
 }
 
+/// The sampled calls' bytes by (syscall number, by-fd key) summed by the call's name and its
+/// fd's kind ("read:pipe"; the plain name where the fd was never seen): what shares the
+/// run's rchar and wchar out by kind.
+pub fn by_fd_kind(
+    bytes: &BTreeMap<(u32, u32), u64>,
+    kinds: &FdKinds,
+    names: &BTreeMap<u32, String>,
+) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for (&(id, fd), &n) in bytes {
+        let Some(name) = names.get(&id) else {
+            continue;
+        };
+        let key = match kinds.kind(fd) {
+            Some(kind) => format!("{name}:{kind}"),
+            None => name.clone(),
+        };
+        *out.entry(key).or_insert(0) += n;
+    }
+    out
+}
+
 /// Watches the fds of a cgroup's (or a process's) processes every few milliseconds until
 /// stopped; what it saw comes back from `stop`. The watch waits on a channel between looks,
 /// so `stop` wakes it at once (a sleep made every run wait up to 10 ms more at its end).
@@ -198,6 +220,34 @@ mod tests {
         assert_eq!(syscalls.get("openat"), Some(&3));
         let total: u64 = syscalls.values().sum();
         assert_eq!(total, 2002, "no call is lost or made up");
+    }
+
+    /// The sampled calls' bytes go by name and kind, an fd never seen under the plain name.
+    #[test]
+    fn sampled_bytes_sum_by_name_and_fd_kind() {
+        let names: BTreeMap<u32, String> = [(0, "read".into()), (17, "pread64".into())].into();
+        let mut kinds = FdKinds::default();
+        kinds.note(bpf::fd_key(10, 0), "pipe");
+        kinds.note(bpf::fd_key(10, 3), "file");
+        kinds.note(bpf::fd_key(11, 3), "file");
+        let bytes: BTreeMap<(u32, u32), u64> = [
+            ((0, bpf::fd_key(10, 0)), 65536),
+            ((0, bpf::fd_key(10, 3)), 4096),
+            ((0, bpf::fd_key(11, 3)), 100),
+            ((0, bpf::fd_key(11, 9)), 7),
+            ((17, bpf::fd_key(10, 3)), 512),
+            ((99, bpf::fd_key(10, 3)), 1),
+        ]
+        .into();
+        let out = by_fd_kind(&bytes, &kinds, &names);
+        let want: BTreeMap<String, u64> = [
+            ("read:pipe".to_string(), 65536),
+            ("read:file".to_string(), 4196),
+            ("read".to_string(), 7),
+            ("pread64:file".to_string(), 512),
+        ]
+        .into();
+        assert_eq!(out, want);
     }
 
     /// One fd number, two processes, two kinds (an archiver's stdin is /dev/null, its

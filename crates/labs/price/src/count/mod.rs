@@ -49,6 +49,10 @@ pub struct Counts {
     /// Bytes read and written through syscalls (/proc/PID/io rchar, wchar of the tree).
     pub rchar: u64,
     pub wchar: u64,
+    /// The bytes the split's sampled read/write calls returned (one call in `bpf::SAMPLE`),
+    /// by the call's name and its fd's kind ("read:pipe", "write:file"; the plain name for
+    /// an fd never seen): what shares rchar and wchar out by kind. Empty without the split.
+    pub fd_bytes: BTreeMap<String, u64>,
     /// How the program ended: its exit status, or the signal that killed it.
     pub exit_status: costlab_core::error::ProgramEnd,
     pub notes: Vec<String>,
@@ -134,7 +138,7 @@ impl Counting {
         self,
         notes: &mut Vec<String>,
         split: Option<crate::measured::Counted>,
-    ) -> Result<(BTreeMap<String, u64>, Events)> {
+    ) -> Result<Finished> {
         notes.extend(self.notes.iter().cloned());
         let kinds = self.watch.stop();
         let kinds_of_faults = split.as_ref().map(|s| (s.fault_file, s.fault_cow));
@@ -155,6 +159,10 @@ impl Counting {
         let fault_around = split.as_ref().map_or(0, |s| s.fault_file_pages);
         let components = split.as_ref().map_or(0, |s| s.path_components);
         let stats_by_fd = split.as_ref().map_or(0, |s| s.stats_by_fd);
+        let fd_bytes = split
+            .as_ref()
+            .map(|s| s.fd_bytes.clone())
+            .unwrap_or_default();
         let (ids, by_fd, creates, dirent_bytes, exec_failed) = match (&self.syscalls, split) {
             (Some(c), _) => (c.read()?, c.read_by_fd()?, 0, 0, 0),
             (None, Some(s)) => (s.ids, s.by_fd, s.creates, s.dirent_bytes, s.exec_failed),
@@ -220,9 +228,14 @@ impl Counting {
         split_off(&mut syscalls, "openat", "openat:create", creates);
         split_off(&mut syscalls, "newfstatat", "newfstatat:fd", stats_by_fd);
         split_off(&mut syscalls, "execve", "execve:failed", exec_failed);
-        Ok((syscalls, events))
+        let fd_bytes = fdwatch::by_fd_kind(&fd_bytes, &kinds, &names);
+        Ok((syscalls, events, fd_bytes))
     }
 }
+
+/// What `Counting::finish` read: syscalls by name, other events, and the sampled calls'
+/// bytes by name and fd kind (`Counts::fd_bytes`).
+type Finished = (BTreeMap<String, u64>, Events, BTreeMap<String, u64>);
 
 /// Take the minor faults the split told apart (a page-cache page mapped, a page copied on
 /// write) out of the counter's minor faults into `minor:file` and `minor:cow`, priced at
@@ -359,7 +372,7 @@ pub fn count_command(argv: &[String], period: Option<u32>, tick_ns: u64) -> Resu
     notes.insert(0,
         "counted from the program's execve (itself counted: the cgroup is joined just before it) to its exit, with every thread and child it started".to_string(),
     );
-    let (syscalls, events) = counting.finish(&mut notes, counted)?;
+    let (syscalls, events, fd_bytes) = counting.finish(&mut notes, counted)?;
     let (times, exit_status, rchar, wchar) = run?;
     let left = std::fs::read_to_string(cg.dir.join("cgroup.procs")).unwrap_or_default();
     let left = left.lines().count();
@@ -374,6 +387,7 @@ pub fn count_command(argv: &[String], period: Option<u32>, tick_ns: u64) -> Resu
         times,
         rchar,
         wchar,
+        fd_bytes,
         exit_status,
         notes,
         measured,
@@ -429,7 +443,7 @@ pub fn count_pid(pid: u32, duration: Duration, period: Option<u32>) -> Result<Co
         .map(|t| t.finish_process(pid, &cpu_before))
         .transpose()?
         .unzip();
-    let (syscalls, events) = counting.finish(&mut notes, counted)?;
+    let (syscalls, events, fd_bytes) = counting.finish(&mut notes, counted)?;
     notes.insert(
         0,
         format!(
@@ -454,6 +468,7 @@ pub fn count_pid(pid: u32, duration: Duration, period: Option<u32>) -> Result<Co
         },
         rchar: 0,
         wchar: 0,
+        fd_bytes,
         exit_status: Default::default(),
         notes,
         tracer_ns: None,

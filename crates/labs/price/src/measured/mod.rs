@@ -101,6 +101,8 @@ pub fn slot_name(
 pub struct Counted {
     pub ids: BTreeMap<u32, u64>,
     pub by_fd: BTreeMap<(u32, u32), u64>,
+    /// The bytes those sampled calls returned, by the same (number, fd) keys.
+    pub fd_bytes: BTreeMap<(u32, u32), u64>,
     /// Of openat's calls (in `ids`), those with O_CREAT: priced as creates.
     pub creates: u64,
     /// Of newfstatat's calls (in `ids`), those with an empty path (glibc's fstat): priced
@@ -212,7 +214,7 @@ impl Counted {
 /// The split's programs, attached for one cgroup; detached when dropped.
 pub struct Tracer {
     slots: Map,
-    by_fd: Option<Map>,
+    by_fd: Option<FdMaps>,
     _state: Map,
     _tasks: Map,
     _progs: Vec<(String, Attached)>,
@@ -263,11 +265,17 @@ fn busy_now() -> Option<u64> {
     machine_busy_ns(&std::fs::read_to_string("/proc/stat").ok()?)
 }
 
+/// The by-fd sample's arrays: its calls, and the bytes they returned (`prog::ByFd`).
+type FdMaps = (Map, Map);
+
 /// The split's maps: the slots, each CPU's state, the switched-out tasks, and the by-fd
 /// sample (x86-64 only: it reads the first argument from pt_regs, whose layout is x86-64's).
-fn maps() -> Result<(Map, Map, Map, Option<Map>, Map)> {
+fn maps() -> Result<(Map, Map, Map, Option<FdMaps>, Map)> {
     let by_fd = if cfg!(target_arch = "x86_64") {
-        Some(Map::percpu_array(8, crate::bpf::FD_SLOTS)?)
+        Some((
+            Map::percpu_array(8, crate::bpf::FD_SLOTS)?,
+            Map::percpu_array(8, crate::bpf::FD_SLOTS)?,
+        ))
     } else {
         None
     };
@@ -336,7 +344,10 @@ impl Tracer {
             state: state.fd(),
             tasks: tasks.fd(),
             work: work.fd(),
-            by_fd: by_fd.as_ref().map(Map::fd),
+            by_fd: by_fd.as_ref().map(|(calls, bytes)| prog::ByFd {
+                calls: calls.fd(),
+                bytes: bytes.fd(),
+            }),
         };
         let t = Target {
             who,
@@ -448,7 +459,11 @@ impl Tracer {
             .map(|(b, a)| b.saturating_sub(a));
         let mut counted = Counted {
             by_fd: match &by_fd {
-                Some(map) => crate::bpf::read_by_fd(map)?,
+                Some((calls, _)) => crate::bpf::read_by_fd(calls)?,
+                None => BTreeMap::new(),
+            },
+            fd_bytes: match &by_fd {
+                Some((_, bytes)) => crate::bpf::read_by_fd(bytes)?,
                 None => BTreeMap::new(),
             },
             pages: pages.then(PageCounts::default),

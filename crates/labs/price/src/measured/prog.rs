@@ -178,11 +178,13 @@ pub const SLOT_TIMED: i16 = 40;
 /// open user fault's time so far u64 @32 (charged to `FAULT_OPEN` as it goes, moved to the
 /// fault's own slot at its end: an interrupt or a preemption inside a fault splits its time),
 /// the CPU halted since its last switch u32 @40 (set in the idle loop by `wake::idle`), inside
-/// an inode allocation u32 @44 (`inodes`), when the idle loop left its last halt u64 @48.
-pub const STATE_SIZE: u32 = 56;
+/// an inode allocation u32 @44 (`inodes`), when the idle loop left its last halt u64 @48, the
+/// by-fd slot of the sampled read or write the tracked task is in, plus one (0: none) u32 @56.
+pub const STATE_SIZE: u32 = 64;
 /// A switched-out task's value: class u32 @0, the syscall slot it was in u32 @4, when it
-/// left u64 @8 (0: nothing to wait on), its open fault's time so far u64 @16.
-pub const TASK_SIZE: u32 = 24;
+/// left u64 @8 (0: nothing to wait on), its open fault's time so far u64 @16, the by-fd slot
+/// of the sampled call it is in, plus one, u32 @24 (and four bytes of padding).
+pub const TASK_SIZE: u32 = 32;
 
 const ST_TID: i16 = 0;
 const ST_CLASS: i16 = 4;
@@ -193,6 +195,7 @@ const ST_SKIP: i16 = 24;
 const ST_NR: i16 = 28;
 const ST_OPEN: i16 = 32;
 const ST_HALTED: i16 = 40;
+const ST_FD: i16 = 56;
 /// Where the programs build a task's value on the stack (`TASK_SIZE` bytes).
 const FP_TASK: i16 = -40;
 /// Stack slots past the ones the programs' keys and values use: the delta being charged, the
@@ -216,9 +219,21 @@ pub struct Maps {
     /// Per-CPU array of `SLOTS` `pages::WORK_SIZE` values: the page cache's work inside each
     /// syscall's slot (`pages`).
     pub work: i32,
-    /// Per-CPU array of `bpf::FD_SLOTS` u64: the read/write family's calls by (number, fd),
-    /// one call in `bpf::SAMPLE` (x86-64 only: the fd is read from its pt_regs).
-    pub by_fd: Option<i32>,
+    /// The read/write family's sample by (number, fd), one call in `bpf::SAMPLE` (x86-64
+    /// only: the fd is read from its pt_regs).
+    pub by_fd: Option<ByFd>,
+}
+
+/// The by-fd sample's two per-CPU arrays of `bpf::FD_SLOTS` u64, by fd: their slots are
+/// `bpf::fd_sample_key`'s.
+#[derive(Debug, Clone, Copy)]
+pub struct ByFd {
+    /// The sampled calls.
+    pub calls: i32,
+    /// The bytes they returned (a read's bytes read, a write's written; errors add nothing):
+    /// what shares out the run's rchar and wchar by the fds' kinds, which the kernel keeps
+    /// only per task.
+    pub bytes: i32,
 }
 
 /// Whose tasks the split tracks.
@@ -421,6 +436,8 @@ pub fn sys_enter(m: &Maps, t: &Target) -> Asm {
     paths::stat_path(&mut a, m);
     a.stx_w(R9, ST_NR, R1)
         .note("the call's slot, for its exit (getdents64's bytes)");
+    a.st_w(R9, ST_FD, 0)
+        .note("no sampled call open (by_fd_sample sets it)");
     if !sampled {
         a.stx_w(R9, ST_CLASS, R1);
     }
@@ -455,7 +472,7 @@ pub fn sys_enter(m: &Maps, t: &Target) -> Asm {
     }
     if let Some(by_fd) = m.by_fd {
         a.ldx_dw(R1, FP, FP_BEFORE);
-        by_fd_sample(&mut a, by_fd);
+        by_fd_sample(&mut a, by_fd.calls);
     }
     epilogue(&mut a);
     a
@@ -488,6 +505,31 @@ fn dirent_bytes(a: &mut Asm, m: &Maps) {
     a.ldx_dw(R2, FP, FP_DELTA);
     a.ldx_dw(R1, R0, 0).add(R1, R2).stx_dw(R0, 0, R1);
     a.label("dirents_done");
+}
+
+/// At a syscall's exit, with r6 = the context and r9 = this CPU's state: a sampled read or
+/// write of the tracked task on this CPU (its slot + 1 in the state, kept across switches in
+/// the task's value) adds the bytes it returned (args[1], when above 0) to its by-fd slot in
+/// `bytes`. Any other call passes with one load and one compare.
+fn fd_bytes(a: &mut Asm, bytes: i32) {
+    a.ldx_w(R1, R9, ST_FD);
+    a.jeq_imm(R1, 0, "fd_bytes_done");
+    a.st_w(R9, ST_FD, 0).note("added once, whatever exits next");
+    a.stx_w(FP, FP_NR, R1);
+    unless_tracked(a, "fd_bytes_done");
+    a.ldx_dw(R1, R6, 8).note("r1 = args[1], the bytes returned");
+    a.jslt_imm(R1, 1, "fd_bytes_done")
+        .note("nothing moved, or an error");
+    a.stx_dw(FP, FP_DELTA, R1);
+    a.ldx_w(R1, FP, FP_NR).add_imm(R1, -1);
+    a.stx_w(FP, -4, R1).note("the key: the call's by-fd slot");
+    a.mov(R2, FP).add_imm(R2, -4);
+    a.ld_map(R1, bytes);
+    a.call(Helper::MapLookupElem);
+    a.jeq_imm(R0, 0, "fd_bytes_done");
+    a.ldx_dw(R2, FP, FP_DELTA);
+    a.ldx_dw(R1, R0, 0).add(R1, R2).stx_dw(R0, 0, R1);
+    a.label("fd_bytes_done");
 }
 
 /// Every call timed, at a syscall's exit (r6 = the context, r9 = this CPU's state): an
@@ -544,11 +586,15 @@ fn open_create(a: &mut Asm) {
 }
 
 /// The by-fd sample, with r1 = the number's count before this call and the number at
-/// `FP_NR`.
+/// `FP_NR`: a sampled call is counted by its slot, which the state keeps (plus one) for its
+/// exit to add the bytes it returns (`fd_bytes`).
 fn by_fd_sample(a: &mut Asm, by_fd: i32) {
     a.ldx_w(R8, FP, FP_NR)
         .note("r8 = the number (the thread id is not needed past here)");
     crate::bpf::fd_sample_key(a, R8, "out");
+    a.mov(R2, R1).add_imm(R2, 1);
+    a.stx_w(R9, ST_FD, R2)
+        .note("the sampled call's slot + 1, for its exit");
     a.stx_w(FP, -4, R1).note("the key");
     a.mov(R2, FP).add_imm(R2, -4);
     a.ld_map(R1, by_fd);
@@ -564,6 +610,9 @@ pub fn sys_exit(m: &Maps, t: &Target) -> Asm {
     a.mov(R6, Reg(1));
     state(&mut a, m);
     dirent_bytes(&mut a, m);
+    if let Some(by_fd) = m.by_fd {
+        fd_bytes(&mut a, by_fd.bytes);
+    }
     if let Some(r) = t.rss {
         exit::exec_failed_old_mm(&mut a, m, r);
     }
@@ -613,6 +662,10 @@ pub fn sched_switch(m: &Maps, t: &Target) -> Asm {
     a.ldx_dw(R1, R9, ST_OPEN)
         .stx_dw(FP, FP_TASK + 16, R1)
         .note("and an open fault's time so far");
+    a.ldx_w(R1, R9, ST_FD)
+        .stx_w(FP, FP_TASK + 24, R1)
+        .note("and the sampled call it is in");
+    a.st_w(FP, FP_TASK + 28, 0);
     a.ld_map(R1, m.tasks);
     a.mov(R2, FP).add_imm(R2, -8);
     a.mov(R3, FP).add_imm(R3, FP_TASK.into());
@@ -632,6 +685,7 @@ pub fn sched_switch(m: &Maps, t: &Target) -> Asm {
         .note("no untimed syscall is open on this CPU");
     a.st_w(R9, ST_NR, SYS_OTHER as i32);
     a.st_dw(R9, ST_OPEN, 0);
+    a.st_w(R9, ST_FD, 0);
     a.mov(R1, FP).add_imm(R1, -32);
     a.mov_imm(R2, 4);
     a.ldx_dw(R3, R6, 16).note("r3 = args[2], next");
@@ -694,6 +748,7 @@ pub fn sched_process_fork(m: &Maps, t: &Target) -> Asm {
         .note("and the syscall it is in, for its exit");
     a.st_dw(FP, FP_TASK + 8, 0).note("no time away yet");
     a.st_dw(FP, FP_TASK + 16, 0).note("no fault open");
+    a.st_dw(FP, FP_TASK + 24, 0).note("no sampled call open");
     a.ld_map(R1, m.tasks);
     a.mov(R2, FP).add_imm(R2, -8);
     a.mov(R3, FP).add_imm(R3, FP_TASK.into());

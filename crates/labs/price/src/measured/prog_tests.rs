@@ -9,7 +9,7 @@ const M: Maps = Maps {
     state: 4,
     tasks: 5,
     work: 7,
-    by_fd: Some(6),
+    by_fd: Some(ByFd { calls: 6, bytes: 9 }),
 };
 const T: Target = Target {
     who: Who::Cgroup(0x1_0000_0042),
@@ -133,6 +133,43 @@ fn sys_enter_counts_and_samples_by_fd() {
     let bare = Maps { by_fd: None, ..M };
     let p = sys_enter(&bare, &T).finish().unwrap();
     assert_eq!(reads_after(&p, insn::add_imm(R3, PT_REGS_DI)), 0);
+}
+
+/// With the by-fd sample, sys_enter clears the state's open sample on every call and keeps a
+/// sampled call's slot (plus one) there; sys_exit adds the bytes returned (args[1]) to that
+/// slot of the bytes map; a switch keeps the open sample in the task's value (@24) and takes
+/// it up again, and clears the state for the next task. Without the sample, nothing of it.
+#[test]
+fn a_sampled_calls_bytes_are_added_at_its_exit() {
+    let enter = sys_enter(&M, &T).finish().unwrap();
+    assert!(enter.contains(&insn::st_w(R9, ST_FD, 0)));
+    assert!(enter.contains(&insn::stx_w(R9, ST_FD, R2)));
+    let exit = sys_exit(&M, &T).finish().unwrap();
+    let maps: Vec<i32> = exit.iter().filter_map(Insn::map_fd).collect();
+    assert!(maps.contains(&9), "{maps:?}");
+    let open = exit
+        .iter()
+        .position(|i| *i == insn::ldx_w(R1, R9, ST_FD))
+        .expect("the exit reads the open sample");
+    let ret = exit[open..]
+        .iter()
+        .position(|i| *i == insn::ldx_dw(R1, R6, 8))
+        .expect("and what the call returned");
+    assert!(exit[open + ret..]
+        .iter()
+        .any(|i| i.is_jump() && i.dst == R1.0 && i.imm == 1));
+    let switch = sched_switch(&M, &T).finish().unwrap();
+    assert!(switch.contains(&insn::stx_w(FP, FP_TASK + 24, R1)));
+    assert!(switch.contains(&insn::st_w(R9, ST_FD, 0)));
+    assert!(switch.contains(&insn::ldx_w(R3, R0, 24)));
+    let bare = Maps { by_fd: None, ..M };
+    let exit = sys_exit(&bare, &T).finish().unwrap();
+    assert!(!exit.contains(&insn::ldx_w(R1, R9, ST_FD)));
+    assert_eq!(
+        TASK_SIZE as i16,
+        -FP_TASK - 8,
+        "the value ends where the key starts"
+    );
 }
 
 /// Every sys_enter, sampled or not, with or without the by-fd sample, reads openat's

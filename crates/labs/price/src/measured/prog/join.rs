@@ -2,7 +2,7 @@
 
 use costlab_bpf::{Asm, Helper, FP, R0, R1, R2, R3, R8, R9};
 
-use super::{count, Maps, LATE_JOINS, ST_CLASS, ST_NR, ST_OPEN};
+use super::{count, Maps, LATE_JOINS, ST_CLASS, ST_FD, ST_NR, ST_OPEN};
 
 /// A task just joined (r8) that the switched-out hash holds left a CPU tracked, and no
 /// sched_switch showed it coming back: its switch in was not traced (in the KVM guest this
@@ -25,12 +25,14 @@ pub fn late(a: &mut Asm, m: &Maps) {
     a.label(&done);
 }
 
-/// r0 = a switched-out task's value in the hash: this CPU takes up the syscall it was in, its
-/// open fault's time so far and (left in r1) its class, as at a switch in.
+/// r0 = a switched-out task's value in the hash: this CPU takes up the syscall it was in, the
+/// sampled call's by-fd slot, its open fault's time so far and (left in r1) its class, as at
+/// a switch in.
 pub fn take_up(a: &mut Asm) {
     a.ldx_w(R3, R0, 4)
         .stx_w(R9, ST_NR, R3)
         .note("the syscall it was in");
+    a.ldx_w(R3, R0, 24).stx_w(R9, ST_FD, R3);
     a.ldx_dw(R2, R0, 16).stx_dw(R9, ST_OPEN, R2);
     a.ldx_w(R1, R0, 0)
         .stx_w(R9, ST_CLASS, R1)
