@@ -324,6 +324,42 @@ fn the_sampled_bytes_share_rchar_and_wchar_by_fd_kind() {
     assert_eq!(of("read:pipe").unwrap().count, 250_000);
 }
 
+/// What munmap calls took out is priced as an exit's unmap: anonymous pages at the exit
+/// term's per-byte part, file pages at exit-file's, mappings at exit-vma; the units are
+/// asked for.
+#[test]
+fn pages_and_mappings_a_munmap_took_out_are_priced_as_an_exits() {
+    let units: Units = [
+        ("exit/byte".to_string(), unit(0.08)),
+        ("exit-file/byte".to_string(), unit(0.05)),
+        ("exit-vma".to_string(), unit(700.0)),
+    ]
+    .into();
+    let mut counts = Counts::default();
+    counts.syscalls.insert("munmap".into(), 3);
+    for (class, event, n) in [
+        ("bytes", "unmapped by munmap", 1_000_000),
+        ("bytes", "unmapped by munmap:file", 100_000),
+        ("vmas", "unmapped by munmap", 3),
+    ] {
+        counts.events.insert((class.into(), event.into()), n);
+    }
+    let need = needed(&counts);
+    for term in ["exit", "exit-file", "exit-vma"] {
+        assert!(need.contains(&term), "{term} in {need:?}");
+    }
+    let rows = price(&counts, &units);
+    let of = |c: &str, e: &str| {
+        rows.iter()
+            .find(|p| p.class == c && p.event == e)
+            .and_then(|p| p.priced())
+            .map(|s| s.median)
+    };
+    assert_eq!(of("bytes", "unmapped by munmap"), Some(80_000.0));
+    assert_eq!(of("bytes", "unmapped by munmap:file"), Some(5_000.0));
+    assert_eq!(of("vmas", "unmapped by munmap"), Some(2_100.0));
+}
+
 /// The interrupts the split saw sent to other CPUs are an event of class ipi, priced at the
 /// wake-ipi term each; none sent, no line.
 #[test]

@@ -301,6 +301,29 @@ pub fn event_pricing(class: &str, event: &str) -> Option<Pricing> {
             1.0,
             "an interrupt sent to another CPU inside a syscall (most are wake-ups of a task asleep on an idle CPU): the wake-ipi term, the waker's side of a cross-CPU wake-up (in a VM, an exit to the host)",
         ),
+        ("ipi", "in a fault") => by(
+            "fault-shootdown",
+            1.0,
+            "an interrupt sent to another CPU inside a user fault (most are a copy on write's TLB shootdown of a CPU running another thread of the process, which the fault waits on): the fault-shootdown term",
+        ),
+        ("path", "components") => by(
+            "path-component",
+            1.0,
+            "the components of the paths the stat family's calls walked (a stat by fd walks none): the path-component term, a directory entry looked up and walked into; the calls are priced at a stat less the term's own path's components",
+        ),
+        ("bytes", "dirents") => by(
+            "getdents64/entry",
+            1.0 / costlab_core::measure::unitcost::fsops::DIRENT_RECLEN as f64,
+            "the directory entries getdents64 returned, by their bytes: one entry per 48 bytes (the term's own entries; a shorter name makes an entry shorter)",
+        ),
+        _ => address_space_pricing(class, event),
+    }
+}
+
+/// The term an address space's pages and mappings are priced at, where a fork copied them or
+/// an exit, an exec or a munmap took them out; None for any other event.
+fn address_space_pricing(class: &str, event: &str) -> Option<Pricing> {
+    match (class, event) {
         ("bytes", "unmapped") => by(
             "exit/byte",
             1.0,
@@ -326,6 +349,21 @@ pub fn event_pricing(class: &str, event: &str) -> Option<Pricing> {
             1.0,
             "the mappings of the address space an exec left (a forked child's copy of its parent's): the exit-vma term, a mapping's teardown beyond its pages",
         ),
+        ("bytes", "unmapped by munmap") => by(
+            "exit/byte",
+            1.0,
+            "the anonymous pages munmap calls took out of their address spaces (the resident count as each entered less as it left), freed: the exit term's per-byte part, an exit's unmap of the same pages",
+        ),
+        ("bytes", "unmapped by munmap:file") => by(
+            "exit-file/byte",
+            1.0,
+            "the page-cache pages munmap calls took out of their address spaces, let go (not freed): the exit-file term's per-byte part",
+        ),
+        ("vmas", "unmapped by munmap") => by(
+            "exit-vma",
+            1.0,
+            "the mappings munmap calls took out (map_count as each entered less as it left): the exit-vma term, a mapping's teardown beyond its pages",
+        ),
         ("vmas", "unmapped at exit") => by(
             "exit-vma",
             1.0,
@@ -335,21 +373,6 @@ pub fn event_pricing(class: &str, event: &str) -> Option<Pricing> {
             "exit-file/byte",
             1.0,
             "the page-cache pages each process still mapped as its last thread exited (its resident count), let go at exit: the exit-file term's per-byte part",
-        ),
-        ("ipi", "in a fault") => by(
-            "fault-shootdown",
-            1.0,
-            "an interrupt sent to another CPU inside a user fault (most are a copy on write's TLB shootdown of a CPU running another thread of the process, which the fault waits on): the fault-shootdown term",
-        ),
-        ("path", "components") => by(
-            "path-component",
-            1.0,
-            "the components of the paths the stat family's calls walked (a stat by fd walks none): the path-component term, a directory entry looked up and walked into; the calls are priced at a stat less the term's own path's components",
-        ),
-        ("bytes", "dirents") => by(
-            "getdents64/entry",
-            1.0 / costlab_core::measure::unitcost::fsops::DIRENT_RECLEN as f64,
-            "the directory entries getdents64 returned, by their bytes: one entry per 48 bytes (the term's own entries; a shorter name makes an entry shorter)",
         ),
         _ => None,
     }

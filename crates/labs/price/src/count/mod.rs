@@ -156,6 +156,9 @@ impl Counting {
         let exec = split
             .as_ref()
             .map_or((0, 0), |s| (s.exec_pages, s.exec_vmas));
+        let munmap = split.as_ref().map_or((0, 0, 0), |s| {
+            (s.munmap_pages.0, s.munmap_pages.1, s.munmap_vmas)
+        });
         let fault_around = split.as_ref().map_or(0, |s| s.fault_file_pages);
         let components = split.as_ref().map_or(0, |s| s.path_components);
         let stats_by_fd = split.as_ref().map_or(0, |s| s.stats_by_fd);
@@ -208,6 +211,8 @@ impl Counting {
             ("unmapped:file", exit_pages.1),
             ("copied at fork", fork_pages),
             ("unmapped at exec", exec.0),
+            ("unmapped by munmap:file", munmap.0),
+            ("unmapped by munmap", munmap.1),
         ] {
             if pages > 0 {
                 events.insert(("bytes".into(), event.into()), pages * 4096);
@@ -217,6 +222,7 @@ impl Counting {
             ("unmapped at exit", vmas.0),
             ("copied at fork", vmas.1),
             ("unmapped at exec", exec.1),
+            ("unmapped by munmap", munmap.2),
         ] {
             if n > 0 {
                 events.insert(("vmas".into(), event.into()), n);

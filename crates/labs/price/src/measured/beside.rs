@@ -171,6 +171,9 @@ fn targets(p: &Priced, split: &Split) -> Vec<((String, String), f64)> {
         ("spawn", _) | ("bytes" | "vmas", "copied at fork") => family(&SPAWNS),
         // The old address space goes inside the exec that leaves it.
         ("bytes" | "vmas", "unmapped at exec") => family(&["execve"]),
+        // A munmap's pages and mappings go inside it.
+        ("bytes", "unmapped by munmap" | "unmapped by munmap:file")
+        | ("vmas", "unmapped by munmap") => family(&["munmap"]),
         // The page cache's work runs inside the calls that asked for it: on the lines the
         // split saw it in, by their share of it; where it was not told by call, shared by
         // the count of the calls that do it (the reads, the unlinks and truncates, the syncs).

@@ -71,8 +71,9 @@ fn creates_entries_and_unmapped_pages_meet_the_lines_that_hold_them() {
             line("syscall", "getdents64", 4, 400),
             line("syscall", "exit_group", 1, 300),
             line("syscall", "exit", 20, 300),
+            line("syscall", "munmap", 2, 900),
         ],
-        usage_ns: 4000,
+        usage_ns: 4900,
         ..Split::default()
     };
     let p = vec![
@@ -81,6 +82,10 @@ fn creates_entries_and_unmapped_pages_meet_the_lines_that_hold_them() {
         priced("syscall", "getdents64", 4, 50.0),
         priced("bytes", "dirents", 480, 0.5),
         priced("bytes", "unmapped", 4096, 0.05),
+        priced("syscall", "munmap", 2, 100.0),
+        priced("bytes", "unmapped by munmap", 8192, 0.05),
+        priced("bytes", "unmapped by munmap:file", 4096, 0.025),
+        priced("vmas", "unmapped by munmap", 2, 50.0),
     ];
     let b = beside(&s, &p);
     let of = |e: &str| b.iter().find(|x| x.line.event == e).unwrap();
@@ -90,6 +95,8 @@ fn creates_entries_and_unmapped_pages_meet_the_lines_that_hold_them() {
     assert_eq!(of("exit_group").priced_ns, Some(204.8));
     // The threads' own exits unmap nothing of the process's.
     assert_eq!(of("exit").priced_ns, None);
+    // A munmap's pages and mappings are its own line's.
+    assert_eq!(of("munmap").priced_ns, Some(200.0 + 409.6 + 102.4 + 100.0));
 }
 
 #[test]

@@ -133,6 +133,9 @@ pub struct Counted {
     /// Pages and mappings of the address spaces execs tore down (`prog::EXEC_PAGES`, ...).
     pub exec_pages: u64,
     pub exec_vmas: u64,
+    /// Pages (file, anonymous) and mappings munmap calls took out (`prog::exit::MUNMAP_*`).
+    pub munmap_pages: (u64, u64),
+    pub munmap_vmas: u64,
     /// Pages the read faults' fault-around mapped from the page cache
     /// (`prog::FAULT_FILE_PAGES`).
     pub fault_file_pages: u64,
@@ -191,6 +194,11 @@ impl Counted {
             prog::FORK_VMAS => self.fork_vmas = n,
             prog::EXEC_PAGES => self.exec_pages = n,
             prog::EXEC_VMAS => self.exec_vmas = n,
+            // Entries' counts less exits': a sum that wrapped below zero (other threads'
+            // faults during the calls outweighing them) is none.
+            prog::MUNMAP_FILE_PAGES => self.munmap_pages.0 = (n as i64).max(0) as u64,
+            prog::MUNMAP_ANON_PAGES => self.munmap_pages.1 = (n as i64).max(0) as u64,
+            prog::MUNMAP_VMAS => self.munmap_vmas = (n as i64).max(0) as u64,
             prog::FAULT_FILE_PAGES => self.fault_file_pages = n,
             prog::paths::PATH_COMPONENTS => self.path_components = n,
             prog::inodes::INODE_TOUCHES => self.inode_touches = n,

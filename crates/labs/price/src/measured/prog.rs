@@ -30,7 +30,7 @@ pub mod pages;
 pub mod paths;
 pub mod wake;
 
-pub use exit::{task_exit, RssAt};
+pub use exit::{task_exit, RssAt, MUNMAP_ANON_PAGES, MUNMAP_FILE_PAGES, MUNMAP_VMAS};
 pub use faults::{fault_around, fault_begin, fault_end, fault_from_page_cache};
 pub use irq::{irq_enter, irq_exit, IrqSlot};
 pub use paths::NEWFSTATAT_FD;
@@ -138,7 +138,7 @@ pub const FAULT_FILE_PAGES: u32 = EXEC_VMAS + 1;
 /// task switched out while tracked, joined again at its next event here: see `join::late`),
 /// counted. Their time on that CPU until then is in no class.
 pub const LATE_JOINS: u32 = paths::SLOTS_END;
-pub const SLOTS: u32 = LATE_JOINS + 1;
+pub const SLOTS: u32 = exit::MUNMAP_VMAS + 1;
 /// The bits of x86's page-fault error code: the page was present (a protection fault), and
 /// the access was a write.
 pub const PF_PRESENT: i32 = 1;
@@ -443,6 +443,8 @@ pub fn sys_enter(m: &Maps, t: &Target) -> Asm {
     }
     if let Some(r) = t.rss {
         exit::exec_old_mm(&mut a, m, r, false);
+        a.ldx_w(R1, FP, FP_NR);
+        exit::munmap_mm(&mut a, m, r, false);
         a.ldx_w(R1, FP, FP_NR).note("r1 = the call's slot again");
     }
     slot(&mut a, m, R1, "out");
@@ -615,6 +617,7 @@ pub fn sys_exit(m: &Maps, t: &Target) -> Asm {
     }
     if let Some(r) = t.rss {
         exit::exec_failed_old_mm(&mut a, m, r);
+        exit::munmap_exit(&mut a, m, r);
     }
     if !t.sampled() {
         exec_failed(&mut a, m);

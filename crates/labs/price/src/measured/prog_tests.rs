@@ -279,6 +279,42 @@ fn a_sampled_split_reads_the_clock_only_for_timed_calls() {
     assert!(!p.iter().any(|i| *i == insn::st_w(R9, ST_SKIP, 1)));
 }
 
+/// With the mm's counters in BTF, a munmap adds its address space's counts to the MUNMAP_*
+/// slots as it enters and takes them off as it leaves (the difference: what it unmapped),
+/// sampled or not; its exit takes them off once (the call's slot is cleared). Without BTF's
+/// counters, neither program reads them.
+#[test]
+fn a_munmap_counts_what_it_took_out_of_the_address_space() {
+    let slots_of = |a: Asm| -> Vec<i32> {
+        let p = a.finish().unwrap();
+        [MUNMAP_FILE_PAGES, MUNMAP_ANON_PAGES, MUNMAP_VMAS]
+            .iter()
+            .map(|s| {
+                p.iter()
+                    .filter(|i| **i == insn::mov_imm(R1, *s as i32))
+                    .count() as i32
+            })
+            .collect()
+    };
+    let sampled_rss = Target {
+        period: 16,
+        ..WITH_RSS
+    };
+    for t in [&WITH_RSS, &sampled_rss] {
+        assert_eq!(slots_of(sys_enter(&M, t)), [1, 1, 1]);
+        assert_eq!(slots_of(sys_exit(&M, t)), [1, 1, 1]);
+        let enter = sys_enter(&M, t).finish().unwrap();
+        let exit = sys_exit(&M, t).finish().unwrap();
+        let adds = |p: &[Insn]| p.iter().filter(|i| **i == insn::add(R1, R2)).count();
+        let subs = |p: &[Insn]| p.iter().filter(|i| **i == insn::sub(R1, R2)).count();
+        assert!(subs(&exit) >= 3, "the exit takes the counts off");
+        assert!(adds(&enter) >= 3, "the entry adds them");
+        assert!(exit.contains(&insn::st_w(R9, ST_NR, SYS_OTHER as i32)));
+    }
+    assert_eq!(slots_of(sys_enter(&M, &T)), [0, 0, 0]);
+    assert_eq!(slots_of(sys_exit(&M, &T)), [0, 0, 0]);
+}
+
 /// sys_enter counts the syscalls of tasks outside the cgroup in OTHERS; sys_exit does not.
 #[test]
 fn other_tasks_syscalls_are_counted_on_enter_only() {

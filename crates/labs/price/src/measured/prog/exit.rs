@@ -7,9 +7,9 @@
 use costlab_bpf::{Asm, Helper, FP, R0, R1, R2, R3, R6, R9};
 
 use super::{
-    charge, epilogue, prologue, slot, unless_failed_exec, Join, Maps, EXEC_PAGES, EXEC_VMAS,
-    EXIT_ANON_PAGES, EXIT_FILE_PAGES, EXIT_VMAS, FORK_PAGES, FORK_VMAS, NR_EXECVE, ST_CLASS,
-    ST_SKIP, USER,
+    charge, epilogue, prologue, slot, unless_failed_exec, unless_tracked, Join, Maps, EXEC_PAGES,
+    EXEC_VMAS, EXIT_ANON_PAGES, EXIT_FILE_PAGES, EXIT_VMAS, FORK_PAGES, FORK_VMAS, NR_EXECVE,
+    ST_CLASS, ST_NR, ST_SKIP, SYS_OTHER, USER,
 };
 
 /// Where the exiting task's resident pages are, from the kernel's BTF: `task_struct.mm`,
@@ -155,6 +155,59 @@ pub fn exec_old_mm(a: &mut Asm, m: &Maps, r: RssAt, undo: bool) {
     a.jne_imm(R1, 1, done)
         .note("shared (a vfork's parent, threads): the exec leaves it be");
     mm_counts(a, m, r, [EXEC_PAGES, EXEC_PAGES, EXEC_VMAS], done, undo);
+    a.label(done);
+}
+
+/// x86-64's munmap.
+pub const NR_MUNMAP: i32 = 11;
+/// The pages, file and anonymous, and the mappings tracked tasks' munmap calls took out of
+/// their address spaces: each call adds its process's counts as it enters and takes them off
+/// as it leaves (`munmap_mm`), so the slots hold the sums of what the calls removed.
+pub const MUNMAP_FILE_PAGES: u32 = super::LATE_JOINS + 1;
+pub const MUNMAP_ANON_PAGES: u32 = MUNMAP_FILE_PAGES + 1;
+pub const MUNMAP_VMAS: u32 = MUNMAP_ANON_PAGES + 1;
+
+/// With r1 = the call's slot (clobbered, as r0-r5): a munmap of a tracked task adds its
+/// address space's file and anonymous resident pages and mappings to the `MUNMAP_*` slots in
+/// sys_enter and, with `take`, takes them off in sys_exit: the difference is what the call
+/// unmapped (a page freed or let go, a mapping torn down: an exit's work, one range at a
+/// time). The counters are their folded part (off by at most 32 pages a CPU), and another
+/// thread's faults during the call are taken off with it: a large unmap reads right, a
+/// small one may read a little under.
+pub fn munmap_mm(a: &mut Asm, m: &Maps, r: RssAt, take: bool) {
+    let done = "munmap_mm_done";
+    a.jne_imm(R1, NR_MUNMAP, done);
+    a.call(Helper::GetCurrentTask);
+    a.mov(R3, R0).add_imm(R3, r.mm).note("&current->mm");
+    a.mov(R1, FP).add_imm(R1, FP_MM as i32);
+    a.mov_imm(R2, 8);
+    a.call(Helper::ProbeReadKernel);
+    a.jne_imm(R0, 0, done);
+    a.ldx_dw(R1, FP, FP_MM);
+    a.jeq_imm(R1, 0, done).note("no address space");
+    mm_counts(
+        a,
+        m,
+        r,
+        [MUNMAP_FILE_PAGES, MUNMAP_ANON_PAGES, MUNMAP_VMAS],
+        done,
+        take,
+    );
+    a.label(done);
+}
+
+/// At a syscall's exit (r6 = the context, r9 = this CPU's state): a munmap of the tracked
+/// task on this CPU takes its address space's counts off again (`munmap_mm`), once (r0-r5
+/// clobbered).
+pub fn munmap_exit(a: &mut Asm, m: &Maps, r: RssAt) {
+    let done = "munmap_exit_done";
+    a.ldx_w(R1, R9, ST_NR);
+    a.jne_imm(R1, NR_MUNMAP, done);
+    a.st_w(R9, ST_NR, SYS_OTHER as i32)
+        .note("taken off once, whatever exits next");
+    unless_tracked(a, done);
+    a.mov_imm(R1, NR_MUNMAP);
+    munmap_mm(a, m, r, true);
     a.label(done);
 }
 
