@@ -153,6 +153,12 @@ pub mod perf {
     pub const PERF_SAMPLE_PERIOD: u64 = 1 << 8;
     /// perf_event_attr's flag bit `disabled`.
     pub const ATTR_DISABLED: u64 = 1;
+    /// perf_event_attr's side-band flag bits, as `perf record`'s tracking event sets them:
+    /// mmap, comm, task, sample_id_all, mmap2, comm_exec.
+    pub const ATTR_TRACKING: u64 =
+        (1 << 8) | (1 << 9) | (1 << 13) | (1 << 18) | (1 << 23) | (1 << 24);
+    /// The dummy software event, which counts nothing (a carrier for side-band records).
+    pub const PERF_COUNT_SW_DUMMY: u64 = 9;
     /// _IO('$', 0).
     pub const PERF_EVENT_IOC_ENABLE: libc::c_ulong = 0x2400;
     /// _IOW('$', 8, __u32).

@@ -531,6 +531,7 @@ fn tracer_cost(
                 touch: 0.0,
                 lookup: oh.lookup,
                 path: oh.path,
+                mmap: oh.mmap,
             };
             Some((ns, per_event))
         }

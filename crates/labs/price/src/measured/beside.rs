@@ -69,6 +69,11 @@ pub fn net_of_tracer(lines: &mut [Beside], t: &super::TracerCost) {
                     } else {
                         0.0
                     }
+                    + if l.event == "mmap" {
+                        l.count as f64 * t.mmap
+                    } else {
+                        0.0
+                    }
             }
             ("fault", "unfinished") => 0.0,
             ("fault", _) => l.count as f64 * t.fault,

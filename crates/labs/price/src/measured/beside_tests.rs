@@ -317,12 +317,13 @@ fn a_lines_ratio_is_read_on_its_own_time_net_of_the_tracer_inside_it() {
                 ..line("syscall", "read", 2, 2000)
             },
             line("syscall", "newfstatat", 3, 3000),
+            line("syscall", "mmap", 2, 5000),
             line("fault", "minor", 4, 4000),
             line("fault", "unfinished", 1, 100),
             line("irq", "local_timer", 3, 900),
             line("user", "user", 0, 9000),
         ],
-        usage_ns: 24_000,
+        usage_ns: 29_000,
         ..Split::default()
     };
     let mut b = beside(&s, &[priced("syscall", "close", 10, 100.0)]);
@@ -334,6 +335,7 @@ fn a_lines_ratio_is_read_on_its_own_time_net_of_the_tracer_inside_it() {
         touch: 0.0,
         lookup: 50.0,
         path: 70.0,
+        mmap: 900.0,
     };
     net_of_tracer(&mut b, &t);
     let of = |e: &str| b.iter().find(|x| x.line.event == e).unwrap();
@@ -344,6 +346,8 @@ fn a_lines_ratio_is_read_on_its_own_time_net_of_the_tracer_inside_it() {
     assert_eq!(of("close").ratio(), Some(1000.0 / 2000.0));
     // 2 calls at 200 and their 4 page-cache lookups at 50.
     assert_eq!(of("read").tracer_ns, 600.0);
+    // 2 mmaps at 200 and their side-band records at 900.
+    assert_eq!(of("mmap").tracer_ns, 2200.0);
     assert_eq!(of("minor").tracer_ns, 1200.0);
     assert_eq!(of("unfinished").tracer_ns, 0.0);
     // Never more than the line holds.

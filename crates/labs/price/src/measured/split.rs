@@ -475,4 +475,8 @@ pub struct TracerCost {
     /// overhead's path loop).
     #[serde(default)]
     pub path: f64,
+    /// An mmap beyond its syscall's cost (the sampler's side-band record: the overhead's
+    /// mmap loop).
+    #[serde(default)]
+    pub mmap: f64,
 }

@@ -53,6 +53,8 @@ const PING_PONGS: u64 = 5_000;
 const LOOKUPS: u64 = 100_000;
 /// Stats of a path in the temp folder in the path loop (its components read by the split).
 const PATHS: u64 = 50_000;
+/// Mappings of a cached file's page (each unmapped again) in the mmap loop.
+const MMAPS: u64 = 20_000;
 
 /// The tracer's cost per syscall, user fault and switch, ns of kernel time each; and its cost
 /// per ns of CPU (its cpu-clock tick, which finds the kernel's share of user time: a timer
@@ -66,6 +68,9 @@ pub struct Overhead {
     pub lookup: f64,
     /// A stat family call's path read and its components counted.
     pub path: f64,
+    /// An mmap beyond its syscall's cost: with the sampler, the side-band record `perf
+    /// record` asks every mapping for (its file's path among it).
+    pub mmap: f64,
     pub per_cpu: f64,
     /// Measured with the sampler's events beside the split.
     pub sampler: bool,
@@ -84,6 +89,8 @@ pub struct Events {
     pub lookups: u64,
     /// Stat family calls, whose paths the split reads.
     pub paths: u64,
+    /// mmap calls (each also one of `syscalls`).
+    pub mmaps: u64,
 }
 
 impl Events {
@@ -115,6 +122,12 @@ impl Events {
                 })
                 .map(|l| l.count)
                 .sum(),
+            mmaps: split
+                .lines
+                .iter()
+                .filter(|l| l.class == "syscall" && l.event == "mmap")
+                .map(|l| l.count)
+                .sum(),
         }
     }
 }
@@ -127,6 +140,7 @@ impl Overhead {
             + e.switches as f64 * self.switch
             + e.lookups as f64 * self.lookup
             + e.paths as f64 * self.path
+            + e.mmaps as f64 * self.mmap
     }
 
     /// The tracer's cost of its tick over a traced run of `usage_ns` CPU (which holds it).
@@ -142,7 +156,7 @@ impl Overhead {
     /// One line for the output.
     pub fn line(&self) -> String {
         format!(
-            "the {}own cost, measured here now and taken out of every traced run's kernel time: {} a syscall, {} a user fault, {} a switch, {} a page-cache lookup, {} a stat's path read, and {} {:.2}% of the CPU",
+            "the {}own cost, measured here now and taken out of every traced run's kernel time: {} a syscall, {} a user fault, {} a switch, {} a page-cache lookup, {} a stat's path read, {} an mmap, and {} {:.2}% of the CPU",
             if self.sampler {
                 "split's and the sampler's "
             } else {
@@ -153,6 +167,7 @@ impl Overhead {
             human_ns(self.switch),
             human_ns(self.lookup),
             human_ns(self.path),
+            human_ns(self.mmap),
             if self.sampler {
                 "their ticks and samples (in the loops)"
             } else {
@@ -185,6 +200,7 @@ impl Overhead {
         o.per_cpu = Summary::of(&share).map_or(0.0, |s| s.median);
         for kind in [
             Kind::Syscalls,
+            Kind::Mmaps,
             Kind::Faults,
             Kind::Switches,
             Kind::Lookups,
@@ -214,6 +230,7 @@ impl Overhead {
                 Kind::Switches => o.switch = c,
                 Kind::Lookups => o.lookup = c,
                 Kind::Paths => o.path = c,
+                Kind::Mmaps => o.mmap = c,
                 Kind::Spin => {}
             }
         }
@@ -232,6 +249,8 @@ enum Kind {
     Lookups,
     /// Stats of a path: a syscall and a path read each.
     Paths,
+    /// Mappings of a cached file's page, each unmapped again: two syscalls and an mmap.
+    Mmaps,
 }
 
 impl Kind {
@@ -243,6 +262,7 @@ impl Kind {
             Kind::Switches => "switch",
             Kind::Lookups => "lookup",
             Kind::Paths => "path",
+            Kind::Mmaps => "mmap",
         }
     }
 
@@ -257,6 +277,7 @@ impl Kind {
             Kind::Switches => (e.switches, Events { switches: 0, ..e }),
             Kind::Lookups => (e.lookups, Events { lookups: 0, ..e }),
             Kind::Paths => (e.paths, Events { paths: 0, ..e }),
+            Kind::Mmaps => (e.mmaps, Events { mmaps: 0, ..e }),
         };
         (n as f64, so_far.of(&rest))
     }
@@ -310,7 +331,7 @@ fn run_loop(kind: Kind, traced: Option<bool>) -> Result<LoopRun> {
     };
     let sets = [set(here), set(there)];
     let file = match kind {
-        Kind::Lookups => Some(cached_page()?),
+        Kind::Lookups | Kind::Mmaps => Some(cached_page()?),
         _ => None,
     };
     // The path loop's path: the stat term's own, which it stats whether or not the file is
@@ -405,6 +426,22 @@ unsafe fn child_loop(
                 libc::fstatat(libc::AT_FDCWD, path.as_ptr(), &mut st, 0);
             }
         }
+        Kind::Mmaps => {
+            for _ in 0..MMAPS {
+                let p = libc::mmap(
+                    std::ptr::null_mut(),
+                    4096,
+                    libc::PROT_READ,
+                    libc::MAP_PRIVATE,
+                    file,
+                    0,
+                );
+                if p == libc::MAP_FAILED {
+                    libc::_exit(11);
+                }
+                libc::munmap(p, 4096);
+            }
+        }
         Kind::Lookups => {
             let mut b = [0u8; 1];
             for _ in 0..LOOKUPS {
@@ -490,6 +527,7 @@ mod tests {
             switch: 500.0,
             lookup: 50.0,
             path: 70.0,
+            mmap: 1800.0,
             per_cpu: 0.25,
             sampler: false,
         };
@@ -499,6 +537,7 @@ mod tests {
             switches: 2,
             lookups: 0,
             paths: 0,
+            mmaps: 0,
         };
         assert_eq!(o.of(&e), 100_000.0 + 3000.0 + 1000.0);
         // A path read each of 5 stats, at 70.
@@ -506,6 +545,13 @@ mod tests {
         // A lookup each of 40 reads, at 50 ns.
         let reads = Events { lookups: 40, ..e };
         assert_eq!(o.of(&reads), 104_000.0 + 2000.0);
+        // A side-band record each of 3 mmaps, at 1800 (their syscalls are among the 1000).
+        assert_eq!(o.of(&Events { mmaps: 3, ..e }), 104_000.0 + 5400.0);
+        let run = LoopRun {
+            usage_ns: 0.0,
+            events: Events { mmaps: 3, ..e },
+        };
+        assert_eq!(Kind::Mmaps.events(&run, &o), (3.0, 104_000.0));
         // The tick's part: a traced run of 1.25 ms holds 0.25 ms of it (a quarter of 1 ms).
         assert_eq!(o.of_time(1_250_000.0), 250_000.0);
         assert_eq!(o.of_run(&e, 1_250_000.0), 104_000.0 + 250_000.0);
@@ -535,6 +581,7 @@ mod tests {
                 read,
                 line("syscall", "write", 5),
                 line("syscall", "statx", 2),
+                line("syscall", "mmap", 3),
                 line("fault", "minor", 7),
                 line("fault", "major", 1),
                 line("fault", "unfinished", 3),
@@ -545,11 +592,12 @@ mod tests {
         assert_eq!(
             Events::of(&s, 4),
             Events {
-                syscalls: 17,
+                syscalls: 20,
                 faults: 8,
                 switches: 4,
                 lookups: 9,
                 paths: 2,
+                mmaps: 3,
             }
         );
     }
