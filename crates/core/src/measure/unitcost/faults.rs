@@ -59,6 +59,42 @@ impl Drop for Mapping {
     }
 }
 
+/// A buffer of four times the largest CPU cache (`files::read_span`) that forked children do not
+/// inherit, swept to push what a measurement touched last out of the caches of the CPU it
+/// runs on (a small file's cached pages; a waiting child's pages, page tables and mappings).
+pub(super) struct Sweep(Mapping, usize);
+
+impl Sweep {
+    pub(super) fn new() -> Result<Sweep> {
+        let len = super::files::read_span() as usize;
+        let m = Mapping::new(
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+        )?;
+        // SAFETY: advice on the mapping just made, which this owns.
+        if unsafe { libc::madvise(m.addr.cast(), len, libc::MADV_DONTFORK) } != 0 {
+            bail!(
+                "madvise(MADV_DONTFORK): {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        Ok(Sweep(m, len))
+    }
+
+    /// Write one byte of every cache line (each pass a new value, so none is skipped).
+    pub(super) fn run(&mut self, salt: u8) {
+        for off in (0..self.1).step_by(64) {
+            // SAFETY: inside the mapping this owns.
+            unsafe {
+                let b = self.0.addr.add(off);
+                std::ptr::write_volatile(b, std::ptr::read_volatile(b).wrapping_add(salt));
+            }
+        }
+    }
+}
+
 /// Touch every `step` bytes of `len` from `base` (a write, or a read for a shared file
 /// mapping); (ns, minor faults taken).
 fn touch(base: *mut u8, len: usize, step: usize, write: bool) -> (f64, i64) {

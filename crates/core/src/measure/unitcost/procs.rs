@@ -221,42 +221,6 @@ fn per_vma(one: &[f64], split: &[f64]) -> Vec<f64> {
         .collect()
 }
 
-/// A buffer of four times the largest CPU cache (`files::read_span`) that forked children do
-/// not inherit, swept to push a waiting child's pages, page tables and mappings out of the
-/// caches of the CPU it shares with the sweeper.
-struct Sweep(super::faults::Mapping, usize);
-
-impl Sweep {
-    fn new() -> Result<Sweep> {
-        let len = super::files::read_span() as usize;
-        let m = super::faults::Mapping::new(
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-        )?;
-        // SAFETY: advice on the mapping just made, which this owns.
-        if unsafe { libc::madvise(m.addr.cast(), len, libc::MADV_DONTFORK) } != 0 {
-            bail!(
-                "madvise(MADV_DONTFORK): {}",
-                std::io::Error::last_os_error()
-            );
-        }
-        Ok(Sweep(m, len))
-    }
-
-    /// Write one byte of every cache line (each pass a new value, so none is skipped).
-    fn run(&mut self, salt: u8) {
-        for off in (0..self.1).step_by(64) {
-            // SAFETY: inside the mapping this owns.
-            unsafe {
-                let b = self.0.addr.add(off);
-                std::ptr::write_volatile(b, std::ptr::read_volatile(b).wrapping_add(salt));
-            }
-        }
-    }
-}
-
 /// A pipe's two ends, closed on drop.
 struct Pipe([i32; 2]);
 
@@ -307,7 +271,7 @@ fn exit_after(spec: &SampleSpec, bytes: usize, what: Mapped) -> Result<Vec<f64>>
     let (ready, go) = (Pipe::new()?, Pipe::new()?);
     let mut sweep = match what {
         Mapped::Nothing => None,
-        _ => Some(Sweep::new()?),
+        _ => Some(super::faults::Sweep::new()?),
     };
     let sweep_on = sweep.is_some();
     let mut round = 0u8;

@@ -13,7 +13,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
-use super::files::read_span;
+use super::faults::Sweep;
 use super::fsops::{cpu_samples, drop_pages, timed, Scratch};
 use super::SampleSpec;
 
@@ -77,13 +77,8 @@ pub fn read_small(spec: &SampleSpec, dir: &Path) -> Result<Vec<f64>> {
         read.push((r, size));
     }
     let large = large_file(&s, (pages as u64 * 4096).next_multiple_of(1 << 20))?;
-    let mut sweep = vec![0u8; read_span() as usize];
-    let mut evict = |salt: u8| {
-        for b in sweep.iter_mut().step_by(64) {
-            *b = b.wrapping_add(salt);
-        }
-        std::hint::black_box(&sweep);
-    };
+    let mut sweep = Sweep::new()?;
+    let mut evict = |salt: u8| sweep.run(salt);
     let mut round = 0u8;
     cpu_samples(spec, || {
         round = round.wrapping_add(1);

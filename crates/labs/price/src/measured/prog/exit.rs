@@ -142,14 +142,7 @@ pub fn exec_old_mm(a: &mut Asm, m: &Maps, r: RssAt, undo: bool) {
     };
     let done = "exec_mm_done";
     a.jne_imm(R1, NR_EXECVE, done);
-    a.call(Helper::GetCurrentTask);
-    a.mov(R3, R0).add_imm(R3, r.mm).note("&current->mm");
-    a.mov(R1, FP).add_imm(R1, FP_MM as i32);
-    a.mov_imm(R2, 8);
-    a.call(Helper::ProbeReadKernel);
-    a.jne_imm(R0, 0, done);
-    a.ldx_dw(R1, FP, FP_MM);
-    a.jeq_imm(R1, 0, done).note("no address space");
+    current_mm(a, r, done);
     read_mm(a, users, 4, done);
     a.ldx_dw(R1, FP, FP_PAGES);
     a.jne_imm(R1, 1, done)
@@ -177,14 +170,7 @@ pub const MUNMAP_VMAS: u32 = MUNMAP_ANON_PAGES + 1;
 pub fn munmap_mm(a: &mut Asm, m: &Maps, r: RssAt, take: bool) {
     let done = "munmap_mm_done";
     a.jne_imm(R1, NR_MUNMAP, done);
-    a.call(Helper::GetCurrentTask);
-    a.mov(R3, R0).add_imm(R3, r.mm).note("&current->mm");
-    a.mov(R1, FP).add_imm(R1, FP_MM as i32);
-    a.mov_imm(R2, 8);
-    a.call(Helper::ProbeReadKernel);
-    a.jne_imm(R0, 0, done);
-    a.ldx_dw(R1, FP, FP_MM);
-    a.jeq_imm(R1, 0, done).note("no address space");
+    current_mm(a, r, done);
     mm_counts(
         a,
         m,
@@ -219,6 +205,19 @@ pub fn exec_failed_old_mm(a: &mut Asm, m: &Maps, r: RssAt) {
     a.mov_imm(R1, NR_EXECVE);
     exec_old_mm(a, m, r, true);
     a.label("exec_undo_done");
+}
+
+/// FP_MM = the current task's mm_struct; on to `done` where it cannot be read or the task has
+/// none (r0-r3 clobbered).
+fn current_mm(a: &mut Asm, r: RssAt, done: &str) {
+    a.call(Helper::GetCurrentTask);
+    a.mov(R3, R0).add_imm(R3, r.mm).note("&current->mm");
+    a.mov(R1, FP).add_imm(R1, FP_MM as i32);
+    a.mov_imm(R2, 8);
+    a.call(Helper::ProbeReadKernel);
+    a.jne_imm(R0, 0, done);
+    a.ldx_dw(R1, FP, FP_MM);
+    a.jeq_imm(R1, 0, done).note("no address space");
 }
 
 /// With FP_MM holding an mm_struct's address: add its file and anonymous resident pages and,
