@@ -35,6 +35,7 @@ mod numa;
 mod pin;
 mod price;
 mod price_chart;
+mod price_cold;
 mod price_counts;
 mod price_fleet;
 mod price_measured;

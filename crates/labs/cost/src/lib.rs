@@ -55,7 +55,7 @@ pub fn scratch_parent(d: &std::path::Path) -> Result<std::path::PathBuf> {
 }
 
 fn row_of(f: &TermFigure) -> Option<ResultRow> {
-    ResultRow::new(LAB, f.case(), f.metric, "ns", f.samples.clone())
+    ResultRow::new(LAB, f.case(), f.metric, f.unit(), f.samples.clone())
 }
 
 /// Measure `terms`, each judged with its conditions; a term this machine cannot give is a note.

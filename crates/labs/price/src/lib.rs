@@ -7,6 +7,7 @@ mod argcheck;
 pub mod args;
 pub mod bpf;
 pub mod charts;
+mod cold;
 pub mod count;
 pub mod fleet;
 pub mod gowhatif;
@@ -104,6 +105,7 @@ pub fn run(args: &PriceArgs, ctx: &Ctx) -> Result<Outcome> {
     let times = times::times_for(args, from.is_some(), &counted, &mut o)?;
     let priced = pricing::price(counts, &units);
     o.notes.extend(sizing::crossed_note(counts, &units));
+    o.notes.extend(cold::note(counts.measured.as_ref(), &units));
     let cpu = Summary::of(
         &times
             .iter()

@@ -177,6 +177,13 @@ pub fn needed(counts: &Counts) -> Vec<&'static str> {
     {
         add("fault-thp");
     }
+    if counts
+        .measured
+        .as_ref()
+        .is_some_and(|s| s.lines.iter().any(|l| !l.gaps.is_empty()))
+    {
+        add(crate::cold::WORK);
+    }
     if crate::sizing::pipes_crossed(counts) {
         add("pipe-cross");
     }
@@ -239,11 +246,16 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
             },
             _ => p,
         });
+        let cold = crate::cold::share_of(counts.measured.as_ref(), units, name)
+            .filter(|_| p.as_ref().is_some_and(|p| !p.unit.starts_with("exit")));
         rows.push(Priced {
             class: "syscall".into(),
             event: name.clone(),
             count: n,
-            unit: p.as_ref().and_then(unit_for),
+            unit: p.as_ref().and_then(unit_for).map(|u| match cold {
+                Some(c) => crate::cold::raised(&u, units, c),
+                None => u,
+            }),
             unit_name: p.as_ref().map_or("", |p| p.unit).into(),
             how: p.map_or(NO_TERM, |p| p.how).into(),
         });

@@ -136,6 +136,7 @@ pub(crate) fn unit_key(row: &ResultRow) -> Option<String> {
         }
         ("cost", "per_byte") => Some(with_fs(format!("{}/byte", row.key("term")), row)),
         ("cost", "per_entry") => Some(with_fs(format!("{}/entry", row.key("term")), row)),
+        ("cost", "per_ns") => Some(with_fs(format!("{}/ns", row.key("term")), row)),
         ("cost", "per_page") => Some(with_fs(format!("{}/page", row.key("term")), row)),
         ("syscall", "latency") if row.key("batch") == "1" && row.key("call") == "getppid" => {
             Some("s".into())
@@ -304,7 +305,7 @@ fn measure_units(
 
 /// A cost lab row of a measured term.
 pub fn cost_row(f: unitcost::TermFigure) -> Option<ResultRow> {
-    ResultRow::new("cost", f.case(), f.metric, "ns", f.samples)
+    ResultRow::new("cost", f.case(), f.metric, f.unit(), f.samples)
 }
 
 #[cfg(test)]

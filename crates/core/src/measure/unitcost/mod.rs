@@ -5,6 +5,7 @@
 //! They live here, below the labs, because two users need them: the `cost` lab measures and
 //! stores them, and `price` measures the ones the history lacks before it prices a program.
 
+mod coldcall;
 mod faults;
 mod files;
 pub mod fsops;
@@ -26,7 +27,7 @@ use anyhow::Result;
 use super::SampleSpec;
 
 /// Every term, in the order they are measured and shown (the `term` case key's values).
-pub const TERMS: [&str; 50] = [
+pub const TERMS: [&str; 51] = [
     "fault-4k",
     "fault-thp",
     "fault-file",
@@ -77,6 +78,7 @@ pub const TERMS: [&str; 50] = [
     "writeback",
     "getxattr",
     "create-pass",
+    "cold-call",
 ];
 
 /// The terms measured in a scratch directory on a file system, whose figures carry the case
@@ -142,6 +144,14 @@ pub struct TermFigure {
 }
 
 impl TermFigure {
+    /// The unit of its samples: ns, or for a factor (`per_ns`, the extra ns per ns) a ratio.
+    pub fn unit(&self) -> &'static str {
+        match self.metric {
+            "per_ns" => "ratio",
+            _ => "ns",
+        }
+    }
+
     /// The case the figure is stored under: its term, size, file system and, where the term's
     /// method was revised, the revision (`revision`).
     pub fn case(&self) -> crate::model::Case {
@@ -240,6 +250,7 @@ pub fn reading(term: &str) -> &'static str {
         "page-drop" => "a folio of a file leaving the page cache as its last link goes (an unlink of a 256-page file written a page a call, on disk, less one of an empty file), its blocks freed, CPU time, per folio",
         "create-pass" => "a create on ext4 without a journal passing over an inode deleted in the last seconds (freed before this second; within 5 s, or 305 s while its inode-table block is unwritten), per inode passed: a batch of creates after 500 more deletions less one after 500, over 500, CPU time",
         "getxattr" => "lgetxattr of a file's ACL (system.posix_acl_access) by its path, on a file that has none: a path lookup and the attribute's, CPU time, per call",
+        "cold-call" => "the time of a sweep of twice the largest private CPU cache (the user work after which a call finds the kernel's code and data out of its caches), per sweep; per_ns: the extra CPU time of getppid, a stat, an open and close, an mmap and munmap of 16 pages and a 4 KiB pread each just after such a sweep, per ns of the same calls in a loop",
         "writeback" => "an fdatasync after `size` bytes appended to a file a page a call: their pages written back, their blocks allocated then (delayed allocation), CPU time, per call; per_byte: each byte more",
         _ => "",
     }
@@ -316,6 +327,18 @@ fn measure_term(term: &str, spec: &SampleSpec, dir: &Path) -> Result<Vec<TermFig
         "fork-exit" => one(sched::fork_exit(spec)?),
         "fork-exec" => one(sched::fork_exec(spec)?),
         "munmap" => one(faults::munmap(spec, false)?),
+        "cold-call" => {
+            let (extra, sweep) = coldcall::cold_call(spec)?;
+            let mut v = one(sweep);
+            v.push(TermFigure {
+                term: t,
+                size: None,
+                metric: "per_ns",
+                samples: extra,
+                fs: None,
+            });
+            v
+        }
         "munmap-shootdown" => one(faults::munmap(spec, true)?),
         "pipe-rw" => sized(t, spec, &RW_SIZES, files::pipe_rw)?,
         "pipe-cross" => sized(t, spec, &RW_SIZES, pipecross::pipe_cross)?,

@@ -531,11 +531,16 @@ impl Tracer {
                 l.waits += v[3];
                 continue;
             }
-            let timed = if period > 1
-                && (s <= prog::SYS_OTHER
-                    || s == prog::OPEN_CREATE
-                    || s == prog::paths::NEWFSTATAT_FD)
-            {
+            let call =
+                s <= prog::SYS_OTHER || s == prog::OPEN_CREATE || s == prog::paths::NEWFSTATAT_FD;
+            let at = prog::gaps::SLOT_GAPS as usize / 8;
+            let gaps = match call {
+                true => (0..prog::gaps::BUCKETS)
+                    .map(|b| [v[at + 2 * b], v[at + 2 * b + 1]])
+                    .collect(),
+                false => Vec::new(),
+            };
+            let timed = if period > 1 && call {
                 squares.insert(event.clone(), v[prog::SLOT_SQUARES as usize / 8]);
                 v[prog::SLOT_TIMED as usize / 8]
             } else {
@@ -549,6 +554,7 @@ impl Tracer {
                 wait_ns: v[2],
                 waits: v[3],
                 timed,
+                gaps,
                 ..Line::default()
             });
         }

@@ -23,6 +23,7 @@
 
 mod exit;
 mod faults;
+pub mod gaps;
 pub mod inodes;
 mod irq;
 mod join;
@@ -167,9 +168,10 @@ const _: () = assert!(SYS_OTHER < USER && FAULT_OPEN < SOFTIRQ_BASE);
 const _: () = assert!(SOFTIRQ_BASE + SOFTIRQS <= VEC_BASE);
 const _: () = assert!(VEC_BASE + VECTORS.len() as u32 <= IRQ_BASE);
 
-/// One slot's value (u64s): count, cpu ns, wait ns, waits, and for a sampled split the sum of
-/// the squares of the timed calls' last on-CPU stretch (ns², @32) and the timed calls (@40).
-pub const SLOT_SIZE: u32 = 48;
+/// One slot's value (u64s): count, cpu ns, wait ns, waits, for a sampled split the sum of the
+/// squares of the timed calls' last on-CPU stretch (ns², @32) and the timed calls (@40), and
+/// a syscall's user time before it by bucket (@48, `gaps`).
+pub const SLOT_SIZE: u32 = gaps::SLOT_GAPS as u32 + gaps::GAPS_SIZE;
 pub const SLOT_SQUARES: i16 = 32;
 pub const SLOT_TIMED: i16 = 40;
 /// One CPU's state: tid u32 @0, class u32 @4, since u64 @8, class under a hardirq u32 @16,
@@ -200,7 +202,7 @@ const ST_FD: i16 = 56;
 const FP_TASK: i16 = -40;
 /// Stack slots past the ones the programs' keys and values use: the delta being charged, the
 /// syscall's number and its count before this call.
-const FP_DELTA: i16 = -48;
+pub(crate) const FP_DELTA: i16 = -48;
 const FP_NR: i16 = -56;
 const FP_BEFORE: i16 = -64;
 /// sched_switch's: the CPU halted before this switch, and the class next takes up again.
@@ -423,6 +425,7 @@ pub fn sys_enter(m: &Maps, t: &Target) -> Asm {
     let mut a = Asm::new();
     let sampled = t.sampled();
     prologue(&mut a, m, Join::OfCountingOthers(t.who), !sampled);
+    a.st_dw(FP, FP_DELTA, 0).note("no user time yet");
     if !sampled {
         charge(&mut a, m, false);
     }
@@ -470,7 +473,10 @@ pub fn sys_enter(m: &Maps, t: &Target) -> Asm {
             .add_imm(R1, 1)
             .stx_dw(R0, SLOT_TIMED, R1)
             .note("one more timed call");
+        gaps::count_gap(&mut a);
         a.label("after_timing");
+    } else {
+        gaps::count_gap(&mut a);
     }
     if let Some(by_fd) = m.by_fd {
         a.ldx_dw(R1, FP, FP_BEFORE);

@@ -412,3 +412,31 @@ fn a_task_whose_switch_in_was_not_traced_joins_at_its_next_event() {
     let l = sys_exit(&M, &T).listing();
     assert!(l.contains("its class when it left"), "{l}");
 }
+
+/// Every call's entry counts the user time before it in its bucket, timed every call or
+/// sampled (the timed calls): each bound compared once, the bucket's count and sum written
+/// past the six words every slot has.
+#[test]
+fn sys_enter_counts_the_user_time_before_each_call() {
+    // BPF_JMP | BPF_JLT | BPF_K.
+    const JLT_K: u8 = 0xa5;
+    for t in [T, SAMPLED] {
+        let p = sys_enter(&M, &t).finish().unwrap();
+        for b in gaps::BOUNDS {
+            assert_eq!(
+                p.iter()
+                    .filter(|i| i.code == JLT_K && i.dst == 2 && i.imm == b as i32)
+                    .count(),
+                1,
+                "bound {b}"
+            );
+        }
+        assert!(p.contains(&insn::st_dw(FP, FP_DELTA, 0)));
+        assert!(p
+            .iter()
+            .any(|i| *i == insn::stx_dw(R3, gaps::SLOT_GAPS, R4)));
+        assert!(p
+            .iter()
+            .any(|i| *i == insn::stx_dw(R3, gaps::SLOT_GAPS + 8, R4)));
+    }
+}

@@ -28,6 +28,11 @@ pub struct Line {
     /// The estimate's 95% interval, half its width, ns (0 where exact).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cpu_ci_ns: u64,
+    /// A syscall's calls by the user time their task ran just before (since its last entry
+    /// to the kernel or interrupt), in `prog::gaps::BOUNDS`' buckets: each the calls and the
+    /// sum of their gaps, ns (the timed calls only, where the split is sampled).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gaps: Vec<[u64; 2]>,
     /// The page cache's work done inside this syscall (`prog::pages`): pages taken in (not by
     /// a write), folios taken out, bytes sent to a disk to be written.
     #[serde(default, skip_serializing_if = "is_zero")]

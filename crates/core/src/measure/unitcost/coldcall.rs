@@ -1,0 +1,192 @@
+//! What a syscall costs when the program's own work came first.
+//!
+//! Every other term times its call in a loop of the same call: the kernel's code, its data
+//! for the task, the file and the mapping, and the TLB entries that reach them are all in
+//! the CPU's caches. A program that computes between its calls finds them pushed out. On
+//! this project's 2-vCPU EPYC guest, each of getppid, a stat, an open and close, an mmap and
+//! munmap and a 4 KiB pread cost 1.5-2.3x as much after a sweep of twice the private cache
+//! (30 us of work) as in a loop; after a quarter of that sweep, 1.1-1.6x.
+//!
+//! The term is that factor, measured: the extra CPU time of the basket's calls after a sweep
+//! of twice the largest private cache, per ns of the same calls in a loop (`per_ns`), and the
+//! time the sweep took (`latency`): the user work after which the price counts a call cold.
+//! A call after less work is priced part way, by the share of that time it had.
+
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+
+use super::SampleSpec;
+
+/// Calls of each kind in a sample, hot and cold alike.
+const CALLS: usize = 256;
+
+/// The size of the largest cache that serves cpu0 alone (its L2 on most x86 parts; the
+/// largest cache where no level is private), from sysfs; 1 MiB where none is listed.
+pub fn private_cache() -> u64 {
+    let dir = std::path::Path::new("/sys/devices/system/cpu/cpu0/cache");
+    let caches: Vec<(u64, String)> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let size = std::fs::read_to_string(e.path().join("size")).ok()?;
+            let size = crate::measure::cpus::parse_sysfs_size(&size)?;
+            let shared = std::fs::read_to_string(e.path().join("shared_cpu_list")).ok()?;
+            Some((size, shared.trim().to_string()))
+        })
+        .collect();
+    let own = caches
+        .iter()
+        .filter(|(_, cpus)| cpus == "0")
+        .map(|(s, _)| *s)
+        .max();
+    own.or_else(|| caches.iter().map(|(s, _)| *s).max())
+        .unwrap_or(1 << 20)
+}
+
+/// The basket: the calls whose hot and cold times the term compares.
+struct Basket {
+    path: std::ffi::CString,
+    file: std::fs::File,
+    buf: Vec<u8>,
+}
+
+impl Basket {
+    const KINDS: usize = 5;
+
+    fn call(&mut self, kind: usize) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: plain syscalls on this basket's own path, file, buffer and a fresh mapping
+        // unmapped at once.
+        unsafe {
+            match kind {
+                0 => {
+                    libc::getppid();
+                }
+                1 => {
+                    let mut st: libc::stat = std::mem::zeroed();
+                    libc::stat(self.path.as_ptr(), &mut st);
+                }
+                2 => {
+                    let fd = libc::open(self.path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+                    if fd >= 0 {
+                        libc::close(fd);
+                    }
+                }
+                3 => {
+                    let len = 16 << 12;
+                    let p = libc::mmap(
+                        std::ptr::null_mut(),
+                        len,
+                        libc::PROT_READ | libc::PROT_WRITE,
+                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                        -1,
+                        0,
+                    );
+                    if p != libc::MAP_FAILED {
+                        libc::munmap(p, len);
+                    }
+                }
+                _ => {
+                    libc::pread(
+                        self.file.as_raw_fd(),
+                        self.buf.as_mut_ptr().cast(),
+                        self.buf.len(),
+                        0,
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Write one byte of every cache line of `buf` (a new value each pass, so none is skipped).
+fn sweep(buf: &mut [u8], salt: u8) {
+    for off in (0..buf.len()).step_by(64) {
+        // SAFETY: off < buf.len().
+        unsafe {
+            let b = buf.as_mut_ptr().add(off);
+            std::ptr::write_volatile(b, std::ptr::read_volatile(b).wrapping_add(salt));
+        }
+    }
+}
+
+/// (the extra ns a cold call costs per ns of the same call hot, the sweep's ns), one pair a
+/// sample. Each sample times `CALLS` calls of each kind of the basket one at a time, hot
+/// (after the same call) and cold (after a sweep of twice the private cache), the clock's own
+/// cost taken out of both; the sample is the cold total over the hot one, less one.
+pub fn cold_call(spec: &SampleSpec) -> Result<(Vec<f64>, Vec<f64>)> {
+    use std::io::Write;
+    let dir = std::env::temp_dir();
+    let path = dir.join(format!("costlab-coldcall-{}", std::process::id()));
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    let _gone = Remove(path.clone());
+    file.write_all(&[9u8; 4096]).context("writing the file")?;
+    let mut b = Basket {
+        path: std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+            .context("a temporary path with a NUL")?,
+        file,
+        buf: vec![0u8; 4096],
+    };
+    let mut area = vec![1u8; 2 * private_cache() as usize];
+    let clock = clock_cost();
+    let (mut ratios, mut sweeps) = (Vec::new(), Vec::new());
+    let warm_until = Instant::now() + spec.warmup;
+    while Instant::now() < warm_until {
+        for k in 0..Basket::KINDS {
+            b.call(k);
+        }
+        sweep(&mut area, 1);
+    }
+    for s in 0..spec.samples {
+        let (mut hot, mut cold, mut swept) = (0.0, 0.0, 0.0);
+        for k in 0..Basket::KINDS {
+            b.call(k);
+            for _ in 0..CALLS {
+                let t = Instant::now();
+                b.call(k);
+                hot += t.elapsed().as_nanos() as f64 - clock;
+            }
+            for i in 0..CALLS {
+                let t = Instant::now();
+                sweep(&mut area, (s + i) as u8 | 1);
+                swept += t.elapsed().as_nanos() as f64 - clock;
+                let t = Instant::now();
+                b.call(k);
+                cold += t.elapsed().as_nanos() as f64 - clock;
+            }
+        }
+        if hot <= 0.0 {
+            bail!("the basket's calls took no time: the clock is too coarse here");
+        }
+        ratios.push((cold / hot - 1.0).max(0.0));
+        sweeps.push(swept / (CALLS * Basket::KINDS) as f64);
+    }
+    Ok((ratios, sweeps))
+}
+
+/// The median ns between two reads of the clock, back to back.
+fn clock_cost() -> f64 {
+    let mut v: Vec<f64> = (0..1001)
+        .map(|_| {
+            let t = Instant::now();
+            t.elapsed().as_nanos() as f64
+        })
+        .collect();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+struct Remove(std::path::PathBuf);
+
+impl Drop for Remove {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
