@@ -8,17 +8,21 @@
 use crate::price::events_or_skip;
 use crate::price_measured::price;
 
-/// The getppid line's buckets in a counts file: [calls, sum of gaps] each.
-fn gaps(saved: &std::path::Path) -> Vec<[u64; 2]> {
+/// A line's buckets in a counts file: [calls, sum of gaps] each.
+fn gaps_of(saved: &std::path::Path, class: &str, event: &str) -> Vec<[u64; 2]> {
     let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(saved).unwrap()).unwrap();
     let line = doc["measured"]["lines"]
         .as_array()
         .expect("a split in the counts file")
         .iter()
-        .find(|l| l["class"] == "syscall" && l["event"] == "getppid")
-        .unwrap_or_else(|| panic!("no getppid line: {}", doc["measured"]));
-    serde_json::from_value(line["gaps"].clone()).expect("the getppid line's gaps")
+        .find(|l| l["class"] == class && l["event"] == event)
+        .unwrap_or_else(|| panic!("no {class} {event} line: {}", doc["measured"]));
+    serde_json::from_value(line["gaps"].clone()).expect("the line's gaps")
+}
+
+fn gaps(saved: &std::path::Path) -> Vec<[u64; 2]> {
+    gaps_of(saved, "syscall", "getppid")
 }
 
 #[test]
@@ -32,14 +36,14 @@ fn calls_are_told_cold_by_the_user_time_before_them() {
     let _one = crate::common::serial();
     let exe = exe.to_str().unwrap();
     let run = |mode: &str, n: &str| {
-        let doc = price(
+        price(
             &db,
             &["--save-counts", saved.to_str().unwrap(), "--", exe, mode, n],
-        );
-        (doc, gaps(&saved))
+        )
     };
     // Seven buckets, every call in one.
-    let (tight_doc, tight) = run("getppid", "20000");
+    let tight_doc = run("getppid", "20000");
+    let tight = gaps(&saved);
     assert_eq!(tight.len(), 7, "{tight:?}");
     let calls: u64 = tight.iter().map(|b| b[0]).sum();
     assert!(calls >= 20000, "{tight:?}");
@@ -47,7 +51,8 @@ fn calls_are_told_cold_by_the_user_time_before_them() {
     // switch between two restarts the gap, never lengthens it).
     assert!(tight[0][0] as f64 >= 0.9 * 20000.0, "{tight:?}");
     // After a busy loop of ~100 us (20-400 us under load) each, the calls are past 16 us.
-    let (spaced_doc, spaced) = run("spaced", "300");
+    let spaced_doc = run("spaced", "300");
+    let spaced = gaps(&saved);
     let late: u64 = spaced[3..].iter().map(|b| b[0]).sum();
     assert!(late >= 240, "{spaced:?}");
     // Each bucket's sum lies within its bounds.
@@ -61,6 +66,12 @@ fn calls_are_told_cold_by_the_user_time_before_them() {
             );
         }
     }
+    // Fresh pages written one after another: their faults are counted too, close together.
+    let _ = run("touch", "5000");
+    let minor = gaps_of(&saved, "fault", "minor");
+    let faults: u64 = minor.iter().map(|b| b[0]).sum();
+    assert!(faults >= 5000, "{minor:?}");
+    assert!(minor[0][0] + minor[1][0] >= 4500, "{minor:?}");
     // The spaced calls are cold, the tight ones (nearly) hot. getppid is a light call, priced
     // beside a split on the line inside user time, so its own unit is none: the note says
     // the share.

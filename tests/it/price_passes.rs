@@ -202,13 +202,14 @@ fn the_components_of_stated_paths_are_counted_exactly() {
         "the stats by fd have no unit cost"
     );
     // The stats by path, newfstatat's and statx's, are priced at one own part (pricing's unit
-    // tests check what it is).
+    // tests check what it is), each raised by its own calls' cold share (the user time before
+    // them: cold.rs), which moves a unit by less than twofold.
     let (fstatat, statx) = (
         row("syscall", "newfstatat", "unit_cost"),
         row("syscall", "statx", "unit_cost"),
     );
-    assert!(
-        fstatat.is_some() && fstatat == statx,
-        "{fstatat:?} {statx:?}"
-    );
+    let (Some(a), Some(b)) = (fstatat, statx) else {
+        panic!("{fstatat:?} {statx:?}");
+    };
+    assert!(a > 0.0 && (0.5..=2.0).contains(&(a / b)), "{a} {b}");
 }

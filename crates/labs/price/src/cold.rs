@@ -38,25 +38,26 @@ pub fn share(gaps: &[[u64; 2]], t: f64) -> Option<f64> {
     Some((cold / (calls as f64 * t)).clamp(0.0, 1.0))
 }
 
-/// The split's line for a priced syscall (by its name, or the call's without its fd kind).
-fn gaps_of<'a>(split: &'a Split, name: &str) -> Option<&'a [[u64; 2]]> {
+/// The split's line for a priced syscall or fault (by its name, or a call's without its fd
+/// kind).
+fn gaps_of<'a>(split: &'a Split, class: &str, name: &str) -> Option<&'a [[u64; 2]]> {
     let of = |e: &str| {
         split
             .lines
             .iter()
-            .find(|l| l.class == "syscall" && l.event == e && !l.gaps.is_empty())
+            .find(|l| l.class == class && l.event == e && !l.gaps.is_empty())
     };
     // A call's name without the kind of fd its calls went to (`read:file` is a `read`).
     let base = name.split_once(':').map_or(name, |(b, _)| b);
     of(name).or_else(|| of(base)).map(|l| l.gaps.as_slice())
 }
 
-/// The cold share of a syscall's calls, where the split counted their gaps and the term is
-/// in `units`.
-pub fn share_of(split: Option<&Split>, units: &Units, name: &str) -> Option<f64> {
+/// The cold share of a syscall's calls or a minor fault kind's faults (`class` syscall or
+/// fault), where the split counted their gaps and the term is in `units`.
+pub fn share_of(split: Option<&Split>, units: &Units, class: &str, name: &str) -> Option<f64> {
     let t = units.get(WORK)?.summary()?.median;
     units.get(EXTRA)?;
-    share(gaps_of(split?, name)?, t)
+    share(gaps_of(split?, class, name)?, t)
 }
 
 /// `unit` raised for calls of cold share `share`: each sample × (1 + the term's extra ×
@@ -87,7 +88,11 @@ pub fn note(split: Option<&Split>, units: &Units) -> Option<String> {
     let t = units.get(WORK)?.summary()?.median;
     let extra = units.get(EXTRA)?.summary()?.median;
     let (mut calls, mut cold) = (0u64, 0.0);
-    for l in split.lines.iter().filter(|l| l.class == "syscall") {
+    for l in split
+        .lines
+        .iter()
+        .filter(|l| l.class == "syscall" || l.class == "fault")
+    {
         if let Some(s) = share(&l.gaps, t) {
             let n: u64 = l.gaps.iter().map(|g| g[0]).sum();
             calls += n;
@@ -96,7 +101,7 @@ pub fn note(split: Option<&Split>, units: &Units) -> Option<String> {
     }
     (calls > 0).then(|| {
         format!(
-            "calls after the program's own work: the split timed the user time before each of {calls} syscalls; {:.0}% of them (weighted by that time, up to {:.1} us: a sweep of twice the private cache here) came cold, and a cold call costs {:.2}x one in a loop (cost term cold-call: getppid, stat, open and close, mmap and munmap, a 4 KiB pread): each call's unit is raised by its own share (run {})",
+            "calls after the program's own work: the split timed the user time before each of {calls} syscalls and minor faults; {:.0}% of them (weighted by that time, up to {:.1} us: a sweep of twice the private cache here) came cold, and a cold call costs {:.2}x one in a loop (cost term cold-call: getppid, stat, open and close, mmap and munmap, a 4 KiB pread, a fault of a fresh page): each call's unit is raised by its own share (run {})",
             cold / calls as f64 * 100.0,
             t / 1e3,
             1.0 + extra,

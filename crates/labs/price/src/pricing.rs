@@ -246,7 +246,7 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
             },
             _ => p,
         });
-        let cold = crate::cold::share_of(counts.measured.as_ref(), units, name)
+        let cold = crate::cold::share_of(counts.measured.as_ref(), units, "syscall", name)
             .filter(|_| p.as_ref().is_some_and(|p| !p.unit.starts_with("exit")));
         rows.push(Priced {
             class: "syscall".into(),
@@ -294,11 +294,18 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
             }),
             _ => event_pricing(class, event),
         };
+        let cold = match class.as_str() {
+            "fault" => crate::cold::share_of(counts.measured.as_ref(), units, class, event),
+            _ => None,
+        };
         rows.push(Priced {
             class: class.clone(),
             event: event.clone(),
             count: n,
-            unit: p.as_ref().and_then(unit_for),
+            unit: p.as_ref().and_then(unit_for).map(|u| match cold {
+                Some(c) => crate::cold::raised(&u, units, c),
+                None => u,
+            }),
             unit_name: p.as_ref().map_or("", |p| p.unit).into(),
             how: p
                 .map_or(

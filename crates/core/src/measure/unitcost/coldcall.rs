@@ -7,7 +7,10 @@
 //! munmap and a 4 KiB pread cost 1.5-2.3x as much after a sweep of twice the private cache
 //! (30 us of work) as in a loop; after a quarter of that sweep, 1.1-1.6x.
 //!
-//! The term is that factor, measured: the extra CPU time of the basket's calls after a sweep
+//! A first touch of a fresh page (a page fault) costs 1.85x after the same sweep.
+//!
+//! The term is that factor, measured: the extra CPU time of the basket's calls (and a fault)
+//! after a sweep
 //! of twice the largest private cache, per ns of the same calls in a loop (`per_ns`), and the
 //! time the sweep took (`latency`): the user work after which the price counts a call cold.
 //! A call after less work is priced part way, by the share of that time it had.
@@ -50,10 +53,47 @@ struct Basket {
     path: std::ffi::CString,
     file: std::fs::File,
     buf: Vec<u8>,
+    /// Fresh anonymous pages for the faults (`fresh`), and the next one to touch.
+    pages: *mut u8,
+    next: usize,
 }
 
 impl Basket {
-    const KINDS: usize = 5;
+    const KINDS: usize = 6;
+    /// The pages a kind's run of faults needs: one to warm, `CALLS` hot, `CALLS` cold.
+    const PAGES: usize = 2 * CALLS + 1;
+
+    /// A new mapping of `PAGES` untouched 4 KiB pages (THP refused) for the faults.
+    fn fresh(&mut self) -> Result<()> {
+        self.drop_pages();
+        let len = Self::PAGES << 12;
+        // SAFETY: a new private anonymous mapping, owned by the basket until drop_pages.
+        unsafe {
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            if p == libc::MAP_FAILED {
+                bail!("mmap: {}", std::io::Error::last_os_error());
+            }
+            libc::madvise(p, len, libc::MADV_NOHUGEPAGE);
+            self.pages = p.cast();
+        }
+        self.next = 0;
+        Ok(())
+    }
+
+    fn drop_pages(&mut self) {
+        if !self.pages.is_null() {
+            // SAFETY: the mapping `fresh` made, unmapped once.
+            unsafe { libc::munmap(self.pages.cast(), Self::PAGES << 12) };
+            self.pages = std::ptr::null_mut();
+        }
+    }
 
     fn call(&mut self, kind: usize) {
         use std::os::fd::AsRawFd;
@@ -88,7 +128,7 @@ impl Basket {
                         libc::munmap(p, len);
                     }
                 }
-                _ => {
+                4 => {
                     libc::pread(
                         self.file.as_raw_fd(),
                         self.buf.as_mut_ptr().cast(),
@@ -96,8 +136,20 @@ impl Basket {
                         0,
                     );
                 }
+                _ => {
+                    if !self.pages.is_null() && self.next < Self::PAGES {
+                        std::ptr::write_volatile(self.pages.add(self.next << 12), 1);
+                        self.next += 1;
+                    }
+                }
             }
         }
+    }
+}
+
+impl Drop for Basket {
+    fn drop(&mut self) {
+        self.drop_pages();
     }
 }
 
@@ -133,12 +185,15 @@ pub fn cold_call(spec: &SampleSpec) -> Result<(Vec<f64>, Vec<f64>)> {
             .context("a temporary path with a NUL")?,
         file,
         buf: vec![0u8; 4096],
+        pages: std::ptr::null_mut(),
+        next: 0,
     };
     let mut area = vec![1u8; 2 * private_cache() as usize];
     let clock = clock_cost();
     let (mut ratios, mut sweeps) = (Vec::new(), Vec::new());
     let warm_until = Instant::now() + spec.warmup;
     while Instant::now() < warm_until {
+        b.fresh()?;
         for k in 0..Basket::KINDS {
             b.call(k);
         }
@@ -147,6 +202,7 @@ pub fn cold_call(spec: &SampleSpec) -> Result<(Vec<f64>, Vec<f64>)> {
     for s in 0..spec.samples {
         let (mut hot, mut cold, mut swept) = (0.0, 0.0, 0.0);
         for k in 0..Basket::KINDS {
+            b.fresh()?;
             b.call(k);
             for _ in 0..CALLS {
                 let t = Instant::now();

@@ -250,7 +250,7 @@ pub fn reading(term: &str) -> &'static str {
         "page-drop" => "a folio of a file leaving the page cache as its last link goes (an unlink of a 256-page file written a page a call, on disk, less one of an empty file), its blocks freed, CPU time, per folio",
         "create-pass" => "a create on ext4 without a journal passing over an inode deleted in the last seconds (freed before this second; within 5 s, or 305 s while its inode-table block is unwritten), per inode passed: a batch of creates after 500 more deletions less one after 500, over 500, CPU time",
         "getxattr" => "lgetxattr of a file's ACL (system.posix_acl_access) by its path, on a file that has none: a path lookup and the attribute's, CPU time, per call",
-        "cold-call" => "the time of a sweep of twice the largest private CPU cache (the user work after which a call finds the kernel's code and data out of its caches), per sweep; per_ns: the extra CPU time of getppid, a stat, an open and close, an mmap and munmap of 16 pages and a 4 KiB pread each just after such a sweep, per ns of the same calls in a loop",
+        "cold-call" => "the time of a sweep of twice the largest private CPU cache (the user work after which a call finds the kernel's code and data out of its caches), per sweep; per_ns: the extra CPU time of getppid, a stat, an open and close, an mmap and munmap of 16 pages, a 4 KiB pread and a first write to a fresh anonymous page (a fault) each just after such a sweep, per ns of the same in a loop",
         "writeback" => "an fdatasync after `size` bytes appended to a file a page a call: their pages written back, their blocks allocated then (delayed allocation), CPU time, per call; per_byte: each byte more",
         _ => "",
     }

@@ -534,12 +534,13 @@ impl Tracer {
             let call =
                 s <= prog::SYS_OTHER || s == prog::OPEN_CREATE || s == prog::paths::NEWFSTATAT_FD;
             let at = prog::gaps::SLOT_GAPS as usize / 8;
-            let gaps = match call {
-                true => (0..prog::gaps::BUCKETS)
-                    .map(|b| [v[at + 2 * b], v[at + 2 * b + 1]])
-                    .collect(),
-                false => Vec::new(),
-            };
+            let gaps =
+                match call || matches!(s, prog::FAULT_MINOR | prog::FAULT_FILE | prog::FAULT_COW) {
+                    true => (0..prog::gaps::BUCKETS)
+                        .map(|b| [v[at + 2 * b], v[at + 2 * b + 1]])
+                        .collect(),
+                    false => Vec::new(),
+                };
             let timed = if period > 1 && call {
                 squares.insert(event.clone(), v[prog::SLOT_SQUARES as usize / 8]);
                 v[prog::SLOT_TIMED as usize / 8]

@@ -181,8 +181,9 @@ pub const SLOT_TIMED: i16 = 40;
 /// fault's own slot at its end: an interrupt or a preemption inside a fault splits its time),
 /// the CPU halted since its last switch u32 @40 (set in the idle loop by `wake::idle`), inside
 /// an inode allocation u32 @44 (`inodes`), when the idle loop left its last halt u64 @48, the
-/// by-fd slot of the sampled read or write the tracked task is in, plus one (0: none) u32 @56.
-pub const STATE_SIZE: u32 = 64;
+/// by-fd slot of the sampled read or write the tracked task is in, plus one (0: none) u32 @56,
+/// the user time before the open user fault u64 @64 (`gaps`, counted at its end).
+pub const STATE_SIZE: u32 = 72;
 /// A switched-out task's value: class u32 @0, the syscall slot it was in u32 @4, when it
 /// left u64 @8 (0: nothing to wait on), its open fault's time so far u64 @16, the by-fd slot
 /// of the sampled call it is in, plus one, u32 @24 (and four bytes of padding).
@@ -198,6 +199,7 @@ const ST_NR: i16 = 28;
 const ST_OPEN: i16 = 32;
 const ST_HALTED: i16 = 40;
 const ST_FD: i16 = 56;
+const ST_GAP: i16 = 64;
 /// Where the programs build a task's value on the stack (`TASK_SIZE` bytes).
 const FP_TASK: i16 = -40;
 /// Stack slots past the ones the programs' keys and values use: the delta being charged, the

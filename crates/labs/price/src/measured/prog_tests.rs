@@ -440,3 +440,17 @@ fn sys_enter_counts_the_user_time_before_each_call() {
             .any(|i| *i == insn::stx_dw(R3, gaps::SLOT_GAPS + 8, R4)));
     }
 }
+
+/// A user fault keeps the user time before it (@64 of the state) from its begin to its end,
+/// where a minor fault counts it in its kind's bucket; a major fault counts none.
+#[test]
+fn a_minor_faults_user_time_before_it_goes_to_its_kinds_bucket() {
+    let begin = fault_begin(&M, &T).finish().unwrap();
+    assert!(begin.contains(&insn::st_dw(FP, FP_DELTA, 0)));
+    assert!(begin.contains(&insn::stx_dw(R9, ST_GAP, R1)));
+    let minor = fault_end(&M, FAULT_MINOR).finish().unwrap();
+    assert!(minor.contains(&insn::ldx_dw(R1, R9, ST_GAP)));
+    assert!(minor.contains(&insn::stx_dw(R3, gaps::SLOT_GAPS, R4)));
+    let major = fault_end(&M, FAULT_MAJOR).finish().unwrap();
+    assert!(!major.contains(&insn::ldx_dw(R1, R9, ST_GAP)));
+}

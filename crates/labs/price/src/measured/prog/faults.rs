@@ -6,9 +6,9 @@
 use costlab_bpf::{Asm, FP, R0, R1, R2, R6, R9};
 
 use super::{
-    charge, count, epilogue, prologue, slot, Join, Maps, Target, FAULT_COW, FAULT_FILE,
-    FAULT_FILE_PAGES, FAULT_MINOR, FAULT_OPEN, FAULT_OPEN_COW, FAULT_OPEN_FILE, FAULT_OPEN_WRITE,
-    FP_DELTA, FP_NR, PF_PRESENT, PF_WRITE, ST_CLASS, ST_OPEN, USER,
+    charge, epilogue, prologue, slot, Join, Maps, Target, FAULT_COW, FAULT_FILE, FAULT_FILE_PAGES,
+    FAULT_MINOR, FAULT_OPEN, FAULT_OPEN_COW, FAULT_OPEN_FILE, FAULT_OPEN_WRITE, FP_DELTA, FP_NR,
+    PF_PRESENT, PF_WRITE, ST_CLASS, ST_GAP, ST_OPEN, USER,
 };
 
 /// raw page_fault_user (address, regs, error_code): a user fault begins, its class by its
@@ -21,7 +21,11 @@ use super::{
 pub fn fault_begin(m: &Maps, t: &Target) -> Asm {
     let mut a = Asm::new();
     prologue(&mut a, m, Join::Of(t.who), true);
+    a.st_dw(FP, FP_DELTA, 0).note("no user time yet");
     charge(&mut a, m, false);
+    a.ldx_dw(R1, FP, FP_DELTA)
+        .stx_dw(R9, ST_GAP, R1)
+        .note("the user time before it, for its end");
     a.ldx_dw(R1, R6, 16).note("r1 = args[2], the error code");
     a.mov_imm(R2, FAULT_OPEN as i32);
     a.jset_imm(R1, PF_WRITE, "write");
@@ -111,7 +115,14 @@ pub fn fault_end(m: &Maps, ends_in: u32) -> Asm {
     charge(&mut a, m, false);
     a.st_w(R9, ST_CLASS, USER as i32).note("back to user");
     a.ldx_w(R1, FP, FP_NR);
-    count(&mut a, m, R1);
+    slot(&mut a, m, R1, "out");
+    a.ldx_dw(R1, R0, 0).add_imm(R1, 1).stx_dw(R0, 0, R1);
+    if ends_in == FAULT_MINOR {
+        a.ldx_dw(R1, R9, ST_GAP)
+            .stx_dw(FP, FP_DELTA, R1)
+            .note("the user time before it, into its kind's bucket");
+        super::gaps::count_gap(&mut a);
+    }
     a.ldx_dw(R1, R9, ST_OPEN);
     a.jeq_imm(R1, 0, "out")
         .note("no part of it charged before an interruption");
