@@ -202,8 +202,7 @@ const ST_FD: i16 = 56;
 const ST_GAP: i16 = 64;
 /// Where the programs build a task's value on the stack (`TASK_SIZE` bytes).
 const FP_TASK: i16 = -40;
-/// Stack slots past the ones the programs' keys and values use: the delta being charged, the
-/// syscall's number and its count before this call.
+/// Stack slots past the keys' and values': the delta charged, the call's number, its count before.
 pub(crate) const FP_DELTA: i16 = -48;
 const FP_NR: i16 = -56;
 const FP_BEFORE: i16 = -64;
