@@ -19,6 +19,8 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
+use super::faults::{Mapping, Sweep};
+use super::fsops::Scratch;
 use super::SampleSpec;
 
 /// Calls of each kind in a sample, hot and cold alike.
@@ -27,18 +29,7 @@ const CALLS: usize = 256;
 /// The size of the largest cache that serves cpu0 alone (its L2 on most x86 parts; the
 /// largest cache where no level is private), from sysfs; 1 MiB where none is listed.
 pub fn private_cache() -> u64 {
-    let dir = std::path::Path::new("/sys/devices/system/cpu/cpu0/cache");
-    let caches: Vec<(u64, String)> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let size = std::fs::read_to_string(e.path().join("size")).ok()?;
-            let size = crate::measure::cpus::parse_sysfs_size(&size)?;
-            let shared = std::fs::read_to_string(e.path().join("shared_cpu_list")).ok()?;
-            Some((size, shared.trim().to_string()))
-        })
-        .collect();
+    let caches = super::files::cpu0_caches();
     let own = caches
         .iter()
         .filter(|(_, cpus)| cpus == "0")
@@ -54,7 +45,7 @@ struct Basket {
     file: std::fs::File,
     buf: Vec<u8>,
     /// Fresh anonymous pages for the faults (`fresh`), and the next one to touch.
-    pages: *mut u8,
+    pages: Option<Mapping>,
     next: usize,
 }
 
@@ -63,36 +54,22 @@ impl Basket {
     /// The pages a kind's run of faults needs: one to warm, `CALLS` hot, `CALLS` cold.
     const PAGES: usize = 2 * CALLS + 1;
 
-    /// A new mapping of `PAGES` untouched 4 KiB pages (THP refused) for the faults.
+    /// A new mapping of `PAGES` untouched 4 KiB pages (THP refused) for the faults; the last
+    /// one is unmapped.
     fn fresh(&mut self) -> Result<()> {
-        self.drop_pages();
+        self.pages = None;
         let len = Self::PAGES << 12;
-        // SAFETY: a new private anonymous mapping, owned by the basket until drop_pages.
-        unsafe {
-            let p = libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            );
-            if p == libc::MAP_FAILED {
-                bail!("mmap: {}", std::io::Error::last_os_error());
-            }
-            libc::madvise(p, len, libc::MADV_NOHUGEPAGE);
-            self.pages = p.cast();
-        }
+        let m = Mapping::new(
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+        )?;
+        // SAFETY: advice on the mapping just made, which the basket owns.
+        unsafe { libc::madvise(m.addr.cast(), len, libc::MADV_NOHUGEPAGE) };
+        self.pages = Some(m);
         self.next = 0;
         Ok(())
-    }
-
-    fn drop_pages(&mut self) {
-        if !self.pages.is_null() {
-            // SAFETY: the mapping `fresh` made, unmapped once.
-            unsafe { libc::munmap(self.pages.cast(), Self::PAGES << 12) };
-            self.pages = std::ptr::null_mut();
-        }
     }
 
     fn call(&mut self, kind: usize) {
@@ -137,29 +114,12 @@ impl Basket {
                     );
                 }
                 _ => {
-                    if !self.pages.is_null() && self.next < Self::PAGES {
-                        std::ptr::write_volatile(self.pages.add(self.next << 12), 1);
+                    if let Some(m) = self.pages.as_ref().filter(|_| self.next < Self::PAGES) {
+                        std::ptr::write_volatile(m.addr.add(self.next << 12), 1);
                         self.next += 1;
                     }
                 }
             }
-        }
-    }
-}
-
-impl Drop for Basket {
-    fn drop(&mut self) {
-        self.drop_pages();
-    }
-}
-
-/// Write one byte of every cache line of `buf` (a new value each pass, so none is skipped).
-fn sweep(buf: &mut [u8], salt: u8) {
-    for off in (0..buf.len()).step_by(64) {
-        // SAFETY: off < buf.len().
-        unsafe {
-            let b = buf.as_mut_ptr().add(off);
-            std::ptr::write_volatile(b, std::ptr::read_volatile(b).wrapping_add(salt));
         }
     }
 }
@@ -170,25 +130,22 @@ fn sweep(buf: &mut [u8], salt: u8) {
 /// cost taken out of both; the sample is the cold total over the hot one, less one.
 pub fn cold_call(spec: &SampleSpec) -> Result<(Vec<f64>, Vec<f64>)> {
     use std::io::Write;
-    let dir = std::env::temp_dir();
-    let path = dir.join(format!("costlab-coldcall-{}", std::process::id()));
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(&path)
-        .with_context(|| format!("creating {}", path.display()))?;
-    let _gone = Remove(path.clone());
-    file.write_all(&[9u8; 4096]).context("writing the file")?;
+    let scratch = Scratch::new(&std::env::temp_dir())?;
+    let path = scratch.path().join("f");
+    scratch
+        .new_file("f")?
+        .write_all(&[9u8; 4096])
+        .context("writing the file")?;
+    let file = std::fs::File::open(&path).with_context(|| format!("opening {}", path.display()))?;
     let mut b = Basket {
         path: std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
             .context("a temporary path with a NUL")?,
         file,
         buf: vec![0u8; 4096],
-        pages: std::ptr::null_mut(),
+        pages: None,
         next: 0,
     };
-    let mut area = vec![1u8; 2 * private_cache() as usize];
+    let mut area = Sweep::of_len(2 * private_cache() as usize)?;
     let clock = clock_cost();
     let (mut ratios, mut sweeps) = (Vec::new(), Vec::new());
     let warm_until = Instant::now() + spec.warmup;
@@ -197,7 +154,7 @@ pub fn cold_call(spec: &SampleSpec) -> Result<(Vec<f64>, Vec<f64>)> {
         for k in 0..Basket::KINDS {
             b.call(k);
         }
-        sweep(&mut area, 1);
+        area.run(1);
     }
     for s in 0..spec.samples {
         let (mut hot, mut cold, mut swept) = (0.0, 0.0, 0.0);
@@ -211,7 +168,7 @@ pub fn cold_call(spec: &SampleSpec) -> Result<(Vec<f64>, Vec<f64>)> {
             }
             for i in 0..CALLS {
                 let t = Instant::now();
-                sweep(&mut area, (s + i) as u8 | 1);
+                area.run((s + i) as u8 | 1);
                 swept += t.elapsed().as_nanos() as f64 - clock;
                 let t = Instant::now();
                 b.call(k);
@@ -237,12 +194,4 @@ fn clock_cost() -> f64 {
         .collect();
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
-}
-
-struct Remove(std::path::PathBuf);
-
-impl Drop for Remove {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
 }

@@ -66,7 +66,11 @@ pub(super) struct Sweep(Mapping, usize);
 
 impl Sweep {
     pub(super) fn new() -> Result<Sweep> {
-        let len = super::files::read_span() as usize;
+        Sweep::of_len(super::files::read_span() as usize)
+    }
+
+    /// A sweep over `len` bytes (`cold-call`'s: twice the private cache).
+    pub(super) fn of_len(len: usize) -> Result<Sweep> {
         let m = Mapping::new(
             len,
             libc::PROT_READ | libc::PROT_WRITE,

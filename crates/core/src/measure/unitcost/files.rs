@@ -83,16 +83,25 @@ pub fn pipe_rw(spec: &SampleSpec, size: usize) -> Result<Vec<f64>> {
 /// 512 MiB), so the pages it reads come from memory, as a program's file reads mostly do
 /// (another process, a disk's DMA or an hour ago put them in the page cache, not this CPU).
 pub fn read_span() -> u64 {
+    let largest = cpu0_caches().iter().map(|(size, _)| *size).max();
+    (4 * largest.unwrap_or(0)).clamp(64 << 20, 512 << 20)
+}
+
+/// cpu0's caches from sysfs: (size in bytes, the CPUs that share it as sysfs lists them).
+pub(super) fn cpu0_caches() -> Vec<(u64, String)> {
     let dir = std::path::Path::new("/sys/devices/system/cpu/cpu0/cache");
-    let largest = std::fs::read_dir(dir)
+    std::fs::read_dir(dir)
         .into_iter()
         .flatten()
         .flatten()
-        .filter_map(|e| std::fs::read_to_string(e.path().join("size")).ok())
-        .filter_map(|s| crate::measure::cpus::parse_sysfs_size(&s))
-        .max()
-        .unwrap_or(0);
-    (4 * largest).clamp(64 << 20, 512 << 20)
+        .filter_map(|e| {
+            let size = std::fs::read_to_string(e.path().join("size")).ok()?;
+            let size = crate::measure::cpus::parse_sysfs_size(&size)?;
+            let shared =
+                std::fs::read_to_string(e.path().join("shared_cpu_list")).unwrap_or_default();
+            Some((size, shared.trim().to_string()))
+        })
+        .collect()
 }
 
 /// A pread of `size` bytes of a cached file, each call at the next page-aligned offset of a
