@@ -42,10 +42,14 @@ pub const FD_CALLS: [u32; 6] = [0, 1, 17, 18, 19, 20];
 /// Fds counted one by one; a call on a higher fd is counted in the last slot.
 pub const FDS: u32 = 64;
 /// Processes told apart by fd: the low bits of the tgid (fd 0 is a pipe in a compressor and
-/// /dev/null in the archiver that feeds it: one fd number, two kinds).
-pub const PROCS: u32 = 8;
-/// Slots of the by-fd array: (syscall number 0..=20) x tgid's low bits x fd.
-pub const FD_SLOTS: u32 = 21 * PROCS * FDS;
+/// /dev/null in the archiver that feeds it: one fd number, two kinds). With 8, one archive
+/// run in ten here had the two share a key (tar's pid and gzip's 8 apart: other tasks took
+/// the pids between), and its compressor's pipe reads were priced as a device's; with 32,
+/// two processes share one in 32, and `FdKinds` keeps a shared key's calls under the plain
+/// name.
+pub const PROCS: u32 = 32;
+/// Slots of the by-fd array: the call's place in `FD_CALLS` x tgid's low bits x fd.
+pub const FD_SLOTS: u32 = FD_CALLS.len() as u32 * PROCS * FDS;
 
 /// The by-fd key of fd `fd` in process `pid`, as the counting programs make it (the tgid's
 /// low bits, then the fd): what `read_by_fd` returns beside the syscall number.
@@ -89,8 +93,8 @@ pub fn program_asm(whose: Whose, map_fd: i32, fd_map_fd: Option<i32>) -> Asm {
 
 /// The by-fd sample's key, for the counter here and the measured split's sys_enter: with r1 =
 /// this syscall number's count before this call and `number` holding the number, one call in
-/// SAMPLE of the read/write family goes on, with r1 = its by-fd slot ((number * PROCS + the
-/// tgid's low bits) * FDS + fd: `fd_key` beside the number);
+/// SAMPLE of the read/write family goes on, with r1 = its by-fd slot: (its place in FD_CALLS
+/// times PROCS, plus the tgid's low bits) times FDS, plus the fd (`fd_key` beside the place);
 /// every other call leaves by the label `out` (r0-r5 clobbered; r6 = the tracepoint's args).
 pub(crate) fn fd_sample_key(a: &mut Asm, number: Reg, out: &str) {
     a.and_imm(R1, (SAMPLE - 1) as i32);
@@ -119,11 +123,15 @@ pub(crate) fn fd_sample_key(a: &mut Asm, number: Reg, out: &str) {
     a.rsh_imm(R0, 32).note("r0 = the tgid");
     a.and_imm(R0, (PROCS - 1) as i32).note("its low bits");
     a.mov(R2, number);
+    a.jle_imm(R2, 1, "fd_call");
+    a.add_imm(R2, -15)
+        .note("pread64..writev (17..=20) are FD_CALLS' 2..=5");
+    a.label("fd_call");
     a.lsh_imm(R2, PROCS.trailing_zeros() as i32);
     a.add(R2, R0)
-        .note("r2 = number * PROCS + the tgid's low bits");
+        .note("r2 = place * PROCS + the tgid's low bits");
     a.lsh_imm(R2, FDS.trailing_zeros() as i32)
-        .note("r2 = (number * PROCS + tgid bits) * FDS");
+        .note("r2 = (place * PROCS + tgid bits) * FDS");
     a.ldx_dw(R1, FP, -24).note("r1 = the fd");
     a.add(R1, R2);
 }
@@ -268,9 +276,9 @@ impl SyscallCounter {
 /// fd), zeros left out: the counting program's, or the measured split's.
 pub(crate) fn read_by_fd(map: &Map) -> Result<BTreeMap<(u32, u32), u64>> {
     let mut out = BTreeMap::new();
-    for id in FD_CALLS {
+    for (place, id) in FD_CALLS.into_iter().enumerate() {
         for key in 0..PROCS * FDS {
-            let n = read_slot(map, id * PROCS * FDS + key)?;
+            let n = read_slot(map, place as u32 * PROCS * FDS + key)?;
             if n > 0 {
                 out.insert((id, key), n);
             }

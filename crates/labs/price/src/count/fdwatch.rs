@@ -27,10 +27,13 @@ pub fn fd_kind(link: &str, file_type: Option<std::fs::FileType>) -> &'static str
     }
 }
 
-/// The kinds each fd number was seen pointing at, in the program's processes, over the run.
+/// The kinds each by-fd key was seen pointing at, process by process, over the run. A key is
+/// the tgid's low bits and the fd (`bpf::fd_key`), so two live processes can share one: where
+/// they saw different kinds there (an archiver's stdin is /dev/null, its compressor's a pipe),
+/// the key's calls cannot be told apart and keep the plain name.
 #[derive(Debug, Default, Clone)]
 pub struct FdKinds {
-    seen: BTreeMap<u32, BTreeMap<&'static str, u32>>,
+    seen: BTreeMap<u32, BTreeMap<u32, BTreeMap<&'static str, u32>>>,
 }
 
 impl FdKinds {
@@ -49,23 +52,46 @@ impl FdKinds {
                 }
                 let link = std::fs::read_link(e.path()).unwrap_or_default();
                 let ty = std::fs::metadata(e.path()).ok().map(|m| m.file_type());
-                self.note(bpf::fd_key(*pid, fd), fd_kind(&link.to_string_lossy(), ty));
+                self.note_in(
+                    *pid,
+                    bpf::fd_key(*pid, fd),
+                    fd_kind(&link.to_string_lossy(), ty),
+                );
             }
         }
     }
 
-    /// `fd`: a by-fd key (`bpf::fd_key`: the process's tgid bits and the fd).
+    /// `fd`: a by-fd key (`bpf::fd_key`: the process's tgid bits and the fd), seen in one
+    /// process.
     pub fn note(&mut self, fd: u32, kind: &'static str) {
-        *self.seen.entry(fd).or_default().entry(kind).or_insert(0) += 1;
+        self.note_in(0, fd, kind)
     }
 
-    /// The kind fd `fd` was seen as most often; None if never seen.
+    /// `fd` (a by-fd key) seen as `kind` in process `pid`.
+    pub fn note_in(&mut self, pid: u32, fd: u32, kind: &'static str) {
+        let by_kind = self.seen.entry(fd).or_default().entry(pid).or_default();
+        *by_kind.entry(kind).or_insert(0) += 1;
+    }
+
+    /// The kind key `fd` was seen as most often in each process that had it; None if never
+    /// seen, or where two processes sharing the key saw different kinds.
     pub fn kind(&self, fd: u32) -> Option<&'static str> {
-        let kinds = self.seen.get(&fd)?;
-        kinds
+        let mut kinds = self.seen.get(&fd)?.values().filter_map(|by_kind| {
+            by_kind
+                .iter()
+                .max_by_key(|(k, n)| (**n, std::cmp::Reverse(**k)))
+                .map(|(k, _)| *k)
+        });
+        let first = kinds.next()?;
+        kinds.all(|k| k == first).then_some(first)
+    }
+
+    /// The keys that processes with different kinds shared (their calls keep the plain name).
+    pub fn shared(&self) -> usize {
+        self.seen
             .iter()
-            .max_by_key(|(k, n)| (**n, std::cmp::Reverse(**k)))
-            .map(|(k, _)| *k)
+            .filter(|(key, pids)| pids.len() > 1 && self.kind(**key).is_none())
+            .count()
     }
 }
 
@@ -269,6 +295,17 @@ mod tests {
         split_by_fd_kind(&mut syscalls, &by_fd, &kinds, &names);
         assert_eq!(syscalls.get("read:pipe"), Some(&300));
         assert_eq!(syscalls.get("read:dev"), Some(&100));
+        // Where their pids' low bits match, the key is shared: neither kind is believed.
+        let other = tar + bpf::PROCS * 3;
+        let mut kinds = FdKinds::default();
+        kinds.note_in(tar, bpf::fd_key(tar, 0), "dev");
+        kinds.note_in(other, bpf::fd_key(other, 0), "pipe");
+        kinds.note_in(other, bpf::fd_key(other, 1), "pipe");
+        assert_eq!(kinds.kind(bpf::fd_key(other, 1)), Some("pipe"));
+        let shared = bpf::fd_key(tar, 0);
+        assert_eq!(shared, bpf::fd_key(other, 0));
+        assert_eq!(kinds.kind(shared), None);
+        assert_eq!(kinds.shared(), 1);
         // A high fd shares the last slot of its process.
         assert_eq!(bpf::fd_key(tar, 500), bpf::fd_key(tar, bpf::FDS - 1));
     }

@@ -141,6 +141,12 @@ impl Counting {
     ) -> Result<Finished> {
         notes.extend(self.notes.iter().cloned());
         let kinds = self.watch.stop();
+        match kinds.shared() {
+            0 => {}
+            n => notes.push(format!(
+                "{n} fd number(s) were open as different kinds in processes whose pids share their low bits (one by-fd slot): their reads and writes are priced at the call's plain term, not by fd kind"
+            )),
+        }
         let kinds_of_faults = split.as_ref().map(|s| (s.fault_file, s.fault_cow));
         let pages = split.as_ref().and_then(|s| s.pages);
         let ipis_sent = split.as_ref().map_or(0, |s| s.ipis_sent);
