@@ -86,29 +86,49 @@ impl Program {
         Program::load_with(&Load::new(kind, insns))
     }
 
+    /// Load `l`. The verifier is asked for no log first: a log at level 1 formats a line for
+    /// every instruction it walks, and the split's programs were loaded some 40 times a price
+    /// (its tracer calibration attaches them to each loop). Only a refused load is tried again
+    /// with the log, for the reason it gives.
     pub fn load_with(l: &Load) -> Result<Program, Refused> {
         let code: Vec<u8> = l.insns.iter().flat_map(|i| i.bytes()).collect();
-        let mut log = vec![0u8; LOG_SIZE];
-        // The verifier gives up with EAGAIN when a signal is pending on the loading thread
-        // (a Ctrl-C arriving mid-load): the handler has run by the time the call returns, so
-        // the load is tried again, a few times, as libbpf does.
+        match Program::try_load(l, &code, None) {
+            Ok(p) => Ok(p),
+            Err(_) => {
+                let mut log = vec![0u8; LOG_SIZE];
+                Program::try_load(l, &code, Some(&mut log))
+            }
+        }
+    }
+
+    /// One load of `code` as `l` says, with the verifier's log in `log` where given. The
+    /// verifier gives up with EAGAIN when a signal is pending on the loading thread (a Ctrl-C
+    /// arriving mid-load): the handler has run by the time the call returns, so the load is
+    /// tried again, a few times, as libbpf does.
+    fn try_load(l: &Load, code: &[u8], mut log: Option<&mut [u8]>) -> Result<Program, Refused> {
         let mut tries = 0;
         loop {
             tries += 1;
-            log.iter_mut().for_each(|b| *b = 0);
-            let mut load = sys::ProgLoad::new(l.kind, &code, c"GPL")
+            let mut load = sys::ProgLoad::new(l.kind, code, c"GPL")
                 .name(l.name)
                 .attach_btf_id(l.attach_btf_id);
             if let Some(t) = l.expected_attach_type {
                 load = load.expected_attach_type(t);
             }
-            match load.log(&mut log).call() {
+            let called = match log.as_deref_mut() {
+                Some(buf) => {
+                    buf.iter_mut().for_each(|b| *b = 0);
+                    load.log(buf).call()
+                }
+                None => load.call(),
+            };
+            match called {
                 Ok(fd) => return Ok(Program { fd, kind: l.kind }),
                 Err(err) if err.raw_os_error() == Some(libc::EAGAIN) && tries < 5 => continue,
                 Err(err) => {
                     return Err(Refused {
                         err,
-                        log: log_text(&log),
+                        log: log.as_deref().map(log_text).unwrap_or_default(),
                     })
                 }
             }
