@@ -87,8 +87,8 @@ impl Program {
     }
 
     /// Load `l`. The verifier is asked for no log first: a log at level 1 formats a line for
-    /// every instruction it walks, and the split's programs were loaded some 40 times a price
-    /// (its tracer calibration attaches them to each loop). Only a refused load is tried again
+    /// every instruction it walks, and the split's dozen programs were loaded some 20 times a
+    /// price (its tracer calibration attaches them to each of its loops). Only a refused load is tried again
     /// with the log, for the reason it gives.
     pub fn load_with(l: &Load) -> Result<Program, Refused> {
         let code: Vec<u8> = l.insns.iter().flat_map(|i| i.bytes()).collect();

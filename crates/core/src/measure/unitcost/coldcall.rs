@@ -59,12 +59,7 @@ impl Basket {
     fn fresh(&mut self) -> Result<()> {
         self.pages = None;
         let len = Self::PAGES << 12;
-        let m = Mapping::new(
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-        )?;
+        let m = Mapping::anon(len)?;
         // SAFETY: advice on the mapping just made, which the basket owns.
         unsafe { libc::madvise(m.addr.cast(), len, libc::MADV_NOHUGEPAGE) };
         self.pages = Some(m);

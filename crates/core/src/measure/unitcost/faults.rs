@@ -28,6 +28,16 @@ pub(super) struct Mapping {
 }
 
 impl Mapping {
+    /// `len` bytes of private anonymous memory, readable and writable, not yet touched.
+    pub(super) fn anon(len: usize) -> Result<Mapping> {
+        Mapping::new(
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+        )
+    }
+
     pub(super) fn new(len: usize, prot: i32, flags: i32, fd: i32) -> Result<Mapping> {
         Mapping::new_at(len, prot, flags, fd, 0)
     }
@@ -71,12 +81,7 @@ impl Sweep {
 
     /// A sweep over `len` bytes (`cold-call`'s: twice the private cache).
     pub(super) fn of_len(len: usize) -> Result<Sweep> {
-        let m = Mapping::new(
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-        )?;
+        let m = Mapping::anon(len)?;
         // SAFETY: advice on the mapping just made, which this owns.
         if unsafe { libc::madvise(m.addr.cast(), len, libc::MADV_DONTFORK) } != 0 {
             bail!(
@@ -140,12 +145,7 @@ pub fn anon(spec: &SampleSpec, thp: bool) -> Result<Vec<f64>> {
     let len = if thp { 64 << 20 } else { 16 << 20 };
     let step = if thp { HUGE } else { PAGE };
     rounds(spec, || {
-        let m = Mapping::new(
-            len + HUGE,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-        )?;
+        let m = Mapping::anon(len + HUGE)?;
         let base = ((m.addr as usize).div_ceil(HUGE) * HUGE) as *mut u8;
         let advice = if thp {
             libc::MADV_HUGEPAGE
@@ -286,12 +286,7 @@ pub fn munmap(spec: &SampleSpec, shootdown: bool) -> Result<Vec<f64>> {
     let round = || -> Result<f64> {
         let mut ns = 0.0;
         for _ in 0..calls {
-            let m = Mapping::new(
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-            )?;
+            let m = Mapping::anon(len)?;
             touch(m.addr, len, PAGE, true);
             let t0 = Instant::now();
             drop(m);
@@ -392,12 +387,7 @@ pub fn mmap(spec: &SampleSpec) -> Result<Vec<f64>> {
     rounds_ns(spec, || {
         let t0 = Instant::now();
         for _ in 0..calls {
-            maps.push(Mapping::new(
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-            )?);
+            maps.push(Mapping::anon(len)?);
         }
         let ns = t0.elapsed().as_nanos() as f64;
         maps.clear();

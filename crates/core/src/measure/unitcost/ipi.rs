@@ -231,12 +231,7 @@ pub fn fault_shootdown(spec: &SampleSpec) -> Result<Vec<f64>> {
     // One round's copy-on-write faults: (ns, shootdowns the other CPU took).
     let round = || -> Result<(f64, u64)> {
         let len = COW_PAGES * 4096;
-        let m = super::faults::Mapping::new(
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-        )?;
+        let m = super::faults::Mapping::anon(len)?;
         let base = m.addr;
         // SAFETY: advice and accesses inside the mapping `m` owns (unmapped when it drops).
         let (ns, ipis) = unsafe {

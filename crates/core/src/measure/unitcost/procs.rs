@@ -152,12 +152,7 @@ pub fn exit_shared(spec: &SampleSpec, bytes: usize) -> Result<Vec<f64>> {
 /// A fresh private anonymous mapping of `bytes` in 4 KiB pages (no THP), each page written
 /// once; unmapped when dropped.
 fn touched_anon(bytes: usize) -> Result<super::faults::Mapping> {
-    let m = super::faults::Mapping::new(
-        bytes,
-        libc::PROT_READ | libc::PROT_WRITE,
-        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-        -1,
-    )?;
+    let m = super::faults::Mapping::anon(bytes)?;
     // SAFETY: advice and writes inside the mapping just made, which this owns.
     unsafe {
         libc::madvise(m.addr.cast(), bytes, libc::MADV_NOHUGEPAGE);

@@ -311,6 +311,16 @@ mod tests {
     use super::*;
     use costlab_bpf::insn;
 
+    /// `fd_sample_key` turns a call's number into its row by arithmetic (read and write stay,
+    /// 17..=20 less 15); `read_by_fd` reads the rows in `FD_CALLS`' order: the two agree.
+    #[test]
+    fn the_programs_by_fd_rows_are_fd_calls_places() {
+        for (place, n) in FD_CALLS.into_iter().enumerate() {
+            let row = if n <= 1 { n } else { n - 15 };
+            assert_eq!(row, place as u32, "syscall {n}");
+        }
+    }
+
     #[test]
     fn every_exit_jump_lands_on_the_return() {
         for whose in [Whose::Cgroup(0x1_0000_002a), Whose::Process(4242)] {

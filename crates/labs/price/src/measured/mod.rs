@@ -598,7 +598,9 @@ impl Tracer {
 fn detach_all(progs: Vec<(String, Attached)>) {
     std::thread::scope(|s| {
         for p in progs {
-            s.spawn(move || drop(p));
+            // Where no thread can be had, the refused closure is dropped here, and the
+            // program it holds detached with it: never a panic.
+            let _ = std::thread::Builder::new().spawn_scoped(s, move || drop(p));
         }
     });
 }
