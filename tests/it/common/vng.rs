@@ -58,6 +58,7 @@ pub fn cannot_boot() -> Option<String> {
         ("qemu-system-x86_64", "qemu-system-x86"),
         ("busybox", "busybox-static"),
         ("numactl", "numactl"),
+        ("perf", "linux-perf"),
     ] {
         if !on_path(cmd) {
             return Some(format!("no {cmd} (apt-get install {pkg})"));
@@ -73,6 +74,25 @@ pub struct Guest {
     pub status: Option<i32>,
     pub secs: f64,
 }
+
+/// The first line of every guest's script: keep the kernel's perf static keys on for the whole
+/// boot. One task holds the software events costlab opens (context switches, migrations, page
+/// faults) from before the script's first step.
+///
+/// Each costlab command opens and closes those events, and the first open or last close of one
+/// patches the kernel's text (a jump label: int3, an IPI to every CPU, the new bytes). Under
+/// TCG that patching livelocks the guest now and then: in the two hung guests read through
+/// QEMU's monitor, one vCPU looped in `exc_int3` at a patched site in `__schedule` while
+/// another waited in `smp_call_function_many_cond` and the rest spun on a run-queue lock. No
+/// step's own timeout can end that, and the boot runs out its ten minutes (CI, stop 62, in
+/// two_node's pin step; here 4 of about 110 pin runs beside 3 CPU hogs). A guest opening and
+/// closing the events in a loop beside the pin lab hung within 3 pin runs; with this holder,
+/// 40 pin runs with 150 opens beside them, and 90 pin runs beside the CPU hogs, finished. The
+/// hang is the emulator's, not costlab's: on hardware, or under KVM, the patch takes
+/// microseconds.
+const HOLD_PERF_KEYS: &str = "perf stat -e context-switches,cpu-migrations,page-faults \
+-o /dev/null -- sleep 100000 & n=0; until pgrep -f '^sleep 100000$' >/dev/null || [ $n -ge 300 ]; \
+do sleep 0.2; n=$((n+1)); done";
 
 /// Boot the guest with vng's `machine` arguments (--cpus, --memory, --numa, --qemu-opts ...),
 /// run `script` in it, and return what it printed. At most ten minutes.
@@ -90,7 +110,7 @@ pub fn boot(machine: &[&str], script: &str) -> Guest {
     let dir =
         tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a directory for the script");
     let file = dir.path().join("guest.sh");
-    std::fs::write(&file, script).expect("writing the guest script");
+    std::fs::write(&file, format!("{HOLD_PERF_KEYS}\n{script}")).expect("writing the guest script");
     let bin_dir = vng.parent().unwrap_or(Path::new("/")).to_path_buf();
     let path = format!(
         "{}:{}",
