@@ -80,16 +80,16 @@ pub struct Guest {
 /// faults) from before the script's first step.
 ///
 /// Each costlab command opens and closes those events, and the first open or last close of one
-/// patches the kernel's text (a jump label: int3, an IPI to every CPU, the new bytes). Under
-/// TCG that patching livelocks the guest now and then: in the two hung guests read through
-/// QEMU's monitor, one vCPU looped in `exc_int3` at a patched site in `__schedule` while
-/// another waited in `smp_call_function_many_cond` and the rest spun on a run-queue lock. No
+/// patches the kernel's text (a static key: int3, an IPI to every CPU, the new bytes). Under
+/// TCG that patching livelocks the guest now and then. Read through QEMU's monitor, hung
+/// guests had a vCPU looping in `exc_int3` (once at a patched site in `__schedule`), another
+/// waiting in `smp_call_function_many_cond` for the IPI, and the rest spinning on a lock. No
 /// step's own timeout can end that, and the boot runs out its ten minutes (CI, stop 62, in
-/// two_node's pin step; here 4 of about 110 pin runs beside 3 CPU hogs). A guest opening and
-/// closing the events in a loop beside the pin lab hung within 3 pin runs; with this holder,
-/// 40 pin runs with 150 opens beside them, and 90 pin runs beside the CPU hogs, finished. The
-/// hang is the emulator's, not costlab's: on hardware, or under KVM, the patch takes
-/// microseconds.
+/// two_node's pin step; here 3 of about 70 pin runs, most beside 3 CPU hogs). A guest that
+/// opened and closed the events in a loop beside the pin lab hung within 3 pin runs; with
+/// this holder, 40 pin runs with 150 opens beside them, and 90 pin runs beside the CPU hogs,
+/// finished. The hang is the emulator's, not costlab's: on hardware, or under KVM, the patch
+/// takes microseconds.
 const HOLD_PERF_KEYS: &str = "perf stat -e context-switches,cpu-migrations,page-faults \
 -o /dev/null -- sleep 100000 & n=0; until pgrep -f '^sleep 100000$' >/dev/null || [ $n -ge 300 ]; \
 do sleep 0.2; n=$((n+1)); done";
