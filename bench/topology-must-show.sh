@@ -31,9 +31,8 @@ echo "\$ costlab numa-knobs --quick"
 # The guest first holds perf's software events for its whole boot: costlab's first open or
 # last close of one flips a static key, and under TCG that text patch can livelock the guest
 # (tests/it/common/vng.rs says what was seen). Held, the keys never flip.
-GUEST="set +x; export COSTLAB_DB=/tmp/costlab.db COSTLAB_JOURNAL_DIR=/tmp/costlab-journal
-perf stat -e context-switches,cpu-migrations,page-faults -o /dev/null -- sleep 100000 &
-n=0; until pgrep -f '^sleep 100000\$' >/dev/null || [ \$n -ge 300 ]; do sleep 0.2; n=\$((n+1)); done
+GUEST="$(cat scripts/hold-perf-keys.sh)
+set +x; export COSTLAB_DB=/tmp/costlab.db COSTLAB_JOURNAL_DIR=/tmp/costlab-journal
 echo '== guest topology (cpu: core siblings, package, node)'
 for c in 0 1 2 3; do d=/sys/devices/system/cpu/cpu\$c/topology
   echo \"cpu\$c: siblings \$(cat \$d/thread_siblings_list), package \$(cat \$d/physical_package_id), node \$(basename \$(ls -d /sys/devices/system/cpu/cpu\$c/node*))\"; done

@@ -90,9 +90,7 @@ pub struct Guest {
 /// this holder, 40 pin runs with 150 opens beside them, and 90 pin runs beside the CPU hogs,
 /// finished. The hang is the emulator's, not costlab's: on hardware, or under KVM, the patch
 /// takes microseconds.
-const HOLD_PERF_KEYS: &str = "perf stat -e context-switches,cpu-migrations,page-faults \
--o /dev/null -- sleep 100000 & n=0; until pgrep -f '^sleep 100000$' >/dev/null || [ $n -ge 300 ]; \
-do sleep 0.2; n=$((n+1)); done";
+const HOLD_PERF_KEYS: &str = include_str!("../../../scripts/hold-perf-keys.sh");
 
 /// Boot the guest with vng's `machine` arguments (--cpus, --memory, --numa, --qemu-opts ...),
 /// run `script` in it, and return what it printed. At most ten minutes.

@@ -39,6 +39,9 @@ pub const PT_REGS_DI: i32 = 112;
 /// The read/write family whose calls are also counted by fd (x86-64 numbers): read, write,
 /// pread64, pwrite64, readv, writev. What an fd points at decides what its calls cost.
 pub const FD_CALLS: [u32; 6] = [0, 1, 17, 18, 19, 20];
+/// `FD_CALLS` past read and write are one run of numbers (pread64..writev, 17..=20): the
+/// programs map such a call to its place in `FD_CALLS` by one subtraction, of this.
+const FD_RUN_LESS: u32 = FD_CALLS[2] - 2;
 /// Fds counted one by one; a call on a higher fd is counted in the last slot.
 pub const FDS: u32 = 64;
 /// Processes told apart by fd: the low bits of the tgid (fd 0 is a pipe in a compressor and
@@ -100,9 +103,9 @@ pub(crate) fn fd_sample_key(a: &mut Asm, number: Reg, out: &str) {
     a.and_imm(R1, (SAMPLE - 1) as i32);
     a.jne_imm(R1, 0, out).note("not this call's turn");
     // Only read, write (0, 1) and pread64..writev (17..=20) go on.
-    a.jgt_imm(number, 20, out);
-    a.jge_imm(number, 17, "by_fd");
-    a.jgt_imm(number, 1, out);
+    a.jgt_imm(number, FD_CALLS[5] as i32, out);
+    a.jge_imm(number, FD_CALLS[2] as i32, "by_fd");
+    a.jgt_imm(number, FD_CALLS[1] as i32, out);
     a.label("by_fd");
     a.mov(R1, FP)
         .add_imm(R1, -16)
@@ -123,8 +126,8 @@ pub(crate) fn fd_sample_key(a: &mut Asm, number: Reg, out: &str) {
     a.rsh_imm(R0, 32).note("r0 = the tgid");
     a.and_imm(R0, (PROCS - 1) as i32).note("its low bits");
     a.mov(R2, number);
-    a.jle_imm(R2, 1, "fd_call");
-    a.add_imm(R2, -15)
+    a.jle_imm(R2, FD_CALLS[1] as i32, "fd_call");
+    a.add_imm(R2, -(FD_RUN_LESS as i32))
         .note("pread64..writev (17..=20) are FD_CALLS' 2..=5");
     a.label("fd_call");
     a.lsh_imm(R2, PROCS.trailing_zeros() as i32);
@@ -312,11 +315,17 @@ mod tests {
     use costlab_bpf::insn;
 
     /// `fd_sample_key` turns a call's number into its row by arithmetic (read and write stay,
-    /// 17..=20 less 15); `read_by_fd` reads the rows in `FD_CALLS`' order: the two agree.
+    /// the run from `FD_CALLS[2]` to `FD_CALLS[5]` less `FD_RUN_LESS`); `read_by_fd` reads the
+    /// rows in `FD_CALLS`' order: the two agree, which needs the run to have no gap.
     #[test]
     fn the_programs_by_fd_rows_are_fd_calls_places() {
         for (place, n) in FD_CALLS.into_iter().enumerate() {
-            let row = if n <= 1 { n } else { n - 15 };
+            let row = if n <= FD_CALLS[1] {
+                n
+            } else {
+                assert!((FD_CALLS[2]..=FD_CALLS[5]).contains(&n), "syscall {n}");
+                n - FD_RUN_LESS
+            };
             assert_eq!(row, place as u32, "syscall {n}");
         }
     }
