@@ -34,6 +34,7 @@ mod mitigations;
 mod numa;
 mod pin;
 mod price;
+mod price_calibration;
 mod price_chart;
 mod price_cold;
 mod price_counts;

@@ -386,7 +386,7 @@ fn strict_exits_3_when_a_trial_refutes_a_what_if() {
     assert_eq!(out.status.code(), Some(strict.into()), "{err}");
     // The trials were judged on the measured split, the tracer's own cost taken out.
     assert!(
-        err.contains("the split's own cost, measured here now"),
+        err.contains("the split's own cost, taken out of every traced run's kernel time"),
         "{err}"
     );
     assert!(

@@ -413,6 +413,30 @@ impl Store {
         }
     }
 
+    /// The figures of one lab and metric that a machine's runs hold, newest run first: each
+    /// with its run's id and start time. Only those rows are read, not the runs' documents.
+    pub fn figures_of(
+        &self,
+        lab: &str,
+        metric: &str,
+        machine_id: &str,
+    ) -> Result<Vec<(String, String, ResultRow)>> {
+        let raw = self.read(
+            "SELECT x.lab, x.case_json, x.metric, x.unit, x.summary, x.samples, x.counters,
+                    x.unsupported_counters, x.verdict, x.run_id, r.started
+             FROM results x JOIN runs r ON r.id = x.run_id
+             WHERE x.lab = $1 AND x.metric = $2 AND r.machine_id = $3
+             ORDER BY r.started DESC, r.id DESC, x.seq",
+            &[lab.into(), metric.into(), machine_id.into()],
+        )?;
+        raw.iter()
+            .map(|r| {
+                let text = |v: &Val| v.text().unwrap_or_default();
+                Ok((text(&r[9]), text(&r[10]), result_row(r)?))
+            })
+            .collect()
+    }
+
     /// A stored run as the document it was.
     pub fn load_doc(&self, id: &str) -> Result<Doc> {
         let run = self.read(
@@ -429,37 +453,10 @@ impl Store {
              FROM results WHERE run_id = $1 ORDER BY seq",
             &[id.into()],
         )?;
-        let mut results = Vec::with_capacity(raw.len());
-        for r in raw {
-            let verdict: Verdict = r[8]
-                .text()
-                .map(|v| serde_json::from_str(&v))
-                .transpose()
-                .map_err(|e| bad_json("verdict", e))?
-                .unwrap_or_default();
-            results.push(ResultRow {
-                lab: text(&r[0]),
-                case: serde_json::from_str(&text(&r[1])).map_err(|e| bad_json("case", e))?,
-                metric: text(&r[2]),
-                unit: text(&r[3]),
-                summary: serde_json::from_str(&text(&r[4])).map_err(|e| bad_json("summary", e))?,
-                samples: costlab_core::model::result::samples_from_json(&text(&r[5]))
-                    .map_err(|e| bad_json("samples", e))?,
-                counters: r[6]
-                    .text()
-                    .map(|c| serde_json::from_str(&c))
-                    .transpose()
-                    .map_err(|e| bad_json("counters", e))?,
-                unsupported_counters: r[7]
-                    .text()
-                    .map(|c| serde_json::from_str(&c))
-                    .transpose()
-                    .map_err(|e| bad_json("counters", e))?,
-                conditions: verdict.conditions,
-                quality: verdict.quality,
-                quality_reasons: verdict.quality_reasons,
-            });
-        }
+        let results = raw
+            .iter()
+            .map(|r| result_row(r))
+            .collect::<Result<Vec<_>>>()?;
         let models: Vec<Model> = self
             .strings(
                 "SELECT model FROM models WHERE run_id = $1 ORDER BY seq",
@@ -662,4 +659,38 @@ fn insert_notes(tx: &mut dyn Tx, run_id: &str, notes: &[String]) -> Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// A result row from a `results` row read as lab, case_json, metric, unit, summary, samples,
+/// counters, unsupported_counters, verdict.
+fn result_row(r: &[Val]) -> Result<ResultRow> {
+    let text = |v: &Val| v.text().unwrap_or_default();
+    let verdict: Verdict = r[8]
+        .text()
+        .map(|v| serde_json::from_str(&v))
+        .transpose()
+        .map_err(|e| bad_json("verdict", e))?
+        .unwrap_or_default();
+    Ok(ResultRow {
+        lab: text(&r[0]),
+        case: serde_json::from_str(&text(&r[1])).map_err(|e| bad_json("case", e))?,
+        metric: text(&r[2]),
+        unit: text(&r[3]),
+        summary: serde_json::from_str(&text(&r[4])).map_err(|e| bad_json("summary", e))?,
+        samples: costlab_core::model::result::samples_from_json(&text(&r[5]))
+            .map_err(|e| bad_json("samples", e))?,
+        counters: r[6]
+            .text()
+            .map(|c| serde_json::from_str(&c))
+            .transpose()
+            .map_err(|e| bad_json("counters", e))?,
+        unsupported_counters: r[7]
+            .text()
+            .map(|c| serde_json::from_str(&c))
+            .transpose()
+            .map_err(|e| bad_json("counters", e))?,
+        conditions: verdict.conditions,
+        quality: verdict.quality,
+        quality_reasons: verdict.quality_reasons,
+    })
 }

@@ -63,7 +63,7 @@ pub fn check_sampling(args: &PriceArgs) -> Result<()> {
 }
 
 /// `--verify` runs the command it tries; `--rate`, `--work` and `--reserve-hugepages` serve it
-/// only.
+/// only; `--recalibrate` needs a split to calibrate.
 pub fn check_verify(args: &PriceArgs) -> Result<()> {
     if args.verify && (args.pid.is_some() || args.from.is_some()) {
         let flag = if args.pid.is_some() {
@@ -74,6 +74,27 @@ pub fn check_verify(args: &PriceArgs) -> Result<()> {
         return Err(usage(format!(
             "--verify with {flag}: a trial runs the command itself; give it after --, like costlab price --verify -- ./prog"
         )));
+    }
+    if args.recalibrate {
+        let without = [
+            (
+                args.count_only,
+                "--count-only: it counts, with no split to calibrate",
+            ),
+            (
+                args.pid.is_some(),
+                "--pid: a running process's split is not calibrated",
+            ),
+            (
+                args.from.is_some(),
+                "--from: the saved counts carry their own run's calibration",
+            ),
+        ];
+        if let Some((_, why)) = without.iter().find(|(set, _)| *set) {
+            return Err(usage(format!(
+                "--recalibrate with {why}; drop --recalibrate, or price a command with the split: costlab price --recalibrate -- ./prog"
+            )));
+        }
     }
     for (set, flag) in [
         (args.rate.is_some(), "--rate"),

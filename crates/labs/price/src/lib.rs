@@ -24,6 +24,7 @@ mod source;
 pub mod terms_of;
 mod times;
 pub mod tracecost;
+mod tracer;
 mod unit;
 mod units;
 pub mod verify;
@@ -82,7 +83,9 @@ pub fn run(args: &PriceArgs, ctx: &Ctx) -> Result<Outcome> {
     // so a price --from them takes out the same).
     if let (Some(s), None, None) = (&counted.counts.measured, &from, args.pid) {
         if !costlab_core::measure::cancel::requested() {
-            if let Some((ns, t)) = tracer_cost(s, &counted.counts, &mut o) {
+            if let Some((ns, t)) =
+                tracer::tracer_cost(ctx, args.recalibrate, s, &counted.counts, &mut o)
+            {
                 counted.counts.tracer_ns = Some(ns);
                 counted.counts.tracer_per_event = Some(t);
             }
@@ -286,9 +289,12 @@ fn try_what_ifs(
             rate: args.rate.as_deref(),
             work: args.work.as_deref(),
             reserve_hugepages: args.reserve_hugepages,
+            ctx,
+            recalibrate: args.recalibrate,
         },
         &mut o.notes,
     )?;
+    o.results.extend(t.calibration);
     // A program that failed in both arms of a trial gives the command its status.
     if let Some(end) = t
         .failed
@@ -480,71 +486,6 @@ impl Kernel {
     /// The kernel time the program would have had untraced: the split's less the tracer's.
     pub fn net(&self) -> f64 {
         (self.split_ns - self.tracer_ns).max(0.0)
-    }
-}
-
-/// The tracer's own cost in the traced run, measured here now (`verify::overhead`'s loops)
-/// and said in a note; None (and a note) where it cannot be measured.
-fn tracer_cost(
-    split: &measured::Split,
-    counts: &count::Counts,
-    o: &mut Outcome,
-) -> Option<(f64, measured::TracerCost)> {
-    let switches: u64 = counts
-        .events
-        .iter()
-        .filter(|((c, _), _)| c == "switch")
-        .map(|(_, n)| *n)
-        .sum();
-    match verify::overhead::Overhead::measure(3, counts.samples.is_some()) {
-        Ok(oh) => {
-            let ev = verify::overhead::Events::of(split, switches);
-            // The tracers' own timer interrupts (the sampler's, one a sample, and the split's
-            // cpu-clock) are on the local timer's line, each timed there: their count at the
-            // line's time an interrupt, where the line was measured; else the loops' share.
-            let sampled = counts.samples.as_ref().map_or(0, |s| s.total);
-            let parts = pricing::timer_parts(split, sampled);
-            let tick_ns = match split.line("irq", "local_timer") {
-                Some(l) if l.count > 0 => {
-                    (parts.sampler + parts.split) as f64 * l.cpu_ns as f64 / l.count as f64
-                }
-                _ => oh.of_time(split.usage_ns as f64),
-            };
-            let ns = oh.of(&ev) + tick_ns;
-            o.notes.push(format!(
-                "{}: {} in this run{}",
-                oh.line(),
-                human_ns(ns),
-                if parts.sampler + parts.split > 0 {
-                    format!(
-                        " (of it {} the {} timer interrupts of the sampler and the split, at the local timer line's time an interrupt)",
-                        human_ns(tick_ns),
-                        parts.sampler + parts.split
-                    )
-                } else {
-                    String::new()
-                }
-            ));
-            let per_event = measured::TracerCost {
-                syscall: oh.syscall,
-                fault: oh.fault,
-                switch: oh.switch,
-                tick_ns,
-                touch: 0.0,
-                lookup: oh.lookup,
-                path: oh.path,
-                mmap: oh.mmap,
-            };
-            Some((ns, per_event))
-        }
-        Err(e) if costlab_core::measure::cancel::is_interrupt(&e) => None,
-        Err(e) => {
-            o.notes.push(format!(
-                "the tracer's own cost was not measured ({}): the kernel time includes it",
-                costlab_core::error::one_line(&e)
-            ));
-            None
-        }
     }
 }
 

@@ -19,6 +19,7 @@
 //! `gogc` (the models as a trial judges them), `verdict` (the rules), `rows` (rows, lines,
 //! and what `compare` and `--strict` read of them).
 
+pub mod calibration;
 pub mod gogc;
 mod judge;
 pub mod measure;
@@ -143,6 +144,10 @@ pub struct Inputs<'a> {
     pub rate: Option<&'a str>,
     pub work: Option<&'a str>,
     pub reserve_hugepages: bool,
+    /// The history the split's calibration is read from.
+    pub ctx: &'a costlab_lab::Ctx,
+    /// Measure the calibration again whatever the history holds.
+    pub recalibrate: bool,
 }
 
 /// What `--verify` reads in the program's output: its rate (`--rate`) and its work (`--work`).
@@ -194,14 +199,16 @@ pub fn verify(inp: &Inputs, notes: &mut Vec<String>) -> Result<Trials> {
     let (trials, mut not_tried) = plan(inp, go, &base, &probe, &judged);
     // The trials are judged on the measured split, the tracer's own cost per event taken out;
     // where the split cannot run here, on the cgroup's cpu.stat.
+    let mut calibration_rows = Vec::new();
     let overhead = match trials.is_empty() {
         true => None,
         false => {
-            eprintln!("costlab: verify: measuring the split's own cost per event");
-            match overhead::Overhead::measure(OVERHEAD_ROUNDS, false) {
-                Ok(o) => {
-                    notes.push(o.line());
-                    Some(o)
+            eprintln!("costlab: verify: the split's own cost per event");
+            match calibration::get(inp.ctx, OVERHEAD_ROUNDS, false, inp.recalibrate) {
+                Ok(c) => {
+                    notes.push(format!("{} ({})", c.overhead.line(), c.origin));
+                    calibration_rows = c.rows;
+                    Some(c.overhead)
                 }
                 Err(e) => {
                     notes.push(format!(
@@ -285,6 +292,7 @@ pub fn verify(inp: &Inputs, notes: &mut Vec<String>) -> Result<Trials> {
         return Ok(Trials {
             tried,
             failed: Some(end),
+            calibration: calibration_rows,
         });
     }
     if a_runs.len() < inp.pairs {
@@ -317,6 +325,7 @@ pub fn verify(inp: &Inputs, notes: &mut Vec<String>) -> Result<Trials> {
     Ok(Trials {
         tried,
         failed: None,
+        calibration: calibration_rows,
     })
 }
 
@@ -325,6 +334,8 @@ pub fn verify(inp: &Inputs, notes: &mut Vec<String>) -> Result<Trials> {
 pub struct Trials {
     pub tried: Vec<Tried>,
     pub failed: Option<ProgramEnd>,
+    /// The split's calibration, where the trials measured it (to be stored with the run).
+    pub calibration: Vec<costlab_history::report::ResultRow>,
 }
 
 /// The line that stops a trial whose program failed as it is (`a`) and with its remedy (`b`).

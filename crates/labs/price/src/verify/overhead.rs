@@ -156,7 +156,7 @@ impl Overhead {
     /// One line for the output.
     pub fn line(&self) -> String {
         format!(
-            "the {}own cost, measured here now and taken out of every traced run's kernel time: {} a syscall, {} a user fault, {} a switch, {} a page-cache lookup, {} a stat's path read, {} an mmap, and {} {:.2}% of the CPU",
+            "the {}own cost, taken out of every traced run's kernel time: {} a syscall, {} a user fault, {} a switch, {} a page-cache lookup, {} a stat's path read, {} an mmap, and {} {:.2}% of the CPU",
             if self.sampler {
                 "split's and the sampler's "
             } else {
@@ -180,7 +180,14 @@ impl Overhead {
     /// Measure it: each loop untraced then traced, `rounds` times, the medians.
     /// `sampler`: with the sampler's perf events on the traced loops.
     pub fn measure(rounds: usize, sampler: bool) -> Result<Overhead> {
+        Ok(Overhead::measure_rounds(rounds, sampler)?.0)
+    }
+
+    /// `measure`, with each round's figure of each event, by `EVENTS`' names (a loop that made
+    /// none of its events, the lookups on a tmpfs, has none: counted as free).
+    pub fn measure_rounds(rounds: usize, sampler: bool) -> Result<(Overhead, Rounds)> {
         let rounds = rounds.max(1);
+        let mut all = Rounds::default();
         let mut o = Overhead {
             sampler,
             ..Overhead::default()
@@ -201,6 +208,7 @@ impl Overhead {
             }
         }
         o.per_cpu = Summary::of(&share).map_or(0.0, |s| s.median);
+        all.push(("tick", share));
         for kind in [
             Kind::Syscalls,
             Kind::Mmaps,
@@ -227,6 +235,7 @@ impl Overhead {
                 per.push((extra / n).max(0.0));
             }
             let c = Summary::of(&per).map_or(0.0, |s| s.median);
+            all.push((kind.event(), per));
             match kind {
                 Kind::Syscalls => o.syscall = c,
                 Kind::Faults => o.fault = c,
@@ -237,9 +246,48 @@ impl Overhead {
                 Kind::Spin => {}
             }
         }
-        Ok(o)
+        Ok((o, all))
+    }
+
+    /// The figure of one of `EVENTS` ("tick": `per_cpu`).
+    pub fn get(&self, event: &str) -> Option<f64> {
+        Some(match event {
+            "syscall" => self.syscall,
+            "fault" => self.fault,
+            "switch" => self.switch,
+            "lookup" => self.lookup,
+            "path" => self.path,
+            "mmap" => self.mmap,
+            "tick" => self.per_cpu,
+            _ => return None,
+        })
+    }
+
+    /// Set the figure of one of `EVENTS`; false for another name.
+    pub fn set(&mut self, event: &str, v: f64) -> bool {
+        let slot = match event {
+            "syscall" => &mut self.syscall,
+            "fault" => &mut self.fault,
+            "switch" => &mut self.switch,
+            "lookup" => &mut self.lookup,
+            "path" => &mut self.path,
+            "mmap" => &mut self.mmap,
+            "tick" => &mut self.per_cpu,
+            _ => return false,
+        };
+        *slot = v;
+        true
     }
 }
+
+/// What the tracer pays for, by name: its cost per event of each, and "tick", its timer's
+/// share of the CPU (a fraction of the untraced CPU, not ns).
+pub const EVENTS: [&str; 7] = [
+    "syscall", "fault", "switch", "lookup", "path", "mmap", "tick",
+];
+
+/// Each round's figure of each event measured, by name.
+pub type Rounds = Vec<(&'static str, Vec<f64>)>;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Kind {
@@ -257,6 +305,19 @@ enum Kind {
 }
 
 impl Kind {
+    /// The event of `EVENTS` whose cost the loop measures.
+    fn event(self) -> &'static str {
+        match self {
+            Kind::Spin => "tick",
+            Kind::Syscalls => "syscall",
+            Kind::Faults => "fault",
+            Kind::Switches => "switch",
+            Kind::Lookups => "lookup",
+            Kind::Paths => "path",
+            Kind::Mmaps => "mmap",
+        }
+    }
+
     fn word(self) -> &'static str {
         match self {
             Kind::Spin => "spin",
