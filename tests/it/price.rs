@@ -373,7 +373,7 @@ fn the_test_programs_events_are_counted_exactly() {
     let Some((dir, exe)) = events_or_skip(name) else {
         return;
     };
-    let db = dir.path().join("h.db");
+    let db = crate::common::calibrated_db(dir.path());
     let _one = crate::common::serial();
     // Syscalls: exact.
     let getppid = counted(&db, &exe, "getppid", 1000);
@@ -425,7 +425,7 @@ fn the_programs_exit_status_and_output_pass_through() {
         return skip::skipped_unless_ci(name, &why);
     }
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("h.db");
+    let db = crate::common::calibrated_db(dir.path());
     let _one = crate::common::serial();
     let out = common::costlab_db(
         &db,

@@ -31,7 +31,7 @@ fn calls_are_told_cold_by_the_user_time_before_them() {
     let Some((dir, exe)) = events_or_skip(name) else {
         return;
     };
-    let db = dir.path().join("h.db");
+    let db = crate::common::calibrated_db(dir.path());
     let saved = dir.path().join("counts.json");
     let _one = crate::common::serial();
     let exe = exe.to_str().unwrap();

@@ -108,7 +108,7 @@ fn the_faults_switches_and_spawns_match_perf_stats_counts_of_the_same_cgroup() {
         Ok(e) => e,
         Err(why) => return skip::skipped(name, &why),
     };
-    let db = dir.path().join("h.db");
+    let db = crate::common::calibrated_db(dir.path());
     let _one = crate::common::serial();
     // Within 1% plus a handful: the runs are two, and perf's cgroup is joined by a shell that
     // then execs (a few faults of its own); a wrong filter or a missed CPU is off by far more.
@@ -179,7 +179,7 @@ fn a_running_process_has_its_switches_and_wakeups_counted_by_thread() {
     let Some((dir, exe)) = events_or_skip(name) else {
         return;
     };
-    let db = dir.path().join("h.db");
+    let db = crate::common::calibrated_db(dir.path());
     let _one = crate::common::serial();
     // Two threads hand a token back and forth until killed: its second thread is started
     // before the counting, so both are counted one by one.
@@ -273,7 +273,7 @@ fn the_counts_agree_with_strace_for_every_syscall_it_lists() {
         Ok(c) => c,
         Err(why) => return skip::skipped_unless_ci(name, &why),
     };
-    let db = dir.path().join("h.db");
+    let db = crate::common::calibrated_db(dir.path());
     let _one = crate::common::serial();
     let ours = counted(&db, &exe, "fork", 5);
     assert!(theirs.get("clone") == Some(&5.0), "{theirs:?}");

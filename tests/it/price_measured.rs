@@ -48,7 +48,7 @@ fn a_real_program_is_split_adds_up_and_keeps_its_split_through_a_counts_file() {
     let Some((dir, exe)) = events_or_skip(name) else {
         return;
     };
-    let db = dir.path().join("h.db");
+    let db = crate::common::calibrated_db(dir.path());
     let saved = dir.path().join("counts.json");
     let _one = crate::common::serial();
     let exe = exe.to_str().unwrap();
@@ -147,7 +147,7 @@ fn a_light_call_is_not_listed_as_a_call_with_no_term() {
     let Some((dir, exe)) = events_or_skip(name) else {
         return;
     };
-    let db = dir.path().join("h.db");
+    let db = crate::common::calibrated_db(dir.path());
     let _one = crate::common::serial();
     let doc = price(&db, &["--", exe.to_str().unwrap(), "getppid", "200000"]);
     let r = rows(&doc);
@@ -209,7 +209,7 @@ fn the_splits_edges_leave_no_impossible_line() {
     let Some((dir, exe)) = edges(name) else {
         return;
     };
-    let db = dir.path().join("h.db");
+    let db = crate::common::calibrated_db(dir.path());
     let _one = common::serial();
     let exe = exe.to_str().unwrap();
     for every in ["1", "16"] {
@@ -302,7 +302,7 @@ fn minor_faults_are_told_apart_by_kind() {
     let Some((dir, exe)) = edges(name) else {
         return;
     };
-    let db = dir.path().join("h.db");
+    let db = crate::common::calibrated_db(dir.path());
     let _one = common::serial();
     let n = 2000.0;
     let doc = price(&db, &["--", exe.to_str().unwrap(), "faults", "2000"]);
@@ -379,7 +379,7 @@ fn creates_are_told_from_opens_and_counted_exactly() {
         return skip::skipped_unless_ci(name, &why);
     }
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("h.db");
+    let db = crate::common::calibrated_db(dir.path());
     let files = dir.path().join("files");
     std::fs::create_dir(&files).unwrap();
     let script = format!(
@@ -420,7 +420,7 @@ fn failed_execs_are_told_from_execs() {
         return skip::skipped_unless_ci(name, &why);
     }
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("h.db");
+    let db = crate::common::calibrated_db(dir.path());
     let _one = common::serial();
     // env's execvp tries /nonexistent-a/true and /nonexistent-b/true (ENOENT), then
     // /usr/bin/true: two failed, and the two execs that ran (env's own and true's).
@@ -466,7 +466,7 @@ fn the_page_cache_is_counted_in_and_out() {
     let Some((dir, exe)) = edges(name) else {
         return;
     };
-    let db = dir.path().join("h.db");
+    let db = crate::common::calibrated_db(dir.path());
     let _one = common::serial();
     let n = 2000.0;
     for mode in [&[][..], &["--time-one-in", "16"][..]] {
@@ -567,7 +567,7 @@ fn the_interrupts_a_waker_sends_are_counted_on_its_write() {
     else {
         return;
     };
-    let db = dir.path().join("h.db");
+    let db = crate::common::calibrated_db(dir.path());
     let saved = dir.path().join("counts.json");
     let _one = common::serial();
     let n = 400.0;
@@ -648,7 +648,7 @@ fn a_faults_tlb_shootdowns_are_counted_on_its_line() {
     let Some((dir, exe)) = ipi_edges("a_faults_tlb_shootdowns_are_counted_on_its_line") else {
         return;
     };
-    let db = dir.path().join("h.db");
+    let db = crate::common::calibrated_db(dir.path());
     let saved = dir.path().join("counts.json");
     let _one = common::serial();
     let n = 3000.0;
@@ -714,7 +714,7 @@ fn a_forks_copied_pages_are_counted_and_priced_on_its_line() {
     let Some((dir, exe)) = edges(name) else {
         return;
     };
-    let db = dir.path().join("h.db");
+    let db = crate::common::calibrated_db(dir.path());
     let _one = common::serial();
     let exe = exe.to_str().unwrap();
     let forks = 20.0;

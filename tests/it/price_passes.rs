@@ -81,7 +81,7 @@ fn a_creates_passes_over_deleted_inodes_are_counted_and_priced() {
     );
     let dir = fs.0.join("d");
     std::fs::create_dir(&dir).unwrap();
-    let db = tmp.path().join("h.db");
+    let db = crate::common::calibrated_db(tmp.path());
     let _one = common::serial();
     let script = format!(
         "cd '{}' && for i in $(seq 1000); do : > d$i; done; rm -f d*; sleep 1.2; for i in $(seq 200); do : > t$i; done",
@@ -129,7 +129,7 @@ fn the_pages_read_from_small_files_are_counted_exactly() {
     let Some((dir, exe)) = crate::price_measured::edges(name) else {
         return;
     };
-    let db = dir.path().join("h.db");
+    let db = crate::common::calibrated_db(dir.path());
     let _one = common::serial();
     let doc =
         crate::price_measured::price(&db, &["--", exe.to_str().unwrap(), "smallfiles", "100"]);
@@ -163,7 +163,7 @@ fn the_components_of_stated_paths_are_counted_exactly() {
     let Some((dir, exe)) = crate::price_measured::edges(name) else {
         return;
     };
-    let db = dir.path().join("h.db");
+    let db = crate::common::calibrated_db(dir.path());
     let _one = common::serial();
     // Without cargo's LD_LIBRARY_PATH: the loader stats each folder in it by path (409 more
     // components here).

@@ -250,6 +250,45 @@ pub fn serial() -> Serial {
     }
 }
 
+/// A history for a test of `costlab price`, at `dir`/h.db, that already holds this machine's
+/// tracer calibration (the split's and the sampler's own cost per event) and the unit costs a
+/// price of `true` needs: a copy of one history made once per test run by `costlab price --
+/// true`. A price with the split then reuses that calibration, as a user's second price does,
+/// instead of spending about 10 s measuring it again in every test; the tests of the
+/// calibration itself (price_calibration) start from an empty history.
+///
+/// Call it before taking `serial()`: the first call takes that lock to make the copy's source.
+/// Where no price can run here (no BPF, no root), the path of an empty history.
+pub fn calibrated_db(dir: &std::path::Path) -> std::path::PathBuf {
+    static SOURCE: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    let source = SOURCE.get_or_init(|| {
+        let _one = serial();
+        let tmp = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+        // One per test process; those of processes gone are removed.
+        for e in std::fs::read_dir(tmp).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let pid = name
+                .strip_prefix("calibrated-")
+                .and_then(|r| r.strip_suffix(".db"));
+            if pid.is_some_and(|p| !std::path::Path::new("/proc").join(p).exists()) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+        let path = tmp.join(format!("calibrated-{}.db", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let out = command_db(&path)
+            .args(["price", "--once", "--quick", "--samples", "3", "--", "true"])
+            .output()
+            .expect("costlab runs");
+        out.status.success().then_some(path)
+    });
+    let db = dir.join("h.db");
+    if let Some(src) = source {
+        std::fs::copy(src, &db).expect("the calibrated history copies");
+    }
+    db
+}
+
 /// `serial()`'s guard: the lock and no tracer of another test running.
 pub struct Serial {
     _one: std::sync::MutexGuard<'static, ()>,
