@@ -57,9 +57,9 @@ fn verify_stops_a_trial_whose_program_fails_in_both_arms() {
     if let Some(why) = count::unavailable() {
         return skip::skipped_unless_ci(name, &why);
     }
-    let _one = crate::common::serial();
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("h.db");
+    let db = crate::common::calibrated_db(dir.path());
+    let _one = crate::common::serial();
     let out = common::costlab_db(
         &db,
         &[
@@ -122,7 +122,7 @@ fn verify_stops_a_trial_whose_program_fails_in_both_arms() {
     assert!(tried.contains("not tried: --verify stopped: "), "{tried}");
     let h = common::costlab_db(&db, &["history"]);
     assert!(
-        String::from_utf8_lossy(&h.stdout).contains("price"),
+        String::from_utf8_lossy(&h.stdout).contains("exit 3"),
         "stored"
     );
 }
@@ -182,10 +182,10 @@ fn a_small_verify_tries_each_remedy_and_puts_the_thp_mode_back() {
     if let Some(why) = thp_unavailable() {
         return skip::skipped_unless_ci(name, &why);
     }
+    let dir = tempfile::tempdir().unwrap();
+    let db = crate::common::calibrated_db(dir.path());
     let _one = crate::common::serial();
     let before = thp_mode();
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("h.db");
     let doc = verified(&db);
     assert_eq!(thp_mode(), before, "the THP mode is put back");
     let rows: Vec<&serde_json::Value> = doc["results"]
@@ -345,9 +345,9 @@ fn strict_exits_3_when_a_trial_refutes_a_what_if() {
         Ok(o) => panic!("cc failed: {}", String::from_utf8_lossy(&o.stderr)),
         Err(e) => return skip::skipped_unless_ci(name, &format!("no C compiler (cc): {e}")),
     }
+    let db = crate::common::calibrated_db(dir.path());
     let _one = crate::common::serial();
     let before = thp_mode();
-    let db = dir.path().join("h.db");
     let out = common::costlab_db(
         &db,
         &[
@@ -422,10 +422,10 @@ fn a_costlab_killed_while_thp_was_changed_leaves_it_for_the_next_command_to_put_
     if let Some(why) = thp_unavailable() {
         return skip::skipped_unless_ci(name, &why);
     }
+    let dir = tempfile::tempdir().unwrap();
+    let db = crate::common::calibrated_db(dir.path());
     let _one = crate::common::serial();
     let before = thp_mode().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("h.db");
     // Its own journal: no other costlab in this suite recovers (and reports) it first.
     let journal = dir.path().join("journal");
     // The program is slow on purpose: each run sleeps, so a run with THP changed lasts
@@ -495,10 +495,10 @@ fn ctrl_c_while_thp_was_changed_puts_it_back_and_stores_the_rounds_that_ran() {
     if let Some(why) = thp_unavailable() {
         return skip::skipped_unless_ci(name, &why);
     }
+    let dir = tempfile::tempdir().unwrap();
+    let db = crate::common::calibrated_db(dir.path());
     let _one = crate::common::serial();
     let before = thp_mode().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("h.db");
     let child = crate::common::command()
         .args([
             "price",
@@ -542,7 +542,7 @@ fn ctrl_c_while_thp_was_changed_puts_it_back_and_stores_the_rounds_that_ran() {
     assert!(err.contains("note: --verify was cut short: "), "{err}");
     let h = common::costlab_db(&db, &["history"]);
     assert!(
-        String::from_utf8_lossy(&h.stdout).contains(" price "),
+        String::from_utf8_lossy(&h.stdout).contains("sleep 1"),
         "stored"
     );
 }

@@ -254,8 +254,10 @@ pub fn serial() -> Serial {
 /// tracer calibration (the split's and the sampler's own cost per event) and the unit costs a
 /// price of `true` needs: a copy of one history made once per test run by `costlab price --
 /// true`. A price with the split then reuses that calibration, as a user's second price does,
-/// instead of spending about 10 s measuring it again in every test; the tests of the
-/// calibration itself (price_calibration) start from an empty history.
+/// instead of spending about 10 s measuring it again in every test (a --verify's trials still
+/// measure the split's own, without the sampler); the tests of the calibration itself
+/// (price_calibration) and those that check a refusal stores nothing start from an empty
+/// history.
 ///
 /// Call it before taking `serial()`: the first call takes that lock to make the copy's source.
 /// Where no price can run here (no BPF, no root), the path of an empty history.
