@@ -25,7 +25,7 @@ pub(crate) fn tracer_cost(
         .filter(|((c, _), _)| c == "switch")
         .map(|(_, n)| *n)
         .sum();
-    match calibration::get(ctx, 3, counts.samples.is_some(), again) {
+    match calibration::get(ctx, calibration::ROUNDS, counts.samples.is_some(), again) {
         Ok(cal) => {
             let oh = cal.overhead;
             o.results.extend(cal.rows);

@@ -1,4 +1,4 @@
-//! The tracer's own cost per event (`verify::overhead`'s loops: about 10 s of attaches,
+//! The tracer's own cost per event (`verify::overhead`'s loops: about 24 s of attaches,
 //! detaches and loops), kept in the history with the run that measured it and reused while it
 //! is fresh: the same machine, the same kernel, the same costlab build, the same tracer (the
 //! split alone, or with the sampler) and measured within a day. A price or a `--verify` then
@@ -19,6 +19,13 @@ use costlab_lab::Ctx;
 
 use super::overhead::{Overhead, EVENTS};
 use crate::LAB;
+
+/// Rounds of the loops, each figure their median. Paid once a day, so more than a price
+/// could pay on every run: six recalibrations each way, alternated, on the quiet 2-vCPU guest
+/// here, gave a fault's cost 342-572 ns with 3 rounds and 397-512 with 7, an mmap's 479-1000
+/// and 748-1010, a stat's path 201-421 and 201-350, a switch's 7.97-10.10 us and 8.66-10.19
+/// (a syscall's 246-272 and 247-257 ns); 7 rounds took 24 s, 3 took 10.4-11.0 s.
+pub const ROUNDS: usize = 7;
 
 /// How long a stored calibration is reused: a day. Over longer the host's load and the
 /// guest's placement move it more than its own spread (the syscall's cost read 240-330 ns

@@ -47,9 +47,6 @@ use measure::{RunMeasure, Setup};
 use plan::plan;
 use verdict::{Predicted, Verdict};
 
-/// Rounds of the loops that measure the split's own cost per event.
-const OVERHEAD_ROUNDS: usize = 3;
-
 /// The runs as they are, traced with the tracer's cost taken out, against the same program
 /// untraced in the same rounds: how well taking the cost out holds.
 fn tracer_check(traced: &[RunMeasure], plain: &[RunMeasure]) -> Option<String> {
@@ -204,7 +201,7 @@ pub fn verify(inp: &Inputs, notes: &mut Vec<String>) -> Result<Trials> {
         true => None,
         false => {
             eprintln!("costlab: verify: the split's own cost per event");
-            match calibration::get(inp.ctx, OVERHEAD_ROUNDS, false, inp.recalibrate) {
+            match calibration::get(inp.ctx, calibration::ROUNDS, false, inp.recalibrate) {
                 Ok(c) => {
                     notes.push(format!("{} ({})", c.overhead.line(), c.origin));
                     calibration_rows = c.rows;
