@@ -63,6 +63,7 @@ both!(
     a_failed_write_leaves_nothing,
     saving_a_present_run_again_is_skipped,
     database_passwords_are_never_stored,
+    one_labs_figures_are_read_for_one_machine_newest_first,
 );
 
 fn a_document_round_trips_through_the_database(kind: Kind) {
@@ -436,4 +437,64 @@ fn postgres_stopped_during_a_run_keeps_the_figures_in_a_file_and_the_history_sou
     assert_eq!(runs[0].complete, doc.run.complete);
     assert_eq!(runs[0].figures, doc.results.len());
     let _ = std::fs::remove_file(&file);
+}
+
+/// `Store::figures_of` (what a price reads its kept calibration with): the rows of one lab and
+/// metric of one machine's runs, each with its run's id and start, newest run first; another
+/// machine's runs are left out.
+fn one_labs_figures_are_read_for_one_machine_newest_first(kind: Kind) {
+    let f = fresh(kind);
+    let store = Store::open(&f.target).unwrap();
+    let doc = common::fixture();
+    let (lab, metric) = (doc.results[0].lab.clone(), doc.results[0].metric.clone());
+    let per_run = doc
+        .results
+        .iter()
+        .filter(|r| r.lab == lab && r.metric == metric)
+        .count();
+    for (id, started) in [
+        ("20261122T100000Z-aaaaaa", "2026-11-22T10:00:00Z"),
+        ("20261123T100000Z-bbbbbb", "2026-11-23T10:00:00Z"),
+    ] {
+        let mut d = with_id(doc.clone(), id);
+        d.run.started = started.into();
+        store.save_doc(&d, &[]).unwrap();
+    }
+    let mut other = with_id(doc.clone(), "20261124T100000Z-cccccc");
+    other.run.started = "2026-11-24T10:00:00Z".into();
+    other.machine["id"] = "another-machine".into();
+    store.save_doc(&other, &[]).unwrap();
+    let me = store
+        .runs()
+        .unwrap()
+        .into_iter()
+        .find(|r| r.id == "20261122T100000Z-aaaaaa")
+        .unwrap()
+        .machine_id;
+    let found = store.figures_of(&lab, &metric, &me).unwrap();
+    assert_eq!(found.len(), 2 * per_run);
+    assert!(found[..per_run].iter().all(
+        |(id, started, _)| id == "20261123T100000Z-bbbbbb" && started.starts_with("2026-11-23")
+    ));
+    assert!(found[per_run..]
+        .iter()
+        .all(|(id, _, _)| id == "20261122T100000Z-aaaaaa"));
+    assert!(found
+        .iter()
+        .all(|(_, _, r)| r.lab == lab && r.metric == metric));
+    let want: Vec<_> = doc
+        .results
+        .iter()
+        .filter(|r| r.lab == lab && r.metric == metric)
+        .map(|r| r.figure_id())
+        .collect();
+    let got: Vec<_> = found[..per_run]
+        .iter()
+        .map(|(_, _, r)| r.figure_id())
+        .collect();
+    assert_eq!(got, want, "in the run's order");
+    assert!(store
+        .figures_of(&lab, "no-such-metric", &me)
+        .unwrap()
+        .is_empty());
 }
