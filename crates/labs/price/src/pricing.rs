@@ -437,12 +437,7 @@ pub fn kind_weights(counts: &Counts, family: &[&str]) -> (BTreeMap<String, u64>,
 /// null call's round trip, which is almost all entry and exit.
 fn entry_exit(counts: &Counts, units: &Units) -> Option<Priced> {
     let calls: u64 = counts.syscalls.values().sum();
-    let faults: u64 = counts
-        .events
-        .iter()
-        .filter(|((c, _), _)| c == "fault")
-        .map(|(_, n)| *n)
-        .sum();
+    let faults = counts.class_total("fault");
     (calls + faults > 0).then(|| Priced {
         class: "kernel-other".into(),
         event: "inside user time".into(),

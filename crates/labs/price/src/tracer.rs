@@ -19,12 +19,7 @@ pub(crate) fn tracer_cost(
     counts: &count::Counts,
     o: &mut Outcome,
 ) -> Option<(f64, measured::TracerCost)> {
-    let switches: u64 = counts
-        .events
-        .iter()
-        .filter(|((c, _), _)| c == "switch")
-        .map(|(_, n)| *n)
-        .sum();
+    let switches = counts.class_total("switch");
     match calibration::get(ctx, calibration::ROUNDS, counts.samples.is_some(), again) {
         Ok(cal) => {
             let oh = cal.overhead;

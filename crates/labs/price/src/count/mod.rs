@@ -66,6 +66,17 @@ pub struct Counts {
     pub tracer_per_event: Option<crate::measured::TracerCost>,
 }
 
+impl Counts {
+    /// The events of one class, all kinds together: ("fault", any) for "fault".
+    pub fn class_total(&self, class: &str) -> u64 {
+        self.events
+            .iter()
+            .filter(|((c, _), _)| c == class)
+            .map(|(_, n)| *n)
+            .sum()
+    }
+}
+
 /// A counter of io_uring submissions where the kernel has the tracepoint, None elsewhere; one
 /// that fails to attach is said in `notes`, not dropped in silence.
 fn uring_counter(

@@ -119,7 +119,7 @@ pub fn get(ctx: &Ctx, rounds: usize, sampler: bool, again: bool) -> Result<Calib
             }
         }
     }
-    let (overhead, per_round) = Overhead::measure_rounds(rounds, sampler)?;
+    let (overhead, per_round) = Overhead::measure(rounds, sampler)?;
     let mut rows: Vec<ResultRow> = per_round
         .into_iter()
         .filter_map(|(event, samples)| row(&key, event, samples))

@@ -177,15 +177,11 @@ impl Overhead {
         )
     }
 
-    /// Measure it: each loop untraced then traced, `rounds` times, the medians.
-    /// `sampler`: with the sampler's perf events on the traced loops.
-    pub fn measure(rounds: usize, sampler: bool) -> Result<Overhead> {
-        Ok(Overhead::measure_rounds(rounds, sampler)?.0)
-    }
-
-    /// `measure`, with each round's figure of each event, by `EVENTS`' names (a loop that made
-    /// none of its events, the lookups on a tmpfs, has none: counted as free).
-    pub fn measure_rounds(rounds: usize, sampler: bool) -> Result<(Overhead, Rounds)> {
+    /// Measure it: each loop untraced then traced, `rounds` times, the medians; with each
+    /// round's figure of each event, by `EVENTS`' names (a loop that made none of its events,
+    /// the lookups on a tmpfs, has none: counted as free). `sampler`: with the sampler's perf
+    /// events on the traced loops.
+    pub fn measure(rounds: usize, sampler: bool) -> Result<(Overhead, Rounds)> {
         let rounds = rounds.max(1);
         let mut all = Rounds::default();
         let mut o = Overhead {
@@ -249,20 +245,6 @@ impl Overhead {
         Ok((o, all))
     }
 
-    /// The figure of one of `EVENTS` ("tick": `per_cpu`).
-    pub fn get(&self, event: &str) -> Option<f64> {
-        Some(match event {
-            "syscall" => self.syscall,
-            "fault" => self.fault,
-            "switch" => self.switch,
-            "lookup" => self.lookup,
-            "path" => self.path,
-            "mmap" => self.mmap,
-            "tick" => self.per_cpu,
-            _ => return None,
-        })
-    }
-
     /// Set the figure of one of `EVENTS`; false for another name.
     pub fn set(&mut self, event: &str, v: f64) -> bool {
         let slot = match event {
@@ -318,15 +300,11 @@ impl Kind {
         }
     }
 
+    /// Its name in errors: its event's, but "spin" for the tick's loop.
     fn word(self) -> &'static str {
         match self {
             Kind::Spin => "spin",
-            Kind::Syscalls => "syscall",
-            Kind::Faults => "fault",
-            Kind::Switches => "switch",
-            Kind::Lookups => "lookup",
-            Kind::Paths => "path",
-            Kind::Mmaps => "mmap",
+            k => k.event(),
         }
     }
 
@@ -682,7 +660,14 @@ mod tests {
             eprintln!("skipped: needs root, BPF and a cgroup v2 tree");
             return;
         }
-        let o = Overhead::measure(1, true).unwrap();
+        let (o, rounds) = Overhead::measure(1, true).unwrap();
+        // One round's figure of every event but the lookups, which a tmpfs cannot make.
+        for e in EVENTS.iter().filter(|e| **e != "lookup") {
+            assert!(
+                rounds.iter().any(|(n, v)| n == e && v.len() == 1),
+                "{e}: {rounds:?}"
+            );
+        }
         // Every cost is a number of ns, none below zero.
         for c in [o.syscall, o.fault, o.switch, o.lookup, o.path, o.per_cpu] {
             assert!(c.is_finite() && c >= 0.0, "{o:?}");

@@ -207,13 +207,7 @@ fn thp_trials(
 /// by their sign (no term prices a migration or a remote access).
 fn placement_trials(inp: &Inputs, base: &Setup, trials: &mut Vec<Trial>, skipped: &mut Vec<Tried>) {
     let cpus = remedy::pin_set();
-    let migrations = inp
-        .counts
-        .events
-        .iter()
-        .filter(|((c, _), _)| c == "migration")
-        .map(|(_, n)| *n)
-        .sum::<u64>();
+    let migrations = inp.counts.class_total("migration");
     trials.push(Trial {
         what: "pin",
         remedy: format!(
