@@ -1,8 +1,8 @@
 //! `costlab price --verify`: bad input, a small trial end to end (its rows, its verdicts, the
-//! THP mode put back, `compare` of two trials), and a costlab killed with SIGKILL while the
-//! THP mode was changed, put back by the next costlab command. Counting needs root and
-//! bpftrace; changing the THP mode needs root and THP: those tests say why they skip. None
-//! asserts a time.
+//! THP mode put back, `compare` of two trials), a costlab killed with SIGKILL while the THP
+//! mode was changed, put back by the next costlab command, and a Ctrl-C that puts it back and
+//! leaves nothing in the temporary directory. Counting needs root and bpftrace; changing the
+//! THP mode needs root and THP: those tests say why they skip. None asserts a time.
 
 use crate::common::price_refused;
 use crate::common::{self, skip};
@@ -499,6 +499,9 @@ fn ctrl_c_while_thp_was_changed_puts_it_back_and_stores_the_rounds_that_ran() {
     let db = crate::common::calibrated_db(dir.path());
     let _one = crate::common::serial();
     let before = thp_mode().unwrap();
+    // Its own temporary directory: what a cut-short run leaves there is seen.
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
     let child = crate::common::command()
         .args([
             "price",
@@ -514,6 +517,7 @@ fn ctrl_c_while_thp_was_changed_puts_it_back_and_stores_the_rounds_that_ran() {
             "dd if=/dev/zero of=/dev/null bs=8M count=1 2>/dev/null; sleep 1",
         ])
         .env("COSTLAB_DB", &db)
+        .env("TMPDIR", &tmp)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -540,6 +544,11 @@ fn ctrl_c_while_thp_was_changed_puts_it_back_and_stores_the_rounds_that_ran() {
     assert_eq!(out.status.code(), Some(130), "{err}");
     assert!(err.contains("(incomplete: interrupted)"), "{err}");
     assert!(err.contains("note: --verify was cut short: "), "{err}");
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
     let h = common::costlab_db(&db, &["history"]);
     assert!(
         String::from_utf8_lossy(&h.stdout).contains("sleep 1"),

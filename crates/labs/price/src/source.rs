@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use crate::args::PriceArgs;
 use crate::count::{self, Counts, Stdio3, Times};
@@ -167,18 +167,17 @@ fn untraced_runs(
     let go = gowhatif::is_go_program(path);
     for i in which {
         costlab_core::measure::cancel::check()?;
-        let stdio = if go && i == 0 {
-            Stdio3::GcTrace
-        } else {
-            Stdio3::Null
-        };
-        runs.push(count::run_program(path, &args.command, None, stdio)?.0);
-        if stdio == Stdio3::GcTrace {
-            let at = count::gctrace_path();
-            let text = std::fs::read_to_string(&at).unwrap_or_default();
-            let _ = std::fs::remove_file(&at);
+        if go && i == 0 {
+            let mut trace = count::unnamed_file()?;
+            let spawn = count::Spawn::new(path, &args.command)
+                .errors_to(trace.try_clone().context("sharing the GC trace file")?)
+                .gctrace();
+            runs.push(spawn.run()?.times);
+            let text = count::read_back(&mut trace);
             *go_gc = Some(gowhatif::gctrace_share(&text));
             *go_cycles = crate::verify::gogc::cycles(&text);
+        } else {
+            runs.push(count::run_program(path, &args.command, None, Stdio3::Null)?.0);
         }
     }
     Ok(runs)

@@ -35,7 +35,7 @@ pub use cgroup::Cgroup;
 pub use fdwatch::{fd_kind, split_by_fd_kind, FdKinds, FdWatch, Procs};
 pub use host::{mount_point, tracefs, unavailable, which};
 pub use perfcount::{Events, Filter, PerfCounter};
-pub use program::{gctrace_path, program, run_program, Ended, Spawn, Stdio3, Times};
+pub use program::{program, read_back, run_program, unnamed_file, Ended, Spawn, Stdio3, Times};
 pub use syscalls::{named, parse_unistd, syscall_names, traced_syscalls};
 
 /// Everything counted of one run.

@@ -61,18 +61,33 @@ pub fn program(argv: &[String]) -> Result<PathBuf> {
     }))
 }
 
-/// How a run's stdio is set: passed through, quiet (untraced re-runs), or quiet with a Go
-/// runtime's GC trace asked for and its stderr kept at `gctrace_path()`.
+/// How a run's stdio is set: passed through, or quiet (untraced re-runs).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Stdio3 {
     Inherit,
     Null,
-    GcTrace,
 }
 
-/// Where a `Stdio3::GcTrace` run's stderr goes (the caller reads and removes it).
-pub fn gctrace_path() -> PathBuf {
-    std::env::temp_dir().join(format!("costlab-gctrace-{}", std::process::id()))
+/// A file with no name in the temporary directory, where a run's output is kept to be read
+/// back (`read_back`): it is gone when closed, so nothing is left behind, even when costlab is
+/// killed.
+pub fn unnamed_file() -> Result<std::fs::File> {
+    tempfile::tempfile().with_context(|| {
+        format!(
+            "creating a file in {} for the program's output: set TMPDIR to a writable directory",
+            std::env::temp_dir().display()
+        )
+    })
+}
+
+/// All that was written to `f`, from its start (a lossy UTF-8 text; empty if unreadable).
+pub fn read_back(f: &mut std::fs::File) -> String {
+    use std::io::{Read, Seek};
+    let mut bytes = Vec::new();
+    if f.rewind().is_ok() {
+        let _ = f.read_to_end(&mut bytes);
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// Run `argv` (its program resolved to `path`) to its end, in `cgroup` when given, with
@@ -154,17 +169,17 @@ impl<'a> Spawn<'a> {
                     .stdout(Stdio::null())
                     .stderr(Stdio::null());
             }
-            Stdio3::GcTrace => {
-                let err =
-                    std::fs::File::create(gctrace_path()).context("creating the GC trace file")?;
-                self.cmd
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::null())
-                    .stderr(err);
-                self = self.gctrace();
-            }
         }
         Ok(self)
+    }
+
+    /// No input or output; its errors into this file.
+    pub fn errors_to(mut self, err: std::fs::File) -> Spawn<'a> {
+        self.cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(err);
+        self
     }
 
     /// No input; its output and errors into these files.

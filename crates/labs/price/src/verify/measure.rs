@@ -8,7 +8,7 @@
 //! (`Traced`); a trial judges only the fields named here.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result};
 
@@ -130,12 +130,13 @@ pub fn run_once(
     split: Option<&Overhead>,
 ) -> Result<RunMeasure> {
     let cg = Cgroup::create()?;
-    let out_path = scratch("out");
-    let err_path = scratch("err");
-    let out = std::fs::File::create(&out_path).context("creating the run's output file")?;
-    let err = std::fs::File::create(&err_path).context("creating the run's error file")?;
+    let mut out = crate::count::unnamed_file()?;
+    let mut err = crate::count::unnamed_file()?;
     let mut spawn = Spawn::new(path, argv)
-        .output_to(out, err)
+        .output_to(
+            out.try_clone().context("sharing the run's output file")?,
+            err.try_clone().context("sharing the run's error file")?,
+        )
         .in_cgroup(&cg.dir)
         .pin(&setup.cpus)
         .interleave(setup.interleave);
@@ -192,11 +193,9 @@ pub fn run_once(
     let stat = std::fs::read_to_string(cg.dir.join("cpu.stat")).unwrap_or_default();
     let (usage_ns, user_ns, system_ns) =
         crate::measured::parse_cpu_stat(&stat).unwrap_or((0, 0, 0));
-    let out_text = std::fs::read_to_string(&out_path).unwrap_or_default();
-    let err_text = std::fs::read_to_string(&err_path).unwrap_or_default();
+    let out_text = crate::count::read_back(&mut out);
+    let err_text = crate::count::read_back(&mut err);
     let output = format!("{out_text}\n{err_text}");
-    let _ = std::fs::remove_file(&out_path);
-    let _ = std::fs::remove_file(&err_path);
     let (thp, thp_scope) = match (before, after) {
         (Some((b, scope)), Some((a, _))) => (delta(&b, &a), scope),
         _ => (BTreeMap::new(), "none"),
@@ -245,10 +244,6 @@ pub fn run_once(
         seen,
         traced,
     })
-}
-
-fn scratch(what: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("costlab-verify-{}-{what}", std::process::id()))
 }
 
 /// The THP events now: the cgroup's memory.stat when it has them, else the machine's vmstat.
