@@ -698,6 +698,15 @@ fn attach_optional(
         raw("cpu_idle"),
         "wake-ups on a halted CPU (the wakee's side of a cross-CPU wake-up unpriced)",
     );
+    // A wakee switched in from the idle task is charged from where it was put on that CPU's
+    // run queue: its wake-up, or its move there.
+    for (hook, what) in [
+        ("sched_wakeup", "wake-ups onto an idle CPU (the wakee's time from its wake-up to its switch in unmeasured)"),
+        ("sched_wakeup_new", "new tasks started on an idle CPU (their time from their wake-up to their first switch in unmeasured)"),
+        ("sched_migrate_task", "tasks moved to an idle CPU (their time from the move to their switch in unmeasured)"),
+    ] {
+        optional(prog::wake::woken(m, t.pid_offset), raw(hook), what);
+    }
     optional(
         prog::irq_enter(m, t, IrqSlot::Numbered),
         raw("irq_handler_entry"),

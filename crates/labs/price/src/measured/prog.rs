@@ -23,6 +23,7 @@
 
 mod exit;
 mod faults;
+mod fork;
 pub mod gaps;
 pub mod inodes;
 mod irq;
@@ -33,6 +34,7 @@ pub mod wake;
 
 pub use exit::{task_exit, RssAt, MUNMAP_ANON_PAGES, MUNMAP_FILE_PAGES, MUNMAP_VMAS};
 pub use faults::{fault_around, fault_begin, fault_end, fault_from_page_cache};
+pub use fork::sched_process_fork;
 pub use irq::{irq_enter, irq_exit, IrqSlot};
 pub use paths::NEWFSTATAT_FD;
 
@@ -675,7 +677,8 @@ pub fn sched_switch(m: &Maps, t: &Target) -> Asm {
     a.ldx_w(R1, R9, ST_FD)
         .stx_w(FP, FP_TASK + 24, R1)
         .note("and the sampled call it is in");
-    a.st_w(FP, FP_TASK + 28, 0);
+    a.st_w(FP, FP_TASK + wake::TASK_WOKE, 0)
+        .note("not woken yet");
     a.ld_map(R1, m.tasks);
     a.mov(R2, FP).add_imm(R2, -8);
     a.mov(R3, FP).add_imm(R3, FP_TASK.into());
@@ -711,6 +714,7 @@ pub fn sched_switch(m: &Maps, t: &Target) -> Asm {
     a.jeq_imm(R0, 0, "out").note("next is not tracked");
     a.ldx_w(R1, FP, -8).stx_w(R9, ST_TID, R1);
     join::take_up(&mut a);
+    wake::from_wake(&mut a);
     a.stx_dw(R9, ST_SINCE, R7);
     a.st_w(R9, ST_UNDER_IRQ, USER as i32);
     a.st_w(R9, ST_UNDER_SOFTIRQ, USER as i32);
@@ -735,38 +739,6 @@ pub fn sched_switch(m: &Maps, t: &Target) -> Asm {
     a.label("wait_dropped");
     a.mov_imm(R1, DROPPED as i32);
     count(&mut a, m, R1);
-    epilogue(&mut a);
-    a
-}
-
-/// raw sched_process_fork (current = parent): a tracked parent's child is tracked from its
-/// first switch in, in the parent's class (the clone it returns from). With `t.rss`, a child
-/// with an address space of its own adds what the fork copied (`exit::fork_pages`).
-pub fn sched_process_fork(m: &Maps, t: &Target) -> Asm {
-    let mut a = Asm::new();
-    prologue(&mut a, m, Join::No, true);
-    a.mov(R1, FP).add_imm(R1, -32);
-    a.mov_imm(R2, 4);
-    a.ldx_dw(R3, R6, 8).note("r3 = args[1], the child");
-    a.add_imm(R3, t.pid_offset);
-    a.call(Helper::ProbeReadKernel);
-    a.jne_imm(R0, 0, "out");
-    a.ldx_w(R1, FP, -32).stx_w(FP, -8, R1);
-    a.ldx_w(R1, R9, ST_CLASS).stx_w(FP, FP_TASK, R1);
-    a.ldx_w(R1, R9, ST_NR)
-        .stx_w(FP, FP_TASK + 4, R1)
-        .note("and the syscall it is in, for its exit");
-    a.st_dw(FP, FP_TASK + 8, 0).note("no time away yet");
-    a.st_dw(FP, FP_TASK + 16, 0).note("no fault open");
-    a.st_dw(FP, FP_TASK + 24, 0).note("no sampled call open");
-    a.ld_map(R1, m.tasks);
-    a.mov(R2, FP).add_imm(R2, -8);
-    a.mov(R3, FP).add_imm(R3, FP_TASK.into());
-    a.mov_imm(R4, BPF_ANY);
-    a.call(Helper::MapUpdateElem);
-    if let Some(r) = t.rss {
-        exit::fork_pages(&mut a, m, r);
-    }
     epilogue(&mut a);
     a
 }

@@ -65,6 +65,7 @@ fn all() -> Vec<(&'static str, Asm)> {
         ("fork with pages", sched_process_fork(&M, &WITH_RSS)),
         ("ipi_sent", pages::ipi_sent(&M)),
         ("idle", wake::idle(&M)),
+        ("woken", wake::woken(&M, 2480)),
         ("inode request", inodes::request(&M)),
         ("inode allocate", inodes::allocate(&M)),
         ("inode touch", inodes::touch(&M)),
@@ -382,6 +383,37 @@ fn a_wakee_runs_from_the_halts_exit_on() {
         3,
         "since: now after prev's charge and for next, or the halt's exit"
     );
+}
+
+/// A wake-up keeps the low 32 bits of its clock in the task's value (never 0), which its
+/// switch out and its fork clear; a task switched in from the idle task starts at it, before
+/// its wait is reckoned, where it came after the task left.
+#[test]
+fn a_wakee_switched_in_from_idle_runs_from_its_wake_up_on() {
+    let p = wake::woken(&M, 2480).finish().unwrap();
+    assert!(p.contains(&insn::add_imm(R3, 2480)), "&p->pid");
+    let clock = p
+        .iter()
+        .position(|i| *i == insn::call(Helper::KtimeGetNs))
+        .expect("the wake-up reads the clock");
+    assert!(p[clock..].contains(&insn::stx_w(R6, wake::TASK_WOKE, R0)));
+    assert!(p[clock..].contains(&insn::mov_imm(R0, 1)), "never 0");
+    let l = sched_switch(&M, &T).listing();
+    let idle = l.find("prev was not the idle task").unwrap();
+    let from = l.find("next's stretch starts at its wake-up").unwrap();
+    assert!(idle < from);
+    assert!(
+        l.find("before it left: not this stretch's wake-up")
+            .unwrap()
+            < from
+    );
+    assert!(
+        l.find("the time away").unwrap() > from,
+        "the wait ends there"
+    );
+    assert!(l.contains("not woken yet"), "a switch out clears it");
+    let f = sched_process_fork(&M, &T).listing();
+    assert!(f.contains("not woken yet"), "so does a fork");
 }
 
 /// A task of the cgroup that its CPU does not name joins at a syscall's enter or exit, a user
