@@ -482,7 +482,8 @@ impl Tracer {
             parse_interrupts(&std::fs::read_to_string("/proc/interrupts").unwrap_or_default());
         let mut lines = Vec::new();
         let mut ticks = [0u64; 2];
-        let (mut dropped, mut others, mut late) = (0, 0, 0);
+        // The counters the split reads apart from its lines, by slot.
+        let mut apart = BTreeMap::new();
         let mut squares = BTreeMap::new();
         const WORDS: usize = prog::SLOT_SIZE as usize / 8;
         for s in 0..prog::SLOTS {
@@ -496,16 +497,8 @@ impl Tracer {
                     ticks[(s - prog::USER_TICK_KERNEL) as usize] = v[0];
                     continue;
                 }
-                prog::DROPPED => {
-                    dropped = v[0];
-                    continue;
-                }
-                prog::OTHERS => {
-                    others = v[0];
-                    continue;
-                }
-                prog::LATE_JOINS => {
-                    late = v[0];
+                prog::DROPPED | prog::OTHERS | prog::LATE_JOINS | prog::JOINED_BEFORE => {
+                    apart.insert(s, v[0]);
                     continue;
                 }
                 prog::DIRENT_BYTES => {
@@ -573,12 +566,14 @@ impl Tracer {
             stat_user_ns,
             stat_system_ns,
             notes,
-            dropped,
-            late_joins: late,
-            others_syscalls: others,
+            dropped: apart.get(&prog::DROPPED).copied().unwrap_or(0),
+            late_joins: apart.get(&prog::LATE_JOINS).copied().unwrap_or(0),
+            others_syscalls: apart.get(&prog::OTHERS).copied().unwrap_or(0),
             sample_period: period,
             tick_period_ns: tick_ns,
+            joined_before_ns: 0,
         };
+        split.leave_out_before_join(apart.get(&prog::JOINED_BEFORE).copied().unwrap_or(0));
         let extra = if period > 1 {
             split.estimate(&squares)
         } else {
@@ -699,34 +694,19 @@ fn attach_optional(
         "wake-ups on a halted CPU (the wakee's side of a cross-CPU wake-up unpriced)",
     );
     // A wakee switched in from the idle task is charged from where it was put on that CPU's
-    // run queue: its wake-up, or its move there.
-    for (hook, what) in [
-        ("sched_wakeup", "wake-ups onto an idle CPU (the wakee's time from its wake-up to its switch in unmeasured)"),
-        ("sched_wakeup_new", "new tasks started on an idle CPU (their time from their wake-up to their first switch in unmeasured)"),
-        ("sched_migrate_task", "tasks moved to an idle CPU (their time from the move to their switch in unmeasured)"),
+    // run queue (its wake-up, or its move there); a task first seen, from its last charge.
+    for (a, hook, what) in [
+        (prog::wake::woken(m, t.pid_offset), "sched_wakeup", "wake-ups onto an idle CPU (the wakee's time from its wake-up to its switch in unmeasured)"),
+        (prog::wake::woken(m, t.pid_offset), "sched_wakeup_new", "new tasks started on an idle CPU (their time from their wake-up to their first switch in unmeasured)"),
+        (prog::wake::woken(m, t.pid_offset), "sched_migrate_task", "tasks moved to an idle CPU (their time from the move to their switch in unmeasured)"),
+        (prog::wake::charged(m), "sched_stat_runtime", "the kernel's charges of run time (what it charged for a task before the split first saw it stays in the usage, unmeasured)"),
+        (prog::irq_enter(m, t, IrqSlot::Numbered), "irq_handler_entry", "interrupts"),
+        (prog::irq_exit(m, false), "irq_handler_exit", "interrupts' end"),
+        (prog::irq_enter(m, t, IrqSlot::Softirq), "softirq_entry", "softirqs"),
+        (prog::irq_exit(m, true), "softirq_exit", "softirqs' end"),
     ] {
-        optional(prog::wake::woken(m, t.pid_offset), raw(hook), what);
+        optional(a, raw(hook), what);
     }
-    optional(
-        prog::irq_enter(m, t, IrqSlot::Numbered),
-        raw("irq_handler_entry"),
-        "interrupts",
-    );
-    optional(
-        prog::irq_exit(m, false),
-        raw("irq_handler_exit"),
-        "interrupts' end",
-    );
-    optional(
-        prog::irq_enter(m, t, IrqSlot::Softirq),
-        raw("softirq_entry"),
-        "softirqs",
-    );
-    optional(
-        prog::irq_exit(m, true),
-        raw("softirq_exit"),
-        "softirqs' end",
-    );
     if cfg!(target_arch = "x86_64") {
         // cpu-clock every `tick_ns` of each CPU: the ticks that share the user class between
         // user mode and the kernel work inside it.

@@ -66,6 +66,7 @@ fn all() -> Vec<(&'static str, Asm)> {
         ("ipi_sent", pages::ipi_sent(&M)),
         ("idle", wake::idle(&M)),
         ("woken", wake::woken(&M, 2480)),
+        ("charged", wake::charged(&M)),
         ("inode request", inodes::request(&M)),
         ("inode allocate", inodes::allocate(&M)),
         ("inode touch", inodes::touch(&M)),
@@ -396,8 +397,13 @@ fn a_wakee_switched_in_from_idle_runs_from_its_wake_up_on() {
         .iter()
         .position(|i| *i == insn::call(Helper::KtimeGetNs))
         .expect("the wake-up reads the clock");
-    assert!(p[clock..].contains(&insn::stx_w(R6, wake::TASK_WOKE, R0)));
-    assert!(p[clock..].contains(&insn::mov_imm(R0, 1)), "never 0");
+    let read = p
+        .iter()
+        .position(|i| *i == insn::call(Helper::ProbeReadKernel))
+        .unwrap();
+    assert!(clock < read, "the clock first");
+    assert!(p[clock..].contains(&insn::stx_w(R0, wake::TASK_WOKE, R7)));
+    assert!(p[clock..].contains(&insn::mov_imm(R7, 1)), "never 0");
     let l = sched_switch(&M, &T).listing();
     let idle = l.find("prev was not the idle task").unwrap();
     let from = l.find("next's stretch starts at its wake-up").unwrap();
@@ -414,6 +420,23 @@ fn a_wakee_switched_in_from_idle_runs_from_its_wake_up_on() {
     assert!(l.contains("not woken yet"), "a switch out clears it");
     let f = sched_process_fork(&M, &T).listing();
     assert!(f.contains("not woken yet"), "so does a fork");
+}
+
+/// A first sight marks the CPU's state with its clock (a late join clears the mark); the
+/// kernel's next charge of that task adds what it charged beyond the split's time since to
+/// JOINED_BEFORE, and clears the mark.
+#[test]
+fn what_the_kernel_charged_before_a_first_sight_is_counted_apart() {
+    let p = sys_exit(&M, &T).finish().unwrap();
+    assert!(p.contains(&insn::stx_dw(R9, 72, R7)), "first sight marks");
+    assert!(p.contains(&insn::st_dw(R9, 72, 0)), "a late join clears");
+    let c = wake::charged(&M);
+    let l = c.listing();
+    assert!(l.contains("args[1], the run time charged"));
+    assert!(l.contains("charged before the split saw it"));
+    let p = c.finish().unwrap();
+    assert!(p.contains(&insn::st_dw(R9, 72, 0)), "the mark is taken");
+    assert!(p.contains(&insn::mov_imm(R1, JOINED_BEFORE as i32)));
 }
 
 /// A task of the cgroup that its CPU does not name joins at a syscall's enter or exit, a user

@@ -103,6 +103,12 @@ pub struct Split {
     /// `tick_period`).
     #[serde(default)]
     pub tick_period_ns: u64,
+    /// Run time the kernel charged a task for before the split first saw it (from its last
+    /// update to the split's first event of it, charged at the next update), left out of
+    /// `usage_ns`, ns: for a price, costlab's child moving itself into the cgroup (its write
+    /// to cgroup.procs) before its exec. (`prog::JOINED_BEFORE`.)
+    #[serde(default)]
+    pub joined_before_ns: u64,
 }
 
 /// The least period of those ticks, ns. A tick costs a busy CPU of this VM about 2.3% at a
@@ -146,6 +152,19 @@ impl SumCheck {
 }
 
 impl Split {
+    /// Leave out of the usage what the kernel charged tasks for before the split first saw
+    /// them (`joined_before_ns`), with a note where there was any.
+    pub fn leave_out_before_join(&mut self, ns: u64) {
+        self.joined_before_ns = ns;
+        if ns > 0 && self.usage_ns > 0 {
+            self.usage_ns = self.usage_ns.saturating_sub(ns);
+            self.notes.push(format!(
+                "the cgroup's usage less {} charged to its tasks before the split first saw them (costlab's child moving itself into the cgroup, before the program's exec: the kernel charges what ran since its last update to the cgroup the task is in at the next)",
+                costlab_core::measure::units::human_ns(ns as f64)
+            ));
+        }
+    }
+
     /// ns on CPU in the measured classes (every line but the unmeasured rest).
     pub fn measured_ns(&self) -> u64 {
         self.lines

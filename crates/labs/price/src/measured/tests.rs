@@ -230,6 +230,23 @@ fn an_impossible_line_is_not_ok_and_unmeasured_past_one_percent_is_disturbed() {
     s.close();
     assert_eq!(s.quality(), (Quality::Ok, vec![]));
     assert_eq!(s.line("kernel-other", "unmeasured").unwrap().count, 2);
+    // Time charged before the first sight: out of the usage, said, and no unmeasured line.
+    let mut s = Split {
+        lines: vec![line("user", "user", 700), line("syscall", "read", 280)],
+        usage_ns: 1000,
+        ..Split::default()
+    };
+    s.leave_out_before_join(20);
+    s.close();
+    assert_eq!((s.usage_ns, s.joined_before_ns), (980, 20));
+    assert!(s.line("kernel-other", "unmeasured").is_none());
+    assert!(
+        s.notes
+            .iter()
+            .any(|x| x.starts_with("the cgroup's usage less 20.0 ns")),
+        "{:?}",
+        s.notes
+    );
     // A task taken up late: said, once or n times, its lost time on the unmeasured line.
     for (n, said) in [(1, "once a tracked task"), (4, "4 times a tracked task")] {
         let mut s = Split {

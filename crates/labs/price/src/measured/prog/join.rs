@@ -20,6 +20,8 @@ pub fn late(a: &mut Asm, m: &Maps) {
     a.jeq_imm(R0, 0, &done)
         .note("first sight: it starts in user");
     take_up(a);
+    a.st_dw(R9, super::wake::ST_JOINED, 0)
+        .note("seen before: not a first sight");
     a.mov_imm(R1, LATE_JOINS as i32);
     count(a, m, R1);
     a.label(&done);
