@@ -699,7 +699,7 @@ fn attach_optional(
         (prog::wake::woken(m, t.pid_offset), "sched_wakeup", "wake-ups onto an idle CPU (the wakee's time from its wake-up to its switch in unmeasured)"),
         (prog::wake::woken(m, t.pid_offset), "sched_wakeup_new", "new tasks started on an idle CPU (their time from their wake-up to their first switch in unmeasured)"),
         (prog::wake::woken(m, t.pid_offset), "sched_migrate_task", "tasks moved to an idle CPU (their time from the move to their switch in unmeasured)"),
-        (prog::wake::charged(m), "sched_stat_runtime", "the kernel's charges of run time (what it charged for a task before the split first saw it stays in the usage, unmeasured)"),
+        (prog::join::first_charge(m), "sched_stat_runtime", "the kernel's charges of run time (what it charged for a task before the split first saw it stays in the usage, unmeasured)"),
         (prog::irq_enter(m, t, IrqSlot::Numbered), "irq_handler_entry", "interrupts"),
         (prog::irq_exit(m, false), "irq_handler_exit", "interrupts' end"),
         (prog::irq_enter(m, t, IrqSlot::Softirq), "softirq_entry", "softirqs"),

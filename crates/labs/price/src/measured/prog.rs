@@ -27,7 +27,7 @@ mod fork;
 pub mod gaps;
 pub mod inodes;
 mod irq;
-mod join;
+pub mod join;
 pub mod pages;
 pub mod paths;
 pub mod wake;
@@ -142,7 +142,7 @@ pub const FAULT_FILE_PAGES: u32 = EXEC_VMAS + 1;
 /// counted. Their time on that CPU until then is in no class.
 pub const LATE_JOINS: u32 = paths::SLOTS_END;
 /// Run time the kernel charged tracked tasks for before the split's first sight of each
-/// (`wake::charged`), ns.
+/// (`join::first_charge`), ns.
 pub const JOINED_BEFORE: u32 = exit::MUNMAP_VMAS + 1;
 pub const SLOTS: u32 = JOINED_BEFORE + 1;
 /// The bits of x86's page-fault error code: the page was present (a protection fault), and
@@ -189,7 +189,7 @@ pub const SLOT_TIMED: i16 = 40;
 /// by-fd slot of the sampled read or write the tracked task is in, plus one (0: none) u32 @56,
 /// the user time before the open user fault u64 @64 (`gaps`, counted at its end), when the
 /// split first saw the tracked task here, until the kernel's next charge of it, u64 @72 (0:
-/// none; `wake::charged`).
+/// none; `join::first_charge`).
 pub const STATE_SIZE: u32 = 80;
 /// A switched-out task's value: class u32 @0, the syscall slot it was in u32 @4, when it
 /// left u64 @8 (0: nothing to wait on), its open fault's time so far u64 @16, the by-fd slot
@@ -328,7 +328,7 @@ fn prologue(a: &mut Asm, m: &Maps, join: Join, clock: bool) {
                 .note("first sight of this task here: track it");
             a.st_w(R9, ST_CLASS, USER as i32);
             a.stx_dw(R9, ST_SINCE, R7);
-            a.stx_dw(R9, wake::ST_JOINED, R7);
+            a.stx_dw(R9, join::ST_JOINED, R7);
             a.st_w(R9, ST_UNDER_IRQ, USER as i32);
             a.st_w(R9, ST_UNDER_SOFTIRQ, USER as i32);
             join::late(a, m);

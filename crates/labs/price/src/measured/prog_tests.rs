@@ -66,7 +66,7 @@ fn all() -> Vec<(&'static str, Asm)> {
         ("ipi_sent", pages::ipi_sent(&M)),
         ("idle", wake::idle(&M)),
         ("woken", wake::woken(&M, 2480)),
-        ("charged", wake::charged(&M)),
+        ("first_charge", join::first_charge(&M)),
         ("inode request", inodes::request(&M)),
         ("inode allocate", inodes::allocate(&M)),
         ("inode touch", inodes::touch(&M)),
@@ -430,7 +430,7 @@ fn what_the_kernel_charged_before_a_first_sight_is_counted_apart() {
     let p = sys_exit(&M, &T).finish().unwrap();
     assert!(p.contains(&insn::stx_dw(R9, 72, R7)), "first sight marks");
     assert!(p.contains(&insn::st_dw(R9, 72, 0)), "a late join clears");
-    let c = wake::charged(&M);
+    let c = join::first_charge(&M);
     let l = c.listing();
     assert!(l.contains("args[1], the run time charged"));
     assert!(l.contains("charged before the split saw it"));

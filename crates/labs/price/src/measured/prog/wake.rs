@@ -27,54 +27,7 @@
 use costlab_bpf::{Asm, Helper, FP, R0, R1, R2, R3, R4, R6, R7, R8, R9};
 
 use super::pages::WORK_HALT;
-use super::{
-    count, epilogue, slot, state, Maps, HALT_IN, JOINED_BEFORE, ST_HALTED, ST_SINCE, ST_TID,
-};
-
-/// The state's word @72: when the split first saw the task this CPU runs, until the kernel's
-/// next charge of it (0: none), set by the prologue's first sight.
-pub(super) const ST_JOINED: i16 = 72;
-
-/// raw sched_stat_runtime (p, runtime), where the kernel charges a task's run time (and its
-/// cgroup's). Its first charge of a task after the split first saw it covers time from before
-/// that sight: what it charges beyond the split's time since is added to `JOINED_BEFORE`. For
-/// a price that is costlab's child moving itself into the cgroup: the kernel charges what ran
-/// since a task's last update to the cgroup it is in at the next, and the split first sees
-/// the child as its write to cgroup.procs returns (20-50 us here, the whole of `true`'s
-/// unmeasured time). Only the task current on this CPU, where it was just seen, counts.
-pub fn charged(m: &Maps) -> Asm {
-    let mut a = Asm::new();
-    a.mov(R6, costlab_bpf::Reg(1));
-    state(&mut a, m);
-    a.ldx_dw(R7, R9, ST_JOINED);
-    a.jeq_imm(R7, 0, "out")
-        .note("no task first seen here since");
-    a.call(Helper::GetCurrentTask);
-    a.ldx_dw(R1, R6, 0).note("r1 = args[0], the task charged");
-    a.jne(R0, R1, "out").note("not the task running here");
-    a.call(Helper::GetCurrentPidTgid);
-    a.mov32(R8, R0);
-    a.ldx_w(R1, R9, ST_TID);
-    a.jne(R1, R8, "out").note("not the task first seen");
-    a.st_dw(R9, ST_JOINED, 0);
-    a.call(Helper::KtimeGetNs);
-    a.sub(R0, R7).note("r0 = the split's time of it since");
-    a.ldx_dw(R3, R6, 8)
-        .note("r3 = args[1], the run time charged");
-    a.sub(R3, R0);
-    a.jslt_imm(R3, 1, "out")
-        .note("nothing from before the first sight");
-    a.stx_dw(FP, -16, R3);
-    a.mov_imm(R1, JOINED_BEFORE as i32);
-    slot(&mut a, m, R1, "out");
-    a.ldx_dw(R1, R0, 0)
-        .ldx_dw(R2, FP, -16)
-        .add(R1, R2)
-        .stx_dw(R0, 0, R1)
-        .note("charged before the split saw it");
-    epilogue(&mut a);
-    a
-}
+use super::{count, epilogue, state, Maps, HALT_IN, ST_HALTED, ST_SINCE};
 
 /// Where a switched-out task's value in the hash keeps the low 32 bits of the clock at its
 /// last wake-up (0: none since it left; its switch out and its fork write 0 there).
