@@ -356,6 +356,29 @@ fn state(a: &mut Asm, m: &Maps) {
     a.mov(R9, R0).note("r9 = this CPU's state");
 }
 
+/// The thread id of the task args[`arg`] points to (r6 = the context), read into the key slot
+/// at FP-8 (to `out` where it cannot be read or is 0, the idle task). r0-r5 clobbered.
+fn pid_at(a: &mut Asm, arg: i16, who: &str, pid_offset: i32) {
+    a.mov(R1, FP).add_imm(R1, -8);
+    a.mov_imm(R2, 4);
+    a.ldx_dw(R3, R6, arg * 8)
+        .note(&format!("r3 = args[{arg}], {who}"));
+    a.add_imm(R3, pid_offset).note(&format!("&{who}->pid"));
+    a.call(Helper::ProbeReadKernel);
+    a.jne_imm(R0, 0, "out");
+    a.ldx_w(R1, FP, -8);
+    a.jeq_imm(R1, 0, "out");
+}
+
+/// r0 = the switched-out hash's value of the task whose thread id is at FP-8, or to `out`
+/// (noted `why`).
+fn switched_out(a: &mut Asm, m: &Maps, why: &str) {
+    a.ld_map(R1, m.tasks);
+    a.mov(R2, FP).add_imm(R2, -8);
+    a.call(Helper::MapLookupElem);
+    a.jeq_imm(R0, 0, "out").note(why);
+}
+
 /// r0 = the slot whose number `key` holds, or to `none` (a number out of range).
 fn slot(a: &mut Asm, m: &Maps, key: Reg, none: &str) {
     a.stx_w(FP, -8, key);
@@ -705,19 +728,8 @@ pub fn sched_switch(m: &Maps, t: &Target) -> Asm {
     a.st_w(R9, ST_NR, SYS_OTHER as i32);
     a.st_dw(R9, ST_OPEN, 0);
     a.st_w(R9, ST_FD, 0);
-    a.mov(R1, FP).add_imm(R1, -32);
-    a.mov_imm(R2, 4);
-    a.ldx_dw(R3, R6, 16).note("r3 = args[2], next");
-    a.add_imm(R3, t.pid_offset).note("&next->pid");
-    a.call(Helper::ProbeReadKernel);
-    a.jne_imm(R0, 0, "out");
-    a.ldx_w(R1, FP, -32);
-    a.jeq_imm(R1, 0, "out");
-    a.stx_w(FP, -8, R1);
-    a.ld_map(R1, m.tasks);
-    a.mov(R2, FP).add_imm(R2, -8);
-    a.call(Helper::MapLookupElem);
-    a.jeq_imm(R0, 0, "out").note("next is not tracked");
+    pid_at(&mut a, 2, "next", t.pid_offset);
+    switched_out(&mut a, m, "next is not tracked");
     a.ldx_w(R1, FP, -8).stx_w(R9, ST_TID, R1);
     join::take_up(&mut a);
     wake::from_wake(&mut a);

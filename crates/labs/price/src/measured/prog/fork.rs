@@ -1,9 +1,9 @@
 //! A fork: the child of a tracked task is tracked too.
 
 use costlab_bpf::insn::BPF_ANY;
-use costlab_bpf::{Asm, Helper, FP, R0, R1, R2, R3, R4, R6, R9};
+use costlab_bpf::{Asm, Helper, FP, R1, R2, R3, R4, R9};
 
-use super::{epilogue, exit, prologue, Join, Maps, Target, FP_TASK, ST_CLASS, ST_NR};
+use super::{epilogue, exit, pid_at, prologue, Join, Maps, Target, FP_TASK, ST_CLASS, ST_NR};
 
 /// raw sched_process_fork (current = parent): a tracked parent's child is tracked from its
 /// first switch in, in the parent's class (the clone it returns from). With `t.rss`, a child
@@ -11,13 +11,7 @@ use super::{epilogue, exit, prologue, Join, Maps, Target, FP_TASK, ST_CLASS, ST_
 pub fn sched_process_fork(m: &Maps, t: &Target) -> Asm {
     let mut a = Asm::new();
     prologue(&mut a, m, Join::No, true);
-    a.mov(R1, FP).add_imm(R1, -32);
-    a.mov_imm(R2, 4);
-    a.ldx_dw(R3, R6, 8).note("r3 = args[1], the child");
-    a.add_imm(R3, t.pid_offset);
-    a.call(Helper::ProbeReadKernel);
-    a.jne_imm(R0, 0, "out");
-    a.ldx_w(R1, FP, -32).stx_w(FP, -8, R1);
+    pid_at(&mut a, 1, "the child", t.pid_offset);
     a.ldx_w(R1, R9, ST_CLASS).stx_w(FP, FP_TASK, R1);
     a.ldx_w(R1, R9, ST_NR)
         .stx_w(FP, FP_TASK + 4, R1)

@@ -27,7 +27,7 @@
 use costlab_bpf::{Asm, Helper, FP, R0, R1, R2, R3, R4, R6, R7, R8, R9};
 
 use super::pages::WORK_HALT;
-use super::{count, epilogue, state, Maps, HALT_IN, ST_HALTED, ST_SINCE};
+use super::{count, epilogue, pid_at, state, switched_out, Maps, HALT_IN, ST_HALTED, ST_SINCE};
 
 /// Where a switched-out task's value in the hash keeps the low 32 bits of the clock at its
 /// last wake-up (0: none since it left; its switch out and its fork write 0 there).
@@ -48,18 +48,8 @@ pub fn woken(m: &Maps, pid_offset: i32) -> Asm {
     a.call(Helper::KtimeGetNs);
     a.mov(R7, R0)
         .note("r7 = now, first: the run queue's clock was read just before");
-    a.mov(R1, FP).add_imm(R1, -16);
-    a.mov_imm(R2, 4);
-    a.ldx_dw(R3, R6, 0).note("r3 = args[0], the task woken");
-    a.add_imm(R3, pid_offset).note("&p->pid");
-    a.call(Helper::ProbeReadKernel);
-    a.jne_imm(R0, 0, "out");
-    a.ldx_w(R1, FP, -16).stx_w(FP, -8, R1);
-    a.ld_map(R1, m.tasks);
-    a.mov(R2, FP).add_imm(R2, -8);
-    a.call(Helper::MapLookupElem);
-    a.jeq_imm(R0, 0, "out")
-        .note("not a tracked task that left a CPU");
+    pid_at(&mut a, 0, "p", pid_offset);
+    switched_out(&mut a, m, "not a tracked task that left a CPU");
     a.mov32(R7, R7);
     a.jne_imm(R7, 0, "keep");
     a.mov_imm(R7, 1).note("0 means none: one ns later");
