@@ -1,168 +1,377 @@
-//! Calls priced cold: a syscall after the program's own work finds the kernel's code and data
-//! out of the CPU's caches and costs more than the same call in the loop its term was timed
-//! in. The split counts each call's user time before it by bucket (`prog::gaps`); the
-//! `cold-call` term gives the work after which a call is cold (its `latency`: a sweep of twice
-//! the private cache) and the extra a cold call costs per ns of a hot one (`per_ns`). A
-//! call's unit is raised by that extra times its cold share: the share of that work it had,
-//! at most all of it.
+//! Calls priced cold: a syscall (or a minor fault) that other work came before finds the
+//! kernel's code and data for it out of the CPU's caches, and costs more than the same call in
+//! the loop its term was timed in. The split counts each call by the time since the last call
+//! of its kind on its CPU, by bucket (`prog::gaps`). The `cold-call` term is a curve: at each
+//! of a few sweep sizes, the time the sweep took (its `latency`) and the extra ns a syscall
+//! just after it costs over the same call in a loop (`extra_ns`). A bucket's calls are read on
+//! that curve at their mean gap: no extra at no gap, straight between two measured sweeps,
+//! and the largest sweep's extra beyond it. A line's unit is raised by its calls' mean extra.
+//! A fault has a curve of its own, a factor (`per_ns_fault`): most of its cost is the page it
+//! zeroes, which no cache holds either way, so it climbs less.
 
 use crate::measured::prog::gaps::BOUNDS;
 use crate::measured::Split;
 use crate::unit::{Unit, Units};
 
-/// The unit names of the term's two figures.
-pub const WORK: &str = "cold-call";
-pub const EXTRA: &str = "cold-call/ns";
+/// The cost term, and the name a price asks for it by.
+pub const TERM: &str = "cold-call";
+pub const WORK: &str = TERM;
 
-/// Σ min(gap, t) / (calls × t) over a line's buckets, `t` ns the work that makes a call cold:
-/// a bucket wholly below `t` at its sum, one wholly at or above at its calls × t, the one
-/// `t` falls in at the smaller of the two. None without calls or a positive `t`.
-pub fn share(gaps: &[[u64; 2]], t: f64) -> Option<f64> {
-    let calls: u64 = gaps.iter().map(|g| g[0]).sum();
-    if calls == 0 || t.is_nan() || t <= 0.0 {
-        return None;
-    }
-    let mut cold = 0.0;
-    for (b, [n, sum]) in gaps.iter().enumerate() {
-        let lo = if b == 0 { 0.0 } else { BOUNDS[b - 1] as f64 };
-        let hi = BOUNDS.get(b).map_or(f64::INFINITY, |&h| h as f64);
-        let (n, sum) = (*n as f64, *sum as f64);
-        cold += if hi <= t {
-            sum
-        } else if lo >= t {
-            n * t
-        } else {
-            sum.min(n * t)
-        };
-    }
-    Some((cold / (calls as f64 * t)).clamp(0.0, 1.0))
+/// The unit name of the curve's point at a sweep of `size` bytes (its `latency`; its
+/// `per_ns` is this with "/ns", its `per_ns_fault` with "/fault").
+pub fn point(size: u64) -> String {
+    format!("{TERM}({size})")
 }
 
-/// The split's line for a priced syscall or fault (by its name, or a call's without its fd
+/// Which calls a curve is of: the syscalls ("/ns": extra ns a call) or the minor faults
+/// ("/fault": extra ns per ns of the fault in a loop).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Of {
+    Calls,
+    Faults,
+}
+
+impl Of {
+    fn suffix(self) -> &'static str {
+        match self {
+            Of::Calls => "/ns",
+            Of::Faults => "/fault",
+        }
+    }
+
+    /// The curve a line of `class` ("fault" or a syscall's) is read on.
+    fn for_class(class: &str) -> Of {
+        if class == "fault" {
+            Of::Faults
+        } else {
+            Of::Calls
+        }
+    }
+}
+
+/// The curve: (the sweep's median ns, the extra's samples), in order of the sweep's time.
+pub struct Curve {
+    points: Vec<(f64, Vec<f64>)>,
+    /// Where its figures come from, for the note: "run ...".
+    from: String,
+}
+
+impl Curve {
+    /// The curve of `of` in `units`: each point whose sweep and extra are both there.
+    pub fn of(units: &Units, of: Of) -> Option<Curve> {
+        let mut points = Vec::new();
+        let mut from = String::new();
+        for (k, u) in units {
+            if !k.starts_with(&format!("{TERM}(")) || !k.ends_with(')') {
+                continue;
+            }
+            let (Some(t), Some(e)) = (u.summary(), units.get(&format!("{k}{}", of.suffix())))
+            else {
+                continue;
+            };
+            if t.median > 0.0 && !e.samples.is_empty() {
+                points.push((t.median, e.samples.clone()));
+                from.clone_from(&e.from);
+            }
+        }
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        (!points.is_empty()).then_some(Curve { points, from })
+    }
+
+    /// The extra a call costs after `gap` ns of other work (ns, or per ns of the same call in
+    /// a loop, as the curve is): sample `i` of each point's extra (cycled).
+    pub fn extra_at(&self, gap: f64, i: usize) -> f64 {
+        let at = |e: &Vec<f64>| e[i % e.len()];
+        let (mut t0, mut e0) = (0.0, 0.0);
+        for (t, e) in &self.points {
+            let e1 = at(e);
+            if gap <= *t {
+                return e0 + (e1 - e0) * (gap - t0).max(0.0) / (t - t0).max(1e-9);
+            }
+            (t0, e0) = (*t, e1);
+        }
+        e0
+    }
+
+    /// The samples the extra has: the most any point has.
+    fn samples(&self) -> usize {
+        self.points.iter().map(|p| p.1.len()).max().unwrap_or(1)
+    }
+
+    /// A line's calls' mean extra by their gaps' buckets (each at its mean gap), one for each
+    /// sample of the curve; None without calls.
+    pub fn mean_extra(&self, gaps: &[[u64; 2]]) -> Option<Vec<f64>> {
+        let calls: u64 = gaps.iter().map(|g| g[0]).sum();
+        if calls == 0 {
+            return None;
+        }
+        Some(
+            (0..self.samples())
+                .map(|i| {
+                    gaps.iter()
+                        .filter(|g| g[0] > 0)
+                        .map(|&[n, sum]| n as f64 * self.extra_at(sum as f64 / n as f64, i))
+                        .sum::<f64>()
+                        / calls as f64
+                })
+                .collect(),
+        )
+    }
+}
+
+/// Whether `units` hold the curve (at least one point whole).
+pub fn has_curve(units: &Units) -> bool {
+    Curve::of(units, Of::Calls).is_some()
+}
+
+/// Name the curve's points as the term too (`TERM`), so a price that needs the term finds it:
+/// their rows together, a not-ok one first (the quality a note reads is the first row's).
+pub fn alias(units: &mut Units) {
+    if units.contains_key(TERM) || !has_curve(units) {
+        return;
+    }
+    let mut rows: Vec<_> = units
+        .iter()
+        .filter(|(k, _)| k.starts_with(&format!("{TERM}(")))
+        .flat_map(|(_, u)| u.rows.iter().cloned())
+        .collect();
+    rows.sort_by_key(|r| r.quality == Some(costlab_core::measure::quality::Quality::Ok));
+    let Some(curve) = Curve::of(units, Of::Calls) else {
+        return;
+    };
+    units.insert(
+        TERM.into(),
+        Unit {
+            samples: vec![curve.points.last().map_or(0.0, |p| p.0)],
+            rows,
+            from: curve.from,
+        },
+    );
+}
+
+/// The split's buckets for a priced syscall or fault (by its name, or a call's without its fd
 /// kind).
 fn gaps_of<'a>(split: &'a Split, class: &str, name: &str) -> Option<&'a [[u64; 2]]> {
     let of = |e: &str| {
         split
             .lines
             .iter()
-            .find(|l| l.class == class && l.event == e && !l.gaps.is_empty())
+            .find(|l| l.class == class && l.event == e && !l.since_same.is_empty())
     };
     // A call's name without the kind of fd its calls went to (`read:file` is a `read`).
     let base = name.split_once(':').map_or(name, |(b, _)| b);
-    of(name).or_else(|| of(base)).map(|l| l.gaps.as_slice())
+    of(name)
+        .or_else(|| of(base))
+        .map(|l| l.since_same.as_slice())
 }
 
-/// The cold share of a syscall's calls or a minor fault kind's faults (`class` syscall or
-/// fault), where the split counted their gaps and the term is in `units`.
-pub fn share_of(split: Option<&Split>, units: &Units, class: &str, name: &str) -> Option<f64> {
-    let t = units.get(WORK)?.summary()?.median;
-    units.get(EXTRA)?;
-    share(gaps_of(split?, class, name)?, t)
+/// What a line's calls cost more for the work between them: their mean extra, one for each
+/// sample of the curve, in ns a call (`add`) or per ns of the unit.
+pub struct Cold {
+    pub extra: Vec<f64>,
+    pub add: bool,
 }
 
-/// `unit` raised for calls of cold share `share`: each sample × (1 + the term's extra ×
-/// share), the term's figures joining the unit's.
-pub fn raised(unit: &Unit, units: &Units, share: f64) -> Unit {
-    let Some(extra) = units.get(EXTRA) else {
-        return unit.clone();
-    };
-    let e = &extra.samples;
-    let mut u = unit.clone();
-    for (i, x) in u.samples.iter_mut().enumerate() {
-        *x *= 1.0 + e.get(i % e.len().max(1)).copied().unwrap_or(0.0) * share;
+/// The mean extra of a syscall's calls or a minor fault kind's faults (`class` syscall or
+/// fault), where the split counted their gaps and the term is in `units`. A syscall priced at
+/// no unit of its own (`unit` "none": another line prices its work) has none.
+///
+/// An exec is a syscall here too, its extra added: read on the faults' curve as a factor
+/// instead, `true`'s one exec (75 us in the loop) priced 400 us where it took 234 us, and a
+/// shell loop's 252 us where they took 143 us (2026-12-07, the Xeon guest).
+pub fn extra_of(
+    split: Option<&Split>,
+    units: &Units,
+    class: &str,
+    name: &str,
+    unit: &str,
+) -> Option<Cold> {
+    if unit == "none" {
+        return None;
     }
-    u.rows.extend(extra.rows.iter().cloned());
+    let of = Of::for_class(class);
+    let extra = Curve::of(units, of)?.mean_extra(gaps_of(split?, class, name)?)?;
+    Some(Cold {
+        extra,
+        add: of == Of::Calls,
+    })
+}
+
+/// `unit` raised by a line's `cold`: each sample plus its extra ns, or times one plus its
+/// extra; the term's figures joining the unit's.
+pub fn raised(unit: &Unit, units: &Units, cold: &Cold) -> Unit {
+    let mut u = unit.clone();
+    let extra = &cold.extra;
+    if extra.is_empty() {
+        return u;
+    }
+    for (i, x) in u.samples.iter_mut().enumerate() {
+        let e = extra[i % extra.len()];
+        *x = if cold.add { *x + e } else { *x * (1.0 + e) };
+    }
+    let mean = extra.iter().sum::<f64>() / extra.len() as f64;
+    if let Some(t) = units.get(TERM) {
+        u.rows.extend(t.rows.iter().cloned());
+    }
+    let by = if cold.add {
+        format!("{} a call", costlab_core::measure::units::human_ns(mean))
+    } else {
+        format!("{:.0}%", mean * 100.0)
+    };
     u.from = format!(
-        "{}, raised by {:.0}% cold ({})",
-        u.from,
-        share * 100.0,
-        extra.from
+        "{}, raised {by} for the work between its calls (cost term {TERM})",
+        u.from
     );
     u
 }
 
-/// The note that says what the cold calls added: the calls the split saw, their mean cold
-/// share, the term's work and extra.
+/// The note that says what the cold calls added: the calls the split saw, the curve, and their
+/// mean extra.
 pub fn note(split: Option<&Split>, units: &Units) -> Option<String> {
     let split = split?;
-    let t = units.get(WORK)?.summary()?.median;
-    let extra = units.get(EXTRA)?.summary()?.median;
-    let (mut calls, mut cold) = (0u64, 0.0);
+    let curves = [Of::Calls, Of::Faults].map(|of| Curve::of(units, of));
+    let (mut calls, mut cold) = (0u64, 0u64);
     for l in split
         .lines
         .iter()
         .filter(|l| l.class == "syscall" || l.class == "fault")
     {
-        if let Some(s) = share(&l.gaps, t) {
-            let n: u64 = l.gaps.iter().map(|g| g[0]).sum();
+        let n: u64 = l.since_same.iter().map(|g| g[0]).sum();
+        if n > 0 {
             calls += n;
-            cold += s * n as f64;
+            // The calls 64 us or more after the last of their kind.
+            cold += l.since_same[BOUNDS.len() - 2..]
+                .iter()
+                .map(|g| g[0])
+                .sum::<u64>();
         }
     }
+    let said = |c: &Option<Curve>, add: bool| {
+        c.as_ref().map_or("not measured".to_string(), |c| {
+            c.points
+                .iter()
+                .map(|(t, e)| {
+                    let mut e = e.clone();
+                    e.sort_by(f64::total_cmp);
+                    let m = e[e.len() / 2];
+                    match add {
+                        true => format!("+{} after {}", human_us(m), human_us(*t)),
+                        false => format!("{:.2}x after {}", 1.0 + m, human_us(*t)),
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+    };
+    let from = curves[0]
+        .as_ref()?
+        .from
+        .trim_start_matches("run ")
+        .to_string();
     (calls > 0).then(|| {
         format!(
-            "calls after the program's own work: the split timed the user time before each of {calls} syscalls and minor faults; {:.0}% of them (weighted by that time, up to {:.1} us: a sweep of twice the private cache here) came cold, and a cold call costs {:.2}x one in a loop (cost term cold-call: getppid, stat, open and close, mmap and munmap, a 4 KiB pread, a fault of a fresh page): each call's unit is raised by its own share (run {})",
-            cold / calls as f64 * 100.0,
-            t / 1e3,
-            1.0 + extra,
-            units[EXTRA].from.trim_start_matches("run ")
+            "calls after other work: the split timed, for each of {calls} syscalls and minor faults, the time since the last of its kind on its CPU ({:.0}% of them came 64 us or more after it); against the same call in a loop, a syscall costs {} of work, a fault {} (cost term {TERM}: getppid, stat, open and close, mmap and munmap, a 4 KiB pread, and a fault of a fresh page, each after a sweep of memory); each line's unit is raised by its own calls' gaps read on those curves ({from})",
+            cold as f64 / calls as f64 * 100.0,
+            said(&curves[0], true),
+            said(&curves[1], false),
         )
     })
+}
+
+fn human_us(ns: f64) -> String {
+    costlab_core::measure::units::human_ns(ns)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_call_after_no_work_is_hot_and_after_enough_work_cold() {
-        let mut g = vec![[0u64; 2]; BOUNDS.len() + 1];
-        g[0] = [10, 10 * 200];
-        assert!((share(&g, 30_000.0).unwrap() - 200.0 / 30_000.0).abs() < 1e-9);
-        let mut g = vec![[0u64; 2]; BOUNDS.len() + 1];
-        g[BOUNDS.len()] = [4, 4 * 5_000_000];
-        assert_eq!(share(&g, 30_000.0), Some(1.0));
+    fn unit(v: Vec<f64>, from: &str) -> Unit {
+        Unit {
+            samples: v,
+            rows: Vec::new(),
+            from: from.into(),
+        }
+    }
+
+    /// A curve of two points: 1 us of sweep gives +0.5, 10 us gives +3.
+    fn two_points() -> Units {
+        let mut units = Units::new();
+        units.insert(point(1 << 20), unit(vec![1_000.0], "run r1"));
+        units.insert(format!("{}/ns", point(1 << 20)), unit(vec![0.5], "run r1"));
+        units.insert(point(8 << 20), unit(vec![10_000.0], "run r1"));
+        units.insert(format!("{}/ns", point(8 << 20)), unit(vec![3.0], "run r1"));
+        units
     }
 
     #[test]
-    fn the_bucket_that_holds_the_work_counts_each_call_at_most_once() {
-        // 30 us falls in [16.4, 65.5) us: two calls of 20 us and one of 60 us.
+    fn the_curve_is_straight_between_its_points_and_flat_past_the_last() {
+        let c = Curve::of(&two_points(), Of::Calls).unwrap();
+        assert_eq!(c.extra_at(0.0, 0), 0.0);
+        assert!((c.extra_at(500.0, 0) - 0.25).abs() < 1e-9);
+        assert!((c.extra_at(1_000.0, 0) - 0.5).abs() < 1e-9);
+        assert!((c.extra_at(5_500.0, 0) - 1.75).abs() < 1e-9);
+        assert_eq!(c.extra_at(1e9, 0), 3.0);
+    }
+
+    #[test]
+    fn a_lines_extra_is_its_buckets_read_at_their_mean_gaps() {
+        let c = Curve::of(&two_points(), Of::Calls).unwrap();
         let mut g = vec![[0u64; 2]; BOUNDS.len() + 1];
-        g[3] = [3, 100_000];
-        let s = share(&g, 30_000.0).unwrap();
-        assert!(
-            (s - 1.0).abs() < 1e-9,
-            "min(100 us, 3 × 30 us) = 90 us: {s}"
+        // Ten calls with no gap to speak of, ten at 5.5 us, ten long after.
+        g[0] = [10, 0];
+        g[3] = [10, 55_000];
+        g[6] = [10, 10 * 5_000_000];
+        let e = c.mean_extra(&g).unwrap();
+        assert!((e[0] - (0.0 + 1.75 + 3.0) / 3.0).abs() < 1e-9, "{e:?}");
+        assert_eq!(c.mean_extra(&[[0, 0]; 7]), None);
+    }
+
+    #[test]
+    fn a_fault_is_read_on_its_own_curve() {
+        let mut units = two_points();
+        assert!(Curve::of(&units, Of::Faults).is_none());
+        units.insert(
+            format!("{}/fault", point(1 << 20)),
+            unit(vec![0.1], "run r1"),
         );
-        g[3] = [3, 60_000];
-        assert!((share(&g, 30_000.0).unwrap() - 60.0 / 90.0).abs() < 1e-9);
-        // Half the calls hot, half cold.
-        let mut g = vec![[0u64; 2]; BOUNDS.len() + 1];
-        g[0] = [5, 0];
-        g[6] = [5, 5 * 2_000_000];
-        assert!((share(&g, 30_000.0).unwrap() - 0.5).abs() < 1e-9);
+        let f = Curve::of(&units, Of::Faults).unwrap();
+        assert!((f.extra_at(1e9, 0) - 0.1).abs() < 1e-9);
+        assert_eq!(Of::for_class("fault"), Of::Faults);
+        assert_eq!(Of::for_class("syscall"), Of::Calls);
     }
 
     #[test]
-    fn no_calls_or_no_work_is_no_share() {
-        assert_eq!(share(&[[0, 0]; 7], 30_000.0), None);
-        assert_eq!(share(&[[1, 5]; 7], 0.0), None);
+    fn no_curve_without_a_whole_point() {
+        let mut units = Units::new();
+        units.insert(point(1 << 20), unit(vec![1_000.0], "run r1"));
+        assert!(!has_curve(&units));
+        units.insert(format!("{}/ns", point(1 << 20)), unit(vec![0.5], "run r1"));
+        assert!(has_curve(&units));
+        alias(&mut units);
+        assert!(units.contains_key(TERM));
     }
 
     #[test]
     fn a_raised_unit_carries_the_terms_figures() {
-        let unit = |v: Vec<f64>, from: &str| Unit {
-            samples: v,
-            rows: Vec::new(),
-            from: from.into(),
+        let mut units = two_points();
+        alias(&mut units);
+        let by = |extra: f64, add: bool| Cold {
+            extra: vec![extra],
+            add,
         };
-        let mut units = Units::new();
-        units.insert(
-            EXTRA.into(),
-            unit(vec![0.6, 0.6], "run r1: cost term=cold-call per_ns"),
+        let u = raised(
+            &unit(vec![1000.0, 1100.0], "run r0"),
+            &units,
+            &by(0.3, false),
         );
-        let u = raised(&unit(vec![1000.0, 1100.0], "run r0"), &units, 0.5);
         assert_eq!(u.samples, vec![1300.0, 1430.0]);
         assert!(u.from.contains("cold-call"), "{}", u.from);
+        let u = raised(
+            &unit(vec![1000.0, 1100.0], "run r0"),
+            &units,
+            &by(250.0, true),
+        );
+        assert_eq!(u.samples, vec![1250.0, 1350.0]);
     }
 }

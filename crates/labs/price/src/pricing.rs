@@ -180,7 +180,7 @@ pub fn needed(counts: &Counts) -> Vec<&'static str> {
     if counts
         .measured
         .as_ref()
-        .is_some_and(|s| s.lines.iter().any(|l| !l.gaps.is_empty()))
+        .is_some_and(|s| s.lines.iter().any(|l| !l.since_same.is_empty()))
     {
         add(crate::cold::WORK);
     }
@@ -246,14 +246,18 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
             },
             _ => p,
         });
-        let cold = crate::cold::share_of(counts.measured.as_ref(), units, "syscall", name)
-            .filter(|_| p.as_ref().is_some_and(|p| !p.unit.starts_with("exit")));
+        let cold = p
+            .as_ref()
+            .filter(|p| !p.unit.starts_with("exit"))
+            .and_then(|p| {
+                crate::cold::extra_of(counts.measured.as_ref(), units, "syscall", name, p.unit)
+            });
         rows.push(Priced {
             class: "syscall".into(),
             event: name.clone(),
             count: n,
             unit: p.as_ref().and_then(unit_for).map(|u| match cold {
-                Some(c) => crate::cold::raised(&u, units, c),
+                Some(c) => crate::cold::raised(&u, units, &c),
                 None => u,
             }),
             unit_name: p.as_ref().map_or("", |p| p.unit).into(),
@@ -295,7 +299,7 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
             _ => event_pricing(class, event),
         };
         let cold = match class.as_str() {
-            "fault" => crate::cold::share_of(counts.measured.as_ref(), units, class, event),
+            "fault" => crate::cold::extra_of(counts.measured.as_ref(), units, class, event, ""),
             _ => None,
         };
         rows.push(Priced {
@@ -303,7 +307,7 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
             event: event.clone(),
             count: n,
             unit: p.as_ref().and_then(unit_for).map(|u| match cold {
-                Some(c) => crate::cold::raised(&u, units, c),
+                Some(c) => crate::cold::raised(&u, units, &c),
                 None => u,
             }),
             unit_name: p.as_ref().map_or("", |p| p.unit).into(),

@@ -32,6 +32,7 @@ pub fn units_for(ctx: &Ctx, args: &PriceArgs, counts: &Counts, o: &mut Outcome) 
             units.entry(k).or_insert(u);
         }
     }
+    crate::cold::alias(&mut units);
     let flagged: Vec<String> = pricing::needed(counts)
         .into_iter()
         .filter_map(|u| {
@@ -61,6 +62,7 @@ pub fn units_for(ctx: &Ctx, args: &PriceArgs, counts: &Counts, o: &mut Outcome) 
         o.results.extend(rows);
         o.notes.push(note);
         units.extend(measured);
+        crate::cold::alias(&mut units);
     }
     let used: Vec<String> = unitcost::FS_TERMS
         .iter()
@@ -95,6 +97,7 @@ fn units_from_history(ctx: &Ctx, only: Option<&str>) -> Result<Units> {
 pub(crate) fn has_every_term(units: &Units) -> bool {
     let have = |t: &&str| {
         units.contains_key(*t)
+            || (*t == crate::cold::TERM && crate::cold::has_curve(units))
             || (unitcost::FS_TERMS.contains(t)
                 && units
                     .keys()
@@ -125,6 +128,8 @@ pub(crate) fn unit_key(row: &ResultRow) -> Option<String> {
             let size = row.case.get("size").and_then(|v| v.as_u64());
             let term = row.key("term");
             match size {
+                // The cold-call curve: a point at each sweep.
+                Some(s) if term == crate::cold::TERM => Some(crate::cold::point(s)),
                 None => Some(with_fs(term, row)),
                 Some(s) if s == unitcost::base_size(&term) => Some(with_fs(term, row)),
                 // A read or write term's other sizes, for the segment a program's mean falls in.
@@ -137,6 +142,14 @@ pub(crate) fn unit_key(row: &ResultRow) -> Option<String> {
         ("cost", "per_byte") => Some(with_fs(format!("{}/byte", row.key("term")), row)),
         ("cost", "per_entry") => Some(with_fs(format!("{}/entry", row.key("term")), row)),
         ("cost", "per_ns") => Some(with_fs(format!("{}/ns", row.key("term")), row)),
+        ("cost", "extra_ns") => {
+            let s = row.case.get("size").and_then(|v| v.as_u64())?;
+            Some(format!("{}/ns", crate::cold::point(s)))
+        }
+        ("cost", "per_ns_fault") => {
+            let s = row.case.get("size").and_then(|v| v.as_u64())?;
+            Some(format!("{}/fault", crate::cold::point(s)))
+        }
         ("cost", "per_page") => Some(with_fs(format!("{}/page", row.key("term")), row)),
         ("syscall", "latency") if row.key("batch") == "1" && row.key("call") == "getppid" => {
             Some("s".into())

@@ -79,7 +79,7 @@ impl Sweep {
         Sweep::of_len(super::files::read_span() as usize)
     }
 
-    /// A sweep over `len` bytes (`cold-call`'s: twice the private cache).
+    /// A sweep over `len` bytes (`cold-call`'s largest; `run_over` sweeps less of it).
     pub(super) fn of_len(len: usize) -> Result<Sweep> {
         let m = Mapping::anon(len)?;
         // SAFETY: advice on the mapping just made, which this owns.
@@ -94,7 +94,12 @@ impl Sweep {
 
     /// Write one byte of every cache line (each pass a new value, so none is skipped).
     pub(super) fn run(&mut self, salt: u8) {
-        for off in (0..self.1).step_by(64) {
+        self.run_over(self.1, salt)
+    }
+
+    /// `run` over the first `len` bytes only (at most the whole).
+    pub(super) fn run_over(&mut self, len: usize, salt: u8) {
+        for off in (0..len.min(self.1)).step_by(64) {
             // SAFETY: inside the mapping this owns.
             unsafe {
                 let b = self.0.addr.add(off);

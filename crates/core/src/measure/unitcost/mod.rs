@@ -147,7 +147,7 @@ impl TermFigure {
     /// The unit of its samples: ns, or for a factor (`per_ns`, the extra ns per ns) a ratio.
     pub fn unit(&self) -> &'static str {
         match self.metric {
-            "per_ns" => "ratio",
+            "per_ns" | "per_ns_fault" => "ratio",
             _ => "ns",
         }
     }
@@ -194,6 +194,8 @@ pub fn revision(term: &str) -> Option<u64> {
         "fork" | "file-read" | "file-write" | "pipe-rw" | "fault-file" | "create" | "mkdir"
         | "getdents64" | "tick" | "exit" | "exit-vma" => Some(2),
         "exit-file" => Some(3),
+        // A curve of sweeps since 2026-12-07 (one sweep of twice the private cache before).
+        "cold-call" => Some(2),
         _ => None,
     }
 }
@@ -250,7 +252,7 @@ pub fn reading(term: &str) -> &'static str {
         "page-drop" => "a folio of a file leaving the page cache as its last link goes (an unlink of a 256-page file written a page a call, on disk, less one of an empty file), its blocks freed, CPU time, per folio",
         "create-pass" => "a create on ext4 without a journal passing over an inode deleted in the last seconds (freed before this second; within 5 s, or 305 s while its inode-table block is unwritten), per inode passed: a batch of creates after 500 more deletions less one after 500, over 500, CPU time",
         "getxattr" => "lgetxattr of a file's ACL (system.posix_acl_access) by its path, on a file that has none: a path lookup and the attribute's, CPU time, per call",
-        "cold-call" => "the time of a sweep of twice the largest private CPU cache (the user work after which a call finds the kernel's code and data out of its caches), per sweep; per_ns: the extra CPU time of getppid, a stat, an open and close, an mmap and munmap of 16 pages, a 4 KiB pread and a first write to a fresh anonymous page (a fault) each just after such a sweep, per ns of the same in a loop",
+        "cold-call" => "the time of a sweep of `size` bytes (other work between two calls of a kind pushes the kernel's code and data for them out of the CPU's caches), per sweep, at a quarter of the largest private CPU cache up to 32 times it; extra_ns: the extra CPU time of getppid, a stat, an open and close, an mmap and munmap of 16 pages and a 4 KiB pread each just after such a sweep over the same in a loop, per syscall; per_ns_fault: a first write to a fresh anonymous page (a fault) just after such a sweep, its extra per ns of the same in a loop",
         "writeback" => "an fdatasync after `size` bytes appended to a file a page a call: their pages written back, their blocks allocated then (delayed allocation), CPU time, per call; per_byte: each byte more",
         _ => "",
     }
@@ -328,15 +330,30 @@ fn measure_term(term: &str, spec: &SampleSpec, dir: &Path) -> Result<Vec<TermFig
         "fork-exec" => one(sched::fork_exec(spec)?),
         "munmap" => one(faults::munmap(spec, false)?),
         "cold-call" => {
-            let (extra, sweep) = coldcall::cold_call(spec)?;
-            let mut v = one(sweep);
-            v.push(TermFigure {
-                term: t,
-                size: None,
-                metric: "per_ns",
-                samples: extra,
-                fs: None,
-            });
+            let mut v = Vec::new();
+            for p in coldcall::cold_call(spec)? {
+                v.push(TermFigure {
+                    term: t,
+                    size: Some(p.size),
+                    metric: "latency",
+                    samples: p.sweep,
+                    fs: None,
+                });
+                v.push(TermFigure {
+                    term: t,
+                    size: Some(p.size),
+                    metric: "extra_ns",
+                    samples: p.extra_ns,
+                    fs: None,
+                });
+                v.push(TermFigure {
+                    term: t,
+                    size: Some(p.size),
+                    metric: "per_ns_fault",
+                    samples: p.extra_fault,
+                    fs: None,
+                });
+            }
             v
         }
         "munmap-shootdown" => one(faults::munmap(spec, true)?),

@@ -289,11 +289,28 @@ fn maps() -> Result<(Map, Map, Map, Option<FdMaps>, Map)> {
     };
     Ok((
         Map::percpu_array(prog::SLOT_SIZE, prog::SLOTS)?,
-        Map::percpu_array(prog::STATE_SIZE, 1)?,
+        state_map()?,
         Map::hash(prog::TASK_SIZE, 1 << 16)?,
         by_fd,
         Map::percpu_array(prog::pages::WORK_SIZE, prog::SLOTS)?,
     ))
+}
+
+/// The per-CPU state, every CPU's with the split's start in it (`prog::ST_START`: where the
+/// first call of a kind on a CPU counts its gap from).
+fn state_map() -> Result<Map> {
+    let state = Map::percpu_array(prog::STATE_SIZE, 1)?;
+    let mut st = vec![0u8; prog::STATE_SIZE as usize];
+    let at = prog::ST_START as usize;
+    st[at..at + 8].copy_from_slice(&ktime_ns().to_ne_bytes());
+    state.update(&0u32.to_ne_bytes(), &st)?;
+    Ok(state)
+}
+
+/// The clock the programs read (bpf_ktime_get_ns: CLOCK_MONOTONIC), ns.
+fn ktime_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
 /// Time every syscall (the default), or one in `n` of each kind.
@@ -548,7 +565,7 @@ impl Tracer {
                 wait_ns: v[2],
                 waits: v[3],
                 timed,
-                gaps,
+                since_same: gaps,
                 ..Line::default()
             });
         }

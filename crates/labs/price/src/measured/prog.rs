@@ -175,8 +175,9 @@ const _: () = assert!(VEC_BASE + VECTORS.len() as u32 <= IRQ_BASE);
 
 /// One slot's value (u64s): count, cpu ns, wait ns, waits, for a sampled split the sum of the
 /// squares of the timed calls' last on-CPU stretch (ns², @32) and the timed calls (@40), and
-/// a syscall's user time before it by bucket (@48, `gaps`).
-pub const SLOT_SIZE: u32 = gaps::SLOT_GAPS as u32 + gaps::GAPS_SIZE;
+/// a syscall's or minor fault's time since the last of its kind on its CPU by bucket (@48,
+/// `gaps`), and when that last came (@160, this CPU's own: not summed).
+pub const SLOT_SIZE: u32 = gaps::SLOT_LAST as u32 + 8;
 pub const SLOT_SQUARES: i16 = 32;
 pub const SLOT_TIMED: i16 = 40;
 /// One CPU's state: tid u32 @0, class u32 @4, since u64 @8, class under a hardirq u32 @16,
@@ -187,10 +188,12 @@ pub const SLOT_TIMED: i16 = 40;
 /// the CPU halted since its last switch u32 @40 (set in the idle loop by `wake::idle`), inside
 /// an inode allocation u32 @44 (`inodes`), when the idle loop left its last halt u64 @48, the
 /// by-fd slot of the sampled read or write the tracked task is in, plus one (0: none) u32 @56,
-/// the user time before the open user fault u64 @64 (`gaps`, counted at its end), when the
+/// when the split started on this CPU u64 @64 (`gaps`: a first call's gap counts from it), when the
 /// split first saw the tracked task here, until the kernel's next charge of it, u64 @72 (0:
-/// none; `join::first_charge`).
-pub const STATE_SIZE: u32 = 80;
+/// none; `join::first_charge`), when this CPU last switched tasks u64 @80 and the time its idle
+/// task has run since the split started u64 @88 (`gaps::idle_edges`: a call's gap counts
+/// the CPU's busy time only).
+pub const STATE_SIZE: u32 = 96;
 /// A switched-out task's value: class u32 @0, the syscall slot it was in u32 @4, when it
 /// left u64 @8 (0: nothing to wait on), its open fault's time so far u64 @16, the by-fd slot
 /// of the sampled call it is in, plus one, u32 @24 (and four bytes of padding).
@@ -206,7 +209,9 @@ const ST_NR: i16 = 28;
 const ST_OPEN: i16 = 32;
 const ST_HALTED: i16 = 40;
 const ST_FD: i16 = 56;
-const ST_GAP: i16 = 64;
+/// When the split started on this CPU (every CPU's state is written with it before the
+/// programs attach): where the first call of a kind there counts its gap from (`gaps`).
+pub(crate) const ST_START: i16 = 64;
 /// Where the programs build a task's value on the stack (`TASK_SIZE` bytes).
 const FP_TASK: i16 = -40;
 /// Stack slots past the keys' and values': the delta charged, the call's number, its count before.
@@ -505,10 +510,10 @@ pub fn sys_enter(m: &Maps, t: &Target) -> Asm {
             .add_imm(R1, 1)
             .stx_dw(R0, SLOT_TIMED, R1)
             .note("one more timed call");
-        gaps::count_gap(&mut a);
+        gaps::count_gap(&mut a, t.period.trailing_zeros());
         a.label("after_timing");
     } else {
-        gaps::count_gap(&mut a);
+        gaps::count_gap(&mut a, 0);
     }
     if let Some(by_fd) = m.by_fd {
         a.ldx_dw(R1, FP, FP_BEFORE);
@@ -687,6 +692,7 @@ pub fn sched_switch(m: &Maps, t: &Target) -> Asm {
     state(&mut a, m);
     a.call(Helper::KtimeGetNs);
     a.mov(R7, R0);
+    gaps::idle_edges(&mut a);
     a.jeq_imm(R8, 0, "next").note("prev is the idle task");
     a.ldx_w(R1, R9, ST_TID);
     a.jne(R1, R8, "next").note("prev is not tracked");

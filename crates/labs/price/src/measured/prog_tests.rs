@@ -468,13 +468,16 @@ fn a_task_whose_switch_in_was_not_traced_joins_at_its_next_event() {
     assert!(l.contains("its class when it left"), "{l}");
 }
 
-/// Every call's entry counts the user time before it in its bucket, timed every call or
-/// sampled (the timed calls): each bound compared once, the bucket's count and sum written
-/// past the six words every slot has.
+/// Every call's entry counts the time since the last call of its kind on its CPU in its
+/// bucket, timed every call or sampled (the timed calls, the gap shifted down by the period's
+/// power of two): the slot's last time read and set to now, a first call's counted from the
+/// split's start, each bound compared once, the bucket's count and sum written past the six
+/// words every slot has.
 #[test]
-fn sys_enter_counts_the_user_time_before_each_call() {
-    // BPF_JMP | BPF_JLT | BPF_K.
+fn sys_enter_counts_the_time_since_the_last_call_of_its_kind() {
+    // BPF_JMP | BPF_JLT | BPF_K; BPF_ALU64 | BPF_RSH | BPF_K.
     const JLT_K: u8 = 0xa5;
+    const RSH_K: u8 = 0x77;
     for t in [T, SAMPLED] {
         let p = sys_enter(&M, &t).finish().unwrap();
         for b in gaps::BOUNDS {
@@ -486,26 +489,63 @@ fn sys_enter_counts_the_user_time_before_each_call() {
                 "bound {b}"
             );
         }
-        assert!(p.contains(&insn::st_dw(FP, FP_DELTA, 0)));
+        assert!(p.contains(&insn::ldx_dw(R4, R9, gaps::ST_IDLE)));
+        assert!(p.contains(&insn::ldx_dw(R2, R0, gaps::SLOT_LAST)));
+        assert!(p.contains(&insn::stx_dw(R0, gaps::SLOT_LAST, R3)));
+        assert!(p.contains(&insn::ldx_dw(R2, R9, ST_START)));
         assert!(p
             .iter()
             .any(|i| *i == insn::stx_dw(R3, gaps::SLOT_GAPS, R4)));
         assert!(p
             .iter()
             .any(|i| *i == insn::stx_dw(R3, gaps::SLOT_GAPS + 8, R4)));
+        let shifts: Vec<i32> = p
+            .iter()
+            .filter(|i| i.code == RSH_K && i.dst == 2)
+            .map(|i| i.imm)
+            .collect();
+        match t.period {
+            1 => assert!(shifts.is_empty(), "{shifts:?}"),
+            n => assert_eq!(shifts, vec![n.trailing_zeros() as i32]),
+        }
     }
+    // The slot's last time sits past its buckets, inside the slot.
+    assert_eq!(
+        gaps::SLOT_LAST as u32,
+        gaps::SLOT_GAPS as u32 + gaps::GAPS_SIZE
+    );
+    assert_eq!(SLOT_SIZE, gaps::SLOT_LAST as u32 + 8);
 }
 
-/// A user fault keeps the user time before it (@64 of the state) from its begin to its end,
-/// where a minor fault counts it in its kind's bucket; a major fault counts none.
+/// A minor fault counts, at its end, the time since the last fault of its kind on its CPU in
+/// its kind's bucket; a major fault counts none.
 #[test]
-fn a_minor_faults_user_time_before_it_goes_to_its_kinds_bucket() {
-    let begin = fault_begin(&M, &T).finish().unwrap();
-    assert!(begin.contains(&insn::st_dw(FP, FP_DELTA, 0)));
-    assert!(begin.contains(&insn::stx_dw(R9, ST_GAP, R1)));
+fn a_minor_fault_counts_the_time_since_the_last_of_its_kind() {
     let minor = fault_end(&M, FAULT_MINOR).finish().unwrap();
-    assert!(minor.contains(&insn::ldx_dw(R1, R9, ST_GAP)));
+    assert!(minor.contains(&insn::stx_dw(R0, gaps::SLOT_LAST, R3)));
     assert!(minor.contains(&insn::stx_dw(R3, gaps::SLOT_GAPS, R4)));
     let major = fault_end(&M, FAULT_MAJOR).finish().unwrap();
-    assert!(!major.contains(&insn::ldx_dw(R1, R9, ST_GAP)));
+    assert!(!major.contains(&insn::stx_dw(R0, gaps::SLOT_LAST, R3)));
+}
+
+/// Every switch keeps its time; one out of the idle task adds the idle task's run since the
+/// last switch to the CPU's idle time (a call's gap is the CPU's busy time), before the switch
+/// looks at prev.
+#[test]
+fn a_switch_out_of_the_idle_task_adds_its_run_to_the_cpus_idle_time() {
+    let p = sched_switch(&M, &T).finish().unwrap();
+    let kept = p
+        .iter()
+        .position(|i| *i == insn::stx_dw(R9, gaps::ST_SWITCHED, R7))
+        .expect("the switch's time kept");
+    let added = p
+        .iter()
+        .position(|i| *i == insn::stx_dw(R9, gaps::ST_IDLE, R3))
+        .expect("the idle time added");
+    assert!(kept < added);
+    assert!(p[kept..added]
+        .iter()
+        .any(|i| i.is_jump() && i.dst == R8.0 && i.imm == 0));
+    // Both inside the state.
+    assert!(gaps::ST_IDLE as u32 + 8 <= STATE_SIZE);
 }

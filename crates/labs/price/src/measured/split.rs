@@ -28,11 +28,13 @@ pub struct Line {
     /// The estimate's 95% interval, half its width, ns (0 where exact).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cpu_ci_ns: u64,
-    /// A syscall's calls by the user time their task ran just before (since its last entry
-    /// to the kernel or interrupt), in `prog::gaps::BOUNDS`' buckets: each the calls and the
-    /// sum of their gaps, ns (the timed calls only, where the split is sampled).
+    /// A syscall's calls (or a minor fault kind's faults) by the time since the last of its
+    /// kind on the same CPU (since the split's start there for the first), in
+    /// `prog::gaps::BOUNDS`' buckets: each the calls and the sum of their gaps, ns (the timed
+    /// calls only, where the split is sampled). Before 2026-12-07 a split kept `gaps` here, by
+    /// the user time before each call: such a file is read without it (no call priced cold).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub gaps: Vec<[u64; 2]>,
+    pub since_same: Vec<[u64; 2]>,
     /// The page cache's work done inside this syscall (`prog::pages`): pages taken in (not by
     /// a write), folios taken out, bytes sent to a disk to be written.
     #[serde(default, skip_serializing_if = "is_zero")]

@@ -8,7 +8,7 @@ use costlab_bpf::{Asm, FP, R0, R1, R2, R6, R9};
 use super::{
     charge, epilogue, prologue, slot, Join, Maps, Target, FAULT_COW, FAULT_FILE, FAULT_FILE_PAGES,
     FAULT_MINOR, FAULT_OPEN, FAULT_OPEN_COW, FAULT_OPEN_FILE, FAULT_OPEN_WRITE, FP_DELTA, FP_NR,
-    PF_PRESENT, PF_WRITE, ST_CLASS, ST_GAP, ST_OPEN, USER,
+    PF_PRESENT, PF_WRITE, ST_CLASS, ST_OPEN, USER,
 };
 
 /// raw page_fault_user (address, regs, error_code): a user fault begins, its class by its
@@ -23,9 +23,6 @@ pub fn fault_begin(m: &Maps, t: &Target) -> Asm {
     prologue(&mut a, m, Join::Of(t.who), true);
     a.st_dw(FP, FP_DELTA, 0).note("no user time yet");
     charge(&mut a, m, false);
-    a.ldx_dw(R1, FP, FP_DELTA)
-        .stx_dw(R9, ST_GAP, R1)
-        .note("the user time before it, for its end");
     a.ldx_dw(R1, R6, 16).note("r1 = args[2], the error code");
     a.mov_imm(R2, FAULT_OPEN as i32);
     a.jset_imm(R1, PF_WRITE, "write");
@@ -118,10 +115,7 @@ pub fn fault_end(m: &Maps, ends_in: u32) -> Asm {
     slot(&mut a, m, R1, "out");
     a.ldx_dw(R1, R0, 0).add_imm(R1, 1).stx_dw(R0, 0, R1);
     if ends_in == FAULT_MINOR {
-        a.ldx_dw(R1, R9, ST_GAP)
-            .stx_dw(FP, FP_DELTA, R1)
-            .note("the user time before it, into its kind's bucket");
-        super::gaps::count_gap(&mut a);
+        super::gaps::count_gap(&mut a, 0);
     }
     a.ldx_dw(R1, R9, ST_OPEN);
     a.jeq_imm(R1, 0, "out")
