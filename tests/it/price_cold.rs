@@ -78,7 +78,7 @@ fn calls_are_told_cold_by_the_busy_time_since_the_last_of_their_kind() {
     assert!(faults >= 5000, "{minor:?}");
     assert!(minor[0][0] + minor[1][0] >= 4500, "{minor:?}");
     // The spaced calls are cold, the tight ones (nearly) hot: the note gives the share of the
-    // calls 64 us or more after the last of their kind, and the curve.
+    // calls 65 us or more after the last of their kind, and the curve.
     let cold = |doc: &serde_json::Value| -> f64 {
         let notes = doc["notes"].to_string();
         let at = notes

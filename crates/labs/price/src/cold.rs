@@ -9,16 +9,16 @@
 //! A fault has a curve of its own, a factor (`per_ns_fault`): most of its cost is the page it
 //! zeroes, which no cache holds either way, so it climbs less.
 
-use crate::measured::prog::gaps::BOUNDS;
+use costlab_core::measure::units::human_ns;
+
 use crate::measured::Split;
 use crate::unit::{Unit, Units};
 
 /// The cost term, and the name a price asks for it by.
 pub const TERM: &str = "cold-call";
-pub const WORK: &str = TERM;
 
 /// The unit name of the curve's point at a sweep of `size` bytes (its `latency`; its
-/// `per_ns` is this with "/ns", its `per_ns_fault` with "/fault").
+/// `extra_ns` is this with "/ns", its `per_ns_fault` with "/fault").
 pub fn point(size: u64) -> String {
     format!("{TERM}({size})")
 }
@@ -127,18 +127,18 @@ pub fn has_curve(units: &Units) -> bool {
 /// Name the curve's points as the term too (`TERM`), so a price that needs the term finds it:
 /// their rows together, a not-ok one first (the quality a note reads is the first row's).
 pub fn alias(units: &mut Units) {
-    if units.contains_key(TERM) || !has_curve(units) {
+    if units.contains_key(TERM) {
         return;
     }
+    let Some(curve) = Curve::of(units, Of::Calls) else {
+        return;
+    };
     let mut rows: Vec<_> = units
         .iter()
         .filter(|(k, _)| k.starts_with(&format!("{TERM}(")))
         .flat_map(|(_, u)| u.rows.iter().cloned())
         .collect();
     rows.sort_by_key(|r| r.quality == Some(costlab_core::measure::quality::Quality::Ok));
-    let Some(curve) = Curve::of(units, Of::Calls) else {
-        return;
-    };
     units.insert(
         TERM.into(),
         Unit {
@@ -214,7 +214,7 @@ pub fn raised(unit: &Unit, units: &Units, cold: &Cold) -> Unit {
         u.rows.extend(t.rows.iter().cloned());
     }
     let by = if cold.add {
-        format!("{} a call", costlab_core::measure::units::human_ns(mean))
+        format!("{} a call", human_ns(mean))
     } else {
         format!("{:.0}%", mean * 100.0)
     };
@@ -239,11 +239,9 @@ pub fn note(split: Option<&Split>, units: &Units) -> Option<String> {
         let n: u64 = l.since_same.iter().map(|g| g[0]).sum();
         if n > 0 {
             calls += n;
-            // The calls 64 us or more after the last of their kind.
-            cold += l.since_same[BOUNDS.len() - 2..]
-                .iter()
-                .map(|g| g[0])
-                .sum::<u64>();
+            // The calls 2^16 ns (65.5 us) or more after the last of their kind (a counts file
+            // given by hand may hold fewer buckets).
+            cold += l.since_same.iter().skip(4).map(|g| g[0]).sum::<u64>();
         }
     }
     let said = |c: &Option<Curve>, add: bool| {
@@ -255,8 +253,8 @@ pub fn note(split: Option<&Split>, units: &Units) -> Option<String> {
                     e.sort_by(f64::total_cmp);
                     let m = e[e.len() / 2];
                     match add {
-                        true => format!("+{} after {}", human_us(m), human_us(*t)),
-                        false => format!("{:.2}x after {}", 1.0 + m, human_us(*t)),
+                        true => format!("+{} after {}", human_ns(m), human_ns(*t)),
+                        false => format!("{:.2}x after {}", 1.0 + m, human_ns(*t)),
                     }
                 })
                 .collect::<Vec<_>>()
@@ -270,7 +268,7 @@ pub fn note(split: Option<&Split>, units: &Units) -> Option<String> {
         .to_string();
     (calls > 0).then(|| {
         format!(
-            "calls after other work: the split timed, for each of {calls} syscalls and minor faults, the time since the last of its kind on its CPU ({:.0}% of them came 64 us or more after it); against the same call in a loop, a syscall costs {} of work, a fault {} (cost term {TERM}: getppid, stat, open and close, mmap and munmap, a 4 KiB pread, and a fault of a fresh page, each after a sweep of memory); each line's unit is raised by its own calls' gaps read on those curves ({from})",
+            "calls after other work: the split timed, for each of {calls} syscalls and minor faults, the time since the last of its kind on its CPU ({:.0}% of them came 65 us or more after it); against the same call in a loop, a syscall costs {} of work, a fault {} (cost term {TERM}: getppid, stat, open and close, mmap and munmap, a 4 KiB pread, and a fault of a fresh page, each after a sweep of memory); each line's unit is raised by its own calls' gaps read on those curves ({from})",
             cold as f64 / calls as f64 * 100.0,
             said(&curves[0], true),
             said(&curves[1], false),
@@ -278,13 +276,10 @@ pub fn note(split: Option<&Split>, units: &Units) -> Option<String> {
     })
 }
 
-fn human_us(ns: f64) -> String {
-    costlab_core::measure::units::human_ns(ns)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::measured::prog::gaps::BOUNDS;
 
     fn unit(v: Vec<f64>, from: &str) -> Unit {
         Unit {

@@ -182,7 +182,7 @@ pub fn needed(counts: &Counts) -> Vec<&'static str> {
         .as_ref()
         .is_some_and(|s| s.lines.iter().any(|l| !l.since_same.is_empty()))
     {
-        add(crate::cold::WORK);
+        add(crate::cold::TERM);
     }
     if crate::sizing::pipes_crossed(counts) {
         add("pipe-cross");

@@ -141,7 +141,6 @@ pub(crate) fn unit_key(row: &ResultRow) -> Option<String> {
         }
         ("cost", "per_byte") => Some(with_fs(format!("{}/byte", row.key("term")), row)),
         ("cost", "per_entry") => Some(with_fs(format!("{}/entry", row.key("term")), row)),
-        ("cost", "per_ns") => Some(with_fs(format!("{}/ns", row.key("term")), row)),
         ("cost", "extra_ns") => {
             let s = row.case.get("size").and_then(|v| v.as_u64())?;
             Some(format!("{}/ns", crate::cold::point(s)))

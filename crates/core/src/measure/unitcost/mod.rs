@@ -144,10 +144,11 @@ pub struct TermFigure {
 }
 
 impl TermFigure {
-    /// The unit of its samples: ns, or for a factor (`per_ns`, the extra ns per ns) a ratio.
+    /// The unit of its samples: ns, or for a factor (`per_ns_fault`, the extra ns per ns) a
+    /// ratio.
     pub fn unit(&self) -> &'static str {
         match self.metric {
-            "per_ns" | "per_ns_fault" => "ratio",
+            "per_ns_fault" => "ratio",
             _ => "ns",
         }
     }
