@@ -112,65 +112,92 @@ fn the_faults_switches_and_spawns_match_perf_stats_counts_of_the_same_cgroup() {
     let _one = crate::common::serial();
     // Within 1% plus a handful: the runs are two, and perf's cgroup is joined by a shell that
     // then execs (a few faults of its own); a wrong filter or a missed CPU is off by far more.
-    let close = |ours: f64, theirs: f64, what: &str| {
-        assert!(
-            (ours - theirs).abs() <= theirs * 0.01 + HANDFUL,
-            "{what}: costlab counted {ours}, perf stat {theirs}"
-        );
+    let close = |ours: f64, theirs: f64, what: &str| -> Result<(), String> {
+        if (ours - theirs).abs() <= theirs * 0.01 + HANDFUL {
+            Ok(())
+        } else {
+            Err(format!(
+                "{what}: costlab counted {ours}, perf stat {theirs}"
+            ))
+        }
     };
+    // The two runs are separate, and the other tasks of a busy machine preempt each at their
+    // own times (the suite's emulated guests beside them): a pair may differ by that, now and
+    // then. A wrong count differs on every try: a mode passes when one of three pairs agrees.
     for (mode, n) in [("touch", 2000), ("token", 1000), ("fork", 50)] {
-        let ours = counted(&db, &exe, mode, n);
-        let theirs = match perf_stat_cgroup(&perf, &exe, mode, n) {
-            Ok(t) => t,
-            Err(why) => return skip::skipped_unless_ci(name, &why),
-        };
-        let o = |c: &str, e: &str| {
-            ours.get(&(c.to_string(), e.to_string()))
-                .copied()
-                .unwrap_or(0.0)
-        };
-        let t = |e: &str| theirs.get(e).copied().unwrap_or(0.0);
-        let what = format!("{mode} {n}");
-        // A fork's parent and child share pages copied on write: which of them writes one
-        // first decides how often it faults, so fork runs differ by tens of faults. The
-        // other two modes fault alike from run to run.
-        if mode != "fork" {
-            close(
-                o("fault", "minor"),
-                t("minor-faults"),
-                &format!("{what}: minor faults"),
-            );
+        let mut tries = Vec::new();
+        for _ in 0..3 {
+            let ours = counted(&db, &exe, mode, n);
+            let theirs = match perf_stat_cgroup(&perf, &exe, mode, n) {
+                Ok(t) => t,
+                Err(why) => return skip::skipped_unless_ci(name, &why),
+            };
+            match agree(&ours, &theirs, mode, n, &close) {
+                Ok(()) => break,
+                Err(e) => tries.push(e),
+            }
         }
-        close(
-            o("fault", "major"),
-            t("major-faults"),
-            &format!("{what}: major faults"),
-        );
-        close(
-            o("switch", "voluntary") + o("switch", "involuntary"),
-            t("sched:sched_switch"),
-            &format!("{what}: switches"),
-        );
-        // Which side of a hand-off is preempted differs from run to run; a fork's parent
-        // sleeps in wait() each time: there the voluntary side is the program's own.
-        if mode != "token" {
-            close(
-                o("switch", "voluntary"),
-                t("sched:sched_switch/filtered"),
-                &format!("{what}: voluntary switches"),
-            );
-        }
-        close(
-            o("spawn", "process") + o("spawn", "thread"),
-            t("task:task_newtask"),
-            &format!("{what}: tasks started"),
-        );
-        close(
-            o("spawn", "thread"),
-            t("task:task_newtask/filtered"),
-            &format!("{what}: threads started"),
+        assert!(
+            tries.len() < 3,
+            "{mode} {n}, three pairs of runs: {tries:#?}"
         );
     }
+}
+
+/// Whether costlab's counts of one run of `mode n` agree with perf stat's of another.
+fn agree(
+    ours: &BTreeMap<(String, String), f64>,
+    theirs: &BTreeMap<String, f64>,
+    mode: &str,
+    n: u64,
+    close: &dyn Fn(f64, f64, &str) -> Result<(), String>,
+) -> Result<(), String> {
+    let o = |c: &str, e: &str| {
+        ours.get(&(c.to_string(), e.to_string()))
+            .copied()
+            .unwrap_or(0.0)
+    };
+    let t = |e: &str| theirs.get(e).copied().unwrap_or(0.0);
+    let what = format!("{mode} {n}");
+    // A fork's parent and child share pages copied on write: which of them writes one first
+    // decides how often it faults, so fork runs differ by tens of faults. The other two modes
+    // fault alike from run to run.
+    if mode != "fork" {
+        close(
+            o("fault", "minor"),
+            t("minor-faults"),
+            &format!("{what}: minor faults"),
+        )?;
+    }
+    close(
+        o("fault", "major"),
+        t("major-faults"),
+        &format!("{what}: major faults"),
+    )?;
+    close(
+        o("switch", "voluntary") + o("switch", "involuntary"),
+        t("sched:sched_switch"),
+        &format!("{what}: switches"),
+    )?;
+    // Which side of a hand-off is preempted differs from run to run; a fork's parent sleeps in
+    // wait() each time: there the voluntary side is the program's own.
+    if mode != "token" {
+        close(
+            o("switch", "voluntary"),
+            t("sched:sched_switch/filtered"),
+            &format!("{what}: voluntary switches"),
+        )?;
+    }
+    close(
+        o("spawn", "process") + o("spawn", "thread"),
+        t("task:task_newtask"),
+        &format!("{what}: tasks started"),
+    )?;
+    close(
+        o("spawn", "thread"),
+        t("task:task_newtask/filtered"),
+        &format!("{what}: threads started"),
+    )
 }
 
 #[test]

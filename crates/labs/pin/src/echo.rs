@@ -116,6 +116,8 @@ pub fn run_echo(sets: &[Vec<usize>], allowed: &[usize], len: Duration) -> Result
                 std::thread::sleep(Duration::from_millis(5));
                 where_now(&tasks, &mut seen);
             }
+            // One look after the run, whatever its length: each task is seen at least once.
+            where_now(&tasks, &mut seen);
             stop.store(true, Ordering::Relaxed);
             h.join().map_err(|_| anyhow!("the echo client panicked"))?
         })?;

@@ -17,6 +17,10 @@ use costlab_core::measure::counters::Scheduling;
 /// Each memory thread's chase region (4-byte indices): larger than any last-level cache here.
 pub const CHASE_BYTES: usize = 64 << 20;
 
+/// How long past the run's end the workers may take to start, before the last look at where
+/// they run.
+const START_WAIT: Duration = Duration::from_secs(10);
+
 /// Run `threads` busy workers (memory or sharing) placed per `sets` for `len`.
 pub fn run_workers(
     w: Workload,
@@ -74,6 +78,15 @@ pub fn run_workers(
             std::thread::sleep(Duration::from_millis(5));
             where_now(&tids.lock().unwrap(), &mut seen);
         }
+        // Every thread is looked at once running before the stop: on a crowded or emulated
+        // machine the last of four threads had not started within 100 ms, and the record
+        // named three (a two-node guest under TCG beside a CPU hog). One that fails to pin
+        // never registers: its error comes from the join.
+        let started = Instant::now();
+        while tids.lock().unwrap().len() < sets.len() && started.elapsed() < START_WAIT {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        where_now(&tids.lock().unwrap(), &mut seen);
         stop.store(true, Ordering::Relaxed);
         for h in handles {
             h.join().map_err(|_| anyhow!("a worker panicked"))??;
