@@ -298,8 +298,15 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
             }),
             _ => event_pricing(class, event),
         };
-        let cold = match class.as_str() {
-            "fault" => crate::cold::extra_of(counts.measured.as_ref(), units, class, event, ""),
+        // The pages a fault-around maps are part of the file faults that mapped them: their
+        // struct pages and page-cache entries are as cold as those faults found the rest.
+        let cold = match (class.as_str(), event.as_str()) {
+            ("fault", _) => {
+                crate::cold::extra_of(counts.measured.as_ref(), units, class, event, "")
+            }
+            ("pages", "mapped by file faults") => {
+                crate::cold::extra_of(counts.measured.as_ref(), units, "fault", "minor:file", "")
+            }
             _ => None,
         };
         rows.push(Priced {

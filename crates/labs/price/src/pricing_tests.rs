@@ -131,6 +131,59 @@ fn file_faults_are_priced_by_fault_and_pages_where_the_pages_were_counted() {
     assert_eq!(by(&split, "pages", "mapped by file faults"), Some(6_000.0));
 }
 
+/// The pages a file fault's fault-around mapped are raised by the same share as the file
+/// faults that mapped them, read on the fault curve at those faults' gaps: a python start's
+/// fault-arounds of 14 pages cost 2.7-6.4 us each beside 1.4-1.6 us in a loop over one file
+/// (bpftrace), and the pages are most of a fault-around.
+#[test]
+fn the_pages_a_file_fault_mapped_are_as_cold_as_the_fault() {
+    let mut units: Units = [
+        ("fault-file".to_string(), unit(3000.0)),
+        ("fault-file/page".to_string(), unit(150.0)),
+        (crate::cold::point(1 << 20), unit(1_000.0)),
+        (format!("{}/ns", crate::cold::point(1 << 20)), unit(500.0)),
+        (format!("{}/fault", crate::cold::point(1 << 20)), unit(1.0)),
+    ]
+    .into();
+    derive(&mut units);
+    let mut counts = Counts::default();
+    counts
+        .events
+        .insert(("fault".into(), "minor:file".into()), 10);
+    counts
+        .events
+        .insert(("pages".into(), "mapped by file faults".into()), 40);
+    let by = |rows: &[Priced], c: &str, e: &str| {
+        rows.iter()
+            .find(|p| p.class == c && p.event == e)
+            .and_then(|p| p.priced())
+            .map(|s| s.median)
+    };
+    // Every fault long after the last: the curve's last point, twice the cost.
+    let mut since = vec![[0u64; 2]; 7];
+    since[6] = [10, 10 * 5_000_000];
+    counts.measured = Some(crate::measured::Split {
+        lines: vec![crate::measured::Line {
+            class: "fault".into(),
+            event: "minor:file".into(),
+            count: 10,
+            cpu_ns: 100_000,
+            since_same: since,
+            ..crate::measured::Line::default()
+        }],
+        ..crate::measured::Split::default()
+    });
+    let rows = price(&counts, &units);
+    assert_eq!(by(&rows, "fault", "minor:file"), Some(12_000.0));
+    assert_eq!(by(&rows, "pages", "mapped by file faults"), Some(12_000.0));
+    // No gaps counted (an older counts file): neither is raised.
+    counts.measured.as_mut().unwrap().lines[0]
+        .since_same
+        .clear();
+    let rows = price(&counts, &units);
+    assert_eq!(by(&rows, "pages", "mapped by file faults"), Some(6_000.0));
+}
+
 /// The local timer's interrupts the split counted are priced at the tick term, as any
 /// counted event; no split, no line.
 #[test]

@@ -269,7 +269,7 @@ pub fn event_pricing(class: &str, event: &str) -> Option<Pricing> {
         ("pages", "mapped by file faults") => by(
             "fault-file/page",
             1.0,
-            "pages the read faults' fault-around mapped from the page cache (1 to 16 a fault): the fault-file term's per-page part (its 16-page fault less a one-page mapping's fault, over 15)",
+            "pages the read faults' fault-around mapped from the page cache (1 to 16 a fault): the fault-file term's per-page part (its 16-page fault less a one-page mapping's fault, over 15), raised as the file faults that mapped them are for the work between them",
         ),
         ("pages", "made by writes") => by(
             "none",
