@@ -29,10 +29,10 @@ fn gaps(saved: &std::path::Path) -> Vec<[u64; 2]> {
 /// find their CPU quiet.
 const QUIET: f64 = 0.5;
 
-/// The CPUs' idle time from /proc/stat's `cpuN` lines (idle and iowait), in clock ticks
-/// (USER_HZ, 100 a second), and how many CPUs there are. The idle time is the kernel's own
-/// account of its idle loop; the busy fields are sampled at ticks, so busy time is taken as
-/// the wall time on each CPU less its idle time (a vCPU the host took away was not idle).
+/// The CPUs' idle time (idle and iowait, in clock ticks, core's /proc/stat parser) and how
+/// many CPUs there are. The idle time is the kernel's own account of its idle loop; the busy
+/// fields are sampled at ticks, so busy time is taken as the wall time on each CPU less its
+/// idle time (a vCPU the host took away was not idle).
 struct Idle {
     ticks: u64,
     cpus: usize,
@@ -41,26 +41,12 @@ struct Idle {
 
 fn idle_now() -> Idle {
     let stat = std::fs::read_to_string("/proc/stat").expect("/proc/stat");
-    let mut t = Idle {
-        ticks: 0,
-        cpus: 0,
+    let per_cpu = costlab_core::measure::procstat::parse_stat(&stat);
+    Idle {
+        ticks: per_cpu.values().map(|c| c.idle).sum(),
+        cpus: per_cpu.len(),
         at: std::time::Instant::now(),
-    };
-    for line in stat.lines() {
-        let mut f = line.split_whitespace();
-        match f.next() {
-            Some(cpu) if cpu.starts_with("cpu") && cpu.len() > 3 => {}
-            _ => continue,
-        }
-        t.cpus += 1;
-        // user nice system idle iowait ...
-        t.ticks += f
-            .skip(3)
-            .take(2)
-            .map(|x| x.parse::<u64>().unwrap_or(0))
-            .sum::<u64>();
     }
-    t
 }
 
 #[test]
@@ -102,7 +88,7 @@ fn calls_are_told_cold_by_the_busy_time_since_the_last_of_their_kind() {
     let slept = gaps(&saved);
     let calls: u64 = slept.iter().map(|b| b[0]).sum();
     assert!(calls >= 300, "{slept:?}");
-    let tick_ns = 1e9 / 100.0;
+    let tick_ns = 1e9 / costlab_core::measure::procstat::ticks_per_second() as f64;
     let cpus = after.cpus as f64;
     let all_ns = after.at.duration_since(before.at).as_nanos() as f64 * cpus;
     let idle_ns = (after.ticks - before.ticks) as f64 * tick_ns;

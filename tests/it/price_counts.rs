@@ -110,17 +110,6 @@ fn the_faults_switches_and_spawns_match_perf_stats_counts_of_the_same_cgroup() {
     };
     let db = crate::common::calibrated_db(dir.path());
     let _one = crate::common::serial();
-    // Within 1% plus a handful: the runs are two, and perf's cgroup is joined by a shell that
-    // then execs (a few faults of its own); a wrong filter or a missed CPU is off by far more.
-    let close = |ours: f64, theirs: f64, what: &str| -> Result<(), String> {
-        if (ours - theirs).abs() <= theirs * 0.01 + HANDFUL {
-            Ok(())
-        } else {
-            Err(format!(
-                "{what}: costlab counted {ours}, perf stat {theirs}"
-            ))
-        }
-    };
     // The two runs are separate, and the other tasks of a busy machine preempt each at their
     // own times (the suite's emulated guests beside them): a pair may differ by that, now and
     // then. A wrong count differs on every try: a mode passes when one of three pairs agrees.
@@ -132,7 +121,7 @@ fn the_faults_switches_and_spawns_match_perf_stats_counts_of_the_same_cgroup() {
                 Ok(t) => t,
                 Err(why) => return skip::skipped_unless_ci(name, &why),
             };
-            match agree(&ours, &theirs, mode, n, &close) {
+            match agree(&ours, &theirs, mode, n) {
                 Ok(()) => break,
                 Err(e) => tries.push(e),
             }
@@ -144,13 +133,25 @@ fn the_faults_switches_and_spawns_match_perf_stats_counts_of_the_same_cgroup() {
     }
 }
 
+/// Whether costlab's count is within 1% plus a handful of perf's: the runs are two, and perf's
+/// cgroup is joined by a shell that then execs (a few faults of its own); a wrong filter or a
+/// missed CPU is off by far more.
+fn close(ours: f64, theirs: f64, what: &str) -> Result<(), String> {
+    if (ours - theirs).abs() <= theirs * 0.01 + HANDFUL {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what}: costlab counted {ours}, perf stat {theirs}"
+        ))
+    }
+}
+
 /// Whether costlab's counts of one run of `mode n` agree with perf stat's of another.
 fn agree(
     ours: &BTreeMap<(String, String), f64>,
     theirs: &BTreeMap<String, f64>,
     mode: &str,
     n: u64,
-    close: &dyn Fn(f64, f64, &str) -> Result<(), String>,
 ) -> Result<(), String> {
     let o = |c: &str, e: &str| {
         ours.get(&(c.to_string(), e.to_string()))

@@ -11,6 +11,7 @@
 
 use costlab_core::measure::units::human_ns;
 
+use crate::measured::prog::gaps::BOUNDS;
 use crate::measured::Split;
 use crate::unit::{Unit, Units};
 
@@ -239,9 +240,14 @@ pub fn note(split: Option<&Split>, units: &Units) -> Option<String> {
         let n: u64 = l.since_same.iter().map(|g| g[0]).sum();
         if n > 0 {
             calls += n;
-            // The calls 2^16 ns (65.5 us) or more after the last of their kind (a counts file
-            // given by hand may hold fewer buckets).
-            cold += l.since_same.iter().skip(4).map(|g| g[0]).sum::<u64>();
+            // The calls 2^16 ns (65.5 us) or more after the last of their kind, the last two
+            // buckets (`skip`: a counts file given by hand may hold fewer).
+            cold += l
+                .since_same
+                .iter()
+                .skip(BOUNDS.len() - 2)
+                .map(|g| g[0])
+                .sum::<u64>();
         }
     }
     let said = |c: &Option<Curve>, add: bool| {
@@ -279,7 +285,6 @@ pub fn note(split: Option<&Split>, units: &Units) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::measured::prog::gaps::BOUNDS;
 
     fn unit(v: Vec<f64>, from: &str) -> Unit {
         Unit {

@@ -3,6 +3,14 @@
 use super::*;
 use crate::count::Counts;
 
+/// The median priced of the row of `class` and `event`.
+fn by(rows: &[Priced], class: &str, event: &str) -> Option<f64> {
+    rows.iter()
+        .find(|p| p.class == class && p.event == event)
+        .and_then(|p| p.priced())
+        .map(|s| s.median)
+}
+
 fn unit(x: f64) -> Unit {
     Unit {
         samples: vec![x],
@@ -29,12 +37,6 @@ fn getdents64_is_priced_by_call_and_entries_where_the_entries_were_counted() {
     );
     let mut counts = Counts::default();
     counts.syscalls.insert("getdents64".into(), 10);
-    let by = |rows: &[Priced], c: &str, e: &str| {
-        rows.iter()
-            .find(|p| p.class == c && p.event == e)
-            .and_then(|p| p.priced())
-            .map(|s| s.median)
-    };
     let whole = price(&counts, &units);
     assert_eq!(by(&whole, "syscall", "getdents64"), Some(100_000.0));
     counts
@@ -66,12 +68,6 @@ fn stats_are_priced_by_call_and_path_components_where_the_components_were_counte
     counts.syscalls.insert("newfstatat".into(), 10);
     counts.syscalls.insert("statx".into(), 10);
     counts.syscalls.insert("readlink".into(), 1);
-    let by = |rows: &[Priced], c: &str, e: &str| {
-        rows.iter()
-            .find(|p| p.class == c && p.event == e)
-            .and_then(|p| p.priced())
-            .map(|s| s.median)
-    };
     let whole = price(&counts, &units);
     assert_eq!(by(&whole, "syscall", "statx"), Some(7000.0));
     // 10 stats by fd (newfstatat with AT_EMPTY_PATH) and 10 of five-component paths (statx).
@@ -113,12 +109,6 @@ fn file_faults_are_priced_by_fault_and_pages_where_the_pages_were_counted() {
     counts
         .events
         .insert(("fault".into(), "minor:file".into()), 10);
-    let by = |rows: &[Priced], c: &str, e: &str| {
-        rows.iter()
-            .find(|p| p.class == c && p.event == e)
-            .and_then(|p| p.priced())
-            .map(|s| s.median)
-    };
     assert_eq!(
         by(&price(&counts, &units), "fault", "minor:file"),
         Some(30_000.0)
@@ -153,12 +143,6 @@ fn the_pages_a_file_fault_mapped_are_as_cold_as_the_fault() {
     counts
         .events
         .insert(("pages".into(), "mapped by file faults".into()), 40);
-    let by = |rows: &[Priced], c: &str, e: &str| {
-        rows.iter()
-            .find(|p| p.class == c && p.event == e)
-            .and_then(|p| p.priced())
-            .map(|s| s.median)
-    };
     // Every fault long after the last: the curve's last point, twice the cost.
     let mut since = vec![[0u64; 2]; 7];
     since[6] = [10, 10 * 5_000_000];
