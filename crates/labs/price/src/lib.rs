@@ -63,12 +63,15 @@ pub fn run(args: &PriceArgs, ctx: &Ctx) -> Result<Outcome> {
     argcheck::check_sampling(args)?;
     verify::Printed::of(args.rate.as_deref(), args.work.as_deref())?;
     argcheck::check_pid(args)?;
-    // Bad input is found before anything runs: the machine --on names, the --from file, the
-    // --save-counts path.
+    // Bad input is found before anything runs: the machine --on names, the run --terms-run
+    // names, the --from file, the --save-counts path.
     let on = match &args.on {
         Some(name) => Some(fleet::resolve(&*ctx.history()?, name, unit_key)?),
         None => None,
     };
+    if let Some(run) = &args.terms {
+        ctx.history()?.resolve(run)?;
+    }
     if let Some(p) = &args.save_counts {
         argcheck::check_writable(p)?;
     }
