@@ -429,7 +429,8 @@ fn a_costlab_killed_while_thp_was_changed_leaves_it_for_the_next_command_to_put_
     // Its own journal: no other costlab in this suite recovers (and reports) it first.
     let journal = dir.path().join("journal");
     // The program is slow on purpose: each run sleeps, so a run with THP changed lasts
-    // long enough to be killed in.
+    // long enough to be killed in (the mode is looked at every 20 ms; a run it misses, the
+    // next round's is seen).
     let mut child = crate::common::command()
         .args([
             "price",
@@ -442,7 +443,7 @@ fn a_costlab_killed_while_thp_was_changed_leaves_it_for_the_next_command_to_put_
             "--",
             "sh",
             "-c",
-            "dd if=/dev/zero of=/dev/null bs=8M count=1 2>/dev/null; sleep 2",
+            "dd if=/dev/zero of=/dev/null bs=8M count=1 2>/dev/null; sleep 0.3",
         ])
         .env("COSTLAB_DB", &db)
         .env("COSTLAB_JOURNAL_DIR", &journal)
@@ -514,7 +515,7 @@ fn ctrl_c_while_thp_was_changed_puts_it_back_and_stores_the_rounds_that_ran() {
             "--",
             "sh",
             "-c",
-            "dd if=/dev/zero of=/dev/null bs=8M count=1 2>/dev/null; sleep 1",
+            "dd if=/dev/zero of=/dev/null bs=8M count=1 2>/dev/null; sleep 0.4",
         ])
         .env("COSTLAB_DB", &db)
         .env("TMPDIR", &tmp)
@@ -551,7 +552,7 @@ fn ctrl_c_while_thp_was_changed_puts_it_back_and_stores_the_rounds_that_ran() {
     assert!(left.is_empty(), "left in TMPDIR: {left:?}");
     let h = common::costlab_db(&db, &["history"]);
     assert!(
-        String::from_utf8_lossy(&h.stdout).contains("sleep 1"),
+        String::from_utf8_lossy(&h.stdout).contains("sleep 0.4"),
         "stored"
     );
 }

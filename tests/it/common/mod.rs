@@ -251,13 +251,13 @@ pub fn serial() -> Serial {
 }
 
 /// A history for a test of `costlab price`, at `dir`/h.db, that already holds this machine's
-/// tracer calibration (the split's and the sampler's own cost per event) and the unit costs a
-/// price of `true` needs: a copy of one history made once per test run by `costlab price --
-/// true`. A price with the split then reuses that calibration, as a user's second price does,
-/// instead of spending about 10 s measuring it again in every test (a --verify's trials still
-/// measure the split's own, without the sampler); the tests of the calibration itself
-/// (price_calibration) and those that check a refusal stores nothing start from an empty
-/// history.
+/// tracer calibrations (the split's and the sampler's own cost per event, which a price takes
+/// out, and the split's alone, which a --verify's trials take out) and the unit costs a price
+/// of `true` needs: a copy of one history made once per test run by `costlab price --verify
+/// --runs 1 -- true`. A price or a verify with the split then reuses those calibrations, as a
+/// user's second one does, instead of spending 10-20 s measuring them again in every test; the
+/// tests of the calibration itself (price_calibration) and those that check a refusal stores
+/// nothing start from an empty history.
 ///
 /// Call it before taking `serial()`: the first call takes that lock to make the copy's source.
 /// Where no price can run here (no BPF, no root), the path of an empty history.
@@ -279,7 +279,17 @@ pub fn calibrated_db(dir: &std::path::Path) -> std::path::PathBuf {
         let path = tmp.join(format!("calibrated-{}.db", std::process::id()));
         let _ = std::fs::remove_file(&path);
         let out = command_db(&path)
-            .args(["price", "--once", "--quick", "--samples", "3", "--", "true"])
+            .args([
+                "price",
+                "--verify",
+                "--runs",
+                "1",
+                "--quick",
+                "--samples",
+                "3",
+                "--",
+                "true",
+            ])
             .output()
             .expect("costlab runs");
         out.status.success().then_some(path)
