@@ -285,6 +285,19 @@ fn bad_input_exits_2_with_one_line_and_stores_nothing() {
     let out = common::costlab_db(&db, &["history"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(!text.contains("price"), "nothing stored: {text}");
+    // A run that holds no unit costs (a lab that measures none): refused before the program
+    // runs, which would leave its file.
+    let lab = common::costlab_db(&db, &["cpu", "branch", "--quick", "--samples", "3"]);
+    assert_eq!(lab.status.code(), Some(0), "{}", common::text(&lab.stderr));
+    let ran = dir.path().join("ran");
+    let ran_arg = ran.to_str().unwrap();
+    let out = common::costlab_db(
+        &db,
+        &["price", "--terms-run", "last", "--", "touch", ran_arg],
+    );
+    let err = price_refused(&out, &[]);
+    assert!(err.contains("holds no unit costs"), "{err}");
+    assert!(!ran.exists(), "the program ran before the refusal: {err}");
 }
 
 /// For a test that counts in the kernel: a fresh folder with the test program built in it, or

@@ -70,7 +70,7 @@ pub fn run(args: &PriceArgs, ctx: &Ctx) -> Result<Outcome> {
         None => None,
     };
     if let Some(run) = &args.terms {
-        ctx.history()?.resolve(run)?;
+        units::check_terms_run(ctx, run)?;
     }
     if let Some(p) = &args.save_counts {
         argcheck::check_writable(p)?;

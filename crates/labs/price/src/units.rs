@@ -83,6 +83,20 @@ pub fn units_for(ctx: &Ctx, args: &PriceArgs, counts: &Counts, o: &mut Outcome) 
     Ok(units)
 }
 
+/// `--terms-run RUN`, checked before anything runs: a run of this history that holds unit
+/// costs (a run of `costlab cost`, `run`, `syscall`, `echo` or `gc`, or a price that measured
+/// some). A run that holds none would price every event at this machine's figures while the
+/// notes said they came from that run.
+pub fn check_terms_run(ctx: &Ctx, run: &str) -> Result<()> {
+    let id = ctx.history()?.resolve(run)?;
+    if units_from_history(ctx, Some(&id))?.is_empty() {
+        return Err(costlab_core::error::usage(format!(
+            "--terms-run {run}: run {id} holds no unit costs; name a run of costlab cost (or run, syscall, echo, gc) from `costlab history`, or leave --terms-run out"
+        )));
+    }
+    Ok(())
+}
+
 /// The unit costs in the history: for each term, the newest ok figure of this machine's runs,
 /// or (`--terms-run RUN`) the ok figures of that one run.
 fn units_from_history(ctx: &Ctx, only: Option<&str>) -> Result<Units> {
