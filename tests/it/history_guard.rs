@@ -397,6 +397,11 @@ fn price_on_a_disk_that_fills_keeps_its_counts_and_import_takes_them_back() {
             .env("COSTLAB_RETRY_BUDGET", "0")
             .args([
                 "price",
+                "--runs",
+                "1",
+                "--quick",
+                "--samples",
+                "3",
                 "--",
                 "sh",
                 "-c",
