@@ -23,7 +23,9 @@
 # COSTLAB=path picks this build (default target/release/costlab); OUT=DIR keeps the JSON and
 # the text of each price (default a temporary folder, printed at the end); REPEAT=N prices each
 # program N times (default 3; about 10 minutes a pass here) and gives the median ratio and the
-# range.
+# range. SET=unseen prices five programs the terms were never tuned against instead: du -s
+# /usr/lib, gzip -c of the largest library in /usr/lib/x86_64-linux-gnu, ls -lR
+# /usr/share/man, sort of 400000 words, and a perl hash of 200000 keys.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=$(realpath "${COSTLAB:-target/release/costlab}")
@@ -32,9 +34,14 @@ ROWS=${ROWS:-300000}
 GIT_REPO=${GIT_REPO:-$PWD}
 OUT=${OUT:-$(mktemp -d)}
 SRC=$PWD
+SET=${SET:-eight}
+case $SET in
+eight | unseen) ;;
+*) echo "price-explained: SET=$SET: use eight (the default) or unseen" >&2; exit 2 ;;
+esac
 mkdir -p "$OUT"
 
-for tool in jq git sqlite3 python3 go tar gzip cc java find; do
+for tool in jq git sqlite3 python3 go tar gzip cc java find perl; do
     command -v "$tool" >/dev/null || { echo "price-explained: needs $tool (scripts/install-deps.sh)" >&2; exit 2; }
 done
 [ "$(id -u)" -eq 0 ] || { echo "price-explained: run as root (BPF, perf, cgroups)" >&2; exit 2; }
@@ -107,14 +114,24 @@ run_kind() { # KIND CMD...
     SUMMARY+=("$(printf '%-12s %10.2f %10.2f %8s %11s %8s' "$kind" "$(awk -v k="$k" 'BEGIN{print k/1e6}')" "$(awk -v p="$p" 'BEGIN{print p/1e6}')" "$r" "$lo-$hi" "$before")")
 }
 
-run_kind vcs sh -c "rm -rf '$WORK/clone' && git clone -q --no-local '$GIT_REPO' '$WORK/clone' && git --no-pager -C '$WORK/clone' log -p -n 2000 >/dev/null"
-run_kind archive sh -c "rm -f '$WORK/doc.tgz' && tar czf '$WORK/doc.tgz' /usr/share/doc 2>/dev/null"
-run_kind database sh -c "rm -f '$WORK/load.db' && sqlite3 '$WORK/load.db' 'CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT, price REAL, day TEXT);' '.mode csv' '.import $WORK/rows.csv t' 'CREATE INDEX t_name ON t(name);'"
-run_kind interpreter python3 -c pass
-run_kind compiler cc -O2 -c "$SRC/bench/memref.c" -o "$WORK/memref.o"
-run_kind jvm java -Xshare:auto -version
-run_kind walk find /usr -xdev -type f
-run_kind go "$WORK/gcbench" -live 268435456 -alloc 2 heap
+if [ "$SET" = unseen ]; then
+    BIG=$(ls -S /usr/lib/x86_64-linux-gnu/*.so* | sed -n 1p)
+    seq 1 400000 | awk 'BEGIN { srand(42) } { w = ""; n = 3 + int(rand() * 8); for (i = 0; i < n; i++) w = w sprintf("%c", 97 + int(rand() * 26)); print w }' >"$WORK/words"
+    run_kind du du -s /usr/lib
+    run_kind gzip sh -c "gzip -c '$BIG' >/dev/null"
+    run_kind lsR sh -c "ls -lR /usr/share/man >/dev/null"
+    run_kind sort sh -c "sort '$WORK/words' >/dev/null"
+    run_kind perl perl -e 'my %h; $h{$_} = $_ * 2 for 1 .. 200000; print scalar(keys %h)'
+else
+    run_kind vcs sh -c "rm -rf '$WORK/clone' && git clone -q --no-local '$GIT_REPO' '$WORK/clone' && git --no-pager -C '$WORK/clone' log -p -n 2000 >/dev/null"
+    run_kind archive sh -c "rm -f '$WORK/doc.tgz' && tar czf '$WORK/doc.tgz' /usr/share/doc 2>/dev/null"
+    run_kind database sh -c "rm -f '$WORK/load.db' && sqlite3 '$WORK/load.db' 'CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT, price REAL, day TEXT);' '.mode csv' '.import $WORK/rows.csv t' 'CREATE INDEX t_name ON t(name);'"
+    run_kind interpreter python3 -c pass
+    run_kind compiler cc -O2 -c "$SRC/bench/memref.c" -o "$WORK/memref.o"
+    run_kind jvm java -Xshare:auto -version
+    run_kind walk find /usr -xdev -type f
+    run_kind go "$WORK/gcbench" -live 268435456 -alloc 2 heap
+fi
 
 echo
 printf '%-12s %10s %10s %8s %11s %8s\n' program "kernel ms" "priced ms" ratio range before
