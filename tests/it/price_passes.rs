@@ -212,4 +212,48 @@ fn the_components_of_stated_paths_are_counted_exactly() {
         panic!("{fstatat:?} {statx:?}");
     };
     assert!(a > 0.0 && (0.5..=2.0).contains(&(a / b)), "{a} {b}");
+    // Every stat by path found the one inode of /dev/null: one first touch.
+    let first = row("stats", "first touches", "count").unwrap_or(0.0);
+    assert_eq!(first, 1.0, "first touches of /dev/null's one inode");
+}
+
+/// N files each stated three times (twice by the folder's fd and name, once by statx of a
+/// path): N first touches of an inode, whatever the call and the path; the others found
+/// theirs again. Priced (the stat-distinct term less a stat of one file again) on their own
+/// line.
+#[test]
+fn the_inodes_stats_find_first_are_counted_once_each() {
+    let name = "the_inodes_stats_find_first_are_counted_once_each";
+    let Some((dir, exe)) = crate::price_measured::edges(name) else {
+        return;
+    };
+    let db = crate::common::calibrated_db(dir.path());
+    let _one = common::serial();
+    let doc = common::price_with(
+        &db,
+        &["--", exe.to_str().unwrap(), "firststats", "300"],
+        |c| {
+            c.env_remove("LD_LIBRARY_PATH");
+        },
+    );
+    let row = |metric: &str| {
+        doc["results"].as_array().unwrap().iter().find_map(|r| {
+            (r["lab"] == "price"
+                && r["case"]["class"] == "stats"
+                && r["case"]["event"] == "first touches"
+                && r["metric"] == metric
+                && r["case"].get("on").is_none())
+            .then(|| r["summary"]["median"].as_f64())
+            .flatten()
+        })
+    };
+    let first = row("count").unwrap_or(0.0);
+    assert!(
+        (300.0..=304.0).contains(&first),
+        "{first} first touches for 300 files stated three times each"
+    );
+    assert!(
+        row("unit_cost").is_some(),
+        "the first touches have no unit cost"
+    );
 }

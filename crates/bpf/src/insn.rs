@@ -41,6 +41,7 @@ pub enum Helper {
     GetCurrentPidTgid = 14,
     GetCurrentTask = 35,
     GetCurrentCgroupId = 80,
+    ProbeReadUser = 112,
     ProbeReadKernel = 113,
     ProbeReadUserStr = 114,
 }
@@ -50,6 +51,8 @@ pub const INSN_SIZE: usize = 8;
 
 /// A map update's flag: create or replace (BPF_ANY).
 pub const BPF_ANY: i32 = 0;
+/// A map update's flag: create only, fail where the key is there (BPF_NOEXIST).
+pub const BPF_NOEXIST: i32 = 1;
 
 impl Insn {
     pub const fn new(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {

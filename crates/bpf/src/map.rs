@@ -55,6 +55,11 @@ impl Map {
         Map::create(MapType::Hash, 4, value_size, entries)
     }
 
+    /// A hash of at most `entries` u64 keys (a set, where the value is a byte no one reads).
+    pub fn hash_u64(value_size: u32, entries: u32) -> Result<Map> {
+        Map::create(MapType::Hash, 8, value_size, entries)
+    }
+
     /// The fd a program's `ld_map` names.
     pub fn fd(&self) -> i32 {
         self.fd.as_raw_fd()

@@ -162,6 +162,7 @@ fn ticks(rounds: usize, st: i32, slots: i32) -> anyhow::Result<()> {
         tasks: slots,
         work: slots,
         by_fd: None,
+        seen: slots,
     };
     for period_ms in [1u64, 4] {
         let mut more = Vec::new();

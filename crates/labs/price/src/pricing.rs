@@ -97,6 +97,17 @@ pub fn derive(units: &mut Units) {
         let d = stat.minus(&[&comp.scaled(own)]);
         units.insert("stat-call".into(), d);
     }
+    // A stat that finds an inode first, beyond a stat of a file again: the stat-distinct term
+    // (a name under a directory's fd: one component) less a stat's own part and that one
+    // component at the path-component term.
+    if let (Some(distinct), Some(call), Some(comp)) = (
+        units.get("stat-distinct"),
+        units.get("stat-call"),
+        units.get("path-component"),
+    ) {
+        let d = distinct.minus(&[call, comp]);
+        units.insert("stat-first".into(), d);
+    }
     // A file fault's own part: the term's fault maps FAULT_AROUND pages, each at its per-page
     // part; the pages a program's faults mapped are priced on a line of their own.
     if let (Some(fault), Some(page)) = (units.get("fault-file"), units.get("fault-file/page")) {
@@ -135,6 +146,7 @@ pub fn needed(counts: &Counts) -> Vec<&'static str> {
             "exit-file/byte" => &["exit-file"],
             "exit-shared/byte" => &["exit-shared"],
             "fault-file/page" | "fault-file-call" => &["fault-file"],
+            "stat-first" => &["stat-distinct", "stat", "path-component"],
             "fork/byte" => &["fork"],
             "writeback/byte" => &["writeback"],
             "page-in" => &["read-cold", "file-read"],

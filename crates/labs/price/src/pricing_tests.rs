@@ -90,6 +90,35 @@ fn stats_are_priced_by_call_and_path_components_where_the_components_were_counte
     assert_eq!(by(&split, "syscall", "newfstatat"), Some(10.0 * call));
 }
 
+/// A stat that finds an inode first costs the stat-distinct term beyond a stat of one file
+/// again (its own part and the one component of its name): its own line, at the difference;
+/// none below zero.
+#[test]
+fn first_touches_are_priced_at_a_stat_among_many_less_a_stat_again() {
+    let mut units: Units = [
+        ("stat".to_string(), unit(700.0)),
+        ("path-component".to_string(), unit(100.0)),
+        ("stat-distinct".to_string(), unit(1500.0)),
+    ]
+    .into();
+    derive(&mut units);
+    let own = costlab_core::measure::unitcost::stat_path_components() as f64;
+    let first = 1500.0 - (700.0 - own * 100.0) - 100.0;
+    assert_eq!(units["stat-first"].samples, vec![first]);
+    let mut counts = Counts::default();
+    counts.syscalls.insert("newfstatat".into(), 30);
+    counts
+        .events
+        .insert(("stats".into(), "first touches".into()), 20);
+    let priced = price(&counts, &units);
+    assert_eq!(by(&priced, "stats", "first touches"), Some(20.0 * first));
+    assert!(needed(&counts).contains(&"stat-distinct"));
+    // A figure of many files below a stat of one again prices a first touch at nothing.
+    units.insert("stat-distinct".into(), unit(100.0));
+    derive(&mut units);
+    assert_eq!(units["stat-first"].samples, vec![0.0]);
+}
+
 /// With the pages file faults mapped counted, a file fault is priced at its own part (the
 /// term's 16-page fault less 16 pages) and the pages at the per-page part; without them, at
 /// the whole fault.

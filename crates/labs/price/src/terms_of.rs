@@ -306,6 +306,11 @@ pub fn event_pricing(class: &str, event: &str) -> Option<Pricing> {
             1.0,
             "an interrupt sent to another CPU inside a user fault (most are a copy on write's TLB shootdown of a CPU running another thread of the process, which the fault waits on): the fault-shootdown term",
         ),
+        ("stats", "first touches") => by(
+            "stat-first",
+            1.0,
+            "the stats by path that found an inode no stat of the run had found before (the split reads each one's inode number from its result): each at the stat-distinct term (a stat of each of 20000 files once a pass) less a stat of one file again, the part the caches the stat missed cost",
+        ),
         ("path", "components") => by(
             "path-component",
             1.0,

@@ -1,7 +1,9 @@
 //! File and pipe terms: a pipe write+read pair, a pread of a cached file, open+close, stat,
 //! and a stat by fd.
 
+use std::ffi::CString;
 use std::hint::black_box;
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
@@ -225,6 +227,64 @@ pub fn fstat(spec: &SampleSpec) -> Result<Vec<f64>> {
             bail!("fstat: {}", std::io::Error::last_os_error());
         }
         Ok(())
+    })
+}
+
+/// The stat-distinct term's tree: this many directories of `DISTINCT_FILES` files each (20000
+/// files: past 2000 a stat of each once costs 882 ns here, against 365 over 2000 and 243 for
+/// one file again and again; `bench/stat-distinct.sh`).
+pub const DISTINCT_DIRS: usize = 40;
+pub const DISTINCT_FILES: usize = 500;
+
+/// CPU ns per stat of a file among many: each file of a tree of `DISTINCT_DIRS` directories
+/// of `DISTINCT_FILES` empty files stated once a round, by its directory's fd and its name
+/// (fstatat with AT_SYMLINK_NOFOLLOW, as du stats what it listed), in the order the
+/// directory lists them.
+pub fn stat_distinct(spec: &SampleSpec, dir: &Path) -> Result<Vec<f64>> {
+    let s = super::fsops::Scratch::new(dir)?;
+    let mut dirs: Vec<(std::os::fd::OwnedFd, Vec<CString>)> = Vec::new();
+    for d in 0..DISTINCT_DIRS {
+        let rel = format!("s{d}");
+        let path = s.path().join(&rel);
+        std::fs::create_dir(&path).context("mkdir in the scratch directory")?;
+        for i in 0..DISTINCT_FILES {
+            std::fs::write(path.join(super::fsops::entry_name(i)), b"")
+                .context("creating files to stat")?;
+        }
+        let names = std::fs::read_dir(&path)
+            .context("listing the scratch directory")?
+            .map(|e| {
+                let e = e.context("listing the scratch directory")?;
+                CString::new(e.file_name().as_encoded_bytes()).context("a name with a NUL")
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let fd = std::fs::File::open(&path).context("opening a scratch directory")?;
+        dirs.push((fd.into(), names));
+    }
+    // SAFETY: an all-zero stat is a valid out buffer.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    let files = (DISTINCT_DIRS * DISTINCT_FILES) as f64;
+    super::fsops::cpu_samples(spec, || {
+        let ns = super::fsops::timed(|| {
+            for (fd, names) in &dirs {
+                for n in names {
+                    // SAFETY: an open directory fd, a NUL-terminated name, a valid out buffer.
+                    let rc = unsafe {
+                        libc::fstatat(
+                            std::os::fd::AsRawFd::as_raw_fd(fd),
+                            n.as_ptr(),
+                            &mut st,
+                            libc::AT_SYMLINK_NOFOLLOW,
+                        )
+                    };
+                    if rc != 0 {
+                        return Err(super::fsops::os_err("fstatat"));
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        Ok((ns, files))
     })
 }
 

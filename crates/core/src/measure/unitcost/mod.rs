@@ -27,7 +27,7 @@ use anyhow::Result;
 use super::SampleSpec;
 
 /// Every term, in the order they are measured and shown (the `term` case key's values).
-pub const TERMS: [&str; 51] = [
+pub const TERMS: [&str; 52] = [
     "fault-4k",
     "fault-thp",
     "fault-file",
@@ -79,12 +79,13 @@ pub const TERMS: [&str; 51] = [
     "getxattr",
     "create-pass",
     "cold-call",
+    "stat-distinct",
 ];
 
 /// The terms measured in a scratch directory on a file system, whose figures carry the case
 /// key `fs` (its type, as /proc/self/mountinfo names it): a price uses the figure of the file
 /// system its program worked on.
-pub const FS_TERMS: [&str; 20] = [
+pub const FS_TERMS: [&str; 21] = [
     "open",
     "close",
     "create",
@@ -105,6 +106,7 @@ pub const FS_TERMS: [&str; 20] = [
     "writeback",
     "getxattr",
     "create-pass",
+    "stat-distinct",
 ];
 
 /// The sizes at which a term with a per-byte part is measured: the fixed part is read at the
@@ -252,6 +254,7 @@ pub fn reading(term: &str) -> &'static str {
         "file-write" => "a write of `size` bytes that extends a file (new page-cache pages, the file system's block reservation), CPU time, per call",
         "page-drop" => "a folio of a file leaving the page cache as its last link goes (an unlink of a 256-page file written a page a call, on disk, less one of an empty file), its blocks freed, CPU time, per folio",
         "create-pass" => "a create on ext4 without a journal passing over an inode deleted in the last seconds (freed before this second; within 5 s, or 305 s while its inode-table block is unwritten), per inode passed: a batch of creates after 500 more deletions less one after 500, over 500, CPU time",
+        "stat-distinct" => "newfstatat of each file of a tree of 20000 (40 directories of 500 empty files) once a pass, by its directory's fd and its name, in the order the directory lists them (a walker's stat of a file it has not touched since: its dentry and inode cached, not in a CPU cache), CPU time, per call",
         "getxattr" => "lgetxattr of a file's ACL (system.posix_acl_access) by its path, on a file that has none: a path lookup and the attribute's, CPU time, per call",
         "cold-call" => "the time of a sweep of `size` bytes (other work between two calls of a kind pushes the kernel's code and data for them out of the CPU's caches), per sweep, at a quarter of the largest private CPU cache up to 32 times it; extra_ns: the extra CPU time of getppid, a stat, an open and close, an mmap and munmap of 16 pages and a 4 KiB pread each just after such a sweep over the same in a loop, per syscall; per_ns_fault: a first write to a fresh anonymous page (a fault) just after such a sweep, its extra per ns of the same in a loop",
         "writeback" => "an fdatasync after `size` bytes appended to a file a page a call: their pages written back, their blocks allocated then (delayed allocation), CPU time, per call; per_byte: each byte more",
@@ -406,6 +409,7 @@ fn measure_term(term: &str, spec: &SampleSpec, dir: &Path) -> Result<Vec<TermFig
         "page-drop" => one(fsops::page_drop(spec, dir)?),
         "getxattr" => one(fsops::getxattr(spec, dir)?),
         "create-pass" => one(passes::create_pass(spec, dir)?),
+        "stat-distinct" => one(files::stat_distinct(spec, dir)?),
         "writeback" => {
             let mut kernel = |spec: &SampleSpec, size: usize| fsops::writeback(spec, dir, size);
             sized_with(t, spec, &WRITEBACK_SIZES, &mut kernel)?

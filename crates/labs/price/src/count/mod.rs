@@ -178,6 +178,7 @@ impl Counting {
         });
         let fault_around = split.as_ref().map_or(0, |s| s.fault_file_pages);
         let components = split.as_ref().map_or(0, |s| s.path_components);
+        let stats_first = split.as_ref().map_or(0, |s| s.stats_first);
         let stats_by_fd = split.as_ref().map_or(0, |s| s.stats_by_fd);
         let fd_bytes = split
             .as_ref()
@@ -198,6 +199,9 @@ impl Counting {
         add_submissions(&mut events, self.submissions);
         if dirent_bytes > 0 {
             events.insert(("bytes".into(), "dirents".into()), dirent_bytes);
+        }
+        if stats_first > 0 {
+            events.insert(("stats".into(), "first touches".into()), stats_first);
         }
         if components > 0 {
             events.insert(("path".into(), "components".into()), components);

@@ -159,6 +159,8 @@ fn targets(p: &Priced, split: &Split) -> Vec<((String, String), f64)> {
         ("bytes", "dirents") => vec![(("syscall".into(), "getdents64".into()), 1.0)],
         // The components are walked inside the stats: on the lines the split counted them in.
         ("path", "components") => where_done(|l| l.path_components, &crate::pricing::STATS),
+        // The first touches are counted for the run, not by line: shared by the stats' counts.
+        ("stats", "first touches") => family(&crate::pricing::STATS),
         ("pages", "mapped by file faults") => vec![(("fault".into(), "minor:file".into()), 1.0)],
         // The pages an exit unmaps are its work, measured inside exit_group (or exit).
         // A process's pages are unmapped once, by its exit (exit_group, where the split puts a

@@ -100,6 +100,7 @@ struct Rig {
     _state: Map,
     _tasks: Map,
     _work: Map,
+    _seen: Map,
     m: Maps,
 }
 
@@ -109,6 +110,7 @@ impl Rig {
         let state = Map::percpu_array(prog::STATE_SIZE, 1)?;
         let tasks = Map::hash(prog::TASK_SIZE, 16)?;
         let work = Map::percpu_array(prog::pages::WORK_SIZE, prog::SLOTS)?;
+        let seen = Map::hash_u64(1, 16)?;
         let mut st = vec![0u8; prog::STATE_SIZE as usize];
         // SAFETY: gettid takes no arguments and cannot fail.
         let tid = unsafe { libc::gettid() } as u32;
@@ -121,12 +123,14 @@ impl Rig {
             tasks: tasks.fd(),
             work: work.fd(),
             by_fd: None,
+            seen: seen.fd(),
         };
         Ok(Rig {
             slots,
             _state: state,
             _tasks: tasks,
             _work: work,
+            _seen: seen,
             m,
         })
     }

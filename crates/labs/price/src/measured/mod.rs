@@ -141,6 +141,9 @@ pub struct Counted {
     pub fault_file_pages: u64,
     /// The components of the paths the stat family's calls walked (`prog::paths`).
     pub path_components: u64,
+    /// The stats by path that found an inode no stat of the run had found before
+    /// (`prog::paths::STAT_FIRST`).
+    pub stats_first: u64,
     /// Waits that ended on a CPU woken from a halt (`prog::HALT_IN`).
     pub halted_in: u64,
     /// The page cache as the tracked tasks used it (`prog::pages`): pages taken in inside a
@@ -201,6 +204,7 @@ impl Counted {
             prog::MUNMAP_VMAS => self.munmap_vmas = (n as i64).max(0) as u64,
             prog::FAULT_FILE_PAGES => self.fault_file_pages = n,
             prog::paths::PATH_COMPONENTS => self.path_components = n,
+            prog::paths::STAT_FIRST => self.stats_first = n,
             prog::inodes::INODE_TOUCHES => self.inode_touches = n,
             prog::inodes::INODE_WINDOWS => self.inode_windows = n,
             _ => {}
@@ -225,6 +229,7 @@ pub struct Tracer {
     by_fd: Option<FdMaps>,
     _state: Map,
     _tasks: Map,
+    _seen: Map,
     _progs: Vec<(String, Attached)>,
     notes: Vec<String>,
     period: u32,
@@ -278,7 +283,7 @@ type FdMaps = (Map, Map);
 
 /// The split's maps: the slots, each CPU's state, the switched-out tasks, and the by-fd
 /// sample (x86-64 only: it reads the first argument from pt_regs, whose layout is x86-64's).
-fn maps() -> Result<(Map, Map, Map, Option<FdMaps>, Map)> {
+fn maps() -> Result<(Map, Map, Map, Option<FdMaps>, Map, Map)> {
     let by_fd = if cfg!(target_arch = "x86_64") {
         Some((
             Map::percpu_array(8, crate::bpf::FD_SLOTS)?,
@@ -293,6 +298,7 @@ fn maps() -> Result<(Map, Map, Map, Option<FdMaps>, Map)> {
         Map::hash(prog::TASK_SIZE, 1 << 16)?,
         by_fd,
         Map::percpu_array(prog::pages::WORK_SIZE, prog::SLOTS)?,
+        Map::hash_u64(1, prog::paths::STATS_SEEN)?,
     ))
 }
 
@@ -363,12 +369,13 @@ impl Tracer {
                 "cannot measure in the kernel: {e}; costlab price needs root and BPF (or use --count-only)"
             ))
         };
-        let (slots, state, tasks, by_fd, work) = maps().map_err(|e| fail(&e))?;
+        let (slots, state, tasks, by_fd, work, seen) = maps().map_err(|e| fail(&e))?;
         let m = Maps {
             slots: slots.fd(),
             state: state.fd(),
             tasks: tasks.fd(),
             work: work.fd(),
+            seen: seen.fd(),
             by_fd: by_fd.as_ref().map(|(calls, bytes)| prog::ByFd {
                 calls: calls.fd(),
                 bytes: bytes.fd(),
@@ -406,6 +413,7 @@ impl Tracer {
             by_fd,
             _state: state,
             _tasks: tasks,
+            _seen: seen,
             _progs: progs,
             notes,
             period,

@@ -192,8 +192,9 @@ pub const SLOT_TIMED: i16 = 40;
 /// split first saw the tracked task here, until the kernel's next charge of it, u64 @72 (0:
 /// none; `join::first_charge`), when this CPU last switched tasks u64 @80 and the time its idle
 /// task has run since the split started u64 @88 (`gaps::idle_edges`: a call's gap counts
-/// the CPU's busy time only).
-pub const STATE_SIZE: u32 = 96;
+/// the CPU's busy time only), where a stat by path will leave its inode number u64 @96 and the
+/// stating task's id u32 @104 (`paths::first_stat`).
+pub const STATE_SIZE: u32 = 112;
 /// A switched-out task's value: class u32 @0, the syscall slot it was in u32 @4, when it
 /// left u64 @8 (0: nothing to wait on), its open fault's time so far u64 @16, the by-fd slot
 /// of the sampled call it is in, plus one, u32 @24 (and four bytes of padding).
@@ -237,6 +238,8 @@ pub struct Maps {
     /// The read/write family's sample by (number, fd), one call in `bpf::SAMPLE` (x86-64
     /// only: the fd is read from its pt_regs).
     pub by_fd: Option<ByFd>,
+    /// Hash: the inodes the tracked tasks' stats by path found so far (`paths::first_stat`).
+    pub seen: i32,
 }
 
 /// The by-fd sample's two per-CPU arrays of `bpf::FD_SLOTS` u64, by fd: their slots are
@@ -655,6 +658,7 @@ pub fn sys_exit(m: &Maps, t: &Target) -> Asm {
     a.mov(R6, Reg(1));
     state(&mut a, m);
     dirent_bytes(&mut a, m);
+    paths::first_stat(&mut a, m);
     if let Some(by_fd) = m.by_fd {
         fd_bytes(&mut a, by_fd.bytes);
     }

@@ -10,6 +10,7 @@ const M: Maps = Maps {
     tasks: 5,
     work: 7,
     by_fd: Some(ByFd { calls: 6, bytes: 9 }),
+    seen: 8,
 };
 const T: Target = Target {
     who: Who::Cgroup(0x1_0000_0042),

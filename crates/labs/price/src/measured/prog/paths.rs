@@ -8,11 +8,13 @@
 //! are walked and count). A path longer than the read counts the components of its start.
 //! They are added on the call's own line too (the work map's `WORK_COMPONENTS`, by its slot).
 //! A newfstatat with an empty path (glibc's fstat) moves to `NEWFSTATAT_FD`, a line of its own.
+//! A stat by path also leaves in the CPU's state where its result's inode number will be, for
+//! its exit to count the inodes found first (`STAT_FIRST`, `prog::first_stat`).
 
-use costlab_bpf::{Asm, Helper, FP, R0, R1, R2, R3, R4, R6};
+use costlab_bpf::{Asm, Helper, FP, R0, R1, R2, R3, R4, R5, R6, R9};
 
 use super::pages::WORK_COMPONENTS;
-use super::{slot, Maps, FP_NR};
+use super::{count, slot, Maps, FP_DELTA, FP_NR, ST_TID};
 
 /// The path's components, counted over the run (the count word), and the stat calls whose
 /// path was read (the second word).
@@ -21,8 +23,16 @@ pub const PATH_COMPONENTS: u32 = super::inodes::SLOTS_END;
 /// file): their count and time go here instead of newfstatat's
 /// slot, to be priced at the fstat term.
 pub const NEWFSTATAT_FD: u32 = PATH_COMPONENTS + 1;
+/// Stats by path that found an inode no stat of the run had found before (the count word).
+pub const STAT_FIRST: u32 = NEWFSTATAT_FD + 1;
+/// The inodes the `seen` set holds at most (about 100 bytes of kernel memory each).
+pub const STATS_SEEN: u32 = 1 << 18;
+/// Where a stat by path's result will hold its inode number, and the task's id, in the CPU's
+/// state (`prog::STATE_SIZE`).
+const ST_STAT_INO: i16 = 96;
+const ST_STAT_TID: i16 = 104;
 /// The slots' end: `prog::SLOTS`.
-pub const SLOTS_END: u32 = NEWFSTATAT_FD + 1;
+pub const SLOTS_END: u32 = STAT_FIRST + 1;
 
 /// x86-64's stat family, and where each keeps its path: `di` (the first argument) for stat
 /// and lstat, `si` (the second) for newfstatat and statx, in struct pt_regs.
@@ -30,8 +40,13 @@ pub const NR_STAT: i32 = 4;
 pub const NR_LSTAT: i32 = 6;
 pub const NR_NEWFSTATAT: i32 = 262;
 pub const NR_STATX: i32 = 332;
+const PT_REGS_R8: i32 = 72;
+const PT_REGS_DX: i32 = 96;
 const PT_REGS_SI: i32 = 104;
 const PT_REGS_DI: i32 = 112;
+/// Where the inode number sits in the result: struct stat's `st_ino`, struct statx's `stx_ino`.
+const STAT_INO: i32 = 8;
+const STATX_INO: i32 = 32;
 
 /// Bytes of a path read (its NUL included).
 pub const PATH_BYTES: i16 = 128;
@@ -112,6 +127,86 @@ pub fn stat_path(a: &mut Asm, m: &Maps) {
     a.ldx_dw(R1, R0, WORK_COMPONENTS)
         .add(R1, R2)
         .stx_dw(R0, WORK_COMPONENTS, R1);
+    result_ino(a, &done);
     a.label(&done);
     a.ldx_w(R1, FP, FP_NR).note("r1 = the call's slot again");
+}
+
+/// A stat by path (its slot at `FP_NR`, r6 = the raw sys_enter context, r9 = the CPU's state):
+/// where its result's inode number will be, and the task's id, kept in the state for its exit
+/// (`ST_STAT_INO`, `ST_STAT_TID`). A stat by fd (moved to `NEWFSTATAT_FD`) leaves none. r0-r5
+/// clobbered.
+fn result_ino(a: &mut Asm, done: &str) {
+    let at = a.fresh("ino_at");
+    a.ldx_w(R1, FP, FP_NR);
+    a.mov_imm(R3, PT_REGS_SI)
+        .note("stat, lstat: the buffer is the second argument");
+    a.mov_imm(R5, STAT_INO);
+    a.jeq_imm(R1, NR_STAT, &at);
+    a.jeq_imm(R1, NR_LSTAT, &at);
+    a.mov_imm(R3, PT_REGS_DX).note("newfstatat: the third");
+    a.jeq_imm(R1, NR_NEWFSTATAT, &at);
+    a.mov_imm(R3, PT_REGS_R8).note("statx: the fifth");
+    a.mov_imm(R5, STATX_INO);
+    a.jne_imm(R1, NR_STATX, done).note("a stat by fd");
+    a.label(&at);
+    a.stx_dw(FP, FP_COUNT, R5)
+        .note("the inode's offset in the buffer");
+    a.ldx_dw(R4, R6, 0).note("r4 = args[0], the task's pt_regs");
+    a.add(R3, R4);
+    a.mov(R1, FP).add_imm(R1, FP_PTR as i32);
+    a.mov_imm(R2, 8);
+    a.call(Helper::ProbeReadKernel);
+    a.jne_imm(R0, 0, done);
+    a.ldx_dw(R1, FP, FP_PTR).note("r1 = the buffer");
+    a.jeq_imm(R1, 0, done).note("no buffer: the call fails");
+    a.ldx_dw(R2, FP, FP_COUNT);
+    a.add(R1, R2);
+    a.stx_dw(R9, ST_STAT_INO, R1);
+    a.ldx_w(R1, R9, ST_TID);
+    a.stx_w(R9, ST_STAT_TID, R1);
+}
+
+/// At a syscall's exit, with r6 = the context and r9 = this CPU's state: a stat by path of the
+/// tracked task (its entry left where the result's inode number goes, `paths::stat_path`) that
+/// succeeded, of an inode no stat of the run found before, counts in `STAT_FIRST` and
+/// puts the inode in the `seen` set. Any other call passes with one load and one compare. A
+/// stat that was switched out and ends on another CPU is not looked at; a set that is full
+/// counts each inode it cannot hold as found first.
+pub(super) fn first_stat(a: &mut Asm, m: &Maps) {
+    a.ldx_dw(R1, R9, ST_STAT_INO);
+    a.jeq_imm(R1, 0, "first_stat_done");
+    a.st_dw(R9, ST_STAT_INO, 0)
+        .note("looked at once, whatever exits next");
+    a.stx_dw(FP, FP_DELTA, R1);
+    a.call(Helper::GetCurrentPidTgid);
+    a.mov32(R0, R0);
+    a.ldx_w(R1, R9, ST_STAT_TID);
+    a.jne(R0, R1, "first_stat_done")
+        .note("not the task whose stat it was");
+    a.ldx_dw(R1, R6, 8)
+        .note("r1 = args[1], what the stat returned");
+    a.jne_imm(R1, 0, "first_stat_done")
+        .note("an error: no inode");
+    a.mov(R1, FP)
+        .add_imm(R1, -16)
+        .note("r1 = where the inode goes");
+    a.mov_imm(R2, 8);
+    a.ldx_dw(R3, FP, FP_DELTA);
+    a.call(Helper::ProbeReadUser);
+    a.jne_imm(R0, 0, "first_stat_done");
+    a.mov(R2, FP).add_imm(R2, -16);
+    a.ld_map(R1, m.seen);
+    a.call(Helper::MapLookupElem);
+    a.jne_imm(R0, 0, "first_stat_done")
+        .note("found by a stat before");
+    a.st_dw(FP, -24, 1);
+    a.mov(R2, FP).add_imm(R2, -16);
+    a.mov(R3, FP).add_imm(R3, -24);
+    a.mov_imm(R4, costlab_bpf::insn::BPF_NOEXIST);
+    a.ld_map(R1, m.seen);
+    a.call(Helper::MapUpdateElem);
+    a.mov_imm(R1, STAT_FIRST as i32);
+    count(a, m, R1);
+    a.label("first_stat_done");
 }
