@@ -7,6 +7,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
+use super::fsops::{cpu_samples, entry_name, os_err, timed, Scratch};
 use crate::measure::{sample_fn, SampleSpec};
 
 /// A file in the temporary directory that is gone from it already (unlinked once open).
@@ -241,15 +242,14 @@ pub const DISTINCT_FILES: usize = 500;
 /// (fstatat with AT_SYMLINK_NOFOLLOW, as du stats what it listed), in the order the
 /// directory lists them.
 pub fn stat_distinct(spec: &SampleSpec, dir: &Path) -> Result<Vec<f64>> {
-    let s = super::fsops::Scratch::new(dir)?;
+    let s = Scratch::new(dir)?;
     let mut dirs: Vec<(std::os::fd::OwnedFd, Vec<CString>)> = Vec::new();
     for d in 0..DISTINCT_DIRS {
         let rel = format!("s{d}");
         let path = s.path().join(&rel);
         std::fs::create_dir(&path).context("mkdir in the scratch directory")?;
         for i in 0..DISTINCT_FILES {
-            std::fs::write(path.join(super::fsops::entry_name(i)), b"")
-                .context("creating files to stat")?;
+            std::fs::write(path.join(entry_name(i)), b"").context("creating files to stat")?;
         }
         let names = std::fs::read_dir(&path)
             .context("listing the scratch directory")?
@@ -264,8 +264,8 @@ pub fn stat_distinct(spec: &SampleSpec, dir: &Path) -> Result<Vec<f64>> {
     // SAFETY: an all-zero stat is a valid out buffer.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     let files = (DISTINCT_DIRS * DISTINCT_FILES) as f64;
-    super::fsops::cpu_samples(spec, || {
-        let ns = super::fsops::timed(|| {
+    cpu_samples(spec, || {
+        let ns = timed(|| {
             for (fd, names) in &dirs {
                 for n in names {
                     // SAFETY: an open directory fd, a NUL-terminated name, a valid out buffer.
@@ -278,7 +278,7 @@ pub fn stat_distinct(spec: &SampleSpec, dir: &Path) -> Result<Vec<f64>> {
                         )
                     };
                     if rc != 0 {
-                        return Err(super::fsops::os_err("fstatat"));
+                        return Err(os_err("fstatat"));
                     }
                 }
             }

@@ -9,12 +9,12 @@
 //! They are added on the call's own line too (the work map's `WORK_COMPONENTS`, by its slot).
 //! A newfstatat with an empty path (glibc's fstat) moves to `NEWFSTATAT_FD`, a line of its own.
 //! A stat by path also leaves in the CPU's state where its result's inode number will be, for
-//! its exit to count the inodes found first (`STAT_FIRST`, `prog::first_stat`).
+//! its exit to count the inodes found first (`STAT_FIRST`, `first_stat`).
 
 use costlab_bpf::{Asm, Helper, FP, R0, R1, R2, R3, R4, R5, R6, R9};
 
 use super::pages::WORK_COMPONENTS;
-use super::{count, slot, Maps, FP_DELTA, FP_NR, ST_TID};
+use super::{count, slot, Maps, FP_DELTA, FP_NR, PT_REGS_DX, ST_TID};
 
 /// The path's components, counted over the run (the count word), and the stat calls whose
 /// path was read (the second word).
@@ -25,7 +25,8 @@ pub const PATH_COMPONENTS: u32 = super::inodes::SLOTS_END;
 pub const NEWFSTATAT_FD: u32 = PATH_COMPONENTS + 1;
 /// Stats by path that found an inode no stat of the run had found before (the count word).
 pub const STAT_FIRST: u32 = NEWFSTATAT_FD + 1;
-/// The inodes the `seen` set holds at most (about 100 bytes of kernel memory each).
+/// The inodes the `seen` set holds at most: a hash map, preallocated, 80 bytes an entry (its
+/// fdinfo's memlock here: 20 MiB locked for each traced run).
 pub const STATS_SEEN: u32 = 1 << 18;
 /// Where a stat by path's result will hold its inode number, and the task's id, in the CPU's
 /// state (`prog::STATE_SIZE`).
@@ -41,7 +42,6 @@ pub const NR_LSTAT: i32 = 6;
 pub const NR_NEWFSTATAT: i32 = 262;
 pub const NR_STATX: i32 = 332;
 const PT_REGS_R8: i32 = 72;
-const PT_REGS_DX: i32 = 96;
 const PT_REGS_SI: i32 = 104;
 const PT_REGS_DI: i32 = 112;
 /// Where the inode number sits in the result: struct stat's `st_ino`, struct statx's `stx_ino`.
