@@ -171,6 +171,14 @@ const TRACING: &[&str] = &[
     "bpf_ktime",
     "bpf_probe_read",
     "__htab",
+    // A BPF hash map's own helpers (kernel/bpf/hashtab.c), named for no map word: the
+    // split's sets and counters, before fs's "lookup_" takes them.
+    "=lookup_nulls_elem_raw",
+    "=lookup_elem_raw",
+    "=alloc_htab_elem",
+    "=free_htab_elem",
+    "pcpu_freelist_",
+    "__pcpu_freelist_",
     "perf_swevent",
     "perf_event_",
     "__perf_event",
@@ -700,6 +708,9 @@ mod tests {
             ("handle_softirqs", Some(Area::Softirq)),
             ("hrtimer_start_range_ns", Some(Area::Timer)),
             ("copy_process", Some(Area::Process)),
+            ("lookup_nulls_elem_raw", Some(Area::Tracing)),
+            ("__pcpu_freelist_pop", Some(Area::Tracing)),
+            ("lookup_fast", Some(Area::Fs)),
             ("mystery_fn", None),
         ];
         for (sym, want) in cases {
