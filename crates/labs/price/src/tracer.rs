@@ -24,7 +24,12 @@ pub(crate) fn tracer_cost(
         Ok(cal) => {
             let oh = cal.overhead;
             o.results.extend(cal.rows);
-            let ev = overhead::Events::of(split, switches);
+            let inodes = counts
+                .events
+                .get(&("stats".to_string(), "first touches".to_string()))
+                .copied()
+                .unwrap_or(0);
+            let ev = overhead::Events::of(split, switches, inodes);
             // The tracers' own timer interrupts (the sampler's, one a sample, and the split's
             // cpu-clock) are on the local timer's line, each timed there: their count at the
             // line's time an interrupt, where the line was measured; else the loops' share.
@@ -61,6 +66,8 @@ pub(crate) fn tracer_cost(
                 lookup: oh.lookup,
                 path: oh.path,
                 mmap: oh.mmap,
+                inode: oh.inode,
+                inodes: ev.inodes,
             };
             Some((ns, per_event))
         }

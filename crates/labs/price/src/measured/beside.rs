@@ -54,6 +54,21 @@ impl Beside {
 /// Put the tracer's own cost on the lines it was paid in, so each line's ratio is read on
 /// the program's own time, as the total is.
 pub fn net_of_tracer(lines: &mut [Beside], t: &super::TracerCost) {
+    // The inodes found first are counted for the run, not by line: their inserts are shared
+    // over the stat lines by their counts, as their price is.
+    let stats = |b: &Beside| {
+        b.line.class == "syscall" && crate::pricing::STATS.contains(&b.line.event.as_str())
+    };
+    let stat_calls: u64 = lines
+        .iter()
+        .filter(|b| stats(b))
+        .map(|b| b.line.count)
+        .sum();
+    let per_stat = if stat_calls > 0 {
+        t.inodes as f64 * t.inode / stat_calls as f64
+    } else {
+        0.0
+    };
     for b in lines {
         let l = &b.line;
         let ns = match (l.class.as_str(), l.event.as_str()) {
@@ -65,7 +80,7 @@ pub fn net_of_tracer(lines: &mut [Beside], t: &super::TracerCost) {
                     // A stat by fd (newfstatat:fd) reads a one-byte path: the calibrated
                     // path read (a whole path's bytes and components) is not taken out of it.
                     + if crate::pricing::STATS.contains(&l.event.as_str()) {
-                        l.count as f64 * t.path
+                        l.count as f64 * (t.path + per_stat)
                     } else {
                         0.0
                     }

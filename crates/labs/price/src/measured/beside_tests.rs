@@ -336,11 +336,28 @@ fn a_lines_ratio_is_read_on_its_own_time_net_of_the_tracer_inside_it() {
         lookup: 50.0,
         path: 70.0,
         mmap: 900.0,
+        inode: 0.0,
+        inodes: 0,
     };
     net_of_tracer(&mut b, &t);
     let of = |e: &str| b.iter().find(|x| x.line.event == e).unwrap();
     // 3 stats at 200 and their paths read at 70.
     assert_eq!(of("newfstatat").tracer_ns, 810.0);
+    // With 2 inodes found first at 300 each: the run's 600 on its only stat line.
+    let mut with_inodes = beside(&s, &[priced("syscall", "close", 10, 100.0)]);
+    net_of_tracer(
+        &mut with_inodes,
+        &crate::measured::TracerCost {
+            inode: 300.0,
+            inodes: 2,
+            ..t
+        },
+    );
+    let stat = with_inodes
+        .iter()
+        .find(|x| x.line.event == "newfstatat")
+        .unwrap();
+    assert_eq!(stat.tracer_ns, 810.0 + 600.0);
     // 10 calls at 200 and 2 switches at 500 inside close: 3000 of its 5000.
     assert_eq!(of("close").tracer_ns, 3000.0);
     assert_eq!(of("close").ratio(), Some(1000.0 / 2000.0));

@@ -505,4 +505,10 @@ pub struct TracerCost {
     /// mmap loop).
     #[serde(default)]
     pub mmap: f64,
+    /// A stat's first touch of an inode, its insert into the run's set (the overhead's inode
+    /// loop), and the run's count of them: shared over the stat lines by their counts.
+    #[serde(default)]
+    pub inode: f64,
+    #[serde(default)]
+    pub inodes: u64,
 }

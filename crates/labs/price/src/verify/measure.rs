@@ -170,7 +170,7 @@ pub fn run_once(
         .unwrap_or_default();
     let ended = ended?;
     let after = thp_now(&cg.dir);
-    let split_run = tracer.map(|t| t.finish(&cg.dir)).transpose()?;
+    let split_run = tracer.map(|t| t.finish_counted(&cg.dir)).transpose()?;
     let memory_calls = counter
         .and_then(|c| c.read().ok())
         .map(|ids| {
@@ -182,7 +182,7 @@ pub fn run_once(
         })
         .unwrap_or_default();
     let memory_calls = match &split_run {
-        Some(s) => s
+        Some((s, _)) => s
             .lines
             .iter()
             .filter(|l| l.class == "syscall" && MEMORY_CALLS.contains(&l.event.as_str()))
@@ -201,8 +201,8 @@ pub fn run_once(
         _ => (BTreeMap::new(), "none"),
     };
     let switches = ended.switches;
-    let traced = split_run.zip(split).map(|(s, o)| {
-        let events = Events::of(&s, switches);
+    let traced = split_run.zip(split).map(|((s, counted), o)| {
+        let events = Events::of(&s, switches, counted.stats_first);
         Traced {
             tracer_ns: o.of_run(&events, s.usage_ns as f64),
             split: s,

@@ -5,13 +5,15 @@
 //! a page-cache lookup (the small files' count, on every cached read). A
 //! remedy that changes how many events a program makes changes the tracer's cost with it: THP
 //! divides the faults by 512, so a traced THP run would look cheaper by the tracer's own cost
-//! of the faults it no longer takes. So before the trials, four small loops run in a cgroup of
-//! their own, traced and untraced, interleaved: getppid (syscalls), first touches of 4 KiB
-//! pages (user faults), one-byte preads of a cached file (lookups: less their syscalls' cost),
-//! and a pipe ping-pong of two processes on two CPUs where there are two
-//! (switches: each wait leaves its CPU to the idle task, out of the cgroup and back, as a
-//! program's waits do). Each event's cost is the traced loop's CPU (cpu.stat, exact) less the
-//! untraced one's, per event, less the other events' costs found before it.
+//! of the faults it no longer takes. So before the trials, small loops run in a cgroup of
+//! their own, traced and untraced, interleaved: getppid (syscalls), mappings of a cached page
+//! (mmaps), first touches of 4 KiB pages (user faults), a pipe ping-pong of two processes on
+//! two CPUs where there are two (switches: each wait leaves its CPU to the idle task, out of
+//! the cgroup and back, as a program's waits do), one-byte preads of a cached file (lookups),
+//! stats of one file again and again (a path read, and the result's inode found in the run's
+//! set of inodes) and stats of 20000 files once each (each inode put in that set). Each
+//! event's cost is the traced loop's CPU (cpu.stat, exact) less the untraced one's, per event,
+//! less the other events' costs found before it.
 //!
 //! Where the traced run had the sampler beside the split (`perf record -a -g -G`), the traced
 //! loops have its events too (`costlab_bpf::perf::cgroup_sampler`: the same cpu-clock events
@@ -51,10 +53,13 @@ const FAULT_ROUNDS: usize = 4;
 const PING_PONGS: u64 = 5_000;
 /// One-byte preads of a cached file in the lookup loop.
 const LOOKUPS: u64 = 100_000;
-/// Stats of a path in the temp folder in the path loop (its components read by the split).
+/// Stats of one file of the inode loop's folder in the path loop (its path read by the split).
 const PATHS: u64 = 50_000;
 /// Mappings of a cached file's page (each unmapped again) in the mmap loop.
 const MMAPS: u64 = 20_000;
+/// Files of the inode loop, each stat'ed once a run: each stat's inode is one the run's set
+/// has not held, so each is an insert.
+const INODES: usize = 20_000;
 
 /// The tracer's cost per syscall, user fault and switch, ns of kernel time each; and its cost
 /// per ns of CPU (its cpu-clock tick, which finds the kernel's share of user time: a timer
@@ -66,8 +71,11 @@ pub struct Overhead {
     pub switch: f64,
     /// A page-cache lookup of a cached read.
     pub lookup: f64,
-    /// A stat family call's path read and its components counted.
+    /// A stat family call's path read and its components counted, and where it succeeds, its
+    /// result's inode number read and looked up in the run's set of inodes found.
     pub path: f64,
+    /// A stat's first touch of an inode: its insert into the run's set (`prog::paths`).
+    pub inode: f64,
     /// An mmap beyond its syscall's cost: with the sampler, the side-band record `perf
     /// record` asks every mapping for (its file's path among it).
     pub mmap: f64,
@@ -91,11 +99,14 @@ pub struct Events {
     pub paths: u64,
     /// mmap calls (each also one of `syscalls`).
     pub mmaps: u64,
+    /// Stats by path that found an inode first (each also one of `paths`).
+    pub inodes: u64,
 }
 
 impl Events {
-    /// The events the split counted, with the tree's switches.
-    pub fn of(split: &Split, switches: u64) -> Events {
+    /// The events the split counted, with the tree's switches and the inodes its stats found
+    /// first (`Counted::stats_first`).
+    pub fn of(split: &Split, switches: u64, inodes: u64) -> Events {
         let sum = |class: &str| -> u64 {
             split
                 .lines
@@ -128,6 +139,7 @@ impl Events {
                 .filter(|l| l.class == "syscall" && l.event == "mmap")
                 .map(|l| l.count)
                 .sum(),
+            inodes,
         }
     }
 }
@@ -141,6 +153,7 @@ impl Overhead {
             + e.lookups as f64 * self.lookup
             + e.paths as f64 * self.path
             + e.mmaps as f64 * self.mmap
+            + e.inodes as f64 * self.inode
     }
 
     /// The tracer's cost of its tick over a traced run of `usage_ns` CPU (which holds it).
@@ -156,7 +169,7 @@ impl Overhead {
     /// One line for the output.
     pub fn line(&self) -> String {
         format!(
-            "the {}own cost, taken out of every traced run's kernel time: {} a syscall, {} a user fault, {} a switch, {} a page-cache lookup, {} a stat's path read, {} an mmap, and {} {:.2}% of the CPU",
+            "the {}own cost, taken out of every traced run's kernel time: {} a syscall, {} a user fault, {} a switch, {} a page-cache lookup, {} a stat's path read, {} a stat's first touch of an inode, {} an mmap, and {} {:.2}% of the CPU",
             if self.sampler {
                 "split's and the sampler's "
             } else {
@@ -167,6 +180,7 @@ impl Overhead {
             human_ns(self.switch),
             human_ns(self.lookup),
             human_ns(self.path),
+            human_ns(self.inode),
             human_ns(self.mmap),
             if self.sampler {
                 "their ticks and samples (in the loops)"
@@ -194,10 +208,11 @@ impl Overhead {
         // two runs' noise where the ticks cost ~1%; the line's time is measured, and holds
         // the kernel's own tick too: ~0.2% high.) Then each event's cost, the traced loop's
         // own timer interrupts taken out the same way.
+        let files = Distinct::create()?;
         let mut share = Vec::new();
         for _ in 0..rounds {
             costlab_core::measure::cancel::check()?;
-            let traced = run_loop(Kind::Spin, Some(sampler))?;
+            let traced = run_loop(Kind::Spin, Some(sampler), &files)?;
             let rest = traced.usage_ns - traced.timer_ns;
             if rest > 0.0 {
                 share.push(traced.timer_ns / rest);
@@ -212,12 +227,13 @@ impl Overhead {
             Kind::Switches,
             Kind::Lookups,
             Kind::Paths,
+            Kind::Inodes,
         ] {
             let mut per = Vec::new();
             for _ in 0..rounds {
                 costlab_core::measure::cancel::check()?;
-                let plain = run_loop(kind, None)?;
-                let traced = run_loop(kind, Some(sampler))?;
+                let plain = run_loop(kind, None, &files)?;
+                let traced = run_loop(kind, Some(sampler), &files)?;
                 let (n, others) = kind.events(&traced, &o);
                 if n == 0.0 && kind == Kind::Lookups {
                     // A temp folder whose reads the page cache does not serve by lookups (a
@@ -239,6 +255,7 @@ impl Overhead {
                 Kind::Lookups => o.lookup = c,
                 Kind::Paths => o.path = c,
                 Kind::Mmaps => o.mmap = c,
+                Kind::Inodes => o.inode = c,
                 Kind::Spin => {}
             }
         }
@@ -254,6 +271,7 @@ impl Overhead {
             "lookup" => &mut self.lookup,
             "path" => &mut self.path,
             "mmap" => &mut self.mmap,
+            "inode" => &mut self.inode,
             "tick" => &mut self.per_cpu,
             _ => return false,
         };
@@ -264,8 +282,8 @@ impl Overhead {
 
 /// What the tracer pays for, by name: its cost per event of each, and "tick", its timer's
 /// share of the CPU (a fraction of the untraced CPU, not ns).
-pub const EVENTS: [&str; 7] = [
-    "syscall", "fault", "switch", "lookup", "path", "mmap", "tick",
+pub const EVENTS: [&str; 8] = [
+    "syscall", "fault", "switch", "lookup", "path", "mmap", "inode", "tick",
 ];
 
 /// Each round's figure of each event measured, by name.
@@ -284,6 +302,8 @@ enum Kind {
     Paths,
     /// Mappings of a cached file's page, each unmapped again: two syscalls and an mmap.
     Mmaps,
+    /// Stats of distinct files, each once: a syscall, a path read and an inode found first.
+    Inodes,
 }
 
 impl Kind {
@@ -297,6 +317,7 @@ impl Kind {
             Kind::Lookups => "lookup",
             Kind::Paths => "path",
             Kind::Mmaps => "mmap",
+            Kind::Inodes => "inode",
         }
     }
 
@@ -320,6 +341,7 @@ impl Kind {
             Kind::Lookups => (e.lookups, Events { lookups: 0, ..e }),
             Kind::Paths => (e.paths, Events { paths: 0, ..e }),
             Kind::Mmaps => (e.mmaps, Events { mmaps: 0, ..e }),
+            Kind::Inodes => (e.inodes, Events { inodes: 0, ..e }),
         };
         (n as f64, so_far.of(&rest))
     }
@@ -335,9 +357,45 @@ struct LoopRun {
     timer_ns: f64,
 }
 
+/// The path and inode loops' files: a folder in the temp folder of `INODES` empty files, by
+/// their whole paths (a stat of each walks the temp folder's components and its own two, one
+/// more than the stat term's path), removed with it.
+struct Distinct {
+    dir: std::path::PathBuf,
+    paths: Vec<std::ffi::CString>,
+}
+
+impl Distinct {
+    fn create() -> Result<Distinct> {
+        let dir = std::env::temp_dir().join(format!("costlab-inodes-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        // Owned from here: removed on the way out, whatever fails below.
+        let mut d = Distinct {
+            dir,
+            paths: Vec::with_capacity(INODES),
+        };
+        for i in 0..INODES {
+            let p = d.dir.join(format!("{i:05}"));
+            std::fs::File::create(&p).with_context(|| format!("creating {}", p.display()))?;
+            d.paths.push(
+                std::ffi::CString::new(p.into_os_string().into_encoded_bytes())
+                    .context("the temp folder's path holds a NUL")?,
+            );
+        }
+        Ok(d)
+    }
+}
+
+impl Drop for Distinct {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// Run one loop in a cgroup of its own, untraced (`traced` None) or traced by the split,
 /// with the sampler's events beside it (`Some(true)`) or not.
-fn run_loop(kind: Kind, traced: Option<bool>) -> Result<LoopRun> {
+fn run_loop(kind: Kind, traced: Option<bool>, files: &Distinct) -> Result<LoopRun> {
     let cg = Cgroup::create()?;
     let tracer = match traced {
         Some(_) => Some(Tracer::attach(crate::bpf::cgroup_id(&cg.dir)?)?),
@@ -379,14 +437,6 @@ fn run_loop(kind: Kind, traced: Option<bool>) -> Result<LoopRun> {
         Kind::Lookups | Kind::Mmaps => Some(cached_page()?),
         _ => None,
     };
-    // The path loop's path: the stat term's own, which it stats whether or not the file is
-    // there.
-    let path = std::ffi::CString::new(
-        costlab_core::measure::unitcost::term_path()
-            .into_os_string()
-            .into_encoded_bytes(),
-    )
-    .context("the temp folder's path holds a NUL")?;
     // SAFETY: fork(2). The child runs only `child_loop`, which makes raw syscalls and plain
     // stores into memory it maps itself, and ends with _exit: nothing that takes a lock or
     // allocates, as a child forked from a threaded process must not.
@@ -402,13 +452,13 @@ fn run_loop(kind: Kind, traced: Option<bool>) -> Result<LoopRun> {
                 kind,
                 &sets,
                 file.as_ref().map_or(-1, |f| f.as_raw_fd()),
-                &path,
+                &files.paths,
             )
         };
     }
     drop(procs);
     let (status, ru) = crate::count::program::reap(pid);
-    let split = tracer.map(|t| t.finish(&cg.dir)).transpose()?;
+    let split = tracer.map(|t| t.finish_counted(&cg.dir)).transpose()?;
     if status.failed() {
         bail!("the {} loop failed ({})", kind.word(), status.line());
     }
@@ -416,7 +466,7 @@ fn run_loop(kind: Kind, traced: Option<bool>) -> Result<LoopRun> {
     let (usage, _, _) = parse_cpu_stat(&stat).context("no cpu.stat for the tracer's loops")?;
     let switches = (ru.ru_nvcsw + ru.ru_nivcsw) as u64;
     let events = match &split {
-        Some(s) => Events::of(s, switches),
+        Some((s, c)) => Events::of(s, switches, c.stats_first),
         None => Events {
             switches,
             ..Events::default()
@@ -424,7 +474,7 @@ fn run_loop(kind: Kind, traced: Option<bool>) -> Result<LoopRun> {
     };
     let timer_ns = split
         .as_ref()
-        .and_then(|s| s.line("irq", "local_timer"))
+        .and_then(|(s, _)| s.line("irq", "local_timer"))
         .map_or(0.0, |l| l.cpu_ns as f64);
     Ok(LoopRun {
         usage_ns: usage as f64,
@@ -452,7 +502,7 @@ unsafe fn child_loop(
     kind: Kind,
     cpus: &[libc::cpu_set_t; 2],
     file: i32,
-    path: &std::ffi::CStr,
+    paths: &[std::ffi::CString],
 ) -> ! {
     if libc::write(procs, b"0".as_ptr().cast(), 1) != 1 {
         libc::_exit(3);
@@ -470,10 +520,21 @@ unsafe fn child_loop(
             }
         }
         Kind::Paths => {
-            // A stat of a name that is not there walks the same components as one that is.
+            // One file again and again: after the first, each stat's inode is found in the
+            // run's set (a lookup, as a program's stat of a file it stat'ed before).
             let mut st: libc::stat = std::mem::zeroed();
             for _ in 0..PATHS {
-                libc::fstatat(libc::AT_FDCWD, path.as_ptr(), &mut st, 0);
+                if libc::fstatat(libc::AT_FDCWD, paths[0].as_ptr(), &mut st, 0) != 0 {
+                    libc::_exit(12);
+                }
+            }
+        }
+        Kind::Inodes => {
+            let mut st: libc::stat = std::mem::zeroed();
+            for p in paths {
+                if libc::fstatat(libc::AT_FDCWD, p.as_ptr(), &mut st, 0) != 0 {
+                    libc::_exit(13);
+                }
             }
         }
         Kind::Mmaps => {
@@ -578,6 +639,7 @@ mod tests {
             lookup: 50.0,
             path: 70.0,
             mmap: 1800.0,
+            inode: 300.0,
             per_cpu: 0.25,
             sampler: false,
         };
@@ -588,6 +650,7 @@ mod tests {
             lookups: 0,
             paths: 0,
             mmaps: 0,
+            inodes: 0,
         };
         assert_eq!(o.of(&e), 100_000.0 + 3000.0 + 1000.0);
         // A path read each of 5 stats, at 70.
@@ -597,6 +660,19 @@ mod tests {
         assert_eq!(o.of(&reads), 104_000.0 + 2000.0);
         // A side-band record each of 3 mmaps, at 1800 (their syscalls are among the 1000).
         assert_eq!(o.of(&Events { mmaps: 3, ..e }), 104_000.0 + 5400.0);
+        // 4 stats, 2 of them finding their inode first: a path read each, an insert each of 2.
+        let firsts = Events {
+            paths: 4,
+            inodes: 2,
+            ..e
+        };
+        assert_eq!(o.of(&firsts), 104_000.0 + 280.0 + 600.0);
+        let run = LoopRun {
+            usage_ns: 0.0,
+            events: firsts,
+            timer_ns: 0.0,
+        };
+        assert_eq!(Kind::Inodes.events(&run, &o), (2.0, 104_000.0 + 280.0));
         let run = LoopRun {
             usage_ns: 0.0,
             events: Events { mmaps: 3, ..e },
@@ -642,7 +718,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            Events::of(&s, 4),
+            Events::of(&s, 4, 1),
             Events {
                 syscalls: 20,
                 faults: 8,
@@ -650,6 +726,7 @@ mod tests {
                 lookups: 9,
                 paths: 2,
                 mmaps: 3,
+                inodes: 1,
             }
         );
     }
@@ -669,7 +746,9 @@ mod tests {
             );
         }
         // Every cost is a number of ns, none below zero.
-        for c in [o.syscall, o.fault, o.switch, o.lookup, o.path, o.per_cpu] {
+        for c in [
+            o.syscall, o.fault, o.switch, o.lookup, o.path, o.inode, o.per_cpu,
+        ] {
             assert!(c.is_finite() && c >= 0.0, "{o:?}");
         }
     }
