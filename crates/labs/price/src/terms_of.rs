@@ -309,7 +309,7 @@ pub fn event_pricing(class: &str, event: &str) -> Option<Pricing> {
         ("stats", "first touches") => by(
             "stat-first",
             1.0,
-            "the stats by path that found an inode no stat of the run had found before (the split reads each one's inode number from its result): each at the stat-distinct term (a stat of each of 20000 files once a pass) less a stat of one file again, the part the caches the stat missed cost",
+            "the stats by path that found an inode no stat of the run had found before (the split reads each one's inode number from its result): each at the stat-distinct term (a stat of each of 5000 files once a pass, each out of the CPU's caches) less a stat of one file again, the part the caches the stat missed cost",
         ),
         ("path", "components") => by(
             "path-component",

@@ -231,18 +231,26 @@ pub fn fstat(spec: &SampleSpec) -> Result<Vec<f64>> {
     })
 }
 
-/// The stat-distinct term's tree: this many directories of `DISTINCT_FILES` files each (20000
-/// files: past 2000 a stat of each once costs 882 ns here, against 365 over 2000 and 243 for
-/// one file again and again; `bench/stat-distinct.sh`).
-pub const DISTINCT_DIRS: usize = 40;
+/// The stat-distinct term's tree: this many directories of `DISTINCT_FILES` files each (5000
+/// files). Before each pass a sweep of `read_span` bytes of memory puts every file's dentry
+/// and inode out of the CPU's caches, as a program's first stat of a file finds them. A pass
+/// over a tree that fits the caches would find them there from the pass before: on the 2-vCPU
+/// guest here (`bench/stat-distinct.sh`, nine passes each, no sweep) a stat of each of
+/// 1000-10000 files once cost 385 ns (medians 336-436), of 20000 files 507-882 ns from pass to
+/// pass (a tree about the caches' size), of 50000 871, 100000 888 (884-900) and 200000 895: a
+/// step, not a slope. A tree past the step costs its making: 100000 files took 5-20 s to
+/// create on this ext4 (its inode allocator passes over the inodes freed in the last minutes).
+pub const DISTINCT_DIRS: usize = 10;
 pub const DISTINCT_FILES: usize = 500;
 
 /// CPU ns per stat of a file among many: each file of a tree of `DISTINCT_DIRS` directories
 /// of `DISTINCT_FILES` empty files stated once a round, by its directory's fd and its name
 /// (fstatat with AT_SYMLINK_NOFOLLOW, as du stats what it listed), in the order the
-/// directory lists them.
+/// directory lists them, after a sweep of memory that takes them out of the CPU's caches (not
+/// timed).
 pub fn stat_distinct(spec: &SampleSpec, dir: &Path) -> Result<Vec<f64>> {
     let s = Scratch::new(dir)?;
+    let sweep = Sweep::new(read_span() as usize);
     let mut dirs: Vec<(std::os::fd::OwnedFd, Vec<CString>)> = Vec::new();
     for d in 0..DISTINCT_DIRS {
         let rel = format!("s{d}");
@@ -265,6 +273,7 @@ pub fn stat_distinct(spec: &SampleSpec, dir: &Path) -> Result<Vec<f64>> {
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     let files = (DISTINCT_DIRS * DISTINCT_FILES) as f64;
     cpu_samples(spec, || {
+        sweep.run();
         let ns = timed(|| {
             for (fd, names) in &dirs {
                 for n in names {
@@ -288,8 +297,34 @@ pub fn stat_distinct(spec: &SampleSpec, dir: &Path) -> Result<Vec<f64>> {
     })
 }
 
+/// Memory larger than the CPU's caches, written once, to read through again: each read of
+/// a cache line takes the place of another's.
+struct Sweep(Vec<u8>);
+
+impl Sweep {
+    fn new(bytes: usize) -> Sweep {
+        // Written: pages never written would all be the one zero page.
+        Sweep(vec![1u8; bytes])
+    }
+
+    /// A load from each cache line, in order; returns their sum so none is left out.
+    fn run(&self) -> u64 {
+        let mut sum = 0u64;
+        for i in (0..self.0.len()).step_by(64) {
+            // SAFETY: i is inside the buffer.
+            sum += u64::from(unsafe { std::ptr::read_volatile(self.0.as_ptr().add(i)) });
+        }
+        std::hint::black_box(sum)
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_sweep_reads_every_cache_line_once() {
+        assert_eq!(super::Sweep::new(64 * 10 + 1).run(), 11);
+    }
+
     #[test]
     fn the_read_span_is_at_least_64_mib() {
         assert!(super::read_span() >= 64 << 20);
