@@ -250,7 +250,8 @@ pub const DISTINCT_FILES: usize = 500;
 /// timed).
 pub fn stat_distinct(spec: &SampleSpec, dir: &Path) -> Result<Vec<f64>> {
     let s = Scratch::new(dir)?;
-    let sweep = Sweep::new(read_span() as usize);
+    let mut sweep = super::faults::Sweep::new()?;
+    let mut round = 0u8;
     let mut dirs: Vec<(std::os::fd::OwnedFd, Vec<CString>)> = Vec::new();
     for d in 0..DISTINCT_DIRS {
         let rel = format!("s{d}");
@@ -273,7 +274,8 @@ pub fn stat_distinct(spec: &SampleSpec, dir: &Path) -> Result<Vec<f64>> {
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     let files = (DISTINCT_DIRS * DISTINCT_FILES) as f64;
     cpu_samples(spec, || {
-        sweep.run();
+        round = round.wrapping_add(1);
+        sweep.run(round);
         let ns = timed(|| {
             for (fd, names) in &dirs {
                 for n in names {
@@ -297,34 +299,8 @@ pub fn stat_distinct(spec: &SampleSpec, dir: &Path) -> Result<Vec<f64>> {
     })
 }
 
-/// Memory larger than the CPU's caches, written once, to read through again: each read of
-/// a cache line takes the place of another's.
-struct Sweep(Vec<u8>);
-
-impl Sweep {
-    fn new(bytes: usize) -> Sweep {
-        // Written: pages never written would all be the one zero page.
-        Sweep(vec![1u8; bytes])
-    }
-
-    /// A load from each cache line, in order; returns their sum so none is left out.
-    fn run(&self) -> u64 {
-        let mut sum = 0u64;
-        for i in (0..self.0.len()).step_by(64) {
-            // SAFETY: i is inside the buffer.
-            sum += u64::from(unsafe { std::ptr::read_volatile(self.0.as_ptr().add(i)) });
-        }
-        std::hint::black_box(sum)
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn a_sweep_reads_every_cache_line_once() {
-        assert_eq!(super::Sweep::new(64 * 10 + 1).run(), 11);
-    }
-
     #[test]
     fn the_read_span_is_at_least_64_mib() {
         assert!(super::read_span() >= 64 << 20);
