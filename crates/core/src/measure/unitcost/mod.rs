@@ -6,6 +6,7 @@
 //! stores them, and `price` measures the ones the history lacks before it prices a program.
 
 mod coldcall;
+mod distinct;
 mod faults;
 mod files;
 pub mod fsops;
@@ -409,7 +410,7 @@ fn measure_term(term: &str, spec: &SampleSpec, dir: &Path) -> Result<Vec<TermFig
         "page-drop" => one(fsops::page_drop(spec, dir)?),
         "getxattr" => one(fsops::getxattr(spec, dir)?),
         "create-pass" => one(passes::create_pass(spec, dir)?),
-        "stat-distinct" => one(files::stat_distinct(spec, dir)?),
+        "stat-distinct" => one(distinct::stat_distinct(spec, dir)?),
         "writeback" => {
             let mut kernel = |spec: &SampleSpec, size: usize| fsops::writeback(spec, dir, size);
             sized_with(t, spec, &WRITEBACK_SIZES, &mut kernel)?
