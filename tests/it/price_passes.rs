@@ -257,3 +257,48 @@ fn the_inodes_stats_find_first_are_counted_once_each() {
         "the first touches have no unit cost"
     );
 }
+
+/// A read into a buffer the program has not touched takes a page fault in the kernel for each
+/// page: counted on the call (not among the minor faults, which the counter counted them in)
+/// and priced at the anonymous fault term.
+#[test]
+fn the_faults_a_read_takes_in_the_kernel_are_counted_on_it() {
+    let name = "the_faults_a_read_takes_in_the_kernel_are_counted_on_it";
+    let Some((dir, exe)) = crate::price_measured::edges(name) else {
+        return;
+    };
+    let db = crate::common::calibrated_db(dir.path());
+    let _one = common::serial();
+    let doc = common::price_with(
+        &db,
+        &["--", exe.to_str().unwrap(), "kfaults", "2000"],
+        |c| {
+            c.env_remove("LD_LIBRARY_PATH");
+        },
+    );
+    let row = |class: &str, event: &str, metric: &str| {
+        doc["results"].as_array().unwrap().iter().find_map(|r| {
+            (r["lab"] == "price"
+                && r["case"]["class"] == class
+                && r["case"]["event"] == event
+                && r["metric"] == metric
+                && r["case"].get("on").is_none())
+            .then(|| r["summary"]["median"].as_f64())
+            .flatten()
+        })
+    };
+    let inside = row("pages", "faulted in syscalls", "count").unwrap_or(0.0);
+    assert!(
+        (2000.0..=2010.0).contains(&inside),
+        "{inside} faults inside syscalls for a read into 2000 fresh pages"
+    );
+    assert!(
+        row("pages", "faulted in syscalls", "unit_cost").is_some(),
+        "the faults inside syscalls have no unit cost"
+    );
+    let minor = row("fault", "minor", "count").unwrap_or(0.0);
+    assert!(
+        minor < 1000.0,
+        "{minor} minor faults: the read's 2000 are counted among them again"
+    );
+}

@@ -119,6 +119,49 @@ fn first_touches_are_priced_at_a_stat_among_many_less_a_stat_again() {
     assert_eq!(units["stat-first"].samples, vec![0.0]);
 }
 
+/// The faults a syscall took in the kernel are an event of their own, priced at fault-4k, and
+/// come out of the minor faults (the counter counted them there); none below zero.
+#[test]
+fn faults_inside_syscalls_leave_the_minor_faults_and_are_priced_at_a_first_touch() {
+    let line = |event: &str, kernel_faults: u64| crate::measured::Line {
+        class: "syscall".into(),
+        event: event.into(),
+        count: 1,
+        kernel_faults,
+        ..Default::default()
+    };
+    let split = crate::measured::Split {
+        lines: vec![line("read", 2000), line("pread64", 10), line("write", 0)],
+        ..Default::default()
+    };
+    let mut counts = Counts::default();
+    counts.events.insert(("fault".into(), "minor".into()), 2500);
+    crate::count::kernel_fault_events(&mut counts.events, Some(&split));
+    let get = |c: &Counts, class: &str, event: &str| {
+        c.events
+            .get(&(class.to_string(), event.to_string()))
+            .copied()
+    };
+    assert_eq!(get(&counts, "pages", "faulted in syscalls"), Some(2010));
+    assert_eq!(get(&counts, "fault", "minor"), Some(490));
+    let units: Units = [("fault-4k".to_string(), unit(800.0))].into();
+    let priced = price(&counts, &units);
+    assert_eq!(
+        by(&priced, "pages", "faulted in syscalls"),
+        Some(2010.0 * 800.0)
+    );
+    assert!(needed(&counts).contains(&"fault-4k"));
+    // Fewer minor faults than faults inside calls (a counter that missed some): none left.
+    let mut few = Counts::default();
+    few.events.insert(("fault".into(), "minor".into()), 5);
+    crate::count::kernel_fault_events(&mut few.events, Some(&split));
+    assert_eq!(get(&few, "fault", "minor"), Some(0));
+    // No split, or none counted: nothing added.
+    let mut none = Counts::default();
+    crate::count::kernel_fault_events(&mut none.events, None);
+    assert!(none.events.is_empty());
+}
+
 /// With the pages file faults mapped counted, a file fault is priced at its own part (the
 /// term's 16-page fault less 16 pages) and the pages at the per-page part; without them, at
 /// the whole fault.

@@ -311,6 +311,11 @@ pub fn event_pricing(class: &str, event: &str) -> Option<Pricing> {
             1.0,
             "the stats by path that found an inode no stat of the run had found before (the split reads each one's inode number from its result): each at the stat-distinct term (a stat of each of 5000 files once a pass, each out of the CPU's caches) less a stat of one file again, the part the caches the stat missed cost",
         ),
+        ("pages", "faulted in syscalls") => by(
+            "fault-4k",
+            1.0,
+            "page faults the kernel took on the program's memory inside its syscalls (a read into a buffer it had not touched yet): each at the fault-4k term, an anonymous page's first touch (a fault on a mapped file's page inside a call costs less than that, a copy on write more)",
+        ),
         ("path", "components") => by(
             "path-component",
             1.0,

@@ -264,6 +264,20 @@ impl Counting {
 /// bytes by name and fd kind (`Counts::fd_bytes`).
 type Finished = (BTreeMap<String, u64>, Events, BTreeMap<String, u64>);
 
+/// The page faults the split counted inside syscalls, as an event of their own, taken out of
+/// the minor faults (the counter's minor faults hold them: it counts a fault in kernel mode
+/// as one in user mode).
+pub fn kernel_fault_events(events: &mut Events, split: Option<&crate::measured::Split>) {
+    let n: u64 = split.map_or(0, |s| s.lines.iter().map(|l| l.kernel_faults).sum());
+    if n == 0 {
+        return;
+    }
+    events.insert(("pages".into(), "faulted in syscalls".into()), n);
+    if let Some(minor) = events.get_mut(&("fault".to_string(), "minor".to_string())) {
+        *minor = minor.saturating_sub(n);
+    }
+}
+
 /// Take the minor faults the split told apart (a page-cache page mapped, a page copied on
 /// write) out of the counter's minor faults into `minor:file` and `minor:cow`, priced at
 /// their own terms; the rest stay `minor`, anonymous pages.
@@ -399,7 +413,8 @@ pub fn count_command(argv: &[String], period: Option<u32>, tick_ns: u64) -> Resu
     notes.insert(0,
         "counted from the program's execve (itself counted: the cgroup is joined just before it) to its exit, with every thread and child it started".to_string(),
     );
-    let (syscalls, events, fd_bytes) = counting.finish(&mut notes, counted)?;
+    let (syscalls, mut events, fd_bytes) = counting.finish(&mut notes, counted)?;
+    kernel_fault_events(&mut events, measured.as_ref());
     let (times, exit_status, rchar, wchar) = run?;
     let left = std::fs::read_to_string(cg.dir.join("cgroup.procs")).unwrap_or_default();
     let left = left.lines().count();
@@ -470,7 +485,8 @@ pub fn count_pid(pid: u32, duration: Duration, period: Option<u32>) -> Result<Co
         .map(|t| t.finish_process(pid, &cpu_before))
         .transpose()?
         .unzip();
-    let (syscalls, events, fd_bytes) = counting.finish(&mut notes, counted)?;
+    let (syscalls, mut events, fd_bytes) = counting.finish(&mut notes, counted)?;
+    kernel_fault_events(&mut events, measured.as_ref());
     notes.insert(
         0,
         format!(

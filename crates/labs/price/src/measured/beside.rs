@@ -177,6 +177,10 @@ fn targets(p: &Priced, split: &Split) -> Vec<((String, String), f64)> {
         // The first touches are counted for the run, not by line: shared by the stats' counts.
         ("stats", "first touches") => family(&crate::pricing::STATS),
         ("pages", "mapped by file faults") => vec![(("fault".into(), "minor:file".into()), 1.0)],
+        // A fault the kernel took inside a call runs on that call's line.
+        ("pages", "faulted in syscalls") => {
+            shared(&|l: &Line| l.kernel_faults > 0, |l| l.kernel_faults)
+        }
         // The pages an exit unmaps are its work, measured inside exit_group (or exit).
         // A process's pages are unmapped once, by its exit (exit_group, where the split puts a
         // killed thread's teardown too); only without one, by the threads' own exits.

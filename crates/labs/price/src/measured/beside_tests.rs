@@ -644,3 +644,17 @@ fn the_table_prices_a_line_on_its_own_time_less_the_tracers() {
     let row = text.lines().find(|l| l.contains(" read ")).unwrap();
     assert!(row.contains(&priced), "{row} lacks {priced}");
 }
+
+#[test]
+fn faults_inside_syscalls_are_priced_on_the_lines_that_took_them() {
+    let mut s = split();
+    s.lines[1].kernel_faults = 30;
+    s.lines[2].kernel_faults = 10;
+    let b = beside(&s, &[priced("pages", "faulted in syscalls", 40, 5.0)]);
+    let of = |e: &str| b.iter().find(|x| x.line.event == e).unwrap();
+    // 200 ns over the two reads by their faults: 150 and 50; none on write or the user faults.
+    assert_eq!(of("read").priced_ns, Some(150.0));
+    assert_eq!(of("pread64").priced_ns, Some(50.0));
+    assert_eq!(of("write").priced_ns, None);
+    assert_eq!(of("minor").priced_ns, None);
+}

@@ -29,8 +29,8 @@ pub(super) fn add_work(
     irqs: &BTreeMap<u32, String>,
 ) -> Result<()> {
     for s in 0..prog::SLOTS {
-        let v: [u64; 10] = summed(work, s)?;
-        if v == [0; 10] {
+        let v: [u64; 11] = summed(work, s)?;
+        if v == [0; 11] {
             continue;
         }
         let (class, event) = slot_name(s, syscalls, irqs);
@@ -48,6 +48,7 @@ pub(super) fn add_work(
             l.small_pages += v[7];
             l.lookups += v[8];
             l.path_components += v[9];
+            l.kernel_faults += v[10];
         }
     }
     Ok(())
@@ -112,7 +113,9 @@ pub(super) fn attach(
 
 /// The count of pages read from small files (`prog::pages::small_read` on the raw
 /// mm_filemap_get_pages, its file's size read through the mapping's inode at BTF's
-/// offsets); a note says why not where it cannot be attached.
+/// offsets), and of the page faults the kernel takes inside a call (`prog::pages::
+/// kernel_fault` on the raw page_fault_kernel); a note says why not where either cannot be
+/// attached.
 pub(super) fn attach_small(
     m: &Maps,
     btf: &super::btf::Btf,
@@ -142,6 +145,16 @@ pub(super) fn attach_small(
         Ok(p) => progs.push(p),
         Err(e) => notes.push(format!(
             "the pages read from small files not counted (their reads priced as a large file's): {e}"
+        )),
+    }
+    let hook = Hook::raw_tracepoint("page_fault_kernel");
+    match prog::pages::kernel_fault(m)
+        .finish()
+        .and_then(|p| Ok((hook.name(), costlab_bpf::attach(&p, &hook)?)))
+    {
+        Ok(p) => progs.push(p),
+        Err(e) => notes.push(format!(
+            "the page faults inside syscalls not counted (a read into a buffer not touched yet is priced as a read alone): {e}"
         )),
     }
 }

@@ -65,6 +65,7 @@ fn all() -> Vec<(&'static str, Asm)> {
         ("task_exit with pages", task_exit(&M, Some(RSS))),
         ("fork with pages", sched_process_fork(&M, &WITH_RSS)),
         ("ipi_sent", pages::ipi_sent(&M)),
+        ("kernel_fault", pages::kernel_fault(&M)),
         ("idle", wake::idle(&M)),
         ("woken", wake::woken(&M, 2480)),
         ("first_charge", join::first_charge(&M)),

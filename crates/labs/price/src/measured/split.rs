@@ -68,6 +68,10 @@ pub struct Line {
     /// The components of the paths the call walked (a stat family line: `prog::paths`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub path_components: u64,
+    /// Page faults on the program's memory the kernel took inside it (a read into a buffer
+    /// not touched yet: `prog::pages::kernel_fault`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub kernel_faults: u64,
 }
 
 fn is_zero(v: &u64) -> bool {

@@ -21,8 +21,10 @@ use super::{
 /// be written @16, interrupts sent to another CPU @24, inside the syscall of the value's slot;
 /// switches back in from a wait in it on a CPU that had halted @32 (`wake`); buffers touched
 /// inside ext4's inode allocations @40 and those allocations @48 (`inodes`); pages read from
-/// small files @56 and page-cache lookups @64 (`small_read`).
-pub const WORK_SIZE: u32 = 80;
+/// small files @56 and page-cache lookups @64 (`small_read`); the components of the paths a
+/// stat walked @72 (`paths`); page faults on user memory the kernel took inside the call @80
+/// (`kernel_fault`).
+pub const WORK_SIZE: u32 = 88;
 const WORK_IN: i16 = 0;
 const WORK_DROPPED: i16 = 8;
 const WORK_WRITTEN: i16 = 16;
@@ -34,6 +36,7 @@ const WORK_SMALL: i16 = 56;
 const WORK_LOOKUPS: i16 = 64;
 /// The components of the paths a stat family call walked (`paths`).
 pub(super) const WORK_COMPONENTS: i16 = 72;
+const WORK_KERNEL_FAULTS: i16 = 80;
 /// Pages a tracked task read from small files (`small_read`).
 pub const PAGES_SMALL: u32 = FAULT_FILE_PAGES + 1;
 /// Stack slot of the syscall's slot, for the work map's key.
@@ -256,5 +259,28 @@ pub fn small_read(m: &Maps, f: SmallFields, small: u64) -> Asm {
     a.sub(R2, R7).add_imm(R2, 1).note("r2 = the pages it takes");
     a.stx_dw(FP, FP_DELTA, R2);
     counted(&mut a, m, WORK_SMALL, PAGES_SMALL);
+    a
+}
+
+/// Bits of a user address on x86-64 (4-level paging: below 1 << 47).
+const USER_BITS: i32 = 47;
+
+/// raw page_fault_kernel (address, regs, error_code): a page fault the kernel took on user
+/// memory inside a tracked task's syscall (a read into a buffer the program has not touched
+/// yet, a write from a mapped page not yet mapped) is one more in that call's work. Its time
+/// stays on the call's line; the count prices it. A fault on a kernel address, or outside a
+/// call, is not counted.
+pub fn kernel_fault(m: &Maps) -> Asm {
+    let mut a = Asm::new();
+    prologue(&mut a, m, Join::No, false);
+    a.ldx_dw(R1, R6, 0)
+        .note("r1 = args[0], the faulting address");
+    a.rsh_imm(R1, USER_BITS);
+    a.jne_imm(R1, 0, "out").note("a kernel address");
+    a.mov_imm(R2, 1);
+    a.stx_dw(FP, FP_DELTA, R2);
+    in_call(&mut a, "out");
+    add_work(&mut a, m, WORK_KERNEL_FAULTS);
+    epilogue(&mut a);
     a
 }
