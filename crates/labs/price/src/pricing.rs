@@ -182,11 +182,7 @@ pub fn needed(counts: &Counts) -> Vec<&'static str> {
             add(p.unit);
         }
     }
-    if counts
-        .events
-        .keys()
-        .any(|(c, e)| c == "fault" && e == "minor")
-    {
+    if counts.anon_faults() > 0 {
         add("fault-thp");
     }
     if counts
@@ -626,12 +622,11 @@ pub struct WhatIf {
     pub rows: Vec<ResultRow>,
 }
 
-/// Faults with THP: the minor fault count / 512 at the THP fault's cost, against the count
-/// at the 4 KiB fault's. Nothing under 512 faults, or without both figures.
+/// Faults with THP: the anonymous first touches (minor faults, and faults inside syscalls) /
+/// 512 at the THP fault's cost, against their count at the 4 KiB fault's. Nothing under 512
+/// faults, or without both figures.
 pub fn thp_what_if(counts: &Counts, units: &Units) -> Option<WhatIf> {
-    let f = *counts
-        .events
-        .get(&("fault".to_string(), "minor".to_string()))?;
+    let f = counts.anon_faults();
     if f < 512 {
         return None;
     }

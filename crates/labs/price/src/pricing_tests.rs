@@ -602,3 +602,24 @@ fn light_calls_are_told_by_name_with_or_without_their_fd_kind() {
     assert!(!is_light("openat:create"));
     assert!(!is_light("ioctl"));
 }
+
+/// THP's what-if counts the anonymous first touches a syscall took in the kernel (a read into
+/// a fresh buffer) with the minor faults: THP makes both fewer.
+#[test]
+fn thps_what_if_counts_the_faults_inside_syscalls() {
+    let units: Units = [
+        ("fault-4k".to_string(), unit(800.0)),
+        ("fault-thp".to_string(), unit(100_000.0)),
+    ]
+    .into();
+    let mut counts = Counts::default();
+    counts
+        .events
+        .insert(("pages".into(), "faulted in syscalls".into()), 500);
+    assert!(thp_what_if(&counts, &units).is_none(), "under 512 in all");
+    counts.events.insert(("fault".into(), "minor".into()), 524);
+    assert_eq!(counts.anon_faults(), 1024);
+    let w = thp_what_if(&counts, &units).expect("1024 anonymous first touches");
+    assert_eq!(w.after, 2);
+    assert_eq!(w.saved, vec![1024.0 * 800.0 - 2.0 * 100_000.0]);
+}

@@ -75,6 +75,19 @@ impl Counts {
             .map(|(_, n)| *n)
             .sum()
     }
+
+    /// The anonymous first touches THP would make fewer: the minor faults taken in user mode
+    /// and those taken inside syscalls (a read into a fresh buffer), which the split counts
+    /// apart.
+    pub fn anon_faults(&self) -> u64 {
+        let get = |class: &str, event: &str| {
+            self.events
+                .get(&(class.to_string(), event.to_string()))
+                .copied()
+                .unwrap_or(0)
+        };
+        get("fault", "minor") + get("pages", "faulted in syscalls")
+    }
 }
 
 /// A counter of io_uring submissions where the kernel has the tracepoint, None elsewhere; one

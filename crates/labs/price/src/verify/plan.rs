@@ -109,12 +109,7 @@ fn thp_trials(
     trials: &mut Vec<Trial>,
     skipped: &mut Vec<Tried>,
 ) {
-    let faults = inp
-        .counts
-        .events
-        .get(&("fault".to_string(), "minor".to_string()))
-        .copied()
-        .unwrap_or(0);
+    let faults = inp.counts.anon_faults();
     let mode = remedy::thp_mode();
     let thp_prediction = thp::predict(inp.counts, inp.units, go);
     match (&mode, faults) {

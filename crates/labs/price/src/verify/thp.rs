@@ -35,11 +35,7 @@ pub enum Prediction {
 }
 
 fn minor(counts: &Counts) -> u64 {
-    counts
-        .events
-        .get(&("fault".to_string(), "minor".to_string()))
-        .copied()
-        .unwrap_or(0)
+    counts.anon_faults()
 }
 
 fn calls(counts: &Counts, name: &str) -> u64 {
