@@ -236,16 +236,10 @@ fn the_inodes_stats_find_first_are_counted_once_each() {
             c.env_remove("LD_LIBRARY_PATH");
         },
     );
+    let r = crate::price_measured::rows(&doc);
     let row = |metric: &str| {
-        doc["results"].as_array().unwrap().iter().find_map(|r| {
-            (r["lab"] == "price"
-                && r["case"]["class"] == "stats"
-                && r["case"]["event"] == "first touches"
-                && r["metric"] == metric
-                && r["case"].get("on").is_none())
-            .then(|| r["summary"]["median"].as_f64())
-            .flatten()
-        })
+        r.get(&("stats".into(), "first touches".into(), metric.into()))
+            .copied()
     };
     let first = row("count").unwrap_or(0.0);
     assert!(
@@ -276,16 +270,9 @@ fn the_faults_a_read_takes_in_the_kernel_are_counted_on_it() {
             c.env_remove("LD_LIBRARY_PATH");
         },
     );
+    let r = crate::price_measured::rows(&doc);
     let row = |class: &str, event: &str, metric: &str| {
-        doc["results"].as_array().unwrap().iter().find_map(|r| {
-            (r["lab"] == "price"
-                && r["case"]["class"] == class
-                && r["case"]["event"] == event
-                && r["metric"] == metric
-                && r["case"].get("on").is_none())
-            .then(|| r["summary"]["median"].as_f64())
-            .flatten()
-        })
+        r.get(&(class.into(), event.into(), metric.into())).copied()
     };
     let inside = row("pages", "faulted in syscalls", "count").unwrap_or(0.0);
     assert!(
