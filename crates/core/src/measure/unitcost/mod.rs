@@ -28,10 +28,11 @@ use anyhow::Result;
 use super::SampleSpec;
 
 /// Every term, in the order they are measured and shown (the `term` case key's values).
-pub const TERMS: [&str; 52] = [
+pub const TERMS: [&str; 53] = [
     "fault-4k",
     "fault-thp",
     "fault-file",
+    "fault-file-cold",
     "switch-same-cpu",
     "wake-cross-cpu",
     "wake-ipi",
@@ -210,6 +211,7 @@ pub fn reading(term: &str) -> &'static str {
         "fault-4k" => "first touch of an anonymous 4 KiB page (zeroing included), per fault",
         "fault-thp" => "first touch of an anonymous 2 MiB THP (zeroing 2 MiB included), per fault",
         "fault-file" => "first touch of a mapped page-cache page, per fault: a fault-around of up to 16 pages of a file cached a page a folio, as binaries and libraries are (a mapping placed so no fault maps a whole 2 MiB folio)",
+        "fault-file-cold" => "as fault-file, each pass after a sweep of memory four times the largest CPU cache (64-512 MiB, not timed): the file's page-cache entries, page descriptors and page tables out of the CPU's caches, as a program's first fault on a range of a file finds them, per fault",
         "switch-same-cpu" => "a token handed between two threads on one CPU through a futex, per hand-off (the wake and wait calls included)",
         "wake-cross-cpu" => "a futex wake of a thread asleep on another CPU to it running, per hand-off (the calls included)",
         "wake-ipi" => "a one-byte pipe write that wakes a reader asleep on another, idle CPU, less a write nobody waits on, per interrupt sent to that CPU (the waker's side of a wake-up: in a VM, an exit to the host)",
@@ -323,6 +325,7 @@ fn measure_term(term: &str, spec: &SampleSpec, dir: &Path) -> Result<Vec<TermFig
             });
             v
         }
+        "fault-file-cold" => one(faults::file_cold(spec)?),
         "switch-same-cpu" => one(sched::handoff(spec, true)?),
         "wake-cross-cpu" => one(sched::handoff(spec, false)?),
         "wake-ipi" => one(ipi::wake(spec, ipi::Side::Waker)?),
