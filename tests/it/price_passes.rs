@@ -289,3 +289,38 @@ fn the_faults_a_read_takes_in_the_kernel_are_counted_on_it() {
         "{minor} minor faults: the read's 2000 are counted among them again"
     );
 }
+
+/// A file read through a mapping twice: its first pass's faults are the run's first on their
+/// 64 KiB of the file, the second's find theirs mapped before; the first touches are priced.
+#[test]
+fn a_files_first_faults_on_each_range_are_told_from_the_faults_that_come_back() {
+    let name = "a_files_first_faults_on_each_range_are_told_from_the_faults_that_come_back";
+    let Some((dir, exe)) = crate::price_measured::edges(name) else {
+        return;
+    };
+    let db = crate::common::calibrated_db(dir.path());
+    let _one = common::serial();
+    let doc = common::price_with(&db, &["--", exe.to_str().unwrap(), "ffirst", "1600"], |c| {
+        c.env_remove("LD_LIBRARY_PATH");
+    });
+    let r = crate::price_measured::rows(&doc);
+    let row = |class: &str, event: &str, metric: &str| {
+        r.get(&(class.into(), event.into(), metric.into())).copied()
+    };
+    // 1600 pages: 100 windows of 16, each faulted on once a pass (the program's own binary
+    // and libraries add their few).
+    let first = row("file faults", "first touches", "count").unwrap_or(0.0);
+    let faults = row("fault", "minor:file", "count").unwrap_or(0.0);
+    assert!(
+        (100.0..=200.0).contains(&first),
+        "{first} first touches of a 100-window file read twice"
+    );
+    assert!(
+        faults >= first + 95.0,
+        "{faults} file faults, {first} of them first: the second pass's 100 were not told apart"
+    );
+    assert!(
+        row("file faults", "first touches", "unit_cost").is_some(),
+        "the first touches have no unit cost"
+    );
+}

@@ -509,7 +509,18 @@ fn evidence(counts: &count::Counts, units: &Units) -> measured::beside::Evidence
         ev.inside = smp.inside.clone();
         ev.sampler_interrupts = smp.total;
     }
-    for t in ["open", "create", "getdents64/entry"] {
+    ev.file_firsts = counts
+        .events
+        .get(&("file faults".to_string(), "first touches".to_string()))
+        .copied()
+        .unwrap_or(0);
+    for t in [
+        "open",
+        "create",
+        "getdents64/entry",
+        "fault-file",
+        "fault-file-first",
+    ] {
         if let Some(m) = units.get(t).and_then(|u| u.summary()) {
             ev.terms.push((t.to_string(), m.median));
         }

@@ -115,6 +115,12 @@ pub fn derive(units: &mut Units) {
         let d = fault.minus(&[&page.scaled(pages)]);
         units.insert("fault-file-call".into(), d);
     }
+    // A file fault on a range no fault of the run had mapped, beyond one on a range in the
+    // CPU's caches: the same 16-page fault after a sweep of memory less the warm one.
+    if let (Some(cold), Some(warm)) = (units.get("fault-file-cold"), units.get("fault-file")) {
+        let d = cold.minus(&[warm]);
+        units.insert("fault-file-first".into(), d);
+    }
     // A page read in: a cold read's CPU per page less what a cached read of it costs (a
     // 64 KiB pread's fixed part over its 16 pages, and 4096 bytes), which the read calls and
     // the bytes read price already.
@@ -146,6 +152,7 @@ pub fn needed(counts: &Counts) -> Vec<&'static str> {
             "exit-file/byte" => &["exit-file"],
             "exit-shared/byte" => &["exit-shared"],
             "fault-file/page" | "fault-file-call" => &["fault-file"],
+            "fault-file-first" => &["fault-file-cold", "fault-file"],
             "stat-first" => &["stat-distinct", "stat", "path-component"],
             "fork/byte" => &["fork"],
             "writeback/byte" => &["writeback"],

@@ -119,6 +119,36 @@ fn first_touches_are_priced_at_a_stat_among_many_less_a_stat_again() {
     assert_eq!(units["stat-first"].samples, vec![0.0]);
 }
 
+/// A file fault on a window new to the run costs the fault-file-cold term beyond the warm
+/// fault-file term, on its own row; both measured terms are asked for; none below zero.
+#[test]
+fn a_file_faults_first_touch_is_priced_at_the_cold_fault_less_the_warm_one() {
+    let mut units: Units = [
+        ("fault-file".to_string(), unit(1500.0)),
+        ("fault-file-cold".to_string(), unit(5000.0)),
+    ]
+    .into();
+    derive(&mut units);
+    assert_eq!(units["fault-file-first"].samples, vec![3500.0]);
+    let mut counts = Counts::default();
+    counts
+        .events
+        .insert(("fault".into(), "minor:file".into()), 40);
+    counts
+        .events
+        .insert(("file faults".into(), "first touches".into()), 30);
+    let priced = price(&counts, &units);
+    assert_eq!(
+        by(&priced, "file faults", "first touches"),
+        Some(30.0 * 3500.0)
+    );
+    let wanted = needed(&counts);
+    assert!(wanted.contains(&"fault-file-cold") && wanted.contains(&"fault-file"));
+    units.insert("fault-file-cold".into(), unit(1000.0));
+    derive(&mut units);
+    assert_eq!(units["fault-file-first"].samples, vec![0.0]);
+}
+
 /// The faults a syscall took in the kernel are an event of their own, priced at fault-4k, and
 /// come out of the minor faults (the counter counted them there); none below zero.
 #[test]

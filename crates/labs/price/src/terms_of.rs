@@ -311,6 +311,11 @@ pub fn event_pricing(class: &str, event: &str) -> Option<Pricing> {
             1.0,
             "the stats by path that found an inode no stat of the run had found before (the split reads each one's inode number from its result): each at the stat-distinct term (a stat of each of 5000 files once a pass, each out of the CPU's caches) less a stat of one file again, the part the caches the stat missed cost",
         ),
+        ("file faults", "first touches") => by(
+            "fault-file-first",
+            1.0,
+            "the read faults whose 64 KiB of the file no earlier fault of the run had mapped (the split keeps each window it saw): each at the fault-file-cold term (a 16-page fault after a sweep of memory) less the fault-file term (the same fault, the file's pages and page tables in the CPU's caches), the part the caches the fault missed cost; a window another program mapped moments before is warmer than that, one the program's own large run pushed out is as cold",
+        ),
         ("pages", "faulted in syscalls") => by(
             "fault-4k",
             1.0,

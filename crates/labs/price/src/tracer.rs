@@ -24,12 +24,17 @@ pub(crate) fn tracer_cost(
         Ok(cal) => {
             let oh = cal.overhead;
             o.results.extend(cal.rows);
-            let inodes = counts
-                .events
-                .get(&("stats".to_string(), "first touches".to_string()))
-                .copied()
-                .unwrap_or(0);
-            let ev = overhead::Events::of(split, switches, inodes);
+            let first = |class: &str| {
+                counts
+                    .events
+                    .get(&(class.to_string(), "first touches".to_string()))
+                    .copied()
+                    .unwrap_or(0)
+            };
+            let (inodes, windows) = (first("stats"), first("file faults"));
+            // A file fault's first touch of a window is the same insert into the same set as
+            // a stat's of an inode: both at the inode loop's cost.
+            let ev = overhead::Events::of(split, switches, inodes + windows);
             // The tracers' own timer interrupts (the sampler's, one a sample, and the split's
             // cpu-clock) are on the local timer's line, each timed there: their count at the
             // line's time an interrupt, where the line was measured; else the loops' share.
@@ -67,7 +72,8 @@ pub(crate) fn tracer_cost(
                 path: oh.path,
                 mmap: oh.mmap,
                 inode: oh.inode,
-                inodes: ev.inodes,
+                inodes,
+                windows,
             };
             Some((ns, per_event))
         }

@@ -192,6 +192,7 @@ impl Counting {
         let fault_around = split.as_ref().map_or(0, |s| s.fault_file_pages);
         let components = split.as_ref().map_or(0, |s| s.path_components);
         let stats_first = split.as_ref().map_or(0, |s| s.stats_first);
+        let faults_first = split.as_ref().map_or(0, |s| s.fault_file_first);
         let stats_by_fd = split.as_ref().map_or(0, |s| s.stats_by_fd);
         let fd_bytes = split
             .as_ref()
@@ -239,6 +240,9 @@ impl Counting {
                 ("pages".into(), "mapped by file faults".into()),
                 fault_around,
             );
+        }
+        if faults_first > 0 {
+            events.insert(("file faults".into(), "first touches".into()), faults_first);
         }
         for (event, pages) in [
             ("unmapped", exit_pages.0),

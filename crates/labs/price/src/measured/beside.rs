@@ -91,6 +91,7 @@ pub fn net_of_tracer(lines: &mut [Beside], t: &super::TracerCost) {
                     }
             }
             ("fault", "unfinished") => 0.0,
+            ("fault", "minor:file") => l.count as f64 * t.fault + t.windows as f64 * t.inode,
             ("fault", _) => l.count as f64 * t.fault,
             ("irq", "local_timer") => t.tick_ns,
             _ => 0.0,
@@ -176,7 +177,9 @@ fn targets(p: &Priced, split: &Split) -> Vec<((String, String), f64)> {
         ("path", "components") => where_done(|l| l.path_components, &crate::pricing::STATS),
         // The first touches are counted for the run, not by line: shared by the stats' counts.
         ("stats", "first touches") => family(&crate::pricing::STATS),
-        ("pages", "mapped by file faults") => vec![(("fault".into(), "minor:file".into()), 1.0)],
+        ("pages", "mapped by file faults") | ("file faults", "first touches") => {
+            vec![(("fault".into(), "minor:file".into()), 1.0)]
+        }
         // A fault the kernel took inside a call runs on that call's line.
         ("pages", "faulted in syscalls") => {
             shared(&|l: &Line| l.kernel_faults > 0, |l| l.kernel_faults)
@@ -396,6 +399,9 @@ pub struct Evidence {
     pub inside: BTreeMap<String, crate::samples::Subsystem>,
     /// The sampler's own interrupts in the run (one per sample of the tree).
     pub sampler_interrupts: u64,
+    /// The run's file faults on a 64 KiB window of a file new to it (`file faults first
+    /// touches`).
+    pub file_firsts: u64,
 }
 
 /// The key of a line's samples in `Evidence::inside`.
@@ -601,6 +607,17 @@ pub fn evidence(split: &Split, b: &Beside, ev: &Evidence) -> Vec<String> {
                 "of its {} interrupts, {} were the sampler's (perf's cpu-clock: one a sample, with a stack walk) and about {} the split's own cpu-clock (one each {} of the program's CPU): their cost, measured beside the run, is taken out of this line and the total; {} were the kernel's tick, the only ones priced, each at what a spinning task loses to one (in a VM that includes the host's exit before the guest's handler runs, which this line, timed from the handler's entry to its exit, does not hold)",
                 t.all, t.sampler, t.split, human_ns(split.tick_period() as f64), t.ticks
             ));
+        }
+        ("fault", "minor:file") if ev.file_firsts > 0 => {
+            if let (Some(warm), Some(first)) = (term("fault-file"), term("fault-file-first")) {
+                why.push(format!(
+                    "{} of its {} faults were the run's first on their 64 KiB of a file, each priced {} beyond the {} of a fault whose pages are in the CPU's caches (fault-file-cold, out of every cache, less fault-file): first ones that found their pages warmer (mapped moments before by another run or program) make it priced over, repeats that found them cold make it priced under",
+                    ev.file_firsts.min(l.count),
+                    l.count,
+                    human_ns(first),
+                    human_ns(warm)
+                ));
+            }
         }
         ("fault", "unfinished") => why.push(
             "faults whose end the split did not see: one that raised a signal (SIGSEGV, SIGBUS) or failed; they run on until the next transition".into(),

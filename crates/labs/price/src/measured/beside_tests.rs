@@ -319,11 +319,12 @@ fn a_lines_ratio_is_read_on_its_own_time_net_of_the_tracer_inside_it() {
             line("syscall", "newfstatat", 3, 3000),
             line("syscall", "mmap", 2, 5000),
             line("fault", "minor", 4, 4000),
+            line("fault", "minor:file", 5, 20_000),
             line("fault", "unfinished", 1, 100),
             line("irq", "local_timer", 3, 900),
             line("user", "user", 0, 9000),
         ],
-        usage_ns: 29_000,
+        usage_ns: 49_000,
         ..Split::default()
     };
     let mut b = beside(&s, &[priced("syscall", "close", 10, 100.0)]);
@@ -338,6 +339,7 @@ fn a_lines_ratio_is_read_on_its_own_time_net_of_the_tracer_inside_it() {
         mmap: 900.0,
         inode: 0.0,
         inodes: 0,
+        windows: 0,
     };
     net_of_tracer(&mut b, &t);
     let of = |e: &str| b.iter().find(|x| x.line.event == e).unwrap();
@@ -358,6 +360,22 @@ fn a_lines_ratio_is_read_on_its_own_time_net_of_the_tracer_inside_it() {
         .find(|x| x.line.event == "newfstatat")
         .unwrap();
     assert_eq!(stat.tracer_ns, 810.0 + 600.0);
+    // With 3 file faults on a window new to the run too: their inserts on the file faults'
+    // line, at the inode's cost, and none on the stats'.
+    let mut with_windows = beside(&s, &[priced("syscall", "close", 10, 100.0)]);
+    net_of_tracer(
+        &mut with_windows,
+        &crate::measured::TracerCost {
+            inode: 300.0,
+            inodes: 2,
+            windows: 3,
+            ..t
+        },
+    );
+    let of_w = |e: &str| with_windows.iter().find(|x| x.line.event == e).unwrap();
+    assert_eq!(of_w("minor:file").tracer_ns, 5.0 * 300.0 + 3.0 * 300.0);
+    assert_eq!(of_w("newfstatat").tracer_ns, 810.0 + 600.0);
+    assert_eq!(of_w("minor").tracer_ns, 1200.0);
     // 10 calls at 200 and 2 switches at 500 inside close: 3000 of its 5000.
     assert_eq!(of("close").tracer_ns, 3000.0);
     assert_eq!(of("close").ratio(), Some(1000.0 / 2000.0));
@@ -657,4 +675,46 @@ fn faults_inside_syscalls_are_priced_on_the_lines_that_took_them() {
     assert_eq!(of("pread64").priced_ns, Some(50.0));
     assert_eq!(of("write").priced_ns, None);
     assert_eq!(of("minor").priced_ns, None);
+}
+
+#[test]
+fn a_file_fault_lines_reading_says_how_many_were_the_runs_first_on_their_range() {
+    let s = Split {
+        lines: vec![line("fault", "minor:file", 10, 50_000)],
+        usage_ns: 60_000,
+        ..Split::default()
+    };
+    let b = beside(&s, &[priced("fault", "minor:file", 10, 900.0)]);
+    let ev = Evidence {
+        terms: vec![
+            ("fault-file".into(), 1500.0),
+            ("fault-file-first".into(), 4500.0),
+        ],
+        file_firsts: 8,
+        ..Evidence::default()
+    };
+    let e = evidence(&s, &b[0], &ev);
+    assert!(
+        e.iter()
+            .any(|x| x.contains("8 of its 10 faults were the run's first")
+                && x.contains(&format!(
+                    "priced {} beyond the {}",
+                    human_ns(4500.0),
+                    human_ns(1500.0)
+                ))),
+        "{e:?}"
+    );
+    // Without first touches counted, no such clause.
+    let plain = evidence(
+        &s,
+        &b[0],
+        &Evidence {
+            file_firsts: 0,
+            ..ev
+        },
+    );
+    assert!(
+        !plain.iter().any(|x| x.contains("first on their")),
+        "{plain:?}"
+    );
 }

@@ -124,8 +124,7 @@ pub struct Counted {
     /// anonymous (`prog::EXIT_FILE_PAGES`, `EXIT_ANON_PAGES`): what the exits unmapped.
     pub exit_file_pages: u64,
     pub exit_anon_pages: u64,
-    /// Pages whose page-table entries their forks copied (`prog::FORK_PAGES`): a fork's work
-    /// by the size of the process that forks.
+    /// Pages whose page-table entries their forks copied (`prog::FORK_PAGES`).
     pub fork_pages: u64,
     /// Mappings the exits tore down and the forks copied (`prog::EXIT_VMAS`, `FORK_VMAS`).
     pub exit_vmas: u64,
@@ -136,9 +135,10 @@ pub struct Counted {
     /// Pages (file, anonymous) and mappings munmap calls took out (`prog::exit::MUNMAP_*`).
     pub munmap_pages: (u64, u64),
     pub munmap_vmas: u64,
-    /// Pages the read faults' fault-around mapped from the page cache
-    /// (`prog::FAULT_FILE_PAGES`).
+    /// Pages the read faults' fault-around mapped (`prog::FAULT_FILE_PAGES`), and the faults
+    /// on a 64 KiB window of a file new to the run (`prog::FAULT_FILE_FIRST`).
     pub fault_file_pages: u64,
+    pub fault_file_first: u64,
     /// The components of the paths the stat family's calls walked (`prog::paths`).
     pub path_components: u64,
     /// The stats by path that found an inode no stat of the run had found before
@@ -205,6 +205,7 @@ impl Counted {
             prog::FAULT_FILE_PAGES => self.fault_file_pages = n,
             prog::paths::PATH_COMPONENTS => self.path_components = n,
             prog::paths::STAT_FIRST => self.stats_first = n,
+            prog::FAULT_FILE_FIRST => self.fault_file_first = n,
             prog::inodes::INODE_TOUCHES => self.inode_touches = n,
             prog::inodes::INODE_WINDOWS => self.inode_windows = n,
             _ => {}

@@ -33,7 +33,7 @@ pub mod paths;
 pub mod wake;
 
 pub use exit::{task_exit, RssAt, MUNMAP_ANON_PAGES, MUNMAP_FILE_PAGES, MUNMAP_VMAS};
-pub use faults::{fault_around, fault_begin, fault_end, fault_from_page_cache};
+pub use faults::{fault_around, fault_begin, fault_end, fault_from_page_cache, FAULT_FILE_FIRST};
 pub use fork::sched_process_fork;
 pub use irq::{irq_enter, irq_exit, IrqSlot};
 pub use paths::NEWFSTATAT_FD;
@@ -140,7 +140,7 @@ pub const FAULT_FILE_PAGES: u32 = EXEC_VMAS + 1;
 /// Tracked tasks found running on a CPU whose switch into them no sched_switch showed (a
 /// task switched out while tracked, joined again at its next event here: see `join::late`),
 /// counted. Their time on that CPU until then is in no class.
-pub const LATE_JOINS: u32 = paths::SLOTS_END;
+pub const LATE_JOINS: u32 = faults::SLOTS_END;
 /// Run time the kernel charged tracked tasks for before the split's first sight of each
 /// (`join::first_charge`), ns.
 pub const JOINED_BEFORE: u32 = exit::MUNMAP_VMAS + 1;
@@ -193,8 +193,8 @@ pub const SLOT_TIMED: i16 = 40;
 /// none; `join::first_charge`), when this CPU last switched tasks u64 @80 and the time its idle
 /// task has run since the split started u64 @88 (`gaps::idle_edges`: a call's gap counts
 /// the CPU's busy time only), where a stat by path will leave its inode number u64 @96 and the
-/// stating task's id u32 @104 (`paths::first_stat`).
-pub const STATE_SIZE: u32 = 112;
+/// stating task's id u32 @104 (`paths::first_stat`), the user fault's address u64 @112.
+pub const STATE_SIZE: u32 = 120;
 /// A switched-out task's value: class u32 @0, the syscall slot it was in u32 @4, when it
 /// left u64 @8 (0: nothing to wait on), its open fault's time so far u64 @16, the by-fd slot
 /// of the sampled call it is in, plus one, u32 @24 (and four bytes of padding).

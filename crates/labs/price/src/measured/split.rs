@@ -515,4 +515,8 @@ pub struct TracerCost {
     pub inode: f64,
     #[serde(default)]
     pub inodes: u64,
+    /// The run's file faults on a window new to it (`prog::FAULT_FILE_FIRST`), each an insert
+    /// into the same set at the same cost: on the file faults' line.
+    #[serde(default)]
+    pub windows: u64,
 }

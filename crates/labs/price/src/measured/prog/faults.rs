@@ -3,13 +3,27 @@
 //! handle_mm_fault raises as it returns. Its time until then is held open (`FAULT_OPEN` and
 //! the state's open time) and goes to its kind's slot at its end.
 
-use costlab_bpf::{Asm, FP, R0, R1, R2, R6, R9};
+use costlab_bpf::{Asm, FP, R0, R1, R2, R3, R6, R9};
 
 use super::{
     charge, epilogue, prologue, slot, Join, Maps, Target, FAULT_COW, FAULT_FILE, FAULT_FILE_PAGES,
     FAULT_MINOR, FAULT_OPEN, FAULT_OPEN_COW, FAULT_OPEN_FILE, FAULT_OPEN_WRITE, FP_DELTA, FP_NR,
     PF_PRESENT, PF_WRITE, ST_CLASS, ST_OPEN, USER,
 };
+
+/// Read faults' fault-arounds that mapped a range of a file no earlier fault of the run
+/// mapped (the count word): each window of 16 pages of a file (64 KiB, aligned in the file)
+/// goes into the `seen` set at the first fault on a page of it, the faulting page's window
+/// keyed by the file's `address_space` (its pointer) and the window's number. A fault that
+/// finds its window there found the file's page-cache entries and page descriptors where an
+/// earlier fault of the run left them; a first one finds them as the program's last run, or
+/// another program's, left them (out of the CPU's caches, where a large program ran since:
+/// the fault-file-cold term).
+pub const FAULT_FILE_FIRST: u32 = super::paths::SLOTS_END;
+/// The slots' end: `prog::SLOTS`.
+pub const SLOTS_END: u32 = FAULT_FILE_FIRST + 1;
+/// The CPU state's word (u64): the address of the open user fault (`fault_begin`).
+pub const ST_FAULT_ADDR: i16 = 112;
 
 /// raw page_fault_user (address, regs, error_code): a user fault begins, its class by its
 /// error code (`FAULT_OPEN`, `FAULT_OPEN_WRITE` or, a write to a present page,
@@ -23,6 +37,9 @@ pub fn fault_begin(m: &Maps, t: &Target) -> Asm {
     prologue(&mut a, m, Join::Of(t.who), true);
     a.st_dw(FP, FP_DELTA, 0).note("no user time yet");
     charge(&mut a, m, false);
+    a.ldx_dw(R1, R6, 0)
+        .note("r1 = args[0], the faulting address");
+    a.stx_dw(R9, ST_FAULT_ADDR, R1);
     a.ldx_dw(R1, R6, 16).note("r1 = args[2], the error code");
     a.mov_imm(R2, FAULT_OPEN as i32);
     a.jset_imm(R1, PF_WRITE, "write");
@@ -51,7 +68,8 @@ pub fn fault_from_page_cache(m: &Maps) -> Asm {
 
 /// raw mm_filemap_map_pages(mapping, index, last_index): as `fault_from_page_cache`, and a
 /// read fault's fault-around adds the pages of its range to `FAULT_FILE_PAGES` (a file
-/// fault's cost grows with the pages it maps: 1 to 16).
+/// fault's cost grows with the pages it maps: 1 to 16) and, where its window is new to the
+/// run, one to `FAULT_FILE_FIRST` (`first_window`).
 pub fn fault_around(m: &Maps) -> Asm {
     page_cache_fault(m, true)
 }
@@ -77,12 +95,38 @@ fn page_cache_fault(m: &Maps, count_pages: bool) -> Asm {
         slot(&mut a, m, R1, "out");
         a.ldx_dw(R2, FP, FP_DELTA);
         a.ldx_dw(R1, R0, 0).add(R1, R2).stx_dw(R0, 0, R1);
+        first_window(&mut a, m);
     }
     a.ja("out");
     a.label("write");
     a.st_w(R9, ST_CLASS, FAULT_OPEN_COW as i32);
     epilogue(&mut a);
     a
+}
+
+/// With r6 = the fault-around's context and r9 = this CPU's state: the faulting page's index
+/// (the range's first plus the address's page within its 64 KiB, as the kernel aligns a
+/// fault-around that the mapping does not clip; the range's first where that falls past its
+/// end), its window of 16 pages, and the key (the `address_space` pointer, whose top 16 bits
+/// are all ones in a kernel address, shifted out, and the window's low 16 bits: a stat's keys,
+/// inode numbers, stay below 2^63 and these above). A key the `seen` set lacks goes in, and
+/// counts in `FAULT_FILE_FIRST`; a full set counts each window it cannot hold as first.
+fn first_window(a: &mut Asm, m: &Maps) {
+    a.ldx_dw(R1, R9, ST_FAULT_ADDR);
+    a.rsh_imm(R1, 12).and_imm(R1, 15);
+    a.ldx_dw(R2, R6, 8).note("r2 = index");
+    a.add(R1, R2);
+    a.ldx_dw(R3, R6, 16).note("r3 = last_index");
+    a.jlt(R3, R1, "window_clipped");
+    a.ja("window");
+    a.label("window_clipped");
+    a.mov(R1, R2);
+    a.label("window");
+    a.rsh_imm(R1, 4).and_imm(R1, 0xffff);
+    a.ldx_dw(R2, R6, 0).note("r2 = the mapping");
+    a.lsh_imm(R2, 16).add(R1, R2);
+    a.stx_dw(FP, super::paths::FP_KEY, R1);
+    super::paths::first_in_set(a, m, FAULT_FILE_FIRST, "out");
 }
 
 /// A page fault's end (the software event page-faults-min or -maj, which handle_mm_fault

@@ -189,24 +189,33 @@ pub(super) fn first_stat(a: &mut Asm, m: &Maps) {
     a.jne_imm(R1, 0, "first_stat_done")
         .note("an error: no inode");
     a.mov(R1, FP)
-        .add_imm(R1, -16)
+        .add_imm(R1, FP_KEY as i32)
         .note("r1 = where the inode goes");
     a.mov_imm(R2, 8);
     a.ldx_dw(R3, FP, FP_DELTA);
     a.call(Helper::ProbeReadUser);
     a.jne_imm(R0, 0, "first_stat_done");
-    a.mov(R2, FP).add_imm(R2, -16);
+    first_in_set(a, m, STAT_FIRST, "first_stat_done");
+    a.label("first_stat_done");
+}
+
+/// The key at `FP_KEY` (u64): where the run's `seen` set lacks it, it goes in and `slot`'s
+/// count word gains one; where the set holds it, on to `done`. A full set's insert fails and
+/// the key still counts as first.
+pub(super) fn first_in_set(a: &mut Asm, m: &Maps, slot: u32, done: &str) {
+    a.mov(R2, FP).add_imm(R2, FP_KEY as i32);
     a.ld_map(R1, m.seen);
     a.call(Helper::MapLookupElem);
-    a.jne_imm(R0, 0, "first_stat_done")
-        .note("found by a stat before");
-    a.st_dw(FP, -24, 1);
-    a.mov(R2, FP).add_imm(R2, -16);
-    a.mov(R3, FP).add_imm(R3, -24);
+    a.jne_imm(R0, 0, done).note("in the set: found before");
+    a.st_dw(FP, FP_KEY - 8, 1);
+    a.mov(R2, FP).add_imm(R2, FP_KEY as i32);
+    a.mov(R3, FP).add_imm(R3, (FP_KEY - 8) as i32);
     a.mov_imm(R4, costlab_bpf::insn::BPF_NOEXIST);
     a.ld_map(R1, m.seen);
     a.call(Helper::MapUpdateElem);
-    a.mov_imm(R1, STAT_FIRST as i32);
+    a.mov_imm(R1, slot as i32);
     count(a, m, R1);
-    a.label("first_stat_done");
 }
+
+/// Where a key for the `seen` set is built on the stack (u64), and its value beside it.
+pub(super) const FP_KEY: i16 = -16;
