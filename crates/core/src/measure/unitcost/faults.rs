@@ -206,7 +206,7 @@ const SCATTER: usize = 15;
 /// order, each its own figure (as the pages it was given lay), and 6.0-6.6 on a file written
 /// as this one is. Written side by side or only scrambled, this term read 2.2-6.2 us from run
 /// to run; made this way, 5.8-6.1 in five runs.
-fn scattered_file(bytes: usize) -> Result<std::fs::File> {
+pub(super) fn scattered_file(bytes: usize) -> Result<std::fs::File> {
     use std::os::unix::fs::FileExt;
     let f = super::files::scratch_file().context("creating a temporary file for file faults")?;
     let pages = bytes / PAGE;

@@ -125,13 +125,13 @@ pub fn exit(spec: &SampleSpec, bytes: usize) -> Result<Vec<f64>> {
 }
 
 /// CPU ns of a process's exit after it read `bytes` of a file through a shared mapping, every
-/// page cached, each its own folio (a program's libraries and binaries): unmapping a
-/// page-cache page drops a reference, where an anonymous page is freed. The mapping starts one page past a 2 MiB
+/// page cached, each its own folio, the pages scattered over memory (a program's libraries
+/// and binaries, `faults::scattered_file`): unmapping a page-cache page drops a reference,
+/// where an anonymous page is freed. The mapping starts one page past a 2 MiB
 /// boundary, as the fault-file term's, so its pages are mapped 16 at a time as a program's
 /// are, never a 2 MiB folio whole.
 pub fn exit_file(spec: &SampleSpec, bytes: usize) -> Result<Vec<f64>> {
-    let f =
-        super::files::scratch_file_of_pages(bytes).context("creating a file for the exit term")?;
+    let f = super::faults::scattered_file(bytes).context("creating a file for the exit term")?;
     exit_after(
         spec,
         bytes,
