@@ -207,13 +207,19 @@ const SCATTER: usize = 15;
 /// as this one is. Written side by side or only scrambled, this term read 2.2-6.2 us from run
 /// to run; made this way, 5.8-6.1 in five runs.
 pub(super) fn scattered_file(bytes: usize) -> Result<std::fs::File> {
-    use std::os::unix::fs::FileExt;
     let f = super::files::scratch_file().context("creating a temporary file for file faults")?;
-    let pages = bytes / PAGE;
+    write_scattered(&f, bytes / PAGE)?;
+    Ok(f)
+}
+
+/// Write `pages` pages into `f` as `scattered_file` does: a page a call, in a scrambled order,
+/// `SCATTER` anonymous pages touched after each (let go at the end).
+pub(super) fn write_scattered(f: &std::fs::File, pages: usize) -> Result<()> {
+    use std::os::unix::fs::FileExt;
     let spacer = Mapping::anon(pages * SCATTER * PAGE)?;
     let page = [7u8; PAGE];
     for i in 0..pages {
-        // 1021 is prime, so i * 1021 mod pages visits every page once.
+        // 1021 is prime, so i * 1021 mod pages visits every page once (pages not a multiple).
         let at = (i * 1021) % pages;
         f.write_all_at(&page, (at * PAGE) as u64)
             .context("writing the file")?;
@@ -222,7 +228,7 @@ pub(super) fn scattered_file(bytes: usize) -> Result<std::fs::File> {
             unsafe { std::ptr::write_volatile(spacer.addr.add((i * SCATTER + k) * PAGE), 1) };
         }
     }
-    Ok(f)
+    Ok(())
 }
 
 /// As `file`, on a file whose pages are scattered (`scattered_file`), each round after a

@@ -291,7 +291,7 @@ fn new_names(spec: &SampleSpec, dir: &Path, op: NameOp) -> Result<Vec<f64>> {
 
 /// A file of `len` bytes in the scratch directory, written and synced (so its pages are clean
 /// and can be dropped), open read-write.
-fn synced_file(s: &Scratch, name: &str, len: usize) -> Result<std::fs::File> {
+pub(super) fn synced_file(s: &Scratch, name: &str, len: usize) -> Result<std::fs::File> {
     use std::io::Write;
     let p = s.path().join(name);
     let mut f = std::fs::OpenOptions::new()
@@ -563,41 +563,6 @@ pub fn read_cold(spec: &SampleSpec, dir: &Path) -> Result<Vec<f64>> {
             Ok(())
         })?;
         Ok((ns, COLD_PAGES as f64))
-    })
-}
-
-/// Pages in the page-drop term's file: 1 MiB.
-pub const DROP_PAGES: usize = 256;
-
-/// CPU ns per folio of removing a file whose pages are cached and on disk: the unlink of a
-/// `DROP_PAGES`-page file written a page a call (so each page is a folio of its own, as a
-/// program's small writes make them) less the unlink of an empty one beside it, per folio. As
-/// the last link goes, the folios leave the page cache and the file system frees their blocks
-/// (what an unlink of a full file, or a truncate, adds to the unlink term). Each round writes
-/// and syncs both files first, untimed.
-pub fn page_drop(spec: &SampleSpec, dir: &Path) -> Result<Vec<f64>> {
-    use std::io::Write;
-    let s = Scratch::new(dir)?;
-    let page = [3u8; 4096];
-    let (full, empty) = (s.c("full"), s.c("empty"));
-    let unlink = |p: &CString| {
-        // SAFETY: a NUL-terminated path in this scratch directory.
-        if unsafe { libc::unlink(p.as_ptr()) } != 0 {
-            return Err(os_err("unlink"));
-        }
-        Ok(())
-    };
-    cpu_samples(spec, || {
-        let mut f = s.new_file("full")?;
-        for _ in 0..DROP_PAGES {
-            f.write_all(&page).context("writing a page")?;
-        }
-        f.sync_all().context("syncing")?;
-        drop(f);
-        drop(synced_file(&s, "empty", 0)?);
-        let with_pages = timed(|| unlink(&full))?;
-        let without = timed(|| unlink(&empty))?;
-        Ok(((with_pages - without).max(0.0), DROP_PAGES as f64))
     })
 }
 
