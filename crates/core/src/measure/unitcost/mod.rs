@@ -199,12 +199,15 @@ impl TermFigure {
 /// written side by side: 0.009-0.011 ns a byte unmapped here, against 0.035 scattered).
 /// page-drop 2: pages written as that file's are, and a sweep before each unlink (before, a
 /// file just written in order, hot: a database import's unlink of its old file read 0.45x).
+/// wake-ipi 2, wake-halted 2: the median of the writes (reads) that sent (took) an interrupt,
+/// the slowest as many as the other CPU took (before, of all of them, shared by the
+/// interrupts: 129 ns once, when fewer than half the wake-ups found the CPU halted).
 pub fn revision(term: &str) -> Option<u64> {
     match term {
         "fork" | "file-read" | "file-write" | "pipe-rw" | "fault-file" | "create" | "mkdir"
         | "getdents64" | "tick" | "exit" | "exit-vma" => Some(2),
         "exit-file" => Some(4),
-        "page-drop" => Some(2),
+        "page-drop" | "wake-ipi" | "wake-halted" => Some(2),
         // A curve of sweeps since 2026-12-07 (one sweep of twice the private cache before).
         "cold-call" => Some(2),
         _ => None,
