@@ -6,6 +6,10 @@
  *                                         Prints, per mapping, faults and CPU ns a fault.
  *   file-faults make FILE PAGES SCATTER   write FILE a page at a time in a scrambled order,
  *                                         touching SCATTER anonymous pages after each.
+ *   file-faults read FILE SIZE            pread SIZE bytes at every 7th SIZE-aligned offset
+ *                                         of FILE (at most 20000 calls), five passes: CPU ns
+ *                                         a call each pass (a file larger than the CPU's
+ *                                         caches reads from memory, as the file-read term).
  *   file-faults layout FILE               map FILE, read a byte a page, and say from
  *                                         /proc/self/pagemap (root) how its pages lie: the
  *                                         share next to the page before, the median gap. */
@@ -98,6 +102,23 @@ int main(int argc, char **argv) {
         }
         return close(fd) != 0;
     }
+    if (argc == 4 && !strcmp(argv[1], "read")) {
+        int fd = open(argv[2], O_RDONLY);
+        long span = fd < 0 ? -1 : lseek(fd, 0, SEEK_END), size = atol(argv[3]);
+        if (span <= 0 || size <= 0)
+            return 1;
+        long stride = (size + 4095) / 4096 * 4096;
+        char *buf = malloc(size);
+        for (int r = 0; r < 5; r++) {
+            long n = 0;
+            double t0 = cpu_ns();
+            for (long at = 0; at + stride <= span && n < 20000; at += stride * 7, n++)
+                if (pread(fd, buf, size, at) != size)
+                    return 1;
+            printf("%.0f%s", n ? (cpu_ns() - t0) / n : 0, r < 4 ? " " : " ns a call\n");
+        }
+        return 0;
+    }
     if (argc == 3 && !strcmp(argv[1], "layout")) {
         size_t len;
         volatile char *p = map_all(argv[2], &len);
@@ -128,6 +149,6 @@ int main(int argc, char **argv) {
                100.0 * adjacent / gaps, (unsigned long)gap[gaps / 2], s == 1 ? " " : "");
         return 0;
     }
-    fprintf(stderr, "usage: file-faults map FILE REPS SWEEP_MIB | make FILE PAGES SCATTER | layout FILE\n");
+    fprintf(stderr, "usage: file-faults map FILE REPS SWEEP_MIB | make FILE PAGES SCATTER | read FILE SIZE | layout FILE\n");
     return 2;
 }
