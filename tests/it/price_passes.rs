@@ -5,6 +5,7 @@
 //! reason without them. Beside it, the page-cache count the file-system terms price the same
 //! way: the pages read from small files. None asserts a time.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -153,33 +154,33 @@ fn the_pages_read_from_small_files_are_counted_exactly() {
     assert!(priced, "no unit cost for the pages read from small files");
 }
 
+/// edges.c's `mode n` priced on the calibrated history, without cargo's LD_LIBRARY_PATH (the
+/// loader would stat each folder in it by path): its price rows (`price_measured::rows`); None
+/// where the test is skipped (`price_measured::edges`).
+fn edges_rows(name: &str, mode: &str, n: &str) -> Option<BTreeMap<(String, String, String), f64>> {
+    let (dir, exe) = crate::price_measured::edges(name)?;
+    let db = crate::common::calibrated_db(dir.path());
+    let _one = common::serial();
+    let doc = common::price_with(&db, &["--", exe.to_str().unwrap(), mode, n], |c| {
+        c.env_remove("LD_LIBRARY_PATH");
+    });
+    Some(crate::price_measured::rows(&doc))
+}
+
 /// The components of the paths the stat family walks, counted from the path read at each
 /// call's entry: edges.c `stats N` makes four stats a round of 2, 3 (a `//` and a `.`), 0 (by
 /// fd, AT_EMPTY_PATH) and 2 components, 7N in all (the loader's own stats of its libraries are
 /// by fd too, where no LD_LIBRARY_PATH sends it searching folders); priced at the path-component term, the stats at their own part.
 #[test]
 fn the_components_of_stated_paths_are_counted_exactly() {
+    // Without cargo's LD_LIBRARY_PATH (edges_rows): the loader stats each folder in it by path
+    // (409 more components here).
     let name = "the_components_of_stated_paths_are_counted_exactly";
-    let Some((dir, exe)) = crate::price_measured::edges(name) else {
+    let Some(r) = edges_rows(name, "stats", "500") else {
         return;
     };
-    let db = crate::common::calibrated_db(dir.path());
-    let _one = common::serial();
-    // Without cargo's LD_LIBRARY_PATH: the loader stats each folder in it by path (409 more
-    // components here).
-    let doc = common::price_with(&db, &["--", exe.to_str().unwrap(), "stats", "500"], |c| {
-        c.env_remove("LD_LIBRARY_PATH");
-    });
     let row = |class: &str, event: &str, metric: &str| {
-        doc["results"].as_array().unwrap().iter().find_map(|r| {
-            (r["lab"] == "price"
-                && r["case"]["class"] == class
-                && r["case"]["event"] == event
-                && r["metric"] == metric
-                && r["case"].get("on").is_none())
-            .then(|| r["summary"]["median"].as_f64())
-            .flatten()
-        })
+        r.get(&(class.into(), event.into(), metric.into())).copied()
     };
     let components = row("path", "components", "count").unwrap_or(0.0);
     assert!(
@@ -224,19 +225,9 @@ fn the_components_of_stated_paths_are_counted_exactly() {
 #[test]
 fn the_inodes_stats_find_first_are_counted_once_each() {
     let name = "the_inodes_stats_find_first_are_counted_once_each";
-    let Some((dir, exe)) = crate::price_measured::edges(name) else {
+    let Some(r) = edges_rows(name, "firststats", "300") else {
         return;
     };
-    let db = crate::common::calibrated_db(dir.path());
-    let _one = common::serial();
-    let doc = common::price_with(
-        &db,
-        &["--", exe.to_str().unwrap(), "firststats", "300"],
-        |c| {
-            c.env_remove("LD_LIBRARY_PATH");
-        },
-    );
-    let r = crate::price_measured::rows(&doc);
     let row = |metric: &str| {
         r.get(&("stats".into(), "first touches".into(), metric.into()))
             .copied()
@@ -258,19 +249,9 @@ fn the_inodes_stats_find_first_are_counted_once_each() {
 #[test]
 fn the_faults_a_read_takes_in_the_kernel_are_counted_on_it() {
     let name = "the_faults_a_read_takes_in_the_kernel_are_counted_on_it";
-    let Some((dir, exe)) = crate::price_measured::edges(name) else {
+    let Some(r) = edges_rows(name, "kfaults", "2000") else {
         return;
     };
-    let db = crate::common::calibrated_db(dir.path());
-    let _one = common::serial();
-    let doc = common::price_with(
-        &db,
-        &["--", exe.to_str().unwrap(), "kfaults", "2000"],
-        |c| {
-            c.env_remove("LD_LIBRARY_PATH");
-        },
-    );
-    let r = crate::price_measured::rows(&doc);
     let row = |class: &str, event: &str, metric: &str| {
         r.get(&(class.into(), event.into(), metric.into())).copied()
     };
@@ -295,15 +276,9 @@ fn the_faults_a_read_takes_in_the_kernel_are_counted_on_it() {
 #[test]
 fn a_files_first_faults_on_each_range_are_told_from_the_faults_that_come_back() {
     let name = "a_files_first_faults_on_each_range_are_told_from_the_faults_that_come_back";
-    let Some((dir, exe)) = crate::price_measured::edges(name) else {
+    let Some(r) = edges_rows(name, "ffirst", "1600") else {
         return;
     };
-    let db = crate::common::calibrated_db(dir.path());
-    let _one = common::serial();
-    let doc = common::price_with(&db, &["--", exe.to_str().unwrap(), "ffirst", "1600"], |c| {
-        c.env_remove("LD_LIBRARY_PATH");
-    });
-    let r = crate::price_measured::rows(&doc);
     let row = |class: &str, event: &str, metric: &str| {
         r.get(&(class.into(), event.into(), metric.into())).copied()
     };

@@ -509,11 +509,7 @@ fn evidence(counts: &count::Counts, units: &Units) -> measured::beside::Evidence
         ev.inside = smp.inside.clone();
         ev.sampler_interrupts = smp.total;
     }
-    ev.file_firsts = counts
-        .events
-        .get(&("file faults".to_string(), "first touches".to_string()))
-        .copied()
-        .unwrap_or(0);
+    ev.file_firsts = counts.event("file faults", "first touches");
     for t in [
         "open",
         "create",

@@ -24,14 +24,8 @@ pub(crate) fn tracer_cost(
         Ok(cal) => {
             let oh = cal.overhead;
             o.results.extend(cal.rows);
-            let first = |class: &str| {
-                counts
-                    .events
-                    .get(&(class.to_string(), "first touches".to_string()))
-                    .copied()
-                    .unwrap_or(0)
-            };
-            let (inodes, windows) = (first("stats"), first("file faults"));
+            let inodes = counts.event("stats", "first touches");
+            let windows = counts.event("file faults", "first touches");
             // A file fault's first touch of a window is the same insert into the same set as
             // a stat's of an inode: both at the inode loop's cost.
             let ev = overhead::Events::of(split, switches, inodes + windows);

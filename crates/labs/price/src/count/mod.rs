@@ -76,17 +76,19 @@ impl Counts {
             .sum()
     }
 
+    /// The count of one event, 0 where it was not counted.
+    pub fn event(&self, class: &str, event: &str) -> u64 {
+        self.events
+            .get(&(class.to_string(), event.to_string()))
+            .copied()
+            .unwrap_or(0)
+    }
+
     /// The anonymous first touches THP would make fewer: the minor faults taken in user mode
     /// and those taken inside syscalls (a read into a fresh buffer), which the split counts
     /// apart.
     pub fn anon_faults(&self) -> u64 {
-        let get = |class: &str, event: &str| {
-            self.events
-                .get(&(class.to_string(), event.to_string()))
-                .copied()
-                .unwrap_or(0)
-        };
-        get("fault", "minor") + get("pages", "faulted in syscalls")
+        self.event("fault", "minor") + self.event("pages", "faulted in syscalls")
     }
 }
 

@@ -34,10 +34,6 @@ pub enum Prediction {
     Withdrawn(String),
 }
 
-fn minor(counts: &Counts) -> u64 {
-    counts.anon_faults()
-}
-
 fn calls(counts: &Counts, name: &str) -> u64 {
     counts
         .syscalls
@@ -63,13 +59,13 @@ fn dense(f: u64, units: &Units) -> Option<(f64, f64, f64)> {
 
 /// The model before issue 34 (faults / 512 at a 2 MiB first touch), kept to show beside.
 pub fn before(counts: &Counts, units: &Units) -> Option<(f64, f64, f64)> {
-    let f = minor(counts);
+    let f = counts.anon_faults();
     (f >= 512).then(|| dense(f, units))?
 }
 
 /// The model now: the saving in kernel time, or why it withdraws.
 pub fn predict(counts: &Counts, units: &Units, go: bool) -> Prediction {
-    let f = minor(counts);
+    let f = counts.anon_faults();
     let madvise = calls(counts, "madvise");
     if go {
         return Prediction::Withdrawn(format!(
