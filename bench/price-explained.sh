@@ -59,11 +59,12 @@ if [ -n "$BEFORE" ]; then
     "$BEFORE" cost --db "$OUT/before.db" >"$OUT/cost-before.txt" 2>&1 || true
 fi
 
-# ratio JSON: "measured priced ratio" from the price model's params.
+# figures JSON: "measured priced ratio traced/untraced" from the price model's params (the
+# last: the split's kernel time net of the tracer over the untraced runs' system time).
 figures() {
     jq -r '[.models[] | select(.lab == "price")][0].params as $p
       | (($p.kernel_ns // $p.sys_time_ns) // 0) as $k
-      | "\($k) \($p.priced_kernel_ns // 0) \(if $k > 0 then (($p.priced_kernel_ns // 0) / $k * 100 | round / 100) else "-" end)"' "$1"
+      | "\($k) \($p.priced_kernel_ns // 0) \(if $k > 0 then (($p.priced_kernel_ns // 0) / $k * 100 | round / 100) else "-" end) \(if ($p.kernel_ns // 0) > 0 and ($p.sys_time_ns // 0) > 0 then ($p.kernel_ns / $p.sys_time_ns * 100 | round / 100) else "-" end)"' "$1"
 }
 
 SUMMARY=()
@@ -76,7 +77,7 @@ median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (
 run_kind() { # KIND CMD...
     local kind=$1
     shift
-    local ks=() ps=() rs=() i
+    local ks=() ps=() rs=() us=() i
     for i in $(seq 1 "$REPEAT"); do
         local json="$OUT/$kind-$i.json" txt="$OUT/$kind-$i.txt"
         [ "$i" = 1 ] && json="$OUT/$kind.json" txt="$OUT/$kind.txt"
@@ -84,11 +85,12 @@ run_kind() { # KIND CMD...
             echo "== $kind: costlab price failed: $(tail -1 "$txt")"
             continue
         fi
-        local k p r
-        read -r k p r < <(figures "$json")
+        local k p r u
+        read -r k p r u < <(figures "$json")
         ks+=("$k")
         ps+=("$p")
         rs+=("$r")
+        us+=("$u")
     done
     if [ "${#rs[@]}" -eq 0 ]; then
         SUMMARY+=("$(printf '%-12s %s' "$kind" "price failed")")
@@ -99,8 +101,10 @@ run_kind() { # KIND CMD...
         before=$(jq -r '[.models[] | select(.lab == "price")][0].params.explained_pct // "-"' "$OUT/$kind-before.json")
         [ "$before" != "-" ] && before=$(awk -v e="$before" 'BEGIN {printf "%.2f", e / 100}')
     fi
-    local k p r lo hi
+    local k p r lo hi u
     k=$(printf '%s\n' "${ks[@]}" | median)
+    u=$(printf '%s\n' "${us[@]}" | grep -v '^-$' | median)
+    [ -z "$u" ] && u="-"
     p=$(printf '%s\n' "${ps[@]}" | median)
     r=$(printf '%s\n' "${rs[@]}" | median)
     lo=$(printf '%s\n' "${rs[@]}" | sort -g | head -1)
@@ -109,9 +113,9 @@ run_kind() { # KIND CMD...
     awk -v k="$k" -v p="$p" -v r="$r" -v lo="$lo" -v hi="$hi" -v n="${#rs[@]}" -v b="$before" 'BEGIN {
         printf "  measured kernel %.2f ms, priced %.2f ms, priced/measured %s (%s-%s over %d prices; goal 0.75-1.33; before: %s)\n", k / 1e6, p / 1e6, r, lo, hi, n, b }'
     jq -r '[.models[] | select(.lab == "price")][0].verdict[]
-      | select(startswith("outside 0.67-1.5x") or startswith("no term") or startswith("explained") or startswith("the program ran"))
+      | select(startswith("outside 0.67-1.5x") or startswith("no term") or startswith("explained") or startswith("the program ran") or startswith("untraced,"))
       | "  " + .' "$OUT/$kind.json"
-    SUMMARY+=("$(printf '%-12s %10.2f %10.2f %8s %11s %8s' "$kind" "$(awk -v k="$k" 'BEGIN{print k/1e6}')" "$(awk -v p="$p" 'BEGIN{print p/1e6}')" "$r" "$lo-$hi" "$before")")
+    SUMMARY+=("$(printf '%-12s %10.2f %10.2f %8s %11s %9s %8s' "$kind" "$(awk -v k="$k" 'BEGIN{print k/1e6}')" "$(awk -v p="$p" 'BEGIN{print p/1e6}')" "$r" "$lo-$hi" "$u" "$before")")
 }
 
 if [ "$SET" = unseen ]; then
@@ -134,6 +138,7 @@ else
 fi
 
 echo
-printf '%-12s %10s %10s %8s %11s %8s\n' program "kernel ms" "priced ms" ratio range before
+printf '%-12s %10s %10s %8s %11s %9s %8s\n' program "kernel ms" "priced ms" ratio range untraced before
+echo "(untraced: the kernel time net of the tracer over the untraced runs' system time, median over the prices; the goal 0.85-1.15)"
 printf '%s\n' "${SUMMARY[@]}"
 echo "JSON and text of each price: $OUT"

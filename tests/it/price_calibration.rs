@@ -97,6 +97,49 @@ fn the_tracers_calibration_is_stored_reused_and_measured_again_on_request() {
     );
 }
 
+/// The check of the calibration: without --once, the untraced runs ran each in a cgroup of
+/// its own, and the traced run's kernel time, net of the tracer, is set against their system
+/// time (a ratio, said in the verdict).
+#[test]
+fn the_traced_runs_kernel_time_is_set_against_the_untraced_runs() {
+    let name = "the_traced_runs_kernel_time_is_set_against_the_untraced_runs";
+    let Some((dir, exe)) = events_or_skip(name) else {
+        return;
+    };
+    let db = common::calibrated_db(dir.path());
+    let _one = common::serial();
+    let out = common::command_db(&db)
+        .args([
+            "price",
+            "--quick",
+            "--samples",
+            "3",
+            "--runs",
+            "2",
+            "--json",
+            "-",
+            "--",
+        ])
+        .args([exe.to_str().unwrap(), "touch", "3000"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let doc = common::schema::doc(&out.stdout);
+    let ratio = doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["case"]["class"] == "program" && r["metric"] == "traced_to_untraced")
+        .and_then(|r| r["summary"]["median"].as_f64())
+        .unwrap_or_else(|| panic!("no traced_to_untraced row: {}", doc["results"]));
+    assert!(ratio.is_finite() && ratio > 0.0, "{ratio}");
+    let notes = doc["notes"].to_string();
+    assert!(notes.contains("each ran in a cgroup of its own"), "{notes}");
+    let verdict = doc["models"][0]["verdict"].to_string();
+    assert!(verdict.contains("untraced, the program spent"), "{verdict}");
+}
+
 #[test]
 fn recalibrate_without_a_split_is_refused_before_anything_runs() {
     for (other, why) in [

@@ -165,7 +165,15 @@ pub fn run(args: &PriceArgs, ctx: &Ctx) -> Result<Outcome> {
         tracer_measured: tracer.is_some(),
         usage_ns: s.usage_ns as f64,
     });
-    let mut model = check(&mut o, &priced, &times, cmdline, &advice, kernel.as_ref());
+    let untraced = !counted.untraced.is_empty();
+    let mut model = check(
+        &mut o,
+        &priced,
+        (&times, untraced),
+        cmdline,
+        &advice,
+        kernel.as_ref(),
+    );
     if let (Some(s), Some(lines)) = (split, &measured) {
         let net = kernel.as_ref().map_or(0.0, Kernel::net);
         let ev = evidence(counts, &units);
@@ -524,13 +532,36 @@ fn evidence(counts: &count::Counts, units: &Units) -> measured::beside::Evidence
     ev
 }
 
+/// The verdict's first line: the program's wall time, its CPU and kernel time, the traced
+/// run's where the split ran (the split's kernel time less the tracer's own), else the
+/// untraced runs'.
+fn ran_line(kernel: Option<&Kernel>, net: Option<f64>, wall: f64, user: f64, sys: f64) -> String {
+    match (kernel, net) {
+        (Some(k), Some(net)) => format!(
+            "the program ran {} of wall time (untraced); traced, {} on CPU and {} of it in the kernel: the split's {}, less the tracer's own {}{}",
+            human_ns(wall),
+            human_ns((k.usage_ns - k.tracer_ns).max(0.0)),
+            human_ns(net),
+            human_ns(k.split_ns),
+            human_ns(k.tracer_ns),
+            if k.tracer_measured { "" } else { " (not measured)" }
+        ),
+        _ => format!(
+            "the program ran {} of wall time, {} on CPU, {} of it in the kernel (system time from the timer's ticks: no split ran)",
+            human_ns(wall),
+            human_ns(user + sys),
+            human_ns(sys)
+        ),
+    }
+}
+
 /// The program's rows (times, priced kernel time, explained %) and the model that reads them.
 /// With a split, its kernel time (net of the tracer's own cost) is the one kernel total;
 /// without, the untraced runs' system time, and the verdict says which.
 fn check(
     o: &mut Outcome,
     priced: &[Priced],
-    times: &[Times],
+    (times, untraced): (&[Times], bool),
     cmd: &str,
     what_ifs: &[pricing::WhatIf],
     kernel: Option<&Kernel>,
@@ -547,7 +578,11 @@ fn check(
             LAB,
             case.clone(),
             metric,
-            if metric == "explained" { "%" } else { "ns" },
+            match metric {
+                "explained" => "%",
+                "traced_to_untraced" => "ratio",
+                _ => "ns",
+            },
             samples,
         ) {
             r.quality = if derived {
@@ -592,23 +627,12 @@ fn check(
         med(col(|t| t.sys_ns)),
         med(col(|t| t.wall_ns)),
     );
-    let mut verdict = vec![match (kernel, kernel_ns) {
-        (Some(k), Some(net)) => format!(
-            "the program ran {} of wall time (untraced); traced, {} on CPU and {} of it in the kernel: the split's {}, less the tracer's own {}{}",
-            human_ns(wall),
-            human_ns((k.usage_ns - k.tracer_ns).max(0.0)),
-            human_ns(net),
-            human_ns(k.split_ns),
-            human_ns(k.tracer_ns),
-            if k.tracer_measured { "" } else { " (not measured)" }
-        ),
-        _ => format!(
-            "the program ran {} of wall time, {} on CPU, {} of it in the kernel (system time from rusage ticks: no split ran)",
-            human_ns(wall),
-            human_ns(user + sysm),
-            human_ns(sysm)
-        ),
-    }];
+    let mut verdict = vec![ran_line(kernel, kernel_ns, wall, user, sysm)];
+    if let (true, Some(net), Some(s)) = (untraced, kernel_ns, sys.as_ref()) {
+        let line = times::untraced_line(net, s);
+        push("traced_to_untraced", vec![line.0], false);
+        verdict.push(line.1);
+    }
     let priced_text = quality::quote(
         format!(
             "the counted events at their unit costs here price {} of kernel time ({}–{})",

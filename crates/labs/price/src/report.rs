@@ -148,7 +148,7 @@ impl Run<'_> {
                 row(
                     "of it in the kernel",
                     format!(
-                        "{} (system time from rusage ticks: no split ran)",
+                        "{} (system time from the timer's ticks: no split ran)",
                         human_ns(sys)
                     ),
                 );
@@ -179,7 +179,7 @@ impl Run<'_> {
                 let sys = self.param("sys_time_ns").unwrap_or(0.0);
                 let _ = write!(
                     h,
-                    "<p class=\"meta\" id=\"one-total\">No split ran (--count-only, or saved counts): the one kernel total is the untraced runs' system time, {}, from rusage ticks. Priced: {}{}.</p>",
+                    "<p class=\"meta\" id=\"one-total\">No split ran (--count-only, or saved counts): the one kernel total is the untraced runs' system time, {}, from the timer's ticks (each run's cgroup, where one could be made). Priced: {}{}.</p>",
                     esc(&human_ns(sys)),
                     esc(&human_ns(priced_kernel)),
                     explained.map_or(String::new(), |e| format!(", explained {e:.0}%"))

@@ -27,6 +27,9 @@ pub struct Counted {
     pub counts: Counts,
     pub cmdline: String,
     pub untraced: Vec<Times>,
+    /// Whether every untraced run's user and system time came from a cgroup of its own
+    /// (`untraced_runs`), not from rusage.
+    pub untraced_by_cgroup: bool,
     /// A Go program's GC share from its runtime (Some(None): Go, but no GC cycle ran).
     pub go_gc: Option<Option<f64>>,
     /// A Go program's GC cycles as its runtime traced them (the first untraced run's).
@@ -76,6 +79,7 @@ fn from_saved(args: &PriceArgs, s: &SavedCounts, o: &mut Outcome) -> Counted {
         counts: s.counts(),
         cmdline: s.command.clone(),
         untraced,
+        untraced_by_cgroup: false,
         go_gc: None,
         go_cycles: Vec::new(),
     }
@@ -93,6 +97,7 @@ fn from_pid(args: &PriceArgs, pid: u32) -> Result<Counted> {
         counts: c,
         cmdline: format!("--pid {pid}"),
         untraced: Vec::new(),
+        untraced_by_cgroup: false,
         go_gc: None,
         go_cycles: Vec::new(),
     })
@@ -110,8 +115,16 @@ fn from_command(args: &PriceArgs, ctx: &Ctx) -> Result<Counted> {
     // the order changes and the number of runs does not.
     let warm = !args.once && !args.count_only && args.runs > 0;
     let mut runs = Vec::new();
+    let mut by_cgroup = true;
     if warm {
-        runs = untraced_runs(args, &path, 0..1, &mut go_gc, &mut go_cycles)?;
+        runs = untraced_runs(
+            args,
+            &path,
+            0..1,
+            &mut go_gc,
+            &mut go_cycles,
+            &mut by_cgroup,
+        )?;
         costlab_core::measure::cancel::check()?;
     }
     // The split's cpu-clock ticks often enough to share a short program's user class (the
@@ -142,12 +155,20 @@ fn from_command(args: &PriceArgs, ctx: &Ctx) -> Result<Counted> {
     // Ctrl-C reached the program too: price what it did until then, from its own run.
     if !args.once && !costlab_core::measure::cancel::requested() {
         let from = usize::from(warm);
-        let rest = untraced_runs(args, &path, from..args.runs, &mut go_gc, &mut go_cycles)?;
+        let rest = untraced_runs(
+            args,
+            &path,
+            from..args.runs,
+            &mut go_gc,
+            &mut go_cycles,
+            &mut by_cgroup,
+        )?;
         runs.extend(rest);
     }
     Ok(Counted {
         counts: c,
         cmdline: costlab_history::store::redact(&args.command.join(" ")),
+        untraced_by_cgroup: by_cgroup && !runs.is_empty(),
         untraced: runs,
         go_gc,
         go_cycles,
@@ -155,32 +176,67 @@ fn from_command(args: &PriceArgs, ctx: &Ctx) -> Result<Counted> {
 }
 
 /// The command's untraced runs, their stdio on /dev/null; a Go program's first one also
-/// prints its runtime's GC trace, read into `go_gc`.
+/// prints its runtime's GC trace, read into `go_gc`. Each runs in a cgroup of its own, and its
+/// user and system time are that cgroup's (`count::cgroup_times`); where none can be made,
+/// its rusage's, and `by_cgroup` is cleared.
 fn untraced_runs(
     args: &PriceArgs,
     path: &Path,
     which: std::ops::Range<usize>,
     go_gc: &mut Option<Option<f64>>,
     go_cycles: &mut Vec<crate::verify::gogc::Cycle>,
+    by_cgroup: &mut bool,
 ) -> Result<Vec<Times>> {
     let mut runs = Vec::new();
     let go = gowhatif::is_go_program(path);
     for i in which {
         costlab_core::measure::cancel::check()?;
-        if go && i == 0 {
+        let cg = count::Cgroup::create().ok();
+        let dir = cg.as_ref().map(|c| c.dir.as_path());
+        let times = if go && i == 0 {
             let mut trace = count::unnamed_file()?;
-            let spawn = count::Spawn::new(path, &args.command)
+            let mut spawn = count::Spawn::new(path, &args.command)
                 .errors_to(trace.try_clone().context("sharing the GC trace file")?)
                 .gctrace();
-            runs.push(spawn.run()?.times);
+            if let Some(d) = dir {
+                spawn = spawn.in_cgroup(d);
+            }
+            let times = spawn.run()?.times;
             let text = count::read_back(&mut trace);
             *go_gc = Some(gowhatif::gctrace_share(&text));
             *go_cycles = crate::verify::gogc::cycles(&text);
+            times
         } else {
-            runs.push(count::run_program(path, &args.command, None, Stdio3::Null)?.0);
+            count::run_program(path, &args.command, dir, Stdio3::Null)?.0
+        };
+        match dir.and_then(|d| cgroup_times(d, times)) {
+            Some(t) => runs.push(t),
+            None => {
+                *by_cgroup = false;
+                runs.push(times);
+            }
         }
     }
     Ok(runs)
+}
+
+/// A finished run's user and system time from the cpu.stat of the cgroup it ran alone in
+/// (made for it, so the figures are its own), its wall time from `ended`; None where the
+/// file cannot be read or shows no CPU time.
+///
+/// Both the cgroup's split and rusage's come from the timer's ticks, and both are scaled to
+/// the exact CPU time. rusage splits each process by its own ticks, so a child that ran less
+/// than a tick and met none counts all its time as user time: a program of many short
+/// children (a shell script, a compiler driver) reads half its system time or less there.
+/// The cgroup splits the run's whole CPU time by all its processes' ticks together.
+pub fn cgroup_times(dir: &Path, ended: Times) -> Option<Times> {
+    let text = std::fs::read_to_string(dir.join("cpu.stat")).ok()?;
+    let (usage, user, system) = crate::measured::parse_cpu_stat(&text)?;
+    (usage > 0).then_some(Times {
+        user_ns: user as f64,
+        sys_ns: system as f64,
+        wall_ns: ended.wall_ns,
+    })
 }
 
 #[cfg(test)]
@@ -206,5 +262,37 @@ mod tests {
                 && e.to_string().starts_with("no command to price"),
             "{e}"
         );
+    }
+
+    /// A run's times from the cgroup it ran alone in: user and system add up to the cgroup's
+    /// whole CPU time (the kernel scales the ticks' split to it), the wall time is the run's
+    /// (root: a cgroup).
+    #[test]
+    fn a_runs_times_are_its_cgroups() {
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("skipped: a cgroup needs root");
+            return;
+        }
+        let cg = match count::Cgroup::create() {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("skipped: {e}");
+                return;
+            }
+        };
+        let argv: Vec<String> = ["sh", "-c", "for i in 1 2 3 4 5 6 7 8; do /bin/true; done"]
+            .map(String::from)
+            .to_vec();
+        let path = count::program(&argv).unwrap();
+        let (times, ..) = count::run_program(&path, &argv, Some(&cg.dir), Stdio3::Null).unwrap();
+        let t = cgroup_times(&cg.dir, times).unwrap();
+        let stat = std::fs::read_to_string(cg.dir.join("cpu.stat")).unwrap();
+        let (usage, _, _) = crate::measured::parse_cpu_stat(&stat).unwrap();
+        assert!(
+            (t.user_ns + t.sys_ns - usage as f64).abs() <= 1000.0 && usage > 0,
+            "{t:?} against {stat}"
+        );
+        assert_eq!(t.wall_ns, times.wall_ns);
+        assert_eq!(cgroup_times(Path::new("/nonexistent"), times), None);
     }
 }

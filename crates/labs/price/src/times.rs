@@ -7,6 +7,7 @@ use crate::args::PriceArgs;
 use crate::count::Times;
 use crate::source::Counted;
 use crate::{tracecost, LAB, TRACING_PAIRS};
+use costlab_core::measure::units::human_ns;
 use costlab_core::measure::Summary;
 use costlab_history::report::{Outcome, ResultRow};
 
@@ -28,8 +29,13 @@ pub fn times_for(
     }
     if !untraced.is_empty() {
         o.notes.push(format!(
-            "times from {} untraced run(s) of the same command after the traced one (their stdin, stdout and stderr were /dev/null)",
-            untraced.len()
+            "times from {} untraced run(s) of the same command after the traced one (their stdin, stdout and stderr were /dev/null){}",
+            untraced.len(),
+            if counted.untraced_by_cgroup {
+                "; each ran in a cgroup of its own, and its user and system time are that cgroup's cpu.stat: the timer's ticks over all the run's processes, scaled to its CPU time (rusage splits each process by its own ticks, and a child shorter than a tick that met none counts as all user time)"
+            } else {
+                "; user and system time from rusage (no cgroup could be made for them): a child shorter than a tick that met none counts as all user time"
+            }
         ));
         return Ok(untraced.clone());
     }
@@ -68,4 +74,62 @@ pub fn times_for(
         }
         None => vec![counts.times],
     })
+}
+
+/// The traced run's kernel time net of the tracer (`net`) over the untraced runs' median
+/// system time, and the line that says it: the check that the tracer's cost taken out is
+/// the cost it added (within 15%, or the line says it is not).
+pub fn untraced_line(net: f64, sys: &Summary) -> (f64, String) {
+    let r = net / sys.median.max(1.0);
+    let runs = match sys.n {
+        1 => "one untraced run".to_string(),
+        n => format!(
+            "the median of {n} untraced runs, {}–{}",
+            human_ns(sys.min),
+            human_ns(sys.max)
+        ),
+    };
+    let tail = if (0.85..=1.15).contains(&r) {
+        "within 15%".to_string()
+    } else {
+        format!(
+            "outside 15%: the tracer's cost taken out is not all it added to this program (or the untraced runs' few ticks of the timer say their system time too coarsely: {runs})"
+        )
+    };
+    (
+        r,
+        format!(
+            "untraced, the program spent {} in the kernel ({runs}): the traced run's kernel time, net of the tracer, is {r:.2}x that, {tail}",
+            human_ns(sys.median)
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_traced_kernel_time_is_checked_against_the_untraced_runs() {
+        let runs = Summary::of(&[30e6, 40e6, 50e6]).unwrap();
+        let (r, text) = untraced_line(44e6, &runs);
+        assert!((r - 1.1).abs() < 1e-9, "{r}");
+        assert!(
+            text.contains(
+                "40.00 ms in the kernel (the median of 3 untraced runs, 30.00 ms–50.00 ms)"
+            ),
+            "{text}"
+        );
+        assert!(text.ends_with("1.10x that, within 15%"), "{text}");
+        let one = Summary::of(&[20e6]).unwrap();
+        let (r, text) = untraced_line(40e6, &one);
+        assert_eq!(r, 2.0);
+        assert!(
+            text.contains("(one untraced run)") && text.contains("2.00x that, outside 15%"),
+            "{text}"
+        );
+        // No system time at all: a ratio against a nanosecond, never a division by zero.
+        let none = Summary::of(&[0.0]).unwrap();
+        assert!(untraced_line(5.0, &none).0.is_finite());
+    }
 }
