@@ -628,8 +628,8 @@ fn check(
         med(col(|t| t.wall_ns)),
     );
     let mut verdict = vec![ran_line(kernel, kernel_ns, wall, user, sysm)];
-    if let (true, Some(net), Some(s)) = (untraced, kernel_ns, sys.as_ref()) {
-        let line = times::untraced_line(net, s);
+    if let (true, Some(net)) = (untraced, kernel_ns) {
+        let line = times::untraced_line(net, &col(|t| t.sys_ns));
         push("traced_to_untraced", vec![line.0], false);
         verdict.push(line.1);
     }
