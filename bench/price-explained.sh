@@ -59,12 +59,13 @@ if [ -n "$BEFORE" ]; then
     "$BEFORE" cost --db "$OUT/before.db" >"$OUT/cost-before.txt" 2>&1 || true
 fi
 
-# figures JSON: "measured priced ratio traced/untraced" from the price model's params (the
-# last: the split's kernel time net of the tracer over the untraced runs' system time).
+# figures JSON: "measured priced ratio kernel cpu" from the price model's params and rows (the
+# last two: the traced run's kernel time, then its CPU time, net of the tracer, over the
+# untraced runs').
 figures() {
-    jq -r '[.models[] | select(.lab == "price")][0].params as $p
+    jq -r '. as $doc | [.models[] | select(.lab == "price")][0].params as $p
       | (($p.kernel_ns // $p.sys_time_ns) // 0) as $k
-      | "\($k) \($p.priced_kernel_ns // 0) \(if $k > 0 then (($p.priced_kernel_ns // 0) / $k * 100 | round / 100) else "-" end) \([.results[] | select(.case.class == "program" and .metric == "traced_to_untraced")][0].summary.median // "-" | if . == "-" then . else (. * 100 | round / 100) end)"' "$1"
+      | "\($k) \($p.priced_kernel_ns // 0) \(if $k > 0 then (($p.priced_kernel_ns // 0) / $k * 100 | round / 100) else "-" end) \(["traced_to_untraced", "traced_to_untraced_cpu"] | map(. as $m | [$doc.results[] | select(.case.class == "program" and .metric == $m)][0].summary.median // "-" | if . == "-" then . else (. * 100 | round / 100) end | tostring) | join(" "))"' "$1"
 }
 
 SUMMARY=()
@@ -77,7 +78,7 @@ median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (
 run_kind() { # KIND CMD...
     local kind=$1
     shift
-    local ks=() ps=() rs=() us=() i
+    local ks=() ps=() rs=() us=() cs=() i
     for i in $(seq 1 "$REPEAT"); do
         local json="$OUT/$kind-$i.json" txt="$OUT/$kind-$i.txt"
         [ "$i" = 1 ] && json="$OUT/$kind.json" txt="$OUT/$kind.txt"
@@ -85,12 +86,13 @@ run_kind() { # KIND CMD...
             echo "== $kind: costlab price failed: $(tail -1 "$txt")"
             continue
         fi
-        local k p r u
-        read -r k p r u < <(figures "$json")
+        local k p r u c
+        read -r k p r u c < <(figures "$json")
         ks+=("$k")
         ps+=("$p")
         rs+=("$r")
         us+=("$u")
+        cs+=("$c")
     done
     if [ "${#rs[@]}" -eq 0 ]; then
         SUMMARY+=("$(printf '%-12s %s' "$kind" "price failed")")
@@ -101,10 +103,12 @@ run_kind() { # KIND CMD...
         before=$(jq -r '[.models[] | select(.lab == "price")][0].params.explained_pct // "-"' "$OUT/$kind-before.json")
         [ "$before" != "-" ] && before=$(awk -v e="$before" 'BEGIN {printf "%.2f", e / 100}')
     fi
-    local k p r lo hi u
+    local k p r lo hi u c
     k=$(printf '%s\n' "${ks[@]}" | median)
     u=$(printf '%s\n' "${us[@]}" | grep -v '^-$' | median)
     [ -z "$u" ] && u="-"
+    c=$(printf '%s\n' "${cs[@]}" | grep -v '^-$' | median)
+    [ -z "$c" ] && c="-"
     p=$(printf '%s\n' "${ps[@]}" | median)
     r=$(printf '%s\n' "${rs[@]}" | median)
     lo=$(printf '%s\n' "${rs[@]}" | sort -g | head -1)
@@ -115,7 +119,7 @@ run_kind() { # KIND CMD...
     jq -r '[.models[] | select(.lab == "price")][0].verdict[]
       | select(startswith("outside 0.67-1.5x") or startswith("no term") or startswith("explained") or startswith("the program ran") or startswith("untraced,"))
       | "  " + .' "$OUT/$kind.json"
-    SUMMARY+=("$(printf '%-12s %10.2f %10.2f %8s %11s %9s %8s' "$kind" "$(awk -v k="$k" 'BEGIN{print k/1e6}')" "$(awk -v p="$p" 'BEGIN{print p/1e6}')" "$r" "$lo-$hi" "$u" "$before")")
+    SUMMARY+=("$(printf '%-12s %10.2f %10.2f %8s %11s %9s %6s %8s' "$kind" "$(awk -v k="$k" 'BEGIN{print k/1e6}')" "$(awk -v p="$p" 'BEGIN{print p/1e6}')" "$r" "$lo-$hi" "$u" "$c" "$before")")
 }
 
 if [ "$SET" = unseen ]; then
@@ -140,7 +144,7 @@ else
 fi
 
 echo
-printf '%-12s %10s %10s %8s %11s %9s %8s\n' program "kernel ms" "priced ms" ratio range untraced before
-echo "(untraced: the kernel time net of the tracer over the untraced runs' system time, median over the prices; the goal 0.85-1.15)"
+printf '%-12s %10s %10s %8s %11s %9s %6s %8s\n' program "kernel ms" "priced ms" ratio range untraced cpu before
+echo "(untraced: the kernel time net of the tracer over the untraced runs' system time, the goal 0.85-1.15; cpu: the same for the CPU time, an exact clock; each the median over the prices)"
 printf '%s\n' "${SUMMARY[@]}"
 echo "JSON and text of each price: $OUT"

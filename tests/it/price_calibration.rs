@@ -126,18 +126,23 @@ fn the_traced_runs_kernel_time_is_set_against_the_untraced_runs() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
     let doc = common::schema::doc(&out.stdout);
-    let ratio = doc["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["case"]["class"] == "program" && r["metric"] == "traced_to_untraced")
-        .and_then(|r| r["summary"]["median"].as_f64())
-        .unwrap_or_else(|| panic!("no traced_to_untraced row: {}", doc["results"]));
-    assert!(ratio.is_finite() && ratio > 0.0, "{ratio}");
+    for metric in ["traced_to_untraced", "traced_to_untraced_cpu"] {
+        let ratio = doc["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["case"]["class"] == "program" && r["metric"] == metric)
+            .and_then(|r| r["summary"]["median"].as_f64())
+            .unwrap_or_else(|| panic!("no {metric} row: {}", doc["results"]));
+        assert!(ratio.is_finite() && ratio > 0.0, "{metric} {ratio}");
+    }
     let notes = doc["notes"].to_string();
     assert!(notes.contains("each ran in a cgroup of its own"), "{notes}");
     let verdict = doc["models"][0]["verdict"].to_string();
-    assert!(verdict.contains("untraced, the program spent"), "{verdict}");
+    assert!(
+        verdict.contains("untraced, the program spent") && verdict.contains("on CPU"),
+        "{verdict}"
+    );
 }
 
 #[test]

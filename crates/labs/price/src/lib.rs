@@ -580,7 +580,7 @@ fn check(
             metric,
             match metric {
                 "explained" => "%",
-                "traced_to_untraced" => "ratio",
+                "traced_to_untraced" | "traced_to_untraced_cpu" => "ratio",
                 _ => "ns",
             },
             samples,
@@ -628,10 +628,15 @@ fn check(
         med(col(|t| t.wall_ns)),
     );
     let mut verdict = vec![ran_line(kernel, kernel_ns, wall, user, sysm)];
-    if let (true, Some(net)) = (untraced, kernel_ns) {
-        let line = times::untraced_line(net, &col(|t| t.sys_ns));
-        push("traced_to_untraced", vec![line.0], false);
-        verdict.push(line.1);
+    if let (true, Some(net), Some(k)) = (untraced, kernel_ns, kernel) {
+        let traced = times::Traced {
+            kernel_ns: net,
+            cpu_ns: (k.usage_ns - k.tracer_ns).max(0.0),
+        };
+        let c = times::untraced_check(traced, &col(|t| t.sys_ns), &col(|t| t.user_ns + t.sys_ns));
+        push("traced_to_untraced", vec![c.kernel_ratio], false);
+        push("traced_to_untraced_cpu", vec![c.cpu_ratio], false);
+        verdict.push(c.text);
     }
     let priced_text = quality::quote(
         format!(

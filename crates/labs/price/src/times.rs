@@ -76,15 +76,37 @@ pub fn times_for(
     })
 }
 
-/// The traced run's kernel time net of the tracer (`net`) over the untraced runs' mean
-/// system time (`sys`, one a run), and the line that says it: the check that the tracer's
-/// cost taken out is the cost it added (within 15%, or the line says it is not). The mean,
-/// not the median: each run's system time is whole ticks of the timer scaled, and a short
-/// program's median sits on one tick count where the mean sees them all.
-pub fn untraced_line(net: f64, sys: &[f64]) -> (f64, String) {
-    let n = sys.len().max(1);
-    let mean = sys.iter().sum::<f64>() / n as f64;
-    let r = net / mean.max(1.0);
+/// The traced run's figures net of the tracer's calibrated cost: its kernel time (the
+/// split's) and its whole CPU time (the cgroup's usage).
+#[derive(Debug, Clone, Copy)]
+pub struct Traced {
+    pub kernel_ns: f64,
+    pub cpu_ns: f64,
+}
+
+/// The traced run set against the untraced runs: the check that the tracer's cost taken out
+/// is the cost it added.
+#[derive(Debug, Clone)]
+pub struct UntracedCheck {
+    /// The traced kernel time over the untraced runs' mean system time.
+    pub kernel_ratio: f64,
+    /// The traced CPU time over the untraced runs' mean CPU time.
+    pub cpu_ratio: f64,
+    pub text: String,
+}
+
+/// Check the traced run against the untraced runs' system times (`sys`) and CPU times
+/// (`cpu`), one a run, by their means. The kernel time is the check, but each run's
+/// system time is whole ticks of the timer scaled (a short program's median sits on one tick
+/// count, where the mean sees them all, and it is still coarse); its CPU time is exact, and
+/// tracing leaves the program's own user work as it was, so what the traced run used beyond
+/// the untraced ones, net of the calibrated cost, is tracer cost the calibration missed (or
+/// the program's own spread from run to run).
+pub fn untraced_check(traced: Traced, sys: &[f64], cpu: &[f64]) -> UntracedCheck {
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let (sys_mean, cpu_mean) = (mean(sys), mean(cpu));
+    let kernel_ratio = traced.kernel_ns / sys_mean.max(1.0);
+    let cpu_ratio = traced.cpu_ns / cpu_mean.max(1.0);
     let (lo, hi) = sys
         .iter()
         .fold((f64::MAX, 0.0f64), |(lo, hi), &v| (lo.min(v), hi.max(v)));
@@ -96,20 +118,37 @@ pub fn untraced_line(net: f64, sys: &[f64]) -> (f64, String) {
             human_ns(hi)
         ),
     };
-    let tail = if (0.85..=1.15).contains(&r) {
+    let within = |r: f64| (0.85..=1.15).contains(&r);
+    let kernel = if within(kernel_ratio) {
         "within 15%".to_string()
     } else {
+        format!("outside 15% (a short run's system time is a few ticks: {runs}; --runs N says it finer)")
+    };
+    let extra = traced.cpu_ns - cpu_mean;
+    let cpu = if extra.abs() <= 0.02 * cpu_mean {
+        "the tracer's cost taken out is the cost it added, within 2% of the CPU time".to_string()
+    } else if extra > 0.0 {
         format!(
-            "outside 15%: the tracer's cost taken out is not all it added to this program, or the untraced runs' few ticks of the timer say their system time too coarsely ({runs}; more runs, --runs N, say it finer)"
+            "it used {} more than they did: tracer cost its calibration did not take out (or the program's own spread from run to run), {:.0}% of the traced kernel time",
+            human_ns(extra),
+            100.0 * extra / traced.kernel_ns.max(1.0)
+        )
+    } else {
+        format!(
+            "they used {} more than it did: the program's own spread from run to run, or a calibration above what the tracer cost here",
+            human_ns(-extra)
         )
     };
-    (
-        r,
-        format!(
-            "untraced, the program spent {} in the kernel ({runs}): the traced run's kernel time, net of the tracer, is {r:.2}x that, {tail}",
-            human_ns(mean)
-        ),
-    )
+    let text = format!(
+        "untraced, the program spent {} in the kernel and {} on CPU ({runs}): the traced run's kernel time, net of the tracer, is {kernel_ratio:.2}x the first, {kernel}; its CPU time, net of the tracer, is {cpu_ratio:.2}x the second (CPU time is exact, system time is ticks): {cpu}",
+        human_ns(sys_mean),
+        human_ns(cpu_mean)
+    );
+    UntracedCheck {
+        kernel_ratio,
+        cpu_ratio,
+        text,
+    }
 }
 
 #[cfg(test)]
@@ -117,24 +156,53 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_traced_kernel_time_is_checked_against_the_untraced_runs() {
-        let (r, text) = untraced_line(44e6, &[30e6, 50e6, 40e6]);
-        assert!((r - 1.1).abs() < 1e-9, "{r}");
+    fn the_traced_run_is_checked_against_the_untraced_runs() {
+        let t = |k: f64, c: f64| Traced {
+            kernel_ns: k,
+            cpu_ns: c,
+        };
+        let c = untraced_check(t(44e6, 100e6), &[30e6, 50e6, 40e6], &[90e6, 110e6, 100e6]);
+        assert!((c.kernel_ratio - 1.1).abs() < 1e-9, "{c:?}");
+        assert!((c.cpu_ratio - 1.0).abs() < 1e-9, "{c:?}");
         assert!(
-            text.contains(
-                "40.00 ms in the kernel (the mean of 3 untraced runs, 30.00 ms–50.00 ms)"
+            c.text.contains("40.00 ms in the kernel and 100.00 ms on CPU (the mean of 3 untraced runs, 30.00 ms–50.00 ms)"),
+            "{}",
+            c.text
+        );
+        assert!(c.text.contains("1.10x the first, within 15%"), "{}", c.text);
+        assert!(
+            c.text.ends_with(
+                "the tracer's cost taken out is the cost it added, within 2% of the CPU time"
             ),
-            "{text}"
+            "{}",
+            c.text
         );
-        assert!(text.ends_with("1.10x that, within 15%"), "{text}");
-        let (r, text) = untraced_line(40e6, &[20e6]);
-        assert_eq!(r, 2.0);
+        // The traced run used 10 ms more CPU than the untraced one: a quarter of its kernel time.
+        let c = untraced_check(t(40e6, 110e6), &[20e6], &[100e6]);
+        assert_eq!(c.kernel_ratio, 2.0);
+        assert!((c.cpu_ratio - 1.1).abs() < 1e-9);
         assert!(
-            text.contains("(one untraced run)") && text.contains("2.00x that, outside 15%"),
-            "{text}"
+            c.text.contains("(one untraced run)")
+                && c.text.contains("2.00x the first, outside 15%"),
+            "{}",
+            c.text
         );
-        // No system time at all: a ratio against a nanosecond, never a division by zero.
-        assert!(untraced_line(5.0, &[0.0]).0.is_finite());
-        assert!(untraced_line(5.0, &[]).0.is_finite());
+        assert!(
+            c.text.contains("it used 10.00 ms more than they did")
+                && c.text.contains("25% of the traced kernel time"),
+            "{}",
+            c.text
+        );
+        let c = untraced_check(t(40e6, 90e6), &[40e6], &[100e6]);
+        assert!(
+            c.text.contains("they used 10.00 ms more than it did"),
+            "{}",
+            c.text
+        );
+        // No runs or no time at all: ratios against a nanosecond, never a division by zero.
+        assert!(untraced_check(t(5.0, 5.0), &[0.0], &[0.0])
+            .kernel_ratio
+            .is_finite());
+        assert!(untraced_check(t(5.0, 5.0), &[], &[]).cpu_ratio.is_finite());
     }
 }
