@@ -64,7 +64,17 @@ fn the_tracers_calibration_is_stored_reused_and_measured_again_on_request() {
     events.sort();
     assert_eq!(
         events,
-        ["fault", "inode", "lookup", "mmap", "path", "switch", "syscall", "tick"],
+        [
+            "fault",
+            "file_fault",
+            "inode",
+            "lookup",
+            "mmap",
+            "path",
+            "switch",
+            "syscall",
+            "tick"
+        ],
         "{rows:?}"
     );
     let tracer = rows[0].1.clone();
@@ -85,7 +95,7 @@ fn the_tracers_calibration_is_stored_reused_and_measured_again_on_request() {
     );
     // --recalibrate: measured again, and stored with that run.
     let third = price(&["--recalibrate"]);
-    assert_eq!(tracer_rows(&third).len(), 8);
+    assert_eq!(tracer_rows(&third).len(), 9);
     let note = tracer_note(&third);
     assert!(note.contains("measured here now (--recalibrate)"), "{note}");
     // The newest is what the next price reuses.

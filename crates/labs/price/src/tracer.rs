@@ -68,6 +68,7 @@ pub(crate) fn tracer_cost(
                 inode: oh.inode,
                 inodes,
                 windows,
+                file_fault: oh.file_fault,
             };
             Some((ns, per_event))
         }

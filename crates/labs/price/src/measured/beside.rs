@@ -91,7 +91,9 @@ pub fn net_of_tracer(lines: &mut [Beside], t: &super::TracerCost) {
                     }
             }
             ("fault", "unfinished") => 0.0,
-            ("fault", "minor:file") => l.count as f64 * t.fault + t.windows as f64 * t.inode,
+            ("fault", "minor:file") => {
+                l.count as f64 * (t.fault + t.file_fault) + t.windows as f64 * t.inode
+            }
             ("fault", _) => l.count as f64 * t.fault,
             ("irq", "local_timer") => t.tick_ns,
             _ => 0.0,

@@ -340,6 +340,7 @@ fn a_lines_ratio_is_read_on_its_own_time_net_of_the_tracer_inside_it() {
         inode: 0.0,
         inodes: 0,
         windows: 0,
+        file_fault: 0.0,
     };
     net_of_tracer(&mut b, &t);
     let of = |e: &str| b.iter().find(|x| x.line.event == e).unwrap();
@@ -374,6 +375,18 @@ fn a_lines_ratio_is_read_on_its_own_time_net_of_the_tracer_inside_it() {
     );
     let of_w = |e: &str| with_windows.iter().find(|x| x.line.event == e).unwrap();
     assert_eq!(of_w("minor:file").tracer_ns, 5.0 * 300.0 + 3.0 * 300.0);
+    // A file fault's own programs, 100 more each of the 5: on its line alone.
+    let mut with_file = beside(&s, &[priced("syscall", "close", 10, 100.0)]);
+    net_of_tracer(
+        &mut with_file,
+        &crate::measured::TracerCost {
+            file_fault: 100.0,
+            ..t
+        },
+    );
+    let of_f = |e: &str| with_file.iter().find(|x| x.line.event == e).unwrap();
+    assert_eq!(of_f("minor:file").tracer_ns, 5.0 * (300.0 + 100.0));
+    assert_eq!(of_f("minor").tracer_ns, 1200.0);
     assert_eq!(of_w("newfstatat").tracer_ns, 810.0 + 600.0);
     assert_eq!(of_w("minor").tracer_ns, 1200.0);
     // 10 calls at 200 and 2 switches at 500 inside close: 3000 of its 5000.

@@ -519,4 +519,8 @@ pub struct TracerCost {
     /// into the same set at the same cost: on the file faults' line.
     #[serde(default)]
     pub windows: u64,
+    /// A user fault the page cache served, beyond `fault` (the overhead's file fault loop):
+    /// on the `fault minor:file` line.
+    #[serde(default)]
+    pub file_fault: f64,
 }

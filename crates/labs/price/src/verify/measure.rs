@@ -86,7 +86,9 @@ impl Traced {
         let raw = self.split.class_ns(class) as f64;
         let own = match class {
             "syscall" => self.events.syscalls as f64 * o.syscall,
-            "fault" => self.events.faults as f64 * o.fault,
+            "fault" => {
+                self.events.faults as f64 * o.fault + self.events.file_faults as f64 * o.file_fault
+            }
             "kernel-other" => self.events.switches as f64 * o.switch,
             "irq" => o.of_time(self.split.usage_ns as f64),
             _ => 0.0,

@@ -22,6 +22,7 @@
 pub mod calibration;
 pub mod gogc;
 mod judge;
+pub mod loops;
 pub mod measure;
 pub mod overhead;
 mod plan;

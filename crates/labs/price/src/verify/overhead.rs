@@ -39,27 +39,9 @@ use anyhow::{bail, Context, Result};
 use costlab_core::measure::units::human_ns;
 use costlab_core::measure::Summary;
 
+use super::loops::{cached_file, cached_page, child_loop, Kind, INODES};
 use crate::count::Cgroup;
 use crate::measured::{parse_cpu_stat, Split, Tracer};
-
-/// Rounds of the spin loop (about 100 ms here).
-const SPINS: u64 = 100_000_000;
-/// getppid calls in the syscall loop.
-const SYSCALLS: u64 = 200_000;
-/// Pages first-touched in the fault loop: `FAULT_ROUNDS` maps of `FAULT_PAGES` 4 KiB pages.
-const FAULT_PAGES: usize = 8192;
-const FAULT_ROUNDS: usize = 4;
-/// Round trips of one byte each way in the switch loop.
-const PING_PONGS: u64 = 5_000;
-/// One-byte preads of a cached file in the lookup loop.
-const LOOKUPS: u64 = 100_000;
-/// Stats of one file of the inode loop's folder in the path loop (its path read by the split).
-const PATHS: u64 = 50_000;
-/// Mappings of a cached file's page (each unmapped again) in the mmap loop.
-const MMAPS: u64 = 20_000;
-/// Files of the inode loop, each stat'ed once a run: each stat's inode is one the run's set
-/// has not held, so each is an insert.
-const INODES: usize = 20_000;
 
 /// The tracer's cost per syscall, user fault and switch, ns of kernel time each; and its cost
 /// per ns of CPU (its cpu-clock tick, which finds the kernel's share of user time: a timer
@@ -79,6 +61,9 @@ pub struct Overhead {
     /// An mmap beyond its syscall's cost: with the sampler, the side-band record `perf
     /// record` asks every mapping for (its file's path among it).
     pub mmap: f64,
+    /// A user fault the page cache served, beyond `fault`: the split's programs on the page
+    /// cache's fault tracepoints, and its look into the run's set of windows.
+    pub file_fault: f64,
     pub per_cpu: f64,
     /// Measured with the sampler's events beside the split.
     pub sampler: bool,
@@ -101,6 +86,8 @@ pub struct Events {
     pub mmaps: u64,
     /// Stats by path that found an inode first (each also one of `paths`).
     pub inodes: u64,
+    /// User faults the page cache served (each also one of `faults`).
+    pub file_faults: u64,
 }
 
 impl Events {
@@ -140,6 +127,7 @@ impl Events {
                 .map(|l| l.count)
                 .sum(),
             inodes,
+            file_faults: split.line("fault", "minor:file").map_or(0, |l| l.count),
         }
     }
 }
@@ -154,6 +142,7 @@ impl Overhead {
             + e.paths as f64 * self.path
             + e.mmaps as f64 * self.mmap
             + e.inodes as f64 * self.inode
+            + e.file_faults as f64 * self.file_fault
     }
 
     /// The tracer's cost of its tick over a traced run of `usage_ns` CPU (which holds it).
@@ -169,7 +158,7 @@ impl Overhead {
     /// One line for the output.
     pub fn line(&self) -> String {
         format!(
-            "the {}own cost, taken out of every traced run's kernel time: {} a syscall, {} a user fault, {} a switch, {} a page-cache lookup, {} a stat's path read, {} a stat's first touch of an inode, {} an mmap, and {} {:.2}% of the CPU",
+            "the {}own cost, taken out of every traced run's kernel time: {} a syscall, {} a user fault ({} more one the page cache served), {} a switch, {} a page-cache lookup, {} a stat's path read, {} a stat's first touch of an inode, {} an mmap, and {} {:.2}% of the CPU",
             if self.sampler {
                 "split's and the sampler's "
             } else {
@@ -177,6 +166,7 @@ impl Overhead {
             },
             human_ns(self.syscall),
             human_ns(self.fault),
+            human_ns(self.file_fault),
             human_ns(self.switch),
             human_ns(self.lookup),
             human_ns(self.path),
@@ -224,6 +214,7 @@ impl Overhead {
             Kind::Syscalls,
             Kind::Mmaps,
             Kind::Faults,
+            Kind::FileFaults,
             Kind::Switches,
             Kind::Lookups,
             Kind::Paths,
@@ -256,6 +247,7 @@ impl Overhead {
                 Kind::Paths => o.path = c,
                 Kind::Mmaps => o.mmap = c,
                 Kind::Inodes => o.inode = c,
+                Kind::FileFaults => o.file_fault = c,
                 Kind::Spin => {}
             }
         }
@@ -272,6 +264,7 @@ impl Overhead {
             "path" => &mut self.path,
             "mmap" => &mut self.mmap,
             "inode" => &mut self.inode,
+            "file_fault" => &mut self.file_fault,
             "tick" => &mut self.per_cpu,
             _ => return false,
         };
@@ -282,53 +275,22 @@ impl Overhead {
 
 /// What the tracer pays for, by name: its cost per event of each, and "tick", its timer's
 /// share of the CPU (a fraction of the untraced CPU, not ns).
-pub const EVENTS: [&str; 8] = [
-    "syscall", "fault", "switch", "lookup", "path", "mmap", "inode", "tick",
+pub const EVENTS: [&str; 9] = [
+    "syscall",
+    "fault",
+    "file_fault",
+    "switch",
+    "lookup",
+    "path",
+    "mmap",
+    "inode",
+    "tick",
 ];
 
 /// Each round's figure of each event measured, by name.
 pub type Rounds = Vec<(&'static str, Vec<f64>)>;
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Kind {
-    /// Work in user mode and no events: the tick's cost alone.
-    Spin,
-    Syscalls,
-    Faults,
-    Switches,
-    /// One-byte preads of a cached file: a syscall and a page-cache lookup each.
-    Lookups,
-    /// Stats of a path: a syscall and a path read each.
-    Paths,
-    /// Mappings of a cached file's page, each unmapped again: two syscalls and an mmap.
-    Mmaps,
-    /// Stats of distinct files, each once: a syscall, a path read and an inode found first.
-    Inodes,
-}
-
 impl Kind {
-    /// The event of `EVENTS` whose cost the loop measures.
-    fn event(self) -> &'static str {
-        match self {
-            Kind::Spin => "tick",
-            Kind::Syscalls => "syscall",
-            Kind::Faults => "fault",
-            Kind::Switches => "switch",
-            Kind::Lookups => "lookup",
-            Kind::Paths => "path",
-            Kind::Mmaps => "mmap",
-            Kind::Inodes => "inode",
-        }
-    }
-
-    /// Its name in errors: its event's, but "spin" for the tick's loop.
-    fn word(self) -> &'static str {
-        match self {
-            Kind::Spin => "spin",
-            k => k.event(),
-        }
-    }
-
     /// How many of its own events a traced loop made, and the tracer's cost of the others
     /// (priced at the costs found so far).
     fn events(self, run: &LoopRun, so_far: &Overhead) -> (f64, f64) {
@@ -342,6 +304,13 @@ impl Kind {
             Kind::Paths => (e.paths, Events { paths: 0, ..e }),
             Kind::Mmaps => (e.mmaps, Events { mmaps: 0, ..e }),
             Kind::Inodes => (e.inodes, Events { inodes: 0, ..e }),
+            Kind::FileFaults => (
+                e.file_faults,
+                Events {
+                    file_faults: 0,
+                    ..e
+                },
+            ),
         };
         (n as f64, so_far.of(&rest))
     }
@@ -435,6 +404,7 @@ fn run_loop(kind: Kind, traced: Option<bool>, files: &Distinct) -> Result<LoopRu
     let sets = [set(here), set(there)];
     let file = match kind {
         Kind::Lookups | Kind::Mmaps => Some(cached_page()?),
+        Kind::FileFaults => Some(cached_file()?),
         _ => None,
     };
     // SAFETY: fork(2). The child runs only `child_loop`, which makes raw syscalls and plain
@@ -483,149 +453,6 @@ fn run_loop(kind: Kind, traced: Option<bool>, files: &Distinct) -> Result<LoopRu
     })
 }
 
-/// The lookup loop's file: a page in the temp folder, cached by its write, open for reading
-/// (its name already removed).
-fn cached_page() -> Result<std::fs::File> {
-    let page = std::env::temp_dir().join(format!("costlab-lookups-{}", std::process::id()));
-    std::fs::write(&page, [7u8; 4096]).with_context(|| format!("writing {}", page.display()))?;
-    let file = std::fs::File::open(&page);
-    let _ = std::fs::remove_file(&page);
-    file.with_context(|| format!("opening {}", page.display()))
-}
-
-/// The forked child: join the cgroup (the fd of its cgroup.procs), run the loop, exit.
-///
-/// # Safety
-/// Call only in a child just forked; it never returns.
-unsafe fn child_loop(
-    procs: i32,
-    kind: Kind,
-    cpus: &[libc::cpu_set_t; 2],
-    file: i32,
-    paths: &[std::ffi::CString],
-) -> ! {
-    if libc::write(procs, b"0".as_ptr().cast(), 1) != 1 {
-        libc::_exit(3);
-    }
-    match kind {
-        Kind::Spin => {
-            let x = std::cell::UnsafeCell::new(0u64);
-            for i in 0..SPINS {
-                std::ptr::write_volatile(x.get(), std::ptr::read_volatile(x.get()) ^ i);
-            }
-        }
-        Kind::Syscalls => {
-            for _ in 0..SYSCALLS {
-                libc::syscall(libc::SYS_getppid);
-            }
-        }
-        Kind::Paths => {
-            // One file again and again: after the first, each stat's inode is found in the
-            // run's set (a lookup, as a program's stat of a file it stat'ed before).
-            let mut st: libc::stat = std::mem::zeroed();
-            for _ in 0..PATHS {
-                if libc::fstatat(libc::AT_FDCWD, paths[0].as_ptr(), &mut st, 0) != 0 {
-                    libc::_exit(12);
-                }
-            }
-        }
-        Kind::Inodes => {
-            let mut st: libc::stat = std::mem::zeroed();
-            for p in paths {
-                if libc::fstatat(libc::AT_FDCWD, p.as_ptr(), &mut st, 0) != 0 {
-                    libc::_exit(13);
-                }
-            }
-        }
-        Kind::Mmaps => {
-            for _ in 0..MMAPS {
-                let p = libc::mmap(
-                    std::ptr::null_mut(),
-                    4096,
-                    libc::PROT_READ,
-                    libc::MAP_PRIVATE,
-                    file,
-                    0,
-                );
-                if p == libc::MAP_FAILED {
-                    libc::_exit(11);
-                }
-                libc::munmap(p, 4096);
-            }
-        }
-        Kind::Lookups => {
-            let mut b = [0u8; 1];
-            for _ in 0..LOOKUPS {
-                if libc::pread(file, b.as_mut_ptr().cast(), 1, 0) != 1 {
-                    libc::_exit(10);
-                }
-            }
-        }
-        Kind::Faults => {
-            let len = FAULT_PAGES * 4096;
-            for _ in 0..FAULT_ROUNDS {
-                let p = libc::mmap(
-                    std::ptr::null_mut(),
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                    -1,
-                    0,
-                );
-                if p == libc::MAP_FAILED {
-                    libc::_exit(4);
-                }
-                // 4 KiB faults whatever the THP mode.
-                libc::madvise(p, len, libc::MADV_NOHUGEPAGE);
-                let base = p as *mut u8;
-                for i in 0..FAULT_PAGES {
-                    std::ptr::write_volatile(base.add(i * 4096), 1);
-                }
-                libc::munmap(p, len);
-            }
-        }
-        Kind::Switches => {
-            // Two processes, each on a CPU of its own, a byte each way: every wait is a
-            // switch to the idle task and back.
-            let size = std::mem::size_of::<libc::cpu_set_t>();
-            if libc::sched_setaffinity(0, size, &cpus[0]) != 0 {
-                libc::_exit(5);
-            }
-            let mut there = [0i32; 2];
-            let mut back = [0i32; 2];
-            if libc::pipe(there.as_mut_ptr()) != 0 || libc::pipe(back.as_mut_ptr()) != 0 {
-                libc::_exit(6);
-            }
-            let mut b = [0u8; 1];
-            let other = libc::fork();
-            if other < 0 {
-                libc::_exit(7);
-            }
-            if other == 0 {
-                if libc::sched_setaffinity(0, size, &cpus[1]) != 0 {
-                    libc::_exit(5);
-                }
-                for _ in 0..PING_PONGS {
-                    if libc::read(there[0], b.as_mut_ptr().cast(), 1) != 1 {
-                        libc::_exit(8);
-                    }
-                    libc::write(back[1], b.as_ptr().cast(), 1);
-                }
-                libc::_exit(0);
-            }
-            for _ in 0..PING_PONGS {
-                libc::write(there[1], b.as_ptr().cast(), 1);
-                if libc::read(back[0], b.as_mut_ptr().cast(), 1) != 1 {
-                    libc::_exit(9);
-                }
-            }
-            let mut st = 0;
-            libc::waitpid(other, &mut st, 0);
-        }
-    }
-    libc::_exit(0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -640,6 +467,7 @@ mod tests {
             path: 70.0,
             mmap: 1800.0,
             inode: 300.0,
+            file_fault: 400.0,
             per_cpu: 0.25,
             sampler: false,
         };
@@ -651,8 +479,21 @@ mod tests {
             paths: 0,
             mmaps: 0,
             inodes: 0,
+            file_faults: 0,
         };
         assert_eq!(o.of(&e), 100_000.0 + 3000.0 + 1000.0);
+        // 4 of the 10 faults served by the page cache, each 400 more.
+        let file = Events {
+            file_faults: 4,
+            ..e
+        };
+        assert_eq!(o.of(&file), 104_000.0 + 1600.0);
+        let run = LoopRun {
+            usage_ns: 0.0,
+            events: file,
+            timer_ns: 0.0,
+        };
+        assert_eq!(Kind::FileFaults.events(&run, &o), (4.0, 104_000.0));
         // A path read each of 5 stats, at 70.
         assert_eq!(o.of(&Events { paths: 5, ..e }), 104_000.0 + 350.0);
         // A lookup each of 40 reads, at 50 ns.
@@ -710,7 +551,8 @@ mod tests {
                 line("syscall", "write", 5),
                 line("syscall", "statx", 2),
                 line("syscall", "mmap", 3),
-                line("fault", "minor", 7),
+                line("fault", "minor", 5),
+                line("fault", "minor:file", 2),
                 line("fault", "major", 1),
                 line("fault", "unfinished", 3),
                 line("user", "user", 1),
@@ -727,6 +569,7 @@ mod tests {
                 paths: 2,
                 mmaps: 3,
                 inodes: 1,
+                file_faults: 2,
             }
         );
     }
@@ -747,7 +590,14 @@ mod tests {
         }
         // Every cost is a number of ns, none below zero.
         for c in [
-            o.syscall, o.fault, o.switch, o.lookup, o.path, o.inode, o.per_cpu,
+            o.syscall,
+            o.fault,
+            o.file_fault,
+            o.switch,
+            o.lookup,
+            o.path,
+            o.inode,
+            o.per_cpu,
         ] {
             assert!(c.is_finite() && c >= 0.0, "{o:?}");
         }
