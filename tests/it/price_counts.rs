@@ -16,6 +16,8 @@ use std::process::Command;
 use costlab_price::count;
 use costlab_price::pricing;
 
+use crate::price_measured::{count_of, price, rows};
+
 /// `perf stat -a -G` of `exe MODE N`, joined to a fresh cgroup just before its exec (as costlab
 /// joins its own): event name (with the filter's side, "sched:sched_switch/voluntary") -> count.
 fn perf_stat_cgroup(
@@ -551,5 +553,68 @@ fn io_uring_submissions_are_priced_at_the_nearest_measured_batch() {
         sub.unit.is_none() && sub.how.contains("costlab syscall"),
         "{}",
         sub.how
+    );
+}
+
+/// An mmap of a file is a line of its own, `mmap:file`, priced at the mmap-file term; an
+/// anonymous one stays mmap's, whichever calls were timed.
+#[test]
+fn file_mmaps_are_told_from_anonymous_ones() {
+    let name = "file_mmaps_are_told_from_anonymous_ones";
+    let Some((dir, exe)) = events_or_skip(name) else {
+        return;
+    };
+    let db = common::calibrated_db(dir.path());
+    let _one = common::serial();
+    let exe = exe.to_str().unwrap();
+    let base = rows(&price(&db, &["--", exe, "mapfile", "0"]));
+    for every in ["1", "16"] {
+        let doc = price(&db, &["--time-one-in", every, "--", exe, "mapfile", "300"]);
+        let r = rows(&doc);
+        let more = |event: &str| count_of(&r, "syscall", event) - count_of(&base, "syscall", event);
+        assert_eq!(more("mmap:file"), 300.0, "one in {every}: {r:?}");
+        assert_eq!(more("mmap"), 300.0, "one in {every}: {r:?}");
+        let priced = doc["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["case"]["event"] == "mmap:file" && x["metric"] == "unit_cost")
+            .unwrap_or_else(|| panic!("mmap:file not priced: {}", doc["results"]));
+        assert!(
+            priced["summary"]["median"].as_f64().unwrap() > 0.0,
+            "{priced}"
+        );
+    }
+}
+
+/// An execve that fails (a PATH search) is a line of its own, `execve:failed`, with its count
+/// and time, priced as the path lookup it made; execve keeps the execs that loaded a program.
+#[test]
+fn failed_execs_are_told_from_execs() {
+    let name = "failed_execs_are_told_from_execs";
+    if let Some(why) = count::unavailable() {
+        return skip::skipped_unless_ci(name, &why);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = crate::common::calibrated_db(dir.path());
+    let _one = common::serial();
+    // env's execvp tries /nonexistent-a/true and /nonexistent-b/true (ENOENT), then
+    // /usr/bin/true: two failed, and the two execs that ran (env's own and true's).
+    let doc = price(
+        &db,
+        &[
+            "--",
+            "env",
+            "PATH=/nonexistent-a:/nonexistent-b:/usr/bin:/bin",
+            "true",
+        ],
+    );
+    let r = rows(&doc);
+    assert_eq!(count_of(&r, "syscall", "execve:failed"), 2.0, "{r:?}");
+    assert_eq!(count_of(&r, "syscall", "execve"), 2.0, "{r:?}");
+    assert_eq!(
+        r.get(&("syscall".into(), "execve:failed".into(), "count".into())),
+        Some(&2.0),
+        "priced apart: {r:?}"
     );
 }

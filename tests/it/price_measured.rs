@@ -9,8 +9,11 @@ use crate::common::{self, skip};
 use crate::price::events_or_skip;
 use costlab_price::count;
 
-/// (class, event, metric) -> median of the price rows of a JSON document.
-pub(crate) fn rows(doc: &serde_json::Value) -> BTreeMap<(String, String, String), f64> {
+/// (class, event, metric) -> median.
+pub(crate) type Rows = BTreeMap<(String, String, String), f64>;
+
+/// The price rows of a JSON document.
+pub(crate) fn rows(doc: &serde_json::Value) -> Rows {
     doc["results"]
         .as_array()
         .unwrap()
@@ -34,7 +37,7 @@ pub(crate) fn price(db: &std::path::Path, args: &[&str]) -> serde_json::Value {
 }
 
 /// The split's events as counts: cpu_time ÷ per_event.
-fn count_of(r: &BTreeMap<(String, String, String), f64>, class: &str, event: &str) -> f64 {
+pub(crate) fn count_of(r: &Rows, class: &str, event: &str) -> f64 {
     let get = |m: &str| r.get(&(class.into(), event.into(), m.into())).copied();
     match (get("cpu_time"), get("per_event")) {
         (Some(c), Some(p)) if p > 0.0 => (c / p).round(),
@@ -409,38 +412,6 @@ fn creates_are_told_from_opens_and_counted_exactly() {
             "one in {every}: {r:?}"
         );
     }
-}
-
-/// An execve that fails (a PATH search) is a line of its own, `execve:failed`, with its count
-/// and time, priced as the path lookup it made; execve keeps the execs that loaded a program.
-#[test]
-fn failed_execs_are_told_from_execs() {
-    let name = "failed_execs_are_told_from_execs";
-    if let Some(why) = count::unavailable() {
-        return skip::skipped_unless_ci(name, &why);
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let db = crate::common::calibrated_db(dir.path());
-    let _one = common::serial();
-    // env's execvp tries /nonexistent-a/true and /nonexistent-b/true (ENOENT), then
-    // /usr/bin/true: two failed, and the two execs that ran (env's own and true's).
-    let doc = price(
-        &db,
-        &[
-            "--",
-            "env",
-            "PATH=/nonexistent-a:/nonexistent-b:/usr/bin:/bin",
-            "true",
-        ],
-    );
-    let r = rows(&doc);
-    assert_eq!(count_of(&r, "syscall", "execve:failed"), 2.0, "{r:?}");
-    assert_eq!(count_of(&r, "syscall", "execve"), 2.0, "{r:?}");
-    assert_eq!(
-        r.get(&("syscall".into(), "execve:failed".into(), "count".into())),
-        Some(&2.0),
-        "priced apart: {r:?}"
-    );
 }
 
 /// The page cache in and out, counted exactly in both modes: a file's pages made by writes,

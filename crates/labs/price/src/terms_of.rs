@@ -206,6 +206,11 @@ pub fn syscall_pricing(name: &str) -> Option<Pricing> {
             1.0,
             "an mmap of 16 untouched pages: a VMA made or changed",
         ),
+        "mmap:file" => by(
+            "mmap-file",
+            1.0,
+            "an mmap of a file (no MAP_ANONYMOUS: a loader's library segment, a mapped data file): the mmap-file term, 16 pages of a shared library mapped read-only",
+        ),
         "munmap" => by(
             "munmap",
             1.0,

@@ -29,7 +29,7 @@ use anyhow::Result;
 use super::SampleSpec;
 
 /// Every term, in the order they are measured and shown (the `term` case key's values).
-pub const TERMS: [&str; 53] = [
+pub const TERMS: [&str; 54] = [
     "fault-4k",
     "fault-thp",
     "fault-file",
@@ -68,6 +68,7 @@ pub const TERMS: [&str; 53] = [
     "fault-cow",
     "fault-major",
     "mmap",
+    "mmap-file",
     "exec",
     "exit",
     "exit-file",
@@ -255,6 +256,7 @@ pub fn reading(term: &str) -> &'static str {
         "fault-cow" => "a write fault on a private file mapping: a cached page copied, per fault",
         "fault-major" => "a read fault on a file page not cached (its readahead included, the minor faults it spares apart), CPU time, per major fault",
         "mmap" => "mmap of 16 anonymous pages (a new VMA, nothing touched), per call",
+        "mmap-file" => "mmap of 16 pages of a shared library (this process's libc: its mapping tree holds most processes' mappings of it), read-only and private as a loader maps a segment, nothing touched, per call (the calls one after another: a program's loader, between its faults and reads, meets colder caches)",
         "exec" => "exec of a one-page static program and its exit, CPU time of the child, per exec",
         "exit" => "a process's exit after it touched `size` bytes of anonymous memory, then waited while four times the largest CPU cache was swept on its CPU (an exit comes after the program's own work), CPU time, per exit; per_byte: each byte more unmapped",
         "exit-file" => "a process's exit after it read `size` bytes of a cached file through a shared mapping (16 pages mapped a fault; the file cached a page a folio, as binaries and libraries are), then waited while four times the largest CPU cache was swept on its CPU, CPU time, per exit; per_byte: each byte more unmapped",
@@ -411,6 +413,7 @@ fn measure_term(term: &str, spec: &SampleSpec, dir: &Path) -> Result<Vec<TermFig
         "fault-cow" => one(faults::cow(spec)?),
         "fault-major" => one(faults::major(spec, dir)?),
         "mmap" => one(faults::mmap(spec)?),
+        "mmap-file" => one(faults::mmap_file(spec)?),
         "exec" => one(procs::exec(spec, dir)?),
         "exit" => by_page(procs::exit)?,
         "exit-file" => by_page(procs::exit_file)?,

@@ -196,6 +196,7 @@ impl Counting {
         let stats_first = split.as_ref().map_or(0, |s| s.stats_first);
         let faults_first = split.as_ref().map_or(0, |s| s.fault_file_first);
         let stats_by_fd = split.as_ref().map_or(0, |s| s.stats_by_fd);
+        let mmap_files = split.as_ref().map_or(0, |s| s.mmap_files);
         let fd_bytes = split
             .as_ref()
             .map(|s| s.fd_bytes.clone())
@@ -273,6 +274,7 @@ impl Counting {
         split_by_fd_kind(&mut syscalls, &by_fd, &kinds, &names);
         split_off(&mut syscalls, "openat", "openat:create", creates);
         split_off(&mut syscalls, "newfstatat", "newfstatat:fd", stats_by_fd);
+        split_off(&mut syscalls, "mmap", "mmap:file", mmap_files);
         split_off(&mut syscalls, "execve", "execve:failed", exec_failed);
         let fd_bytes = fdwatch::by_fd_kind(&fd_bytes, &kinds, &names);
         Ok((syscalls, events, fd_bytes))

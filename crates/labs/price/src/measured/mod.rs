@@ -15,6 +15,7 @@ pub mod inodes;
 mod pages;
 mod procfs;
 pub mod prog;
+mod slots;
 mod split;
 
 use std::collections::BTreeMap;
@@ -35,65 +36,8 @@ use prog::{IrqSlot, Maps, Target};
 
 pub use pages::PageCounts;
 pub use procfs::*;
+pub use slots::slot_name;
 pub use split::*;
-
-const SOFTIRQ_NAMES: [&str; 10] = [
-    "hi", "timer", "net_tx", "net_rx", "block", "irq_poll", "tasklet", "sched", "hrtimer", "rcu",
-];
-
-/// A slot's (class, event).
-pub fn slot_name(
-    slot: u32,
-    syscalls: &BTreeMap<u32, String>,
-    irqs: &BTreeMap<u32, String>,
-) -> (&'static str, String) {
-    use prog::*;
-    match slot {
-        SYS_OTHER => ("syscall", "syscall_511_and_up".into()),
-        OPEN_CREATE => ("syscall", "openat:create".into()),
-        paths::NEWFSTATAT_FD => ("syscall", "newfstatat:fd".into()),
-        DIRENT_BYTES => ("bytes", "dirents".into()),
-        EXEC_FAILED => ("syscall", "execve:failed".into()),
-        s if s < SYS_OTHER => (
-            "syscall",
-            syscalls
-                .get(&s)
-                .cloned()
-                .unwrap_or_else(|| format!("syscall_{s}")),
-        ),
-        USER => ("user", "user".into()),
-        FAULT_MINOR => ("fault", "minor".into()),
-        FAULT_MAJOR => ("fault", "major".into()),
-        FAULT_OPEN | FAULT_OPEN_WRITE | FAULT_OPEN_FILE | FAULT_OPEN_COW => {
-            ("fault", "unfinished".into())
-        }
-        FAULT_FILE => ("fault", "minor:file".into()),
-        FAULT_COW => ("fault", "minor:cow".into()),
-        s if (SOFTIRQ_BASE..SOFTIRQ_BASE + SOFTIRQS).contains(&s) => {
-            let v = (s - SOFTIRQ_BASE) as usize;
-            (
-                "softirq",
-                SOFTIRQ_NAMES
-                    .get(v)
-                    .map_or(format!("softirq_{v}"), |n| n.to_string()),
-            )
-        }
-        s if (VEC_BASE..IRQ_BASE).contains(&s) => (
-            "irq",
-            VECTORS
-                .get((s - VEC_BASE) as usize)
-                .map_or(format!("vector_{s}"), |n| n.to_string()),
-        ),
-        s => {
-            let n = s - IRQ_BASE;
-            (
-                "irq",
-                irqs.get(&n)
-                    .map_or(format!("irq{n}"), |name| format!("{n}:{name}")),
-            )
-        }
-    }
-}
 
 /// The syscall counts the split's sys_enter kept: by number, and the read/write family's
 /// sampled calls by (number, fd), as `bpf::SyscallCounter` gives them.
@@ -108,6 +52,8 @@ pub struct Counted {
     /// Of newfstatat's calls (in `ids`), those with an empty path (glibc's fstat): priced
     /// as stats by fd.
     pub stats_by_fd: u64,
+    /// Of mmap's calls (in `ids`), those of a file (no MAP_ANONYMOUS): priced at mmap-file.
+    pub mmap_files: u64,
     /// The bytes of directory entries getdents64 returned.
     pub dirent_bytes: u64,
     /// execve calls that failed (not in `ids`' execve: added back there, as creates are).
@@ -184,6 +130,10 @@ impl Counted {
                     .entry(prog::paths::NR_NEWFSTATAT as u32)
                     .or_default() += n;
                 self.stats_by_fd = n;
+            }
+            prog::MMAP_FILE => {
+                *self.ids.entry(prog::NR_MMAP as u32).or_default() += n;
+                self.mmap_files = n;
             }
             prog::FAULT_FILE => self.fault_file = n,
             prog::FAULT_COW => self.fault_cow = n,
@@ -535,7 +485,8 @@ impl Tracer {
             }
             // The counters past the fault kinds are events, not lines (a call's own slot
             // among them, the stats by fd, is one).
-            if (prog::PAGES_READ..prog::SLOTS).contains(&s) && s != prog::paths::NEWFSTATAT_FD {
+            let moved_call = s == prog::paths::NEWFSTATAT_FD || s == prog::MMAP_FILE;
+            if (prog::PAGES_READ..prog::SLOTS).contains(&s) && !moved_call {
                 continue;
             }
             let (class, event) = slot_name(s, &syscalls, &irqs);
@@ -550,8 +501,7 @@ impl Tracer {
                 l.waits += v[3];
                 continue;
             }
-            let call =
-                s <= prog::SYS_OTHER || s == prog::OPEN_CREATE || s == prog::paths::NEWFSTATAT_FD;
+            let call = s <= prog::SYS_OTHER || s == prog::OPEN_CREATE || moved_call;
             let at = prog::gaps::SLOT_GAPS as usize / 8;
             let gaps =
                 match call || matches!(s, prog::FAULT_MINOR | prog::FAULT_FILE | prog::FAULT_COW) {

@@ -21,6 +21,7 @@
 //! Registers, in every program: r6 the context, r7 now (ns), r8 the current thread id, r9 this
 //! CPU's state.
 
+mod calls;
 mod exit;
 mod faults;
 mod fork;
@@ -32,6 +33,7 @@ pub mod pages;
 pub mod paths;
 pub mod wake;
 
+pub use calls::{MMAP_FILE, NR_MMAP};
 pub use exit::{task_exit, RssAt, MUNMAP_ANON_PAGES, MUNMAP_FILE_PAGES, MUNMAP_VMAS};
 pub use faults::{fault_around, fault_begin, fault_end, fault_from_page_cache, FAULT_FILE_FIRST};
 pub use fork::sched_process_fork;
@@ -143,7 +145,7 @@ pub const FAULT_FILE_PAGES: u32 = EXEC_VMAS + 1;
 pub const LATE_JOINS: u32 = faults::SLOTS_END;
 /// Run time the kernel charged tracked tasks for before the split's first sight of each
 /// (`join::first_charge`), ns.
-pub const JOINED_BEFORE: u32 = exit::MUNMAP_VMAS + 1;
+pub const JOINED_BEFORE: u32 = calls::MMAP_FILE + 1;
 pub const SLOTS: u32 = JOINED_BEFORE + 1;
 /// The bits of x86's page-fault error code: the page was present (a protection fault), and
 /// the access was a write.
@@ -474,7 +476,8 @@ pub fn sys_enter(m: &Maps, t: &Target) -> Asm {
     a.mov_imm(R1, SYS_OTHER as i32)
         .note("past the slots (or -1): the shared slot");
     a.label("numbered");
-    open_create(&mut a);
+    calls::open_create(&mut a);
+    calls::mmap_file(&mut a);
     a.stx_w(FP, FP_NR, R1);
     paths::stat_path(&mut a, m);
     a.stx_w(R9, ST_NR, R1)
@@ -611,26 +614,6 @@ fn unless_failed_exec(a: &mut Asm, skip: &str) {
     a.rsh_imm(R1, 63).note("its sign bit: an error");
     a.jeq_imm(R1, 0, skip);
     unless_tracked(a, skip);
-}
-
-/// With r1 = the syscall's slot: an openat whose flags hold O_CREAT goes to `OPEN_CREATE`
-/// (r0, r2-r5 clobbered; r1 stays the slot). Flags that cannot be read leave it openat's.
-fn open_create(a: &mut Asm) {
-    a.jne_imm(R1, NR_OPENAT, "classed");
-    a.mov(R1, FP)
-        .add_imm(R1, -16)
-        .note("r1 = where the flags go");
-    a.mov_imm(R2, 8);
-    a.ldx_dw(R3, R6, 0).note("r3 = args[0], the task's pt_regs");
-    a.add_imm(R3, PT_REGS_DX).note("&regs->dx, openat's flags");
-    a.call(Helper::ProbeReadKernel);
-    a.mov_imm(R1, NR_OPENAT);
-    a.jne_imm(R0, 0, "classed");
-    a.ldx_dw(R2, FP, -16);
-    a.and_imm(R2, O_CREAT);
-    a.jeq_imm(R2, 0, "classed").note("no O_CREAT: an open");
-    a.mov_imm(R1, OPEN_CREATE as i32);
-    a.label("classed");
 }
 
 /// The by-fd sample, with r1 = the number's count before this call and the number at

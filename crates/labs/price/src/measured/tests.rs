@@ -96,6 +96,10 @@ fn slots_are_named_for_their_class() {
     assert_eq!(slot_name(7, &sys, &irq), ("syscall", "syscall_7".into()));
     assert_eq!(slot_name(prog::USER, &sys, &irq).0, "user");
     assert_eq!(
+        slot_name(prog::MMAP_FILE, &sys, &irq),
+        ("syscall", "mmap:file".into())
+    );
+    assert_eq!(
         slot_name(prog::FAULT_MAJOR, &sys, &irq),
         ("fault", "major".into())
     );

@@ -123,7 +123,7 @@ impl Events {
             mmaps: split
                 .lines
                 .iter()
-                .filter(|l| l.class == "syscall" && l.event == "mmap")
+                .filter(|l| l.class == "syscall" && (l.event == "mmap" || l.event == "mmap:file"))
                 .map(|l| l.count)
                 .sum(),
             inodes,

@@ -55,6 +55,7 @@ pub(super) fn in_call(a: &mut Asm, none: &str) {
     a.jeq_imm(R1, OPEN_CREATE as i32, &have);
     a.jeq_imm(R1, EXEC_FAILED as i32, &have);
     a.jeq_imm(R1, super::NEWFSTATAT_FD as i32, &have);
+    a.jeq_imm(R1, super::MMAP_FILE as i32, &have);
     a.jne_imm(R1, USER as i32, none)
         .note("a fault's class (or an interrupt's)");
     a.ldx_w(R2, R9, ST_SKIP);
