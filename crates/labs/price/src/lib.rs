@@ -161,6 +161,7 @@ pub fn run(args: &PriceArgs, ctx: &Ctx) -> Result<Outcome> {
     let tracer = counts.tracer_ns;
     let kernel = split.map(|s| Kernel {
         split_ns: s.kernel_ns() as f64,
+        ci_ns: s.kernel_ci_ns() as f64,
         tracer_ns: tracer.unwrap_or(0.0),
         tracer_measured: tracer.is_some(),
         usage_ns: s.usage_ns as f64,
@@ -487,6 +488,9 @@ fn price_on(
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Kernel {
     pub split_ns: f64,
+    /// The 95% interval's half-width of the split's kernel time (its estimates: the
+    /// kernel-other the ticks found inside user time, a sampled split's untimed calls).
+    pub ci_ns: f64,
     pub tracer_ns: f64,
     /// Whether the tracer's cost was measured (else it is 0, and said so).
     pub tracer_measured: bool,
@@ -608,11 +612,14 @@ fn check(
     // With the measured split, explained is priced ÷ the kernel time measured in the traced run
     // itself (usage less user); without it, priced ÷ the untraced runs' system time.
     let kernel_ns = kernel.map(Kernel::net).filter(|k| *k > 0.0);
+    // Its interval: the priced total's (the units' spread) over the kernel time's own (an
+    // estimate where ticks shared it), the low end over the high and the high over the low.
+    let ci = kernel.map_or(0.0, |k| k.ci_ns);
     let explained = match kernel_ns {
         Some(k) => Some((
-            100.0 * total.0 / k,
+            100.0 * total.0 / (k + ci),
             100.0 * total.1 / k,
-            100.0 * total.2 / k,
+            100.0 * total.2 / (k - ci).max(k / 2.0), // at most doubled
         )),
         None => sys.as_ref().and_then(|s| pricing::explained(total, s)),
     };
@@ -670,6 +677,9 @@ fn check(
             mid / 100.0
         )),
         None => verdict.push("no system time was measured: nothing to check the price against".into()),
+    }
+    if let (Some(k), true) = (kernel_ns, ci > 0.05 * kernel_ns.unwrap_or(0.0)) {
+        verdict.push(format!("the kernel time is {} ± {} (95%): an estimate in part (the kernel-other the cpu-clock ticks found inside user time, from few ticks; in a sampled split, the untimed calls), and explained's interval holds it", human_ns(k), human_ns(ci)));
     }
     let no_term: u64 = priced
         .iter()

@@ -254,6 +254,17 @@ impl Split {
     pub fn kernel_ns(&self) -> u64 {
         self.usage_ns.saturating_sub(self.class_ns("user"))
     }
+    /// The 95% interval's half-width of `kernel_ns`, ns: the usage is exact, so it is the
+    /// user class's, whose estimates are the kernel-other found inside user time (the
+    /// cpu-clock ticks) and, in a sampled split, the untimed calls' time taken out of it;
+    /// the two are independent, so their root sum of squares.
+    pub fn kernel_ci_ns(&self) -> u64 {
+        let ci =
+            |class: &str, event: &str| self.line(class, event).map_or(0.0, |l| l.cpu_ci_ns as f64);
+        let (user, inside) = (ci("user", "user"), ci("kernel-other", "inside user time"));
+        (user * user + inside * inside).sqrt() as u64
+    }
+
     /// The kernel time no transition names: usage less every measured class (0 where the
     /// classes reach or pass the usage).
     pub fn unmeasured_ns(&self) -> u64 {

@@ -398,3 +398,26 @@ fn the_tick_period_gives_a_short_program_enough_ticks_and_a_long_one_the_longest
             .unwrap();
     assert_eq!(old.tick_period(), longest);
 }
+
+/// The kernel time's interval is the user class's estimates': the ticks' kernel-other and a
+/// sampled split's untimed calls, independent, by their root sum of squares.
+#[test]
+fn the_kernel_times_interval_is_its_estimates() {
+    let line = |class: &str, event: &str, ci: u64| Line {
+        class: class.into(),
+        event: event.into(),
+        cpu_ns: 1_000_000,
+        cpu_ci_ns: ci,
+        ..Line::default()
+    };
+    let mut s = Split {
+        lines: vec![line("user", "user", 3000), line("syscall", "read", 0)],
+        usage_ns: 3_000_000,
+        ..Split::default()
+    };
+    assert_eq!(s.kernel_ci_ns(), 3000);
+    s.lines.push(line("kernel-other", "inside user time", 4000));
+    assert_eq!(s.kernel_ci_ns(), 5000);
+    s.lines[0].cpu_ci_ns = 0;
+    assert_eq!(s.kernel_ci_ns(), 4000);
+}
