@@ -30,6 +30,8 @@ pub const LIGHT_SPLIT_HOW: &str =
 /// The stat family: where the split counted their paths' components, priced at a stat's own
 /// part and the components apart.
 pub const STATS: [&str; 4] = ["stat", "lstat", "newfstatat", "statx"];
+/// The split's mmap lines: anonymous mappings and mappings of a file.
+pub const MMAPS: [&str; 2] = ["mmap", "mmap:file"];
 
 /// What a line no term prices is, in words ("no term" and why).
 pub const NO_TERM: &str = "no term: costlab measures no unit cost for this call";

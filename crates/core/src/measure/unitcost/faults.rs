@@ -456,13 +456,18 @@ pub fn major(spec: &SampleSpec, dir: &std::path::Path) -> Result<Vec<f64>> {
 
 /// mmap of 16 anonymous pages (a new VMA, nothing touched), per call; the munmaps untimed.
 pub fn mmap(spec: &SampleSpec) -> Result<Vec<f64>> {
-    let len = MUNMAP_PAGES * PAGE;
+    mmaps(spec, || Mapping::anon(MUNMAP_PAGES * PAGE))
+}
+
+/// ns per call of `map`, 200 calls a round one after another, their mappings kept until the
+/// round's end and unmapped untimed.
+fn mmaps(spec: &SampleSpec, mut map: impl FnMut() -> Result<Mapping>) -> Result<Vec<f64>> {
     let calls = 200;
     let mut maps = Vec::with_capacity(calls);
     rounds_ns(spec, || {
         let t0 = Instant::now();
         for _ in 0..calls {
-            maps.push(Mapping::anon(len)?);
+            maps.push(map()?);
         }
         let ns = t0.elapsed().as_nanos() as f64;
         maps.clear();
@@ -485,17 +490,8 @@ pub fn mmap_file(spec: &SampleSpec) -> Result<Vec<f64>> {
     let f = std::fs::File::open(&path)
         .with_context(|| format!("opening {} for the mmap-file term", path.display()))?;
     let fd = std::os::fd::AsRawFd::as_raw_fd(&f);
-    let len = MUNMAP_PAGES * PAGE;
-    let calls = 200;
-    let mut maps = Vec::with_capacity(calls);
-    rounds_ns(spec, || {
-        let t0 = Instant::now();
-        for _ in 0..calls {
-            maps.push(Mapping::new(len, libc::PROT_READ, libc::MAP_PRIVATE, fd)?);
-        }
-        let ns = t0.elapsed().as_nanos() as f64;
-        maps.clear();
-        Ok(ns / calls as f64)
+    mmaps(spec, || {
+        Mapping::new(MUNMAP_PAGES * PAGE, libc::PROT_READ, libc::MAP_PRIVATE, fd)
     })
 }
 

@@ -84,7 +84,7 @@ pub fn net_of_tracer(lines: &mut [Beside], t: &super::TracerCost) {
                     } else {
                         0.0
                     }
-                    + if l.event == "mmap" || l.event == "mmap:file" {
+                    + if crate::pricing::MMAPS.contains(&l.event.as_str()) {
                         l.count as f64 * t.mmap
                     } else {
                         0.0

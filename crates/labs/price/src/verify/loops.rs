@@ -79,11 +79,7 @@ impl Kind {
 /// The lookup loop's file: a page in the temp folder, cached by its write, open for reading
 /// (its name already removed).
 pub fn cached_page() -> Result<std::fs::File> {
-    let page = std::env::temp_dir().join(format!("costlab-lookups-{}", std::process::id()));
-    std::fs::write(&page, [7u8; 4096]).with_context(|| format!("writing {}", page.display()))?;
-    let file = std::fs::File::open(&page);
-    let _ = std::fs::remove_file(&page);
-    file.with_context(|| format!("opening {}", page.display()))
+    cached("lookups", 1)
 }
 
 /// The file fault loop's file: `FILE_FAULT_BYTES` in the temp folder, cached by its writes,
@@ -92,13 +88,18 @@ pub fn cached_page() -> Result<std::fs::File> {
 /// file written at once is cached in 2 MiB folios here, and a fault maps 2 MiB of it whole
 /// (8 faults a round where there are 256).
 pub fn cached_file() -> Result<std::fs::File> {
+    cached("filefaults", FILE_FAULT_BYTES / 4096)
+}
+
+/// A file of `pages` pages in the temp folder named for `what`, written a page a write (so
+/// cached), open for reading, its name already removed.
+fn cached(what: &str, pages: usize) -> Result<std::fs::File> {
     use std::io::Write;
-    let path = std::env::temp_dir().join(format!("costlab-filefaults-{}", std::process::id()));
+    let path = std::env::temp_dir().join(format!("costlab-{what}-{}", std::process::id()));
     let mut f =
         std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
-    let page = [7u8; 4096];
-    for _ in 0..FILE_FAULT_BYTES / page.len() {
-        f.write_all(&page)
+    for _ in 0..pages {
+        f.write_all(&[7u8; 4096])
             .with_context(|| format!("writing {}", path.display()))?;
     }
     drop(f);

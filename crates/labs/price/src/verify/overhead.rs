@@ -123,7 +123,9 @@ impl Events {
             mmaps: split
                 .lines
                 .iter()
-                .filter(|l| l.class == "syscall" && (l.event == "mmap" || l.event == "mmap:file"))
+                .filter(|l| {
+                    l.class == "syscall" && crate::pricing::MMAPS.contains(&l.event.as_str())
+                })
                 .map(|l| l.count)
                 .sum(),
             inodes,
