@@ -306,7 +306,8 @@ fn an_emulated_machine_booted_with_and_without_mitigations_off_is_compared() {
             crate::common::skip::skipped_unless_ci(
                 "mitigations_two_boots",
                 &format!(
-                    "the {name} guest did not boot or run costlab ({})",
+                    "the {name} guest did not boot or run costlab (stamps: {}; {})",
+                    out.stamps(),
                     out.tail()
                 ),
             );

@@ -139,8 +139,9 @@ fn costlab_on_an_emulated_two_node_machine() {
         crate::common::skip::skipped_unless_ci(
             "two_node",
             &format!(
-                "the guest did not boot or run costlab (status {:?}): {}",
+                "the guest did not boot or run costlab (status {:?}, stamps: {}): {}",
                 guest.status,
+                guest.stamps(),
                 guest.tail()
             ),
         );
