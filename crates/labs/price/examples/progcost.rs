@@ -5,7 +5,10 @@
 //! under the split, every call timed and one in 16, and each program's runs and ns per run
 //! are printed, with the programs' time per syscall of dd. Root and BPF needed.
 //!
-//! `cargo run --release -p costlab-price --example progcost [COUNT]`
+//! With `-- CMD...`, CMD runs instead of dd (every call timed), and each program's runs are
+//! also given per exec and per task the split counted.
+//!
+//! `cargo run --release -p costlab-price --example progcost [COUNT | -- CMD...]`
 
 use std::process::Command;
 
@@ -14,8 +17,12 @@ use costlab_price::count::cgroup::Cgroup;
 use costlab_price::measured::Tracer;
 
 fn main() -> Result<()> {
-    let count: u64 = std::env::args()
-        .nth(1)
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--") {
+        return command(&args[1..]);
+    }
+    let count: u64 = args
+        .first()
         .map(|a| a.parse())
         .transpose()?
         .unwrap_or(200_000);
@@ -59,5 +66,65 @@ fn main() -> Result<()> {
             total as f64 / calls.max(1) as f64
         );
     }
+    Ok(())
+}
+
+/// CMD under the split, every call timed: each program's runs and ns, and per exec and task.
+fn command(cmd: &[String]) -> Result<()> {
+    if cmd.is_empty() {
+        bail!("progcost: give a command after --");
+    }
+    let _stats = costlab_bpf::prog::RunStats::enable()?;
+    let cg = Cgroup::create()?;
+    let id = costlab_price::bpf::cgroup_id(&cg.dir)?;
+    let t = Tracer::attach_with(id, 1)?;
+    let st = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "echo $$ > {}/cgroup.procs && exec \"$@\"",
+            cg.dir.display()
+        ))
+        .arg("sh")
+        .args(cmd)
+        .status()?;
+    if !st.success() {
+        bail!("the command failed: {st}");
+    }
+    let stats = t.run_stats();
+    let (split, _) = t.finish_counted(&cg.dir)?;
+    let of = |names: &[&str]| -> u64 {
+        split
+            .lines
+            .iter()
+            .filter(|l| l.class == "syscall" && names.contains(&l.event.as_str()))
+            .map(|l| l.count)
+            .sum()
+    };
+    let (execs, tasks) = (
+        of(&["execve", "execveat"]),
+        of(&["clone", "clone3", "fork", "vfork"]),
+    );
+    let faults: u64 = split
+        .lines
+        .iter()
+        .filter(|l| l.class == "fault")
+        .map(|l| l.count)
+        .sum();
+    println!("{execs} execs, {tasks} tasks made, {faults} user faults; the programs:");
+    let mut total = 0u64;
+    for (hook, r) in stats.iter().filter(|(_, r)| r.count > 0) {
+        total += r.time_ns;
+        println!(
+            "  {hook:44} {:>10} runs {:>8.1} ns a run {:>10.1} ns a task",
+            r.count,
+            r.time_ns as f64 / r.count as f64,
+            r.time_ns as f64 / tasks.max(1) as f64
+        );
+    }
+    println!(
+        "  all programs: {:.3} ms, {:.1} us a task made",
+        total as f64 / 1e6,
+        total as f64 / 1e3 / tasks.max(1) as f64
+    );
     Ok(())
 }

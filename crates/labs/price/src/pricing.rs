@@ -32,6 +32,8 @@ pub const LIGHT_SPLIT_HOW: &str =
 pub const STATS: [&str; 4] = ["stat", "lstat", "newfstatat", "statx"];
 /// The split's mmap lines: anonymous mappings and mappings of a file.
 pub const MMAPS: [&str; 2] = ["mmap", "mmap:file"];
+/// The execs that succeeded.
+pub const EXECS: [&str; 2] = ["execve", "execveat"];
 
 /// What a line no term prices is, in words ("no term" and why).
 pub const NO_TERM: &str = "no term: costlab measures no unit cost for this call";

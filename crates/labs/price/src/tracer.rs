@@ -69,6 +69,7 @@ pub(crate) fn tracer_cost(
                 inodes,
                 windows,
                 file_fault: oh.file_fault,
+                exec: oh.exec,
             };
             Some((ns, per_event))
         }

@@ -89,6 +89,11 @@ pub fn net_of_tracer(lines: &mut [Beside], t: &super::TracerCost) {
                     } else {
                         0.0
                     }
+                    + if crate::pricing::EXECS.contains(&l.event.as_str()) {
+                        l.count as f64 * t.exec
+                    } else {
+                        0.0
+                    }
             }
             ("fault", "unfinished") => 0.0,
             ("fault", "minor:file") => {

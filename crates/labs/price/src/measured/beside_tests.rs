@@ -318,13 +318,16 @@ fn a_lines_ratio_is_read_on_its_own_time_net_of_the_tracer_inside_it() {
             },
             line("syscall", "newfstatat", 3, 3000),
             line("syscall", "mmap", 2, 5000),
+            line("syscall", "clone", 2, 30_000),
+            line("syscall", "execve", 1, 90_000),
+            line("syscall", "execve:failed", 1, 2000),
             line("fault", "minor", 4, 4000),
             line("fault", "minor:file", 5, 20_000),
             line("fault", "unfinished", 1, 100),
             line("irq", "local_timer", 3, 900),
             line("user", "user", 0, 9000),
         ],
-        usage_ns: 49_000,
+        usage_ns: 171_000,
         ..Split::default()
     };
     let mut b = beside(&s, &[priced("syscall", "close", 10, 100.0)]);
@@ -341,6 +344,7 @@ fn a_lines_ratio_is_read_on_its_own_time_net_of_the_tracer_inside_it() {
         inodes: 0,
         windows: 0,
         file_fault: 0.0,
+        exec: 0.0,
     };
     net_of_tracer(&mut b, &t);
     let of = |e: &str| b.iter().find(|x| x.line.event == e).unwrap();
@@ -398,6 +402,21 @@ fn a_lines_ratio_is_read_on_its_own_time_net_of_the_tracer_inside_it() {
     assert_eq!(of("mmap").tracer_ns, 2200.0);
     assert_eq!(of("minor").tracer_ns, 1200.0);
     assert_eq!(of("unfinished").tracer_ns, 0.0);
+    // A fork and exec at 20000 on the one execve that succeeded: the failed one is a syscall
+    // alone, and the clones are syscalls.
+    let mut with_tasks = beside(&s, &[priced("syscall", "close", 10, 100.0)]);
+    net_of_tracer(
+        &mut with_tasks,
+        &crate::measured::TracerCost {
+            exec: 20_000.0,
+            ..t
+        },
+    );
+    let of_t = |e: &str| with_tasks.iter().find(|x| x.line.event == e).unwrap();
+    assert_eq!(of_t("clone").tracer_ns, 400.0);
+    assert_eq!(of_t("execve").tracer_ns, 200.0 + 20_000.0);
+    assert_eq!(of_t("execve:failed").tracer_ns, 200.0);
+    assert_eq!(of("clone").tracer_ns, 400.0);
     // Never more than the line holds.
     assert_eq!(of("local_timer").tracer_ns, 900.0);
     assert_eq!(of("user").tracer_ns, 0.0);

@@ -534,4 +534,8 @@ pub struct TracerCost {
     /// on the `fault minor:file` line.
     #[serde(default)]
     pub file_fault: f64,
+    /// A child forked that execs, beyond its counted events (the overhead's exec loop): on
+    /// the execve lines.
+    #[serde(default)]
+    pub exec: f64,
 }

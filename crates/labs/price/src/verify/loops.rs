@@ -27,6 +27,8 @@ pub const FILE_FAULT_BYTES: usize = 64 << 20;
 pub const FILE_FAULT_ROUNDS: usize = 20;
 /// Mappings of a cached file's page (each unmapped again) in the mmap loop.
 pub const MMAPS: u64 = 20_000;
+/// Children forked, each exec'ing `true` and reaped, in the exec loop.
+pub const EXECS: u64 = 200;
 /// Files of the inode loop, each stat'ed once a run: each stat's inode is one the run's set
 /// has not held, so each is an insert.
 pub const INODES: usize = 20_000;
@@ -49,6 +51,10 @@ pub enum Kind {
     /// Reads of a cached file's pages through a shared mapping: user faults served by the
     /// page cache, each running the split's page-cache fault programs beside the fault's own.
     FileFaults,
+    /// Children forked, each exec'ing `true` (a dynamically linked program: its loader's
+    /// calls, mappings and faults are the split's counted events) and reaped: a fork and an
+    /// exec beyond their counted events.
+    Execs,
 }
 
 impl Kind {
@@ -64,6 +70,7 @@ impl Kind {
             Kind::Mmaps => "mmap",
             Kind::Inodes => "inode",
             Kind::FileFaults => "file_fault",
+            Kind::Execs => "exec",
         }
     }
 
@@ -108,7 +115,19 @@ fn cached(what: &str, pages: usize) -> Result<std::fs::File> {
     file.with_context(|| format!("opening {}", path.display()))
 }
 
+/// The exec loop's program: `true`, from coreutils, where it is.
+pub fn true_program() -> Result<std::ffi::CString> {
+    ["/usr/bin/true", "/bin/true"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .map(|p| std::ffi::CString::new(p).expect("no NUL"))
+        .context(
+            "no /usr/bin/true or /bin/true for the tracer's exec loop (apt-get install coreutils)",
+        )
+}
+
 /// The forked child: join the cgroup (the fd of its cgroup.procs), run the loop, exit.
+/// `program`: what the exec loop execs.
 ///
 /// # Safety
 /// Call only in a child just forked; it never returns.
@@ -118,9 +137,19 @@ pub unsafe fn child_loop(
     cpus: &[libc::cpu_set_t; 2],
     file: i32,
     paths: &[std::ffi::CString],
+    program: &std::ffi::CStr,
 ) -> ! {
     if libc::write(procs, b"0".as_ptr().cast(), 1) != 1 {
         libc::_exit(3);
+    }
+    // The exec loop on one CPU: each child runs where its parent waits, and no wake-up of
+    // another CPU from a halt (6-7 us here) comes or goes from one round to the next (spread
+    // over both CPUs, the loop's cost beyond its events read -81 to 96 us an exec over seven
+    // rounds; on one, 53 to 86).
+    if kind == Kind::Execs
+        && libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &cpus[0]) != 0
+    {
+        libc::_exit(22);
     }
     match kind {
         Kind::Spin => {
@@ -196,6 +225,7 @@ pub unsafe fn child_loop(
                 libc::munmap(p, FILE_FAULT_BYTES);
             }
         }
+        Kind::Execs => execs(program),
         Kind::Faults => {
             let len = FAULT_PAGES * 4096;
             for _ in 0..FAULT_ROUNDS {
@@ -219,44 +249,75 @@ pub unsafe fn child_loop(
                 libc::munmap(p, len);
             }
         }
-        Kind::Switches => {
-            // Two processes, each on a CPU of its own, a byte each way: every wait is a
-            // switch to the idle task and back.
-            let size = std::mem::size_of::<libc::cpu_set_t>();
-            if libc::sched_setaffinity(0, size, &cpus[0]) != 0 {
-                libc::_exit(5);
-            }
-            let mut there = [0i32; 2];
-            let mut back = [0i32; 2];
-            if libc::pipe(there.as_mut_ptr()) != 0 || libc::pipe(back.as_mut_ptr()) != 0 {
-                libc::_exit(6);
-            }
-            let mut b = [0u8; 1];
-            let other = libc::fork();
-            if other < 0 {
-                libc::_exit(7);
-            }
-            if other == 0 {
-                if libc::sched_setaffinity(0, size, &cpus[1]) != 0 {
-                    libc::_exit(5);
-                }
-                for _ in 0..PING_PONGS {
-                    if libc::read(there[0], b.as_mut_ptr().cast(), 1) != 1 {
-                        libc::_exit(8);
-                    }
-                    libc::write(back[1], b.as_ptr().cast(), 1);
-                }
-                libc::_exit(0);
-            }
-            for _ in 0..PING_PONGS {
-                libc::write(there[1], b.as_ptr().cast(), 1);
-                if libc::read(back[0], b.as_mut_ptr().cast(), 1) != 1 {
-                    libc::_exit(9);
-                }
-            }
-            let mut st = 0;
-            libc::waitpid(other, &mut st, 0);
-        }
+        Kind::Switches => switches(cpus),
     }
     libc::_exit(0)
+}
+
+/// The exec loop: `EXECS` children forked, each exec'ing `program`, each reaped before the
+/// next.
+///
+/// # Safety
+/// Only in `child_loop`'s child: raw syscalls, no allocation.
+unsafe fn execs(program: &std::ffi::CStr) {
+    let argv = [program.as_ptr(), std::ptr::null()];
+    let envp = [std::ptr::null::<libc::c_char>()];
+    for _ in 0..EXECS {
+        let pid = libc::fork();
+        if pid < 0 {
+            libc::_exit(17);
+        }
+        if pid == 0 {
+            libc::execve(program.as_ptr(), argv.as_ptr(), envp.as_ptr());
+            libc::_exit(18);
+        }
+        let mut st = 0;
+        if libc::waitpid(pid, &mut st, 0) != pid || st != 0 {
+            libc::_exit(19);
+        }
+    }
+}
+
+/// The switch loop: two processes, each on a CPU of its own, a byte each way: every wait is
+/// a switch to the idle task and back.
+///
+/// # Safety
+/// Only in `child_loop`'s child: raw syscalls, no allocation.
+unsafe fn switches(cpus: &[libc::cpu_set_t; 2]) {
+    // Two processes, each on a CPU of its own, a byte each way: every wait is a
+    // switch to the idle task and back.
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    if libc::sched_setaffinity(0, size, &cpus[0]) != 0 {
+        libc::_exit(5);
+    }
+    let mut there = [0i32; 2];
+    let mut back = [0i32; 2];
+    if libc::pipe(there.as_mut_ptr()) != 0 || libc::pipe(back.as_mut_ptr()) != 0 {
+        libc::_exit(6);
+    }
+    let mut b = [0u8; 1];
+    let other = libc::fork();
+    if other < 0 {
+        libc::_exit(7);
+    }
+    if other == 0 {
+        if libc::sched_setaffinity(0, size, &cpus[1]) != 0 {
+            libc::_exit(5);
+        }
+        for _ in 0..PING_PONGS {
+            if libc::read(there[0], b.as_mut_ptr().cast(), 1) != 1 {
+                libc::_exit(8);
+            }
+            libc::write(back[1], b.as_ptr().cast(), 1);
+        }
+        libc::_exit(0);
+    }
+    for _ in 0..PING_PONGS {
+        libc::write(there[1], b.as_ptr().cast(), 1);
+        if libc::read(back[0], b.as_mut_ptr().cast(), 1) != 1 {
+            libc::_exit(9);
+        }
+    }
+    let mut st = 0;
+    libc::waitpid(other, &mut st, 0);
 }

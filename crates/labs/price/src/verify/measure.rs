@@ -79,13 +79,22 @@ pub struct Traced {
 
 impl Traced {
     /// A kernel class's time (syscall, fault, irq, softirq, kernel-other), with the tracer's
-    /// cost of its own events taken out (syscalls' from syscalls, user faults' from faults;
+    /// cost of its own events taken out (syscalls', and their lookups, paths, inodes, mmaps
+    /// and execs, from syscalls; user faults' from faults;
     /// the switches' from kernel-other, where it is not known which class a switch left; the
     /// tick's from irq, where its timer interrupt is counted).
     pub fn class_ns(&self, class: &str, o: &Overhead) -> f64 {
         let raw = self.split.class_ns(class) as f64;
         let own = match class {
-            "syscall" => self.events.syscalls as f64 * o.syscall,
+            "syscall" => {
+                let e = &self.events;
+                e.syscalls as f64 * o.syscall
+                    + e.lookups as f64 * o.lookup
+                    + e.paths as f64 * o.path
+                    + e.inodes as f64 * o.inode
+                    + e.mmaps as f64 * o.mmap
+                    + e.execs as f64 * o.exec
+            }
             "fault" => {
                 self.events.faults as f64 * o.fault + self.events.file_faults as f64 * o.file_fault
             }

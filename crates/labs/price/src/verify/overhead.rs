@@ -11,7 +11,9 @@
 //! two CPUs where there are two (switches: each wait leaves its CPU to the idle task, out of
 //! the cgroup and back, as a program's waits do), one-byte preads of a cached file (lookups),
 //! stats of one file again and again (a path read, and the result's inode found in the run's
-//! set of inodes) and stats of 20000 files once each (each inode put in that set). Each
+//! set of inodes), stats of 20000 files once each (each inode put in that set) and children
+//! forked on one CPU that each exec `true` (a fork and exec, beyond the loader's calls and
+//! faults, counted as the events they are). Each
 //! event's cost is the traced loop's CPU (cpu.stat, exact) less the untraced one's, per event,
 //! less the other events' costs found before it.
 //!
@@ -39,7 +41,7 @@ use anyhow::{bail, Context, Result};
 use costlab_core::measure::units::human_ns;
 use costlab_core::measure::Summary;
 
-use super::loops::{cached_file, cached_page, child_loop, Kind, INODES};
+use super::loops::{cached_file, cached_page, child_loop, true_program, Kind, INODES};
 use crate::count::Cgroup;
 use crate::measured::{parse_cpu_stat, Split, Tracer};
 
@@ -64,6 +66,9 @@ pub struct Overhead {
     /// A user fault the page cache served, beyond `fault`: the split's programs on the page
     /// cache's fault tracepoints, and its look into the run's set of windows.
     pub file_fault: f64,
+    /// A child forked that execs, beyond its counted events (the fork's, the exec's and the
+    /// exit's programs, and what they leave to the new program).
+    pub exec: f64,
     pub per_cpu: f64,
     /// Measured with the sampler's events beside the split.
     pub sampler: bool,
@@ -88,6 +93,8 @@ pub struct Events {
     pub inodes: u64,
     /// User faults the page cache served (each also one of `faults`).
     pub file_faults: u64,
+    /// Execs that succeeded (`pricing::EXECS`; each also one of `syscalls`).
+    pub execs: u64,
 }
 
 impl Events {
@@ -112,26 +119,23 @@ impl Events {
                 .sum(),
             switches,
             lookups: split.lines.iter().map(|l| l.lookups).sum(),
-            paths: split
-                .lines
-                .iter()
-                .filter(|l| {
-                    l.class == "syscall" && crate::pricing::STATS.contains(&l.event.as_str())
-                })
-                .map(|l| l.count)
-                .sum(),
-            mmaps: split
-                .lines
-                .iter()
-                .filter(|l| {
-                    l.class == "syscall" && crate::pricing::MMAPS.contains(&l.event.as_str())
-                })
-                .map(|l| l.count)
-                .sum(),
+            paths: syscalls_of(split, &crate::pricing::STATS),
+            mmaps: syscalls_of(split, &crate::pricing::MMAPS),
             inodes,
             file_faults: split.line("fault", "minor:file").map_or(0, |l| l.count),
+            execs: syscalls_of(split, &crate::pricing::EXECS),
         }
     }
+}
+
+/// The calls of a split's syscall lines named in `names`.
+fn syscalls_of(split: &Split, names: &[&str]) -> u64 {
+    split
+        .lines
+        .iter()
+        .filter(|l| l.class == "syscall" && names.contains(&l.event.as_str()))
+        .map(|l| l.count)
+        .sum()
 }
 
 impl Overhead {
@@ -145,6 +149,7 @@ impl Overhead {
             + e.mmaps as f64 * self.mmap
             + e.inodes as f64 * self.inode
             + e.file_faults as f64 * self.file_fault
+            + e.execs as f64 * self.exec
     }
 
     /// The tracer's cost of its tick over a traced run of `usage_ns` CPU (which holds it).
@@ -160,7 +165,7 @@ impl Overhead {
     /// One line for the output.
     pub fn line(&self) -> String {
         format!(
-            "the {}own cost, taken out of every traced run's kernel time: {} a syscall, {} a user fault ({} more one the page cache served), {} a switch, {} a page-cache lookup, {} a stat's path read, {} a stat's first touch of an inode, {} an mmap, and {} {:.2}% of the CPU",
+            "the {}own cost, taken out of every traced run's kernel time: {} a syscall, {} a user fault ({} more one the page cache served), {} a switch, {} a page-cache lookup, {} a stat's path read, {} a stat's first touch of an inode, {} an mmap, {} a fork and exec, and {} {:.2}% of the CPU",
             if self.sampler {
                 "split's and the sampler's "
             } else {
@@ -174,6 +179,7 @@ impl Overhead {
             human_ns(self.path),
             human_ns(self.inode),
             human_ns(self.mmap),
+            human_ns(self.exec),
             if self.sampler {
                 "their ticks and samples (in the loops)"
             } else {
@@ -221,6 +227,7 @@ impl Overhead {
             Kind::Lookups,
             Kind::Paths,
             Kind::Inodes,
+            Kind::Execs,
         ] {
             let mut per = Vec::new();
             for _ in 0..rounds {
@@ -250,6 +257,7 @@ impl Overhead {
                 Kind::Mmaps => o.mmap = c,
                 Kind::Inodes => o.inode = c,
                 Kind::FileFaults => o.file_fault = c,
+                Kind::Execs => o.exec = c,
                 Kind::Spin => {}
             }
         }
@@ -267,6 +275,7 @@ impl Overhead {
             "mmap" => &mut self.mmap,
             "inode" => &mut self.inode,
             "file_fault" => &mut self.file_fault,
+            "exec" => &mut self.exec,
             "tick" => &mut self.per_cpu,
             _ => return false,
         };
@@ -277,7 +286,7 @@ impl Overhead {
 
 /// What the tracer pays for, by name: its cost per event of each, and "tick", its timer's
 /// share of the CPU (a fraction of the untraced CPU, not ns).
-pub const EVENTS: [&str; 9] = [
+pub const EVENTS: [&str; 10] = [
     "syscall",
     "fault",
     "file_fault",
@@ -286,6 +295,7 @@ pub const EVENTS: [&str; 9] = [
     "path",
     "mmap",
     "inode",
+    "exec",
     "tick",
 ];
 
@@ -310,6 +320,18 @@ impl Kind {
                 e.file_faults,
                 Events {
                     file_faults: 0,
+                    ..e
+                },
+            ),
+            // Its switches, each between a parent and its child on one CPU, stay inside the
+            // loop's cgroup, where the switch loop's leave it (to the idle task): the sampler's
+            // events stop and start only on the latter (a switch's cost 8-10 us with the
+            // sampler). They are left in the exec's figure, and are about 2 of its 100 us.
+            Kind::Execs => (
+                e.execs,
+                Events {
+                    execs: 0,
+                    switches: 0,
                     ..e
                 },
             ),
@@ -404,6 +426,7 @@ fn run_loop(kind: Kind, traced: Option<bool>, files: &Distinct) -> Result<LoopRu
         set
     };
     let sets = [set(here), set(there)];
+    let program = true_program()?;
     let file = match kind {
         Kind::Lookups | Kind::Mmaps => Some(cached_page()?),
         Kind::FileFaults => Some(cached_file()?),
@@ -425,6 +448,7 @@ fn run_loop(kind: Kind, traced: Option<bool>, files: &Distinct) -> Result<LoopRu
                 &sets,
                 file.as_ref().map_or(-1, |f| f.as_raw_fd()),
                 &files.paths,
+                &program,
             )
         };
     }
@@ -470,6 +494,7 @@ mod tests {
             mmap: 1800.0,
             inode: 300.0,
             file_fault: 400.0,
+            exec: 30_000.0,
             per_cpu: 0.25,
             sampler: false,
         };
@@ -482,8 +507,19 @@ mod tests {
             mmaps: 0,
             inodes: 0,
             file_faults: 0,
+            execs: 0,
         };
         assert_eq!(o.of(&e), 100_000.0 + 3000.0 + 1000.0);
+        // An exec at 30000 (its calls are among the 1000); the exec loop leaves its
+        // switches (2 at 500) in its own figure.
+        let spawns = Events { execs: 1, ..e };
+        assert_eq!(o.of(&spawns), 104_000.0 + 30_000.0);
+        let run = LoopRun {
+            usage_ns: 0.0,
+            events: spawns,
+            timer_ns: 0.0,
+        };
+        assert_eq!(Kind::Execs.events(&run, &o), (1.0, 103_000.0));
         // 4 of the 10 faults served by the page cache, each 400 more.
         let file = Events {
             file_faults: 4,
@@ -553,6 +589,10 @@ mod tests {
                 line("syscall", "write", 5),
                 line("syscall", "statx", 2),
                 line("syscall", "mmap", 3),
+                line("syscall", "clone3", 2),
+                line("syscall", "clone", 1),
+                line("syscall", "execve", 1),
+                line("syscall", "execve:failed", 4),
                 line("fault", "minor", 5),
                 line("fault", "minor:file", 2),
                 line("fault", "major", 1),
@@ -564,7 +604,7 @@ mod tests {
         assert_eq!(
             Events::of(&s, 4, 1),
             Events {
-                syscalls: 20,
+                syscalls: 28,
                 faults: 8,
                 switches: 4,
                 lookups: 9,
@@ -572,6 +612,7 @@ mod tests {
                 mmaps: 3,
                 inodes: 1,
                 file_faults: 2,
+                execs: 1,
             }
         );
     }
@@ -599,6 +640,7 @@ mod tests {
             o.lookup,
             o.path,
             o.inode,
+            o.exec,
             o.per_cpu,
         ] {
             assert!(c.is_finite() && c >= 0.0, "{o:?}");
