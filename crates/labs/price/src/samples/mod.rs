@@ -332,10 +332,34 @@ impl Sampler {
 }
 
 impl Drop for Sampler {
+    /// A sampler dropped unfinished (an error, or a caller that wants no samples) stops perf
+    /// as `finish` does, with SIGINT, on which perf ends its `sleep` workload too. A SIGKILL
+    /// left the workload running for its day, reparented (ten of them after ten drops). If
+    /// perf has not stopped in 2 s, its workload and then perf are killed.
     fn drop(&mut self) {
         if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+            let id = self.child.id();
+            let workload = std::fs::read_to_string(format!("/proc/{id}/task/{id}/children"))
+                .unwrap_or_default();
+            // SAFETY: a signal to the perf process this sampler started and has not reaped.
+            unsafe { libc::kill(id as i32, libc::SIGINT) };
+            let t0 = Instant::now();
+            while self.child.try_wait().ok().flatten().is_none()
+                && t0.elapsed() < Duration::from_secs(2)
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if self.child.try_wait().ok().flatten().is_none() {
+                for pid in workload
+                    .split_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok())
+                {
+                    // SAFETY: perf's own children, not reaped while perf runs (so not reused).
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+            }
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
@@ -464,6 +488,45 @@ mod tests {
         assert!(live.is_dir() && other.is_dir());
         assert!(!dead.exists());
         std::fs::remove_dir_all(&tmp).unwrap();
+    }
+
+    #[test]
+    fn a_sampler_dropped_unfinished_leaves_neither_perf_nor_its_workload() {
+        // SAFETY: geteuid takes nothing and cannot fail.
+        let root = unsafe { libc::geteuid() } == 0;
+        let cg = match crate::count::Cgroup::create() {
+            Ok(cg) if root && costlab_core::measure::perf::find().is_some() => cg,
+            _ => {
+                eprintln!("skipped: needs root, perf and a cgroup v2 tree");
+                return;
+            }
+        };
+        let Some(rel) = cg.rel() else {
+            eprintln!("skipped: the cgroup is not under the cgroup v2 mount");
+            return;
+        };
+        let s = Sampler::start(&rel).unwrap();
+        let perf = s.child.id();
+        let workload: Vec<String> =
+            std::fs::read_to_string(format!("/proc/{perf}/task/{perf}/children"))
+                .unwrap()
+                .split_whitespace()
+                .map(String::from)
+                .collect();
+        assert!(!workload.is_empty(), "perf's sleep is started");
+        drop(s);
+        // Gone, or a zombie of a parent that is not reaping it here.
+        let running = |pid: &str| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
+                st.rsplit(')')
+                    .next()
+                    .is_some_and(|r| !r.trim_start().starts_with('Z'))
+            })
+        };
+        assert!(!running(&perf.to_string()), "perf still runs");
+        for w in &workload {
+            assert!(!running(w), "perf's workload {w} still runs");
+        }
     }
 
     #[test]
