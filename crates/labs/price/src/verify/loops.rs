@@ -8,7 +8,11 @@ use anyhow::{Context, Result};
 pub const SPINS: u64 = 100_000_000;
 /// getppid calls in the syscall loop.
 pub const SYSCALLS: u64 = 200_000;
-/// Pages first-touched in the fault loop: `FAULT_ROUNDS` maps of `FAULT_PAGES` 4 KiB pages.
+/// Pages first read in the fault loop: `FAULT_ROUNDS` maps of `FAULT_PAGES` 4 KiB pages.
+/// Written instead (a page allocated and zeroed each), the untraced loop took 52-61 ms a run
+/// here against 16-17.5 ms read, and the fault's cost read -30 to 153 ns a round (medians 56
+/// and 120 in two calibrations) against 112-337 (medians 149 and 142): the programs' own run
+/// time, from the kernel's statistics, is about 180 ns a fault.
 pub const FAULT_PAGES: usize = 8192;
 pub const FAULT_ROUNDS: usize = 4;
 /// Round trips of one byte each way in the switch loop.
@@ -242,9 +246,12 @@ pub unsafe fn child_loop(
                 }
                 // 4 KiB faults whatever the THP mode.
                 libc::madvise(p, len, libc::MADV_NOHUGEPAGE);
-                let base = p as *mut u8;
+                // Read faults: each maps the zero page, and runs the split's fault programs
+                // as a first write does, without a page to allocate and zero (whose time
+                // moved by several ms from one round to the next on this guest's host).
+                let base = p as *const u8;
                 for i in 0..FAULT_PAGES {
-                    std::ptr::write_volatile(base.add(i * 4096), 1);
+                    std::ptr::read_volatile(base.add(i * 4096));
                 }
                 libc::munmap(p, len);
             }

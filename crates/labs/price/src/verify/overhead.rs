@@ -7,7 +7,7 @@
 //! divides the faults by 512, so a traced THP run would look cheaper by the tracer's own cost
 //! of the faults it no longer takes. So before the trials, small loops run in a cgroup of
 //! their own, traced and untraced, interleaved: getppid (syscalls), mappings of a cached page
-//! (mmaps), first touches of 4 KiB pages (user faults), a pipe ping-pong of two processes on
+//! (mmaps), first reads of 4 KiB anonymous pages (user faults), a pipe ping-pong of two processes on
 //! two CPUs where there are two (switches: each wait leaves its CPU to the idle task, out of
 //! the cgroup and back, as a program's waits do), one-byte preads of a cached file (lookups),
 //! stats of one file again and again (a path read, and the result's inode found in the run's
