@@ -13,7 +13,7 @@
 use std::process::Command;
 
 use anyhow::{bail, Result};
-use costlab_price::count::cgroup::Cgroup;
+use costlab_price::count::{self, cgroup::Cgroup};
 use costlab_price::measured::Tracer;
 
 fn main() -> Result<()> {
@@ -77,32 +77,17 @@ fn command(cmd: &[String]) -> Result<()> {
     let _stats = costlab_bpf::prog::RunStats::enable()?;
     let cg = Cgroup::create()?;
     let id = costlab_price::bpf::cgroup_id(&cg.dir)?;
+    let path = count::program(cmd)?;
     let t = Tracer::attach_with(id, 1)?;
-    let st = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "echo $$ > {}/cgroup.procs && exec \"$@\"",
-            cg.dir.display()
-        ))
-        .arg("sh")
-        .args(cmd)
-        .status()?;
-    if !st.success() {
-        bail!("the command failed: {st}");
+    let (_, end, _, _) = count::run_program(&path, cmd, Some(&cg.dir), count::Stdio3::Null)?;
+    if end.failed() {
+        bail!("{}", end.line());
     }
     let stats = t.run_stats();
     let (split, _) = t.finish_counted(&cg.dir)?;
-    let of = |names: &[&str]| -> u64 {
-        split
-            .lines
-            .iter()
-            .filter(|l| l.class == "syscall" && names.contains(&l.event.as_str()))
-            .map(|l| l.count)
-            .sum()
-    };
     let (execs, tasks) = (
-        of(&["execve", "execveat"]),
-        of(&["clone", "clone3", "fork", "vfork"]),
+        split.calls(&costlab_price::pricing::EXECS),
+        split.calls(&["clone", "clone3", "fork", "vfork"]),
     );
     let faults: u64 = split
         .lines

@@ -9,15 +9,15 @@
 //!
 //! `cargo run --release -p costlab-price --example tracedcpu -- [ROUNDS] -- CMD...`
 
-use std::process::Command;
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use costlab_price::count::cgroup::Cgroup;
+use costlab_price::count::{self, cgroup::Cgroup};
 use costlab_price::measured::{parse_cpu_stat, Tracer};
 
 /// One run of `cmd` in a fresh cgroup, with the split (`split`), the sampler's events
 /// (`sampler`) and `perf record` (`record`) on it or not: its CPU time, ns.
-fn run(cmd: &[String], (split, sampler, record): (bool, bool, bool)) -> Result<f64> {
+fn run(path: &Path, cmd: &[String], (split, sampler, record): (bool, bool, bool)) -> Result<f64> {
     let cg = Cgroup::create()?;
     let _record = match (record, cg.rel()) {
         (true, Some(rel)) => Some(costlab_price::samples::Sampler::start(&rel)?),
@@ -38,17 +38,9 @@ fn run(cmd: &[String], (split, sampler, record): (bool, bool, bool)) -> Result<f
     } else {
         None
     };
-    let st = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "echo $$ > {}/cgroup.procs && exec \"$@\" >/dev/null",
-            cg.dir.display()
-        ))
-        .arg("sh")
-        .args(cmd)
-        .status()?;
-    if !st.success() {
-        bail!("the command failed: {st}");
+    let (_, end, _, _) = count::run_program(path, cmd, Some(&cg.dir), count::Stdio3::Null)?;
+    if end.failed() {
+        bail!("{}", end.line());
     }
     if let Some(t) = tracer {
         t.finish_counted(&cg.dir)?;
@@ -91,10 +83,11 @@ fn main() -> Result<()> {
     ];
     let mut ns = vec![Vec::new(); ways.len()];
     // One warm-up run, then each round runs every way once, in turn.
-    run(cmd, ways[0].1)?;
+    let path = count::program(cmd)?;
+    run(&path, cmd, ways[0].1)?;
     for _ in 0..rounds {
         for (i, (_, way)) in ways.iter().enumerate() {
-            ns[i].push(run(cmd, *way)?);
+            ns[i].push(run(&path, cmd, *way)?);
         }
     }
     let base = median(&mut ns[0].clone());

@@ -489,6 +489,15 @@ impl Split {
         }
     }
 
+    /// The calls on the syscall lines named in `names` (`pricing::EXECS`, `pricing::MMAPS` ...).
+    pub fn calls(&self, names: &[&str]) -> u64 {
+        self.lines
+            .iter()
+            .filter(|l| l.class == "syscall" && names.contains(&l.event.as_str()))
+            .map(|l| l.count)
+            .sum()
+    }
+
     /// The line of `class`/`event`.
     pub fn line(&self, class: &str, event: &str) -> Option<&Line> {
         self.lines

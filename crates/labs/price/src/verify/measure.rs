@@ -85,20 +85,23 @@ impl Traced {
     /// tick's from irq, where its timer interrupt is counted).
     pub fn class_ns(&self, class: &str, o: &Overhead) -> f64 {
         let raw = self.split.class_ns(class) as f64;
+        let e = self.events;
         let own = match class {
-            "syscall" => {
-                let e = &self.events;
-                e.syscalls as f64 * o.syscall
-                    + e.lookups as f64 * o.lookup
-                    + e.paths as f64 * o.path
-                    + e.inodes as f64 * o.inode
-                    + e.mmaps as f64 * o.mmap
-                    + e.execs as f64 * o.exec
-            }
-            "fault" => {
-                self.events.faults as f64 * o.fault + self.events.file_faults as f64 * o.file_fault
-            }
-            "kernel-other" => self.events.switches as f64 * o.switch,
+            "syscall" => o.of(&Events {
+                faults: 0,
+                file_faults: 0,
+                switches: 0,
+                ..e
+            }),
+            "fault" => o.of(&Events {
+                faults: e.faults,
+                file_faults: e.file_faults,
+                ..Events::default()
+            }),
+            "kernel-other" => o.of(&Events {
+                switches: e.switches,
+                ..Events::default()
+            }),
             "irq" => o.of_time(self.split.usage_ns as f64),
             _ => 0.0,
         };

@@ -119,23 +119,13 @@ impl Events {
                 .sum(),
             switches,
             lookups: split.lines.iter().map(|l| l.lookups).sum(),
-            paths: syscalls_of(split, &crate::pricing::STATS),
-            mmaps: syscalls_of(split, &crate::pricing::MMAPS),
+            paths: split.calls(&crate::pricing::STATS),
+            mmaps: split.calls(&crate::pricing::MMAPS),
             inodes,
             file_faults: split.line("fault", "minor:file").map_or(0, |l| l.count),
-            execs: syscalls_of(split, &crate::pricing::EXECS),
+            execs: split.calls(&crate::pricing::EXECS),
         }
     }
-}
-
-/// The calls of a split's syscall lines named in `names`.
-fn syscalls_of(split: &Split, names: &[&str]) -> u64 {
-    split
-        .lines
-        .iter()
-        .filter(|l| l.class == "syscall" && names.contains(&l.event.as_str()))
-        .map(|l| l.count)
-        .sum()
 }
 
 impl Overhead {
