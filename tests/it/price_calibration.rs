@@ -73,6 +73,7 @@ fn the_tracers_calibration_is_stored_reused_and_measured_again_on_request() {
             "mmap",
             "path",
             "switch",
+            "switch_local",
             "syscall",
             "tick"
         ],
@@ -96,7 +97,7 @@ fn the_tracers_calibration_is_stored_reused_and_measured_again_on_request() {
     );
     // --recalibrate: measured again, and stored with that run.
     let third = price(&["--recalibrate"]);
-    assert_eq!(tracer_rows(&third).len(), 10);
+    assert_eq!(tracer_rows(&third).len(), 11);
     let note = tracer_note(&third);
     assert!(note.contains("measured here now (--recalibrate)"), "{note}");
     // The newest is what the next price reuses.

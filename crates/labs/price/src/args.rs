@@ -67,7 +67,7 @@ pub struct PriceArgs {
     /// after, through the restore journal)
     #[arg(long)]
     pub reserve_hugepages: bool,
-    /// Measure the tracer's own cost per event again (about 31 s), though the history holds
+    /// Measure the tracer's own cost per event again (about 30-50 s), though the history holds
     /// one of this machine, kernel and costlab build from the last day
     #[arg(long)]
     pub recalibrate: bool,

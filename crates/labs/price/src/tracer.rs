@@ -60,6 +60,7 @@ pub(crate) fn tracer_cost(
                 syscall: oh.syscall,
                 fault: oh.fault,
                 switch: oh.switch,
+                switch_local: Some(oh.switch_local),
                 tick_ns,
                 touch: 0.0,
                 lookup: oh.lookup,

@@ -74,7 +74,9 @@ pub fn net_of_tracer(lines: &mut [Beside], t: &super::TracerCost) {
         let ns = match (l.class.as_str(), l.event.as_str()) {
             ("syscall", _) => {
                 l.count as f64 * t.syscall
-                    + l.waits as f64 * t.switch
+                    + l.halted_in.min(l.waits) as f64 * t.switch
+                    + (l.waits - l.halted_in.min(l.waits)) as f64
+                        * t.switch_local.unwrap_or(t.switch)
                     + l.inode_touches as f64 * t.touch
                     + l.lookups as f64 * t.lookup
                     // A stat by fd (newfstatat:fd) reads a one-byte path: the calibrated

@@ -335,6 +335,7 @@ fn a_lines_ratio_is_read_on_its_own_time_net_of_the_tracer_inside_it() {
         syscall: 200.0,
         fault: 300.0,
         switch: 500.0,
+        switch_local: None,
         tick_ns: 2000.0,
         touch: 0.0,
         lookup: 50.0,
@@ -427,6 +428,68 @@ fn a_lines_ratio_is_read_on_its_own_time_net_of_the_tracer_inside_it() {
         ),
         "{e:?}"
     );
+}
+
+/// A wait back on a CPU that had halted is taken out at the switch loop's cost, any other at
+/// the local loop's; a price stored before the two were apart takes every wait at the first.
+#[test]
+fn a_wait_inside_the_cgroup_costs_the_tracer_the_local_switch() {
+    let s = Split {
+        lines: vec![Line {
+            waits: 2,
+            ..line("syscall", "close", 10, 5000)
+        }],
+        usage_ns: 5000,
+        ..Split::default()
+    };
+    let t = crate::measured::TracerCost {
+        syscall: 200.0,
+        switch: 500.0,
+        ..Default::default()
+    };
+    let close = |b: &[Beside]| {
+        b.iter()
+            .find(|x| x.line.event == "close")
+            .unwrap()
+            .tracer_ns
+    };
+    let mut old = beside(&s, &[priced("syscall", "close", 10, 100.0)]);
+    net_of_tracer(&mut old, &t);
+    assert_eq!(close(&old), 2000.0 + 2.0 * 500.0);
+    // Measured apart, a wait inside the cgroup (neither came back on a halted CPU) costs the
+    // local figure; one of two back on a halted CPU, the switch's.
+    let mut local = beside(&s, &[priced("syscall", "close", 10, 100.0)]);
+    net_of_tracer(
+        &mut local,
+        &crate::measured::TracerCost {
+            switch_local: Some(50.0),
+            ..t
+        },
+    );
+    let close = |b: &[Beside]| {
+        b.iter()
+            .find(|x| x.line.event == "close")
+            .unwrap()
+            .tracer_ns
+    };
+    assert_eq!(close(&local), 2000.0 + 2.0 * 50.0);
+    let halted = Split {
+        lines: vec![Line {
+            waits: 2,
+            halted_in: 1,
+            ..line("syscall", "close", 10, 5000)
+        }],
+        ..s.clone()
+    };
+    let mut one = beside(&halted, &[priced("syscall", "close", 10, 100.0)]);
+    net_of_tracer(
+        &mut one,
+        &crate::measured::TracerCost {
+            switch_local: Some(50.0),
+            ..t
+        },
+    );
+    assert_eq!(close(&one), 2000.0 + 500.0 + 50.0);
 }
 
 /// The switches' price goes where the split saw the waits: on the lines that were switched

@@ -513,7 +513,12 @@ impl Split {
 pub struct TracerCost {
     pub syscall: f64,
     pub fault: f64,
+    /// A wait back on a CPU that had halted (the line's `halted_in`).
     pub switch: f64,
+    /// Any other wait: inside the program's cgroup (absent in a price stored before it was
+    /// measured apart: every wait at `switch`).
+    #[serde(default)]
+    pub switch_local: Option<f64>,
     pub tick_ns: f64,
     /// A buffer touch inside an inode allocation (`measured::inodes`' calibration).
     #[serde(default)]

@@ -1,4 +1,4 @@
-//! The tracer's own cost per event (`verify::overhead`'s loops: about 31 s of attaches,
+//! The tracer's own cost per event (`verify::overhead`'s loops: about 30-50 s of attaches,
 //! detaches and loops), kept in the history with the run that measured it and reused while it
 //! is fresh: the same machine, the same kernel, the same costlab build, the same tracer (the
 //! split alone, or with the sampler) and measured within a day. A price or a `--verify` then

@@ -43,7 +43,12 @@ pub enum Kind {
     Spin,
     Syscalls,
     Faults,
+    /// A pipe ping-pong of two processes on two CPUs: each wait a switch to the idle task
+    /// (out of the loop's cgroup) and, the CPU halted, back.
     Switches,
+    /// The same ping-pong on one CPU: each wait a switch to the other process, inside the
+    /// loop's cgroup (the sampler's events neither stop nor start).
+    LocalSwitches,
     /// One-byte preads of a cached file: a syscall and a page-cache lookup each.
     Lookups,
     /// Stats of a path: a syscall and a path read each.
@@ -69,6 +74,7 @@ impl Kind {
             Kind::Syscalls => "syscall",
             Kind::Faults => "fault",
             Kind::Switches => "switch",
+            Kind::LocalSwitches => "switch_local",
             Kind::Lookups => "lookup",
             Kind::Paths => "path",
             Kind::Mmaps => "mmap",
@@ -257,6 +263,7 @@ pub unsafe fn child_loop(
             }
         }
         Kind::Switches => switches(cpus),
+        Kind::LocalSwitches => switches(&[cpus[0], cpus[0]]),
     }
     libc::_exit(0)
 }
@@ -286,7 +293,8 @@ unsafe fn execs(program: &std::ffi::CStr) {
 }
 
 /// The switch loop: two processes, each on a CPU of its own, a byte each way: every wait is
-/// a switch to the idle task and back.
+/// a switch to the idle task and back. Both on one CPU (`LocalSwitches`), each wait is a
+/// switch to the other.
 ///
 /// # Safety
 /// Only in `child_loop`'s child: raw syscalls, no allocation.

@@ -100,6 +100,7 @@ impl Traced {
             }),
             "kernel-other" => o.of(&Events {
                 switches: e.switches,
+                halted: e.halted,
                 ..Events::default()
             }),
             "irq" => o.of_time(self.split.usage_ns as f64),

@@ -9,7 +9,9 @@
 //! their own, traced and untraced, interleaved: getppid (syscalls), mappings of a cached page
 //! (mmaps), first reads of 4 KiB anonymous pages (user faults), a pipe ping-pong of two processes on
 //! two CPUs where there are two (switches: each wait leaves its CPU to the idle task, out of
-//! the cgroup and back, as a program's waits do), one-byte preads of a cached file (lookups),
+//! the cgroup and back, as a program's waits on another CPU do; the waits that came back on a
+//! halted CPU are these), the same ping-pong on one CPU (local switches: each wait hands the
+//! CPU to the other process, inside the cgroup, as tar and gzip do on one CPU), one-byte preads of a cached file (lookups),
 //! stats of one file again and again (a path read, and the result's inode found in the run's
 //! set of inodes), stats of 20000 files once each (each inode put in that set) and children
 //! forked on one CPU that each exec `true` (a fork and exec, beyond the loader's calls and
@@ -52,7 +54,13 @@ use crate::measured::{parse_cpu_stat, Split, Tracer};
 pub struct Overhead {
     pub syscall: f64,
     pub fault: f64,
+    /// A switch to the idle task and back, its CPU halted meanwhile: the wait left the
+    /// program's cgroup (with the sampler, perf's events stop and start again).
     pub switch: f64,
+    /// A switch that stays inside the program's cgroup (to another of its tasks on the same
+    /// CPU, or back from a CPU that only polled): the tracer's programs on the switch and the
+    /// wake-up, no cgroup crossed. Here about a tenth of `switch` with the sampler.
+    pub switch_local: f64,
     /// A page-cache lookup of a cached read.
     pub lookup: f64,
     /// A stat family call's path read and its components counted, and where it succeeds, its
@@ -83,6 +91,10 @@ pub struct Events {
     pub faults: u64,
     /// Voluntary and involuntary switches of the tree (rusage).
     pub switches: u64,
+    /// Of them, the waits its tasks came back from on a CPU that had halted (the split's
+    /// `halted_in`): each left the cgroup for the idle task. The rest are priced at
+    /// `switch_local`.
+    pub halted: u64,
     /// Page-cache lookups of cached reads (inside syscalls: on their lines).
     pub lookups: u64,
     /// Stat family calls, whose paths the split reads.
@@ -118,6 +130,7 @@ impl Events {
                 .map(|l| l.count)
                 .sum(),
             switches,
+            halted: split.lines.iter().map(|l| l.halted_in).sum(),
             lookups: split.lines.iter().map(|l| l.lookups).sum(),
             paths: split.calls(&crate::pricing::STATS),
             mmaps: split.calls(&crate::pricing::MMAPS),
@@ -131,9 +144,11 @@ impl Events {
 impl Overhead {
     /// The tracer's cost of `e`, ns of kernel time.
     pub fn of(&self, e: &Events) -> f64 {
+        let halted = e.halted.min(e.switches);
         e.syscalls as f64 * self.syscall
             + e.faults as f64 * self.fault
-            + e.switches as f64 * self.switch
+            + halted as f64 * self.switch
+            + (e.switches - halted) as f64 * self.switch_local
             + e.lookups as f64 * self.lookup
             + e.paths as f64 * self.path
             + e.mmaps as f64 * self.mmap
@@ -155,7 +170,7 @@ impl Overhead {
     /// One line for the output.
     pub fn line(&self) -> String {
         format!(
-            "the {}own cost, taken out of every traced run's kernel time: {} a syscall, {} a user fault ({} more one the page cache served), {} a switch, {} a page-cache lookup, {} a stat's path read, {} a stat's first touch of an inode, {} an mmap, {} a fork and exec, and {} {:.2}% of the CPU",
+            "the {}own cost, taken out of every traced run's kernel time: {} a syscall, {} a user fault ({} more one the page cache served), {} a switch to a halted CPU's idle task and back ({} one inside the program's cgroup), {} a page-cache lookup, {} a stat's path read, {} a stat's first touch of an inode, {} an mmap, {} a fork and exec, and {} {:.2}% of the CPU",
             if self.sampler {
                 "split's and the sampler's "
             } else {
@@ -165,6 +180,7 @@ impl Overhead {
             human_ns(self.fault),
             human_ns(self.file_fault),
             human_ns(self.switch),
+            human_ns(self.switch_local),
             human_ns(self.lookup),
             human_ns(self.path),
             human_ns(self.inode),
@@ -213,6 +229,7 @@ impl Overhead {
             Kind::Mmaps,
             Kind::Faults,
             Kind::FileFaults,
+            Kind::LocalSwitches,
             Kind::Switches,
             Kind::Lookups,
             Kind::Paths,
@@ -242,6 +259,7 @@ impl Overhead {
                 Kind::Syscalls => o.syscall = c,
                 Kind::Faults => o.fault = c,
                 Kind::Switches => o.switch = c,
+                Kind::LocalSwitches => o.switch_local = c,
                 Kind::Lookups => o.lookup = c,
                 Kind::Paths => o.path = c,
                 Kind::Mmaps => o.mmap = c,
@@ -260,6 +278,7 @@ impl Overhead {
             "syscall" => &mut self.syscall,
             "fault" => &mut self.fault,
             "switch" => &mut self.switch,
+            "switch_local" => &mut self.switch_local,
             "lookup" => &mut self.lookup,
             "path" => &mut self.path,
             "mmap" => &mut self.mmap,
@@ -276,11 +295,12 @@ impl Overhead {
 
 /// What the tracer pays for, by name: its cost per event of each, and "tick", its timer's
 /// share of the CPU (a fraction of the untraced CPU, not ns).
-pub const EVENTS: [&str; 10] = [
+pub const EVENTS: [&str; 11] = [
     "syscall",
     "fault",
     "file_fault",
     "switch",
+    "switch_local",
     "lookup",
     "path",
     "mmap",
@@ -301,7 +321,38 @@ impl Kind {
             Kind::Spin => (0, e),
             Kind::Syscalls => (e.syscalls, Events { syscalls: 0, ..e }),
             Kind::Faults => (e.faults, Events { faults: 0, ..e }),
-            Kind::Switches => (e.switches, Events { switches: 0, ..e }),
+            // The waits back on a halted CPU, the others at the local loop's cost (measured
+            // first); where none halted (one CPU, or an idle loop that polls), every switch.
+            Kind::Switches if e.halted > 0 => {
+                let halted = e.halted.min(e.switches);
+                (
+                    halted,
+                    Events {
+                        switches: e.switches - halted,
+                        halted: 0,
+                        ..e
+                    },
+                )
+            }
+            Kind::Switches => (
+                e.switches,
+                Events {
+                    switches: 0,
+                    halted: 0,
+                    ..e
+                },
+            ),
+            // One CPU: its waits switch to the other process; any that halted are left out.
+            Kind::LocalSwitches => {
+                let halted = e.halted.min(e.switches);
+                (
+                    e.switches - halted,
+                    Events {
+                        switches: halted,
+                        ..e
+                    },
+                )
+            }
             Kind::Lookups => (e.lookups, Events { lookups: 0, ..e }),
             Kind::Paths => (e.paths, Events { paths: 0, ..e }),
             Kind::Mmaps => (e.mmaps, Events { mmaps: 0, ..e }),
@@ -314,14 +365,12 @@ impl Kind {
                 },
             ),
             // Its switches, each between a parent and its child on one CPU, stay inside the
-            // loop's cgroup, where the switch loop's leave it (to the idle task): the sampler's
-            // events stop and start only on the latter (a switch's cost 8-10 us with the
-            // sampler). They are left in the exec's figure, and are about 2 of its 100 us.
+            // loop's cgroup: at the local switch's cost, as a program's are.
             Kind::Execs => (
                 e.execs,
                 Events {
                     execs: 0,
-                    switches: 0,
+                    halted: 0,
                     ..e
                 },
             ),
@@ -479,6 +528,7 @@ mod tests {
             syscall: 100.0,
             fault: 300.0,
             switch: 500.0,
+            switch_local: 200.0,
             lookup: 50.0,
             path: 70.0,
             mmap: 1800.0,
@@ -492,6 +542,7 @@ mod tests {
             syscalls: 1000,
             faults: 10,
             switches: 2,
+            halted: 2,
             lookups: 0,
             paths: 0,
             mmaps: 0,
@@ -500,8 +551,8 @@ mod tests {
             execs: 0,
         };
         assert_eq!(o.of(&e), 100_000.0 + 3000.0 + 1000.0);
-        // An exec at 30000 (its calls are among the 1000); the exec loop leaves its
-        // switches (2 at 500) in its own figure.
+        // An exec at 30000 (its calls are among the 1000); the exec loop's switches, between
+        // a parent and its child on one CPU, are local ones (2 at 200).
         let spawns = Events { execs: 1, ..e };
         assert_eq!(o.of(&spawns), 104_000.0 + 30_000.0);
         let run = LoopRun {
@@ -509,7 +560,7 @@ mod tests {
             events: spawns,
             timer_ns: 0.0,
         };
-        assert_eq!(Kind::Execs.events(&run, &o), (1.0, 103_000.0));
+        assert_eq!(Kind::Execs.events(&run, &o), (1.0, 103_400.0));
         // 4 of the 10 faults served by the page cache, each 400 more.
         let file = Events {
             file_faults: 4,
@@ -564,6 +615,51 @@ mod tests {
     }
 
     #[test]
+    fn a_switch_back_on_a_halted_cpu_costs_the_tracer_more_than_one_inside_the_cgroup() {
+        let o = Overhead {
+            switch: 10_000.0,
+            switch_local: 1000.0,
+            ..Overhead::default()
+        };
+        // 3 of 10 switches came back on a halted CPU.
+        let e = Events {
+            switches: 10,
+            halted: 3,
+            ..Events::default()
+        };
+        assert_eq!(o.of(&e), 3.0 * 10_000.0 + 7.0 * 1000.0);
+        // A halted count above the switches (a sampled split's estimate) prices no switch
+        // twice and none below zero.
+        assert_eq!(
+            o.of(&Events {
+                switches: 2,
+                halted: 5,
+                ..e
+            }),
+            20_000.0
+        );
+        let run = |events| LoopRun {
+            usage_ns: 0.0,
+            events,
+            timer_ns: 0.0,
+        };
+        // The switch loop's own events are its halted waits; the others at the local cost.
+        assert_eq!(Kind::Switches.events(&run(e), &o), (3.0, 7000.0));
+        // Where none halted (one CPU, an idle loop that polls), every switch is its own.
+        let polled = Events { halted: 0, ..e };
+        assert_eq!(Kind::Switches.events(&run(polled), &o), (10.0, 0.0));
+        // The local loop's own events are the waits that did not halt.
+        let local = Events {
+            switches: 100,
+            halted: 1,
+            ..Events::default()
+        };
+        let (n, _) = Kind::LocalSwitches.events(&run(local), &o);
+        assert_eq!(n, 99.0);
+        assert!(o.line().contains("inside the program's cgroup"));
+    }
+
+    #[test]
     fn a_splits_events_are_its_syscalls_and_finished_user_faults() {
         let line = |class: &str, event: &str, count: u64| crate::measured::Line {
             class: class.into(),
@@ -573,6 +669,7 @@ mod tests {
         };
         let mut read = line("syscall", "read", 10);
         read.lookups = 9;
+        read.halted_in = 3;
         let s = Split {
             lines: vec![
                 read,
@@ -597,6 +694,7 @@ mod tests {
                 syscalls: 28,
                 faults: 8,
                 switches: 4,
+                halted: 3,
                 lookups: 9,
                 paths: 2,
                 mmaps: 3,
@@ -627,6 +725,7 @@ mod tests {
             o.fault,
             o.file_fault,
             o.switch,
+            o.switch_local,
             o.lookup,
             o.path,
             o.inode,
