@@ -7,6 +7,7 @@ mod argcheck;
 pub mod args;
 pub mod bpf;
 pub mod charts;
+mod closes;
 mod cold;
 pub mod count;
 pub mod fleet;

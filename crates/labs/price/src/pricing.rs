@@ -125,6 +125,12 @@ pub fn derive(units: &mut Units) {
         let d = cold.minus(&[warm]);
         units.insert("fault-file-first".into(), d);
     }
+    // A file released by its last close: the close term (a file just opened, closed) less a
+    // close that only frees a descriptor (`closes`).
+    if let (Some(close), Some(dup)) = (units.get("close"), units.get("close-dup")) {
+        let d = close.minus(&[dup]);
+        units.insert(crate::closes::RELEASE.into(), d);
+    }
     // A page read in: a cold read's CPU per page less what a cached read of it costs (a
     // 64 KiB pread's fixed part over its 16 pages, and 4096 bytes), which the read calls and
     // the bytes read price already.
@@ -161,6 +167,7 @@ pub fn needed(counts: &Counts) -> Vec<&'static str> {
             "fork/byte" => &["fork"],
             "writeback/byte" => &["writeback"],
             "page-in" => &["read-cold", "file-read"],
+            crate::closes::RELEASE => &["close", "close-dup"],
             "halt-in" => &[
                 "wake-halted",
                 "switch-same-cpu",
@@ -186,6 +193,9 @@ pub fn needed(counts: &Counts) -> Vec<&'static str> {
     for name in counts.syscalls.keys() {
         if let Some(p) = syscall_pricing(name) {
             add(p.unit);
+        }
+        if name == "close" {
+            add(crate::closes::RELEASE);
         }
     }
     for (class, event) in counts.events.keys() {
@@ -246,6 +256,8 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
         .events
         .contains_key(&("path".to_string(), "components".to_string()))
         && units.contains_key("stat-call");
+    // A close's call and its file's release, priced apart where both terms are measured.
+    let close_apart = crate::closes::call_pricing(units);
     for (name, &n) in &counts.syscalls {
         let p = syscall_pricing(name).map(|p| match p.how {
             LIGHT_HOW if split_entry => Pricing {
@@ -258,6 +270,7 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
                 factor: 1.0,
                 how: "a stat's own part (the stat term less its path's components at the path-component term); the components this program's paths walked are priced on path components",
             },
+            _ if name == "close" && close_apart.is_some() => close_apart.clone().unwrap_or(p),
             _ if p.unit == "getdents64" && entries_counted => Pricing {
                 unit: "getdents64-call",
                 factor: 1.0,
@@ -283,6 +296,7 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
             how: p.map_or(NO_TERM, |p| p.how).into(),
         });
     }
+    rows.extend(release_row(counts, units));
     rows.extend(unmapped_at_exit(counts, units));
     if split_entry {
         rows.extend(entry_exit(counts, units));
@@ -347,6 +361,24 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
     }
     rows.extend(bytes_rows(counts, units));
     rows
+}
+
+/// The row of the files the closes released, at `close-release`, where the close line is
+/// priced at its call alone (`closes`).
+fn release_row(counts: &Counts, units: &Units) -> Option<Priced> {
+    crate::closes::call_pricing(units)?;
+    let (closes, n) = crate::closes::released(counts);
+    (closes > 0).then(|| Priced {
+        class: "files".into(),
+        event: "released".into(),
+        count: n,
+        unit: units.get(crate::closes::RELEASE).cloned(),
+        unit_name: crate::closes::RELEASE.into(),
+        how: format!(
+            "files released by the last close of their descriptors, on the way back to user mode (the close term less close-dup): {n} of the {closes} closes, at most one a file the run's calls made ({} made)",
+            crate::closes::made(counts)
+        ),
+    })
 }
 
 /// The bytes read and written (rchar, wchar), priced as rows of class `bytes`: the bytes

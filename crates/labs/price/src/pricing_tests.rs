@@ -653,3 +653,39 @@ fn thps_what_if_counts_the_faults_inside_syscalls() {
     assert_eq!(w.after, 2);
     assert_eq!(w.saved, vec![1024.0 * 800.0 - 2.0 * 100_000.0]);
 }
+
+/// With close-dup measured, a close is priced at its call (close-dup) and the files it
+/// released at the close term less close-dup, at most one a file the run made: find's dup'ed
+/// directories close twice a file, and one of the two only frees a descriptor. Without it,
+/// every close at the whole term.
+#[test]
+fn closes_are_priced_by_call_and_release_at_most_one_release_a_file_made() {
+    let mut units: Units = [
+        ("close".to_string(), unit(1000.0)),
+        ("close-dup".to_string(), unit(250.0)),
+    ]
+    .into();
+    let mut counts = Counts::default();
+    counts.syscalls.insert("close".into(), 40);
+    counts.syscalls.insert("openat".into(), 10);
+    counts.syscalls.insert("pipe2".into(), 3);
+    counts.syscalls.insert("fcntl".into(), 30);
+    assert!(needed(&counts).contains(&"close-dup"));
+    let mut whole = units.clone();
+    whole.remove("close-dup");
+    derive(&mut whole);
+    let rows = price(&counts, &whole);
+    assert_eq!(by(&rows, "syscall", "close"), Some(40_000.0));
+    assert!(by(&rows, "files", "released").is_none());
+    derive(&mut units);
+    assert_eq!(units["close-release"].samples, vec![750.0]);
+    let rows = price(&counts, &units);
+    assert_eq!(by(&rows, "syscall", "close"), Some(40.0 * 250.0));
+    // 10 opens and 3 pipes' 6 ends: 16 files made, 16 of the 40 closes released one.
+    assert_eq!(crate::closes::made(&counts), 16);
+    assert_eq!(by(&rows, "files", "released"), Some(16.0 * 750.0));
+    // Fewer closes than files (the rest closed at exit): each close released one.
+    counts.syscalls.insert("close".into(), 5);
+    let rows = price(&counts, &units);
+    assert_eq!(by(&rows, "files", "released"), Some(5.0 * 750.0));
+}

@@ -153,6 +153,9 @@ pub(super) fn timed(f: impl FnOnce() -> Result<()>) -> Result<f64> {
 pub enum NameOp {
     Open,
     Close,
+    /// A close of a second descriptor of a file that stays open (dup'ed by
+    /// `F_DUPFD_CLOEXEC`): the descriptor freed, the file's count dropped, no release.
+    CloseDup,
     Create,
     Rename,
     Unlink,
@@ -161,7 +164,7 @@ pub enum NameOp {
 }
 
 /// CPU ns per `op`: a round creates `NAMES` files (O_CREAT|O_EXCL), closes them, opens them
-/// again, closes them, renames them, unlinks them, then makes and removes as many
+/// again, dups each and closes the dups, closes them, renames them, unlinks them, then makes and removes as many
 /// directories; only `op`'s batch is timed.
 pub fn name_op(spec: &SampleSpec, dir: &Path, op: NameOp) -> Result<Vec<f64>> {
     if matches!(op, NameOp::Create | NameOp::Mkdir) {
@@ -218,6 +221,15 @@ pub fn name_op(spec: &SampleSpec, dir: &Path, op: NameOp) -> Result<Vec<f64>> {
             timed(|| opens(&mut fds, open, "open"))?,
             &mut ns,
         );
+        let mut dups = vec![-1i32; NAMES];
+        for (d, fd) in dups.iter_mut().zip(&fds) {
+            // SAFETY: an fd `opens` returned; the dup is closed by `closes` below.
+            *d = unsafe { libc::fcntl(*fd, libc::F_DUPFD_CLOEXEC, 3) };
+            if *d < 0 {
+                return Err(os_err("dup"));
+            }
+        }
+        at(NameOp::CloseDup, timed(|| closes(&mut dups))?, &mut ns);
         at(NameOp::Close, timed(|| closes(&mut fds))?, &mut ns);
         // SAFETY: NUL-terminated paths of this scratch directory.
         let rename = |p: &CString, i: usize| unsafe { libc::rename(p.as_ptr(), b[i].as_ptr()) };

@@ -29,7 +29,7 @@ use anyhow::Result;
 use super::SampleSpec;
 
 /// Every term, in the order they are measured and shown (the `term` case key's values).
-pub const TERMS: [&str; 54] = [
+pub const TERMS: [&str; 55] = [
     "fault-4k",
     "fault-thp",
     "fault-file",
@@ -54,6 +54,7 @@ pub const TERMS: [&str; 54] = [
     "fstat",
     "open",
     "close",
+    "close-dup",
     "create",
     "rename",
     "unlink",
@@ -89,9 +90,10 @@ pub const TERMS: [&str; 54] = [
 /// The terms measured in a scratch directory on a file system, whose figures carry the case
 /// key `fs` (its type, as /proc/self/mountinfo names it): a price uses the figure of the file
 /// system its program worked on.
-pub const FS_TERMS: [&str; 21] = [
+pub const FS_TERMS: [&str; 22] = [
     "open",
     "close",
+    "close-dup",
     "create",
     "rename",
     "unlink",
@@ -242,6 +244,7 @@ pub fn reading(term: &str) -> &'static str {
         "fstat" => "newfstatat of an open file by its fd (an empty path, AT_EMPTY_PATH: glibc's fstat), no path walked",
         "open" => "open of an existing file (its close apart), CPU time, per call",
         "close" => "close of a file just opened, CPU time, per call",
+        "close-dup" => "close of a second descriptor of a file that stays open (a dup of it): the descriptor freed, no release of the file, CPU time, per call",
         "create" => "open with O_CREAT|O_EXCL of a new name in a new directory of 128 at the file system's root (on ext4 a group of its own, the cleanest of four by probe creates: no recently deleted inode to pass over, which create-pass prices), no name removed during it, CPU time, per call",
         "rename" => "rename of a file to a new name in the same directory, CPU time, per call",
         "unlink" => "unlink of an empty file, CPU time, per call",
@@ -384,6 +387,7 @@ fn measure_term(term: &str, spec: &SampleSpec, dir: &Path) -> Result<Vec<TermFig
         "fstat" => one(files::fstat(spec)?),
         "open" => one(fsops::name_op(spec, dir, NameOp::Open)?),
         "close" => one(fsops::name_op(spec, dir, NameOp::Close)?),
+        "close-dup" => one(fsops::name_op(spec, dir, NameOp::CloseDup)?),
         "create" => one(fsops::name_op(spec, dir, NameOp::Create)?),
         "rename" => one(fsops::name_op(spec, dir, NameOp::Rename)?),
         "unlink" => one(fsops::name_op(spec, dir, NameOp::Unlink)?),
