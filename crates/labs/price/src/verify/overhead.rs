@@ -237,10 +237,18 @@ impl Overhead {
             Kind::Execs,
         ] {
             let mut per = Vec::new();
-            for _ in 0..rounds {
+            for round in 0..rounds {
                 costlab_core::measure::cancel::check()?;
-                let plain = run_loop(kind, None, &files)?;
-                let traced = run_loop(kind, Some(sampler), &files)?;
+                // The order alternates: a loop that runs second finds what the first left
+                // warm (its program's pages, the allocator's free lists), and each side
+                // runs second in half the rounds.
+                let (plain, traced) = if round % 2 == 0 {
+                    let plain = run_loop(kind, None, &files)?;
+                    (plain, run_loop(kind, Some(sampler), &files)?)
+                } else {
+                    let traced = run_loop(kind, Some(sampler), &files)?;
+                    (run_loop(kind, None, &files)?, traced)
+                };
                 let (n, others) = kind.events(&traced, &o);
                 if n == 0.0 && kind == Kind::Lookups {
                     // A temp folder whose reads the page cache does not serve by lookups (a
