@@ -112,7 +112,7 @@ pub fn run(args: &PriceArgs, ctx: &Ctx) -> Result<Outcome> {
     let times = times::times_for(args, from.is_some(), &counted, &mut o)?;
     let priced = pricing::price(counts, &units);
     o.notes.extend(sizing::crossed_note(counts, &units));
-    o.notes.extend(cold::note(counts.measured.as_ref(), &units));
+    o.notes.extend(cold::note(counts, &units));
     let cpu = Summary::of(
         &times
             .iter()

@@ -281,9 +281,7 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
         let cold = p
             .as_ref()
             .filter(|p| !p.unit.starts_with("exit"))
-            .and_then(|p| {
-                crate::cold::extra_of(counts.measured.as_ref(), units, "syscall", name, p.unit)
-            });
+            .and_then(|p| crate::cold::extra_of(counts, units, "syscall", name, p.unit));
         rows.push(Priced {
             class: "syscall".into(),
             event: name.clone(),
@@ -334,11 +332,9 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
         // The pages a fault-around maps are part of the file faults that mapped them: their
         // struct pages and page-cache entries are as cold as those faults found the rest.
         let cold = match (class.as_str(), event.as_str()) {
-            ("fault", _) => {
-                crate::cold::extra_of(counts.measured.as_ref(), units, class, event, "")
-            }
+            ("fault", _) => crate::cold::extra_of(counts, units, class, event, ""),
             ("pages", "mapped by file faults") => {
-                crate::cold::extra_of(counts.measured.as_ref(), units, "fault", "minor:file", "")
+                crate::cold::extra_of(counts, units, "fault", "minor:file", "")
             }
             _ => None,
         };

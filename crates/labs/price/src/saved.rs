@@ -75,6 +75,10 @@ pub struct SavedCounts {
     pub rchar: u64,
     #[serde(default)]
     pub wchar: u64,
+    /// The largest resident set of one of the tree's processes, bytes (absent in older
+    /// files: 0, not known).
+    #[serde(default)]
+    pub max_rss: u64,
     /// The sampled read/write calls' bytes by name and fd kind, which share rchar and wchar
     /// out (`Counts::fd_bytes`).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
@@ -130,6 +134,7 @@ impl SavedCounts {
             events,
             rchar: counts.rchar,
             wchar: counts.wchar,
+            max_rss: counts.max_rss,
             fd_bytes: counts.fd_bytes.clone(),
             exit_status: counts.exit_status.shell_status().into(),
             notes: counts.notes.clone(),
@@ -146,6 +151,7 @@ impl SavedCounts {
             times: self.traced.into(),
             rchar: self.rchar,
             wchar: self.wchar,
+            max_rss: self.max_rss,
             fd_bytes: self.fd_bytes.clone(),
             exit_status: costlab_core::error::ProgramEnd::Exited(
                 u8::try_from(self.exit_status).unwrap_or(1),

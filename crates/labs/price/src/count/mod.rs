@@ -49,6 +49,9 @@ pub struct Counts {
     /// Bytes read and written through syscalls (/proc/PID/io rchar, wchar of the tree).
     pub rchar: u64,
     pub wchar: u64,
+    /// The largest resident set of one of the tree's processes, bytes (0: not known): the
+    /// most memory its work between two calls can have touched (`cold`).
+    pub max_rss: u64,
     /// The bytes the split's sampled read/write calls returned (one call in `bpf::SAMPLE`),
     /// by the call's name and its fd's kind ("read:pipe", "write:file"; the plain name for
     /// an fd never seen): what shares rchar and wchar out by kind. Empty without the split.
@@ -418,7 +421,9 @@ pub fn count_command(argv: &[String], period: Option<u32>, tick_ns: u64) -> Resu
         }
         None => None,
     };
-    let run = run_program(&path, argv, Some(&cg.dir), Stdio3::Inherit);
+    let run = Spawn::new(&path, argv)
+        .stdio(Stdio3::Inherit)
+        .and_then(|s| s.in_cgroup(&cg.dir).run());
     let (measured, counted) = tracer
         .map(|t| t.finish_counted(&cg.dir))
         .transpose()?
@@ -436,7 +441,8 @@ pub fn count_command(argv: &[String], period: Option<u32>, tick_ns: u64) -> Resu
     );
     let (syscalls, mut events, fd_bytes) = counting.finish(&mut notes, counted)?;
     kernel_fault_events(&mut events, measured.as_ref());
-    let (times, exit_status, rchar, wchar) = run?;
+    let ended = run?;
+    let (times, exit_status, rchar, wchar) = (ended.times, ended.end, ended.rchar, ended.wchar);
     let left = std::fs::read_to_string(cg.dir.join("cgroup.procs")).unwrap_or_default();
     let left = left.lines().count();
     if left > 0 {
@@ -450,6 +456,7 @@ pub fn count_command(argv: &[String], period: Option<u32>, tick_ns: u64) -> Resu
         times,
         rchar,
         wchar,
+        max_rss: ended.max_rss,
         fd_bytes,
         exit_status,
         notes,
@@ -532,6 +539,7 @@ pub fn count_pid(pid: u32, duration: Duration, period: Option<u32>) -> Result<Co
         },
         rchar: 0,
         wchar: 0,
+        max_rss: 0,
         fd_bytes,
         exit_status: Default::default(),
         notes,
