@@ -14,7 +14,7 @@
 //! part them), so a program whose opens fail often is priced a release too many for each.
 
 use crate::count::Counts;
-use crate::terms_of::Pricing;
+use crate::terms_of::{base_name, Pricing};
 use crate::unit::Units;
 
 /// Calls that make one file (a new open file description) when they succeed.
@@ -59,7 +59,7 @@ pub fn made(counts: &Counts) -> u64 {
         .syscalls
         .iter()
         .map(|(name, n)| {
-            let base = name.split(':').next().unwrap_or(name);
+            let base = base_name(name);
             if MAKE_ONE.contains(&base) {
                 *n
             } else if MAKE_TWO.contains(&base) {

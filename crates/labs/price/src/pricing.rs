@@ -14,13 +14,9 @@ pub use crate::unit::{Unit, Units};
 /// Terms the syscall lab measures (its `call`s at batch 1, 16 B) that price calls here.
 pub const SYSCALL_TERMS: [&str; 4] = ["read-devzero", "write-devnull", "tcp-send", "tcp-recv"];
 
-/// A syscall's name without the kind of fd its calls went to (`read:dev` is a `read`).
-pub fn base_name(name: &str) -> &str {
-    name.split_once(':').map_or(name, |(b, _)| b)
-}
-
 pub use crate::terms_of::{
-    event_pricing, syscall_pricing, timer_parts, Pricing, LIGHT, LIGHT_HOW, READS, WRITES,
+    base_name, event_pricing, syscall_pricing, timer_parts, Pricing, LIGHT, LIGHT_HOW, READS,
+    WRITES,
 };
 
 /// A light call's pricing beside a split, which finds its entry and exit inside user time.
@@ -270,7 +266,7 @@ pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
                 factor: 1.0,
                 how: "a stat's own part (the stat term less its path's components at the path-component term); the components this program's paths walked are priced on path components",
             },
-            _ if name == "close" && close_apart.is_some() => close_apart.clone().unwrap_or(p),
+            _ if name == "close" => close_apart.clone().unwrap_or(p),
             _ if p.unit == "getdents64" && entries_counted => Pricing {
                 unit: "getdents64-call",
                 factor: 1.0,

@@ -16,6 +16,11 @@ pub struct Pricing {
     pub how: &'static str,
 }
 
+/// A syscall's name without the kind of fd its calls went to (`read:dev` is a `read`).
+pub fn base_name(name: &str) -> &str {
+    name.split_once(':').map_or(name, |(b, _)| b)
+}
+
 pub(crate) fn by(unit: &'static str, factor: f64, how: &'static str) -> Option<Pricing> {
     Some(Pricing { unit, factor, how })
 }

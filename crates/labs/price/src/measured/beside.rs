@@ -185,11 +185,8 @@ fn targets(p: &Priced, split: &Split) -> Vec<((String, String), f64)> {
         // A file's release runs on the way back to user mode, after the close's exit: inside
         // user time, where the split puts the kernel's work there (`closes`).
         ("files", "released") => {
-            let inside = ("kernel-other".to_string(), "inside user time".to_string());
-            if split.lines.iter().any(|l| {
-                (l.class.as_str(), l.event.as_str()) == ("kernel-other", "inside user time")
-            }) {
-                vec![(inside, 1.0)]
+            if split.line("kernel-other", "inside user time").is_some() {
+                vec![(("kernel-other".into(), "inside user time".into()), 1.0)]
             } else {
                 family(&["close"])
             }
