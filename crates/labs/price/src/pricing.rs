@@ -367,7 +367,7 @@ fn release_row(counts: &Counts, units: &Units) -> Option<Priced> {
         unit: units.get(crate::closes::RELEASE).cloned(),
         unit_name: crate::closes::RELEASE.into(),
         how: format!(
-            "files released by the last close of their descriptors, on the way back to user mode (the close term less close-dup): {n} of the {closes} closes, at most one a file the run's calls made ({} made)",
+            "files released by the last close of their descriptors (the close term less close-dup): {n} of the {closes} closes, at most one a file the run's calls made ({} made)",
             crate::closes::made(counts)
         ),
     })

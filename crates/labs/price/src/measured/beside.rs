@@ -182,15 +182,8 @@ fn targets(p: &Priced, split: &Split) -> Vec<((String, String), f64)> {
         ("bytes", "read" | "read:pipe") => family(&READS),
         ("bytes", "written" | "written:file") => family(&WRITES),
         ("bytes", "dirents") => vec![(("syscall".into(), "getdents64".into()), 1.0)],
-        // A file's release runs on the way back to user mode, after the close's exit: inside
-        // user time, where the split puts the kernel's work there (`closes`).
-        ("files", "released") => {
-            if split.line("kernel-other", "inside user time").is_some() {
-                vec![(("kernel-other".into(), "inside user time".into()), 1.0)]
-            } else {
-                family(&["close"])
-            }
-        }
+        // A file's release runs inside the close that dropped its last descriptor.
+        ("files", "released") => family(&["close"]),
         // The components are walked inside the stats: on the lines the split counted them in.
         ("path", "components") => where_done(|l| l.path_components, &crate::pricing::STATS),
         // The first touches are counted for the run, not by line: shared by the stats' counts.

@@ -630,12 +630,11 @@ fn a_file_fault_lines_reading_says_how_many_were_the_runs_first_on_their_range()
     );
 }
 
-/// A file's release runs on the way back to user mode: its price is set beside the kernel's
-/// work inside user time, where the split measures it, or on the close line where that line
-/// is missing.
+/// A file's release runs inside the close that dropped its last descriptor: its price is
+/// set on the close line, not beside the kernel's work inside user time.
 #[test]
-fn the_files_released_are_priced_beside_the_kernel_inside_user_time() {
-    let with = Split {
+fn the_files_released_are_priced_on_the_close_line() {
+    let s = Split {
         lines: vec![
             line("syscall", "close", 10, 3000),
             line("kernel-other", "inside user time", 1, 9000),
@@ -646,13 +645,8 @@ fn the_files_released_are_priced_beside_the_kernel_inside_user_time() {
         priced("syscall", "close", 10, 250.0),
         priced("files", "released", 4, 750.0),
     ];
-    let b = beside(&with, &p);
-    let of = |b: &[Beside], e: &str| b.iter().find(|x| x.line.event == e).unwrap().priced_ns;
-    assert_eq!(of(&b, "close"), Some(2500.0));
-    assert_eq!(of(&b, "inside user time"), Some(3000.0));
-    let without = Split {
-        lines: vec![line("syscall", "close", 10, 3000)],
-        ..Split::default()
-    };
-    assert_eq!(of(&beside(&without, &p), "close"), Some(2500.0 + 3000.0));
+    let b = beside(&s, &p);
+    let of = |e: &str| b.iter().find(|x| x.line.event == e).unwrap().priced_ns;
+    assert_eq!(of("close"), Some(2500.0 + 3000.0));
+    assert_eq!(of("inside user time"), None);
 }
