@@ -15,7 +15,9 @@
 # untraced runs that `costlab price` makes do the same work as the traced one.
 #
 # The unit costs go into a throwaway history, measured first (costlab cost, quietly, with the
-# file-system terms on the working folder's file system) so that no price measures any.
+# file-system terms on the working folder's file system) so that no price measures any, in
+# ROUNDS rounds (default 3; costlab cost --rounds): each figure is its middle round, so that a
+# slow stretch of this shared host while the terms are measured does not price every program.
 #
 # Run as root on a quiet machine (never beside a build):
 #   bash bench/price-explained.sh
@@ -35,6 +37,7 @@ GIT_REPO=${GIT_REPO:-$PWD}
 OUT=${OUT:-$(mktemp -d)}
 SRC=$PWD
 SET=${SET:-eight}
+ROUNDS=${ROUNDS:-3}
 case $SET in
 eight | unseen) ;;
 *) echo "price-explained: SET=$SET: use eight (the default) or unseen" >&2; exit 2 ;;
@@ -54,7 +57,7 @@ cd "$WORK"
 
 # The terms first, here (the working folder's file system), into a throwaway history each.
 export COSTLAB_RETRY_BUDGET=0
-"$B" cost --db "$OUT/h.db" --dir "$WORK" >"$OUT/cost.txt" 2>&1 || { echo "price-explained: costlab cost failed: $(tail -1 "$OUT/cost.txt")" >&2; exit 1; }
+"$B" cost --db "$OUT/h.db" --dir "$WORK" --rounds "$ROUNDS" >"$OUT/cost.txt" 2>&1 || { echo "price-explained: costlab cost failed: $(tail -1 "$OUT/cost.txt")" >&2; exit 1; }
 if [ -n "$BEFORE" ]; then
     "$BEFORE" cost --db "$OUT/before.db" >"$OUT/cost-before.txt" 2>&1 || true
 fi

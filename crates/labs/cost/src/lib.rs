@@ -3,6 +3,7 @@
 //! a figure with samples, spread and verdict. The kernels live in `measure::unitcost`.
 
 pub mod args;
+pub mod rounds;
 
 use anyhow::Result;
 
@@ -39,7 +40,7 @@ pub fn run(args: &CostArgs, ctx: &Ctx) -> Result<Outcome> {
         Some(d) => scratch_parent(d)?,
         None => std::env::temp_dir(),
     };
-    measure_in(&terms, ctx, &dir)
+    measure_rounds(&terms, ctx, &dir, args.rounds.unwrap_or(1))
 }
 
 /// `--dir`: a directory that exists, on the file system whose terms to measure.
@@ -65,11 +66,43 @@ pub fn measure(terms: &[&'static str], ctx: &Ctx) -> Result<Outcome> {
 
 /// `measure`, the file-system terms in a scratch directory inside `dir`.
 pub fn measure_in(terms: &[&'static str], ctx: &Ctx, dir: &std::path::Path) -> Result<Outcome> {
-    let bar = progress::bar(terms.len() as u64, LAB);
+    measure_rounds(terms, ctx, dir, 1)
+}
+
+/// `measure_in` in `rounds` rounds, each figure taken from one of them (`rounds::pick`).
+pub fn measure_rounds(
+    terms: &[&'static str],
+    ctx: &Ctx,
+    dir: &std::path::Path,
+    rounds: usize,
+) -> Result<Outcome> {
+    let bar = progress::bar((terms.len() * rounds) as u64, LAB);
+    let mut all = Vec::with_capacity(rounds);
+    for r in 0..rounds {
+        let prefix = if rounds > 1 {
+            format!("round {}/{rounds}: ", r + 1)
+        } else {
+            String::new()
+        };
+        all.push(one_round(terms, ctx, dir, &bar, &prefix)?);
+    }
+    bar.finish_and_clear();
+    Ok(rounds::pick(all))
+}
+
+/// Every term of `terms` once, each judged with its conditions; a term this machine cannot
+/// give is a note.
+fn one_round(
+    terms: &[&'static str],
+    ctx: &Ctx,
+    dir: &std::path::Path,
+    bar: &progress::ProgressBar,
+    prefix: &str,
+) -> Result<Outcome> {
     let cpus = costlab_core::measure::cpus::allowed_cpus();
     let mut o = Outcome::default();
     for &term in terms {
-        bar.set_message(term.to_string());
+        bar.set_message(format!("{prefix}{term}"));
         let mut why = None;
         let case = judged_case(&format!("cost {term}"), &cpus, &ctx.retry, || {
             let mut out = Outcome::default();
@@ -86,7 +119,6 @@ pub fn measure_in(terms: &[&'static str], ctx: &Ctx, dir: &std::path::Path) -> R
         o.extend(case);
         bar.inc(1);
     }
-    bar.finish_and_clear();
     Ok(o)
 }
 
@@ -145,8 +177,9 @@ impl Lab for CostLab {
             move |ctx| run(&args, ctx),
         ))
     }
-    fn run_plan(&self, ctx: &Ctx, _full: bool) -> Result<Outcome> {
-        measure(&TERMS, ctx)
+    fn run_plan(&self, ctx: &Ctx, full: bool) -> Result<Outcome> {
+        let rounds = if full { 3 } else { 1 };
+        measure_rounds(&TERMS, ctx, &std::env::temp_dir(), rounds)
     }
     fn headlines(&self, o: &Outcome) -> Vec<Headline> {
         let mut h = Vec::new();
