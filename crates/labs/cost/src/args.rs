@@ -15,7 +15,7 @@ pub struct CostArgs {
     pub dir: Option<std::path::PathBuf>,
     /// Rounds: every term is measured once per round, the rounds one after the other, and
     /// each figure is the round nearest the rounds' median (ok figures first), so that a few
-    /// slow seconds of the machine move one round, not the figure [default: 1]
+    /// slow seconds of the machine move one round, not the figure [default: 3; 1 with --quick]
     #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = costlab_lab::args::whole::<usize, 1, 9>)]
     pub rounds: Option<usize>,
     #[command(flatten)]

@@ -40,7 +40,12 @@ pub fn run(args: &CostArgs, ctx: &Ctx) -> Result<Outcome> {
         Some(d) => scratch_parent(d)?,
         None => std::env::temp_dir(),
     };
-    measure_rounds(&terms, ctx, &dir, args.rounds.unwrap_or(1))
+    measure_rounds(
+        &terms,
+        ctx,
+        &dir,
+        args.rounds.unwrap_or(if ctx.quick { 1 } else { 3 }),
+    )
 }
 
 /// `--dir`: a directory that exists, on the file system whose terms to measure.
