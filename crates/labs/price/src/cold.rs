@@ -39,6 +39,8 @@ pub fn point(size: u64) -> String {
 pub enum Of {
     Calls,
     Faults,
+    /// The syscalls after as long in the basket's other syscalls (`after_calls_ns`).
+    AfterCalls,
 }
 
 impl Of {
@@ -46,6 +48,7 @@ impl Of {
         match self {
             Of::Calls => "/ns",
             Of::Faults => "/fault",
+            Of::AfterCalls => "/calls",
         }
     }
 
@@ -117,6 +120,39 @@ impl Curve {
     /// The samples the extra has: the most any point has.
     fn samples(&self) -> usize {
         self.points.iter().map(|p| p.1.len()).max().unwrap_or(1)
+    }
+
+    /// A line's calls' mean extra as `mean_extra`, each gap read in two parts: `share` of it
+    /// spent in the program's syscalls, read on `calls` (the extra after as long in other
+    /// calls), and the rest on this curve (a sweep), the two added, at most the larger of the
+    /// two curves' extra at the whole gap (neither kind of work can push out more than all of
+    /// it). None without calls.
+    pub fn mean_extra_split(
+        &self,
+        calls: &Curve,
+        share: f64,
+        gaps: &[[u64; 2]],
+    ) -> Option<Vec<f64>> {
+        let n: u64 = gaps.iter().map(|g| g[0]).sum();
+        if n == 0 {
+            return None;
+        }
+        let share = share.clamp(0.0, 1.0);
+        let at = |g: f64, i: usize| {
+            let whole = self.extra_at(g, i).max(calls.extra_at(g, i));
+            (self.extra_at(g * (1.0 - share), i) + calls.extra_at(g * share, i)).min(whole)
+        };
+        Some(
+            (0..self.samples().max(calls.samples()))
+                .map(|i| {
+                    gaps.iter()
+                        .filter(|g| g[0] > 0)
+                        .map(|&[c, sum]| c as f64 * at(sum as f64 / c as f64, i))
+                        .sum::<f64>()
+                        / n as f64
+                })
+                .collect(),
+        )
     }
 
     /// A line's calls' mean extra by their gaps' buckets (each at its mean gap), one for each
@@ -220,12 +256,33 @@ pub fn extra_of(
     }
     let of = Of::for_class(class);
     let split = counts.measured.as_ref()?;
-    let extra =
-        Curve::within(units, of, counts.max_rss)?.mean_extra(gaps_of(split, class, name)?)?;
+    let sweep = Curve::within(units, of, counts.max_rss)?;
+    let gaps = gaps_of(split, class, name)?;
+    let extra = match Curve::of(units, Of::AfterCalls).filter(|_| of == Of::Calls) {
+        Some(calls) => sweep.mean_extra_split(&calls, call_share(split), gaps)?,
+        None => sweep.mean_extra(gaps)?,
+    };
     Some(Cold {
         extra,
         add: of == Of::Calls,
     })
+}
+
+/// The share of the program's CPU time the split measured inside its syscalls: the part of a
+/// gap between two calls of a kind taken, on the whole, by its other calls.
+pub fn call_share(split: &Split) -> f64 {
+    let all: u64 = split.lines.iter().map(|l| l.cpu_ns).sum();
+    let calls: u64 = split
+        .lines
+        .iter()
+        .filter(|l| l.class == "syscall")
+        .map(|l| l.cpu_ns)
+        .sum();
+    if all == 0 {
+        0.0
+    } else {
+        calls as f64 / all as f64
+    }
 }
 
 /// `unit` raised by a line's `cold`: each sample plus its extra ns, or times one plus its
@@ -303,9 +360,19 @@ pub fn note(counts: &crate::count::Counts, units: &Units) -> Option<String> {
         .from
         .trim_start_matches("run ")
         .to_string();
+    let after_calls = match Curve::of(units, Of::AfterCalls) {
+        Some(c) => format!(
+            "; a syscall's gap is read in two parts, {:.0}% of it (the program's CPU time in its syscalls) on the same calls after as long in their other calls, {}, and the rest on the sweeps",
+            call_share(split) * 100.0,
+            said(&Some(c), true)
+        ),
+        None => format!(
+            "; the cold-call figures have no curve after other calls (after_calls_ns, measured since 2026-12-07: costlab cost --terms {TERM}), so a syscall's whole gap is read on the sweeps"
+        ),
+    };
     (calls > 0).then(|| {
         format!(
-            "calls after other work: the split timed, for each of {calls} syscalls and minor faults, the time since the last of its kind on its CPU ({:.0}% of them came 65 us or more after it); against the same call in a loop, a syscall costs {} of work, a fault {} (cost term {TERM}: getppid, stat, open and close, mmap and munmap, a 4 KiB pread, and a fault of a fresh page, each after a sweep of memory); each line's unit is raised by its own calls' gaps read on those curves{} ({from})",
+            "calls after other work: the split timed, for each of {calls} syscalls and minor faults, the time since the last of its kind on its CPU ({:.0}% of them came 65 us or more after it); against the same call in a loop, a syscall costs {} of work, a fault {} (cost term {TERM}: getppid, stat, open and close, mmap and munmap, a 4 KiB pread, and a fault of a fresh page, each after a sweep of memory){after_calls}; each line's unit is raised by its own calls' gaps read on those curves{} ({from})",
             cold as f64 / calls as f64 * 100.0,
             said(&curves[0], true),
             said(&curves[1], false),
@@ -391,6 +458,66 @@ mod tests {
         let e = c.mean_extra(&g).unwrap();
         assert!((e[0] - (0.0 + 1.75 + 3.0) / 3.0).abs() < 1e-9, "{e:?}");
         assert_eq!(c.mean_extra(&[[0, 0]; 7]), None);
+    }
+
+    /// The sweeps' curve of `two_points` and an after-calls curve a fifth as steep: 1 us of
+    /// other calls gives +0.1, 10 us +0.6.
+    fn with_calls() -> Units {
+        let mut units = two_points();
+        units.insert(
+            format!("{}/calls", point(1 << 20)),
+            unit(vec![0.1], "run r1"),
+        );
+        units.insert(
+            format!("{}/calls", point(8 << 20)),
+            unit(vec![0.6], "run r1"),
+        );
+        units
+    }
+
+    #[test]
+    fn a_gap_in_calls_is_read_on_their_curve_and_the_rest_on_the_sweeps() {
+        let units = with_calls();
+        let sweep = Curve::of(&units, Of::Calls).unwrap();
+        let calls = Curve::of(&units, Of::AfterCalls).unwrap();
+        let mut g = vec![[0u64; 2]; BOUNDS.len() + 1];
+        g[6] = [10, 10 * 10_000];
+        // All of it in other calls: the calls' curve at 10 us.
+        let all = sweep.mean_extra_split(&calls, 1.0, &g).unwrap();
+        assert!((all[0] - 0.6).abs() < 1e-9, "{all:?}");
+        // None of it: the sweeps' curve, as before.
+        let none = sweep.mean_extra_split(&calls, 0.0, &g).unwrap();
+        assert_eq!(none, sweep.mean_extra(&g).unwrap());
+        // Half: 5 us on each, 1.5 + 0.3.
+        let half = sweep.mean_extra_split(&calls, 0.5, &g).unwrap();
+        let want = sweep.extra_at(5_000.0, 0) + calls.extra_at(5_000.0, 0);
+        assert!((half[0] - want).abs() < 1e-9, "{half:?}");
+        // Past the last points both curves are flat: the parts add to no more than the whole.
+        g[6] = [10, 10 * 100_000_000];
+        let far = sweep.mean_extra_split(&calls, 0.5, &g).unwrap();
+        assert!((far[0] - 3.0).abs() < 1e-9, "{far:?}");
+        assert_eq!(sweep.mean_extra_split(&calls, 0.5, &[[0, 0]; 7]), None);
+    }
+
+    #[test]
+    fn the_calls_share_is_the_syscalls_part_of_the_measured_cpu_time() {
+        let line = |class: &str, cpu_ns: u64| crate::measured::Line {
+            class: class.into(),
+            event: "x".into(),
+            cpu_ns,
+            ..crate::measured::Line::default()
+        };
+        let split = Split {
+            lines: vec![
+                line("user", 100),
+                line("syscall", 250),
+                line("syscall", 50),
+                line("fault", 100),
+            ],
+            ..Split::default()
+        };
+        assert!((call_share(&split) - 0.6).abs() < 1e-9);
+        assert_eq!(call_share(&Split::default()), 0.0);
     }
 
     #[test]

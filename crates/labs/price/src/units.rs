@@ -159,6 +159,10 @@ pub(crate) fn unit_key(row: &ResultRow) -> Option<String> {
             let s = row.case.get("size").and_then(|v| v.as_u64())?;
             Some(format!("{}/ns", crate::cold::point(s)))
         }
+        ("cost", "after_calls_ns") => {
+            let s = row.case.get("size").and_then(|v| v.as_u64())?;
+            Some(format!("{}/calls", crate::cold::point(s)))
+        }
         ("cost", "per_ns_fault") => {
             let s = row.case.get("size").and_then(|v| v.as_u64())?;
             Some(format!("{}/fault", crate::cold::point(s)))
