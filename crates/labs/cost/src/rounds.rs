@@ -29,15 +29,9 @@ fn key(r: &ResultRow) -> String {
     )
 }
 
-/// The median of `v` (sorted here); the lower middle of an even count.
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[(v.len() - 1) / 2]
-}
-
 /// One outcome from the rounds' outcomes: for each figure, the round nearest the median of
-/// the rounds' medians among its ok rounds (among all of them where none is ok), in the order
-/// the first round gave them; the notes of all rounds once each, and one note on the rounds.
+/// the rounds' medians among its ok rounds (among all of them where none is ok; the earlier
+/// of two as near), in the order the first round gave them; the notes of all rounds once each, and one note on the rounds.
 pub fn pick(rounds: Vec<Outcome>) -> Outcome {
     let n = rounds.len();
     if n <= 1 {
@@ -67,7 +61,7 @@ pub fn pick(rounds: Vec<Outcome>) -> Outcome {
             continue;
         };
         let medians: Vec<f64> = rows.iter().map(|r| r.summary.median).collect();
-        let mid = median(medians.clone());
+        let mid = costlab_core::measure::stats::median(&medians);
         let ok = |r: &&ResultRow| r.quality.is_none_or(|q| q == Quality::Ok);
         let pool: Vec<&ResultRow> = if rows.iter().any(|r| ok(&r)) {
             rows.iter().filter(ok).collect()

@@ -133,47 +133,43 @@ impl Curve {
         share: f64,
         gaps: &[[u64; 2]],
     ) -> Option<Vec<f64>> {
-        let n: u64 = gaps.iter().map(|g| g[0]).sum();
-        if n == 0 {
-            return None;
-        }
         let share = share.clamp(0.0, 1.0);
-        let at = |g: f64, i: usize| {
+        let samples = self.samples().max(calls.samples());
+        bucket_mean(gaps, samples, |g, i| {
             let whole = self.extra_at(g, i).max(calls.extra_at(g, i));
             (self.extra_at(g * (1.0 - share), i) + calls.extra_at(g * share, i)).min(whole)
-        };
-        Some(
-            (0..self.samples().max(calls.samples()))
-                .map(|i| {
-                    gaps.iter()
-                        .filter(|g| g[0] > 0)
-                        .map(|&[c, sum]| c as f64 * at(sum as f64 / c as f64, i))
-                        .sum::<f64>()
-                        / n as f64
-                })
-                .collect(),
-        )
+        })
     }
 
     /// A line's calls' mean extra by their gaps' buckets (each at its mean gap), one for each
     /// sample of the curve; None without calls.
     pub fn mean_extra(&self, gaps: &[[u64; 2]]) -> Option<Vec<f64>> {
-        let calls: u64 = gaps.iter().map(|g| g[0]).sum();
-        if calls == 0 {
-            return None;
-        }
-        Some(
-            (0..self.samples())
-                .map(|i| {
-                    gaps.iter()
-                        .filter(|g| g[0] > 0)
-                        .map(|&[n, sum]| n as f64 * self.extra_at(sum as f64 / n as f64, i))
-                        .sum::<f64>()
-                        / calls as f64
-                })
-                .collect(),
-        )
+        bucket_mean(gaps, self.samples(), |g, i| self.extra_at(g, i))
     }
+}
+
+/// The calls' mean of `extra(gap, sample)` over the buckets of `gaps` ([calls, sum of their
+/// gaps] each, read at its mean gap), one for each of `samples`; None without calls.
+fn bucket_mean(
+    gaps: &[[u64; 2]],
+    samples: usize,
+    extra: impl Fn(f64, usize) -> f64,
+) -> Option<Vec<f64>> {
+    let calls: u64 = gaps.iter().map(|g| g[0]).sum();
+    if calls == 0 {
+        return None;
+    }
+    Some(
+        (0..samples)
+            .map(|i| {
+                gaps.iter()
+                    .filter(|g| g[0] > 0)
+                    .map(|&[n, sum]| n as f64 * extra(sum as f64 / n as f64, i))
+                    .sum::<f64>()
+                    / calls as f64
+            })
+            .collect(),
+    )
 }
 
 /// The sweep size a point's unit name says (`cold-call(1048576)`), 0 where it says none.

@@ -253,12 +253,6 @@ impl Overhead {
                 runs[i].push((plain, traced));
             }
         }
-        // First the ticks' share of a loop that makes no events: the time the split measured
-        // on the local timer's line of the traced loop, over the rest of its CPU. (The
-        // difference of a traced and an untraced run read 0-17% from price to price here,
-        // two runs' noise where the ticks cost ~1%; the line's time is measured, and holds
-        // the kernel's own tick too: ~0.2% high.) Then each event's cost, the traced loop's
-        // own timer interrupts taken out the same way.
         o.per_cpu = Summary::of(&share).map_or(0.0, |s| s.median);
         all.push(("tick", share));
         for (i, &kind) in KINDS.iter().enumerate() {
