@@ -141,7 +141,7 @@ pub fn render(o: &Outcome) -> String {
             };
             vec![
                 term,
-                size.map_or("—".into(), costlab_core::measure::sizes::format_size),
+                size.map_or("—".into(), |s| unitcost::size_words(&r.key("term"), s)),
                 r.metric.clone(),
                 table::median_marked(r),
                 costlab_history::report::sheet::spread(&r.summary),

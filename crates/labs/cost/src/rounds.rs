@@ -102,7 +102,7 @@ fn name(r: &ResultRow) -> String {
     if let Some(size) = r.case.get("size").and_then(|v| v.as_u64()) {
         s.push_str(&format!(
             " at {}",
-            costlab_core::measure::sizes::format_size(size)
+            costlab_core::measure::unitcost::size_words(&r.key("term"), size)
         ));
     }
     if r.metric != "latency" {

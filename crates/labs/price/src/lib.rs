@@ -29,6 +29,7 @@ mod tracer;
 mod unit;
 mod units;
 pub mod verify;
+mod waits;
 
 use std::path::Path;
 
@@ -112,6 +113,7 @@ pub fn run(args: &PriceArgs, ctx: &Ctx) -> Result<Outcome> {
     let times = times::times_for(args, from.is_some(), &counted, &mut o)?;
     let priced = pricing::price(counts, &units);
     o.notes.extend(sizing::crossed_note(counts, &units));
+    o.notes.extend(waits::at_program_waits(counts, &units).1);
     o.notes.extend(cold::note(counts, &units));
     let cpu = Summary::of(
         &times

@@ -72,14 +72,8 @@ pub fn derive(units: &mut Units) {
         let d = h.minus(&[w, e]);
         units.insert("switch".into(), d);
     }
-    // A wake on a halted CPU, beyond the switch every wait is priced at: the wakee's side
-    // of a cross-CPU wake-up less a switch (a hand-off without its futex calls).
-    if let Some(h) = units.get("wake-halted") {
-        let d = match units.get("switch") {
-            Some(s) => h.minus(&[s]),
-            None => h.clone(),
-        };
-        units.insert("halt-in".into(), d);
+    if let Some(h) = crate::waits::halt_in(units) {
+        units.insert("halt-in".into(), h);
     }
     // A getdents64 call's own part: the term reads a DIR_ENTRIES[0]-entry directory through
     // in two calls (the entries with . and .., then the empty one), so each call holds half
@@ -232,6 +226,7 @@ pub fn needed(counts: &Counts) -> Vec<&'static str> {
 /// Price every count at its unit. Bytes are priced as rows of class `bytes`.
 pub fn price(counts: &Counts, units: &Units) -> Vec<Priced> {
     let sized = crate::sizing::at_program_sizes(counts, units);
+    let (sized, _) = crate::waits::at_program_waits(counts, &sized);
     let units = &sized;
     let mut rows = Vec::new();
     let unit_for = |p: &Pricing| units.get(p.unit).map(|u| u.scaled(p.factor));

@@ -150,6 +150,10 @@ pub(crate) fn unit_key(row: &ResultRow) -> Option<String> {
                 Some(s) if unitcost::RW_TERMS.contains(&term.as_str()) => {
                     Some(with_fs(crate::sizing::at_size(&term, s), row))
                 }
+                // A wake-up term's longer idle times, for the run's own waits.
+                Some(s) if unitcost::WAIT_TERMS.contains(&term.as_str()) => {
+                    Some(crate::sizing::at_size(&term, s))
+                }
                 Some(_) => None,
             }
         }
@@ -449,6 +453,24 @@ mod tests {
         assert_eq!(units["file-write[4096]"].samples, vec![3800.0]);
         alias_fs(&mut units, "xfs");
         assert!(!units.contains_key("file-write[4096]"));
+    }
+
+    #[test]
+    fn a_wake_up_terms_longer_idle_times_are_units_of_their_own() {
+        let at = |term: &str, size: Option<u64>| {
+            let mut case = costlab_core::case! {"term" => term, "rev" => 2u64};
+            if let Some(size) = size {
+                case.insert("size".into(), size.into());
+            }
+            unit_key(&ResultRow::new("cost", case, "latency", "ns", vec![1.0]).unwrap())
+        };
+        assert_eq!(at("wake-ipi", Some(50)).as_deref(), Some("wake-ipi"));
+        assert_eq!(
+            at("wake-halted", Some(1000)).as_deref(),
+            Some("wake-halted[1000]")
+        );
+        // A run before the curve stored the term at 50 us without a size: the same unit.
+        assert_eq!(at("wake-ipi", None).as_deref(), Some("wake-ipi"));
     }
 
     fn row(lab: &str, metric: &str, case: costlab_core::model::Case) -> ResultRow {

@@ -22,11 +22,15 @@ use crate::measure::{cancel, SampleSpec};
 
 /// Timed writes per sample.
 const WRITES: usize = 200;
-/// How long the writer waits before each timed write, for the reader's CPU to go idle. Here
-/// (a KVM guest with haltpoll) a wake-up 5 us after the reader slept found its CPU still
-/// polling half the time (no interrupt sent), from 10 us on nearly never; each interrupt
-/// cost the writer 6.5-10 us whether the gap was 10 us or 200 us.
-const IDLE: Duration = Duration::from_micros(50);
+/// How long the writer waits before each timed write, for the reader's CPU to go idle, µs:
+/// the term is measured at each, and a price reads it at its own waits' length. Here (a KVM
+/// guest with haltpoll) a wake-up 5 us after the reader slept found its CPU still polling half
+/// the time (no interrupt sent), from 10 us on nearly never. Both sides cost more the longer
+/// the CPU sat halted: on the 2-vCPU EPYC guest (2026-12-08) the waker's write 6.2, 6.5 and
+/// 7.2 us an interrupt after 50, 200 and 1000 us, the wakee's read 11.0, 13.4 and 15.3 us (in a
+/// slow minute of the host, 9.3, 10.4 and 19.1 for the waker); a producer blocked on a pipe
+/// into gzip waits about 900 us.
+pub const IDLE_US: [u64; 3] = [50, 250, 1000];
 
 /// The sum of the `CAL:` and `RES:` rows for CPU `cpu` (the header names the columns `CPU0
 /// CPU1 ...`): the interrupts another CPU sends it to run a function or to reschedule.
@@ -90,8 +94,9 @@ pub enum Side {
     Wakee,
 }
 
-/// ns per IPI, of `side`, to wake a task asleep on another, idle CPU.
-pub fn wake(spec: &SampleSpec, side: Side) -> Result<Vec<f64>> {
+/// ns per IPI, of `side`, to wake a task asleep on another CPU idle for `idle_us`.
+pub fn wake(spec: &SampleSpec, side: Side, idle_us: u64) -> Result<Vec<f64>> {
+    let idle_for = Duration::from_micros(idle_us);
     use std::sync::{Arc, Mutex};
     let (mine, theirs) = last_two("a wake-up across CPUs needs two CPUs")?;
     let _pin = Pinned::to(mine)?;
@@ -126,7 +131,7 @@ pub fn wake(spec: &SampleSpec, side: Side) -> Result<Vec<f64>> {
         let before = ipis_now(theirs)?;
         for _ in 0..WRITES {
             let idle = Instant::now();
-            while idle.elapsed() < IDLE {
+            while idle.elapsed() < idle_for {
                 std::hint::spin_loop();
             }
             let t0 = Instant::now();
@@ -148,7 +153,7 @@ pub fn wake(spec: &SampleSpec, side: Side) -> Result<Vec<f64>> {
         }
         if side == Side::Wakee {
             // The reader's last read is done within the plain writes' time, or soon after.
-            std::thread::sleep(IDLE);
+            std::thread::sleep(idle_for);
             woken = std::mem::take(&mut *reads.lock().unwrap_or_else(|e| e.into_inner()));
         }
         match per_ipi(&mut woken, &mut plain, ipis) {

@@ -136,6 +136,7 @@ pub fn base_size(term: &str) -> u64 {
     match term {
         "exit" | "exit-file" | "exit-shared" | "fork" => procs::PAGE_SIZES[0],
         "writeback" => WRITEBACK_SIZES[0],
+        "wake-ipi" | "wake-halted" => ipi::IDLE_US[0],
         _ => SIZES[0],
     }
 }
@@ -228,8 +229,8 @@ pub fn reading(term: &str) -> &'static str {
         "fault-file-cold" => "as fault-file, each pass after a sweep of memory four times the largest CPU cache (64-512 MiB, not timed): the file's page-cache entries, page descriptors and page tables out of the CPU's caches, as a program's first fault on a range of a file finds them, per fault",
         "switch-same-cpu" => "a token handed between two threads on one CPU through a futex, per hand-off (the wake and wait calls included)",
         "wake-cross-cpu" => "a futex wake of a thread asleep on another CPU to it running, per hand-off (the calls included)",
-        "wake-ipi" => "a one-byte pipe write that wakes a reader asleep on another, idle CPU, less a write nobody waits on, per interrupt sent to that CPU (the waker's side of a wake-up: in a VM, an exit to the host)",
-        "wake-halted" => "the CPU time of a one-byte pipe read that slept 50 us on a CPU gone idle and was woken by another's write, less a plain read's, per interrupt that CPU took (the wakee's side: its switch back in on a CPU woken from a halt)",
+        "wake-ipi" => "a one-byte pipe write that wakes a reader asleep on another CPU idle for `size` us, less a write nobody waits on, per interrupt sent to that CPU (the waker's side of a wake-up: in a VM, an exit to the host)",
+        "wake-halted" => "the CPU time of a one-byte pipe read that slept `size` us on a CPU gone idle and was woken by another's write, less a plain read's, per interrupt that CPU took (the wakee's side: its switch back in on a CPU woken from a halt)",
         "fault-shootdown" => "a copy-on-write fault while a thread of the same process runs on another CPU, less one while it is parked, per TLB shootdown that CPU took (the faulting thread waits for the other CPU to flush: in a VM, exits on both sides)",
         "futex-wake" => "FUTEX_WAKE with no waiter",
         "futex-wait-eagain" => "FUTEX_WAIT that returns EAGAIN at once",
@@ -357,8 +358,8 @@ fn measure_term(term: &str, spec: &SampleSpec, dir: &Path) -> Result<Vec<TermFig
         "fault-file-cold" => one(faults::file_cold(spec)?),
         "switch-same-cpu" => one(sched::handoff(spec, true)?),
         "wake-cross-cpu" => one(sched::handoff(spec, false)?),
-        "wake-ipi" => one(ipi::wake(spec, ipi::Side::Waker)?),
-        "wake-halted" => one(ipi::wake(spec, ipi::Side::Wakee)?),
+        "wake-ipi" => by_wait(t, spec, ipi::Side::Waker)?,
+        "wake-halted" => by_wait(t, spec, ipi::Side::Wakee)?,
         "fault-shootdown" => one(ipi::fault_shootdown(spec)?),
         "futex-wake" => one(sched::futex_wake(spec)?),
         "futex-wait-eagain" => one(sched::futex_wait_eagain(spec)?),
@@ -510,6 +511,35 @@ fn fork_term(spec: &SampleSpec) -> Result<Vec<TermFigure>> {
             fs: None,
         },
     ])
+}
+
+/// The terms measured at each of `ipi::IDLE_US` (their `size`: the µs the sleeper's CPU sat
+/// idle), which a price reads at the length of its own waits.
+pub const WAIT_TERMS: [&str; 2] = ["wake-ipi", "wake-halted"];
+
+/// A term's `size` in words: bytes, or for a wake-up term the µs its sleeper's CPU sat idle.
+pub fn size_words(term: &str, size: u64) -> String {
+    if WAIT_TERMS.contains(&term) {
+        format!("{size} us idle")
+    } else {
+        crate::measure::sizes::format_size(size)
+    }
+}
+
+/// A wake-up term at each idle time of `ipi::IDLE_US` (no per-byte part: a curve read between
+/// its points).
+fn by_wait(term: &'static str, spec: &SampleSpec, side: ipi::Side) -> Result<Vec<TermFigure>> {
+    let mut out = Vec::new();
+    for idle in ipi::IDLE_US {
+        out.push(TermFigure {
+            term,
+            size: Some(idle),
+            metric: "latency",
+            samples: ipi::wake(spec, side, idle)?,
+            fs: None,
+        });
+    }
+    Ok(out)
 }
 
 /// A term at each of `sizes`, and its per-byte part: each sample pair's slope.
