@@ -168,6 +168,7 @@ pub fn run(args: &PriceArgs, ctx: &Ctx) -> Result<Outcome> {
         tracer_ns: tracer.unwrap_or(0.0),
         tracer_measured: tracer.is_some(),
         usage_ns: s.usage_ns as f64,
+        halted: s.lines.iter().map(|l| l.halted_in).sum(),
     });
     let untraced = !counted.untraced.is_empty();
     let mut model = check(
@@ -498,6 +499,8 @@ pub struct Kernel {
     /// Whether the tracer's cost was measured (else it is 0, and said so).
     pub tracer_measured: bool,
     pub usage_ns: f64,
+    /// The waits that ended on a CPU woken from a halt (the split's `halted_in`).
+    pub halted: u64,
 }
 
 impl Kernel {
@@ -642,6 +645,7 @@ fn check(
         let traced = times::Traced {
             kernel_ns: net,
             cpu_ns: (k.usage_ns - k.tracer_ns).max(0.0),
+            halted: k.halted,
         };
         let c = times::untraced_check(traced, &col(|t| t.sys_ns), &col(|t| t.user_ns + t.sys_ns));
         push("traced_to_untraced", vec![c.kernel_ratio], false);

@@ -82,6 +82,8 @@ pub fn times_for(
 pub struct Traced {
     pub kernel_ns: f64,
     pub cpu_ns: f64,
+    /// Its waits that ended on a CPU woken from a halt.
+    pub halted: u64,
 }
 
 /// The traced run set against the untraced runs: the check that the tracer's cost taken out
@@ -121,6 +123,8 @@ pub fn untraced_check(traced: Traced, sys: &[f64], cpu: &[f64]) -> UntracedCheck
     let within = |r: f64| (0.85..=1.15).contains(&r);
     let kernel = if within(kernel_ratio) {
         "within 15%".to_string()
+    } else if kernel_ratio > 1.0 && traced.halted > 0 {
+        format!("outside 15% ({}, and {} of its waits ended on a CPU woken from a halt: the kernel charges such a wake-up's way back in, from the wake-up through the idle loop's exit, to the task's CPU time, but parts CPU time into user and system by its ticks, and a tick there finds the idle task, so that time is shared out by the run's user share and its system time reads low; the CPU time below is exact)", runs, traced.halted)
     } else {
         format!("outside 15% (a short run's system time is a few ticks: {runs}; --runs N says it finer)")
     };
@@ -160,6 +164,7 @@ mod tests {
         let t = |k: f64, c: f64| Traced {
             kernel_ns: k,
             cpu_ns: c,
+            halted: 0,
         };
         let c = untraced_check(t(44e6, 100e6), &[30e6, 50e6, 40e6], &[90e6, 110e6, 100e6]);
         assert!((c.kernel_ratio - 1.1).abs() < 1e-9, "{c:?}");
@@ -190,6 +195,18 @@ mod tests {
         assert!(
             c.text.contains("it used 10.00 ms more than they did")
                 && c.text.contains("25% of the traced kernel time"),
+            "{}",
+            c.text
+        );
+        // A run whose waits ended on halted CPUs: its system time reads low, and says why.
+        let woken = Traced {
+            halted: 3000,
+            ..t(40e6, 110e6)
+        };
+        let c = untraced_check(woken, &[20e6], &[100e6]);
+        assert!(
+            c.text.contains("2.00x the first, outside 15% (one untraced run, and 3000 of its waits ended on a CPU woken from a halt")
+                && c.text.contains("its system time reads low"),
             "{}",
             c.text
         );
