@@ -504,6 +504,16 @@ pub struct Kernel {
 }
 
 impl Kernel {
+    /// The traced run's figures net of the tracer, for the check against the untraced runs:
+    /// its kernel time `net`, its CPU time (the cgroup's usage less the tracer's cost).
+    fn traced(&self, net: f64) -> times::Traced {
+        times::Traced {
+            kernel_ns: net,
+            cpu_ns: (self.usage_ns - self.tracer_ns).max(0.0),
+            halted: self.halted,
+        }
+    }
+
     /// The kernel time the program would have had untraced: the split's less the tracer's.
     pub fn net(&self) -> f64 {
         (self.split_ns - self.tracer_ns).max(0.0)
@@ -642,12 +652,11 @@ fn check(
     );
     let mut verdict = vec![ran_line(kernel, kernel_ns, wall, user, sysm)];
     if let (true, Some(net), Some(k)) = (untraced, kernel_ns, kernel) {
-        let traced = times::Traced {
-            kernel_ns: net,
-            cpu_ns: (k.usage_ns - k.tracer_ns).max(0.0),
-            halted: k.halted,
-        };
-        let c = times::untraced_check(traced, &col(|t| t.sys_ns), &col(|t| t.user_ns + t.sys_ns));
+        let c = times::untraced_check(
+            k.traced(net),
+            &col(|t| t.sys_ns),
+            &col(|t| t.user_ns + t.sys_ns),
+        );
         push("traced_to_untraced", vec![c.kernel_ratio], false);
         push("traced_to_untraced_cpu", vec![c.cpu_ratio], false);
         verdict.push(c.text);
