@@ -20,6 +20,22 @@ pub fn at_size(term: &str, size: u64) -> String {
     format!("{term}[{size}]")
 }
 
+/// A term's figure at each of `points` (its first, the smallest, stored under the term's own
+/// name; the others as `at_size`); None where one is missing.
+pub fn figures<'a>(units: &'a Units, term: &str, points: &[u64]) -> Option<Vec<&'a Unit>> {
+    points
+        .iter()
+        .enumerate()
+        .map(|(i, &p)| {
+            if i == 0 {
+                units.get(term)
+            } else {
+                units.get(&at_size(term, p))
+            }
+        })
+        .collect()
+}
+
 /// `units` with file-read, file-write and pipe-rw (and their per-byte parts) replaced by the
 /// segment the program's mean size falls in, where the term was measured at every size of
 /// `RW_SIZES`; a term measured at two sizes only stays the line through them.
@@ -123,14 +139,7 @@ pub fn crossed_note(counts: &Counts, units: &Units) -> Option<String> {
 /// per-byte part the figure at the mean over the mean. Either way a call of the mean size is
 /// priced at the segment's figure there.
 fn segment(units: &Units, term: &str, mean: f64, what: &str) -> Option<(Unit, Unit)> {
-    let fig = |size: u64| {
-        if size == RW_SIZES[0] {
-            units.get(term)
-        } else {
-            units.get(&at_size(term, size))
-        }
-    };
-    let figs: Vec<&Unit> = RW_SIZES.iter().map(|&s| fig(s)).collect::<Option<_>>()?;
+    let figs = figures(units, term, &RW_SIZES)?;
     let i = RW_SIZES[1..RW_SIZES.len() - 1]
         .iter()
         .take_while(|&&s| mean > s as f64)

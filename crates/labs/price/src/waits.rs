@@ -15,8 +15,9 @@ use costlab_core::measure::units::human_ns;
 
 use crate::count::Counts;
 use crate::measured::Split;
-use crate::sizing::at_size;
+use crate::sizing::figures;
 use crate::unit::{Unit, Units};
+use costlab_history::report::ResultRow;
 
 /// The run's waits that ended on a halted CPU, by line: (that line's wake-ups on a halted
 /// CPU, its mean wait in µs: its time off CPU over its waits), for each line that took one.
@@ -34,10 +35,23 @@ pub fn halted_waits(split: &Split) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// The run's mean wait on a halted CPU as the terms read it: each line's wait held within the
+/// curve's ends (a shell's one wait of seconds for its child moves nothing), weighted by its
+/// wake-ups. None without any.
+fn mean_wait(waits: &[(f64, f64)]) -> Option<f64> {
+    let total: f64 = waits.iter().map(|w| w.0).sum();
+    let last = IDLE_US.len() - 1;
+    (total > 0.0).then(|| {
+        waits
+            .iter()
+            .map(|&(n, w)| n / total * w.clamp(IDLE_US[0] as f64, IDLE_US[last] as f64))
+            .sum()
+    })
+}
+
 /// `term` over the run's waits: each line's wake-ups at its own mean wait (`at_wait`), the
-/// lines weighted by their wake-ups, sample by sample; and the mean wait so read (each held
-/// within the curve's ends: a shell's one wait of seconds for its child moves nothing).
-fn over_waits(units: &Units, term: &str, waits: &[(f64, f64)]) -> Option<(Unit, f64)> {
+/// lines weighted by their wake-ups, sample by sample.
+fn over_waits(units: &Units, term: &str, waits: &[(f64, f64)]) -> Option<Unit> {
     let total: f64 = waits.iter().map(|w| w.0).sum();
     if total <= 0.0 {
         return None;
@@ -54,38 +68,28 @@ fn over_waits(units: &Units, term: &str, waits: &[(f64, f64)]) -> Option<(Unit, 
                 .sum()
         })
         .collect();
-    let last = IDLE_US.len() - 1;
-    let wait = waits
-        .iter()
-        .map(|&(n, w)| n / total * w.clamp(IDLE_US[0] as f64, IDLE_US[last] as f64))
-        .sum();
-    let (_, first) = &each[0];
-    Some((
-        Unit {
-            samples,
-            rows: first.rows.clone(),
-            from: format!(
-                "{term} at the run's waits on a halted CPU, {wait:.0} us on average, on its curve over {} us: {}",
-                IDLE_US.map(|i| i.to_string()).join(", "),
-                first.from
-            ),
-        },
-        wait,
-    ))
+    let mut rows: Vec<ResultRow> = Vec::new();
+    for r in each.iter().flat_map(|(_, u)| &u.rows) {
+        if !rows.iter().any(|x| x.name() == r.name()) {
+            rows.push(r.clone());
+        }
+    }
+    Some(Unit {
+        samples,
+        rows,
+        from: format!(
+            "{term} at the run's waits on a halted CPU, each line's on its curve over {} us: {}",
+            IDLE_US.map(|i| i.to_string()).join(", "),
+            each[0].1.from
+        ),
+    })
 }
 
 /// `term` read at `wait_us` on its idle-time curve: between the two points around it, by the
 /// logarithm of the time, sample by sample (the k-th of each, cycling a shorter one); at the
 /// nearer end point beyond them. None where a point is missing.
 pub fn at_wait(units: &Units, term: &str, wait_us: f64) -> Option<Unit> {
-    let fig = |idle: u64| {
-        if idle == IDLE_US[0] {
-            units.get(term)
-        } else {
-            units.get(&at_size(term, idle))
-        }
-    };
-    let figs: Vec<&Unit> = IDLE_US.iter().map(|&i| fig(i)).collect::<Option<_>>()?;
+    let figs = figures(units, term, &IDLE_US)?;
     let last = IDLE_US.len() - 1;
     let w = wait_us.clamp(IDLE_US[0] as f64, IDLE_US[last] as f64);
     let i = IDLE_US[1..last]
@@ -137,14 +141,15 @@ pub fn at_program_waits(counts: &Counts, units: &Units) -> (Units, Option<String
         .as_ref()
         .map(halted_waits)
         .unwrap_or_default();
+    let Some(mean) = mean_wait(&waits) else {
+        return (units.clone(), None);
+    };
     let mut out = units.clone();
     let mut read = Vec::new();
-    let mut mean = 0.0;
     for term in WAIT_TERMS {
-        let Some((u, wait)) = over_waits(units, term, &waits) else {
+        let Some(u) = over_waits(units, term, &waits) else {
             continue;
         };
-        mean = wait;
         if let Some(s) = u.summary() {
             let base = units.get(term).and_then(Unit::summary).map(|b| b.median);
             read.push(match base {
@@ -178,6 +183,7 @@ pub fn at_program_waits(counts: &Counts, units: &Units) -> (Units, Option<String
 mod tests {
     use super::*;
     use crate::measured::Line;
+    use crate::sizing::at_size;
 
     fn unit(x: f64) -> Unit {
         Unit {
@@ -253,13 +259,14 @@ mod tests {
         assert!(halted_waits(&Split::default()).is_empty());
         // Each line at its own wait, weighted by its wake-ups: 0.9 at 900 us, 0.1 at 100 us.
         let u = curve(10_000.0, 12_000.0, 16_000.0);
-        let (w, mean) = over_waits(&u, "wake-halted", &halted_waits(&split)).unwrap();
+        let w = over_waits(&u, "wake-halted", &halted_waits(&split)).unwrap();
         let at = |x: f64| median(&at_wait(&u, "wake-halted", x).unwrap());
         assert!((median(&w) - (0.9 * at(900.0) + 0.1 * at(100.0))).abs() < 1e-6);
+        let mean = mean_wait(&halted_waits(&split)).unwrap();
         assert!((mean - 820.0).abs() < 1e-9, "{mean}");
         // A wait of seconds (a shell's for its child) is held at the curve's end.
-        let (_, held) = over_waits(&u, "wake-halted", &[(1.0, 3.5e6)]).unwrap();
-        assert_eq!(held, 1000.0);
+        assert_eq!(mean_wait(&[(1.0, 3.5e6)]), Some(1000.0));
+        assert_eq!(mean_wait(&[]), None);
     }
 
     #[test]
